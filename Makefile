@@ -1,0 +1,34 @@
+# perfdiff — every target sets itself up from a fresh clone (only python3 needed).
+PYTHON ?= python3
+VENV   ?= .venv
+PY     := $(VENV)/bin/python
+STAMP  := $(VENV)/.installed
+SHARED ?= ../shared
+
+.PHONY: help demo test bench lint clean
+
+help:  ## List the targets
+	@grep -E '^[a-z]+:.*##' $(MAKEFILE_LIST) | sed 's/:.*## /\t/'
+
+$(STAMP): pyproject.toml
+	$(PYTHON) -m venv $(VENV)
+	$(PY) -m pip install -q --upgrade pip
+	$(PY) -m pip install -q -e '.[test]'
+	touch $(STAMP)
+
+demo: $(STAMP)  ## Compare the shipped example pair and write report.md (+ report.json)
+	$(PY) -m perfdiff compare examples/cpufreq/normal examples/cpufreq/abnormal -o report.md --json report.json
+	@echo "wrote report.md and report.json"
+
+test: $(STAMP)  ## Run all tests (unit, golden, real traces, live host, fake GPUs)
+	$(PY) -m pytest -q -n 2 --durations=10
+
+bench: $(STAMP)  ## Measure compare/import time and memory on large generated inputs
+	$(PY) bench/run_bench.py --shared $(SHARED)
+
+lint: $(STAMP)  ## Static checks
+	$(PY) -m pip install -q ruff
+	$(VENV)/bin/ruff check src collectors tests
+
+clean:  ## Remove the virtual environment and build outputs
+	rm -rf $(VENV) build dist src/*.egg-info bench/out

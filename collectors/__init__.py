@@ -1,0 +1,1 @@
+"""Samplers and tracers: the only code that touches hardware or live processes."""

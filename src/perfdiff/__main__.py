@@ -1,0 +1,5 @@
+import sys
+
+from perfdiff.cli import main
+
+sys.exit(main())

@@ -1,0 +1,382 @@
+"""The run bundle (format v1): the one writer and the one loader.
+
+A bundle is a directory (docs/FORMAT.md)::
+
+    manifest.json                 format_version, target, host, GPUs, collectors, status ...
+    activity/part-000000.parquet  what takes time (kernels, memcpy, cpu ranges, host states)
+    samples/part-000000.parquet   resource metrics
+    markers/part-000000.parquet   cycle marks
+
+Each table is a folder of Parquet parts.  A part is written to a temporary name and renamed,
+so a collector killed with SIGKILL leaves only whole parts behind and the bundle still loads
+(with its status still "running", which the loader reports as interrupted).  A user opens a
+table with one pandas call: ``pd.read_parquet("run/activity")``.
+
+In memory the integer columns that may be unknown (launch_ns, tid, stream, correlation,
+bytes) use ``MISSING`` (-1): none of them can be negative.  On disk they are Parquet nulls.
+"""
+from __future__ import annotations
+
+import json
+import os
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pandas as pd
+import pyarrow as pa
+import pyarrow.compute as pc
+import pyarrow.parquet as pq
+
+from perfdiff import __version__
+from perfdiff.errors import InputError
+
+FORMAT_VERSION = 1
+MANIFEST = "manifest.json"
+MISSING = -1  # in-memory marker of an unknown optional integer (null on disk)
+
+# Column name → (dtype kind, required).  "str" columns are dictionary-encoded on disk and
+# categorical in memory; "i8?" columns are nullable int64 on disk and MISSING in memory.
+SCHEMAS: dict[str, dict[str, str]] = {
+    "activity": {
+        "function": "str",  # kernel name, memcpy kind, cpu range name, host state
+        "kind": "str",  # kernel | memcpy | memset | cpu | host | api
+        "device": "str",  # "GPU 0", "Host"
+        "start_ns": "i8",  # wall clock (CLOCK_REALTIME), ns
+        "end_ns": "i8",
+        "busy_ns": "i8",  # own time: end-start for a kernel, self time for nested cpu ranges,
+        # summed thread time for a host counter interval (may exceed end-start)
+        "launch_ns": "i8?",  # when the CPU launched it (GPU work), ns
+        "tid": "i8?",  # host thread id
+        "stream": "i8?",  # GPU stream id
+        "correlation": "i8?",  # launch correlation id
+        "bytes": "i8?",  # memcpy/memset size
+    },
+    "samples": {
+        "metric": "str",  # name in perfdiff.registry
+        "device": "str",
+        "t_start_ns": "i8",  # interval start; a point reading has t_start_ns == t_end_ns
+        "t_end_ns": "i8",
+        "value": "f8",  # in the registry's unit
+    },
+    "markers": {
+        "name": "str",  # "ProfilerStep#5", a perfdiff.cycle name, an NVTX range name
+        "start_ns": "i8",
+        "end_ns": "i8",
+        "tid": "i8?",
+        "source": "str",  # perfdiff | nvtx | profiler_step | annotation
+    },
+}
+TABLES = tuple(SCHEMAS)
+_INTERVALS = {"activity": ("start_ns", "end_ns"), "samples": ("t_start_ns", "t_end_ns"),
+              "markers": ("start_ns", "end_ns")}
+KINDS = ("kernel", "memcpy", "memset", "cpu", "host", "api")
+
+
+def empty_table(table: str) -> pd.DataFrame:
+    """A zero-row DataFrame with `table`'s columns and in-memory dtypes."""
+    cols: dict[str, Any] = {}
+    for name, kind in SCHEMAS[table].items():
+        if kind == "str":
+            cols[name] = pd.Categorical([])
+        elif kind == "f8":
+            cols[name] = np.array([], dtype=np.float64)
+        else:
+            cols[name] = np.array([], dtype=np.int64)
+    return pd.DataFrame(cols)
+
+
+def normalize_table(table: str, df: pd.DataFrame) -> pd.DataFrame:
+    """Return `df` with exactly `table`'s columns in their in-memory dtypes.
+
+    Optional integer columns that are absent are filled with MISSING; a required column that
+    is absent is a programming error (KeyError).
+    """
+    out: dict[str, Any] = {}
+    n = len(df)
+    for name, kind in SCHEMAS[table].items():
+        if name not in df.columns:
+            if kind == "i8?":
+                out[name] = np.full(n, MISSING, dtype=np.int64)
+                continue
+            raise KeyError(f"{table} needs column {name!r}")
+        col = df[name]
+        if kind == "str":
+            out[name] = col if isinstance(col.dtype, pd.CategoricalDtype) else col.astype(str).astype("category")
+        elif kind == "f8":
+            out[name] = col.to_numpy(dtype=np.float64, na_value=np.nan)
+        elif kind == "i8?":
+            out[name] = pd.to_numeric(col).fillna(MISSING).to_numpy(dtype=np.int64)
+        else:
+            out[name] = col.to_numpy(dtype=np.int64)
+    return pd.DataFrame(out)
+
+
+@dataclass
+class RunData:
+    """One run in memory: the manifest and the three tables (columns as in SCHEMAS)."""
+
+    manifest: dict[str, Any]
+    activity: pd.DataFrame
+    samples: pd.DataFrame
+    markers: pd.DataFrame
+    path: str = ""
+    notes: list[str] = field(default_factory=list)  # load-time remarks (interrupted, dropped rows)
+
+    @property
+    def name(self) -> str:
+        """The run's label in the report: the manifest's run_name, else the path's last part."""
+        return str(self.manifest.get("run_name") or Path(self.path).name or "run")
+
+
+def base_manifest(**fields: Any) -> dict[str, Any]:
+    """A manifest with every v1 key present, updated with `fields`."""
+    manifest: dict[str, Any] = {
+        "format_version": FORMAT_VERSION,
+        "perfdiff_version": __version__,
+        "run_name": "",
+        "created_ns": time.time_ns(),
+        "source": {"kind": "unknown"},
+        "target": {},
+        "host": {},
+        "gpus": [],
+        "clock": {"domain": "CLOCK_REALTIME", "anchors": []},
+        "collectors": [],
+        "unsupported": [],
+        "dropped": {},
+        "status": "complete",
+        "files": {},
+    }
+    manifest.update(fields)
+    return manifest
+
+
+def _to_arrow(table: str, df: pd.DataFrame) -> pa.Table:
+    df = normalize_table(table, df)
+    arrays = []
+    names = []
+    for name, kind in SCHEMAS[table].items():
+        col = df[name]
+        if kind == "str":
+            cat = col.cat
+            arr = pa.DictionaryArray.from_arrays(
+                pa.array(cat.codes.to_numpy(dtype=np.int32)),
+                pa.array(np.asarray(cat.categories, dtype=object).astype(str), type=pa.string()),
+            )
+        elif kind == "i8?":
+            values = col.to_numpy(dtype=np.int64)
+            arr = pa.array(values, type=pa.int64(), mask=values == MISSING)
+        elif kind == "f8":
+            arr = pa.array(col.to_numpy(dtype=np.float64), type=pa.float64())
+        else:
+            arr = pa.array(col.to_numpy(dtype=np.int64), type=pa.int64())
+        arrays.append(arr)
+        names.append(name)
+    return pa.Table.from_arrays(arrays, names=names)
+
+
+def _atomic_write_json(path: Path, obj: dict[str, Any]) -> None:
+    tmp = path.with_name(path.name + ".tmp")
+    with open(tmp, "w", encoding="utf-8") as fh:
+        json.dump(obj, fh, indent=2, sort_keys=True, default=str)
+        fh.flush()
+        os.fsync(fh.fileno())
+    os.replace(tmp, path)
+
+
+class BundleWriter:
+    """Writes a bundle incrementally: `append` adds a part to a table, `close` seals it.
+
+    The manifest is written first with status "running"; a crash leaves that status and the
+    whole parts written so far.  Parts are written under a temporary name and renamed.
+    """
+
+    def __init__(self, path: str | os.PathLike[str], manifest: dict[str, Any]):
+        self.path = Path(path)
+        if self.path.exists() and any(self.path.iterdir()):
+            raise InputError("output directory exists and is not empty", path=self.path)
+        self.path.mkdir(parents=True, exist_ok=True)
+        self.manifest = base_manifest(**manifest)
+        self.manifest["status"] = "running"
+        self._parts = {t: 0 for t in TABLES}
+        self._rows = {t: 0 for t in TABLES}
+        for t in TABLES:
+            (self.path / t).mkdir(exist_ok=True)
+        _atomic_write_json(self.path / MANIFEST, self.manifest)
+
+    def append(self, table: str, df: pd.DataFrame) -> None:
+        """Write `df` (columns of SCHEMAS[table]) as the next part of `table`."""
+        if table not in SCHEMAS:
+            raise KeyError(table)
+        if len(df) == 0 and self._parts[table] > 0:
+            return
+        part = self.path / table / f"part-{self._parts[table]:06d}.parquet"
+        tmp = part.with_name("." + part.name + ".tmp")
+        pq.write_table(_to_arrow(table, df), tmp, compression="zstd")
+        os.replace(tmp, part)
+        self._parts[table] += 1
+        self._rows[table] += len(df)
+
+    def update_manifest(self, **fields: Any) -> None:
+        """Merge `fields` into the manifest and rewrite it atomically."""
+        self.manifest.update(fields)
+        _atomic_write_json(self.path / MANIFEST, self.manifest)
+
+    def close(self, status: str = "complete") -> Path:
+        """Give every table at least one (possibly empty) part, record the files, set status."""
+        for t in TABLES:
+            if self._parts[t] == 0:
+                self.append(t, empty_table(t))
+        self.manifest["files"] = {
+            t: {"parts": self._parts[t], "rows": self._rows[t]} for t in TABLES
+        }
+        self.manifest["status"] = status
+        _atomic_write_json(self.path / MANIFEST, self.manifest)
+        return self.path
+
+
+def write_bundle(path: str | os.PathLike[str], run: RunData, status: str | None = None) -> Path:
+    """Write a whole in-memory run as a bundle at `path` (which must be absent or empty)."""
+    writer = BundleWriter(path, dict(run.manifest))
+    writer.append("activity", run.activity)
+    writer.append("samples", run.samples)
+    writer.append("markers", run.markers)
+    return writer.close(status or run.manifest.get("status") or "complete")
+
+
+# ---------------------------------------------------------------------------- loading
+
+_ARROW_OK = {
+    "str": lambda t: pa.types.is_string(t) or pa.types.is_large_string(t)
+    or (pa.types.is_dictionary(t) and (pa.types.is_string(t.value_type) or pa.types.is_large_string(t.value_type))),
+    "i8": lambda t: pa.types.is_integer(t),
+    "i8?": lambda t: pa.types.is_integer(t) or pa.types.is_null(t),
+    "f8": lambda t: pa.types.is_floating(t) or pa.types.is_integer(t),
+}
+
+
+def is_bundle(path: str | os.PathLike[str]) -> bool:
+    """True when `path` is a directory holding a bundle manifest."""
+    return (Path(path) / MANIFEST).is_file()
+
+
+def _read_manifest(path: Path) -> dict[str, Any]:
+    mpath = path / MANIFEST
+    try:
+        manifest = json.loads(mpath.read_text(encoding="utf-8"))
+    except FileNotFoundError:
+        raise InputError("not a perfdiff run bundle (no manifest.json)", path=path) from None
+    except (json.JSONDecodeError, UnicodeDecodeError) as exc:
+        raise InputError(f"manifest is not valid JSON ({exc.__class__.__name__}: {exc})", path=mpath) from None
+    if not isinstance(manifest, dict):
+        raise InputError("manifest is not a JSON object", path=mpath)
+    version = manifest.get("format_version")
+    if version != FORMAT_VERSION:
+        raise InputError(
+            f"unknown format_version {version!r} (this perfdiff {__version__} reads {FORMAT_VERSION})",
+            path=mpath,
+        )
+    return manifest
+
+
+def _read_table(path: Path, table: str) -> pd.DataFrame:
+    tdir = path / table
+    if not tdir.is_dir():
+        raise InputError(f"missing table {table!r} (no folder {table}/)", path=path)
+    parts = sorted(p for p in tdir.glob("part-*.parquet"))
+    if not parts:
+        raise InputError(f"missing table {table!r} (no part-*.parquet in it)", path=tdir)
+    schema = SCHEMAS[table]
+    str_cols = [c for c, k in schema.items() if k == "str"]
+    tables = []
+    for part in parts:
+        try:
+            pf = pq.ParquetFile(part)
+            names = pf.schema_arrow.names
+            for col, kind in schema.items():
+                if col not in names:
+                    if kind == "i8?":
+                        continue
+                    raise InputError(f"column {col!r} is missing", path=part)
+                atype = pf.schema_arrow.field(col).type
+                if not _ARROW_OK[kind](atype):
+                    raise InputError(f"column {col!r} has type {atype}, expected {kind.rstrip('?')}", path=part)
+            cols = [c for c in schema if c in names]
+            tables.append(pq.read_table(part, columns=cols, read_dictionary=str_cols))
+        except InputError:
+            raise
+        except (pa.ArrowException, OSError) as exc:
+            raise InputError(f"corrupt or truncated Parquet file ({exc})", path=part) from None
+    df = _arrow_to_frame(table, tables)
+    start, end = _INTERVALS[table]
+    bad = df[end].to_numpy() < df[start].to_numpy()
+    if bad.any():
+        i = int(np.flatnonzero(bad)[0])
+        raise InputError(f"{int(bad.sum())} row(s) with {end} < {start} (first at row {i})", path=tdir)
+    return df
+
+
+def _arrow_to_frame(table: str, tables: list[pa.Table]) -> pd.DataFrame:
+    schema = SCHEMAS[table]
+    n = sum(t.num_rows for t in tables)
+    columns: list[pa.ChunkedArray] = []
+    for col, kind in schema.items():
+        chunks = []
+        for t in tables:
+            if col in t.column_names:
+                c = t.column(col)
+                if kind == "i8?":
+                    # Nulls would turn the column into float64 and lose ns precision.
+                    c = pc.fill_null(c.cast(pa.int64()), MISSING)
+                elif kind in ("i8",):
+                    c = c.cast(pa.int64())
+                elif kind == "f8":
+                    c = c.cast(pa.float64())
+                elif not pa.types.is_dictionary(c.type):
+                    c = pc.dictionary_encode(c.cast(pa.string()))
+                else:
+                    c = c.cast(pa.dictionary(pa.int32(), pa.string()))
+                chunks.extend(c.chunks)
+            else:
+                chunks.append(pa.array(np.full(t.num_rows, MISSING, dtype=np.int64)))
+        if not chunks:
+            typ = pa.dictionary(pa.int32(), pa.string()) if kind == "str" else (
+                pa.float64() if kind == "f8" else pa.int64())
+            columns.append(pa.chunked_array([], type=typ))
+        else:
+            columns.append(pa.chunked_array(chunks))
+    combined = pa.Table.from_arrays(columns, names=list(schema))
+    if combined.num_rows == 0:
+        return empty_table(table)
+    combined = combined.unify_dictionaries()
+    df = combined.to_pandas()
+    assert len(df) == n
+    return df
+
+
+def union_categoricals_safe(cats: list[pd.Categorical]) -> pd.Categorical:
+    """Concatenate categoricals with possibly different categories."""
+    if len(cats) == 1:
+        return cats[0]
+    if not cats:
+        return pd.Categorical([])
+    return pd.api.types.union_categoricals(cats, ignore_order=True)
+
+
+def load_bundle(path: str | os.PathLike[str]) -> RunData:
+    """Load and validate the bundle at `path`; raises InputError naming the file on bad input."""
+    p = Path(path)
+    if not p.exists():
+        raise InputError("no such file or directory", path=p)
+    if not p.is_dir():
+        raise InputError("not a directory", path=p)
+    manifest = _read_manifest(p)
+    tables = {t: _read_table(p, t) for t in TABLES}
+    run = RunData(manifest=manifest, path=str(p), **tables)
+    status = manifest.get("status")
+    if status == "running":
+        run.notes.append("the collector did not finish (status still 'running'): treated as interrupted")
+        manifest["status"] = "interrupted"
+    return run

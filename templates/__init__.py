@@ -1,0 +1,1 @@
+"""Jinja2 templates of the report (package data)."""
