@@ -1,0 +1,464 @@
+"""Compare two runs: per-(function, metric, device) statistics, checks and findings.
+
+Input: two RunData and their Cycles.  Output: a `Comparison` of plain records (no strings
+formatted for display: that is render's job).  Definitions are STATS.md's.
+"""
+from __future__ import annotations
+
+import math
+import re
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+
+from perfdiff import stats
+from perfdiff.attribute import CycleMatrix, SeriesInfo, attribute_activity, cycle_means, mu_matrix, sample_series
+from perfdiff.bundle import RunData
+from perfdiff.registry import metric_unit
+from perfdiff.segment import GPU_KINDS, Cycles
+
+NS_PER_US = 1e3
+T_FLOOR_US = 1e-3  # own-time Z floor: the 1 ns timer resolution, in µs
+BETA_FLOOR_PP = 0.01
+TEST_MIN_SHARE = 0.001
+MARKED_SOURCES = ("perfdiff-markers", "profiler-step", "annotation", "regex")  # test functions whose pooled mean own time ≥ 0.1 % of the pooled mean cycle
+
+WAIT_PATTERNS = re.compile(
+    r"(Synchronize|cuStreamSynchronize|cuCtxSynchronize|cuEventSynchronize|cudaStreamWaitEvent|"
+    r"hipDeviceSynchronize|hipStreamSynchronize|hipEventSynchronize|"
+    r"^(poll|ppoll|epoll_wait|epoll_pwait|select|pselect6?|futex|pthread_cond_wait|pthread_cond_timedwait|"
+    r"pthread_join|sem_wait|sem_timedwait|nanosleep|clock_nanosleep|usleep|sleep|wait|waitpid)$)")
+
+
+def is_wait(name: str, kind: str) -> bool:
+    """A wait spends its time waiting for something else: a symptom, not a cause (STATS.md)."""
+    if kind not in ("api", "host", "cpu"):
+        return False
+    if kind == "host" and name in ("runq", "blocked", "iowait", "oncpu"):
+        return False
+    return bool(WAIT_PATTERNS.search(name))
+
+
+@dataclass
+class RunSummary:
+    """One side's cycles and provenance."""
+
+    name: str
+    path: str
+    n_cycles: int
+    cycle_source: str
+    cycle_detail: str
+    dropped_cycles: int
+    mean_us: float
+    median_us: float
+    p95_us: float
+    traced_s: float
+    status: str
+    dur_us: np.ndarray = field(repr=False, default_factory=lambda: np.zeros(0))
+    notes: list[str] = field(default_factory=list)
+
+
+@dataclass
+class FunctionStats:
+    """One (function, device): own time, β, calls, and their tests."""
+
+    name: str
+    device: str
+    kind: str
+    wait: bool
+    presence: str  # both | new | vanished
+    tested: bool
+    t_n_us: float
+    t_a_us: float
+    tau_pp: float
+    t: stats.TwoSample | None
+    q_t: float
+    beta_n: float
+    beta_a: float
+    d_beta: float
+    beta: stats.TwoSample | None
+    q_beta: float
+    presence_n: float  # share of cycles where it ran
+    presence_a: float
+    calls_n: float  # mean calls per cycle
+    calls_a: float
+    per_call_n_us: float  # mean own time per call
+    per_call_a_us: float
+    fragile: bool = False
+    beta_vs_common: float = float("nan")
+
+
+@dataclass
+class MuStats:
+    """μ of one func-scope metric while one function ran."""
+
+    func: int  # index into Comparison.functions
+    metric: str
+    device: str
+    unit: str
+    res: stats.TwoSample
+    z_log: float
+    q: float = float("nan")
+    fragile: bool = False
+
+
+@dataclass
+class ContextStats:
+    """A ctx-scope metric: the run-level signal, compared on its samples."""
+
+    metric: str
+    device: str
+    unit: str
+    res: stats.TwoSample
+    z_log: float
+    median_interval_ms_n: float
+    median_interval_ms_a: float
+    aliases: list[str] = field(default_factory=list)
+    q: float = float("nan")
+    fragile: bool = False
+
+
+@dataclass
+class DetailRow:
+    """A row of the detailed table: a function, optionally paired with a func-scope metric."""
+
+    func: int
+    mu: int | None  # index into Comparison.mu, or None
+    score: float
+    legacy_score: float
+
+
+@dataclass
+class CommonMode:
+    device: str
+    ratio: float
+    k: int
+    iqr_log: float
+    triggered: bool
+
+
+@dataclass
+class Comparison:
+    """Everything the report shows, unformatted."""
+
+    normal: RunSummary
+    abnormal: RunSummary
+    alpha: float
+    cycle_test: stats.TwoSample
+    cycle_ks: float
+    quantiles_n: dict[str, float]
+    quantiles_a: dict[str, float]
+    functions: list[FunctionStats]
+    mu: list[MuStats]
+    context: list[ContextStats]
+    details: list[DetailRow]
+    common_modes: list[CommonMode]
+    constants: list[str]
+    aliases: dict[str, list[str]]
+    comparability: list[str]
+    warnings: list[str]
+    untested: list[int]
+    scope: dict[str, str]  # "metric@device" -> func | ctx
+    n_tests_t: int
+    min_p: float
+    cycles_needed: int | None
+
+
+def summarize_run(run: RunData, cycles: Cycles) -> RunSummary:
+    dur = cycles.dur_ns.astype(np.float64) / NS_PER_US
+    return RunSummary(
+        name=run.name, path=run.path, n_cycles=cycles.n, cycle_source=cycles.source,
+        cycle_detail=cycles.detail, dropped_cycles=cycles.dropped,
+        mean_us=float(dur.mean()), median_us=float(np.median(dur)),
+        p95_us=float(np.quantile(dur, 0.95)),
+        traced_s=float((cycles.end_ns[-1] - cycles.start_ns[0]) / 1e9),
+        status=str(run.manifest.get("status", "unknown")), dur_us=dur, notes=list(run.notes))
+
+
+def _align(mn: CycleMatrix, ma: CycleMatrix) -> tuple[list[tuple[str, str, str]], np.ndarray, np.ndarray]:
+    """Union of the two runs' function keys; index arrays into each (-1 = absent)."""
+    kn = list(map(tuple, mn.keys[["name", "device", "kind"]].to_numpy().tolist()))
+    ka = list(map(tuple, ma.keys[["name", "device", "kind"]].to_numpy().tolist()))
+    union = sorted(set(kn) | set(ka))
+    pos_n = {k: i for i, k in enumerate(kn)}
+    pos_a = {k: i for i, k in enumerate(ka)}
+    idx_n = np.array([pos_n.get(k, -1) for k in union], dtype=np.int64)
+    idx_a = np.array([pos_a.get(k, -1) for k in union], dtype=np.int64)
+    return union, idx_n, idx_a
+
+
+def _rows(m: np.ndarray, idx: np.ndarray, K: int) -> np.ndarray:
+    """Rows of matrix m picked by idx, zeros where idx is -1 (function absent in that run)."""
+    out = np.zeros((len(idx), K))
+    ok = idx >= 0
+    out[ok] = m[idx[ok]]
+    return out
+
+
+def _nanmean(x: np.ndarray) -> float:
+    x = x[np.isfinite(x)]
+    return float(x.mean()) if len(x) else float("nan")
+
+
+def compare_runs(normal: RunData, abnormal: RunData, cn: Cycles, ca: Cycles, *,
+                 alpha: float = 0.05) -> Comparison:
+    """Compare `abnormal` against `normal` over their cycles (STATS.md)."""
+    sn, sa = summarize_run(normal, cn), summarize_run(abnormal, ca)
+    Dn, Da = cn.dur_ns.astype(np.float64), ca.dur_ns.astype(np.float64)
+    mn, ma = attribute_activity(normal, cn), attribute_activity(abnormal, ca)
+    keys, idx_n, idx_a = _align(mn, ma)
+    Kn, Ka = cn.n, ca.n
+    tn = _rows(mn.own_ns, idx_n, Kn) / NS_PER_US  # µs per cycle
+    ta = _rows(ma.own_ns, idx_a, Ka) / NS_PER_US
+    calls_n = _rows(mn.calls, idx_n, Kn)
+    calls_a = _rows(ma.calls, idx_a, Ka)
+    bn = 100.0 * tn * NS_PER_US / Dn
+    ba = 100.0 * ta * NS_PER_US / Da
+    pooled_cycle_us = (Dn.sum() + Da.sum()) / (Kn + Ka) / NS_PER_US
+    mean_da_us = Da.mean() / NS_PER_US
+
+    functions: list[FunctionStats] = []
+    for f, (name, device, kind) in enumerate(keys):
+        pooled = (tn[f].sum() + ta[f].sum()) / (Kn + Ka)
+        tested = pooled >= TEST_MIN_SHARE * pooled_cycle_us
+        presence = "both" if idx_n[f] >= 0 and idx_a[f] >= 0 else ("new" if idx_n[f] < 0 else "vanished")
+        t_res = stats.compare_samples(ta[f], tn[f], floor=T_FLOOR_US) if tested else None
+        b_res = stats.compare_samples(ba[f], bn[f], floor=BETA_FLOOR_PP) if tested else None
+        cn_sum, ca_sum = calls_n[f].sum(), calls_a[f].sum()
+        functions.append(FunctionStats(
+            name=name, device=device, kind=kind, wait=is_wait(name, kind), presence=presence,
+            tested=bool(tested),
+            t_n_us=float(tn[f].mean()), t_a_us=float(ta[f].mean()),
+            tau_pp=float(100.0 * (ta[f].mean() - tn[f].mean()) / mean_da_us),
+            t=t_res, q_t=float("nan"),
+            beta_n=float(bn[f].mean()), beta_a=float(ba[f].mean()),
+            d_beta=float(ba[f].mean() - bn[f].mean()), beta=b_res, q_beta=float("nan"),
+            presence_n=float((tn[f] > 0).mean()), presence_a=float((ta[f] > 0).mean()),
+            calls_n=float(calls_n[f].mean()), calls_a=float(calls_a[f].mean()),
+            per_call_n_us=float(tn[f].sum() / cn_sum) if cn_sum else float("nan"),
+            per_call_a_us=float(ta[f].sum() / ca_sum) if ca_sum else float("nan"),
+        ))
+    tested_idx = [i for i, fs in enumerate(functions) if fs.tested]
+    untested = [i for i, fs in enumerate(functions) if not fs.tested]
+    q_t = stats.bh_qvalues(np.array([functions[i].t.p_mwu for i in tested_idx], dtype=float))
+    q_b = stats.bh_qvalues(np.array([functions[i].beta.p_mwu for i in tested_idx], dtype=float))
+    for j, i in enumerate(tested_idx):
+        fs = functions[i]
+        fs.q_t, fs.q_beta = float(q_t[j]), float(q_b[j])
+        fs.fragile = stats.is_fragile(fs.t.p_welch, fs.t.p_mwu, alpha)
+
+    common = _common_modes(functions, alpha)
+    warnings: list[str] = []
+    # --- metrics: scope, aliases, constants
+    ser_n, ser_a = sample_series(normal), sample_series(abnormal)
+    aliases, alias_of, constants = _aliases_and_constants(ser_n, ser_a)
+    min_cycle_ns = min(float(np.median(Dn)), float(np.median(Da)))
+    scope: dict[str, str] = {}
+    mu_rows: list[MuStats] = []
+    ctx_rows: list[ContextStats] = []
+    for key in sorted(set(ser_n) & set(ser_a)):
+        metric, device = key
+        label = f"{metric}@{device}"
+        if label in alias_of or metric in constants.get(device, set()):
+            continue
+        s_n, s_a = ser_n[key], ser_a[key]
+        interval = max(s_n.median_interval_ns, s_a.median_interval_ns)
+        sc = "func" if interval <= 0.5 * min_cycle_ns else "ctx"
+        scope[label] = sc
+        res_floor = stats.resolution(s_n.value, s_a.value)
+        res_floor = 0.0 if not math.isfinite(res_floor) else res_floor
+        if sc == "func":
+            mu_rows.extend(_mu_rows(normal, abnormal, mn, ma, idx_n, idx_a, s_n, s_a,
+                                    functions, tested_idx, Kn, Ka, res_floor))
+        else:
+            res = stats.compare_samples(s_a.value, s_n.value, floor=res_floor)
+            ctx_rows.append(ContextStats(
+                metric=metric, device=device, unit=metric_unit(metric), res=res,
+                z_log=_z_log(s_a.value, s_n.value, res_floor),
+                median_interval_ms_n=s_n.median_interval_ns / 1e6,
+                median_interval_ms_a=s_a.median_interval_ns / 1e6,
+                aliases=aliases.get(label, [])))
+    for key in sorted(set(ser_n) ^ set(ser_a)):
+        side = "normal" if key in ser_n else "abnormal"
+        warnings.append(f"metric {key[0]} on {key[1]} was sampled in the {side} run only; not compared")
+    p_mu = np.array([r.res.p_mwu for r in mu_rows] + [r.res.p_mwu for r in ctx_rows], dtype=float)
+    q_mu = stats.bh_qvalues(p_mu)
+    for r, q in zip(list(mu_rows) + list(ctx_rows), q_mu):
+        r.q = float(q)
+        r.fragile = stats.is_fragile(r.res.p_welch, r.res.p_mwu, alpha)
+
+    details = _detail_rows(functions, mu_rows)
+    ratio = float(np.median(Da)) / float(np.median(Dn))
+    if not 0.5 <= ratio <= 2.0:
+        head = f"median cycle times differ by ×{ratio:.2f} ({sn.median_us / 1e3:.3g} ms vs {sa.median_us / 1e3:.3g} ms)"
+        if cn.source == ca.source and cn.source in MARKED_SOURCES:
+            warnings.append(f"{head}: both runs' cycles come from the same kind of markers ({cn.source}), so "
+                            "this is probably a real change; if the markers changed meaning, the per-cycle "
+                            "numbers do not compare")
+        else:
+            warnings.append(f"{head}: the two runs were probably segmented differently; check the cycle "
+                            "sources or choose cycles with --cycle / --window")
+    m_tests = len(tested_idx)
+    min_p = stats.min_attainable_p(Kn, Ka)
+    needed = None
+    if m_tests and min_p * m_tests > alpha:
+        needed = stats.cycles_needed(m_tests, alpha)
+    return Comparison(
+        normal=sn, abnormal=sa, alpha=alpha,
+        cycle_test=stats.compare_samples(sa.dur_us, sn.dur_us, floor=T_FLOOR_US),
+        cycle_ks=stats.ks_statistic(sa.dur_us, sn.dur_us),
+        quantiles_n=stats.quantile_table(sn.dur_us), quantiles_a=stats.quantile_table(sa.dur_us),
+        functions=functions, mu=mu_rows, context=ctx_rows, details=details, common_modes=common,
+        constants=sorted(f"{m}@{d}" for d, ms in constants.items() for m in ms), aliases=aliases,
+        comparability=comparability(normal, abnormal, cn, ca), warnings=warnings,
+        untested=untested, scope=scope, n_tests_t=m_tests, min_p=min_p, cycles_needed=needed)
+
+
+def _z_log(a: np.ndarray, n: np.ndarray, res: float) -> float:
+    a = a[np.isfinite(a)]
+    n = n[np.isfinite(n)]
+    pos = np.concatenate([a, n])
+    pos = pos[pos > 0]
+    eps = max(res if math.isfinite(res) else 0.0, 0.01 * float(np.median(pos)) if len(pos) else 0.0)
+    if eps <= 0:
+        eps = 1e-12
+    return stats.z_log(a, n, eps=eps)
+
+
+def _mu_rows(normal: RunData, abnormal: RunData, mn: CycleMatrix, ma: CycleMatrix,
+             idx_n: np.ndarray, idx_a: np.ndarray, s_n: SeriesInfo, s_a: SeriesInfo,
+             functions: list[FunctionStats], tested_idx: list[int], Kn: int, Ka: int,
+             res_floor: float) -> list[MuStats]:
+    mu_n = mu_matrix(normal, mn, s_n, Kn)
+    mu_a = mu_matrix(abnormal, ma, s_a, Ka)
+    rows = []
+    for f in tested_idx:
+        fs = functions[f]
+        if fs.device != s_n.device:
+            continue
+        vn = mu_n[idx_n[f]] if idx_n[f] >= 0 else np.zeros(0)
+        va = mu_a[idx_a[f]] if idx_a[f] >= 0 else np.zeros(0)
+        vn, va = vn[np.isfinite(vn)], va[np.isfinite(va)]
+        if len(vn) == 0 and len(va) == 0:
+            continue
+        res = stats.compare_samples(va, vn, floor=res_floor)
+        rows.append(MuStats(func=f, metric=s_n.metric, device=s_n.device, unit=metric_unit(s_n.metric),
+                            res=res, z_log=_z_log(va, vn, res_floor)))
+    return rows
+
+
+def _aliases_and_constants(ser_n: dict, ser_a: dict) -> tuple[dict[str, list[str]], set[str], dict[str, set[str]]]:
+    """Metrics with identical series in both runs merge; metrics constant in both runs leave."""
+    common = sorted(set(ser_n) & set(ser_a))
+    constants: dict[str, set[str]] = {}
+    by_device: dict[str, list[tuple[str, str]]] = {}
+    for key in common:
+        vn, va = ser_n[key].value, ser_a[key].value
+        if len(vn) and len(va) and np.all(vn == vn[0]) and np.all(va == vn[0]):
+            constants.setdefault(key[1], set()).add(key[0])
+            continue
+        by_device.setdefault(key[1], []).append(key)
+    aliases: dict[str, list[str]] = {}
+    alias_of: set[str] = set()
+    for device, keys in by_device.items():
+        for i, k1 in enumerate(keys):
+            l1 = f"{k1[0]}@{device}"
+            if l1 in alias_of:
+                continue
+            for k2 in keys[i + 1:]:
+                l2 = f"{k2[0]}@{device}"
+                if l2 in alias_of:
+                    continue
+                if _same(ser_n[k1], ser_n[k2]) and _same(ser_a[k1], ser_a[k2]):
+                    aliases.setdefault(l1, []).append(k2[0])
+                    alias_of.add(l2)
+    return aliases, alias_of, constants
+
+
+def _same(x: SeriesInfo, y: SeriesInfo) -> bool:
+    return (len(x.value) == len(y.value) and np.array_equal(x.t0, y.t0)
+            and np.array_equal(x.value, y.value))
+
+
+def _common_modes(functions: list[FunctionStats], alpha: float) -> list[CommonMode]:
+    out = []
+    devices = sorted({f.device for f in functions if f.kind in GPU_KINDS})
+    for device in devices:
+        idx = [i for i, f in enumerate(functions) if f.device == device and f.kind in GPU_KINDS]
+        bn = np.array([functions[i].beta_n for i in idx])
+        ba = np.array([functions[i].beta_a for i in idx])
+        cm = stats.common_mode_detail(bn, ba, min_beta=0.05)
+        if cm is None:
+            continue
+        out.append(CommonMode(device=device, ratio=cm.ratio, k=cm.k, iqr_log=cm.iqr_log, triggered=cm.triggered))
+        if cm.triggered:
+            for i in idx:
+                f = functions[i]
+                f.beta_vs_common = f.beta_a - cm.ratio * f.beta_n
+    return out
+
+
+def _detail_rows(functions: list[FunctionStats], mu_rows: list[MuStats]) -> list[DetailRow]:
+    by_func: dict[int, list[int]] = {}
+    for j, r in enumerate(mu_rows):
+        by_func.setdefault(r.func, []).append(j)
+    rows = []
+    for i, f in enumerate(functions):
+        if not f.tested:
+            continue
+        z_t = f.t.z if f.t else float("nan")
+        z_b = f.beta.z if f.beta else float("nan")
+        for j in by_func.get(i, [None]):  # type: ignore[list-item]
+            z_lm = mu_rows[j].z_log if j is not None else float("nan")
+            rows.append(DetailRow(
+                func=i, mu=j,
+                score=stats.suspicion_score(f.tau_pp, z_t, z_lm, func_scope=j is not None),
+                legacy_score=stats.legacy_score(f.d_beta, z_b, z_lm)))
+    rows.sort(key=lambda r: (-_nz(r.score), -abs(functions[r.func].tau_pp), functions[r.func].name,
+                             mu_rows[r.mu].metric if r.mu is not None else ""))
+    return rows
+
+
+def _nz(x: float) -> float:
+    return 0.0 if not math.isfinite(x) else x
+
+
+def comparability(normal: RunData, abnormal: RunData, cn: Cycles, ca: Cycles) -> list[str]:
+    """Differences between the runs that can explain a change by themselves."""
+    out: list[str] = []
+
+    def gpu_desc(run: RunData) -> list[str]:
+        return [str(g.get("name", "?")) for g in run.manifest.get("gpus", []) or []]
+
+    gn, ga = gpu_desc(normal), gpu_desc(abnormal)
+    if gn != ga:
+        out.append(f"GPU model differs: {', '.join(gn) or 'unknown'} vs {', '.join(ga) or 'unknown'}")
+    for key, label in (("driver", "GPU driver"), ("max_sm_clock_mhz", "max SM clock (MHz)"),
+                       ("power_limit_w", "power limit (W)")):
+        vn = [g.get(key) for g in normal.manifest.get("gpus", []) or []]
+        va = [g.get(key) for g in abnormal.manifest.get("gpus", []) or []]
+        if any(v is not None for v in vn + va) and vn != va:
+            out.append(f"{label} differs: {vn} vs {va}")
+    hn, ha = normal.manifest.get("host", {}) or {}, abnormal.manifest.get("host", {}) or {}
+    for key, label in (("cpu_model", "CPU model"), ("cores", "CPU cores"), ("kernel", "OS kernel")):
+        if hn.get(key) != ha.get(key) and (hn.get(key) is not None or ha.get(key) is not None):
+            out.append(f"{label} differs: {hn.get(key, 'unknown')} vs {ha.get(key, 'unknown')}")
+    if cn.source != ca.source:
+        out.append(f"cycle source differs: {cn.source} ({cn.detail}) vs {ca.source} ({ca.detail})")
+    sn = (normal.manifest.get("source") or {}).get("kind")
+    sa = (abnormal.manifest.get("source") or {}).get("kind")
+    if sn != sa:
+        out.append(f"the runs come from different sources: {sn} vs {sa}")
+    return out
+
+
+def detail_to_dict(c: Comparison, row: DetailRow) -> dict[str, Any]:
+    """Flat record of one detailed-table row (used by the JSON output)."""
+    f = c.functions[row.func]
+    out: dict[str, Any] = {"function": f.name, "device": f.device, "kind": f.kind,
+                           "metric": None, "score": row.score, "legacy_score": row.legacy_score}
+    if row.mu is not None:
+        m = c.mu[row.mu]
+        out["metric"] = m.metric
+    return out

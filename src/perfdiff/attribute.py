@@ -1,0 +1,202 @@
+"""Reduce millions of activity rows to per-(function, cycle) sums, and samples to μ.
+
+Everything here is one pass of searchsorted + bincount over the rows; the only Python
+loops run over metrics (tens), never over events.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+import pandas as pd
+
+from perfdiff.bundle import MISSING, RunData
+from perfdiff.segment import GPU_KINDS, Cycles
+
+
+@dataclass
+class FunctionKey:
+    """Identity of a function across runs: (name, device, kind)."""
+
+    name: str
+    device: str
+    kind: str
+
+
+@dataclass
+class CycleMatrix:
+    """Per-function, per-cycle own time and calls of one run.
+
+    own_ns[f, c] is f's own time attributed to cycle c (ns, float: prorated rows);
+    calls[f, c] the number of its rows that started (or were launched) in c.
+    """
+
+    keys: pd.DataFrame  # columns name, device, kind; row f of the matrices
+    own_ns: np.ndarray  # (F, K) float64
+    calls: np.ndarray  # (F, K) float64
+    row_cycle: np.ndarray  # cycle index per activity row (-1 = outside every cycle)
+    row_func: np.ndarray  # function index per activity row
+    unattributed_rows: int  # rows outside every cycle
+
+
+def _function_index(activity: pd.DataFrame) -> tuple[pd.DataFrame, np.ndarray]:
+    """Map each row to a (name, device, kind) index without touching strings per row."""
+    parts = [activity[c].cat.codes.to_numpy().astype(np.int64) for c in ("function", "device", "kind")]
+    sizes = [len(activity[c].cat.categories) + 1 for c in ("function", "device", "kind")]
+    key = (parts[0] * sizes[1] + parts[1]) * sizes[2] + parts[2]
+    uniq, inverse = np.unique(key, return_inverse=True)
+    k2 = uniq % sizes[2]
+    k1 = (uniq // sizes[2]) % sizes[1]
+    k0 = uniq // (sizes[2] * sizes[1])
+    cats = [np.asarray(activity[c].cat.categories, dtype=object) for c in ("function", "device", "kind")]
+    keys = pd.DataFrame({"name": cats[0][k0], "device": cats[1][k1], "kind": cats[2][k2]})
+    return keys, inverse.astype(np.int64)
+
+
+def attribute_activity(run: RunData, cycles: Cycles) -> CycleMatrix:
+    """Own time and calls of every function in every cycle.
+
+    GPU work with a known launch time belongs to the cycle it was launched in, whole (even
+    when it ran later); every other row is clipped to the cycles it overlaps, its busy time
+    prorated by the overlapped share.  A zero-length row counts whole in the cycle holding it.
+    """
+    a = run.activity
+    keys, func = _function_index(a) if len(a) else (pd.DataFrame(columns=["name", "device", "kind"]), np.zeros(0, np.int64))
+    F, K = len(keys), cycles.n
+    own = np.zeros(F * K, dtype=np.float64)
+    calls = np.zeros(F * K, dtype=np.float64)
+    row_cycle = np.full(len(a), -1, dtype=np.int64)
+    if len(a) == 0 or K == 0:
+        return CycleMatrix(keys, own.reshape(F, K), calls.reshape(F, K), row_cycle, func, len(a))
+    cs, ce = cycles.start_ns, cycles.end_ns
+    start = a["start_ns"].to_numpy()
+    end = a["end_ns"].to_numpy()
+    busy = a["busy_ns"].to_numpy().astype(np.float64)
+    launch = a["launch_ns"].to_numpy()
+    by_launch = (launch != MISSING) & a["kind"].isin(GPU_KINDS).to_numpy()
+
+    # 1. launched GPU work: whole row to the launching cycle.
+    li = np.flatnonzero(by_launch)
+    if len(li):
+        c = np.searchsorted(cs, launch[li], side="right") - 1
+        ok = (c >= 0) & (launch[li] < ce[np.maximum(c, 0)])
+        li, c = li[ok], c[ok]
+        row_cycle[li] = c
+        idx = func[li] * K + c
+        own += np.bincount(idx, weights=busy[li], minlength=F * K)
+        calls += np.bincount(idx, minlength=F * K)
+
+    # 2. everything else: clip to every overlapped cycle.
+    oi = np.flatnonzero(~by_launch)
+    if len(oi):
+        s, e = start[oi], end[oi]
+        first = np.searchsorted(ce, s, side="right")  # first cycle whose end is after s
+        last = np.searchsorted(cs, e, side="left") - 1  # last cycle starting before e
+        point = e == s
+        last = np.where(point, np.searchsorted(cs, s, side="right") - 1, last)
+        first = np.where(point, last, first)
+        span = np.maximum(last - first + 1, 0)
+        keep = span > 0
+        oi, s, e, first, span, point = oi[keep], s[keep], e[keep], first[keep], span[keep], point[keep]
+        rep = np.repeat(np.arange(len(oi)), span)
+        offs = np.arange(len(rep)) - np.repeat(np.cumsum(span) - span, span)
+        cyc = first[rep] + offs
+        r = oi[rep]
+        ov = np.minimum(e[rep], ce[cyc]) - np.maximum(s[rep], cs[cyc])
+        length = (e - s)[rep].astype(np.float64)
+        share = np.where(point[rep], 1.0, np.clip(ov, 0, None) / np.where(length > 0, length, 1.0))
+        valid = share > 0
+        r, cyc, share = r[valid], cyc[valid], share[valid]
+        idx = func[r] * K + cyc
+        own += np.bincount(idx, weights=busy[r] * share, minlength=F * K)
+        # A row counts as a call in the cycle where it starts (or, clipped, its first cycle).
+        starts_here = np.r_[True, r[1:] != r[:-1]]
+        calls += np.bincount(idx[starts_here], minlength=F * K)
+        row_cycle[r[starts_here]] = cyc[starts_here]
+    unattributed = int((row_cycle < 0).sum())
+    return CycleMatrix(keys, own.reshape(F, K), calls.reshape(F, K), row_cycle, func, unattributed)
+
+
+@dataclass
+class SeriesInfo:
+    """One (metric, device) sample series of a run."""
+
+    metric: str
+    device: str
+    t0: np.ndarray  # interval starts, ns (sorted)
+    t1: np.ndarray  # interval ends, ns (point samples: the next sample's time)
+    value: np.ndarray
+    median_interval_ns: float
+    dropped_nonfinite: int
+
+
+def sample_series(run: RunData) -> dict[tuple[str, str], SeriesInfo]:
+    """Group samples into series; point samples cover the interval to the next sample."""
+    s = run.samples
+    out: dict[tuple[str, str], SeriesInfo] = {}
+    if len(s) == 0:
+        return out
+    for (metric, device), g in s.groupby(["metric", "device"], observed=True, sort=True):
+        t0 = g["t_start_ns"].to_numpy()
+        t1 = g["t_end_ns"].to_numpy()
+        v = g["value"].to_numpy(dtype=np.float64)
+        order = np.argsort(t0, kind="stable")
+        t0, t1, v = t0[order], t1[order], v[order]
+        finite = np.isfinite(v)
+        dropped = int((~finite).sum())
+        t0, t1, v = t0[finite], t1[finite], v[finite]
+        if len(v) == 0:
+            continue
+        point = t1 == t0
+        if point.any():
+            nxt = np.append(t0[1:], t0[-1])
+            step = float(np.median(np.diff(t0))) if len(t0) > 1 else 0.0
+            nxt[-1] = t0[-1] + int(step)
+            t1 = np.where(point, np.maximum(nxt, t0), t1)
+        widths = t1 - t0
+        med = float(np.median(widths)) if len(widths) else float("nan")
+        out[(str(metric), str(device))] = SeriesInfo(str(metric), str(device), t0, t1, v, med, dropped)
+    return out
+
+
+def mu_matrix(run: RunData, matrix: CycleMatrix, series: SeriesInfo, K: int) -> np.ndarray:
+    """μ[f, c]: busy-weighted mean of the series while f ran in c (NaN where undefined).
+
+    Each activity row takes the value of the sample interval holding its midpoint, weighted by
+    its busy time — exact when rows are shorter than a sample interval, which is when a metric
+    has `func` scope.  Only rows on the series' device count.
+    """
+    F = len(matrix.keys)
+    a = run.activity
+    cats = list(a["device"].cat.categories) if len(a) else []
+    if series.device not in cats:
+        return np.full((F, K), np.nan)
+    code = cats.index(series.device)
+    dev_rows = np.flatnonzero((a["device"].cat.codes.to_numpy() == code) & (matrix.row_cycle >= 0))
+    if len(dev_rows) == 0:
+        return np.full((F, K), np.nan)
+    mid = (a["start_ns"].to_numpy()[dev_rows] + a["end_ns"].to_numpy()[dev_rows]) // 2
+    j = np.searchsorted(series.t0, mid, side="right") - 1
+    ok = (j >= 0) & (mid < series.t1[np.maximum(j, 0)])
+    rows, j = dev_rows[ok], j[ok]
+    w = a["busy_ns"].to_numpy()[rows].astype(np.float64)
+    idx = matrix.row_func[rows] * K + matrix.row_cycle[rows]
+    num = np.bincount(idx, weights=w * series.value[j], minlength=F * K)
+    den = np.bincount(idx, weights=w, minlength=F * K)
+    with np.errstate(invalid="ignore", divide="ignore"):
+        mu = np.where(den > 0, num / np.where(den > 0, den, 1.0), np.nan)
+    return mu.reshape(F, K)
+
+
+def cycle_means(series: SeriesInfo, cycles: Cycles) -> np.ndarray:
+    """Time-weighted mean of the series over each cycle (NaN for a cycle no sample covers)."""
+    K = cycles.n
+    mid = (series.t0 + series.t1) // 2
+    c = np.searchsorted(cycles.start_ns, mid, side="right") - 1
+    ok = (c >= 0) & (mid < cycles.end_ns[np.maximum(c, 0)])
+    w = (series.t1 - series.t0).astype(np.float64)[ok]
+    w = np.where(w > 0, w, 1.0)
+    num = np.bincount(c[ok], weights=w * series.value[ok], minlength=K)
+    den = np.bincount(c[ok], weights=w, minlength=K)
+    with np.errstate(invalid="ignore", divide="ignore"):
+        return np.where(den > 0, num / np.where(den > 0, den, 1.0), np.nan)

@@ -1,0 +1,81 @@
+"""Open one side of a comparison: a run bundle, or a trace imported on the fly."""
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+import tempfile
+from pathlib import Path
+
+from perfdiff.bundle import RunData, is_bundle, load_bundle
+from perfdiff.errors import InputError
+
+TRACE_SUFFIXES = (".sqlite", ".json", ".json.gz", ".nsys-rep")
+
+
+def trace_kind(path: Path) -> str | None:
+    """'nsys', 'nsys-rep', 'kineto' or None, from the file name."""
+    name = path.name.lower()
+    if name.endswith(".sqlite"):
+        return "nsys"
+    if name.endswith(".nsys-rep"):
+        return "nsys-rep"
+    if name.endswith(".json") or name.endswith(".json.gz"):
+        return "kineto"
+    return None
+
+
+def _find_trace_in_dir(path: Path) -> Path:
+    traces = sorted(p for p in path.iterdir() if p.is_file() and trace_kind(p))
+    if not traces:
+        if not any(path.iterdir()):
+            raise InputError("empty directory: not a run bundle and no trace in it", path=path)
+        raise InputError(
+            "not a perfdiff run bundle (no manifest.json) and no trace file "
+            "(.sqlite, .json, .json.gz, .nsys-rep) in it", path=path)
+    if len(traces) > 1:
+        names = ", ".join(p.name for p in traces[:4])
+        raise InputError(f"holds several traces ({names}); name one file", path=path)
+    return traces[0]
+
+
+def export_nsys_rep(path: Path, workdir: Path) -> Path:
+    """Export an .nsys-rep to SQLite with `nsys export` (needs nsys on PATH); returns the file."""
+    nsys = shutil.which("nsys")
+    if nsys is None:
+        raise InputError(
+            "reading .nsys-rep needs `nsys` on PATH; export it where nsys is installed with "
+            "`nsys export --type sqlite --output trace.sqlite FILE.nsys-rep` and pass the .sqlite",
+            path=path)
+    out = workdir / (path.stem + ".sqlite")
+    proc = subprocess.run([nsys, "export", "--type", "sqlite", "--force-overwrite", "true",
+                           "--output", str(out), str(path)], capture_output=True, text=True)
+    if proc.returncode != 0 or not out.exists():
+        last = (proc.stderr or proc.stdout).strip().splitlines()[-1:] or ["no output"]
+        raise InputError(f"`nsys export` failed: {last[0]}", path=path)
+    return out
+
+
+def open_run(path: str | os.PathLike[str], *, pid: int | None = None, group: str = "full") -> RunData:
+    """Load `path`: a bundle directory, a directory holding one trace, or a trace file."""
+    p = Path(path)
+    if not p.exists():
+        raise InputError("no such file or directory", path=p)
+    if p.is_dir():
+        if is_bundle(p):
+            return load_bundle(p)
+        p = _find_trace_in_dir(p)
+    kind = trace_kind(p)
+    if kind is None:
+        raise InputError("unknown input: expected a run bundle directory or a trace "
+                         "(.sqlite, .json, .json.gz, .nsys-rep)", path=p)
+    if kind == "kineto":
+        from perfdiff.importers.kineto import import_kineto
+
+        return import_kineto(p, group=group)
+    from perfdiff.importers.nsys import import_nsys
+
+    if kind == "nsys-rep":
+        with tempfile.TemporaryDirectory(prefix="perfdiff-") as tmp:
+            return import_nsys(export_nsys_rep(p, Path(tmp)), pid=pid, group=group)
+    return import_nsys(p, pid=pid, group=group)

@@ -1,0 +1,825 @@
+"""Statistics of the comparison (STATS.md): pure functions on 1-D float arrays.
+
+Every function takes the per-cycle values of one side (or both: ``a`` = abnormal,
+``n`` = normal), drops NaN/±inf inside (the caller counts them through
+`compare_samples`), never modifies its inputs, and returns NaN for "not computable"
+— never 0 or 1 in its place.  Values keep the unit of the input (µs, pp, MHz, …);
+p- and q-values are probabilities in [0, 1].
+
+Conventions fixed here (and tested in tests/test_stats.py):
+
+- Two-sided exact Mann–Whitney p = min(1, 2·min(P(W ≤ w), P(W ≥ w))) over the
+  permutation distribution of the rank sum W (midranks when tied).  Without ties this is
+  scipy's ``method="exact"``; scipy ignores ties there, so the tied case is computed here.
+- HL and its CI are computed on the floating-point differences ``a_i - n_j`` exactly as
+  ``np.median(a[:, None] - n[None, :])`` would, without building the m·n matrix.
+- "Fragile" needs both tests computable: an n/a test is reported with its own reason and
+  is not a disagreement (see `is_fragile`).
+"""
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from functools import lru_cache
+
+import numpy as np
+from scipy import special
+
+# C(n_N + n_A, n_N) up to which Mann–Whitney uses the exact permutation distribution.
+EXACT_LIMIT = 200_000
+# 1.4826·MAD estimates σ for normal data.
+MAD_TO_SD = 1.4826
+# Z denominators: σ̂_N, this share of |median_N|, or the caller's floor — the largest.
+MEDIAN_SHARE = 0.05
+# Common mode (STATS.md, Checks): β̄_N threshold (pp), IQR(ln r) limit, |median ln r| limit.
+COMMON_MIN_BETA = 0.05
+COMMON_MAX_IQR = 0.2
+COMMON_MIN_SHIFT = math.log(1.25)
+# Suspicion score: each of Z(t) and Z(log μ) adds at most this much.
+SCORE_Z_CAP = 5.0
+_BRACKET_MIN = 64
+QUANTILE_KEYS = ("min", "P5", "P10", "P25", "P50", "P75", "P90", "P95", "P99", "max")
+_QUANTILE_LEVELS = (0.0, 0.05, 0.10, 0.25, 0.50, 0.75, 0.90, 0.95, 0.99, 1.0)
+
+
+# ---------------------------------------------------------------------------------------
+# Input hygiene and one-sample summaries
+
+
+def drop_nonfinite(x: object) -> tuple[np.ndarray, int]:
+    """The finite values of `x` as a new 1-D float64 array, and how many were dropped."""
+    arr = np.asarray(x, dtype=np.float64).ravel()
+    keep = np.isfinite(arr)
+    kept = arr[keep]  # boolean indexing copies: the caller's array is never touched
+    return kept, int(arr.size - kept.size)
+
+
+def _median(x: np.ndarray) -> float:
+    return float(np.median(x)) if x.size else math.nan
+
+
+def _is_constant(x: np.ndarray) -> bool:
+    # ptp, not var: the mean of equal floats can round, leaving var ≈ 1e-33 instead of 0.
+    return x.size > 0 and bool(x[0] == x.min() == x.max())
+
+
+def robust_scale(x: object) -> float:
+    """σ̂ = 1.4826·MAD (unit of x), falling back to sd (ddof 1) when MAD = 0; NaN when n < 2."""
+    v, _ = drop_nonfinite(x)
+    if v.size < 2:
+        return math.nan
+    mad = float(np.median(np.abs(v - np.median(v))))
+    if mad > 0:
+        return MAD_TO_SD * mad
+    return 0.0 if _is_constant(v) else float(np.std(v, ddof=1))
+
+
+def resolution(*arrays: object) -> float:
+    """Smallest positive difference between distinct finite values over all arrays; NaN if none."""
+    parts = [drop_nonfinite(x)[0] for x in arrays]
+    u = np.unique(np.concatenate(parts)) if parts else np.empty(0)
+    if u.size < 2:
+        return math.nan
+    return float(np.diff(u).min())
+
+
+def log_epsilon(*arrays: object) -> float:
+    """ε_m = max(resolution, 1 % of the median positive value) over all arrays; NaN if neither."""
+    res = resolution(*arrays)
+    pooled = np.concatenate([drop_nonfinite(x)[0] for x in arrays]) if arrays else np.empty(0)
+    pos = pooled[pooled > 0]
+    share = 0.01 * float(np.median(pos)) if pos.size else math.nan
+    cands = [c for c in (res, share) if not math.isnan(c)]
+    return max(cands) if cands else math.nan
+
+
+def quantile_table(x: object) -> dict[str, float]:
+    """min, P5 … P99, max, mean, sd (ddof 1), n of the finite values (linear interpolation).
+
+    Keys are `QUANTILE_KEYS` + ("mean", "sd", "n"); empty input gives NaN everywhere and
+    n = 0; sd is NaN when n < 2.
+    """
+    v, _ = drop_nonfinite(x)
+    out: dict[str, float] = {}
+    if v.size:
+        qs = np.quantile(v, _QUANTILE_LEVELS, method="linear")
+        out.update({k: float(q) for k, q in zip(QUANTILE_KEYS, qs)})
+        out["mean"] = float(np.mean(v))
+    else:
+        out.update({k: math.nan for k in QUANTILE_KEYS})
+        out["mean"] = math.nan
+    out["sd"] = float(np.std(v, ddof=1)) if v.size >= 2 else math.nan
+    out["n"] = int(v.size)
+    return out
+
+
+# ---------------------------------------------------------------------------------------
+# Pairwise differences a_i - n_j without the m·n matrix
+
+
+def _bracket_counts(a: np.ndarray, e: np.ndarray, p: np.ndarray, lo: np.ndarray,
+                    hi: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Narrow [lo, hi] around #j with fl(a_i + e_j) < p (or ≤ p) to a few columns.
+
+    searchsorted of e against p - a_i, widened by a rounding bound: |rounding of p - a_i,
+    of the widened key and of a_i + e_j| < 4u·S with S = |p| + |a_i| + max|e|, so a margin
+    of 16u·S (+ an absolute term for underflow) leaves every column outside the bracket on
+    the right side of p.  The upper end is first guessed two columns further and checked
+    on the computed sums; only rows where that fails (ties at p) pay a second search.
+    """
+    # Rows reversed so that the keys p - a_i ascend: searchsorted is faster on sorted keys.
+    thr = p[:, None] - a[None, ::-1]
+    scale = np.abs(p)[:, None] + np.abs(a)[None, ::-1] + max(abs(e[0]), abs(e[-1]))
+    tol = 8.0 * np.finfo(np.float64).eps * scale + 1e-300
+    lo_s = np.searchsorted(e, (thr - tol).ravel(), side="left").reshape(thr.shape)[:, ::-1]
+    hi_s = lo_s + 2
+    last = e.size - 1
+    fits = (hi_s > last) | (a[None, :] + e[np.minimum(hi_s, last)] > p[:, None])
+    if not fits.all():
+        miss = ~fits[:, ::-1]
+        found = np.searchsorted(e, (thr + tol)[miss], side="right")
+        hi_rev = hi_s[:, ::-1].copy()
+        hi_rev[miss] = found
+        hi_s = hi_rev[:, ::-1]
+    lo2 = np.maximum(lo, lo_s)
+    hi2 = np.minimum(hi, hi_s)
+    bad = lo2 > hi2  # only with overflowing inputs: keep the known window there
+    return np.where(bad, lo, lo2), np.where(bad, hi, hi2)
+
+
+def _count_below(a: np.ndarray, e: np.ndarray, p: np.ndarray, strict: np.ndarray,
+                 lo: np.ndarray, hi: np.ndarray) -> np.ndarray:
+    """Per (query q, row i): #j with fl(a_i + e_j) < p_q (strict) or ≤ p_q; known to lie in [lo, hi].
+
+    `a`, `e` ascending, so each row fl(a_i + e_j) is non-decreasing in j (rounding is
+    monotone).  A searchsorted of e against p - a_i widened by a rounding bound brackets
+    every count to a few columns; a vectorised bisection comparing the computed sums
+    themselves — not e_j against p - a_i — then settles it, so the counts agree exactly
+    with the values `_select_pairwise` returns.
+    """
+    if int((hi - lo).max()) > _BRACKET_MIN:  # wide windows (a first round): bracket by searchsorted
+        lo, hi = _bracket_counts(a, e, p, lo, hi)
+    pq = p[:, None]
+    st = strict[:, None]
+    last = e.size - 1
+    while True:
+        open_ = lo < hi
+        if not open_.any():
+            return lo
+        mid = (lo + hi) >> 1
+        v = a[None, :] + e[np.minimum(mid, last)]
+        inside = np.where(st, v < pq, v <= pq)
+        lo = np.where(open_ & inside, mid + 1, lo)
+        hi = np.where(open_ & ~inside, mid, hi)
+
+
+def _select_pairwise(a: np.ndarray, e: np.ndarray, ranks: np.ndarray) -> np.ndarray:
+    """The ranks[t]-th smallest (0-based) of all fl(a_i + e_j); a, e sorted ascending.
+
+    Sample-select on the implicit m×n matrix, whose rows and columns are both sorted.  Per
+    target, every row i keeps the column window [L_i, R_i) that may still hold the target:
+    entries left of it are known smaller, entries right of it larger.  Each round draws
+    4,096 candidates, takes two pivots that bracket the target's rank with ~95 %
+    probability, counts the entries below each by one vectorised bisection, and shrinks
+    the windows ~15×; once few candidates remain they are gathered and partitioned.
+    O(m·log n) per round, 2–3 rounds at 2,000 × 2,000, instead of the O(m·n) matrix.
+    """
+    m, nn = a.size, e.size
+    n_t = ranks.size
+    L = np.zeros((n_t, m), np.int64)
+    R = np.full((n_t, m), nn, np.int64)
+    out = np.full(n_t, math.nan)
+    todo = np.ones(n_t, bool)
+    rng = np.random.default_rng(20240611)  # fixed: results never depend on it, timings repeat
+    gather_limit = max(20_000, 4 * m)
+    n_sample = 4096
+    half_window = 2.0 * math.sqrt(n_sample)  # ±2 sd of the sample rank of the target
+    rows = np.arange(m)
+    first_round = True
+    while True:
+        for t in np.flatnonzero(todo):
+            width = R[t] - L[t]
+            total = int(width.sum())
+            if total > gather_limit:
+                continue
+            k = int(ranks[t] - L[t].sum())
+            ri = np.repeat(rows, width)
+            start = np.cumsum(width) - width
+            cj = L[t][ri] + (np.arange(total) - np.repeat(start, width))
+            out[t] = np.partition(a[ri] + e[cj], k)[k]
+            todo[t] = False
+        idx = np.flatnonzero(todo)
+        if idx.size == 0:
+            return out
+        n_i = idx.size
+        ar = np.arange(n_i)[:, None]
+        width = R[idx] - L[idx]
+        cum = np.cumsum(width, axis=1)
+        totals = cum[:, -1]
+        k_in = ranks[idx] - L[idx].sum(axis=1)
+        # Uniform draws among the candidates: an integer below the total maps to (row, col).
+        if first_round:  # every window is the whole row
+            row = rng.integers(0, m, (n_i, n_sample))
+            col = rng.integers(0, nn, (n_i, n_sample))
+        else:
+            draws = np.sort((rng.random((n_i, n_sample)) * totals[:, None]).astype(np.int64))
+            offsets = np.concatenate(([0], np.cumsum(totals)[:-1]))
+            pos = np.searchsorted((cum + offsets[:, None]).ravel(), draws + offsets[:, None],
+                                  side="right")
+            row = pos - ar * m
+            col = L[idx[:, None], row] + draws - (cum[ar, row] - width[ar, row])
+        first_round = False
+        sample = np.sort(a[row] + e[col], axis=1)
+        frac = k_in / totals * n_sample
+        lo_pos = np.clip(np.floor(frac - half_window), 0, n_sample - 1).astype(np.int64)
+        hi_pos = np.clip(np.ceil(frac + half_window), 0, n_sample - 1).astype(np.int64)
+        p1 = sample[ar[:, 0], lo_pos]
+        p2 = sample[ar[:, 0], hi_pos]
+        # Count "≤ p1" and "< p2".  When p1 == p2 that pair is exactly the test "is the
+        # target p?", which ends a window made only of ties.  Every count lies in [L, R].
+        piv = np.stack([p1, p2], axis=1).ravel()
+        strict = np.tile([False, True], n_i)
+        bounds_lo = np.repeat(L[idx], 2, axis=0)
+        bounds_hi = np.repeat(R[idx], 2, axis=0)
+        cnt = _count_below(a, e, piv, strict, bounds_lo, bounds_hi).reshape(n_i, 2, m)
+        sums = cnt.sum(axis=2)
+        for q, t in enumerate(idx):
+            k = ranks[t]
+            le1, lt2 = cnt[q, 0], cnt[q, 1]
+            c_le1, c_lt2 = sums[q, 0], sums[q, 1]
+            if p1[q] == p2[q] and c_lt2 <= k < c_le1:
+                out[t] = p1[q]
+                todo[t] = False
+                continue
+            # Entries ≤ p1 lie below the target when there are at most k of them, else
+            # entries > p1 lie above it; likewise for < p2.  Either way a pivot leaves.
+            if c_le1 <= k:
+                np.maximum(L[t], le1, out=L[t])
+            else:
+                np.minimum(R[t], le1, out=R[t])
+            if c_lt2 > k:
+                np.minimum(R[t], lt2, out=R[t])
+            else:
+                np.maximum(L[t], lt2, out=L[t])
+
+
+def _next_order_stat(a: np.ndarray, e: np.ndarray, x: float, k: int) -> float:
+    """The (k+1)-th smallest fl(a_i + e_j) given that x is the k-th (0-based): O(m·log n)."""
+    m = a.size
+    le = _count_below(a, e, np.array([x]), np.array([False]), np.zeros((1, m), np.int64),
+                      np.full((1, m), e.size, np.int64))[0]
+    if int(le.sum()) > k + 1:
+        return x  # x is tied: the next one is x again
+    rows = np.flatnonzero(le < e.size)
+    return float(np.min(a[rows] + e[le[rows]]))
+
+
+def _pairwise_order_stats(a: np.ndarray, n: np.ndarray, ranks: list[int],
+                          median: bool = False) -> np.ndarray:
+    """0-based order statistics of the differences a_i - n_j (finite, non-empty inputs).
+
+    With `median`, a last value is appended: the median of all m·n differences, as
+    np.median computes it (mean of the two middle ones when m·n is even).
+    """
+    a_s = np.sort(a)
+    e = np.sort(-n)  # a_i - n_j == a_i + (-n_j): negation is exact
+    # The shorter side indexes the rows: the bisection then works on fewer of them.
+    rows, cols = (a_s, e) if a_s.size <= e.size else (e, a_s)
+    total = a.size * n.size
+    mid = (total - 1) // 2
+    want = list(ranks) + ([mid] if median else [])
+    uniq, inverse = np.unique(np.asarray(want, np.int64), return_inverse=True)
+    vals = _select_pairwise(rows, cols, uniq)[inverse]
+    if median and total % 2 == 0:
+        vals[-1] = (vals[-1] + _next_order_stat(rows, cols, vals[-1], mid)) / 2
+    return vals
+
+
+def hodges_lehmann(a: object, n: object) -> float:
+    """Hodges–Lehmann shift: median of all pairwise differences a_i - n_j (unit of x); NaN if a side is empty."""
+    av, _ = drop_nonfinite(a)
+    nv, _ = drop_nonfinite(n)
+    if av.size == 0 or nv.size == 0:
+        return math.nan
+    return float(_pairwise_order_stats(av, nv, [], median=True)[0])
+
+
+# ---------------------------------------------------------------------------------------
+# The distribution of the Mann–Whitney rank sum
+
+
+def _exact_regime(n1: int, n2: int) -> bool:
+    """C(n1 + n2, n1) ≤ EXACT_LIMIT, computed incrementally so large sizes cost nothing."""
+    k, total = min(n1, n2), n1 + n2
+    c = 1
+    for i in range(1, k + 1):
+        c = c * (total - k + i) // i  # = C(total - k + i, i), exact at every step
+        if c > EXACT_LIMIT:
+            return False
+    return True
+
+
+def _subset_sum_counts(scores: np.ndarray, k: int) -> np.ndarray:
+    """counts[s] = number of k-element subsets of the integer `scores` summing to s.
+
+    A DP over the distinct scores (multiplicity t contributes C(t, c) ways to take c of
+    them), so ties cost nothing extra.  Only used where C(N, k) ≤ EXACT_LIMIT: counts fit
+    int64 exactly.
+    """
+    vals, mult = np.unique(scores.astype(np.int64), return_counts=True)
+    if k == 1:
+        return np.bincount(scores.astype(np.int64))
+    top = int(np.sort(scores)[-k:].sum())
+    dp = np.zeros((k + 1, top + 1), np.int64)
+    dp[0, 0] = 1
+    for v, t in zip(vals.tolist(), mult.tolist()):
+        new = dp.copy()
+        for c in range(1, min(t, k) + 1):
+            shift = c * v
+            if shift > top:
+                break
+            new[c:, shift:] += math.comb(t, c) * dp[: k + 1 - c, : top + 1 - shift]
+        dp = new
+    return dp[k]
+
+
+@lru_cache(maxsize=256)
+def _untied_u_cdf(n1: int, n2: int) -> np.ndarray:
+    """cdf[u] = P(U ≤ u) of the tie-free Mann–Whitney U for sizes n1, n2 (exact regime)."""
+    k = min(n1, n2)
+    counts = _subset_sum_counts(np.arange(1, n1 + n2 + 1), k)[k * (k + 1) // 2:]
+    cdf = np.cumsum(counts) / counts.sum()
+    cdf.setflags(write=False)
+    return cdf
+
+
+def _tie_term(pooled: np.ndarray) -> float:
+    """Σ (t³ - t) over groups of tied values in `pooled`."""
+    s = np.sort(pooled)
+    edges = np.flatnonzero(np.diff(s) != 0)
+    t = np.diff(np.concatenate(([0], edges + 1, [s.size]))).astype(np.float64)
+    return float(np.sum(t**3 - t))
+
+
+def _u_statistic(a: np.ndarray, n: np.ndarray) -> tuple[float, int, int]:
+    """U of side a (#(a > n) + ½·#(a = n)) and the raw counts #(a > n), #(a < n)."""
+    ns = np.sort(n)
+    left = np.searchsorted(ns, a, side="left")
+    right = np.searchsorted(ns, a, side="right")
+    greater = int(left.sum())
+    less = int((ns.size - right).sum())
+    ties = int((right - left).sum())
+    return greater + 0.5 * ties, greater, less
+
+
+def mann_whitney_p(a: object, n: object) -> tuple[float, str]:
+    """Two-sided Mann–Whitney p and the method used.
+
+    "exact" (no ties) / "exact-permutation" (ties: permutation distribution of the
+    midrank sum) when C(n_N + n_A, n_N) ≤ 200 000; else "asymptotic" (normal, tie-corrected
+    variance, continuity correction 0.5, as scipy's ``method="asymptotic"``).  All values
+    tied → (1.0, "all-tied"); a side empty → (NaN, "n/a").
+    """
+    av, _ = drop_nonfinite(a)
+    nv, _ = drop_nonfinite(n)
+    return _mann_whitney(av, nv)
+
+
+def _mann_whitney(av: np.ndarray, nv: np.ndarray) -> tuple[float, str]:
+    n1, n2 = av.size, nv.size
+    if n1 == 0 or n2 == 0:
+        return math.nan, "n/a"
+    pooled = np.concatenate([av, nv])
+    if _is_constant(pooled):
+        return 1.0, "all-tied"
+    total = n1 + n2
+    if _exact_regime(n1, n2):
+        ranks2 = np.rint(2 * _midranks(pooled)).astype(np.int64)  # midranks ×2 are integers
+        tied = bool(np.unique(pooled).size < total)
+        if n1 <= n2:
+            chosen, k = ranks2[:n1], n1
+        else:
+            chosen, k = ranks2[n1:], n2
+        counts = _subset_sum_counts(ranks2, k)
+        w = int(chosen.sum())
+        whole = counts.sum()
+        p_le = counts[: w + 1].sum() / whole
+        p_ge = counts[w:].sum() / whole
+        return float(min(1.0, 2.0 * min(p_le, p_ge))), ("exact-permutation" if tied else "exact")
+    u, _, _ = _u_statistic(av, nv)
+    mu = n1 * n2 / 2.0
+    var = n1 * n2 / 12.0 * ((total + 1) - _tie_term(pooled) / (total * (total - 1)))
+    z = (abs(u - mu) - 0.5) / math.sqrt(var)
+    return float(min(1.0, 2.0 * special.ndtr(-z))), "asymptotic"
+
+
+def _midranks(x: np.ndarray) -> np.ndarray:
+    order = np.argsort(x, kind="stable")
+    s = x[order]
+    edges = np.concatenate(([0], np.flatnonzero(np.diff(s) != 0) + 1, [s.size]))
+    # A tie group occupying 0-based positions [lo, hi) gets midrank (lo + 1 + hi) / 2.
+    mids = (edges[:-1] + 1 + edges[1:]) / 2.0
+    out = np.empty(x.size)
+    out[order] = np.repeat(mids, np.diff(edges))
+    return out
+
+
+def min_attainable_p(n_n: int, n_a: int) -> float:
+    """Smallest two-sided U-test p that `mann_whitney_p` can return for these sizes, untied data.
+
+    Exact regime: a perfect separation, 2 / C(n_N + n_A, n_N) (6 vs 6: 2/924 = 0.0022);
+    otherwise the asymptotic p of U = n_N·n_A.  NaN when a side is empty.
+    """
+    if n_n <= 0 or n_a <= 0:
+        return math.nan
+    if _exact_regime(n_n, n_a):
+        return min(1.0, 2.0 / math.comb(n_n + n_a, n_n))
+    total = n_n + n_a
+    z = (n_n * n_a / 2.0 - 0.5) / math.sqrt(n_n * n_a * (total + 1) / 12.0)
+    return float(min(1.0, 2.0 * special.ndtr(-z)))
+
+
+def cycles_needed(n_total_tests: int, alpha: float = 0.05) -> int:
+    """Cycles per side from which a perfectly separated row can reach q ≤ alpha under BH.
+
+    Rule: the smallest n such that min_attainable_p(n', n')·m ≤ alpha for every n' ≥ n,
+    m = max(1, n_total_tests).  BH gives the smallest p a q of at most p·m, so the
+    condition guarantees q ≤ alpha whatever the other rows do.  "Every n' ≥ n" matters:
+    past the exact regime (n > 10) the asymptotic p of a perfect separation is larger than
+    the exact one at n = 10, so the condition is not monotone there.
+    """
+    m = max(1, int(n_total_tests))
+    if not 0 < alpha < 1:
+        raise ValueError(f"alpha must lie in (0, 1), got {alpha}")
+    ok: list[bool] = []
+    n = 1
+    while True:
+        n += 1
+        good = min_attainable_p(n, n) * m <= alpha
+        ok.append(good)
+        # Past the exact regime min_attainable_p(n, n) decreases in n: the first success
+        # there holds for all larger n.
+        if good and not _exact_regime(n, n):
+            break
+    need = n
+    for i in range(len(ok) - 1, -1, -1):
+        if not ok[i]:
+            break
+        need = i + 2
+    return need
+
+
+# ---------------------------------------------------------------------------------------
+# Effect sizes and tests
+
+
+def hl_confidence_interval(a: object, n: object, level: float = 0.95) -> tuple[float, float]:
+    """Order-statistic CI of the HL shift, [D_(k), D_(mn+1-k)] of the sorted differences (unit of x).
+
+    k = the largest integer with P(U ≤ k-1) ≤ (1 - level)/2 under the tie-free U
+    distribution (coverage ≥ level): exact critical values when C(m + n, m) ≤ 200 000,
+    else the normal approximation with continuity correction,
+    k = floor(mn/2 + 0.5 - z·sqrt(mn(m+n+1)/12)).  (NaN, NaN) when k < 1: too few samples
+    for that coverage (3 vs 3 cannot give 95 %).
+    """
+    av, _ = drop_nonfinite(a)
+    nv, _ = drop_nonfinite(n)
+    k = _ci_rank(av.size, nv.size, level)
+    if k < 1:
+        return math.nan, math.nan
+    mn = av.size * nv.size
+    lo, hi = _pairwise_order_stats(av, nv, [k - 1, mn - k])
+    return float(lo), float(hi)
+
+
+def _ci_rank(n1: int, n2: int, level: float) -> int:
+    """k of the order-statistic CI (1-based), 0 when none reaches `level`."""
+    if n1 == 0 or n2 == 0:
+        return 0
+    tail = (1.0 - level) / 2.0
+    mn = n1 * n2
+    if _exact_regime(n1, n2):
+        cdf = _untied_u_cdf(n1, n2)
+        # P(U ≤ k-1) ≤ tail  ⇔  k-1 < #(u with cdf[u] ≤ tail); tiny slack for rounding.
+        k = int(np.searchsorted(cdf, tail * (1 + 1e-12), side="right"))
+    else:
+        z = float(special.ndtri(1.0 - tail))
+        k = int(math.floor(mn / 2.0 + 0.5 - z * math.sqrt(mn * (n1 + n2 + 1) / 12.0)))
+    return max(0, min(k, (mn + 1) // 2))
+
+
+def cliffs_delta(a: object, n: object) -> float:
+    """Cliff's δ = (#(a > n) - #(a < n)) / (n_A·n_N) in [-1, 1]; NaN if a side is empty."""
+    av, _ = drop_nonfinite(a)
+    nv, _ = drop_nonfinite(n)
+    if av.size == 0 or nv.size == 0:
+        return math.nan
+    _, greater, less = _u_statistic(av, nv)
+    return (greater - less) / (av.size * nv.size)
+
+
+def welch_p(a: object, n: object) -> float:
+    """Welch two-sided t-test p (scipy ttest_ind equal_var=False).
+
+    NaN when n < 2 on a side; both constant and equal → 1.0; both constant and different
+    → NaN (a t statistic of ±∞ is not a p-value: the row is n/a, its reason says why).
+    """
+    av, _ = drop_nonfinite(a)
+    nv, _ = drop_nonfinite(n)
+    return _welch(av, nv)[0]
+
+
+def _welch(av: np.ndarray, nv: np.ndarray) -> tuple[float, str]:
+    if av.size < 2 or nv.size < 2:
+        return math.nan, "n < 2 on a side"
+    const_a, const_n = _is_constant(av), _is_constant(nv)
+    if const_a and const_n:
+        if av[0] == nv[0]:
+            return 1.0, ""
+        return math.nan, "both constant and different"
+    va = 0.0 if const_a else float(np.var(av, ddof=1)) / av.size
+    vn = 0.0 if const_n else float(np.var(nv, ddof=1)) / nv.size
+    se2 = va + vn
+    t = (float(np.mean(av)) - float(np.mean(nv))) / math.sqrt(se2)
+    df = se2**2 / (va**2 / (av.size - 1) + vn**2 / (nv.size - 1))
+    return float(min(1.0, 2.0 * special.stdtr(df, -abs(t)))), ""
+
+
+def _z_from(hl: float, nv: np.ndarray, floor: float) -> tuple[float, str]:
+    """Z = HL / max(σ̂_N, 0.05·|median_N|, floor) with STATS.md's n/a rules."""
+    if nv.size < 3:
+        return math.nan, "n_N < 3"
+    if math.isnan(hl):
+        return math.nan, "n_A = 0"
+    if hl == 0:
+        return 0.0, ""
+    floor_v = 0.0 if floor is None or not math.isfinite(floor) else float(floor)
+    denom = max(robust_scale(nv), MEDIAN_SHARE * abs(float(np.median(nv))), floor_v)
+    if denom <= 0:
+        return math.nan, "zero spread and zero floor"
+    return hl / denom, ""
+
+
+def z_score(a: object, n: object, floor: float) -> float:
+    """HL / max(σ̂_N, 0.05·|median_N|, floor), dimensionless.
+
+    NaN when n_N < 3, when a is empty, or when the denominator is 0 (all floors 0 and no
+    spread); 0 when HL = 0 (both sides constant and equal included).  A NaN floor counts
+    as 0 (e.g. a resolution that could not be determined).
+    """
+    av, _ = drop_nonfinite(a)
+    nv, _ = drop_nonfinite(n)
+    hl = hodges_lehmann(av, nv) if av.size and nv.size >= 3 else math.nan
+    return _z_from(hl, nv, floor)[0]
+
+
+def z_log(a: object, n: object, eps: float, floor: float = 0.05) -> float:
+    """`z_score` on ln(x + eps) with the given floor; NaN if any finite value is < 0 or x + eps ≤ 0."""
+    av, _ = drop_nonfinite(a)
+    nv, _ = drop_nonfinite(n)
+    if (av < 0).any() or (nv < 0).any() or not math.isfinite(eps):
+        return math.nan
+    la, ln_ = av + eps, nv + eps
+    if (la <= 0).any() or (ln_ <= 0).any():
+        return math.nan
+    return z_score(np.log(la), np.log(ln_), floor)
+
+
+def ks_statistic(a: object, n: object) -> float:
+    """Two-sample Kolmogorov–Smirnov D = sup |F_A - F_N| in [0, 1]; NaN if a side is empty."""
+    av, _ = drop_nonfinite(a)
+    nv, _ = drop_nonfinite(n)
+    if av.size == 0 or nv.size == 0:
+        return math.nan
+    av.sort()
+    nv.sort()
+    pooled = np.concatenate([av, nv])
+    fa = np.searchsorted(av, pooled, side="right") / av.size
+    fn = np.searchsorted(nv, pooled, side="right") / nv.size
+    return float(np.abs(fa - fn).max())
+
+
+# ---------------------------------------------------------------------------------------
+# One row: every two-sample statistic at once
+
+
+@dataclass(frozen=True)
+class TwoSample:
+    """Result of `compare_samples`: NaN means n/a, and `reasons` says why, one item per field."""
+
+    n_n: int
+    n_a: int
+    dropped: int
+    mean_n: float
+    mean_a: float
+    median_n: float
+    median_a: float
+    z: float
+    p_welch: float
+    p_mwu: float
+    mwu_method: str
+    hl: float
+    hl_lo: float
+    hl_hi: float
+    cliffs_delta: float
+    reasons: tuple[str, ...]
+    p_mwu_min: float = math.nan  # smallest U-test p attainable at these sizes (untied)
+
+
+def compare_samples(a: object, n: object, floor: float, *, alpha: float | None = None,
+                    level: float = 0.95) -> TwoSample:
+    """All two-sample statistics of one row; `n` = normal side, `a` = abnormal, `floor` in x's unit.
+
+    Non-finite values are dropped and counted in `dropped`.  With `alpha`, the U-test p is
+    n/a when even a perfect separation could not reach it (STATS.md: "smallest attainable
+    p > α"); without, it is always reported and `p_mwu_min` lets the caller decide.
+    Reasons read "<field>: <why>", e.g. "z: n_N < 3", "p_mwu: all tied (p = 1)".
+    """
+    av, drop_a = drop_nonfinite(a)
+    nv, drop_n = drop_nonfinite(n)
+    reasons: list[str] = []
+    if drop_a or drop_n:
+        reasons.append(f"dropped: {drop_n} non-finite normal, {drop_a} non-finite abnormal")
+    empty = av.size == 0 or nv.size == 0
+    if empty:
+        side = "n_N = 0" if nv.size == 0 else "n_A = 0"
+        reasons.append(f"hl, cliffs_delta, p_mwu: {side}")
+
+    hl = hl_lo = hl_hi = delta = math.nan
+    if not empty:
+        mn = av.size * nv.size
+        k = _ci_rank(av.size, nv.size, level)
+        ranks = [k - 1, mn - k] if k >= 1 else []
+        stats = _pairwise_order_stats(av, nv, ranks, median=True)
+        hl = float(stats[-1])
+        if k >= 1:
+            hl_lo, hl_hi = float(stats[0]), float(stats[1])
+        else:
+            reasons.append(f"hl_ci: too few samples for a {level:.0%} CI ({nv.size} / {av.size})")
+        _, greater, less = _u_statistic(av, nv)
+        delta = (greater - less) / mn
+
+    z, why = _z_from(hl, nv, floor) if nv.size >= 3 else (math.nan, "n_N < 3")
+    if why:
+        reasons.append(f"z: {why}")
+    p_w, why = _welch(av, nv)
+    if why:
+        reasons.append(f"p_welch: {why}")
+    p_u, method = _mann_whitney(av, nv)
+    p_min = min_attainable_p(nv.size, av.size)
+    if method == "all-tied":
+        reasons.append("p_mwu: all tied (p = 1)")
+    if alpha is not None and not empty and p_min > alpha:
+        reasons.append(f"p_mwu: smallest attainable p {p_min:.3g} > α = {alpha:g} "
+                       f"at {nv.size} / {av.size}")
+        p_u, method = math.nan, "n/a"
+
+    return TwoSample(
+        n_n=int(nv.size), n_a=int(av.size), dropped=drop_a + drop_n,
+        mean_n=float(np.mean(nv)) if nv.size else math.nan,
+        mean_a=float(np.mean(av)) if av.size else math.nan,
+        median_n=_median(nv), median_a=_median(av),
+        z=z, p_welch=p_w, p_mwu=p_u, mwu_method=method,
+        hl=hl, hl_lo=hl_lo, hl_hi=hl_hi, cliffs_delta=delta,
+        reasons=tuple(reasons), p_mwu_min=p_min,
+    )
+
+
+# ---------------------------------------------------------------------------------------
+# Across rows
+
+
+def bh_qvalues(p: object) -> np.ndarray:
+    """Benjamini–Hochberg q-values (step-up, capped at 1); NaN p stay NaN and do not count in m."""
+    arr = np.asarray(p, dtype=np.float64)
+    q = np.full(arr.shape, math.nan)
+    ok = np.isfinite(arr)
+    m = int(ok.sum())
+    if m == 0:
+        return q
+    pv = arr[ok]
+    order = np.argsort(pv, kind="stable")
+    scaled = pv[order] * m / np.arange(1, m + 1)
+    # q_(i) = min over j ≥ i of p_(j)·m/j: a running minimum from the largest p down.
+    qs = np.minimum(np.minimum.accumulate(scaled[::-1])[::-1], 1.0)
+    out = np.empty(m)
+    out[order] = qs
+    q[ok] = out
+    return q
+
+
+def is_fragile(p_welch: float, p_mwu: float, alpha: float) -> bool:
+    """True when Welch and Mann–Whitney disagree about significance at alpha (pass p or q).
+
+    Both must be computable: when one is n/a the row already carries that reason, and an
+    n/a Welch next to a significant U-test is usually a perfect separation (both sides
+    constant and different), not a fragile result.
+    """
+    if not (math.isfinite(p_welch) and math.isfinite(p_mwu)):
+        return False
+    return (p_welch <= alpha) != (p_mwu <= alpha)
+
+
+@dataclass(frozen=True)
+class CommonMode:
+    """A device-wide shift: every one of `k` functions scaled by `ratio` (A/N); `iqr_log` = IQR of ln r."""
+
+    ratio: float
+    k: int
+    iqr_log: float
+
+
+@dataclass(frozen=True)
+class CommonModeDetail:
+    """The common-mode check with its numbers, triggered or not, and why not in words."""
+
+    ratio: float  # exp(median ln r); NaN when no function qualifies, 0 when most vanished
+    k: int  # functions with β̄_N ≥ min_beta
+    iqr_log: float
+    median_log: float
+    triggered: bool
+    reason: str
+
+
+def _quantile_with_inf(x: np.ndarray, q: float) -> float:
+    """Linear-interpolation quantile of sorted `x` that may hold -inf (a vanished function)."""
+    pos = q * (x.size - 1)
+    lo, hi = int(math.floor(pos)), int(math.ceil(pos))
+    if x[lo] == x[hi]:
+        return float(x[lo])
+    if not (math.isfinite(x[lo]) and math.isfinite(x[hi])):
+        return float(x[lo])  # -inf on the low end: the quantile is -inf
+    return float(x[lo] + (pos - lo) * (x[hi] - x[lo]))
+
+
+def common_mode_detail(beta_n_means: object, beta_a_means: object,
+                       min_beta: float = COMMON_MIN_BETA) -> CommonModeDetail:
+    """STATS.md "Common mode" on one device: r_f = β̄_A/β̄_N over functions with β̄_N ≥ min_beta (pp).
+
+    Triggered when k ≥ 3, IQR(ln r) ≤ 0.2 and |median ln r| ≥ ln 1.25.  A function that
+    vanished (β̄_A = 0) has ln r = -inf: it stays in, so a few of them widen nothing but
+    many of them break the common mode (IQR = ∞).  Pairs with a NaN mean are skipped.
+    """
+    bn = np.asarray(beta_n_means, dtype=np.float64).ravel()
+    ba = np.asarray(beta_a_means, dtype=np.float64).ravel()
+    if bn.shape != ba.shape:
+        raise ValueError(f"beta_n_means and beta_a_means differ in length: {bn.size} vs {ba.size}")
+    keep = np.isfinite(bn) & np.isfinite(ba) & (bn >= min_beta) & (ba >= 0)
+    k = int(keep.sum())
+    if k == 0:
+        return CommonModeDetail(math.nan, 0, math.nan, math.nan, False,
+                                f"no function with β̄_N ≥ {min_beta:g} pp")
+    with np.errstate(divide="ignore"):
+        logs = np.sort(np.log(ba[keep] / bn[keep]))
+    med = _quantile_with_inf(logs, 0.5)
+    q1, q3 = _quantile_with_inf(logs, 0.25), _quantile_with_inf(logs, 0.75)
+    # q1 = q3 = -inf (most vanished) is no spread at all; q1 = -inf < q3 is an infinite one.
+    iqr = 0.0 if q1 == q3 else q3 - q1
+    ratio = math.exp(med) if math.isfinite(med) else 0.0
+    if k < 3:
+        reason = f"only {k} function(s) with β̄_N ≥ {min_beta:g} pp (need 3)"
+    elif not iqr <= COMMON_MAX_IQR:
+        reason = f"IQR(ln r) = {iqr:.3g} > {COMMON_MAX_IQR:g}: functions changed differently"
+    elif not math.isfinite(med):
+        reason = "most functions vanished: not a scale shift"
+    elif abs(med) < COMMON_MIN_SHIFT:
+        reason = f"median ratio ×{ratio:.3g} within ×1.25 of 1"
+    else:
+        reason = ""
+    return CommonModeDetail(ratio, k, iqr, med, reason == "", reason)
+
+
+def common_mode(beta_n_means: object, beta_a_means: object,
+                min_beta: float = COMMON_MIN_BETA) -> CommonMode | None:
+    """The common-mode shift of one device, or None when the rule does not trigger."""
+    d = common_mode_detail(beta_n_means, beta_a_means, min_beta)
+    return CommonMode(d.ratio, d.k, d.iqr_log) if d.triggered else None
+
+
+def delta_vs_common(beta_n_mean: object, beta_a_mean: object, ratio: float) -> np.ndarray | float:
+    """Δβ vs common = β̄_A - r·β̄_N (pp): how far a function deviates from the device-wide shift."""
+    out = np.asarray(beta_a_mean, dtype=np.float64) - ratio * np.asarray(beta_n_mean, dtype=np.float64)
+    return float(out) if out.ndim == 0 else out
+
+
+def _cap_abs(z: object) -> np.ndarray:
+    zz = np.abs(np.asarray(z, dtype=np.float64))
+    return np.where(np.isnan(zz), 0.0, np.minimum(zz, SCORE_Z_CAP))
+
+
+def suspicion_score(tau: object, z_t: object, z_logmu: object, func_scope: object) -> float:
+    """S = |τ|·(min(|Z(t)|, 5) + (min(|Z(log μ)|, 5) if func_scope else 0)), τ in pp.
+
+    n/a Z counts 0; NaN τ gives NaN.  Works elementwise on arrays too.
+    """
+    w = _cap_abs(z_t) + np.where(np.asarray(func_scope, dtype=bool), _cap_abs(z_logmu), 0.0)
+    s = np.abs(np.asarray(tau, dtype=np.float64)) * w
+    return float(s) if s.ndim == 0 else s
+
+
+def legacy_score(delta_beta: object, z_beta: object, z_logmu: object) -> float:
+    """The reference report's |Δβ|·(|Z(β)| + |Z(log μ)|), n/a Z counting 0 (uncapped); elementwise too."""
+    zb = np.abs(np.nan_to_num(np.asarray(z_beta, dtype=np.float64), nan=0.0))
+    zl = np.abs(np.nan_to_num(np.asarray(z_logmu, dtype=np.float64), nan=0.0))
+    s = np.abs(np.asarray(delta_beta, dtype=np.float64)) * (zb + zl)
+    return float(s) if s.ndim == 0 else s

@@ -1,0 +1,130 @@
+"""Number formatting and escaping of user data for Markdown/HTML output (STATS.md, Display).
+
+Kernel and NVTX names are user data: they may hold `|`, backticks, `<`, `>`, newlines and
+1,000-character C++ templates.  Everything that reaches the report goes through here.
+"""
+from __future__ import annotations
+
+import html
+import math
+import re
+
+NA = "n/a"
+_MD_SPECIAL = re.compile(r"([\\`*_\[\]<>|#~])")
+
+
+def _finite(x: object) -> bool:
+    return isinstance(x, (int, float)) and math.isfinite(float(x))
+
+
+def _nozero(s: str) -> str:
+    """Never print '-0' (or -0.00)."""
+    if s.startswith("-") and not re.search(r"[1-9]", s):
+        return s[1:]
+    return s
+
+
+def fmt_num(x: float | None, decimals: int = 2) -> str:
+    """A number with thousands separators and fixed decimals; 'n/a' when not finite."""
+    if x is None or not _finite(x):
+        return NA
+    return _nozero(f"{float(x):,.{decimals}f}")
+
+
+def fmt_p(p: float | None) -> str:
+    """p or q: '<0.001' below 0.001, else 3 decimals; 'n/a' when not computable."""
+    if p is None or not _finite(p):
+        return NA
+    if p < 0.001:
+        return "<0.001"
+    return f"{p:.3f}"
+
+
+def fmt_z(z: float | None) -> str:
+    return fmt_num(z, 2)
+
+
+def fmt_score(s: float | None) -> str:
+    """Four significant digits."""
+    if s is None or not _finite(s):
+        return NA
+    if s == 0:
+        return "0"
+    digits = max(0, 3 - int(math.floor(math.log10(abs(s)))))
+    return _nozero(f"{s:,.{digits}f}")
+
+
+def fmt_beta(b: float | None) -> str:
+    """β, Δβ: 2 decimals, 4 when |value| < 0.01."""
+    if b is None or not _finite(b):
+        return NA
+    return fmt_num(b, 4 if 0 < abs(b) < 0.01 else 2)
+
+
+def fmt_signed(x: float | None, decimals: int = 2) -> str:
+    if x is None or not _finite(x):
+        return NA
+    s = fmt_num(x, decimals)
+    return s if s.startswith("-") or s == fmt_num(0, decimals) else "+" + s
+
+
+def fmt_pct(x: float | None, decimals: int = 2) -> str:
+    if x is None or not _finite(x):
+        return NA
+    return fmt_signed(x, decimals) + "%"
+
+
+def fmt_time_us(us: float | None) -> str:
+    """A duration given in µs, in the unit that reads best (ns, µs, ms, s)."""
+    if us is None or not _finite(us):
+        return NA
+    a = abs(us)
+    if a >= 1e6:
+        return f"{us / 1e6:,.3g} s" if a < 1e8 else f"{us / 1e6:,.0f} s"
+    if a >= 1e3:
+        return f"{us / 1e3:,.3g} ms" if a < 1e5 else f"{us / 1e3:,.0f} ms"
+    if a >= 1 or a == 0:
+        return f"{us:,.3g} µs"
+    return f"{us * 1e3:,.3g} ns"
+
+
+def fmt_value(x: float | None, unit: str = "") -> str:
+    """A metric value with its unit, scaled for bytes."""
+    if x is None or not _finite(x):
+        return NA
+    if unit in ("bytes", "B/s"):
+        a = abs(x)
+        for scale, name in ((2**40, "TiB"), (2**30, "GiB"), (2**20, "MiB"), (2**10, "KiB")):
+            if a >= scale:
+                return f"{x / scale:,.2f} {name}" + ("/s" if unit == "B/s" else "")
+        return f"{x:,.0f} B" + ("/s" if unit == "B/s" else "")
+    s = fmt_num(x, 2)
+    return f"{s} {unit}".rstrip() if unit else s
+
+
+def md_escape(text: str) -> str:
+    """Escape a user string for a Markdown table cell or paragraph: no markup, one line."""
+    s = str(text).replace("\r\n", " ").replace("\n", " ").replace("\r", " ").replace("\t", " ")
+    s = html.escape(s, quote=False)  # & < >
+    # After html.escape, '<' is '&lt;': escape the remaining Markdown specials.
+    return _MD_SPECIAL.sub(r"\\\1", s)
+
+
+def shorten(name: str, width: int = 96) -> str:
+    """Shorten a long (C++ template) name, keeping its head and tail: `head … tail`."""
+    s = " ".join(str(name).split())
+    if len(s) <= width:
+        return s
+    head = int(width * 0.7)
+    tail = width - head - 3
+    return s[:head].rstrip() + " … " + s[-tail:].lstrip()
+
+
+def md_name(name: str, width: int = 96) -> str:
+    """A function name for a table cell: shortened, then escaped."""
+    return md_escape(shorten(name, width))
+
+
+def html_code(name: str) -> str:
+    """A whole name inside an HTML <code> element (used in collapsed blocks)."""
+    return "<code>" + html.escape(" ".join(str(name).split()), quote=True).replace("|", "&#124;") + "</code>"
