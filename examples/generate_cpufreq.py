@@ -98,7 +98,7 @@ def generate_run(out: Path, *, scenario: str, seed: int, n_cycles: int) -> Path:
     kidx = np.concatenate(names_seq, axis=1)  # (n, L)
     kdur_ns = (np.concatenate(dur_seq, axis=1) * 1e3).astype(np.int64)
     L = kidx.shape[1]
-    order = np.argsort(rng.random(L))  # one fixed launch order for the run
+    order = np.argsort(np.random.default_rng(0).random(L))  # the same launch order in every run
     kidx, kdur_ns = kidx[:, order], kdur_ns[:, order]
     launch_overhead_ns = 6_000
     # Times relative to each cycle's start.  One GPU stream runs the kernels in order:

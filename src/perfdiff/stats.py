@@ -38,6 +38,8 @@ COMMON_MIN_SHIFT = math.log(1.25)
 # Suspicion score: each of Z(t) and Z(log μ) adds at most this much.
 SCORE_Z_CAP = 5.0
 _BRACKET_MIN = 64
+# Pivot sampling in `_select_pairwise`; made once: seeding a Generator costs ~0.1 ms.
+_RNG = np.random.default_rng(20240611)
 QUANTILE_KEYS = ("min", "P5", "P10", "P25", "P50", "P75", "P90", "P95", "P99", "max")
 _QUANTILE_LEVELS = (0.0, 0.05, 0.10, 0.25, 0.50, 0.75, 0.90, 0.95, 0.99, 1.0)
 
@@ -122,15 +124,15 @@ def _bracket_counts(a: np.ndarray, e: np.ndarray, p: np.ndarray, lo: np.ndarray,
     """Narrow [lo, hi] around #j with fl(a_i + e_j) < p (or ≤ p) to a few columns.
 
     searchsorted of e against p - a_i, widened by a rounding bound: |rounding of p - a_i,
-    of the widened key and of a_i + e_j| < 4u·S with S = |p| + |a_i| + max|e|, so a margin
+    of the widened key and of a_i + e_j| < 4u·S with S = |p| + max|a| + max|e|, so a margin
     of 16u·S (+ an absolute term for underflow) leaves every column outside the bracket on
     the right side of p.  The upper end is first guessed two columns further and checked
     on the computed sums; only rows where that fails (ties at p) pay a second search.
     """
     # Rows reversed so that the keys p - a_i ascend: searchsorted is faster on sorted keys.
     thr = p[:, None] - a[None, ::-1]
-    scale = np.abs(p)[:, None] + np.abs(a)[None, ::-1] + max(abs(e[0]), abs(e[-1]))
-    tol = 8.0 * np.finfo(np.float64).eps * scale + 1e-300
+    big = max(abs(a[0]), abs(a[-1])) + max(abs(e[0]), abs(e[-1]))
+    tol = (8.0 * np.finfo(np.float64).eps * (np.abs(p) + big) + 1e-300)[:, None]
     lo_s = np.searchsorted(e, (thr - tol).ravel(), side="left").reshape(thr.shape)[:, ::-1]
     hi_s = lo_s + 2
     last = e.size - 1
@@ -143,8 +145,9 @@ def _bracket_counts(a: np.ndarray, e: np.ndarray, p: np.ndarray, lo: np.ndarray,
         hi_s = hi_rev[:, ::-1]
     lo2 = np.maximum(lo, lo_s)
     hi2 = np.minimum(hi, hi_s)
-    bad = lo2 > hi2  # only with overflowing inputs: keep the known window there
-    return np.where(bad, lo, lo2), np.where(bad, hi, hi2)
+    if (lo2 > hi2).any():  # only with overflowing inputs: keep the known window
+        return lo, hi
+    return lo2, hi2
 
 
 def _count_below(a: np.ndarray, e: np.ndarray, p: np.ndarray, strict: np.ndarray,
@@ -190,7 +193,7 @@ def _select_pairwise(a: np.ndarray, e: np.ndarray, ranks: np.ndarray) -> np.ndar
     R = np.full((n_t, m), nn, np.int64)
     out = np.full(n_t, math.nan)
     todo = np.ones(n_t, bool)
-    rng = np.random.default_rng(20240611)  # fixed: results never depend on it, timings repeat
+    rng = _RNG  # results never depend on the draws, only the time taken does
     gather_limit = max(20_000, 4 * m)
     n_sample = 4096
     half_window = 2.0 * math.sqrt(n_sample)  # ±2 sd of the sample rank of the target
@@ -229,12 +232,15 @@ def _select_pairwise(a: np.ndarray, e: np.ndarray, ranks: np.ndarray) -> np.ndar
             row = pos - ar * m
             col = L[idx[:, None], row] + draws - (cum[ar, row] - width[ar, row])
         first_round = False
-        sample = np.sort(a[row] + e[col], axis=1)
+        sample = a[row] + e[col]
         frac = k_in / totals * n_sample
         lo_pos = np.clip(np.floor(frac - half_window), 0, n_sample - 1).astype(np.int64)
         hi_pos = np.clip(np.ceil(frac + half_window), 0, n_sample - 1).astype(np.int64)
-        p1 = sample[ar[:, 0], lo_pos]
-        p2 = sample[ar[:, 0], hi_pos]
+        p1 = np.empty(n_i)
+        p2 = np.empty(n_i)
+        for q in range(n_i):  # two order statistics of the sample: partition, not sort
+            part = np.partition(sample[q], (lo_pos[q], hi_pos[q]))
+            p1[q], p2[q] = part[lo_pos[q]], part[hi_pos[q]]
         # Count "≤ p1" and "< p2".  When p1 == p2 that pair is exactly the test "is the
         # target p?", which ends a window made only of ties.  Every count lies in [L, R].
         piv = np.stack([p1, p2], axis=1).ravel()
@@ -355,14 +361,17 @@ def _untied_u_cdf(n1: int, n2: int) -> np.ndarray:
 
 def _tie_term(pooled: np.ndarray) -> float:
     """Σ (t³ - t) over groups of tied values in `pooled`."""
-    s = np.sort(pooled)
+    s = np.sort(pooled, kind="stable")  # timsort: two sorted runs merge in O(n)
     edges = np.flatnonzero(np.diff(s) != 0)
     t = np.diff(np.concatenate(([0], edges + 1, [s.size]))).astype(np.float64)
     return float(np.sum(t**3 - t))
 
 
 def _u_statistic(a: np.ndarray, n: np.ndarray) -> tuple[float, int, int]:
-    """U of side a (#(a > n) + ½·#(a = n)) and the raw counts #(a > n), #(a < n)."""
+    """U of side a (#(a > n) + ½·#(a = n)) and the raw counts #(a > n), #(a < n).
+
+    Sorted `a` is not required but makes the searches ~3× faster.
+    """
     ns = np.sort(n)
     left = np.searchsorted(ns, a, side="left")
     right = np.searchsorted(ns, a, side="right")
@@ -385,7 +394,8 @@ def mann_whitney_p(a: object, n: object) -> tuple[float, str]:
     return _mann_whitney(av, nv)
 
 
-def _mann_whitney(av: np.ndarray, nv: np.ndarray) -> tuple[float, str]:
+def _mann_whitney(av: np.ndarray, nv: np.ndarray, u: float | None = None) -> tuple[float, str]:
+    """`mann_whitney_p` on finite arrays; `u` = U of side a when the caller has it."""
     n1, n2 = av.size, nv.size
     if n1 == 0 or n2 == 0:
         return math.nan, "n/a"
@@ -406,7 +416,8 @@ def _mann_whitney(av: np.ndarray, nv: np.ndarray) -> tuple[float, str]:
         p_le = counts[: w + 1].sum() / whole
         p_ge = counts[w:].sum() / whole
         return float(min(1.0, 2.0 * min(p_le, p_ge))), ("exact-permutation" if tied else "exact")
-    u, _, _ = _u_statistic(av, nv)
+    if u is None:
+        u = _u_statistic(av, nv)[0]
     mu = n1 * n2 / 2.0
     var = n1 * n2 / 12.0 * ((total + 1) - _tie_term(pooled) / (total * (total - 1)))
     z = (abs(u - mu) - 0.5) / math.sqrt(var)
@@ -637,6 +648,8 @@ def compare_samples(a: object, n: object, floor: float, *, alpha: float | None =
     """
     av, drop_a = drop_nonfinite(a)
     nv, drop_n = drop_nonfinite(n)
+    av.sort()  # our own copies: sorted once, every statistic below is faster on them
+    nv.sort()
     reasons: list[str] = []
     if drop_a or drop_n:
         reasons.append(f"dropped: {drop_n} non-finite normal, {drop_a} non-finite abnormal")
@@ -646,6 +659,7 @@ def compare_samples(a: object, n: object, floor: float, *, alpha: float | None =
         reasons.append(f"hl, cliffs_delta, p_mwu: {side}")
 
     hl = hl_lo = hl_hi = delta = math.nan
+    u = None
     if not empty:
         mn = av.size * nv.size
         k = _ci_rank(av.size, nv.size, level)
@@ -656,7 +670,7 @@ def compare_samples(a: object, n: object, floor: float, *, alpha: float | None =
             hl_lo, hl_hi = float(stats[0]), float(stats[1])
         else:
             reasons.append(f"hl_ci: too few samples for a {level:.0%} CI ({nv.size} / {av.size})")
-        _, greater, less = _u_statistic(av, nv)
+        u, greater, less = _u_statistic(av, nv)
         delta = (greater - less) / mn
 
     z, why = _z_from(hl, nv, floor) if nv.size >= 3 else (math.nan, "n_N < 3")
@@ -665,7 +679,7 @@ def compare_samples(a: object, n: object, floor: float, *, alpha: float | None =
     p_w, why = _welch(av, nv)
     if why:
         reasons.append(f"p_welch: {why}")
-    p_u, method = _mann_whitney(av, nv)
+    p_u, method = _mann_whitney(av, nv, u)
     p_min = min_attainable_p(nv.size, av.size)
     if method == "all-tied":
         reasons.append("p_mwu: all tied (p = 1)")

@@ -1,0 +1,770 @@
+"""Host sampler: what the host can see of the target, from /proc and /sys (COLLECTORS.md, Host).
+
+Host functions (activity rows of kind "host", device "Host", one row per interval and function,
+busy_ns = time summed over every thread of the target and its children):
+
+* ``oncpu``, ``runq``: per-thread ``/proc/PID/task/TID/schedstat`` deltas (on-CPU ns,
+  run-queue wait ns).  A new thread's first reading is its baseline.
+* ``blocked``, ``iowait``, ``read``, ``write``: the rest of each thread's interval
+  (interval − oncpu − runq) goes to the sleep it was in: ``read``/``write`` when the thread sat
+  in a read-like/write-like syscall (``/proc/.../syscall``), else ``iowait`` for state D and
+  ``blocked`` for state S.  The state is the one seen at the end of the interval, or at its
+  start when the thread was running at the end.  Stopped threads (SIGSTOP) count nowhere.
+  ``read``/``write`` rows carry the bytes moved (``/proc/PID/io`` rchar/wchar deltas).
+
+Cost: a thread whose schedstat did not move since the last tick did not run, so it is still in
+the sleep it was seen in: only its schedstat is read (one pread on a kept descriptor).  Only
+threads that ran get their stat (and syscall) read.
+
+Samples (registry names): host_cpu_usage, cpu_frequency_mhz and cpu_frequency (% of max),
+per CPU (device "CPU n") and on device "Host" (host CPU usage: the whole machine; frequency:
+the mean over the CPUs the target's threads ran on), host_mem_used, process_rss,
+process_cpu_usage, context_switches, and per disk (device "Disk NAME") disk_usage (busy %),
+disk_read and disk_write (B/s).
+
+Everything is read through `ProcFS` (settable /proc and /sys roots) so tests feed files.
+Whatever the kernel or permissions do not allow is recorded as unsupported, never stored as 0.
+"""
+from __future__ import annotations
+
+import os
+import platform
+import resource
+from dataclasses import dataclass
+from typing import Any, Callable, Iterable
+
+from perfdiff.collectors.base import MISSING, RowBuffer, SamplerState
+
+HOST = "Host"
+HOST_FUNCTIONS = ("oncpu", "runq", "blocked", "iowait", "read", "write")
+_ONCPU, _RUNQ, _BLOCKED, _IOWAIT, _READ, _WRITE = range(6)
+
+# Syscall numbers of read-like and write-like calls (COLLECTORS.md; aarch64 from the generic
+# table: read 63, write 64, readv 65, writev 66, pread64 67, pwrite64 68, preadv 69,
+# pwritev 70, preadv2 286, pwritev2 287).
+READ_SYSCALLS = {"x86_64": frozenset({0, 17, 19, 295, 327}), "aarch64": frozenset({63, 65, 67, 69, 286})}
+WRITE_SYSCALLS = {"x86_64": frozenset({1, 18, 20, 296, 328}), "aarch64": frozenset({64, 66, 68, 70, 287})}
+
+LIST_THREADS_NS = 1_000_000_000  # re-list a process's threads at least this often
+FD_RESERVE = 256  # descriptors left for everything else when caching /proc descriptors
+CPUINFO_EVERY_NS = 1_000_000_000  # /proc/cpuinfo clock readings (no cpufreq) at most this often
+SECTOR = 512  # /proc/diskstats counts 512-byte sectors whatever the device's block size
+
+
+@dataclass(frozen=True)
+class ProcFS:
+    """Where /proc and /sys are (tests point these at a folder of fake files)."""
+
+    proc: str = "/proc"
+    sys: str = "/sys"
+
+    def read(self, *parts: object) -> bytes:
+        """Whole file under /proc (raises OSError)."""
+        with open(os.path.join(self.proc, *map(str, parts)), "rb") as fh:
+            return fh.read()
+
+    def read_sys(self, *parts: object) -> bytes:
+        with open(os.path.join(self.sys, *map(str, parts)), "rb") as fh:
+            return fh.read()
+
+
+# ----------------------------------------------------------------------------- parsers
+
+
+def parse_schedstat(raw: bytes) -> tuple[int, int, int]:
+    """/proc/.../schedstat → (on-CPU ns, run-queue wait ns, times switched in)."""
+    a, b, c = raw.split()[:3]
+    return int(a), int(b), int(c)
+
+
+@dataclass(frozen=True)
+class TaskStat:
+    """The fields of /proc/PID[/task/TID]/stat that perfdiff uses (see proc(5))."""
+
+    state: str  # R running, S sleeping, D disk sleep, T stopped, Z zombie ...
+    ppid: int
+    utime: int  # clock ticks
+    stime: int
+    num_threads: int
+    starttime: int  # clock ticks after boot
+    rss_pages: int
+    processor: int  # CPU last run on
+
+
+def parse_task_stat(raw: bytes) -> TaskStat:
+    """Parse a stat line; the command name may hold spaces and parentheses, so split after the last ')'."""
+    rest = raw[raw.rindex(b")") + 2:].split()
+    # rest[0] is field 3 (state); field n is rest[n - 3].
+    return TaskStat(
+        state=rest[0].decode(), ppid=int(rest[1]), utime=int(rest[11]), stime=int(rest[12]),
+        num_threads=int(rest[17]), starttime=int(rest[19]), rss_pages=int(rest[21]),
+        processor=int(rest[36]) if len(rest) > 36 else -1,
+    )
+
+
+def parse_syscall(raw: bytes) -> int:
+    """/proc/.../syscall → the syscall number the thread is blocked in; -1 when running or in none."""
+    head = raw.split(b" ", 1)[0].strip()
+    if not head or head == b"running":
+        return -1
+    try:
+        return int(head)
+    except ValueError:
+        return -1
+
+
+def parse_cpu_times(raw: bytes) -> dict[str, tuple[int, int]]:
+    """/proc/stat cpu lines → {"cpu": (busy, total), "cpu0": ...} in USER_HZ ticks.
+
+    busy excludes idle and iowait; guest time is already inside user and nice.
+    """
+    out: dict[str, tuple[int, int]] = {}
+    for line in raw.split(b"\n"):
+        if not line.startswith(b"cpu"):
+            if out:
+                break  # the cpu lines come first
+            continue
+        f = line.split()
+        v = [int(x) for x in f[1:9]]  # user nice system idle iowait irq softirq steal
+        total = sum(v)
+        out[f[0].decode()] = (total - v[3] - v[4], total)
+    return out
+
+
+def parse_meminfo(raw: bytes, keys: tuple[str, ...] = ("MemTotal", "MemAvailable")) -> dict[str, int]:
+    """/proc/meminfo → {key: bytes} for `keys` (kB values scaled); absent keys are left out."""
+    want = {k.encode(): k for k in keys}
+    out: dict[str, int] = {}
+    for line in raw.split(b"\n"):
+        key, sep, rest = line.partition(b":")
+        name = want.get(key)
+        if name is None:
+            continue
+        f = rest.split()
+        out[name] = int(f[0]) * (1024 if len(f) > 1 and f[1] == b"kB" else 1)
+        if len(out) == len(want):
+            break  # MemTotal and MemAvailable are in the first lines
+    return out
+
+
+def parse_diskstats(raw: bytes, names: frozenset[str] | None = None) -> dict[str, tuple[int, int, int]]:
+    """/proc/diskstats → {disk: (sectors read, sectors written, ms busy)} for `names` (all when None)."""
+    out = {}
+    for line in raw.split(b"\n"):
+        f = line.split()
+        if len(f) < 14:
+            continue
+        name = f[2].decode()
+        if names is not None and name not in names:
+            continue
+        out[name] = (int(f[5]), int(f[9]), int(f[12]))
+    return out
+
+
+def parse_cpuinfo_mhz(raw: bytes) -> dict[int, float]:
+    """/proc/cpuinfo → {cpu: MHz} from its "processor" and "cpu MHz" lines."""
+    out: dict[int, float] = {}
+    cpu = -1
+    for line in raw.split(b"\n"):
+        if line.startswith(b"processor"):
+            cpu = int(line.partition(b":")[2])
+        elif line.startswith(b"cpu MHz") and cpu >= 0:
+            out[cpu] = float(line.partition(b":")[2])
+    return out
+
+
+def parse_io(raw: bytes) -> dict[str, int]:
+    """/proc/PID/io → {"rchar": bytes, "wchar": bytes, ...}."""
+    out = {}
+    for line in raw.split(b"\n"):
+        key, sep, val = line.partition(b":")
+        if sep:
+            out[key.decode()] = int(val)
+    return out
+
+
+# ----------------------------------------------------------------------------- descriptors
+
+
+class _FdCache:
+    """Keeps /proc files open for pread; past `limit` descriptors, files are opened per read."""
+
+    def __init__(self, limit: int):
+        self.limit = limit
+        self.count = 0
+
+    def open(self, path: str) -> int:
+        """A descriptor for `path`, or -1 when the cache is full (raises OSError when unreadable)."""
+        if self.count >= self.limit:
+            os.close(os.open(path, os.O_RDONLY | os.O_CLOEXEC))  # still raise when unreadable
+            return -1
+        fd = os.open(path, os.O_RDONLY | os.O_CLOEXEC)
+        self.count += 1
+        return fd
+
+    def close(self, fd: int) -> None:
+        if fd >= 0:
+            os.close(fd)
+            self.count -= 1
+
+
+def _read(fd: int, path: str) -> bytes:
+    """pread a kept /proc descriptor from 0 (seq files regenerate), or open-read-close."""
+    if fd >= 0:
+        return os.pread(fd, 4096, 0)
+    with open(path, "rb", buffering=0) as fh:
+        return fh.read(4096)
+
+
+def _read_all(fd: int, path: str) -> bytes:
+    """Whole content of a kept /proc descriptor (any size), or open-read-close."""
+    if fd < 0:
+        with open(path, "rb") as fh:
+            return fh.read()
+    size = 65536
+    while True:
+        raw = os.pread(fd, size, 0)
+        if len(raw) < size:
+            return raw
+        size *= 4
+
+
+def _fd_limit() -> int:
+    """Raise the soft descriptor limit to the hard one and return how many we may cache."""
+    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    if hard == resource.RLIM_INFINITY or hard > soft:
+        want = 65536 if hard == resource.RLIM_INFINITY else hard
+        try:
+            resource.setrlimit(resource.RLIMIT_NOFILE, (want, hard))
+            soft = want
+        except (ValueError, OSError):
+            pass
+    return max(0, soft - FD_RESERVE)
+
+
+class _Thread:
+    __slots__ = ("tid", "base", "fd_sched", "fd_stat", "fd_sys", "exec_ns", "delay_ns",
+                 "pcount", "ticks", "state", "sysno", "cpu")
+
+    def __init__(self, tid: int, base: str):
+        self.tid = tid
+        self.base = base  # /proc/PID/task/TID/
+        self.fd_sched = self.fd_stat = self.fd_sys = -2  # -2: not opened yet, -1: not cached
+        self.exec_ns = self.delay_ns = self.pcount = self.ticks = 0
+        self.state = "?"
+        self.sysno = -1
+        self.cpu = -1
+
+
+class _Process:
+    __slots__ = ("pid", "base", "fd_stat", "fd_io", "threads", "ticks", "rchar", "wchar",
+                 "num_threads", "listed_ns", "rss_pages")
+
+    def __init__(self, pid: int, base: str):
+        self.pid = pid
+        self.base = base  # /proc/PID/
+        self.fd_stat = self.fd_io = -2
+        self.threads: dict[int, _Thread] = {}
+        self.ticks = -1  # utime + stime of all threads, dead ones included
+        self.rchar = self.wchar = -1
+        self.num_threads = 0
+        self.listed_ns = 0
+        self.rss_pages = 0
+
+
+class _Gone(Exception):
+    """The thread or process exited between two reads."""
+
+
+# ----------------------------------------------------------------------------- sampler
+
+
+class HostSampler:
+    """Samples the target's threads and the host at every tick (see the module docstring).
+
+    `target_pids` returns the live target processes (the root and its children); `interval_ns`
+    is the tick period; `procfs` and `arch` (``platform.machine()``) are the seams tests set.
+    """
+
+    name = "host"
+
+    def __init__(self, target_pids: Callable[[], set[int]], *, interval_ns: int,
+                 procfs: ProcFS | None = None, arch: str | None = None, fd_limit: int | None = None):
+        self.target_pids = target_pids
+        self.interval_ns = interval_ns
+        self.fs = procfs or ProcFS()
+        self.arch = arch or platform.machine()
+        self.state = SamplerState()
+        self.fds = _FdCache(_fd_limit() if fd_limit is None else fd_limit)
+        self.procs: dict[int, _Process] = {}
+        self.t_prev = 0
+        self.clk_tck = os.sysconf("SC_CLK_TCK")
+        self.page_size = os.sysconf("SC_PAGE_SIZE")
+        self.use_schedstat = True
+        self.use_syscall = self.arch in READ_SYSCALLS
+        self.use_io = True
+        self.read_nr = READ_SYSCALLS.get(self.arch, frozenset())
+        self.write_nr = WRITE_SYSCALLS.get(self.arch, frozenset())
+        self.cpu_prev: dict[str, tuple[int, int]] = {}
+        self.freq_source = ""
+        self.freq_fds: dict[int, tuple[int, str]] = {}  # cpu → (descriptor, path)
+        self.max_mhz: dict[int, float] = {}
+        self.disks: frozenset[str] | None = None
+        self.disk_prev: dict[str, tuple[int, int, int]] = {}
+        self.target_cpus: set[int] = set()
+        self.max_threads = 0
+        self.seen_pids: set[int] = set()
+        self.buf = RowBuffer()
+        self.host_fds: dict[str, int] = {}  # /proc file name → kept descriptor (-1: not cached)
+        self.cpuinfo_next_ns = 0
+
+    # ------------------------------------------------------------------ life cycle
+
+    def start(self, t_ns: int) -> None:
+        """Take every baseline and decide what this kernel and these permissions allow."""
+        self.t_prev = t_ns
+        if not self.use_syscall:
+            for fn in ("read", "write"):
+                self.state.mark_unsupported(HOST, fn, f"syscall numbers unknown for architecture {self.arch}", t_ns)
+        self._start_cpu_frequency(t_ns)
+        self._start_disks(t_ns)
+        self._read_cpu_times()
+        self._read_disks()
+        for pid in self.target_pids():
+            self._add_process(pid, t_ns)
+        self._check_schedstat(t_ns)
+
+    def _check_schedstat(self, t_ns: int) -> None:
+        """All-zero schedstat on threads that have run means the kernel does not keep it."""
+        threads = [th for p in self.procs.values() for th in p.threads.values()]
+        if threads and all(th.exec_ns == 0 and th.pcount == 0 for th in threads):
+            self._drop_schedstat("schedstat is all zero (kernel without CONFIG_SCHED_INFO/SCHEDSTATS)", t_ns)
+
+    def _drop_schedstat(self, reason: str, t_ns: int) -> None:
+        self.use_schedstat = False
+        self.state.mark_unsupported(HOST, "runq", reason, t_ns)
+        self.state.mark_unsupported(HOST, "context_switches", reason, t_ns)
+        self.state.event(t_ns, HOST, "oncpu-from-stat", detail="oncpu from utime+stime clock ticks: " + reason)
+        for p in self.procs.values():
+            for th in p.threads.values():
+                try:
+                    self._baseline_thread(th)
+                except _Gone:
+                    pass  # dropped at the next tick
+
+    def close(self) -> None:
+        for p in list(self.procs.values()):
+            self._drop_process(p)
+        for fd, _ in self.freq_fds.values():
+            self.fds.close(fd)
+        self.freq_fds.clear()
+        for fd in self.host_fds.values():
+            self.fds.close(fd)
+        self.host_fds.clear()
+
+    def manifest(self) -> dict[str, Any]:
+        """Manifest fragment (see perfdiff.collectors.base.Sampler.manifest)."""
+        return {
+            "collector": {
+                "name": self.name,
+                "interval_ns": self.interval_ns,
+                "source": "/proc, /sys",
+                "functions": {
+                    "oncpu": "schedstat on-CPU ns" if self.use_schedstat else "stat utime+stime (clock ticks)",
+                    "runq": "schedstat run-queue wait ns",
+                    "blocked": "rest of the interval in state S, not in read/write",
+                    "iowait": "rest of the interval in state D, not in read/write",
+                    "read": f"rest of the interval in read-like syscalls {sorted(self.read_nr)}",
+                    "write": f"rest of the interval in write-like syscalls {sorted(self.write_nr)}",
+                },
+                "cpu_frequency_source": self.freq_source,
+                "arch": self.arch,
+                "max_threads": self.max_threads,
+                "processes": sorted(self.seen_pids),
+                "disks": sorted(self.disks or self.disk_prev),
+            },
+            "unsupported": self.state.unsupported_list(),
+            "events": list(self.state.events),
+        }
+
+    # ------------------------------------------------------------------ processes and threads
+
+    def _add_process(self, pid: int, t_ns: int) -> None:
+        base = os.path.join(self.fs.proc, str(pid)) + "/"
+        p = _Process(pid, base)
+        try:
+            p.fd_stat = self.fds.open(base + "stat")
+            st = parse_task_stat(_read(p.fd_stat, base + "stat"))
+        except (OSError, ValueError, IndexError):
+            self.fds.close(p.fd_stat)
+            return  # gone already
+        p.ticks, p.num_threads, p.rss_pages = st.utime + st.stime, st.num_threads, st.rss_pages
+        if self.use_io:
+            try:
+                p.fd_io = self.fds.open(base + "io")
+                io = parse_io(_read(p.fd_io, base + "io"))
+                p.rchar, p.wchar = io["rchar"], io["wchar"]
+            except PermissionError:
+                self.use_io = False
+                self.state.mark_unsupported(HOST, "io_bytes", f"no permission to read {base}io (ptrace read access)", t_ns)
+            except (OSError, KeyError, ValueError):
+                p.fd_io = -2
+        self.procs[pid] = p
+        self.seen_pids.add(pid)
+        self._list_threads(p, t_ns)
+
+    def _drop_process(self, p: _Process) -> None:
+        for th in p.threads.values():
+            self._close_thread(th)
+        p.threads.clear()
+        self.fds.close(p.fd_stat)
+        self.fds.close(p.fd_io)
+        p.fd_stat = p.fd_io = -2
+        self.procs.pop(p.pid, None)
+
+    def _list_threads(self, p: _Process, t_ns: int) -> None:
+        try:
+            tids = {int(t) for t in os.listdir(p.base + "task")}
+        except OSError:
+            return
+        p.listed_ns = t_ns
+        for tid in list(p.threads):
+            if tid not in tids:
+                self._close_thread(p.threads.pop(tid))
+        for tid in tids - p.threads.keys():
+            th = _Thread(tid, f"{p.base}task/{tid}/")
+            try:
+                self._baseline_thread(th)
+            except _Gone:
+                self._close_thread(th)
+                continue
+            p.threads[tid] = th
+        self.max_threads = max(self.max_threads, sum(len(q.threads) for q in self.procs.values()))
+
+    def _close_thread(self, th: _Thread) -> None:
+        for fd in (th.fd_sched, th.fd_stat, th.fd_sys):
+            self.fds.close(fd)
+        th.fd_sched = th.fd_stat = th.fd_sys = -2
+
+    def _baseline_thread(self, th: _Thread) -> None:
+        """First reading of a thread: counters and state, no interval yet (raises _Gone)."""
+        if self.use_schedstat:
+            th.exec_ns, th.delay_ns, th.pcount = self._schedstat(th)
+        self._read_state(th, self.t_prev)
+        if not self.use_schedstat:
+            th.exec_ns = th.ticks  # the fallback keeps the last utime+stime ticks here
+
+    def _schedstat(self, th: _Thread) -> tuple[int, int, int]:
+        try:
+            if th.fd_sched == -2:
+                th.fd_sched = self.fds.open(th.base + "schedstat")
+            raw = _read(th.fd_sched, th.base + "schedstat")
+            return parse_schedstat(raw)
+        except (OSError, ValueError) as exc:
+            raise _Gone from exc
+
+    def _read_state(self, th: _Thread, t_ns: int) -> None:
+        """Read the thread's stat (state, CPU, ticks) and, when asleep, its syscall."""
+        try:
+            if th.fd_stat == -2:
+                th.fd_stat = self.fds.open(th.base + "stat")
+            st = parse_task_stat(_read(th.fd_stat, th.base + "stat"))
+        except (OSError, ValueError, IndexError) as exc:
+            raise _Gone from exc
+        th.state, th.cpu, th.ticks = st.state, st.processor, st.utime + st.stime
+        th.sysno = -1
+        if self.use_syscall and th.state in ("S", "D"):
+            try:
+                if th.fd_sys == -2:
+                    th.fd_sys = self.fds.open(th.base + "syscall")
+                th.sysno = parse_syscall(_read(th.fd_sys, th.base + "syscall"))
+            except PermissionError:
+                self.use_syscall = False
+                for fn in ("read", "write"):
+                    self.state.mark_unsupported(
+                        HOST, fn, f"no permission to read {th.base}syscall (ptrace read access)", t_ns)
+            except OSError:
+                pass  # exited between the two reads: its stat state still counts
+
+    # ------------------------------------------------------------------ the tick
+
+    def sample(self, t_ns: int) -> dict[str, Any]:
+        """Read everything once; rows cover [previous tick, t_ns]."""
+        dt = t_ns - self.t_prev
+        if dt <= 0:
+            return {}
+        t0 = self.t_prev
+        self.t_prev = t_ns
+        self._sample_target(t0, t_ns, dt)
+        self._sample_host(t0, t_ns, dt)
+        return self.buf.take()
+
+    def _sample_target(self, t0: int, t1: int, dt: int) -> None:
+        pids = self.target_pids()
+        for pid in list(self.procs):
+            if pid not in pids:
+                self._drop_process(self.procs[pid])
+        acc = [0, 0, 0, 0, 0, 0]
+        ticks = switches = rss = 0
+        rchar = wchar = 0
+        ran_on: set[int] = set()
+        had_target = False
+        for pid in pids:
+            p = self.procs.get(pid)
+            if p is None:
+                self._add_process(pid, t1)  # baseline only: it counts from the next tick
+                continue
+            try:
+                st = parse_task_stat(_read(p.fd_stat, p.base + "stat"))
+            except (OSError, ValueError, IndexError):
+                self._drop_process(p)
+                continue
+            if st.state in ("Z", "X"):
+                self._drop_process(p)
+                continue
+            had_target = True
+            ticks += st.utime + st.stime - p.ticks
+            p.ticks = st.utime + st.stime
+            rss += st.rss_pages
+            if self.use_io and p.fd_io != -2:
+                try:
+                    io = parse_io(_read(p.fd_io, p.base + "io"))
+                    rchar += io["rchar"] - p.rchar
+                    wchar += io["wchar"] - p.wchar
+                    p.rchar, p.wchar = io["rchar"], io["wchar"]
+                except (OSError, KeyError, ValueError):
+                    pass
+            if st.num_threads != len(p.threads) or t1 - p.listed_ns >= LIST_THREADS_NS:
+                self._list_threads(p, t1)
+            switches += self._sample_threads(p, dt, acc, ran_on, t1)
+        if not had_target:
+            return
+        if ran_on:
+            self.target_cpus = ran_on
+        b = self.buf
+        for i, fn in enumerate(HOST_FUNCTIONS):
+            if self.state.is_unsupported(HOST, fn):
+                continue
+            nbytes = MISSING
+            if i == _READ and self.use_io:
+                nbytes = max(rchar, 0)
+            elif i == _WRITE and self.use_io:
+                nbytes = max(wchar, 0)
+            b.activity(fn, "host", HOST, t0, t1, acc[i], nbytes)
+        b.sample("process_cpu_usage", HOST, t0, t1, 100.0 * ticks / self.clk_tck / (dt / 1e9))
+        b.sample("process_rss", HOST, t1, t1, float(rss * self.page_size))
+        if self.use_schedstat:
+            b.sample("context_switches", HOST, t0, t1, switches / (dt / 1e9))
+
+    def _sample_threads(self, p: _Process, dt: int, acc: list[int], ran_on: set[int], t1: int) -> int:
+        """Add p's threads' interval to `acc` (ns per host function); returns context switches."""
+        switches = 0
+        gone = []
+        use_sched = self.use_schedstat
+        read_nr, write_nr = self.read_nr, self.write_nr
+        pread = os.pread
+        for th in p.threads.values():
+            prev_state, prev_sys = th.state, th.sysno
+            try:
+                if use_sched:
+                    if th.fd_sched >= 0:
+                        # The hot path: one pread per thread per tick (~2 µs).
+                        try:
+                            raw = pread(th.fd_sched, 128, 0)
+                            e, d, c = raw.split()
+                            e, d, c = int(e), int(d), int(c)
+                        except (OSError, ValueError) as exc:
+                            raise _Gone from exc
+                    else:
+                        e, d, c = self._schedstat(th)
+                    de, dd, dc = e - th.exec_ns, d - th.delay_ns, c - th.pcount
+                    th.exec_ns, th.delay_ns, th.pcount = e, d, c
+                    if dc or de or prev_state == "R":
+                        self._read_state(th, t1)
+                else:
+                    self._read_state(th, t1)
+                    # Fallback: on-CPU from utime+stime ticks (exec_ns holds the last ticks).
+                    de, dd, dc = (th.ticks - th.exec_ns) * 1_000_000_000 // self.clk_tck, 0, 0
+                    th.exec_ns = th.ticks
+            except _Gone:
+                gone.append(th.tid)
+                continue
+            acc[_ONCPU] += de
+            acc[_RUNQ] += dd
+            switches += dc
+            if de:
+                ran_on.add(th.cpu)
+            rest = dt - de - dd
+            if rest <= 0:
+                continue
+            state, sysno = th.state, th.sysno
+            if state not in ("S", "D"):
+                state, sysno = prev_state, prev_sys
+            if sysno >= 0 and sysno in read_nr:
+                acc[_READ] += rest
+            elif sysno >= 0 and sysno in write_nr:
+                acc[_WRITE] += rest
+            elif state == "D":
+                acc[_IOWAIT] += rest
+            elif state == "S":
+                acc[_BLOCKED] += rest
+        for tid in gone:
+            self._close_thread(p.threads.pop(tid))
+        return switches
+
+    # ------------------------------------------------------------------ host-wide
+
+    def _start_cpu_frequency(self, t_ns: int) -> None:
+        cpus = sorted(int(k[3:]) for k in self._cpu_names())
+        base = os.path.join(self.fs.sys, "devices/system/cpu")
+        for cpu in cpus:
+            d = f"{base}/cpu{cpu}/cpufreq/"
+            try:
+                self.max_mhz[cpu] = int(self.fs.read_sys(f"devices/system/cpu/cpu{cpu}/cpufreq/cpuinfo_max_freq")) / 1000.0
+            except (OSError, ValueError):
+                pass
+            try:
+                fd = self.fds.open(d + "scaling_cur_freq")
+            except OSError:
+                continue
+            self.freq_fds[cpu] = (fd, d + "scaling_cur_freq")
+        if self.freq_fds:
+            self.freq_source = "/sys/devices/system/cpu/cpu*/cpufreq/scaling_cur_freq"
+        else:
+            try:
+                if parse_cpuinfo_mhz(self.fs.read("cpuinfo")):
+                    self.freq_source = "/proc/cpuinfo 'cpu MHz' (no cpufreq driver: may be the nominal clock)"
+            except OSError:
+                pass
+        if not self.freq_source:
+            for m in ("cpu_frequency_mhz", "cpu_frequency"):
+                self.state.mark_unsupported(HOST, m, "no cpufreq in /sys and no 'cpu MHz' in /proc/cpuinfo", t_ns)
+        elif not self.max_mhz:
+            self.state.mark_unsupported(
+                HOST, "cpu_frequency", "no cpufreq/cpuinfo_max_freq in /sys: the maximum clock is unknown", t_ns)
+
+    def _cpu_names(self) -> list[str]:
+        try:
+            return [k for k in parse_cpu_times(self.fs.read("stat")) if k != "cpu"]
+        except OSError:
+            return []
+
+    def _start_disks(self, t_ns: int) -> None:
+        try:
+            names = os.listdir(os.path.join(self.fs.sys, "block"))
+            self.disks = frozenset(n for n in names if not n.startswith(("loop", "ram")))
+        except OSError:
+            self.disks = None  # no /sys/block: every line of diskstats
+        try:
+            self.fs.read("diskstats")
+        except OSError as exc:
+            for m in ("disk_usage", "disk_read", "disk_write"):
+                self.state.mark_unsupported(HOST, m, f"cannot read /proc/diskstats: {exc.strerror}", t_ns)
+
+    def _read_proc(self, name: str) -> bytes:
+        """A host-wide /proc file through a kept descriptor (raises OSError)."""
+        fd = self.host_fds.get(name)
+        path = os.path.join(self.fs.proc, name)
+        if fd is None:
+            fd = self.host_fds[name] = self.fds.open(path)
+        return _read_all(fd, path)
+
+    def _read_cpu_times(self) -> dict[str, tuple[int, int]]:
+        try:
+            now = parse_cpu_times(self._read_proc("stat"))
+        except OSError:
+            return {}
+        prev, self.cpu_prev = self.cpu_prev, now
+        return prev
+
+    def _read_disks(self) -> dict[str, tuple[int, int, int]]:
+        try:
+            now = parse_diskstats(self._read_proc("diskstats"), self.disks)
+        except OSError:
+            return {}
+        prev, self.disk_prev = self.disk_prev, now
+        return prev
+
+    def _read_frequencies(self, t_ns: int) -> dict[int, float]:
+        if self.freq_fds:
+            out = {}
+            for cpu, (fd, path) in self.freq_fds.items():
+                try:
+                    out[cpu] = int(_read(fd, path)) / 1000.0
+                except (OSError, ValueError):
+                    pass
+            return out
+        if self.freq_source and t_ns >= self.cpuinfo_next_ns:
+            # /proc/cpuinfo is slow (it may ask every CPU for its clock): at most once a second.
+            self.cpuinfo_next_ns = t_ns + CPUINFO_EVERY_NS
+            try:
+                return parse_cpuinfo_mhz(self._read_proc("cpuinfo"))
+            except OSError:
+                return {}
+        return {}
+
+    def _sample_host(self, t0: int, t1: int, dt: int) -> None:
+        b = self.buf
+        prev = self._read_cpu_times()
+        for name, (busy, total) in self.cpu_prev.items():
+            p = prev.get(name)
+            if p is None or total <= p[1]:
+                continue
+            b.sample("host_cpu_usage", HOST if name == "cpu" else f"CPU {name[3:]}", t0, t1,
+                     100.0 * (busy - p[0]) / (total - p[1]))
+        freqs = self._read_frequencies(t1)
+        for cpu, mhz in freqs.items():
+            b.sample("cpu_frequency_mhz", f"CPU {cpu}", t1, t1, mhz)
+            if cpu in self.max_mhz:
+                b.sample("cpu_frequency", f"CPU {cpu}", t1, t1, 100.0 * mhz / self.max_mhz[cpu])
+        on = [c for c in self.target_cpus if c in freqs]
+        if on:
+            b.sample("cpu_frequency_mhz", HOST, t1, t1, sum(freqs[c] for c in on) / len(on))
+            pct = [100.0 * freqs[c] / self.max_mhz[c] for c in on if c in self.max_mhz]
+            if pct:
+                b.sample("cpu_frequency", HOST, t1, t1, sum(pct) / len(pct))
+        try:
+            mem = parse_meminfo(self._read_proc("meminfo"))
+            b.sample("host_mem_used", HOST, t1, t1, float(mem["MemTotal"] - mem["MemAvailable"]))
+        except (OSError, KeyError, ValueError):
+            pass
+        dprev = self._read_disks()
+        sec = dt / 1e9
+        for name, (rd, wr, busy_ms) in self.disk_prev.items():
+            p = dprev.get(name)
+            if p is None:
+                continue
+            dev = f"Disk {name}"
+            b.sample("disk_usage", dev, t0, t1, min(100.0, 100.0 * (busy_ms - p[2]) * 1e6 / dt))
+            b.sample("disk_read", dev, t0, t1, (rd - p[0]) * SECTOR / sec)
+            b.sample("disk_write", dev, t0, t1, (wr - p[1]) * SECTOR / sec)
+
+
+def host_info(procfs: ProcFS | None = None) -> dict[str, Any]:
+    """The manifest's host entry: name, CPU model, cores, kernel, max clocks (MHz)."""
+    fs = procfs or ProcFS()
+    model = ""
+    try:
+        for line in fs.read("cpuinfo").split(b"\n"):
+            if line.startswith(b"model name"):
+                model = line.partition(b":")[2].decode().strip()
+                break
+    except OSError:
+        pass
+    u = os.uname()
+    return {
+        "hostname": u.nodename,
+        "kernel": u.release,
+        "arch": u.machine,
+        "cpu_model": model,
+        "cores": os.cpu_count(),
+        "clk_tck": os.sysconf("SC_CLK_TCK"),
+        "page_size": os.sysconf("SC_PAGE_SIZE"),
+    }
+
+
+def list_pids(procfs: ProcFS) -> Iterable[int]:
+    """Every pid in /proc (as this process sees it)."""
+    for name in os.listdir(procfs.proc):
+        if name.isdigit():
+            yield int(name)

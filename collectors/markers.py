@@ -1,0 +1,275 @@
+"""Collector side of the cycle-marker transport (the target side is perfdiff.marker).
+
+Two ways a target learns where to write (see perfdiff.marker for the file format):
+
+* announced (``collect -- CMD``): the collector makes a private directory, passes it to the
+  command in ``$PERFDIFF_MARKER_DIR``, and every process of the command creates its own
+  ``<pid>.marks`` there; the reader picks up every file that appears.
+* attached (``collect --pid``): the collector creates ``<pid>.marks`` for each target
+  process in the target's well-known directory (``/tmp/perfdiff-markers-<uid>``, or the
+  ``$PERFDIFF_MARKER_DIR`` found in the target's environment), reached through
+  ``/proc/PID/root`` when the target lives in another mount namespace (a container).
+
+The reader only ever reads new complete lines (a partial last line waits for the next read),
+refreshes each file's atime so targets know someone listens, and removes the files it made
+when it closes.
+"""
+from __future__ import annotations
+
+import os
+import shutil
+import tempfile
+import time
+from dataclasses import dataclass, field
+from typing import Any
+
+from perfdiff.collectors.base import RowBuffer
+from perfdiff.marker import ENV_DIR, SUFFIX, default_marker_dir
+
+READ_CHUNK = 1 << 20  # bytes read per file per call; the rest waits for the next call
+
+
+@dataclass
+class _MarksFile:
+    path: str
+    fd: int
+    offset: int
+    partial: bytes = b""
+
+
+@dataclass
+class MarkerStats:
+    """What the reader saw, for the manifest."""
+
+    files: int = 0
+    marks: int = 0
+    malformed: int = 0
+    pids: list[int] = field(default_factory=list)
+
+
+def parse_marks(data: bytes, out: RowBuffer) -> tuple[int, int]:
+    """Parse whole lines ``start end tid name`` into `out`'s markers; returns (marks, malformed)."""
+    good = bad = 0
+    for line in data.split(b"\n"):
+        if not line:
+            continue
+        parts = line.split(b" ", 3)
+        try:
+            start, end, tid = int(parts[0]), int(parts[1]), int(parts[2])
+            name = parts[3].decode("utf-8", "replace") if len(parts) == 4 else "cycle"
+        except (ValueError, IndexError):
+            bad += 1
+            continue
+        if end < start or start <= 0:
+            bad += 1
+            continue
+        out.marker(name, start, end, tid, "perfdiff")
+        good += 1
+    return good, bad
+
+
+class MarkerReader:
+    """Reads the marks of the target processes into markers rows.
+
+    `directory` is where the marks files live as seen by the collector.  `announced`: the
+    directory is private to this collection and targets create their own files in it;
+    otherwise the reader creates one file per target process with `watch`.
+    """
+
+    def __init__(self, directory: str, *, announced: bool, owner_uid: int | None = None,
+                 remove_dir: bool = False):
+        self.directory = directory
+        self.announced = announced
+        self.owner_uid = owner_uid
+        self.remove_dir = remove_dir
+        self.files: dict[str, _MarksFile] = {}
+        self.stats = MarkerStats()
+        self.errors: list[str] = []
+
+    # ------------------------------------------------------------------ set-up
+
+    @classmethod
+    def announce(cls) -> "MarkerReader":
+        """A private directory for `collect -- CMD`; pass `env()` to the command."""
+        directory = tempfile.mkdtemp(prefix="perfdiff-markers-")
+        return cls(directory, announced=True, remove_dir=True)
+
+    def env(self) -> dict[str, str]:
+        """Environment entries that point a started command at this reader."""
+        return {ENV_DIR: self.directory}
+
+    @classmethod
+    def attach(cls, pid: int, *, proc_root: str = "/proc") -> "MarkerReader":
+        """The reader for an already running target `pid` (its well-known marker directory)."""
+        uid = _target_uid(pid, proc_root)
+        directory = _target_env(pid, proc_root).get(ENV_DIR) or default_marker_dir(uid)
+        if _other_mount_ns(pid, proc_root):
+            directory = os.path.join(proc_root, str(pid), "root") + directory
+        return cls(directory, announced=False, owner_uid=uid)
+
+    def watch(self, pid: int, nspid: int | None = None) -> None:
+        """Create (attached mode) the marks file of target process `pid` so it starts marking.
+
+        `nspid` is the pid as the target sees it (innermost PID namespace), which names its file.
+        """
+        if self.announced:
+            return
+        path = os.path.join(self.directory, f"{nspid or pid}{SUFFIX}")
+        if path in self.files:
+            return
+        try:
+            self._ensure_dir()
+            fd = os.open(path, os.O_RDONLY | os.O_CREAT | os.O_NOFOLLOW | os.O_CLOEXEC, 0o600)
+        except OSError as exc:
+            self.errors.append(f"cannot create {path}: {exc.strerror or exc}")
+            return
+        st = os.fstat(fd)
+        if self.owner_uid is not None and os.geteuid() == 0 and st.st_uid != self.owner_uid:
+            try:
+                os.fchown(fd, self.owner_uid, -1)
+            except OSError as exc:
+                self.errors.append(f"cannot chown {path}: {exc.strerror or exc}")
+        # A file left by an earlier collector may hold old marks: start at its end.
+        self.files[path] = _MarksFile(path, fd, st.st_size)
+        self.stats.pids.append(pid)
+        self._touch(path)
+
+    def _ensure_dir(self) -> None:
+        if os.path.isdir(self.directory):
+            return
+        os.makedirs(self.directory, mode=0o700, exist_ok=True)
+        if self.owner_uid is not None and os.geteuid() == 0:
+            os.chown(self.directory, self.owner_uid, -1)
+
+    # ------------------------------------------------------------------ reading
+
+    def _discover(self) -> None:
+        if not self.announced:
+            return
+        try:
+            names = os.listdir(self.directory)
+        except OSError:
+            return
+        for name in names:
+            if not name.endswith(SUFFIX):
+                continue
+            path = os.path.join(self.directory, name)
+            if path in self.files:
+                continue
+            try:
+                fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC)
+            except OSError:
+                continue
+            self.files[path] = _MarksFile(path, fd, 0)
+            try:
+                self.stats.pids.append(int(name[: -len(SUFFIX)]))
+            except ValueError:
+                pass
+
+    def read(self, out: RowBuffer) -> int:
+        """Append every new complete mark to `out`; returns how many.  Refreshes atimes."""
+        self._discover()
+        total = 0
+        for f in self.files.values():
+            data = b""
+            while True:
+                try:
+                    chunk = os.pread(f.fd, READ_CHUNK, f.offset)
+                except OSError:
+                    break
+                if not chunk:
+                    break
+                f.offset += len(chunk)
+                data += chunk
+                if len(chunk) < READ_CHUNK:
+                    break
+            if data:
+                data = f.partial + data
+                cut = data.rfind(b"\n") + 1
+                f.partial = data[cut:]
+                good, bad = parse_marks(data[:cut], out)
+                total += good
+                self.stats.marks += good
+                self.stats.malformed += bad
+            self._touch(f.path)
+        self.stats.files = len(self.files)
+        return total
+
+    @staticmethod
+    def _touch(path: str) -> None:
+        """Set the atime to now (mtime unchanged): the target's sign that someone listens."""
+        try:
+            st = os.stat(path)
+            os.utime(path, ns=(time.time_ns(), st.st_mtime_ns))
+        except OSError:
+            pass
+
+    def close(self, out: RowBuffer | None = None) -> None:
+        """Read what is left into `out`, then remove the marks files (and a private directory)."""
+        if out is not None:
+            self.read(out)
+        for f in self.files.values():
+            try:
+                os.close(f.fd)
+            except OSError:
+                pass
+            # Removing the file tells the target to stop writing (also one a crashed collector
+            # left and this one reused).
+            try:
+                os.unlink(f.path)
+            except OSError:
+                pass
+        self.files.clear()
+        if self.remove_dir:
+            shutil.rmtree(self.directory, ignore_errors=True)
+
+    def manifest(self) -> dict[str, Any]:
+        """Collector entry for the manifest."""
+        return {
+            "name": "markers",
+            "transport": "append-only file per process",
+            "directory": self.directory,
+            "mode": "announced" if self.announced else "attached",
+            "files": self.stats.files,
+            "marks": self.stats.marks,
+            "malformed": self.stats.malformed,
+            "pids": sorted(set(self.stats.pids)),
+            "errors": self.errors[:20],
+        }
+
+
+# ---------------------------------------------------------------------- /proc helpers
+
+
+def _target_uid(pid: int, proc_root: str) -> int | None:
+    try:
+        with open(os.path.join(proc_root, str(pid), "status"), "rb") as fh:
+            for line in fh:
+                if line.startswith(b"Uid:"):
+                    return int(line.split()[1])  # real uid
+    except (OSError, ValueError, IndexError):
+        pass
+    return None
+
+
+def _target_env(pid: int, proc_root: str) -> dict[str, str]:
+    """The target's start-up environment (empty when unreadable)."""
+    try:
+        with open(os.path.join(proc_root, str(pid), "environ"), "rb") as fh:
+            raw = fh.read()
+    except OSError:
+        return {}
+    env = {}
+    for item in raw.split(b"\0"):
+        key, sep, value = item.partition(b"=")
+        if sep:
+            env[key.decode("utf-8", "replace")] = value.decode("utf-8", "replace")
+    return env
+
+
+def _other_mount_ns(pid: int, proc_root: str) -> bool:
+    try:
+        return os.readlink(os.path.join(proc_root, "self", "ns", "mnt")) != os.readlink(
+            os.path.join(proc_root, str(pid), "ns", "mnt"))
+    except OSError:
+        return False

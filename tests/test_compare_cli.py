@@ -1,0 +1,171 @@
+"""`perfdiff compare` end to end: the example's story, bad input, options, escaping."""
+from __future__ import annotations
+
+import json
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pandas as pd
+import pytest
+from conftest import EXAMPLES, ROOT, run_cli
+
+from generate_cpufreq import REGRESSED, generate_run
+from perfdiff.bundle import empty_table, load_bundle, normalize_table, write_bundle
+
+
+@pytest.fixture(scope="module")
+def pair(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Path]:
+    d = tmp_path_factory.mktemp("pair")
+    return (generate_run(d / "normal", scenario="normal", seed=11, n_cycles=80),
+            generate_run(d / "abnormal", scenario="abnormal", seed=12, n_cycles=40))
+
+
+def _one_line_error(code: int, err: str, needle: str) -> None:
+    assert code == 2
+    lines = err.strip().splitlines()
+    assert len(lines) == 1, err
+    assert lines[0].startswith("perfdiff: ")
+    assert needle in lines[0]
+    assert "Traceback" not in err
+
+
+def test_example_story(pair: tuple[Path, Path], tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    out, js = tmp_path / "r.md", tmp_path / "r.json"
+    code, _, err = run_cli(["compare", *pair, "-o", out, "--json", js], capsys)
+    assert code == 0, err
+    rep = json.loads(js.read_text())
+    kinds = [f["kind"] for f in rep["findings"]]
+    # the host-side cause, named in words
+    causes = [f for f in rep["findings"] if f["kind"] == "cause"]
+    cause_names = [f["function"] for f in causes]
+    assert "Scheduler.get_next_batch_to_run" in cause_names
+    assert any(f["kind"] == "resource" and "cpu\\_frequency" in f["text"] and "fell" in f["text"]
+               for f in rep["findings"])
+    # the common-mode shift on the GPU, about ×0.3
+    cm = [c for c in rep["common_mode"] if c["triggered"]]
+    assert len(cm) == 1 and cm[0]["device"] == "GPU 0" and 0.2 < cm[0]["ratio"] < 0.45
+    assert "common-mode" in kinds
+    # the regressed kernel is a cause; the kernels that only moved with the common factor are not
+    assert REGRESSED in cause_names
+    details = rep["details"]
+    rank = {d["function"]: i for i, d in reversed(list(enumerate(details)))}
+    innocent = [f["name"] for f in rep["functions"] if f["kind"] == "kernel" and f["name"] != REGRESSED]
+    assert all(rank[REGRESSED] < rank[k] for k in innocent)
+    for k in innocent:
+        f = next(x for x in rep["functions"] if x["name"] == k)
+        assert f["q_t"] > 0.05 and abs(f["tau_pp"]) < 0.2  # own time unchanged
+        assert f["beta_a"] < 0.5 * f["beta_n"]  # yet β fell
+    # the wait is a symptom, not a cause
+    assert "cudaStreamSynchronize" not in cause_names
+    assert any(f["kind"] == "symptom" and f["function"] == "cudaStreamSynchronize" for f in rep["findings"])
+    md = out.read_text()
+    for section in ("## 1. High-Level Performance Summary", "## 2. Cycle Duration Distribution Comparison",
+                    "## 3. In-depth Core Metric Comparison", "### Overview", "### Key Findings:",
+                    "### Detailed comparison table", "### Context metrics",
+                    "## 4. Run comparability and data quality", "## 5. Legend"):
+        assert section in md
+    assert (tmp_path / "r.cycles.csv").read_text().startswith("rank,normal_us,abnormal_us\n1,")
+    # every number is finite or null, never NaN, in the JSON
+    assert "NaN" not in js.read_text()
+
+
+def test_report_to_stdout(pair: tuple[Path, Path], capsys: pytest.CaptureFixture[str]) -> None:
+    code, out, _ = run_cli(["compare", *pair, "--top", "3"], capsys)
+    assert code == 0
+    assert out.startswith("# Cross Performance Comparison")
+    assert "Top 3 of" in out
+
+
+def test_missing_path(pair: tuple[Path, Path], tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    code, _, err = run_cli(["compare", tmp_path / "nope", pair[1]], capsys)
+    _one_line_error(code, err, f"{tmp_path / 'nope'}: no such file or directory")
+
+
+def test_empty_directory(pair: tuple[Path, Path], tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    (tmp_path / "empty").mkdir()
+    code, _, err = run_cli(["compare", pair[0], tmp_path / "empty"], capsys)
+    _one_line_error(code, err, "empty directory")
+
+
+def test_corrupt_part(pair: tuple[Path, Path], tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    bad = tmp_path / "bad"
+    shutil.copytree(pair[1], bad)
+    part = next((bad / "activity").glob("part-*.parquet"))
+    part.write_bytes(part.read_bytes()[: part.stat().st_size // 2])
+    code, _, err = run_cli(["compare", pair[0], bad], capsys)
+    _one_line_error(code, err, "corrupt or truncated Parquet")
+    assert str(part) in err
+
+
+def test_unknown_file(pair: tuple[Path, Path], tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    f = tmp_path / "trace.txt"
+    f.write_text("hello")
+    code, _, err = run_cli(["compare", f, pair[1]], capsys)
+    _one_line_error(code, err, "unknown input")
+
+
+def _bundle_with_markers(path: Path, n_markers: int) -> Path:
+    src = load_bundle(EXAMPLES / "cpufreq" / "normal")
+    m = src.markers.iloc[:n_markers]
+    src.markers = normalize_table("markers", pd.DataFrame(m)) if n_markers else empty_table("markers")
+    if n_markers == 0:
+        src.activity = empty_table("activity")
+        src.samples = empty_table("samples")
+    return write_bundle(path, src)
+
+
+def test_zero_cycles(pair: tuple[Path, Path], tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    b = _bundle_with_markers(tmp_path / "zero", 0)
+    code, _, err = run_cli(["compare", pair[0], b], capsys)
+    _one_line_error(code, err, "no cycles found")
+    assert str(b) in err
+
+
+def test_single_cycle(pair: tuple[Path, Path], tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    src = load_bundle(pair[0])
+    src.markers = normalize_table("markers", pd.DataFrame(src.markers.iloc[:1]))
+    first_end = int(src.markers["end_ns"].iloc[0])
+    src.activity = src.activity[src.activity["start_ns"] < first_end].reset_index(drop=True)
+    b = write_bundle(tmp_path / "one", src)
+    # one marker, and not enough activity for a fallback either
+    code, _, err = run_cli(["compare", pair[0], b, "--cycle", "^step$"], capsys)
+    _one_line_error(code, err, "only 1 cycle found")
+
+
+def test_usage_errors(pair: tuple[Path, Path], capsys: pytest.CaptureFixture[str]) -> None:
+    code, _, err = run_cli(["compare", pair[0]], capsys)
+    _one_line_error(code, err, "the following arguments are required: abnormal")
+    code, _, err = run_cli(["compare", *pair, "--alpha", "2"], capsys)
+    _one_line_error(code, err, "must be between 0 and 1")
+    code, _, err = run_cli(["compare", *pair, "--window", "fast"], capsys)
+    _one_line_error(code, err, "bad duration 'fast'")
+    code, _, err = run_cli(["compare", *pair, "--cycle", "("], capsys)
+    _one_line_error(code, err, "bad --cycle regular expression")
+    code, _, err = run_cli(["frobnicate"], capsys)
+    _one_line_error(code, err, "invalid choice")
+
+
+def test_unwritable_output(pair: tuple[Path, Path], tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    code, _, err = run_cli(["compare", *pair, "-o", tmp_path / "no" / "such" / "r.md"], capsys)
+    _one_line_error(code, err, "output folder does not exist")
+
+
+def test_window_option_and_inputs_untouched(pair: tuple[Path, Path], tmp_path: Path,
+                                            capsys: pytest.CaptureFixture[str]) -> None:
+    before = {p: p.stat().st_mtime_ns for p in pair[0].rglob("*")}
+    code, _, err = run_cli(["compare", *pair, "--window", "50ms", "--json", tmp_path / "w.json",
+                            "-o", tmp_path / "w.md"], capsys)
+    assert code == 0, err
+    rep = json.loads((tmp_path / "w.json").read_text())
+    assert rep["normal"]["cycle_source"] == "window"
+    assert "fixed windows of 50 ms" in rep["normal"]["cycle_detail"]
+    assert {p: p.stat().st_mtime_ns for p in pair[0].rglob("*")} == before
+
+
+def test_python_dash_m(pair: tuple[Path, Path], tmp_path: Path) -> None:
+    proc = subprocess.run([sys.executable, "-m", "perfdiff", "compare", str(pair[0]), str(tmp_path / "x")],
+                          capture_output=True, text=True, cwd=ROOT)
+    assert proc.returncode == 2
+    assert proc.stderr.count("\n") == 1 and "no such file or directory" in proc.stderr
