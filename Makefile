@@ -5,7 +5,7 @@ PY     := $(VENV)/bin/python
 STAMP  := $(VENV)/.installed
 SHARED ?= ../shared
 
-.PHONY: help demo test bench lint clean
+.PHONY: help demo test bench lint clean examples
 
 help:  ## List the targets
 	@grep -E '^[a-z]+:.*##' $(MAKEFILE_LIST) | sed 's/:.*## /\t/'
@@ -32,3 +32,7 @@ lint: $(STAMP)  ## Static checks
 
 clean:  ## Remove the virtual environment and build outputs
 	rm -rf $(VENV) build dist src/*.egg-info bench/out
+
+examples: $(STAMP)  ## Regenerate the shipped example pair and its report (then UPDATE_GOLDEN=1 make test)
+	$(PY) examples/generate_cpufreq.py examples/cpufreq
+	$(PY) -m perfdiff compare examples/cpufreq/normal examples/cpufreq/abnormal -o examples/cpufreq/report.md --json examples/cpufreq/report.json

@@ -17,8 +17,8 @@ GPU state is ever called (NvmlQuery refuses them).
 """
 from __future__ import annotations
 
+import ctypes
 import importlib
-import math
 import time
 from collections.abc import Callable
 from types import ModuleType
@@ -313,14 +313,8 @@ class GpuSampler:
             self.state.event(t, dev.name, "xid", **detail)
 
     def _device_of(self, handle: Any) -> GpuDevice | None:
-        import ctypes
-
         try:
             address = ctypes.cast(handle, ctypes.c_void_p).value
         except (TypeError, ctypes.ArgumentError):
             return None
         return self._by_address.get(address)
-
-
-def finite(x: float) -> bool:
-    return x is not None and math.isfinite(x)

@@ -142,17 +142,19 @@ def sample_series(run: RunData) -> dict[tuple[str, str], SeriesInfo]:
         v = g["value"].to_numpy(dtype=np.float64)
         order = np.argsort(t0, kind="stable")
         t0, t1, v = t0[order], t1[order], v[order]
+        point = t1 == t0
+        if point.any():
+            # A point reading lasts until the next reading (of any value, so that the
+            # interval before an unknown reading is not stretched over it).
+            nxt = np.append(t0[1:], t0[-1])
+            step = float(np.median(np.diff(t0))) if len(t0) > 1 else 0.0
+            nxt[-1] = t0[-1] + int(step)
+            t1 = np.where(point, np.maximum(nxt, t0), t1)
         finite = np.isfinite(v)
         dropped = int((~finite).sum())
         t0, t1, v = t0[finite], t1[finite], v[finite]
         if len(v) == 0:
             continue
-        point = t1 == t0
-        if point.any():
-            nxt = np.append(t0[1:], t0[-1])
-            step = float(np.median(np.diff(t0))) if len(t0) > 1 else 0.0
-            nxt[-1] = t0[-1] + int(step)
-            t1 = np.where(point, np.maximum(nxt, t0), t1)
         widths = t1 - t0
         med = float(np.median(widths)) if len(widths) else float("nan")
         out[(str(metric), str(device))] = SeriesInfo(str(metric), str(device), t0, t1, v, med, dropped)

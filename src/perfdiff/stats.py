@@ -165,6 +165,16 @@ def _count_below(a: np.ndarray, e: np.ndarray, p: np.ndarray, strict: np.ndarray
     pq = p[:, None]
     st = strict[:, None]
     last = e.size - 1
+    # Settle rows from the window's ends: a "< p" count is lo when the first entry is
+    # already ≥ p, a "≤ p" count is hi when the last one is still ≤ p.  This ends every
+    # row of a window full of ties at p, and most rows of a 2-column bracket.
+    open_ = lo < hi
+    at_lo = a[None, :] + e[np.minimum(lo, last)]
+    at_hi = a[None, :] + e[np.maximum(hi - 1, 0)]
+    settle_lo = open_ & st & (at_lo >= pq)
+    settle_hi = open_ & ~st & (at_hi <= pq)
+    hi = np.where(settle_lo, lo, hi)
+    lo = np.where(settle_hi, hi, lo)
     while True:
         open_ = lo < hi
         if not open_.any():
@@ -194,7 +204,7 @@ def _select_pairwise(a: np.ndarray, e: np.ndarray, ranks: np.ndarray) -> np.ndar
     out = np.full(n_t, math.nan)
     todo = np.ones(n_t, bool)
     rng = _RNG  # results never depend on the draws, only the time taken does
-    gather_limit = max(20_000, 4 * m)
+    gather_limit = max(32_000, 4 * m)
     n_sample = 4096
     half_window = 2.0 * math.sqrt(n_sample)  # ±2 sd of the sample rank of the target
     rows = np.arange(m)
@@ -220,34 +230,43 @@ def _select_pairwise(a: np.ndarray, e: np.ndarray, ranks: np.ndarray) -> np.ndar
         cum = np.cumsum(width, axis=1)
         totals = cum[:, -1]
         k_in = ranks[idx] - L[idx].sum(axis=1)
-        # Uniform draws among the candidates: an integer below the total maps to (row, col).
-        if first_round:  # every window is the whole row
-            row = rng.integers(0, m, (n_i, n_sample))
-            col = rng.integers(0, nn, (n_i, n_sample))
+        frac = k_in / totals * n_sample
+        lo_pos = np.clip(np.floor(frac - half_window), 0, n_sample - 1).astype(np.int64)
+        hi_pos = np.clip(np.ceil(frac + half_window), 0, n_sample - 1).astype(np.int64)
+        if first_round:
+            # Every window is the whole matrix: one sample serves all targets, and one pair
+            # of pivots around all of them (the CI ends and the median lie close together)
+            # cuts every window to the same band at the cost of two counts, not 2 per target.
+            first_round = False
+            sample = a[rng.integers(0, m, n_sample)] + e[rng.integers(0, nn, n_sample)]
+            lo_q, hi_q = int(lo_pos.min()), int(hi_pos.max())
+            part = np.partition(sample, (lo_q, hi_q))
+            p1 = np.full(n_i, part[lo_q])
+            p2 = np.full(n_i, part[hi_q])
+            shared = _count_below(a, e, np.array([p1[0], p2[0]]), np.array([False, True]),
+                                  L[idx[:1]].repeat(2, axis=0), R[idx[:1]].repeat(2, axis=0))
+            cnt = np.broadcast_to(shared, (n_i, 2, m))
         else:
+            # Uniform draws among the candidates: an integer below the total maps to (row, col).
             draws = np.sort((rng.random((n_i, n_sample)) * totals[:, None]).astype(np.int64))
             offsets = np.concatenate(([0], np.cumsum(totals)[:-1]))
             pos = np.searchsorted((cum + offsets[:, None]).ravel(), draws + offsets[:, None],
                                   side="right")
             row = pos - ar * m
             col = L[idx[:, None], row] + draws - (cum[ar, row] - width[ar, row])
-        first_round = False
-        sample = a[row] + e[col]
-        frac = k_in / totals * n_sample
-        lo_pos = np.clip(np.floor(frac - half_window), 0, n_sample - 1).astype(np.int64)
-        hi_pos = np.clip(np.ceil(frac + half_window), 0, n_sample - 1).astype(np.int64)
-        p1 = np.empty(n_i)
-        p2 = np.empty(n_i)
-        for q in range(n_i):  # two order statistics of the sample: partition, not sort
-            part = np.partition(sample[q], (lo_pos[q], hi_pos[q]))
-            p1[q], p2[q] = part[lo_pos[q]], part[hi_pos[q]]
-        # Count "≤ p1" and "< p2".  When p1 == p2 that pair is exactly the test "is the
-        # target p?", which ends a window made only of ties.  Every count lies in [L, R].
-        piv = np.stack([p1, p2], axis=1).ravel()
-        strict = np.tile([False, True], n_i)
-        bounds_lo = np.repeat(L[idx], 2, axis=0)
-        bounds_hi = np.repeat(R[idx], 2, axis=0)
-        cnt = _count_below(a, e, piv, strict, bounds_lo, bounds_hi).reshape(n_i, 2, m)
+            sample = a[row] + e[col]
+            p1 = np.empty(n_i)
+            p2 = np.empty(n_i)
+            for q in range(n_i):  # two order statistics of the sample: partition, not sort
+                part = np.partition(sample[q], (lo_pos[q], hi_pos[q]))
+                p1[q], p2[q] = part[lo_pos[q]], part[hi_pos[q]]
+            # Count "≤ p1" and "< p2".  When p1 == p2 that pair is exactly the test "is the
+            # target p?", which ends a window made only of ties.  Every count lies in [L, R].
+            piv = np.stack([p1, p2], axis=1).ravel()
+            strict = np.tile([False, True], n_i)
+            bounds_lo = np.repeat(L[idx], 2, axis=0)
+            bounds_hi = np.repeat(R[idx], 2, axis=0)
+            cnt = _count_below(a, e, piv, strict, bounds_lo, bounds_hi).reshape(n_i, 2, m)
         sums = cnt.sum(axis=2)
         for q, t in enumerate(idx):
             k = ranks[t]

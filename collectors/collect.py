@@ -1,0 +1,768 @@
+"""`perfdiff collect`: sample a live process (and its children) into a run bundle.
+
+    perfdiff collect --pid PID [--duration 30s] [--interval 100ms] -o DIR
+    perfdiff collect [--duration 30s] [--interval 100ms] -o DIR -- CMD ARGS...
+
+The loop ticks every --interval on the monotonic clock (a late tick keeps the phase; missed
+ticks are counted, not caught up), stamps each tick with CLOCK_REALTIME ns, asks every
+sampler for its rows, and appends them to the bundle as Parquet parts every FLUSH_NS, so a
+collector killed with SIGKILL loses at most that much.  The target set is the root process
+and every descendant, re-scanned every DISCOVER_NS so children that start later join.
+
+Ends: SIGINT/SIGTERM/SIGHUP or --duration → status complete; the --pid target exits →
+status target-exited; the started CMD exits → status complete (its exit code is recorded; a
+started CMD still running at the end gets SIGTERM).  No such pid, no permission, a full disk
+→ CollectionError (exit 3) with one line.
+"""
+from __future__ import annotations
+
+import argparse
+import errno
+import gc
+import os
+import resource
+import select
+import signal
+import subprocess
+import sys
+import time
+import traceback
+from array import array
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Callable
+
+import numpy as np
+import pandas as pd
+import pyarrow as pa
+import pyarrow.parquet as pq
+
+from perfdiff import __version__
+from perfdiff.bundle import MISSING, SCHEMAS, BundleWriter, normalize_table
+from perfdiff.collectors.base import RowBuffer, Sampler
+from perfdiff.collectors.host import HostSampler, ProcFS, host_info, parse_task_stat
+from perfdiff.collectors.markers import MarkerReader
+from perfdiff.errors import CollectionError, InputError
+
+FLUSH_NS = 500_000_000  # rows reach the disk at least this often: what a SIGKILL can lose
+ANCHOR_NS = 10_000_000_000  # (REALTIME, MONOTONIC) anchor pairs and manifest refresh
+DISCOVER_NS = 100_000_000  # look for new child processes this often
+MIN_INTERVAL_NS = 1_000_000
+MAX_SAMPLER_ERRORS = 10  # consecutive failures before a sampler is switched off
+STOP_GRACE_S = 5.0  # a started command gets this long after SIGTERM before SIGKILL
+
+END_STATUS = {"duration": "complete", "signal": "complete", "command-exited": "complete",
+              "target-exited": "target-exited"}
+
+
+# ------------------------------------------------------------------------------ targets
+
+
+@dataclass
+class TargetProcess:
+    """One process of the target, as the manifest records it."""
+
+    pid: int
+    ppid: int
+    cmdline: list[str]
+    nspid: int
+    first_seen_ns: int
+    exited_ns: int | None = None
+
+
+class TargetSet:
+    """The root process and its descendants, found by scanning /proc for new pids.
+
+    Only pids not seen before are read (their stat, for the parent pid), so a scan costs one
+    listdir of /proc.  A child that starts and exits between two scans is missed.
+    """
+
+    def __init__(self, root: int, *, procfs: ProcFS | None = None, exclude: set[int] | None = None):
+        self.fs = procfs or ProcFS()
+        self.root = root
+        self.exclude = set(exclude or ())
+        self.live: set[int] = {root}  # replaced, never mutated: samplers may hold the old one
+        self.processes: dict[int, TargetProcess] = {}
+        self.others: set[int] = set()
+        self._root_fd = -1
+        now = time.time_ns()
+        self.processes[root] = self._describe(root, now) or TargetProcess(root, 0, [], root, now)
+
+    def pids(self) -> set[int]:
+        """The live target pids (the set samplers call each tick)."""
+        return self.live
+
+    def _describe(self, pid: int, t_ns: int) -> TargetProcess | None:
+        try:
+            st = parse_task_stat(self.fs.read(pid, "stat"))
+        except (OSError, ValueError, IndexError):
+            return None
+        return TargetProcess(pid, st.ppid, read_cmdline(self.fs, pid), read_nspid(self.fs, pid), t_ns)
+
+    def discover(self, t_ns: int) -> list[TargetProcess]:
+        """Scan /proc; returns the processes that joined the target set."""
+        try:
+            current = {int(n) for n in os.listdir(self.fs.proc) if n.isdigit()}
+        except OSError:
+            return []
+        self.others &= current
+        gone = self.live - current
+        for pid in gone:
+            self.processes[pid].exited_ns = t_ns
+        live = self.live - gone
+        fresh = []
+        for pid in current - live - self.others - self.exclude:
+            try:
+                st = parse_task_stat(self.fs.read(pid, "stat"))
+            except (OSError, ValueError, IndexError):
+                continue
+            fresh.append((st.starttime, pid, st.ppid))
+        joined = []
+        # Oldest first, so a child and its grandchild found in the same scan both join.
+        for _, pid, ppid in sorted(fresh):
+            if ppid in live:
+                proc = self._describe(pid, t_ns) or TargetProcess(pid, ppid, [], pid, t_ns)
+                self.processes[pid] = proc
+                live.add(pid)
+                joined.append(proc)
+            else:
+                self.others.add(pid)
+        if gone or joined:
+            self.live = live
+        return joined
+
+    def root_alive(self) -> bool:
+        """False once the root process has exited (a zombie counts as exited)."""
+        path = os.path.join(self.fs.proc, str(self.root), "stat")
+        try:
+            if self._root_fd < 0:
+                self._root_fd = os.open(path, os.O_RDONLY | os.O_CLOEXEC)
+            raw = os.pread(self._root_fd, 4096, 0)
+            return bool(raw) and parse_task_stat(raw).state not in ("Z", "X")
+        except (OSError, ValueError, IndexError):
+            return False
+
+    def close(self) -> None:
+        if self._root_fd >= 0:
+            os.close(self._root_fd)
+            self._root_fd = -1
+
+    def manifest(self) -> dict[str, Any]:
+        return {
+            "children": sorted(p for p in self.processes if p != self.root),
+            "processes": [vars(p) for p in sorted(self.processes.values(), key=lambda p: p.first_seen_ns)],
+        }
+
+
+def read_cmdline(fs: ProcFS, pid: int) -> list[str]:
+    try:
+        raw = fs.read(pid, "cmdline")
+    except OSError:
+        return []
+    return [a.decode("utf-8", "replace") for a in raw.split(b"\0") if a]
+
+
+def read_nspid(fs: ProcFS, pid: int) -> int:
+    """The pid as the process itself sees it (innermost PID namespace)."""
+    try:
+        for line in fs.read(pid, "status").split(b"\n"):
+            if line.startswith(b"NSpid:"):
+                return int(line.split()[-1])
+    except (OSError, ValueError, IndexError):
+        pass
+    return pid
+
+
+def check_target(pid: int, fs: ProcFS | None = None) -> None:
+    """Raise CollectionError (one line) unless `pid` is a live process we may collect from."""
+    fs = fs or ProcFS()
+    if pid <= 0:
+        raise CollectionError(f"no such process: pid {pid}")
+    if pid == os.getpid():
+        raise CollectionError(f"pid {pid} is this collector")
+    try:
+        st = parse_task_stat(fs.read(pid, "stat"))
+    except FileNotFoundError:
+        raise CollectionError(f"no such process: pid {pid} (or hidden from this user by a hidepid /proc mount)") from None
+    except PermissionError:
+        raise CollectionError(f"no permission to read /proc/{pid}/stat") from None
+    except (OSError, ValueError, IndexError):
+        raise CollectionError(f"no such process: pid {pid}") from None
+    if st.state in ("Z", "X"):
+        raise CollectionError(f"pid {pid} has already exited (zombie)")
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        raise CollectionError(f"no such process: pid {pid}") from None
+    except PermissionError:
+        owner = _owner(fs, pid)
+        raise CollectionError(
+            f"no permission to collect from pid {pid} (owned by uid {owner}, this is uid {os.geteuid()}): "
+            "run perfdiff as that user or as root") from None
+    try:
+        os.listdir(os.path.join(fs.proc, str(pid), "task"))
+    except PermissionError:
+        raise CollectionError(f"no permission to list the threads of pid {pid} (/proc/{pid}/task)") from None
+
+
+def _owner(fs: ProcFS, pid: int) -> str:
+    try:
+        return str(os.stat(os.path.join(fs.proc, str(pid))).st_uid)
+    except OSError:
+        return "?"
+
+
+# ------------------------------------------------------------------------------ writing
+
+
+def _arrow_column(kind: str, values: np.ndarray) -> pa.Array:
+    if kind == "str":
+        return pa.array(values, type=pa.string()).dictionary_encode()
+    if kind == "f8":
+        return pa.array(values, type=pa.float64())
+    if kind == "i8?":
+        return pa.array(values, type=pa.int64(), mask=values == MISSING)
+    return pa.array(values, type=pa.int64())
+
+
+def _chunk_columns(table: str, chunk: Any) -> dict[str, np.ndarray]:
+    """One buffered chunk (Columns or DataFrame) as numpy columns of SCHEMAS[table]."""
+    if isinstance(chunk, pd.DataFrame):
+        df = normalize_table(table, chunk)
+        out = {}
+        for col, kind in SCHEMAS[table].items():
+            s = df[col]
+            out[col] = np.asarray(s.astype(str), dtype=object) if kind == "str" else s.to_numpy()
+        if table == "samples":
+            keep = np.isfinite(out["value"].astype(np.float64))  # unknown is never written
+            out = {c: v[keep] for c, v in out.items()}
+        return out
+    n = len(next(iter(chunk.values()))) if chunk else 0
+    out = {}
+    for col, kind in SCHEMAS[table].items():
+        values = chunk.get(col)
+        if values is None:
+            if kind != "i8?":
+                raise KeyError(f"{table} rows lack column {col!r}")
+            out[col] = np.full(n, MISSING, dtype=np.int64)
+        elif kind == "str":
+            out[col] = np.asarray(values, dtype=object)
+        elif kind == "f8":
+            out[col] = np.asarray(values, dtype=np.float64)
+        else:
+            out[col] = np.asarray(values, dtype=np.int64)
+    return out
+
+
+def rows_to_arrow(table: str, chunks: list[Any]) -> pa.Table:
+    """Buffered chunks of one table → one Arrow table in the bundle's on-disk schema."""
+    parts = [_chunk_columns(table, c) for c in chunks]
+    arrays = []
+    for col, kind in SCHEMAS[table].items():
+        values = np.concatenate([p[col] for p in parts]) if parts else np.array([], dtype=np.int64)
+        arrays.append(_arrow_column(kind, values))
+    return pa.Table.from_arrays(arrays, names=list(SCHEMAS[table]))
+
+
+def append_arrow(writer: BundleWriter, table: str, data: pa.Table) -> None:
+    """Append `data` as the next part of `table` (temporary name, then rename: crash-safe).
+
+    BundleWriter.append goes through pandas (~8 ms a part); this Arrow path costs ~1 ms,
+    which the 1 %-of-a-core budget at 10 Hz needs.  It uses BundleWriter.append_arrow when
+    bundle.py has it, else writes the part the same way BundleWriter.append does.
+    """
+    fast = getattr(writer, "append_arrow", None)
+    if fast is not None:
+        fast(table, data)
+        return
+    n = writer._parts[table]  # noqa: SLF001 - same bookkeeping as BundleWriter.append
+    part = writer.path / table / f"part-{n:06d}.parquet"
+    tmp = part.with_name("." + part.name + ".tmp")
+    pq.write_table(data, tmp, compression="zstd")
+    os.replace(tmp, part)
+    writer._parts[table] = n + 1  # noqa: SLF001
+    writer._rows[table] += data.num_rows  # noqa: SLF001
+
+
+def _write_error(exc: OSError, path: Path) -> CollectionError:
+    full = exc.errno in (errno.ENOSPC, errno.EDQUOT) or "No space left" in str(exc)
+    what = "disk full" if full else f"cannot write ({exc.strerror or exc})"
+    return CollectionError(f"{what} while writing the bundle", path=path)
+
+
+# ------------------------------------------------------------------------------ collection
+
+
+@dataclass
+class _SamplerSlot:
+    sampler: Any
+    last_ns: int = 0
+    errors: int = 0
+    failures: int = 0
+    disabled: bool = False
+
+
+@dataclass
+class CollectStats:
+    """How the loop itself did (manifest "collection")."""
+
+    interval_ns: int
+    ticks: int = 0
+    overruns: int = 0  # ticks skipped because the previous one ran late
+    flushes: int = 0
+    lateness_ns: array = field(default_factory=lambda: array("q"))
+    cpu_ns: int = 0
+    wall_ns: int = 0
+
+    def manifest(self) -> dict[str, Any]:
+        late = np.frombuffer(self.lateness_ns, dtype=np.int64) if len(self.lateness_ns) else np.zeros(1, np.int64)
+        return {
+            "interval_ns": self.interval_ns,
+            "flush_ns": FLUSH_NS,
+            "ticks": self.ticks,
+            "overruns": self.overruns,
+            "flushes": self.flushes,
+            "jitter_p50_ns": int(np.percentile(late, 50)),
+            "jitter_p99_ns": int(np.percentile(late, 99)),
+            "jitter_max_ns": int(late.max()),
+            "cpu_ns": self.cpu_ns,
+            "wall_ns": self.wall_ns,
+            "cpu_share": self.cpu_ns / self.wall_ns if self.wall_ns else None,
+        }
+
+
+def _cpu_ns() -> int:
+    r = resource.getrusage(resource.RUSAGE_SELF)
+    return int((r.ru_utime + r.ru_stime) * 1e9)
+
+
+class Collection:
+    """One run of `perfdiff collect`: the samplers, the loop, the bundle.
+
+    `samplers` are called every tick (a sampler with a longer interval_ns less often);
+    `markers` is read at every flush.  `poll_exit` says whether the target has ended (and
+    how: "target-exited" or "command-exited"), `None` while it runs.
+    """
+
+    def __init__(self, writer: BundleWriter, targets: TargetSet, samplers: list[Any], *,
+                 interval_ns: int, duration_ns: int | None, markers: MarkerReader | None,
+                 poll_exit: Callable[[], str | None], warn: Callable[[str], None]):
+        self.writer = writer
+        self.targets = targets
+        self.slots = [_SamplerSlot(s) for s in samplers]
+        self.interval_ns = interval_ns
+        self.duration_ns = duration_ns
+        self.markers = markers
+        self.poll_exit = poll_exit
+        self.warn = warn
+        self.pending: dict[str, list[Any]] = {t: [] for t in SCHEMAS}
+        self.marks = RowBuffer()
+        self.stats = CollectStats(interval_ns)
+        self.events: list[dict[str, Any]] = []
+        self.anchors: list[dict[str, int]] = []
+        self.end_reason = ""
+        self.signal_name = ""
+        self.t_start_ns = 0
+        self.t_stop_ns = 0
+        self._wake_r = self._wake_w = -1
+
+    # ------------------------------------------------------------------ signals
+
+    def _on_signal(self, signum: int, frame: Any) -> None:
+        if not self.end_reason:
+            self.end_reason = "signal"
+            self.signal_name = signal.Signals(signum).name
+
+    def _install_signals(self) -> dict[int, Any]:
+        # The wake-up pipe turns a signal into a readable byte, so the tick wait ends at once.
+        self._wake_r, self._wake_w = os.pipe()
+        os.set_blocking(self._wake_w, False)
+        os.set_blocking(self._wake_r, False)
+        old = {s: signal.signal(s, self._on_signal) for s in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)}
+        old[-1] = signal.set_wakeup_fd(self._wake_w, warn_on_full_buffer=False)
+        return old
+
+    def _restore_signals(self, old: dict[int, Any]) -> None:
+        signal.set_wakeup_fd(old.pop(-1))
+        for s, h in old.items():
+            signal.signal(s, h)
+        for fd in (self._wake_r, self._wake_w):
+            os.close(fd)
+
+    # ------------------------------------------------------------------ loop
+
+    def run(self) -> str:
+        """Collect until the duration, a signal or the target's end; returns the status."""
+        old = self._install_signals()
+        try:
+            self._loop()
+        finally:
+            self._restore_signals(old)
+        return END_STATUS.get(self.end_reason, "complete")
+
+    def _anchor(self) -> None:
+        self.anchors.append({"realtime_ns": time.time_ns(), "monotonic_ns": time.monotonic_ns()})
+
+    def _loop(self) -> None:
+        interval = self.interval_ns
+        self._anchor()
+        self.t_start_ns = t_ns = time.time_ns()
+        for slot in self.slots:
+            self._call(slot, "start", t_ns)
+            slot.last_ns = t_ns
+        mono0 = time.monotonic_ns()
+        deadline = mono0 + self.duration_ns if self.duration_ns else None
+        next_tick = mono0 + interval
+        next_flush = mono0 + FLUSH_NS
+        next_discover = mono0 + DISCOVER_NS
+        next_anchor = mono0 + ANCHOR_NS
+        gc.collect()
+        gc.freeze()  # the imported libraries' objects: never scanned again (no GC pauses)
+        cpu0 = _cpu_ns()
+        while not self.end_reason:
+            delay = next_tick - time.monotonic_ns()
+            if delay > 0:
+                select.select([self._wake_r], [], [], delay / 1e9)
+                if self.end_reason:
+                    break
+            mono = time.monotonic_ns()
+            t_ns = time.time_ns()
+            self.stats.lateness_ns.append(mono - next_tick)
+            self.stats.ticks += 1
+            self._tick(t_ns)
+            if mono >= next_discover:
+                next_discover = mono + DISCOVER_NS
+                self._discover(t_ns)
+            ended = self.poll_exit()
+            if ended:
+                self.end_reason = ended
+            elif deadline is not None and mono >= deadline - interval // 2:
+                self.end_reason = "duration"
+            if mono >= next_flush or self.end_reason:
+                next_flush = mono + FLUSH_NS
+                self.flush()
+            if mono >= next_anchor:
+                next_anchor = mono + ANCHOR_NS
+                self._anchor()
+                self.write_manifest()
+            next_tick += interval
+            now = time.monotonic_ns()
+            if now >= next_tick:  # late: keep the phase, count what was skipped
+                missed = (now - next_tick) // interval + 1
+                self.stats.overruns += missed
+                next_tick += missed * interval
+        self.t_stop_ns = time.time_ns()
+        self.stats.cpu_ns = _cpu_ns() - cpu0
+        self.stats.wall_ns = time.monotonic_ns() - mono0
+        gc.unfreeze()
+        self._anchor()
+
+    def _call(self, slot: _SamplerSlot, method: str, t_ns: int) -> Any:
+        """Call a sampler method; an exception is recorded, never fatal to the collection."""
+        try:
+            result = getattr(slot.sampler, method)(t_ns)
+            slot.failures = 0
+            return result
+        except Exception as exc:  # noqa: BLE001 - one sampler's bug must not end the run
+            slot.errors += 1
+            slot.failures += 1
+            where = traceback.extract_tb(exc.__traceback__)[-1] if exc.__traceback__ else None
+            self.events.append({
+                "t_ns": t_ns, "device": getattr(slot.sampler, "name", "?"), "event": "sampler-error",
+                "method": method, "error": f"{type(exc).__name__}: {exc}",
+                "at": f"{Path(where.filename).name}:{where.lineno}" if where else "",
+            })
+            if slot.errors == 1:
+                self.warn(f"sampler {getattr(slot.sampler, 'name', '?')} failed in {method}: "
+                          f"{type(exc).__name__}: {exc} (recorded in the manifest; collection goes on)")
+            if method == "start" or slot.failures >= MAX_SAMPLER_ERRORS:
+                slot.disabled = True
+                self.events.append({"t_ns": t_ns, "device": getattr(slot.sampler, "name", "?"),
+                                    "event": "sampler-disabled", "after_errors": slot.errors})
+            return None
+
+    def _tick(self, t_ns: int) -> None:
+        half = self.interval_ns // 2
+        for slot in self.slots:
+            if slot.disabled:
+                continue
+            every = getattr(slot.sampler, "interval_ns", self.interval_ns) or self.interval_ns
+            if t_ns - slot.last_ns < every - half:
+                continue
+            slot.last_ns = t_ns
+            rows = self._call(slot, "sample", t_ns)
+            if not rows:
+                continue
+            for table, chunk in rows.items():
+                if table in self.pending and chunk is not None and len(chunk):
+                    self.pending[table].append(chunk)
+
+    def _discover(self, t_ns: int) -> None:
+        for proc in self.targets.discover(t_ns):
+            if self.markers is not None:
+                self.markers.watch(proc.pid, proc.nspid)
+
+    # ------------------------------------------------------------------ bundle
+
+    def _read_marks(self) -> None:
+        if self.markers is None:
+            return
+        self.markers.read(self.marks)
+        cols = self.marks.take().get("markers")
+        if cols:
+            self.pending["markers"].append(cols)
+
+    def flush(self) -> None:
+        """Write everything buffered as one part per table (raises CollectionError on disk errors)."""
+        self._read_marks()
+        for table, chunks in self.pending.items():
+            if not chunks:
+                continue
+            data = rows_to_arrow(table, chunks)
+            self.pending[table] = []
+            if data.num_rows == 0:
+                continue
+            try:
+                append_arrow(self.writer, table, data)
+            except OSError as exc:
+                raise _write_error(exc, self.writer.path) from None
+        self.stats.flushes += 1
+
+    def manifest_fields(self) -> dict[str, Any]:
+        """The manifest entries that change during the run."""
+        collectors: list[dict[str, Any]] = [{"name": "collect", "interval_ns": self.interval_ns}]
+        unsupported: list[dict[str, Any]] = []
+        gpus: list[dict[str, Any]] = []
+        events = list(self.events)
+        for slot in self.slots:
+            frag = self._fragment(slot)
+            info = dict(frag.get("collector") or {"name": getattr(slot.sampler, "name", "?")})
+            if slot.errors:
+                info["errors"] = slot.errors
+            if slot.disabled:
+                info["disabled"] = True
+            collectors.append(info)
+            unsupported.extend(frag.get("unsupported") or [])
+            gpus.extend(frag.get("gpus") or [])
+            events.extend(frag.get("events") or [])
+        if self.markers is not None:
+            collectors.append(self.markers.manifest())
+        target = dict(self.writer.manifest.get("target") or {})
+        target.update(self.targets.manifest())
+        return {
+            "collectors": collectors,
+            "unsupported": unsupported,
+            "gpus": gpus or self.writer.manifest.get("gpus", []),
+            "events": sorted(events, key=lambda e: e.get("t_ns", 0)),
+            "clock": {"domain": "CLOCK_REALTIME", "anchors": self.anchors},
+            "target": target,
+            "collection": {**self.stats.manifest(), "start_ns": self.t_start_ns, "stop_ns": self.t_stop_ns,
+                           "end_reason": self.end_reason, "signal": self.signal_name},
+        }
+
+    def _fragment(self, slot: _SamplerSlot) -> dict[str, Any]:
+        try:
+            return slot.sampler.manifest() or {}
+        except Exception as exc:  # noqa: BLE001 - same rule as sample()
+            return {"collector": {"name": getattr(slot.sampler, "name", "?"),
+                                  "manifest_error": f"{type(exc).__name__}: {exc}"}}
+
+    def write_manifest(self) -> None:
+        try:
+            self.writer.update_manifest(**self.manifest_fields())
+        except OSError as exc:
+            raise _write_error(exc, self.writer.path) from None
+
+    def finish(self, status: str, **target_fields: Any) -> None:
+        """Last marks, last rows, close the samplers, seal the bundle with `status`."""
+        if self.markers is not None:
+            self.markers.close(self.marks)
+            cols = self.marks.take().get("markers")
+            if cols:
+                self.pending["markers"].append(cols)
+        for slot in self.slots:
+            try:
+                slot.sampler.close()
+            except Exception as exc:  # noqa: BLE001
+                self.events.append({"t_ns": time.time_ns(), "device": getattr(slot.sampler, "name", "?"),
+                                    "event": "sampler-error", "method": "close",
+                                    "error": f"{type(exc).__name__}: {exc}"})
+        self.flush()
+        self.targets.close()
+        fields = self.manifest_fields()
+        fields["target"].update(target_fields)
+        try:
+            self.writer.update_manifest(**fields)
+            self.writer.close(status)
+        except OSError as exc:
+            raise _write_error(exc, self.writer.path) from None
+
+
+# ------------------------------------------------------------------------------ CLI
+
+
+def _gpu_sampler(pids: Callable[[], set[int]], gpus: list[int] | None, interval_ns: int,
+                 warn: Callable[[str], None]) -> Sampler | None:
+    try:
+        from perfdiff.collectors.gpu import open_gpu_sampler
+    except ModuleNotFoundError as exc:
+        if exc.name == "perfdiff.collectors.gpu":
+            return None  # GPU collection not built into this perfdiff
+        warn(f"GPU collection off: {exc}")
+        return None
+    except ImportError as exc:
+        warn(f"GPU collection off: {exc}")
+        return None
+    return open_gpu_sampler(pids, gpus=gpus, interval_ns=interval_ns, warn=warn)
+
+
+def _parse_gpus(text: str) -> list[int]:
+    try:
+        out = [int(x) for x in text.split(",") if x.strip()]
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not a list of GPU indexes: {text!r} (e.g. 0,1)") from None
+    if not out or min(out) < 0:
+        raise argparse.ArgumentTypeError(f"not a list of GPU indexes: {text!r} (e.g. 0,1)")
+    return out
+
+
+def add_collect_parser(subparsers: argparse._SubParsersAction) -> None:
+    """Register `perfdiff collect` on an argparse subparsers object."""
+    p = subparsers.add_parser(
+        "collect", help="sample a live process (--pid PID, or -- CMD ARGS...) into a run bundle",
+        description="Sample a running process and its children (--pid PID), or start one "
+                    "(-- CMD ARGS...), into a run bundle that `perfdiff compare` reads.")
+    p.add_argument("--pid", type=int, default=None, help="process to collect from (and its children)")
+    p.add_argument("--duration", default=None, metavar="DURATION",
+                   help="stop after this long, e.g. 30s, 500ms (default: until Ctrl-C or the target ends)")
+    p.add_argument("--interval", default="100ms", metavar="DURATION", help="sampling period (100ms)")
+    p.add_argument("-o", "--output", required=True, metavar="DIR", help="bundle directory to create")
+    p.add_argument("--gpus", type=_parse_gpus, default=None, metavar="LIST",
+                   help="GPU indexes to sample, e.g. 0,1 (default: the GPUs the target uses)")
+    p.add_argument("cmd", nargs=argparse.REMAINDER, metavar="-- CMD ARGS",
+                   help="command to start and collect from until it exits")
+    p.set_defaults(func=cmd_collect)
+
+
+def _warn(collected: list[str]) -> Callable[[str], None]:
+    def warn(msg: str) -> None:
+        collected.append(msg)
+        print(f"perfdiff: warning: {msg}", file=sys.stderr, flush=True)
+    return warn
+
+
+def _prepare_output(path: Path) -> None:
+    """Refuse a non-empty output directory before anything starts."""
+    if path.exists() and (not path.is_dir() or any(path.iterdir())):
+        raise InputError("output exists and is not an empty directory", path=path)
+
+
+def cmd_collect(args: argparse.Namespace) -> int:
+    """perfdiff collect (--pid PID | -- CMD ARGS...) -o DIR: returns the exit code (0)."""
+    from perfdiff.segment import parse_duration_ns
+
+    cmd = list(args.cmd or [])
+    if cmd and cmd[0] == "--":
+        cmd = cmd[1:]
+    if (args.pid is None) == (not cmd):
+        raise InputError("collect: give either --pid PID or -- CMD ARGS...")
+    interval_ns = parse_duration_ns(args.interval)
+    if interval_ns < MIN_INTERVAL_NS:
+        raise InputError(f"collect: --interval {args.interval} is below the 1ms minimum")
+    duration_ns = parse_duration_ns(args.duration) if args.duration else None
+    out = Path(args.output)
+    _prepare_output(out)
+    fs = ProcFS()
+    if args.pid is not None:
+        check_target(args.pid, fs)
+    warnings: list[str] = []
+    warn = _warn(warnings)
+
+    child: subprocess.Popen[bytes] | None = None
+    markers: MarkerReader
+    if cmd:
+        markers = MarkerReader.announce()
+        try:
+            child = subprocess.Popen(cmd, env={**os.environ, **markers.env()})
+        except OSError as exc:
+            markers.close()
+            raise CollectionError(f"cannot start {cmd[0]!r}: {exc.strerror or exc}") from None
+        root = child.pid
+    else:
+        root = args.pid
+        markers = MarkerReader.attach(root, proc_root=fs.proc)
+
+    try:
+        return _collect(args, out, root, child, cmd, markers, interval_ns, duration_ns, fs, warn, warnings)
+    finally:
+        if child is not None and child.poll() is None:
+            _stop_child(child)
+
+
+def _collect(args: argparse.Namespace, out: Path, root: int,
+             child: subprocess.Popen[bytes] | None, cmd: list[str], markers: MarkerReader,
+             interval_ns: int, duration_ns: int | None, fs: ProcFS,
+             warn: Callable[[str], None], warnings: list[str]) -> int:
+    targets = TargetSet(root, procfs=fs, exclude={os.getpid()})
+    root_info = targets.processes[root]
+    manifest = {
+        "source": {"kind": "collect", "perfdiff_version": __version__, "argv": sys.argv},
+        "target": {"pid": root, "mode": "command" if cmd else "pid", "command": cmd,
+                   "cmdline": root_info.cmdline, "nspid": root_info.nspid, "uid": _uid(fs, root)},
+        "host": host_info(fs),
+    }
+    try:
+        writer = BundleWriter(out, manifest)
+    except OSError as exc:
+        markers.close()
+        raise CollectionError(f"cannot create the bundle ({exc.strerror or exc})", path=out) from None
+    markers.watch(root, root_info.nspid)
+
+    samplers: list[Any] = [HostSampler(targets.pids, interval_ns=interval_ns, procfs=fs)]
+    gpu = _gpu_sampler(targets.pids, args.gpus, interval_ns, warn)
+    if gpu is not None:
+        samplers.append(gpu)
+
+    def poll_exit() -> str | None:
+        if child is not None:
+            return "command-exited" if child.poll() is not None else None
+        return None if targets.root_alive() else "target-exited"
+
+    run = Collection(writer, targets, samplers, interval_ns=interval_ns, duration_ns=duration_ns,
+                     markers=markers, poll_exit=poll_exit, warn=warn)
+    try:
+        status = run.run()
+        extra: dict[str, Any] = {}
+        if child is not None:
+            if child.poll() is None:
+                _stop_child(child)
+                extra["stopped_by_collector"] = True
+            extra["exit_code"] = child.returncode
+        run.finish(status, **extra, warnings=warnings)
+    except CollectionError:
+        markers.close()  # what was written stays: it loads (status "running" reads as interrupted)
+        raise
+    c, files = writer.manifest["collection"], writer.manifest["files"]
+    print(f"perfdiff: wrote {out} (status {status}, {c['end_reason']}: {c['ticks']} ticks of "
+          f"{interval_ns / 1e6:g} ms, {files['activity']['rows']:,} activity rows, "
+          f"{files['samples']['rows']:,} samples, {files['markers']['rows']:,} marks)", file=sys.stderr)
+    return 0
+
+
+def _uid(fs: ProcFS, pid: int) -> int | None:
+    try:
+        return os.stat(os.path.join(fs.proc, str(pid))).st_uid
+    except OSError:
+        return None
+
+
+def _stop_child(child: subprocess.Popen[bytes]) -> None:
+    """SIGTERM the started command, SIGKILL it after STOP_GRACE_S, and reap it."""
+    try:
+        child.terminate()
+        child.wait(STOP_GRACE_S)
+    except subprocess.TimeoutExpired:
+        child.kill()
+        child.wait()
+    except OSError:
+        pass

@@ -1,0 +1,72 @@
+"""User data in names cannot break the Markdown report (issue 2, item 5)."""
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+
+from perfdiff.bundle import RunData, base_manifest, empty_table, normalize_table, write_bundle
+from perfdiff.cli import main
+from perfdiff.text import fmt_beta, fmt_p, fmt_score, fmt_z, md_escape, shorten
+
+NASTY = [
+    "kernel|with|pipes",
+    "void k<`tick`>(int) <script>alert(1)</script>",
+    "line\nbreak\r\nname",
+    "void big<" + ", ".join(f"cutlass::Tile<{i}, {i + 1}, float>" for i in range(60)) + ">(Params)",
+    "*bold* _it_ [link](http://x) # not a heading",
+]
+
+
+def _run(path: Path, seed: int, slow: float) -> Path:
+    rng = np.random.default_rng(seed)
+    K = 40
+    t0 = 1_700_000_000_000_000_000
+    starts = t0 + np.arange(K, dtype=np.int64) * 10_000_000
+    rows = []
+    for j, name in enumerate(NASTY):
+        d = rng.normal(1_000_000 * (slow if j == 3 else 1.0), 30_000, K).astype(np.int64)
+        s = starts + 100_000 + j * 1_500_000
+        rows.append(pd.DataFrame({"function": name, "kind": "kernel", "device": "GPU 0", "start_ns": s,
+                                  "end_ns": s + d, "busy_ns": d}))
+    act = normalize_table("activity", pd.concat(rows, ignore_index=True))
+    markers = normalize_table("markers", pd.DataFrame({"name": "step", "start_ns": starts,
+                                                       "end_ns": starts + 10_000_000, "source": "perfdiff"}))
+    run = RunData(base_manifest(run_name=f"run|{seed}`"), act, empty_table("samples"), markers)
+    return write_bundle(path, run)
+
+
+def test_names_cannot_break_tables(tmp_path: Path) -> None:
+    a, b = _run(tmp_path / "a", 1, 1.0), _run(tmp_path / "b", 2, 1.4)
+    out = tmp_path / "r.md"
+    assert main(["compare", str(a), str(b), "-o", str(out)]) == 0
+    md = out.read_text()
+    assert "<script>" not in md and "alert(1)</script>" not in md
+    table = md.split("### Detailed comparison table")[1].split("\n\n")[2]
+    lines = table.strip().splitlines()
+    header_cells = len(re.findall(r"(?<!\\)\|", lines[0]))
+    assert len(lines) == 2 + len(NASTY)  # every name stayed on one line
+    for line in lines:
+        assert len(re.findall(r"(?<!\\)\|", line)) == header_cells, line
+    # the long C++ name is shortened in the table and whole (escaped) in the full-names block
+    assert "…" in table
+    full = md.split("Function names in full")[1].split("</details>")[0]
+    assert "cutlass::Tile&lt;59, 60, float&gt;" in full
+    assert NASTY[3].count("cutlass::Tile") == full.count("cutlass::Tile")
+    # the regressed long-name kernel leads the findings
+    assert "big&lt;cutlass::Tile" in md.split("### Key Findings:")[1].split("\n- ")[2]
+
+
+def test_md_escape_and_numbers() -> None:
+    assert md_escape("a|b") == "a\\|b"
+    assert md_escape("x`y") == "x\\`y"
+    assert md_escape("<b>") == "&lt;b&gt;"
+    assert md_escape("a\nb") == "a b"
+    assert shorten("x" * 200, 50).count("…") == 1 and len(shorten("x" * 200, 50)) == 50
+    assert fmt_p(0.0004) == "<0.001" and fmt_p(0.01234) == "0.012" and fmt_p(float("nan")) == "n/a"
+    assert fmt_z(-0.001) == "0.00"  # never -0
+    assert fmt_z(float("inf")) == "n/a"
+    assert fmt_score(1234.567) == "1,235" and fmt_score(0.012345) == "0.01235"
+    assert fmt_beta(0.004567) == "0.0046" and fmt_beta(1.234) == "1.23"

@@ -1,0 +1,144 @@
+"""Cycles and per-(function, cycle) attribution on small literal inputs."""
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from perfdiff.analyze import compare_runs
+from perfdiff.attribute import attribute_activity, cycle_means, sample_series
+from perfdiff.bundle import MISSING, RunData, base_manifest, empty_table, normalize_table
+from perfdiff.errors import InputError
+from perfdiff.segment import Cycles, parse_duration_ns, segment_cycles
+
+
+def run_of(rows: list[dict], markers: list[dict] | None = None, samples: list[dict] | None = None) -> RunData:
+    act = normalize_table("activity", pd.DataFrame(rows)) if rows else empty_table("activity")
+    mk = normalize_table("markers", pd.DataFrame(markers)) if markers else empty_table("markers")
+    sm = normalize_table("samples", pd.DataFrame(samples)) if samples else empty_table("samples")
+    return RunData(base_manifest(run_name="t"), act, sm, mk, path="t")
+
+
+def k(name: str, s: int, e: int, launch: int = MISSING, kind: str = "kernel", device: str = "GPU 0") -> dict:
+    return {"function": name, "kind": kind, "device": device, "start_ns": s, "end_ns": e, "busy_ns": e - s,
+            "launch_ns": launch}
+
+
+def test_launch_attribution_and_clipping() -> None:
+    cyc = Cycles(np.array([0, 100]), np.array([100, 200]), "test", "")
+    run = run_of([
+        k("late", 150, 170, launch=90),  # launched in cycle 0, runs in cycle 1: counts whole in 0
+        k("span", 80, 120, kind="cpu", device="Host"),  # no launch: 20 in cycle 0, 20 in cycle 1
+        k("point", 130, 130, kind="cpu", device="Host"),  # zero length: one call in cycle 1
+        k("outside", 300, 310),  # after the last cycle: unattributed
+    ])
+    m = attribute_activity(run, cyc)
+    own = {n: m.own_ns[i] for i, n in enumerate(m.keys["name"])}
+    calls = {n: m.calls[i] for i, n in enumerate(m.keys["name"])}
+    assert own["late"].tolist() == [20, 0]
+    assert own["span"].tolist() == [20, 20]
+    assert calls["span"].tolist() == [1, 0]
+    assert calls["point"].tolist() == [0, 1]
+    assert own["outside"].tolist() == [0, 0]
+    assert m.unattributed_rows == 1
+
+
+def test_host_counter_busy_can_exceed_duration_and_is_prorated() -> None:
+    cyc = Cycles(np.array([0, 50]), np.array([50, 100]), "test", "")
+    run = run_of([{"function": "oncpu", "kind": "host", "device": "Host", "start_ns": 0, "end_ns": 100,
+                   "busy_ns": 300}])  # three threads busy all interval
+    m = attribute_activity(run, cyc)
+    assert m.own_ns[0].tolist() == [150, 150]
+
+
+def test_kernel_sequence_period() -> None:
+    rows = []
+    t = 1000
+    for i in range(30):  # warm-up kernel once, then A B B C repeated
+        for name in ("A", "B", "B", "C"):
+            rows.append(k(name, t, t + 10))
+            t += 20
+        t += 100
+    rows.insert(0, k("warmup", 0, 10))
+    cyc = segment_cycles(run_of(rows))
+    assert cyc.source == "kernel-sequence"
+    assert "period 4" in cyc.detail and "launch of A" in cyc.detail
+    assert cyc.n == 29  # the open-ended last one is dropped
+    assert set(np.diff(cyc.start_ns)) == {180}
+
+
+def test_idle_gap_fallback() -> None:
+    rng = np.random.default_rng(0)
+    rows, t = [], 0
+    for i in range(20):
+        names = rng.permutation(["A", "B", "C", "D", "E"])[: rng.integers(2, 5)]  # no repeating sequence
+        for n in names:
+            rows.append(k(str(n), t, t + 100))
+            t += 110
+        t += 50_000
+    cyc = segment_cycles(run_of(rows))
+    assert cyc.source == "idle-gaps"
+    assert cyc.n == 20
+
+
+def test_marker_priority_and_point_marks() -> None:
+    rows = [k("A", i * 100, i * 100 + 10) for i in range(10)]
+    steps = [{"name": f"ProfilerStep#{i}", "start_ns": i * 100, "end_ns": i * 100 + 90, "source": "profiler_step"}
+             for i in range(5)]
+    cyc = segment_cycles(run_of(rows, steps))
+    assert cyc.source == "profiler-step" and cyc.n == 5
+    marks = [{"name": "cycle", "start_ns": t, "end_ns": t, "source": "perfdiff"} for t in (0, 250, 500, 900)]
+    cyc = segment_cycles(run_of(rows, steps + marks))
+    assert cyc.source == "perfdiff-markers"
+    assert cyc.start_ns.tolist() == [0, 250, 500] and cyc.end_ns.tolist() == [250, 500, 900]
+
+
+def test_regex_on_kernels_and_windows() -> None:
+    rows = [k("Fan1" if i % 2 == 0 else "Fan2", i * 100, i * 100 + 10) for i in range(10)]
+    cyc = segment_cycles(run_of(rows), cycle_regex="Fan1")
+    assert cyc.source == "regex" and cyc.n == 4
+    cyc = segment_cycles(run_of(rows), window_ns=200)
+    assert cyc.source == "window" and cyc.start_ns.tolist() == [0, 200, 400, 600, 800]
+    with pytest.raises(InputError, match="no marker or kernel matches"):
+        segment_cycles(run_of(rows), cycle_regex="nothing")
+
+
+def test_parse_duration() -> None:
+    assert parse_duration_ns("100ms") == 100_000_000
+    assert parse_duration_ns("2s") == 2_000_000_000
+    assert parse_duration_ns("1.5us") == 1500
+    with pytest.raises(InputError):
+        parse_duration_ns("0ms")
+
+
+def test_tau_over_a_partition_is_the_cycle_change() -> None:
+    """τ summed over functions that tile every cycle equals the relative cycle-time change."""
+    def tiled(durs_a: list[int], durs_b: list[int], n: int, offset: int) -> RunData:
+        rows, marks, t = [], [], 0
+        for c in range(n):
+            a, b = durs_a[c % len(durs_a)], durs_b[c % len(durs_b)]
+            rows += [k("A", t, t + a, kind="cpu", device="Host"), k("B", t + a, t + a + b, kind="cpu", device="Host")]
+            marks.append({"name": "step", "start_ns": t, "end_ns": t + a + b, "source": "perfdiff"})
+            t += a + b + offset * 0
+        return run_of(rows, marks)
+    n_run = tiled([1000, 1100, 900], [500, 520, 480], 12, 0)
+    a_run = tiled([1000, 1100, 900], [1500, 1560, 1440], 12, 0)
+    cn, ca = segment_cycles(n_run), segment_cycles(a_run)
+    c = compare_runs(n_run, a_run, cn, ca)
+    tau = {f.name: f.tau_pp for f in c.functions}
+    d_n, d_a = cn.dur_ns.mean(), ca.dur_ns.mean()
+    assert tau["A"] == pytest.approx(0.0, abs=1e-9)
+    assert sum(tau.values()) == pytest.approx(100 * (d_a - d_n) / d_a)
+    assert c.functions[[f.name for f in c.functions].index("B")].q_t <= 0.05
+
+
+def test_samples_point_intervals_and_cycle_means() -> None:
+    samples = [{"metric": "m", "device": "Host", "t_start_ns": t, "t_end_ns": t, "value": v}
+               for t, v in ((0, 1.0), (100, 3.0), (200, float("nan")), (300, 5.0))]
+    s = sample_series(run_of([], None, samples))[("m", "Host")]
+    assert s.dropped_nonfinite == 1
+    assert s.t1.tolist() == [100, 200, 400]  # a point reading lasts until the next one
+    cyc = Cycles(np.array([0, 100, 300, 1000]), np.array([100, 300, 400, 1100]), "t", "")
+    means = cycle_means(s, cyc)
+    assert means[:3].tolist() == [1.0, 3.0, 5.0]
+    assert np.isnan(means[3])  # no sample: unknown, not 0
