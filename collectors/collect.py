@@ -38,13 +38,13 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from perfdiff import __version__
-from perfdiff.bundle import MISSING, SCHEMAS, BundleWriter, normalize_table
+from perfdiff.bundle import MISSING, SCHEMAS, BundleWriter, empty_table, normalize_table
 from perfdiff.collectors.base import RowBuffer, Sampler
 from perfdiff.collectors.host import HostSampler, ProcFS, host_info, parse_task_stat
 from perfdiff.collectors.markers import MarkerReader
 from perfdiff.errors import CollectionError, InputError
 
-FLUSH_NS = 500_000_000  # rows reach the disk at least this often: what a SIGKILL can lose
+FLUSH_NS = 750_000_000  # rows reach the disk at least this often: a SIGKILL loses less than a second
 ANCHOR_NS = 10_000_000_000  # (REALTIME, MONOTONIC) anchor pairs and manifest refresh
 DISCOVER_NS = 100_000_000  # look for new child processes this often
 MIN_INTERVAL_NS = 1_000_000
@@ -74,7 +74,9 @@ class TargetSet:
     """The root process and its descendants, found by scanning /proc for new pids.
 
     Only pids not seen before are read (their stat, for the parent pid), so a scan costs one
-    listdir of /proc.  A child that starts and exits between two scans is missed.
+    listdir of /proc; and a scan is skipped when the host's fork counter ("processes" in
+    /proc/stat, every clone since boot) has not moved.  A child that starts and exits between
+    two scans is missed.
     """
 
     def __init__(self, root: int, *, procfs: ProcFS | None = None, exclude: set[int] | None = None):
@@ -85,8 +87,11 @@ class TargetSet:
         self.processes: dict[int, TargetProcess] = {}
         self.others: set[int] = set()
         self._root_fd = -1
+        self._stat_fd = -1
+        self._forks = -1
         now = time.time_ns()
         self.processes[root] = self._describe(root, now) or TargetProcess(root, 0, [], root, now)
+        self.discover(now)  # children the root already has
 
     def pids(self) -> set[int]:
         """The live target pids (the set samplers call each tick)."""
@@ -99,8 +104,23 @@ class TargetSet:
             return None
         return TargetProcess(pid, st.ppid, read_cmdline(self.fs, pid), read_nspid(self.fs, pid), t_ns)
 
+    def _fork_count(self) -> int:
+        """Clones since boot (-1 when unknown: then every scan runs)."""
+        try:
+            if self._stat_fd < 0:
+                self._stat_fd = os.open(os.path.join(self.fs.proc, "stat"), os.O_RDONLY | os.O_CLOEXEC)
+            raw = os.pread(self._stat_fd, 1 << 20, 0)
+            i = raw.index(b"\nprocesses ") + 11
+            return int(raw[i:raw.index(b"\n", i)])
+        except (OSError, ValueError):
+            return -1
+
     def discover(self, t_ns: int) -> list[TargetProcess]:
         """Scan /proc; returns the processes that joined the target set."""
+        forks = self._fork_count()
+        if forks >= 0 and forks == self._forks:
+            return []  # nothing was started anywhere since the last scan
+        self._forks = forks
         try:
             current = {int(n) for n in os.listdir(self.fs.proc) if n.isdigit()}
         except OSError:
@@ -143,9 +163,10 @@ class TargetSet:
             return False
 
     def close(self) -> None:
-        if self._root_fd >= 0:
-            os.close(self._root_fd)
-            self._root_fd = -1
+        for fd in (self._root_fd, self._stat_fd):
+            if fd >= 0:
+                os.close(fd)
+        self._root_fd = self._stat_fd = -1
 
     def manifest(self) -> dict[str, Any]:
         return {
@@ -215,53 +236,61 @@ def _owner(fs: ProcFS, pid: int) -> str:
 # ------------------------------------------------------------------------------ writing
 
 
-def _arrow_column(kind: str, values: np.ndarray) -> pa.Array:
+def _dict_array(values: list[Any]) -> pa.Array:
+    """Strings as a dictionary<int32, string> array (the bundle's on-disk form of "str" columns)."""
+    index: dict[str, int] = {}
+    codes = [index.setdefault(v, len(index)) for v in map(str, values)]
+    return pa.DictionaryArray.from_arrays(pa.array(codes, type=pa.int32()), pa.array(list(index), type=pa.string()))
+
+
+def _arrow_column(kind: str, values: list[Any]) -> pa.Array:
     if kind == "str":
-        return pa.array(values, type=pa.string()).dictionary_encode()
+        return _dict_array(values)
     if kind == "f8":
         return pa.array(values, type=pa.float64())
     if kind == "i8?":
-        return pa.array(values, type=pa.int64(), mask=values == MISSING)
+        return pa.array([None if v == MISSING else v for v in values], type=pa.int64())
     return pa.array(values, type=pa.int64())
 
 
-def _chunk_columns(table: str, chunk: Any) -> dict[str, np.ndarray]:
-    """One buffered chunk (Columns or DataFrame) as numpy columns of SCHEMAS[table]."""
-    if isinstance(chunk, pd.DataFrame):
-        df = normalize_table(table, chunk)
-        out = {}
-        for col, kind in SCHEMAS[table].items():
-            s = df[col]
-            out[col] = np.asarray(s.astype(str), dtype=object) if kind == "str" else s.to_numpy()
-        if table == "samples":
-            keep = np.isfinite(out["value"].astype(np.float64))  # unknown is never written
-            out = {c: v[keep] for c, v in out.items()}
-        return out
-    n = len(next(iter(chunk.values()))) if chunk else 0
-    out = {}
-    for col, kind in SCHEMAS[table].items():
-        values = chunk.get(col)
-        if values is None:
-            if kind != "i8?":
-                raise KeyError(f"{table} rows lack column {col!r}")
-            out[col] = np.full(n, MISSING, dtype=np.int64)
-        elif kind == "str":
-            out[col] = np.asarray(values, dtype=object)
-        elif kind == "f8":
-            out[col] = np.asarray(values, dtype=np.float64)
-        else:
-            out[col] = np.asarray(values, dtype=np.int64)
-    return out
+def _frame_columns(table: str, df: pd.DataFrame) -> dict[str, list[Any]]:
+    """A sampler's DataFrame as column lists of SCHEMAS[table]; NaN samples dropped (unknown)."""
+    df = normalize_table(table, df)
+    if table == "samples":
+        df = df[np.isfinite(df["value"].to_numpy())]
+    return {col: (df[col].astype(str) if kind == "str" else df[col]).tolist()
+            for col, kind in SCHEMAS[table].items()}
 
 
 def rows_to_arrow(table: str, chunks: list[Any]) -> pa.Table:
-    """Buffered chunks of one table → one Arrow table in the bundle's on-disk schema."""
-    parts = [_chunk_columns(table, c) for c in chunks]
-    arrays = []
-    for col, kind in SCHEMAS[table].items():
-        values = np.concatenate([p[col] for p in parts]) if parts else np.array([], dtype=np.int64)
-        arrays.append(_arrow_column(kind, values))
+    """Buffered chunks of one table (Columns or DataFrames) → one Arrow table in the on-disk schema."""
+    merged: dict[str, list[Any]] = {col: [] for col in SCHEMAS[table]}
+    for chunk in chunks:
+        cols = _frame_columns(table, chunk) if isinstance(chunk, pd.DataFrame) else chunk
+        n = len(next(iter(cols.values()))) if cols else 0
+        for col, kind in SCHEMAS[table].items():
+            values = cols.get(col)
+            if values is None:
+                if kind != "i8?":
+                    raise KeyError(f"{table} rows lack column {col!r}")
+                values = [MISSING] * n
+            merged[col].extend(values)
+    arrays = [_arrow_column(kind, merged[col]) for col, kind in SCHEMAS[table].items()]
     return pa.Table.from_arrays(arrays, names=list(SCHEMAS[table]))
+
+
+def write_part(data: pa.Table, path: Path) -> None:
+    """Write one small Parquet part: serialised in memory, then one write (cheaper than Arrow's file I/O)."""
+    sink = pa.BufferOutputStream()
+    pq.write_table(data, sink, compression="zstd", write_statistics=False)
+    buf = sink.getvalue()
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_CLOEXEC, 0o644)
+    try:
+        view = memoryview(buf)
+        while view:
+            view = view[os.write(fd, view):]
+    finally:
+        os.close(fd)
 
 
 def append_arrow(writer: BundleWriter, table: str, data: pa.Table) -> None:
@@ -278,10 +307,19 @@ def append_arrow(writer: BundleWriter, table: str, data: pa.Table) -> None:
     n = writer._parts[table]  # noqa: SLF001 - same bookkeeping as BundleWriter.append
     part = writer.path / table / f"part-{n:06d}.parquet"
     tmp = part.with_name("." + part.name + ".tmp")
-    pq.write_table(data, tmp, compression="zstd")
+    write_part(data, tmp)
     os.replace(tmp, part)
     writer._parts[table] = n + 1  # noqa: SLF001
     writer._rows[table] += data.num_rows  # noqa: SLF001
+
+
+def open_writer(path: Path, manifest: dict[str, Any]) -> BundleWriter:
+    """A BundleWriter whose every table has a part from the start, so a bundle killed at any
+    moment loads (the loader needs at least one part per table)."""
+    writer = BundleWriter(path, manifest)
+    for table in SCHEMAS:
+        writer.append(table, empty_table(table))
+    return writer
 
 
 def _write_error(exc: OSError, path: Path) -> CollectionError:
@@ -573,8 +611,11 @@ class Collection:
         except OSError as exc:
             raise _write_error(exc, self.writer.path) from None
 
-    def finish(self, status: str, **target_fields: Any) -> None:
-        """Last marks, last rows, close the samplers, seal the bundle with `status`."""
+    def finish(self, status: str, warnings: list[str] | None = None, **target_fields: Any) -> None:
+        """Last marks, last rows, close the samplers, seal the bundle with `status`.
+
+        `warnings` (lines already shown to the user) and `target_fields` go into the manifest.
+        """
         if self.markers is not None:
             self.markers.close(self.marks)
             cols = self.marks.take().get("markers")
@@ -591,6 +632,7 @@ class Collection:
         self.targets.close()
         fields = self.manifest_fields()
         fields["target"].update(target_fields)
+        fields["warnings"] = list(warnings or [])
         try:
             self.writer.update_manifest(**fields)
             self.writer.close(status)
@@ -712,7 +754,7 @@ def _collect(args: argparse.Namespace, out: Path, root: int,
         "host": host_info(fs),
     }
     try:
-        writer = BundleWriter(out, manifest)
+        writer = open_writer(out, manifest)
     except OSError as exc:
         markers.close()
         raise CollectionError(f"cannot create the bundle ({exc.strerror or exc})", path=out) from None
@@ -738,7 +780,7 @@ def _collect(args: argparse.Namespace, out: Path, root: int,
                 _stop_child(child)
                 extra["stopped_by_collector"] = True
             extra["exit_code"] = child.returncode
-        run.finish(status, **extra, warnings=warnings)
+        run.finish(status, warnings, **extra)
     except CollectionError:
         markers.close()  # what was written stays: it loads (status "running" reads as interrupted)
         raise

@@ -29,7 +29,7 @@ import pandas as pd
 from perfdiff.errors import InputError
 
 from .base import SamplerState
-from .gpu_device import GpuDevice, Rows
+from .gpu_device import GpuDevice, Names, Rows
 from .gpu_pids import PidMatcher, nvidia_minors_open, read_comm
 from .gpu_read import DeviceReader
 from .nvml_query import NO_DRIVER, NvmlFailure, NvmlQuery
@@ -133,6 +133,7 @@ class GpuSampler:
         self.prev_tick_ns: int | None = None
         self._last_discovery_ns = 0
         self._other_seen: set[tuple[int, int]] = set()
+        self._names = Names()
 
     # ------------------------------------------------------------------ clock
 
@@ -173,9 +174,9 @@ class GpuSampler:
         """Rows of the `samples` table for everything read in this tick (registry units)."""
         if not self._started:
             self.start(t_ns)
-            return {"samples": Rows().frame()}
+            return {"samples": Rows(self._names).frame()}
         self.begin_tick(t_ns)
-        rows = Rows()
+        rows = Rows(self._names)
         self.matcher.set_targets(self._targets())
         for dev in self.devices:
             if dev.sampled and not dev.lost:

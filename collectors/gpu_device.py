@@ -21,22 +21,28 @@ TS_TOLERANCE_NS = 60_000_000_000
 
 
 class Rows:
-    """Accumulates sample rows of one tick; `frame` turns them into a `samples` DataFrame."""
+    """Accumulates sample rows of one tick; `frame` turns them into a `samples` DataFrame.
 
-    __slots__ = ("metric", "device", "t0", "t1", "value")
+    Metric and device names are kept as codes into a shared `Names` table, so the frame's
+    categorical columns are built without re-hashing every string each tick.
+    """
 
-    def __init__(self) -> None:
-        self.metric: list[str] = []
-        self.device: list[str] = []
+    __slots__ = ("names", "metric", "device", "t0", "t1", "value")
+
+    def __init__(self, names: Names | None = None) -> None:
+        self.names = names if names is not None else Names()
+        self.metric: list[int] = []
+        self.device: list[int] = []
         self.t0: list[int] = []
         self.t1: list[int] = []
         self.value: list[float] = []
 
     def add(self, metric: str, device: str, t0: int, t1: int, value: float) -> None:
         """One row: `value` in the registry unit over [t0, t1] ns (t0 == t1: a point reading)."""
-        self.metric.append(metric)
-        self.device.append(device)
-        self.t0.append(min(t0, t1))
+        code = self.names.code
+        self.metric.append(code(metric))
+        self.device.append(code(device))
+        self.t0.append(t0 if t0 <= t1 else t1)
         self.t1.append(t1)
         self.value.append(value)
 
@@ -44,17 +50,46 @@ class Rows:
         return len(self.value)
 
     def frame(self) -> pd.DataFrame:
-        """The rows as a DataFrame with the `samples` columns; NaN and inf values dropped."""
+        """The rows as a DataFrame with the `samples` columns and in-memory dtypes (categorical
+        names, int64 ns, float64 values); NaN and inf values dropped."""
         value = np.asarray(self.value, dtype=np.float64)
         keep = np.isfinite(value)
-        df = pd.DataFrame({
-            "metric": pd.array(self.metric, dtype=object),
-            "device": pd.array(self.device, dtype=object),
-            "t_start_ns": np.asarray(self.t0, dtype=np.int64),
-            "t_end_ns": np.asarray(self.t1, dtype=np.int64),
+        cats = self.names.categories()
+        metric = np.asarray(self.metric, dtype=np.int32)
+        device = np.asarray(self.device, dtype=np.int32)
+        t0 = np.asarray(self.t0, dtype=np.int64)
+        t1 = np.asarray(self.t1, dtype=np.int64)
+        if not keep.all():
+            metric, device, t0, t1, value = metric[keep], device[keep], t0[keep], t1[keep], value[keep]
+        return pd.DataFrame({
+            "metric": pd.Categorical.from_codes(metric, dtype=cats),
+            "device": pd.Categorical.from_codes(device, dtype=cats),
+            "t_start_ns": t0,
+            "t_end_ns": t1,
             "value": value,
         })
-        return df if keep.all() else df[keep].reset_index(drop=True)
+
+
+class Names:
+    """String → small-int code table shared by a sampler's Rows (one categorical dtype)."""
+
+    __slots__ = ("_codes", "_dtype")
+
+    def __init__(self) -> None:
+        self._codes: dict[str, int] = {}
+        self._dtype: pd.CategoricalDtype | None = None
+
+    def code(self, name: str) -> int:
+        c = self._codes.get(name)
+        if c is None:
+            c = self._codes[name] = len(self._codes)
+            self._dtype = None
+        return c
+
+    def categories(self) -> pd.CategoricalDtype:
+        if self._dtype is None:
+            self._dtype = pd.CategoricalDtype(list(self._codes))
+        return self._dtype
 
 
 @dataclass

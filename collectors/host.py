@@ -151,13 +151,15 @@ def parse_diskstats(raw: bytes, names: frozenset[str] | None = None) -> dict[str
     """/proc/diskstats → {disk: (sectors read, sectors written, ms busy)} for `names` (all when None)."""
     out = {}
     for line in raw.split(b"\n"):
-        f = line.split()
-        if len(f) < 14:
+        head = line.split(None, 3)  # major minor name rest: skip unwanted disks before splitting all
+        if len(head) < 4:
             continue
-        name = f[2].decode()
+        name = head[2].decode()
         if names is not None and name not in names:
             continue
-        out[name] = (int(f[5]), int(f[9]), int(f[12]))
+        f = head[3].split()
+        if len(f) >= 10:
+            out[name] = (int(f[2]), int(f[6]), int(f[9]))
     return out
 
 
@@ -243,17 +245,19 @@ def _fd_limit() -> int:
 
 
 class _Thread:
-    __slots__ = ("tid", "base", "fd_sched", "fd_stat", "fd_sys", "exec_ns", "delay_ns",
-                 "pcount", "ticks", "state", "sysno", "cpu")
+    __slots__ = ("tid", "base", "fd_sched", "fd_stat", "fd_sys", "raw", "exec_ns", "delay_ns",
+                 "pcount", "ticks", "state", "sysno", "cpu", "cat")
 
     def __init__(self, tid: int, base: str):
         self.tid = tid
         self.base = base  # /proc/PID/task/TID/
         self.fd_sched = self.fd_stat = self.fd_sys = -2  # -2: not opened yet, -1: not cached
+        self.raw = b""  # last schedstat bytes: unchanged bytes = the thread did not run
         self.exec_ns = self.delay_ns = self.pcount = self.ticks = 0
         self.state = "?"
         self.sysno = -1
         self.cpu = -1
+        self.cat = -1  # host function its sleep counts as (_BLOCKED ...), -1 when not asleep
 
 
 class _Process:
@@ -315,7 +319,7 @@ class HostSampler:
         self.max_threads = 0
         self.seen_pids: set[int] = set()
         self.buf = RowBuffer()
-        self.host_fds: dict[str, int] = {}  # /proc file name → kept descriptor (-1: not cached)
+        self.host_fds: dict[str, tuple[int, str]] = {}  # /proc file → (kept descriptor or -1, path)
         self.cpuinfo_next_ns = 0
 
     # ------------------------------------------------------------------ life cycle
@@ -358,7 +362,7 @@ class HostSampler:
         for fd, _ in self.freq_fds.values():
             self.fds.close(fd)
         self.freq_fds.clear()
-        for fd in self.host_fds.values():
+        for fd, _ in self.host_fds.values():
             self.fds.close(fd)
         self.host_fds.clear()
 
@@ -459,6 +463,7 @@ class HostSampler:
             if th.fd_sched == -2:
                 th.fd_sched = self.fds.open(th.base + "schedstat")
             raw = _read(th.fd_sched, th.base + "schedstat")
+            th.raw = raw
             return parse_schedstat(raw)
         except (OSError, ValueError) as exc:
             raise _Gone from exc
@@ -473,11 +478,16 @@ class HostSampler:
             raise _Gone from exc
         th.state, th.cpu, th.ticks = st.state, st.processor, st.utime + st.stime
         th.sysno = -1
-        if self.use_syscall and th.state in ("S", "D"):
+        th.cat = _BLOCKED if th.state == "S" else _IOWAIT if th.state == "D" else -1
+        if self.use_syscall and th.cat >= 0:
             try:
                 if th.fd_sys == -2:
                     th.fd_sys = self.fds.open(th.base + "syscall")
                 th.sysno = parse_syscall(_read(th.fd_sys, th.base + "syscall"))
+                if th.sysno in self.read_nr:
+                    th.cat = _READ
+                elif th.sysno in self.write_nr:
+                    th.cat = _WRITE
             except PermissionError:
                 self.use_syscall = False
                 for fn in ("read", "write"):
@@ -557,60 +567,76 @@ class HostSampler:
             b.sample("context_switches", HOST, t0, t1, switches / (dt / 1e9))
 
     def _sample_threads(self, p: _Process, dt: int, acc: list[int], ran_on: set[int], t1: int) -> int:
-        """Add p's threads' interval to `acc` (ns per host function); returns context switches."""
+        """Add p's threads' interval to `acc` (ns per host function); returns context switches.
+
+        The hot path is a thread that did not run: one pread of its schedstat, bytes equal to
+        the last ones, its whole interval to the sleep it was seen in.  Only a thread whose
+        counters moved is parsed and has its state read.
+        """
+        if not self.use_schedstat:
+            return self._sample_threads_ticks(p, dt, acc, ran_on, t1)
         switches = 0
-        gone = []
-        use_sched = self.use_schedstat
-        read_nr, write_nr = self.read_nr, self.write_nr
+        gone: list[int] = []
         pread = os.pread
         for th in p.threads.values():
-            prev_state, prev_sys = th.state, th.sysno
+            fd = th.fd_sched
             try:
-                if use_sched:
-                    if th.fd_sched >= 0:
-                        # The hot path: one pread per thread per tick (~2 µs).
-                        try:
-                            raw = pread(th.fd_sched, 128, 0)
-                            e, d, c = raw.split()
-                            e, d, c = int(e), int(d), int(c)
-                        except (OSError, ValueError) as exc:
-                            raise _Gone from exc
-                    else:
-                        e, d, c = self._schedstat(th)
-                    de, dd, dc = e - th.exec_ns, d - th.delay_ns, c - th.pcount
-                    th.exec_ns, th.delay_ns, th.pcount = e, d, c
-                    if dc or de or prev_state == "R":
-                        self._read_state(th, t1)
-                else:
-                    self._read_state(th, t1)
-                    # Fallback: on-CPU from utime+stime ticks (exec_ns holds the last ticks).
-                    de, dd, dc = (th.ticks - th.exec_ns) * 1_000_000_000 // self.clk_tck, 0, 0
-                    th.exec_ns = th.ticks
-            except _Gone:
+                raw = pread(fd, 128, 0) if fd >= 0 else _read(fd, th.base + "schedstat")
+            except OSError:
                 gone.append(th.tid)
                 continue
+            if raw == th.raw:
+                if th.cat >= 0:
+                    acc[th.cat] += dt
+                continue
+            prev_cat, prev_state = th.cat, th.state
+            th.raw = raw
+            try:
+                e, d, c = raw.split()
+                e, d, c = int(e), int(d), int(c)
+                self._read_state(th, t1)
+            except (ValueError, _Gone):
+                gone.append(th.tid)
+                continue
+            de, dd = e - th.exec_ns, d - th.delay_ns
+            switches += c - th.pcount
+            th.exec_ns, th.delay_ns, th.pcount = e, d, c
             acc[_ONCPU] += de
             acc[_RUNQ] += dd
-            switches += dc
             if de:
                 ran_on.add(th.cpu)
             rest = dt - de - dd
-            if rest <= 0:
-                continue
-            state, sysno = th.state, th.sysno
-            if state not in ("S", "D"):
-                state, sysno = prev_state, prev_sys
-            if sysno >= 0 and sysno in read_nr:
-                acc[_READ] += rest
-            elif sysno >= 0 and sysno in write_nr:
-                acc[_WRITE] += rest
-            elif state == "D":
-                acc[_IOWAIT] += rest
-            elif state == "S":
-                acc[_BLOCKED] += rest
+            if rest > 0:
+                # Asleep now: the rest was that sleep; running now: it was the sleep seen before.
+                cat = th.cat if th.state in ("S", "D") else (prev_cat if prev_state != "?" else -1)
+                if cat >= 0:
+                    acc[cat] += rest
         for tid in gone:
             self._close_thread(p.threads.pop(tid))
         return switches
+
+    def _sample_threads_ticks(self, p: _Process, dt: int, acc: list[int], ran_on: set[int], t1: int) -> int:
+        """Fallback without schedstat: on-CPU from utime+stime clock ticks, every stat read."""
+        gone: list[int] = []
+        for th in p.threads.values():
+            prev_cat = th.cat
+            try:
+                self._read_state(th, t1)
+            except _Gone:
+                gone.append(th.tid)
+                continue
+            de = (th.ticks - th.exec_ns) * 1_000_000_000 // self.clk_tck  # exec_ns holds the last ticks
+            th.exec_ns = th.ticks
+            acc[_ONCPU] += de
+            if de:
+                ran_on.add(th.cpu)
+            rest = dt - de
+            cat = th.cat if th.cat >= 0 else prev_cat
+            if rest > 0 and cat >= 0:
+                acc[cat] += rest
+        for tid in gone:
+            self._close_thread(p.threads.pop(tid))
+        return 0
 
     # ------------------------------------------------------------------ host-wide
 
@@ -663,11 +689,11 @@ class HostSampler:
 
     def _read_proc(self, name: str) -> bytes:
         """A host-wide /proc file through a kept descriptor (raises OSError)."""
-        fd = self.host_fds.get(name)
-        path = os.path.join(self.fs.proc, name)
-        if fd is None:
-            fd = self.host_fds[name] = self.fds.open(path)
-        return _read_all(fd, path)
+        entry = self.host_fds.get(name)
+        if entry is None:
+            path = os.path.join(self.fs.proc, name)
+            entry = self.host_fds[name] = (self.fds.open(path), path)
+        return _read_all(*entry)
 
     def _read_cpu_times(self) -> dict[str, tuple[int, int]]:
         try:

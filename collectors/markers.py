@@ -6,7 +6,7 @@ Two ways a target learns where to write (see perfdiff.marker for the file format
   command in ``$PERFDIFF_MARKER_DIR``, and every process of the command creates its own
   ``<pid>.marks`` there; the reader picks up every file that appears.
 * attached (``collect --pid``): the collector creates ``<pid>.marks`` for each target
-  process in the target's well-known directory (``/tmp/perfdiff-markers-<uid>``, or the
+  process in the target's well-known directory (``/dev/shm/perfdiff-markers-<uid>``, or the
   ``$PERFDIFF_MARKER_DIR`` found in the target's environment), reached through
   ``/proc/PID/root`` when the target lives in another mount namespace (a container).
 
@@ -90,8 +90,9 @@ class MarkerReader:
 
     @classmethod
     def announce(cls) -> "MarkerReader":
-        """A private directory for `collect -- CMD`; pass `env()` to the command."""
-        directory = tempfile.mkdtemp(prefix="perfdiff-markers-")
+        """A private directory for `collect -- CMD` (in /dev/shm when there is one); pass `env()` on."""
+        shm = "/dev/shm" if os.path.isdir("/dev/shm") and os.access("/dev/shm", os.W_OK) else None
+        directory = tempfile.mkdtemp(prefix="perfdiff-markers-", dir=shm)
         return cls(directory, announced=True, remove_dir=True)
 
     def env(self) -> dict[str, str]:
@@ -102,9 +103,9 @@ class MarkerReader:
     def attach(cls, pid: int, *, proc_root: str = "/proc") -> "MarkerReader":
         """The reader for an already running target `pid` (its well-known marker directory)."""
         uid = _target_uid(pid, proc_root)
-        directory = _target_env(pid, proc_root).get(ENV_DIR) or default_marker_dir(uid)
-        if _other_mount_ns(pid, proc_root):
-            directory = os.path.join(proc_root, str(pid), "root") + directory
+        root = os.path.join(proc_root, str(pid), "root") if _other_mount_ns(pid, proc_root) else ""
+        env_dir = _target_env(pid, proc_root).get(ENV_DIR)
+        directory = root + env_dir if env_dir else default_marker_dir(uid, root)
         return cls(directory, announced=False, owner_uid=uid)
 
     def watch(self, pid: int, nspid: int | None = None) -> None:

@@ -169,3 +169,12 @@ def test_python_dash_m(pair: tuple[Path, Path], tmp_path: Path) -> None:
                           capture_output=True, text=True, cwd=ROOT)
     assert proc.returncode == 2
     assert proc.stderr.count("\n") == 1 and "no such file or directory" in proc.stderr
+
+
+def test_fail_on_gate(pair: tuple[Path, Path], tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    code, _, err = run_cli(["compare", *pair, "-o", tmp_path / "g.md", "--fail-on", "10"], capsys)
+    assert code == 1 and "median cycle time grew" in err
+    code, _, _ = run_cli(["compare", *pair, "-o", tmp_path / "g.md", "--fail-on", "1000"], capsys)
+    assert code == 0
+    code, _, _ = run_cli(["compare", pair[1], pair[0], "-o", tmp_path / "g.md", "--fail-on", "10"], capsys)
+    assert code == 0  # faster is not a regression

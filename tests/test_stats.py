@@ -99,8 +99,12 @@ def test_hodges_lehmann_by_hand():
 
 @pytest.mark.parametrize("m, n", [(1, 1), (2, 3), (7, 5), (40, 61), (1, 400), (300, 2),
                                    (150, 140)])
-@pytest.mark.parametrize("kind", ["continuous", "integers", "zero-heavy", "huge-offset"])
-def test_hodges_lehmann_and_ci_equal_brute_force(m, n, kind):
+@pytest.mark.parametrize("kind", ["continuous", "integers", "zero-heavy", "huge-offset",
+                                  "constant"])
+@pytest.mark.parametrize("path", ["matrix", "selection"])
+def test_hodges_lehmann_and_ci_equal_brute_force(m, n, kind, path, monkeypatch):
+    if path == "selection":  # force the large-input algorithm onto these small inputs
+        monkeypatch.setattr(S, "_GATHER_LIMIT", 0)
     rng = np.random.default_rng(m * 1000 + n)
     a, b = rng.normal(0.2, 1, m), rng.normal(0, 1, n)
     if kind == "integers":
@@ -109,6 +113,8 @@ def test_hodges_lehmann_and_ci_equal_brute_force(m, n, kind):
         a, b = a * (rng.random(m) < 0.2), b * (rng.random(n) < 0.3)
     elif kind == "huge-offset":  # differences at the last bits of a large number
         a, b = 1e9 + a * 1e-6, 1e9 + b * 1e-6
+    elif kind == "constant":  # every difference tied
+        a, b = np.full(m, 2.5), np.full(n, 2.5)
     d = brute_differences(a, b)
     assert S.hodges_lehmann(a, b) == np.median(d)
     k = S._ci_rank(m, n, 0.95)
@@ -177,6 +183,7 @@ def test_ks_statistic_matches_scipy():
 # Welch
 
 
+@pytest.mark.filterwarnings("ignore:Precision loss:RuntimeWarning")  # scipy, constant side
 @pytest.mark.parametrize("a, n", [
     ([12.1, 14.3, 13.9, 15.0, 12.8], [10.2, 11.1, 10.9, 11.5]),
     ([1.0, 2.0], [1.5, 1.7, 1.6, 1.9, 2.5, 0.2]),
@@ -212,6 +219,8 @@ def test_six_against_six_smallest_p_is_0_0022():
     ([10.0, 11.0, 12.0], [1.0, 2.0, 3.0, 4.0, 13.0, 14.0, 15.0, 16.0, 17.0, 18.0, 19.0, 20.0]),
     (list(range(10)), [x + 0.5 for x in range(3, 13)]),  # 10 vs 10: C(20, 10) = 184 756
     ([5.5], [float(x) for x in range(300)]),  # one against many: C(301, 1)
+    ([150.5, 299.9], [float(x) for x in range(300)]),  # 2 against 300: Newton's identities
+    ([0.5, 7.5, 8.5, 9.5], [float(x) for x in range(40)]),  # 4 against 40
 ])
 def test_exact_without_ties_matches_scipy_exact(a, n):
     p, method = S.mann_whitney_p(a, n)
@@ -229,6 +238,7 @@ def test_exact_permutation_with_ties_by_hand():
     ([1, 2, 2, 3, 5], [2, 3, 3, 4, 6, 6]),
     ([0, 0, 0, 1.5, 2.5], [0, 0, 3, 4, 5, 6, 7]),  # zeros: function absent in some cycles
     ([4, 4, 4], [1, 4, 4, 9]),
+    ([0, 0], [0, 0, 0, 1, 1, 2, 3, 3] * 3),  # 2 against 24, many ties: Newton's identities
 ])
 def test_exact_permutation_with_ties_matches_exhaustive_scipy_permutation_test(a, n):
     def rank_sum(x, y, axis=-1):
@@ -241,6 +251,18 @@ def test_exact_permutation_with_ties_matches_exhaustive_scipy_permutation_test(a
     p, method = S.mann_whitney_p(a, n)
     assert method == "exact-permutation"
     assert p == pytest.approx(ref, rel=1e-9)
+
+
+@pytest.mark.parametrize("n, k", [(9, 2), (10, 3), (11, 4), (12, 5), (14, 7)])
+def test_subset_sum_counts_equal_enumeration_with_ties(n, k):
+    rng = np.random.default_rng(n + k)
+    scores = np.rint(2 * S._midranks(rng.integers(0, 4, n).astype(float))).astype(int)
+    expected = np.zeros(2 * n * k + 1, int)
+    for subset in combinations(scores.tolist(), k):
+        expected[sum(subset)] += 1
+    counts = S._subset_sum_counts(scores, k)
+    np.testing.assert_array_equal(counts, expected[: counts.size])
+    assert counts.sum() == math.comb(n, k)
 
 
 @pytest.mark.parametrize("seed, ties", [(1, False), (2, True), (3, True)])
@@ -475,7 +497,8 @@ def test_common_mode_triggers_on_a_device_wide_shrink():
     ba = [11.2, 5.6, 2.8, 1.4, 0.9]
     cm = S.common_mode(bn, ba)
     assert cm is not None
-    assert cm.ratio == pytest.approx(0.28) and cm.k == 4 and cm.iqr_log == pytest.approx(0, abs=1e-12)
+    assert cm.ratio == pytest.approx(0.28) and cm.k == 4
+    assert cm.iqr_log == pytest.approx(0, abs=1e-12)
     # Δβ vs common exposes the one that deviates
     np.testing.assert_allclose(S.delta_vs_common(bn, ba, cm.ratio)[:4], 0, atol=1e-12)
 

@@ -13,7 +13,8 @@ from typing import Any
 import numpy as np
 
 from perfdiff import stats
-from perfdiff.attribute import CycleMatrix, SeriesInfo, attribute_activity, cycle_means, mu_matrix, sample_series
+from perfdiff.attribute import (CycleMatrix, DeviceRows, SeriesInfo, attribute_activity, device_rows, mu_matrix,
+                                sample_series)
 from perfdiff.bundle import RunData
 from perfdiff.registry import metric_unit
 from perfdiff.segment import GPU_KINDS, Cycles
@@ -251,6 +252,8 @@ def compare_runs(normal: RunData, abnormal: RunData, cn: Cycles, ca: Cycles, *,
     scope: dict[str, str] = {}
     mu_rows: list[MuStats] = []
     ctx_rows: list[ContextStats] = []
+    dev_rows: dict[str, tuple[DeviceRows | None, DeviceRows | None]] = {}
+    mu_cache: dict = {}
     for key in sorted(set(ser_n) & set(ser_a)):
         metric, device = key
         label = f"{metric}@{device}"
@@ -263,8 +266,12 @@ def compare_runs(normal: RunData, abnormal: RunData, cn: Cycles, ca: Cycles, *,
         res_floor = stats.resolution(s_n.value, s_a.value)
         res_floor = 0.0 if not math.isfinite(res_floor) else res_floor
         if sc == "func":
-            mu_rows.extend(_mu_rows(normal, abnormal, mn, ma, idx_n, idx_a, s_n, s_a,
-                                    functions, tested_idx, Kn, Ka, res_floor))
+            if device not in dev_rows:
+                dev_rows[device] = (device_rows(normal, mn, device, Kn), device_rows(abnormal, ma, device, Ka))
+            rn, ra = dev_rows[device]
+            mu_n = mu_matrix(rn, s_n, len(mn.keys), Kn, mu_cache)
+            mu_a = mu_matrix(ra, s_a, len(ma.keys), Ka, mu_cache)
+            mu_rows.extend(_mu_rows(mu_n, mu_a, idx_n, idx_a, s_n, functions, tested_idx, res_floor))
         else:
             res = stats.compare_samples(s_a.value, s_n.value, floor=res_floor)
             ctx_rows.append(ContextStats(
@@ -338,12 +345,8 @@ def _z_log(a: np.ndarray, n: np.ndarray, res: float) -> float:
     return stats.z_log(a, n, eps=eps)
 
 
-def _mu_rows(normal: RunData, abnormal: RunData, mn: CycleMatrix, ma: CycleMatrix,
-             idx_n: np.ndarray, idx_a: np.ndarray, s_n: SeriesInfo, s_a: SeriesInfo,
-             functions: list[FunctionStats], tested_idx: list[int], Kn: int, Ka: int,
-             res_floor: float) -> list[MuStats]:
-    mu_n = mu_matrix(normal, mn, s_n, Kn)
-    mu_a = mu_matrix(abnormal, ma, s_a, Ka)
+def _mu_rows(mu_n: np.ndarray, mu_a: np.ndarray, idx_n: np.ndarray, idx_a: np.ndarray, s_n: SeriesInfo,
+             functions: list[FunctionStats], tested_idx: list[int], res_floor: float) -> list[MuStats]:
     rows = []
     for f in tested_idx:
         fs = functions[f]

@@ -40,17 +40,24 @@ class CycleMatrix:
 
 
 def _function_index(activity: pd.DataFrame) -> tuple[pd.DataFrame, np.ndarray]:
-    """Map each row to a (name, device, kind) index without touching strings per row."""
-    parts = [activity[c].cat.codes.to_numpy().astype(np.int64) for c in ("function", "device", "kind")]
-    sizes = [len(activity[c].cat.categories) + 1 for c in ("function", "device", "kind")]
+    """Map each row to a (name, device, kind) index without touching strings per row.
+
+    The combined code space (names × devices × kinds) is small, so a lookup table built with
+    bincount replaces a sort of millions of keys.
+    """
+    cols = ("function", "device", "kind")
+    parts = [activity[c].cat.codes.to_numpy().astype(np.int64) for c in cols]
+    sizes = [len(activity[c].cat.categories) + 1 for c in cols]
     key = (parts[0] * sizes[1] + parts[1]) * sizes[2] + parts[2]
-    uniq, inverse = np.unique(key, return_inverse=True)
-    k2 = uniq % sizes[2]
-    k1 = (uniq // sizes[2]) % sizes[1]
-    k0 = uniq // (sizes[2] * sizes[1])
-    cats = [np.asarray(activity[c].cat.categories, dtype=object) for c in ("function", "device", "kind")]
+    used = np.flatnonzero(np.bincount(key, minlength=sizes[0] * sizes[1] * sizes[2]))
+    lookup = np.full(sizes[0] * sizes[1] * sizes[2], -1, dtype=np.int64)
+    lookup[used] = np.arange(len(used))
+    k2 = used % sizes[2]
+    k1 = (used // sizes[2]) % sizes[1]
+    k0 = used // (sizes[2] * sizes[1])
+    cats = [np.asarray(activity[c].cat.categories, dtype=object) for c in cols]
     keys = pd.DataFrame({"name": cats[0][k0], "device": cats[1][k1], "kind": cats[2][k2]})
-    return keys, inverse.astype(np.int64)
+    return keys, lookup[key]
 
 
 def attribute_activity(run: RunData, cycles: Cycles) -> CycleMatrix:
@@ -161,30 +168,53 @@ def sample_series(run: RunData) -> dict[tuple[str, str], SeriesInfo]:
     return out
 
 
-def mu_matrix(run: RunData, matrix: CycleMatrix, series: SeriesInfo, K: int) -> np.ndarray:
+@dataclass
+class DeviceRows:
+    """The attributed activity rows on one device, with what μ needs of them."""
+
+    mid_ns: np.ndarray  # midpoint of each row
+    busy: np.ndarray  # busy ns (float)
+    cell: np.ndarray  # function index × K + cycle index
+
+
+def device_rows(run: RunData, matrix: CycleMatrix, device: str, K: int) -> DeviceRows | None:
+    """Rows of `run` on `device` that fell in a cycle (computed once per device)."""
+    a = run.activity
+    cats = list(a["device"].cat.categories) if len(a) else []
+    if device not in cats:
+        return None
+    code = cats.index(device)
+    rows = np.flatnonzero((a["device"].cat.codes.to_numpy() == code) & (matrix.row_cycle >= 0))
+    if len(rows) == 0:
+        return None
+    mid = (a["start_ns"].to_numpy()[rows] + a["end_ns"].to_numpy()[rows]) // 2
+    return DeviceRows(mid, a["busy_ns"].to_numpy()[rows].astype(np.float64),
+                      matrix.row_func[rows] * K + matrix.row_cycle[rows])
+
+
+def mu_matrix(rows: DeviceRows | None, series: SeriesInfo, F: int, K: int,
+              cache: dict | None = None) -> np.ndarray:
     """μ[f, c]: busy-weighted mean of the series while f ran in c (NaN where undefined).
 
     Each activity row takes the value of the sample interval holding its midpoint, weighted by
     its busy time — exact when rows are shorter than a sample interval, which is when a metric
-    has `func` scope.  Only rows on the series' device count.
+    has `func` scope.  `cache` shares the row → sample lookup between series that were
+    sampled at the same instants (all metrics of one sampler tick).
     """
-    F = len(matrix.keys)
-    a = run.activity
-    cats = list(a["device"].cat.categories) if len(a) else []
-    if series.device not in cats:
+    if rows is None:
         return np.full((F, K), np.nan)
-    code = cats.index(series.device)
-    dev_rows = np.flatnonzero((a["device"].cat.codes.to_numpy() == code) & (matrix.row_cycle >= 0))
-    if len(dev_rows) == 0:
-        return np.full((F, K), np.nan)
-    mid = (a["start_ns"].to_numpy()[dev_rows] + a["end_ns"].to_numpy()[dev_rows]) // 2
-    j = np.searchsorted(series.t0, mid, side="right") - 1
-    ok = (j >= 0) & (mid < series.t1[np.maximum(j, 0)])
-    rows, j = dev_rows[ok], j[ok]
-    w = a["busy_ns"].to_numpy()[rows].astype(np.float64)
-    idx = matrix.row_func[rows] * K + matrix.row_cycle[rows]
-    num = np.bincount(idx, weights=w * series.value[j], minlength=F * K)
-    den = np.bincount(idx, weights=w, minlength=F * K)
+    key = (id(rows), len(series.t0), int(series.t0[0]), int(series.t0[-1]), int(series.t1[-1]))
+    hit = cache.get(key) if cache is not None else None
+    if hit is not None and np.array_equal(hit[0], series.t0) and np.array_equal(hit[1], series.t1):
+        j, ok, den = hit[2], hit[3], hit[4]
+    else:
+        j = np.searchsorted(series.t0, rows.mid_ns, side="right") - 1
+        ok = (j >= 0) & (rows.mid_ns < series.t1[np.maximum(j, 0)])
+        j = j[ok]
+        den = np.bincount(rows.cell[ok], weights=rows.busy[ok], minlength=F * K)
+        if cache is not None:
+            cache[key] = (series.t0, series.t1, j, ok, den)
+    num = np.bincount(rows.cell[ok], weights=rows.busy[ok] * series.value[j], minlength=F * K)
     with np.errstate(invalid="ignore", divide="ignore"):
         mu = np.where(den > 0, num / np.where(den > 0, den, 1.0), np.nan)
     return mu.reshape(F, K)

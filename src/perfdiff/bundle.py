@@ -214,7 +214,7 @@ class BundleWriter:
             return
         part = self.path / table / f"part-{self._parts[table]:06d}.parquet"
         tmp = part.with_name("." + part.name + ".tmp")
-        pq.write_table(_to_arrow(table, df), tmp, compression="zstd")
+        pq.write_table(_to_arrow(table, df), tmp, compression="lz4")
         os.replace(tmp, part)
         self._parts[table] += 1
         self._rows[table] += len(df)

@@ -12,7 +12,7 @@ from pathlib import Path
 from typing import Callable
 
 from perfdiff import __version__
-from perfdiff.errors import EXIT_INPUT, InputError, PerfdiffError
+from perfdiff.errors import EXIT_GATE, EXIT_INPUT, InputError, PerfdiffError
 
 
 class _Parser(argparse.ArgumentParser):
@@ -78,6 +78,12 @@ def cmd_compare(args: argparse.Namespace) -> int:
         sys.stdout.write(text)
     if args.json:
         _write(Path(args.json), json.dumps(to_json(comp, findings), indent=1, allow_nan=False) + "\n")
+    if args.fail_on is not None:
+        grew = 100.0 * (comp.abnormal.median_us / comp.normal.median_us - 1.0)
+        if grew >= args.fail_on and comp.cycle_test.p_mwu <= args.alpha:
+            print(f"perfdiff: median cycle time grew {grew:.1f}% (≥ {args.fail_on:g}%, "
+                  f"p {comp.cycle_test.p_mwu:.2g})", file=sys.stderr)
+            return EXIT_GATE
     return 0
 
 
@@ -125,6 +131,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--cycle", default=None, metavar="REGEX",
                    help="cycles from marker ranges (or kernel launches) whose name matches REGEX")
     p.add_argument("--window", default=None, metavar="DURATION", help="fixed-window cycles, e.g. 100ms")
+    p.add_argument("--fail-on", type=float, default=None, metavar="PCT",
+                   help="exit 1 when the median cycle time grew by at least PCT %% and significantly")
     _add_trace_options(p)
     p.set_defaults(func=cmd_compare)
 

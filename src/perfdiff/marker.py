@@ -8,8 +8,8 @@ Transport (the collector side is perfdiff.collectors.markers):
 
 * The marks file is ``DIR/<pid>.marks``.  DIR is ``$PERFDIFF_MARKER_DIR`` when set (``collect
   -- CMD`` sets it for the command it starts, and the target may create its own file there),
-  else ``/tmp/perfdiff-markers-<uid>``, where only a collector attached with ``--pid`` creates
-  the file: no file, nobody listening, nothing written.
+  else ``/dev/shm/perfdiff-markers-<uid>`` (``/tmp/...`` without /dev/shm), where only a
+  collector attached with ``--pid`` creates the file: no file, nobody listening, nothing written.
 * The target looks for a listener at most every ``CHECK_NS`` (one ``stat``), so a mark with
   nobody listening costs two clock reads and an attribute lookup.  A listening collector
   touches the file's atime at every flush; a file whose atime is older than ``STALE_NS`` was
@@ -44,9 +44,15 @@ _mono_ns = time.monotonic_ns
 _native_id = threading.get_native_id
 
 
-def default_marker_dir(uid: int | None = None) -> str:
-    """The directory a `--pid` collector announces marks files in, for `uid` (default: ours)."""
-    return f"/tmp/perfdiff-markers-{os.getuid() if uid is None else uid}"
+def default_marker_dir(uid: int | None = None, root: str = "") -> str:
+    """The directory a `--pid` collector creates marks files in, for `uid` (default: ours).
+
+    /dev/shm (memory, no disk I/O per mark) when the system has it, else /tmp.  `root` is the
+    target's root directory as the collector sees it ("/proc/PID/root" across mount namespaces;
+    "" for the target itself), prefixed to the result.
+    """
+    base = "/dev/shm" if os.path.isdir(root + "/dev/shm") else "/tmp"
+    return f"{root}{base}/perfdiff-markers-{os.getuid() if uid is None else uid}"
 
 
 def marks_path(directory: str, pid: int) -> str:

@@ -20,26 +20,26 @@ LEGEND = (
     "`[k]`: note k below."
 )
 ROW_SEMANTICS = (
-    "Nested rows, never added to totals: kv_cache_profiling (vLLM <= 0.17) contains "
-    "torch.compile and graph_compile_cached (compilation runs in the first profiling forward); "
-    "init_engine contains kv_cache_profiling, the KV cache allocation, graph_capturing and the "
-    "sampler warm-up; model_loading = load_weights + model_init.",
-    "torch.compile is Dynamo plus fresh compiles only up to vLLM 0.11 (a cache hit shows "
-    "torch.compile equal to dynamo_transform_time and excludes the load time in "
-    "graph_compile_cached); 0.12-0.17 add the cache-load time; from 0.18 it is the wall time of "
-    "the whole compile / AOT-load step. With compile ranges (0.18+) the ranges of one pass "
-    "compile interleaved, so a pass counts its longest line and passes add up; repeated Dynamo "
-    "and torch.compile lines of one rank (compile units, a drafter, a recompile after an AOT "
-    "load failure) add up.",
+    ("Nested rows, never added to totals: kv_cache_profiling (vLLM <= 0.17) contains "
+     "torch.compile and graph_compile_cached (compilation runs in the first profiling forward); "
+     "init_engine contains kv_cache_profiling, the KV cache allocation, graph_capturing and the "
+     "sampler warm-up; model_loading = load_weights + model_init."),
+    ("torch.compile is Dynamo plus fresh compiles only up to vLLM 0.11 (a cache hit shows "
+     "torch.compile equal to dynamo_transform_time and excludes the load time in "
+     "graph_compile_cached); 0.12-0.17 add the cache-load time; from 0.18 it is the wall time of "
+     "the whole compile / AOT-load step. With compile ranges (0.18+) the ranges of one pass "
+     "compile interleaved, so a pass counts its longest line and passes add up; repeated Dynamo "
+     "and torch.compile lines of one rank (compile units, a drafter, a recompile after an AOT "
+     "load failure) add up."),
     "graph_capturing from vLLM is printed in whole seconds.",
-    "total_time adds the top-level blocks that do not overlap: vLLM model_loading + init_engine "
-    "+ tokenizer_init; SGLang dist_init + model_loading + kv_cache_init + graph_capturing "
-    "(those present).",
-    "actual_total_time runs from the first time-stamped line of the launch to its readiness "
-    "marker (or the harness's 'initialize_engine took'); vLLM time stamps have 1 s resolution. "
-    "It excludes the Python import time before the first log line (typically 5-15 s). "
-    "unaccounted = actual_total_time - total_time (API server setup, config and HF resolution, "
-    "process spawn).",
+    ("total_time adds the top-level blocks that do not overlap: vLLM model_loading + init_engine "
+     "+ tokenizer_init; SGLang dist_init + model_loading + kv_cache_init + graph_capturing "
+     "(those present)."),
+    ("actual_total_time runs from the first time-stamped line of the launch to its readiness "
+     "marker (or the harness's 'initialize_engine took'); vLLM time stamps have 1 s resolution. "
+     "It excludes the Python import time before the first log line (typically 5-15 s). "
+     "unaccounted = actual_total_time - total_time (API server setup, config and HF resolution, "
+     "process spawn)."),
 )
 
 _MD_SPECIAL = re.compile(r"([\\`*\[\]<>|#])")
@@ -104,6 +104,8 @@ def _column_facts(col: StartupColumn) -> str:
     shown = ", ".join(col.ranks_seen[:4]) + (", ..." if len(col.ranks_seen) > 4 else "")
     facts.append(f"ranks seen: {len(col.ranks_seen)} ({shown})")
     facts.append(f"compile cache: {col.compile_cache or 'no compile lines'}")
+    if col.compile_units:
+        facts.append("compile units: " + ", ".join(col.compile_units))
     facts.append(f"launch {col.launch} of {col.n_launches} (lines {col.first_line}-"
                  f"{col.last_line})")
     facts.append(f"ready: {col.ready_marker} at line {col.ready_line}" if col.ready_marker
@@ -143,8 +145,9 @@ def _group_section(groups: StartupGroups, rows: tuple[str, ...], notes: _Notes) 
             line.append(text)
         if two:
             cmp_ = groups.comparison.get(row)
-            if cmp_ is None:
-                line += ["--", "--", "n/a"]
+            if cmp_ is None:  # absent everywhere: "--"; on one side only: not computable
+                present = any(row in groups.cells[k] for k in keys)
+                line += ["--", "--", "n/a" if present else "--"]
             else:
                 dec = max(groups.cells[k][row].decimals for k in keys)
                 pct = "n/a" if not math.isfinite(cmp_.delta_pct) else f"{cmp_.delta_pct:+.1f} %"
@@ -241,7 +244,8 @@ def table_to_dict(table: StartupTable) -> dict[str, Any]:
             "status": c.status, "ready_marker": c.ready_marker, "ready_line": c.ready_line,
             "launch": c.launch, "n_launches": c.n_launches, "first_line": c.first_line,
             "last_line": c.last_line, "ranks_seen": list(c.ranks_seen), "tp": c.tp,
-            "compile_cache": c.compile_cache, "notes": list(c.notes), "extras": c.extras,
+            "compile_cache": c.compile_cache, "compile_units": list(c.compile_units),
+            "notes": list(c.notes), "extras": c.extras,
             "phases": {row: {"value_s": v.value_s, "decimals": v.decimals,
                              "derived": v.derived, "n_ranks": v.n_ranks, "min_s": v.min_s,
                              "notes": list(v.notes)}

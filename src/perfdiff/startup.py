@@ -6,28 +6,29 @@ and keep the last one that became ready (§2), read each phase line (§3), reduc
 then across ranks (§4), derive what the engine did not print (§5), and add the totals (§6).
 Every value is in seconds.  A phase the log does not show is absent (rendered "--"), never 0.
 
-The scan never splits the whole file into a Python list of lines: one C-level regex pass over
-the text finds the few candidate lines (phase, launch and readiness messages), and only those
-are parsed, so a log with millions of request lines costs one pass of ``re``.
+The scan never splits the whole file into a Python list of lines: `str.find` per message
+keyword (C speed) finds the few candidate lines, and only those are cleaned and parsed.  Pass 1
+reads the whole file for launch and readiness lines only; pass 2 reads the phases of the chosen
+launch up to its readiness line, so hours of request logging cost a few C-level scans.
 
 Everything here is pure (no printing); `cmd_startup` is the only function that writes files.
 """
 from __future__ import annotations
 
 import argparse
-import itertools
 import math
 import re
 import sys
 from collections import defaultdict
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field, replace
 from datetime import datetime, timedelta, timezone
 from pathlib import Path
-from typing import Iterable, Sequence
 
 import numpy as np
 
 from perfdiff.errors import InputError
+from perfdiff.stats import cycles_needed, mann_whitney_p, min_attainable_p
 
 # ---------------------------------------------------------------------------------------------
 # Rows
@@ -116,7 +117,7 @@ RULES: tuple[Rule, ...] = (
     _rule("model_loading", "load_model total time",
           rf"(?P<ascend>Model runner load_model total time): {_n('s')} seconds"),
     # upstream "Initializing model took", internal fork "Initializing Model took"
-    _rule("model_init", "nitializing ", rf"Initializing model took {_n('s')} seconds", flags=re.I),
+    _rule("model_init", "nitializing ", rf"Initializing model took {_n('s')} seconds", flags=re.IGNORECASE),
     _rule("dynamo_transform_time", "Dynamo bytecode transform time",
           rf"Dynamo bytecode transform time: {_n('s')} s"),
     _rule("graph_compile_general_shape", "Compiling a graph for",
@@ -218,6 +219,9 @@ TOTAL_PARTS = {
 }
 TOTAL_EXPECTED = {"vllm": ("model_loading", "init_engine"),
                   "sglang": ("model_loading", "kv_cache_init", "graph_capturing")}
+# A total needs one of the big blocks: KV cache init alone (1 s) would only look like a total.
+TOTAL_ANCHORS = {"vllm": ("model_loading", "load_weights", "init_engine"),
+                 "sglang": ("model_loading", "graph_capturing")}
 
 # ---------------------------------------------------------------------------------------------
 # Results
@@ -256,6 +260,7 @@ class StartupColumn:
     phases: dict[str, PhaseValue]
     notes: tuple[str, ...] = ()
     extras: dict[str, float] = field(default_factory=dict)  # e.g. init engine "compilation"
+    compile_units: tuple[str, ...] = ()  # 0.32+ tags: "[backbone] Dynamo bytecode ..."
 
 
 @dataclass(frozen=True)
@@ -452,6 +457,26 @@ def _events_of_line(line: str, start: int, rules: Sequence[Rule]) -> list[_Event
     return out
 
 
+def api_server_starts(text: str) -> list[_Event]:
+    """The first line of each APIServer pid (vLLM 0.10+), as "launch:api_pid" events.
+
+    Every request line carries the prefix, so each search skips the pids already seen with a
+    negative look-ahead and runs in C: one search per distinct pid, not one per line.
+    """
+    out: list[_Event] = []
+    seen: list[str] = []
+    while True:
+        skip = "(?!(?:" + "|".join(seen) + r")\))" if seen else ""
+        m = re.search(r"\(APIServer pid=" + skip + r"(\d+)\)", text)
+        if m is None or len(seen) > 1000:
+            return out
+        seen.append(m.group(1))
+        start = text.rfind("\n", 0, m.start()) + 1
+        out.append(_Event(pos=start, kind="launch:api_pid", rank=f"pid={m.group(1)}",
+                          rank_label=f"APIServer pid={m.group(1)}", proc="APIServer",
+                          pid=m.group(1), engine="vllm", stamp=None))
+
+
 # ---------------------------------------------------------------------------------------------
 # Launches (§2)
 
@@ -478,13 +503,14 @@ def split_launches(text: str, events: Sequence[_Event]) -> list[_Launch]:
     for ev in events:
         cur = launches[-1]
         new_api = ev.proc == "APIServer" and api_pid is not None and ev.pid != api_pid
-        marker = ev.kind.startswith("launch:")
+        # one launch may run several API servers: a new pid splits only after readiness
+        marker = ev.kind.startswith("launch:") and ev.kind != "launch:api_pid"
         if (marker and (progressed or ev.kind in seen)) or (new_api and progressed):
             cur.end = ev.pos
             launches.append(_Launch(start=ev.pos))
             seen, progressed, api_pid = set(), False, None
             cur = launches[-1]
-        if marker:
+        if ev.kind.startswith("launch:"):
             seen.add(ev.kind)
             cur.has_marker = True
         if ev.proc == "APIServer" and api_pid is None:
@@ -680,7 +706,9 @@ def parse_startup_log(raw: bytes | str, name: str, file: str = "",
         raise ValueError("empty file, not a server log")
     if HEADER_RE.search(text) is None and HEADER_RE.search(clean_text(text)) is None:
         raise ValueError("not a vLLM or SGLang server log: no log record header found")
-    launches = split_launches(text, scan_events(text, LAUNCH_RULES))
+    pass1 = sorted(scan_events(text, LAUNCH_RULES) + api_server_starts(text),
+                   key=lambda e: e.pos)
+    launches = split_launches(text, pass1)
     idx = choose_launch(launches)
     launch = launches[idx]
     family = _family_of(text, launch)
@@ -726,11 +754,11 @@ def parse_startup_log(raw: bytes | str, name: str, file: str = "",
         notes.append("model_loading from vllm-ascend's 'Model runner load_model total time' line")
 
     # Totals (§6)
-    _add_totals(cells, engine, first_h, last_h, ready_ev, inherited, times, launch, notes)
+    _add_totals(cells, engine, first_h, last_h, ready_ev, inherited, times)
     harness = cells.pop("harness_total", None)
     if harness is not None:
-        cells["actual_total_time"] = replace(harness, notes=("from the harness line "
-                                                             "'initialize_engine took'",))
+        cells["actual_total_time"] = replace(
+            harness, notes=("from the harness line 'initialize_engine took'",))
         _add_unaccounted(cells)
 
     if not set(cells) - {"actual_total_time", "unaccounted"}:
@@ -761,6 +789,7 @@ def parse_startup_log(raw: bytes | str, name: str, file: str = "",
         ranks_seen=_ranks_seen(text, launch.start, region_end, engine), tp=tp,
         compile_cache=cache,
         phases=cells, notes=tuple(notes), extras=extras,
+        compile_units=tuple(sorted({e.unit for e in evs if e.unit and e.kind in SUM_ROWS})),
     )
 
 
@@ -808,7 +837,8 @@ def _ranks_seen(text: str, lo: int, hi: int, engine: str) -> tuple[str, ...]:
             if proc != "Worker" or key not in names:  # keep the name that says the rank
                 names[key] = f"{proc} pid={pid}"
     ranks = sorted(names.values())
-    if any(n.startswith(("VllmWorkerProcess", "RayWorkerWrapper")) for n in ranks):
+    if any(n.startswith("VllmWorkerProcess") for n in ranks) or engine == "vLLM V0" and any(
+            n.startswith("RayWorkerWrapper") for n in ranks):
         ranks.insert(0, "driver")  # V0: the unprefixed driver process is rank 0
     if not ranks:  # one rank, in the engine process (V1 EngineCore) or the only process
         m = PROC_RE.search(text, lo, hi)
@@ -852,8 +882,7 @@ def _derive(cells: dict[str, PhaseValue], per_rank: dict[str, dict[str, float]],
 
 def _add_totals(cells: dict[str, PhaseValue], engine: str, first_h: re.Match[str] | None,
                 last_h: re.Match[str] | None, ready_ev: _Event | None,
-                inherited: dict[int, int], times: dict[int, float], launch: _Launch,
-                notes: list[str]) -> None:
+                inherited: dict[int, int], times: dict[int, float]) -> None:
     """total_time (sum of the top-level blocks) and actual_total_time (first record to ready)."""
     key = "sglang" if engine == "SGLang" else "vllm"
     parts = [p for p in TOTAL_PARTS[key] if p in cells]
@@ -861,7 +890,7 @@ def _add_totals(cells: dict[str, PhaseValue], engine: str, first_h: re.Match[str
     if "model_loading" not in cells and "load_weights" in cells and key == "vllm":
         parts.insert(0, "load_weights")
         total_notes.append("model_loading absent: load_weights used")
-    if parts:
+    if any(p in cells for p in TOTAL_ANCHORS[key]):
         missing = [p for p in TOTAL_EXPECTED[key] if p not in cells and not
                    (p == "model_loading" and "load_weights" in parts)]
         if missing:
@@ -947,12 +976,17 @@ def read_startup_log(path: str | Path, name: str | None = None,
 
 def column_names(paths: Sequence[str | Path]) -> list[str]:
     """Column names: the file stems, with parent folders added until they are unique."""
-    parts = [Path(p).resolve().parts for p in paths]
+    parts = [Path(p).absolute().parts for p in paths]
     names = [Path(p).stem for p in paths]
     depth = 1
     while len(set(names)) < len(names) and depth < max(len(x) for x in parts):
         depth += 1
         names = ["/".join(x[-depth:-1] + (Path(x[-1]).stem,)) for x in parts]
+    seen: dict[str, int] = {}
+    for i, n in enumerate(names):  # the same file given twice
+        seen[n] = seen.get(n, 0) + 1
+        if seen[n] > 1:
+            names[i] = f"{n} ({seen[n]})"
     return names
 
 
@@ -994,7 +1028,10 @@ def group_key(name: str, pattern: re.Pattern[str]) -> str | None:
 
 def group_columns(columns: Sequence[StartupColumn], rows: Sequence[str], regex: str,
                   alpha: float = 0.05) -> StartupGroups:
-    """mean ± sd per group and row over complete runs; for two groups Δ and a U-test p."""
+    """mean ± sd per group and row over complete runs; for two groups Δ and a U-test p.
+
+    The test is perfdiff.stats' Mann–Whitney (exact with ties up to C(n1+n2, n1) = 200 000).
+    """
     try:
         pattern = re.compile(regex)
     except re.error as exc:
@@ -1034,8 +1071,10 @@ def group_columns(columns: Sequence[StartupColumn], rows: Sequence[str], regex: 
             b = np.array([c.phases[row].value_s for c in b_cols if row in c.phases])
             if len(a) == 0 or len(b) == 0:
                 continue
-            p, min_p, note = mann_whitney_p(a, b)
-            if note is None and min_p > alpha:
+            p, method = mann_whitney_p(a, b)
+            min_p = 1.0 if method == "all-tied" else min_attainable_p(len(a), len(b))
+            note = "all values tied" if method == "all-tied" else None
+            if note is None and min_p > alpha:  # STATS.md: n/a, and say how many runs it needs
                 note = f"the U-test cannot reach alpha={alpha:g} with {len(a)} and {len(b)} runs"
                 p = math.nan
             delta = float(b.mean() - a.mean())
@@ -1043,56 +1082,11 @@ def group_columns(columns: Sequence[StartupColumn], rows: Sequence[str], regex: 
                 delta_s=delta, delta_pct=100.0 * delta / a.mean() if a.mean() else math.nan,
                 p=p, p_note=note, min_p=min_p)
         if any(c.p_note and c.p_note.startswith("the U-test cannot") for c in comparison.values()):
-            runs_needed = runs_for_alpha(alpha)
+            runs_needed = cycles_needed(1, alpha)  # one test: runs per group to reach alpha
     return StartupGroups(
         regex=regex, keys=keys, members={k: tuple(c.name for c in v) for k, v in members.items()},
         left_out=tuple(left_out), cells=cells, comparison=comparison, alpha=alpha,
         runs_needed=runs_needed)
-
-
-EXACT_LIMIT = 200_000  # STATS.md: exact U distribution up to this many rank assignments
-
-
-def mann_whitney_p(a: np.ndarray, b: np.ndarray) -> tuple[float, float, str | None]:
-    """Two-sided Mann–Whitney p of two samples, the smallest p their sizes allow, and a note.
-
-    Exact (the rank-sum distribution over all assignments of the pooled mid-ranks, so ties are
-    handled) when C(n_a+n_b, n_a) ≤ 200 000, else the normal approximation with tie-corrected
-    variance and continuity correction (STATS.md).  All values tied → p = 1, "all tied".
-    """
-    from scipy.stats import norm, rankdata
-
-    na, nb = len(a), len(b)
-    pooled = np.concatenate([a, b]).astype(float)
-    if np.all(pooled == pooled[0]):
-        return 1.0, 1.0, "all tied"
-    ranks = rankdata(pooled)
-    n_small, small_first = (na, True) if na <= nb else (nb, False)
-    observed = ranks[:na].sum() if small_first else ranks[na:].sum()
-    big_n = na + nb
-    mean = n_small * (big_n + 1) / 2.0
-    if math.comb(big_n, n_small) <= EXACT_LIMIT:
-        combos = np.fromiter(itertools.chain.from_iterable(
-            itertools.combinations(range(big_n), n_small)), dtype=np.int64,
-            count=math.comb(big_n, n_small) * n_small).reshape(-1, n_small)
-        dev = np.abs(ranks[combos].sum(axis=1) - mean)
-        obs_dev = abs(observed - mean)
-        eps = 1e-9
-        p = float(np.mean(dev >= obs_dev - eps))
-        min_p = float(np.mean(dev >= dev.max() - eps))
-        return min(p, 1.0), min_p, None
-    _, counts = np.unique(pooled, return_counts=True)
-    var = na * nb / 12.0 * ((big_n + 1) - (counts ** 3 - counts).sum() / (big_n * (big_n - 1)))
-    z = max(abs(observed - mean) - 0.5, 0.0) / math.sqrt(var)
-    return float(min(1.0, 2.0 * norm.sf(z))), 0.0, None
-
-
-def runs_for_alpha(alpha: float) -> int:
-    """Runs per group (equal sizes, no ties) for the two-sided U-test to be able to reach α."""
-    n = 2
-    while 2.0 / math.comb(2 * n, n) > alpha:
-        n += 1
-    return n
 
 
 # ---------------------------------------------------------------------------------------------

@@ -37,8 +37,13 @@ COMMON_MAX_IQR = 0.2
 COMMON_MIN_SHIFT = math.log(1.25)
 # Suspicion score: each of Z(t) and Z(log μ) adds at most this much.
 SCORE_Z_CAP = 5.0
+# Selection of pairwise differences (`_select_pairwise`), tuned at 2,000 × 2,000: windows
+# wider than _BRACKET_MIN columns are bracketed by searchsorted before bisecting, and at
+# most _GATHER_LIMIT candidates are materialised and partitioned.
 _BRACKET_MIN = 64
-# Pivot sampling in `_select_pairwise`; made once: seeding a Generator costs ~0.1 ms.
+_GATHER_LIMIT = 32_000
+# Pivot sampling; made once because seeding a Generator costs ~0.1 ms.  The values
+# returned never depend on the draws, only the time taken does.
 _RNG = np.random.default_rng(20240611)
 QUANTILE_KEYS = ("min", "P5", "P10", "P25", "P50", "P75", "P90", "P95", "P99", "max")
 _QUANTILE_LEVELS = (0.0, 0.05, 0.10, 0.25, 0.50, 0.75, 0.90, 0.95, 0.99, 1.0)
@@ -152,7 +157,7 @@ def _bracket_counts(a: np.ndarray, e: np.ndarray, p: np.ndarray, lo: np.ndarray,
 
 def _count_below(a: np.ndarray, e: np.ndarray, p: np.ndarray, strict: np.ndarray,
                  lo: np.ndarray, hi: np.ndarray) -> np.ndarray:
-    """Per (query q, row i): #j with fl(a_i + e_j) < p_q (strict) or ≤ p_q; known to lie in [lo, hi].
+    """Per (query q, row i): #j with fl(a_i + e_j) < p_q (strict) or ≤ p_q, known in [lo, hi].
 
     `a`, `e` ascending, so each row fl(a_i + e_j) is non-decreasing in j (rounding is
     monotone).  A searchsorted of e against p - a_i widened by a rounding bound brackets
@@ -186,16 +191,29 @@ def _count_below(a: np.ndarray, e: np.ndarray, p: np.ndarray, strict: np.ndarray
         hi = np.where(open_ & ~inside, mid, hi)
 
 
+def _draw_candidates(L: np.ndarray, R: np.ndarray, size: int) -> tuple[np.ndarray, np.ndarray]:
+    """`size` (row, column) pairs drawn uniformly from the windows [L_i, R_i) of one target."""
+    width = R - L
+    cum = np.cumsum(width)
+    draws = np.sort((_RNG.random(size) * cum[-1]).astype(np.int64))
+    row = np.searchsorted(cum, draws, side="right")
+    return row, L[row] + draws - (cum[row] - width[row])
+
+
 def _select_pairwise(a: np.ndarray, e: np.ndarray, ranks: np.ndarray) -> np.ndarray:
     """The ranks[t]-th smallest (0-based) of all fl(a_i + e_j); a, e sorted ascending.
 
     Sample-select on the implicit m×n matrix, whose rows and columns are both sorted.  Per
     target, every row i keeps the column window [L_i, R_i) that may still hold the target:
     entries left of it are known smaller, entries right of it larger.  Each round draws
-    4,096 candidates, takes two pivots that bracket the target's rank with ~95 %
-    probability, counts the entries below each by one vectorised bisection, and shrinks
-    the windows ~15×; once few candidates remain they are gathered and partitioned.
-    O(m·log n) per round, 2–3 rounds at 2,000 × 2,000, instead of the O(m·n) matrix.
+    candidates, takes two pivots per target that bracket its rank with ~95 % probability
+    (±2 sd of the sample rank), counts the entries below each (`_count_below`), and
+    shrinks the windows; once few candidates remain they are gathered and partitioned.
+
+    The targets of one call (median, CI ends) lie close together, so round one cuts all
+    windows to one shared band with a single pair of pivots, and round two draws one
+    sample from that band for all targets.  At 2,000 × 2,000: two rounds, 8 counts,
+    ~15,000 candidates gathered per target — instead of the 4 M-entry matrix.
     """
     m, nn = a.size, e.size
     n_t = ranks.size
@@ -203,10 +221,7 @@ def _select_pairwise(a: np.ndarray, e: np.ndarray, ranks: np.ndarray) -> np.ndar
     R = np.full((n_t, m), nn, np.int64)
     out = np.full(n_t, math.nan)
     todo = np.ones(n_t, bool)
-    rng = _RNG  # results never depend on the draws, only the time taken does
-    gather_limit = max(32_000, 4 * m)
-    n_sample = 4096
-    half_window = 2.0 * math.sqrt(n_sample)  # ±2 sd of the sample rank of the target
+    gather_limit = max(_GATHER_LIMIT, 4 * m)
     rows = np.arange(m)
     first_round = True
     while True:
@@ -225,21 +240,15 @@ def _select_pairwise(a: np.ndarray, e: np.ndarray, ranks: np.ndarray) -> np.ndar
         if idx.size == 0:
             return out
         n_i = idx.size
-        ar = np.arange(n_i)[:, None]
-        width = R[idx] - L[idx]
-        cum = np.cumsum(width, axis=1)
-        totals = cum[:, -1]
+        totals = (R[idx] - L[idx]).sum(axis=1)
         k_in = ranks[idx] - L[idx].sum(axis=1)
-        frac = k_in / totals * n_sample
-        lo_pos = np.clip(np.floor(frac - half_window), 0, n_sample - 1).astype(np.int64)
-        hi_pos = np.clip(np.ceil(frac + half_window), 0, n_sample - 1).astype(np.int64)
         if first_round:
-            # Every window is the whole matrix: one sample serves all targets, and one pair
-            # of pivots around all of them (the CI ends and the median lie close together)
-            # cuts every window to the same band at the cost of two counts, not 2 per target.
+            # Whole matrix: one large sample, one pair of pivots around every target.
             first_round = False
-            sample = a[rng.integers(0, m, n_sample)] + e[rng.integers(0, nn, n_sample)]
-            lo_q, hi_q = int(lo_pos.min()), int(hi_pos.max())
+            n_s = 16_384
+            sample = a[_RNG.integers(0, m, n_s)] + e[_RNG.integers(0, nn, n_s)]
+            lo_q, hi_q = _sample_positions(k_in, totals, n_s)
+            lo_q, hi_q = int(lo_q.min()), int(hi_q.max())
             part = np.partition(sample, (lo_q, hi_q))
             p1 = np.full(n_i, part[lo_q])
             p2 = np.full(n_i, part[hi_q])
@@ -247,26 +256,27 @@ def _select_pairwise(a: np.ndarray, e: np.ndarray, ranks: np.ndarray) -> np.ndar
                                   L[idx[:1]].repeat(2, axis=0), R[idx[:1]].repeat(2, axis=0))
             cnt = np.broadcast_to(shared, (n_i, 2, m))
         else:
-            # Uniform draws among the candidates: an integer below the total maps to (row, col).
-            draws = np.sort((rng.random((n_i, n_sample)) * totals[:, None]).astype(np.int64))
-            offsets = np.concatenate(([0], np.cumsum(totals)[:-1]))
-            pos = np.searchsorted((cum + offsets[:, None]).ravel(), draws + offsets[:, None],
-                                  side="right")
-            row = pos - ar * m
-            col = L[idx[:, None], row] + draws - (cum[ar, row] - width[ar, row])
-            sample = a[row] + e[col]
+            n_s = 4096
+            common = all(np.array_equal(L[t], L[idx[0]]) and np.array_equal(R[t], R[idx[0]])
+                         for t in idx[1:])
+            lo_q, hi_q = _sample_positions(k_in, totals, n_s)
             p1 = np.empty(n_i)
             p2 = np.empty(n_i)
-            for q in range(n_i):  # two order statistics of the sample: partition, not sort
-                part = np.partition(sample[q], (lo_pos[q], hi_pos[q]))
-                p1[q], p2[q] = part[lo_pos[q]], part[hi_pos[q]]
+            if common:  # the band left by round one: one sorted sample serves every target
+                row, col = _draw_candidates(L[idx[0]], R[idx[0]], n_s)
+                sample = np.sort(a[row] + e[col])
+                p1[:], p2[:] = sample[lo_q], sample[hi_q]
+            else:
+                for q, t in enumerate(idx):
+                    row, col = _draw_candidates(L[t], R[t], n_s)
+                    part = np.partition(a[row] + e[col], (lo_q[q], hi_q[q]))
+                    p1[q], p2[q] = part[lo_q[q]], part[hi_q[q]]
             # Count "≤ p1" and "< p2".  When p1 == p2 that pair is exactly the test "is the
             # target p?", which ends a window made only of ties.  Every count lies in [L, R].
             piv = np.stack([p1, p2], axis=1).ravel()
             strict = np.tile([False, True], n_i)
-            bounds_lo = np.repeat(L[idx], 2, axis=0)
-            bounds_hi = np.repeat(R[idx], 2, axis=0)
-            cnt = _count_below(a, e, piv, strict, bounds_lo, bounds_hi).reshape(n_i, 2, m)
+            cnt = _count_below(a, e, piv, strict, np.repeat(L[idx], 2, axis=0),
+                               np.repeat(R[idx], 2, axis=0)).reshape(n_i, 2, m)
         sums = cnt.sum(axis=2)
         for q, t in enumerate(idx):
             k = ranks[t]
@@ -288,6 +298,17 @@ def _select_pairwise(a: np.ndarray, e: np.ndarray, ranks: np.ndarray) -> np.ndar
                 np.maximum(L[t], lt2, out=L[t])
 
 
+def _sample_positions(k_in: np.ndarray, totals: np.ndarray,
+                      n_s: int) -> tuple[np.ndarray, np.ndarray]:
+    """Sample ranks ±2 sd around each target's expected rank k_in/total·n_s, clipped."""
+    frac = k_in / totals
+    mid = frac * n_s
+    half = 2.0 * np.sqrt(n_s * frac * (1 - frac)) + 2.0
+    lo = np.clip(np.floor(mid - half), 0, n_s - 1).astype(np.int64)
+    hi = np.clip(np.ceil(mid + half), 0, n_s - 1).astype(np.int64)
+    return lo, hi
+
+
 def _next_order_stat(a: np.ndarray, e: np.ndarray, x: float, k: int) -> float:
     """The (k+1)-th smallest fl(a_i + e_j) given that x is the k-th (0-based): O(m·log n)."""
     m = a.size
@@ -306,22 +327,31 @@ def _pairwise_order_stats(a: np.ndarray, n: np.ndarray, ranks: list[int],
     With `median`, a last value is appended: the median of all m·n differences, as
     np.median computes it (mean of the two middle ones when m·n is even).
     """
-    a_s = np.sort(a)
-    e = np.sort(-n)  # a_i - n_j == a_i + (-n_j): negation is exact
-    # The shorter side indexes the rows: the bisection then works on fewer of them.
-    rows, cols = (a_s, e) if a_s.size <= e.size else (e, a_s)
     total = a.size * n.size
     mid = (total - 1) // 2
-    want = list(ranks) + ([mid] if median else [])
-    uniq, inverse = np.unique(np.asarray(want, np.int64), return_inverse=True)
-    vals = _select_pairwise(rows, cols, uniq)[inverse]
-    if median and total % 2 == 0:
-        vals[-1] = (vals[-1] + _next_order_stat(rows, cols, vals[-1], mid)) / 2
+    even = median and total % 2 == 0
+    want = np.asarray(list(ranks) + ([mid] if median else []), np.int64)
+    if total <= _GATHER_LIMIT:  # small: the matrix itself and one partition
+        kth = np.unique(np.append(want, [mid + 1] if even else []).astype(np.int64))
+        part = np.partition(np.subtract.outer(a, n).ravel(), kth)
+        vals = part[want]
+        upper = part[mid + 1] if even else math.nan
+    else:
+        a_s = np.sort(a)
+        e = np.sort(-n)  # a_i - n_j == a_i + (-n_j): negation is exact
+        # The shorter side indexes the rows: the bisection then works on fewer of them.
+        rows, cols = (a_s, e) if a_s.size <= e.size else (e, a_s)
+        uniq, inverse = np.unique(want, return_inverse=True)
+        vals = _select_pairwise(rows, cols, uniq)[inverse]
+        # The upper middle one follows from the lower in O(m·log n).
+        upper = _next_order_stat(rows, cols, vals[-1], mid) if even else math.nan
+    if even:
+        vals[-1] = (vals[-1] + upper) / 2
     return vals
 
 
 def hodges_lehmann(a: object, n: object) -> float:
-    """Hodges–Lehmann shift: median of all pairwise differences a_i - n_j (unit of x); NaN if a side is empty."""
+    """Hodges–Lehmann shift: median of all pairwise a_i - n_j (unit of x); NaN if a side is empty."""
     av, _ = drop_nonfinite(a)
     nv, _ = drop_nonfinite(n)
     if av.size == 0 or nv.size == 0:
@@ -347,17 +377,22 @@ def _exact_regime(n1: int, n2: int) -> bool:
 def _subset_sum_counts(scores: np.ndarray, k: int) -> np.ndarray:
     """counts[s] = number of k-element subsets of the integer `scores` summing to s.
 
-    A DP over the distinct scores (multiplicity t contributes C(t, c) ways to take c of
-    them), so ties cost nothing extra.  Only used where C(N, k) ≤ EXACT_LIMIT: counts fit
-    int64 exactly.
+    Only used where C(N, k) ≤ EXACT_LIMIT, so counts fit int64 exactly.  Small k (then N
+    can reach ~630): Newton's identities on the score histogram, a few convolutions.
+    Larger k (then N ≤ ~40): a DP over the distinct scores, where a score held t times
+    contributes C(t, c) ways to take c of them, so ties cost nothing extra.
     """
-    vals, mult = np.unique(scores.astype(np.int64), return_counts=True)
+    scores = scores.astype(np.int64)
+    hist = np.bincount(scores)
     if k == 1:
-        return np.bincount(scores.astype(np.int64))
+        return hist
+    if k <= 4:
+        return _subset_sums_newton(hist, k)
+    vals = np.flatnonzero(hist)
     top = int(np.sort(scores)[-k:].sum())
     dp = np.zeros((k + 1, top + 1), np.int64)
     dp[0, 0] = 1
-    for v, t in zip(vals.tolist(), mult.tolist()):
+    for v, t in zip(vals.tolist(), hist[vals].tolist()):
         new = dp.copy()
         for c in range(1, min(t, k) + 1):
             shift = c * v
@@ -366,6 +401,25 @@ def _subset_sum_counts(scores: np.ndarray, k: int) -> np.ndarray:
             new[c:, shift:] += math.comb(t, c) * dp[: k + 1 - c, : top + 1 - shift]
         dp = new
     return dp[k]
+
+
+def _subset_sums_newton(hist: np.ndarray, k: int) -> np.ndarray:
+    """e_k of the variables y^score as a polynomial in y: k·e_k = Σ_j (-1)^(j-1) e_(k-j)·P_j.
+
+    P_j(y) = Σ_i y^(j·score_i) is the histogram stretched by j.  Exact in int64: every
+    intermediate is bounded by N·C(N, k) ≪ 2^63 in the exact regime.
+    """
+    e = [np.ones(1, np.int64)]
+    width = hist.size - 1
+    for order in range(1, k + 1):
+        acc = np.zeros(order * width + 1, np.int64)
+        for j in range(1, order + 1):
+            power_sum = np.zeros(j * width + 1, np.int64)
+            power_sum[::j] = hist
+            term = np.convolve(e[order - j], power_sum)
+            acc[: term.size] += term if j % 2 else -term
+        e.append(acc // order)
+    return e[k]
 
 
 @lru_cache(maxsize=256)
@@ -504,7 +558,7 @@ def cycles_needed(n_total_tests: int, alpha: float = 0.05) -> int:
 
 
 def hl_confidence_interval(a: object, n: object, level: float = 0.95) -> tuple[float, float]:
-    """Order-statistic CI of the HL shift, [D_(k), D_(mn+1-k)] of the sorted differences (unit of x).
+    """Order-statistic CI of the HL shift: [D_(k), D_(mn+1-k)] of the sorted differences (x's unit).
 
     k = the largest integer with P(U ≤ k-1) ≤ (1 - level)/2 under the tie-free U
     distribution (coverage ≥ level): exact critical values when C(m + n, m) ≤ 200 000,
@@ -604,7 +658,7 @@ def z_score(a: object, n: object, floor: float) -> float:
 
 
 def z_log(a: object, n: object, eps: float, floor: float = 0.05) -> float:
-    """`z_score` on ln(x + eps) with the given floor; NaN if any finite value is < 0 or x + eps ≤ 0."""
+    """`z_score` on ln(x + eps) with the given floor; NaN if a finite value is < 0 or x + eps ≤ 0."""
     av, _ = drop_nonfinite(a)
     nv, _ = drop_nonfinite(n)
     if (av < 0).any() or (nv < 0).any() or not math.isfinite(eps):
@@ -755,7 +809,7 @@ def is_fragile(p_welch: float, p_mwu: float, alpha: float) -> bool:
 
 @dataclass(frozen=True)
 class CommonMode:
-    """A device-wide shift: every one of `k` functions scaled by `ratio` (A/N); `iqr_log` = IQR of ln r."""
+    """A device-wide shift: all `k` functions scaled by `ratio` (A/N); `iqr_log` = IQR of ln r."""
 
     ratio: float
     k: int
@@ -787,7 +841,7 @@ def _quantile_with_inf(x: np.ndarray, q: float) -> float:
 
 def common_mode_detail(beta_n_means: object, beta_a_means: object,
                        min_beta: float = COMMON_MIN_BETA) -> CommonModeDetail:
-    """STATS.md "Common mode" on one device: r_f = β̄_A/β̄_N over functions with β̄_N ≥ min_beta (pp).
+    """STATS.md "Common mode" on one device: r_f = β̄_A/β̄_N where β̄_N ≥ min_beta (pp).
 
     Triggered when k ≥ 3, IQR(ln r) ≤ 0.2 and |median ln r| ≥ ln 1.25.  A function that
     vanished (β̄_A = 0) has ln r = -inf: it stays in, so a few of them widen nothing but
@@ -831,7 +885,8 @@ def common_mode(beta_n_means: object, beta_a_means: object,
 
 def delta_vs_common(beta_n_mean: object, beta_a_mean: object, ratio: float) -> np.ndarray | float:
     """Δβ vs common = β̄_A - r·β̄_N (pp): how far a function deviates from the device-wide shift."""
-    out = np.asarray(beta_a_mean, dtype=np.float64) - ratio * np.asarray(beta_n_mean, dtype=np.float64)
+    beta_a = np.asarray(beta_a_mean, dtype=np.float64)
+    out = beta_a - ratio * np.asarray(beta_n_mean, dtype=np.float64)
     return float(out) if out.ndim == 0 else out
 
 
@@ -840,7 +895,8 @@ def _cap_abs(z: object) -> np.ndarray:
     return np.where(np.isnan(zz), 0.0, np.minimum(zz, SCORE_Z_CAP))
 
 
-def suspicion_score(tau: object, z_t: object, z_logmu: object, func_scope: object) -> float:
+def suspicion_score(tau: object, z_t: object, z_logmu: object,
+                    func_scope: object) -> float | np.ndarray:
     """S = |τ|·(min(|Z(t)|, 5) + (min(|Z(log μ)|, 5) if func_scope else 0)), τ in pp.
 
     n/a Z counts 0; NaN τ gives NaN.  Works elementwise on arrays too.
@@ -850,8 +906,8 @@ def suspicion_score(tau: object, z_t: object, z_logmu: object, func_scope: objec
     return float(s) if s.ndim == 0 else s
 
 
-def legacy_score(delta_beta: object, z_beta: object, z_logmu: object) -> float:
-    """The reference report's |Δβ|·(|Z(β)| + |Z(log μ)|), n/a Z counting 0 (uncapped); elementwise too."""
+def legacy_score(delta_beta: object, z_beta: object, z_logmu: object) -> float | np.ndarray:
+    """The reference's |Δβ|·(|Z(β)| + |Z(log μ)|), n/a Z counting 0, uncapped; elementwise too."""
     zb = np.abs(np.nan_to_num(np.asarray(z_beta, dtype=np.float64), nan=0.0))
     zl = np.abs(np.nan_to_num(np.asarray(z_logmu, dtype=np.float64), nan=0.0))
     s = np.abs(np.asarray(delta_beta, dtype=np.float64)) * (zb + zl)

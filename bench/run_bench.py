@@ -1,0 +1,114 @@
+#!/usr/bin/env python3
+"""`make bench`: time and peak memory of perfdiff on large generated inputs.
+
+Each measurement runs in a fresh process; wall time is measured around it and peak RSS comes
+from the kernel (wait4's ru_maxrss of that process).  Prints Markdown tables to stdout and to
+bench/out/results.md; docs/PERFORMANCE.md records them with the machine they ran on.
+
+    python bench/run_bench.py [--quick] [--only compare,import,collect,gpu] [--shared ../shared]
+"""
+from __future__ import annotations
+
+import argparse
+import os
+import platform
+import shutil
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+HERE = Path(__file__).resolve().parent
+ROOT = HERE.parent
+OUT = HERE / "out"
+PY = sys.executable
+
+
+def measure(cmd: list[str], cwd: Path = ROOT) -> tuple[float, float, str]:
+    """(wall s, peak RSS MiB, stderr tail) of one command in a fresh process."""
+    t0 = time.perf_counter()
+    proc = subprocess.Popen(cmd, cwd=cwd, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+    _, status, usage = os.wait4(proc.pid, 0)
+    wall = time.perf_counter() - t0
+    err = proc.stderr.read().decode(errors="replace") if proc.stderr else ""
+    proc.returncode = os.waitstatus_to_exitcode(status)
+    if proc.returncode != 0:
+        raise SystemExit(f"benchmark command failed ({proc.returncode}): {' '.join(cmd)}\n{err[-2000:]}")
+    return wall, usage.ru_maxrss / 1024.0, err[-500:]
+
+
+def machine() -> str:
+    cpu = "unknown CPU"
+    try:
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            if line.startswith("model name"):
+                cpu = line.split(":", 1)[1].strip()
+                break
+    except OSError:
+        pass
+    mem = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES") / 2**30
+    return f"{cpu}, {os.cpu_count()} cores, {mem:.0f} GiB RAM, Python {platform.python_version()}, {platform.system()} {platform.release()}"
+
+
+def bench_compare(sizes: list[int]) -> list[str]:
+    rows = ["| kernel activities per run | cycles | samples per run | compare wall (s) | peak RSS (MiB) | µs per activity |",
+            "|---|---|---|---|---|---|"]
+    for n in sizes:
+        a, b = OUT / f"bundle_{n}_a", OUT / f"bundle_{n}_b"
+        cycles = max(200, int(2000 * n / 5_000_000))
+        for path, extra in ((a, ["--seed", "1"]), (b, ["--seed", "2", "--slow", "kernel_01[0-9]<=1.3"])):
+            if not (path / "manifest.json").exists():
+                subprocess.run([PY, str(HERE / "gen_bundle.py"), str(path), "--kernels", str(n),
+                                "--cycles", str(cycles), "--samples", str(int(100_000 * n / 5_000_000)), *extra],
+                               check=True)
+        best = None
+        for _ in range(3):
+            wall, rss, _ = measure([PY, "-m", "perfdiff", "compare", str(a), str(b), "-o", str(OUT / f"report_{n}.md"),
+                                    "--json", str(OUT / f"report_{n}.json")])
+            best = (wall, rss) if best is None or wall < best[0] else best
+        rows.append(f"| {n:,} | {cycles:,} | {int(100_000 * n / 5_000_000):,} | {best[0]:.2f} | {best[1]:,.0f} | "
+                    f"{best[0] / (2 * n) * 1e6:.2f} |")
+    return rows
+
+
+def bench_extra(name: str, script: Path, args: list[str]) -> list[str]:
+    if not script.exists():
+        return [f"({name}: {script.relative_to(ROOT)} not present)"]
+    proc = subprocess.run([PY, str(script), *args], cwd=ROOT, capture_output=True, text=True)
+    if proc.returncode != 0:
+        raise SystemExit(f"{script} failed:\n{proc.stderr[-2000:]}")
+    return proc.stdout.rstrip().splitlines()
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--quick", action="store_true", help="small sizes only (a smoke run)")
+    ap.add_argument("--only", default="compare,import,collect,gpu")
+    ap.add_argument("--shared", default=str(ROOT.parent / "shared"))
+    ap.add_argument("--keep", action="store_true", help="keep generated inputs in bench/out")
+    args = ap.parse_args(argv)
+    OUT.mkdir(exist_ok=True)
+    only = set(args.only.split(","))
+    lines = [f"Machine: {machine()}", ""]
+    if "compare" in only:
+        sizes = [200_000, 1_000_000] if args.quick else [1_000_000, 2_500_000, 5_000_000]
+        lines += ["### compare (bundles, bench/gen_bundle.py; best of 3)", ""] + bench_compare(sizes) + [""]
+    if "import" in only:
+        lines += ["### import and compare of traces (../shared/bench generators)", ""]
+        lines += bench_extra("import", HERE / "bench_import.py", ["--shared", args.shared] + (["--quick"] if args.quick else [])) + [""]
+    if "collect" in only:
+        lines += ["### collection overhead", ""] + bench_extra("collect", HERE / "bench_collect.py",
+                                                              ["--quick"] if args.quick else []) + [""]
+    if "gpu" in only:
+        lines += ["### NVML sampler (fake GPUs)", ""] + bench_extra("gpu", HERE / "bench_gpu.py", []) + [""]
+    text = "\n".join(lines) + "\n"
+    (OUT / "results.md").write_text(text)
+    print(text)
+    if not args.keep:
+        for p in OUT.glob("bundle_*"):
+            shutil.rmtree(p, ignore_errors=True)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

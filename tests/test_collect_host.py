@@ -1,0 +1,299 @@
+"""Host sampler on a fake /proc and /sys (named scenarios), plus its parsers."""
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import pytest
+
+from perfdiff.collectors import host as H
+from perfdiff.collectors.host import HostSampler, ProcFS
+
+MS = 1_000_000
+T0 = 1_700_000_000_000_000_000
+DT = 100 * MS
+
+
+def stat_line(pid: int, state: str, *, comm: str = "python3", ppid: int = 1, utime: int = 0,
+              stime: int = 0, threads: int = 1, start: int = 0, rss: int = 0, cpu: int = 0) -> str:
+    """A /proc/PID/stat line with the fields perfdiff reads at their proc(5) positions."""
+    rest = ["0"] * 50  # rest[i] is field i + 3
+    rest[0], rest[1], rest[11], rest[12] = state, str(ppid), str(utime), str(stime)
+    rest[17], rest[19], rest[21], rest[36] = str(threads), str(start), str(rss), str(cpu)
+    return f"{pid} ({comm}) " + " ".join(rest) + "\n"
+
+
+class FakeHost:
+    """A folder shaped like /proc and /sys whose files the test rewrites between ticks."""
+
+    def __init__(self, root: Path, *, cpus: int = 2, cpufreq: bool = True):
+        self.proc = root / "proc"
+        self.sys = root / "sys"
+        self.proc.mkdir()
+        (self.sys / "block" / "vda").mkdir(parents=True)
+        (self.sys / "block" / "loop0").mkdir(parents=True)
+        self.cpus = cpus
+        self.cpu_times([(0, 0)] * (cpus + 1))
+        self.write("meminfo", "MemTotal:       1000 kB\nMemFree:         100 kB\nMemAvailable:    400 kB\n")
+        self.disk(0, 0, 0)
+        self.write("cpuinfo", "".join(f"processor\t: {i}\nmodel name\t: Fake CPU\ncpu MHz\t\t: 2000.000\n\n"
+                                      for i in range(cpus)))
+        if cpufreq:
+            for i in range(cpus):
+                d = self.sys / f"devices/system/cpu/cpu{i}/cpufreq"
+                d.mkdir(parents=True)
+                (d / "cpuinfo_max_freq").write_text("3000000\n")
+                (d / "scaling_cur_freq").write_text("1500000\n")
+
+    def fs(self) -> ProcFS:
+        return ProcFS(proc=str(self.proc), sys=str(self.sys))
+
+    def write(self, rel: str, text: str) -> None:
+        path = self.proc / rel
+        path.parent.mkdir(parents=True, exist_ok=True)
+        # Rewrite in place (same inode), as /proc regenerates a file the sampler keeps open.
+        with open(path, "w") as fh:
+            fh.write(text)
+
+    def cpu_times(self, busy_total: list[tuple[int, int]], forks: int = 1) -> None:
+        lines = []
+        for i, (busy, total) in enumerate(busy_total):
+            name = "cpu" if i == 0 else f"cpu{i - 1}"
+            idle = total - busy
+            lines.append(f"{name} {busy} 0 0 {idle} 0 0 0 0 0 0")
+        self.write("stat", "\n".join(lines) + f"\nintr 1 2 3\nctxt 5\nprocesses {forks}\n")
+
+    def disk(self, sectors_read: int, sectors_written: int, busy_ms: int) -> None:
+        line = "{:4d} {:7d} {} 1 0 {} 0 1 0 {} 0 0 {} 0\n"
+        self.write("diskstats", line.format(254, 0, "vda", sectors_read, sectors_written, busy_ms)
+                   + line.format(7, 0, "loop0", 5, 5, 5))
+
+    def process(self, pid: int, *, ticks: int = 0, threads: int = 1, rss: int = 10,
+                rchar: int = 0, wchar: int = 0, state: str = "S", ppid: int = 1) -> None:
+        self.write(f"{pid}/stat", stat_line(pid, state, utime=ticks, threads=threads, rss=rss, ppid=ppid))
+        self.write(f"{pid}/io", f"rchar: {rchar}\nwchar: {wchar}\nsyscr: 0\nsyscw: 0\n")
+
+    def thread(self, pid: int, tid: int, *, exec_ns: int, delay_ns: int, pcount: int,
+               state: str = "S", syscall: str = "202 0x0 0x0", cpu: int = 0, ticks: int = 0) -> None:
+        self.write(f"{pid}/task/{tid}/schedstat", f"{exec_ns} {delay_ns} {pcount}\n")
+        self.write(f"{pid}/task/{tid}/stat", stat_line(tid, state, utime=ticks, cpu=cpu))
+        self.write(f"{pid}/task/{tid}/syscall", syscall + " 0x0 0x0 0x0 0x0 0x7ffc 0x7f00\n")
+
+    def remove_thread(self, pid: int, tid: int) -> None:
+        d = self.proc / str(pid) / "task" / str(tid)
+        for f in d.iterdir():
+            f.unlink()
+        d.rmdir()
+
+
+def by_function(rows: dict) -> dict[str, int]:
+    a = rows["activity"]
+    assert set(a["kind"]) == {"host"} and set(a["device"]) == {"Host"}
+    return dict(zip(a["function"], a["busy_ns"]))
+
+
+def samples(rows: dict) -> dict[tuple[str, str], float]:
+    s = rows["samples"]
+    return {(m, d): v for m, d, v in zip(s["metric"], s["device"], s["value"])}
+
+
+@pytest.fixture
+def fake(tmp_path: Path) -> FakeHost:
+    return FakeHost(tmp_path)
+
+
+def start_scenario(fake: FakeHost, **kw) -> HostSampler:
+    """Pid 100 with threads 100 (asleep in read), 101 (D in fsync), 102 (asleep in write)."""
+    fake.process(100, ticks=50, threads=3, rchar=1000, wchar=2000)
+    fake.thread(100, 100, exec_ns=10 * MS, delay_ns=1 * MS, pcount=5, syscall="0")
+    fake.thread(100, 101, exec_ns=20 * MS, delay_ns=2 * MS, pcount=7, state="D", syscall="74")
+    fake.thread(100, 102, exec_ns=30 * MS, delay_ns=0, pcount=9, syscall="1", cpu=1)
+    s = HostSampler(lambda: {100}, interval_ns=DT, procfs=fake.fs(), arch="x86_64", **kw)
+    s.start(T0)
+    return s
+
+
+def test_host_functions_split_each_thread_interval(fake: FakeHost) -> None:
+    """oncpu/runq from schedstat deltas; the rest of each thread's interval to its sleep."""
+    s = start_scenario(fake)
+    # 100 ran 3 ms, waited 1 ms in the run queue, now asleep in read(0) again.
+    fake.thread(100, 100, exec_ns=13 * MS, delay_ns=2 * MS, pcount=8, syscall="0", cpu=1)
+    # 101 did not run at all: still in D (fsync, not a read/write call) → iowait, whole interval.
+    # 102 ran 5 ms and is running now: its rest goes to the sleep it was seen in (write).
+    fake.thread(100, 102, exec_ns=35 * MS, delay_ns=0, pcount=10, state="R", syscall="running", cpu=0)
+    fake.process(100, ticks=60, threads=3, rchar=1500, wchar=2600)
+    rows = s.sample(T0 + DT)
+    f = by_function(rows)
+    assert f["oncpu"] == 8 * MS
+    assert f["runq"] == 1 * MS
+    assert f["read"] == DT - 4 * MS
+    assert f["iowait"] == DT
+    assert f["write"] == DT - 5 * MS
+    assert f["blocked"] == 0
+    a = rows["activity"]
+    nbytes = dict(zip(a["function"], a["bytes"]))
+    assert nbytes["read"] == 500 and nbytes["write"] == 600 and nbytes["oncpu"] == H.MISSING
+    assert set(a["start_ns"]) == {T0} and set(a["end_ns"]) == {T0 + DT}
+    v = samples(rows)
+    assert v[("process_cpu_usage", "Host")] == pytest.approx(100.0 * 10 / os.sysconf("SC_CLK_TCK") / 0.1)
+    assert v[("context_switches", "Host")] == pytest.approx(4 / 0.1)  # 3 + 1 switches in 0.1 s
+    assert v[("process_rss", "Host")] == 10 * os.sysconf("SC_PAGE_SIZE")
+
+
+def test_thread_that_did_not_run_keeps_its_sleep_without_reading_stat(fake: FakeHost) -> None:
+    s = start_scenario(fake)
+    # A changed stat file that the sampler must not need: the schedstat bytes did not move.
+    fake.write("100/task/101/stat", "garbage that would not parse\n")
+    f = by_function(s.sample(T0 + DT))
+    assert f["iowait"] == DT and f["read"] == DT and f["write"] == DT and f["oncpu"] == 0
+
+
+def test_new_thread_is_a_baseline_and_gone_thread_is_dropped(fake: FakeHost) -> None:
+    s = start_scenario(fake)
+    fake.remove_thread(100, 102)
+    fake.thread(100, 103, exec_ns=500 * MS, delay_ns=50 * MS, pcount=99, syscall="0")
+    fake.process(100, ticks=50, threads=3)  # same count: found by the one-second re-listing
+    s.sample(T0 + DT)
+    f = by_function(s.sample(T0 + 11 * DT))  # > 1 s later: threads re-listed
+    assert sorted(s.procs[100].threads) == [100, 101, 103]
+    # 103's counters are its baseline: nothing of its 500 ms counts.
+    assert f["oncpu"] == 0 and f["runq"] == 0
+    f = by_function(s.sample(T0 + 12 * DT))
+    assert f["read"] == 2 * DT  # 100 and the new 103, both asleep in read
+
+
+def test_process_that_exits_drops_out(fake: FakeHost) -> None:
+    pids = {100}
+    fake.process(100, threads=1)
+    fake.thread(100, 100, exec_ns=1, delay_ns=1, pcount=1)
+    s = HostSampler(lambda: pids, interval_ns=DT, procfs=fake.fs(), arch="x86_64")
+    s.start(T0)
+    fake.process(100, threads=1, state="Z")
+    rows = s.sample(T0 + DT)
+    assert "activity" not in rows  # no live target: the functions are unknown, not zero
+    assert 100 not in s.procs
+
+
+def test_scenario_schedstat_disabled(fake: FakeHost) -> None:
+    """All-zero schedstat: runq and context switches unsupported, oncpu from clock ticks."""
+    fake.process(100, threads=1)
+    fake.thread(100, 100, exec_ns=0, delay_ns=0, pcount=0, ticks=10, state="R", syscall="running")
+    s = HostSampler(lambda: {100}, interval_ns=DT, procfs=fake.fs(), arch="x86_64")
+    s.start(T0)
+    fake.thread(100, 100, exec_ns=0, delay_ns=0, pcount=0, ticks=15, syscall="0")
+    rows = s.sample(T0 + DT)
+    f = by_function(rows)
+    assert "runq" not in f
+    assert f["oncpu"] == 5 * 1_000_000_000 // os.sysconf("SC_CLK_TCK")
+    assert f["read"] == DT - f["oncpu"]
+    unsupported = {u["metric"]: u["reason"] for u in s.manifest()["unsupported"]}
+    assert "CONFIG_SCHED_INFO" in unsupported["runq"] and "context_switches" in unsupported
+    assert ("context_switches", "Host") not in samples(rows)
+
+
+def test_scenario_syscall_denied(fake: FakeHost, monkeypatch: pytest.MonkeyPatch) -> None:
+    """No ptrace read access to /proc/.../syscall: read/write unsupported, sleeps by state only."""
+    real_open = os.open
+
+    def deny(path, *a, **k):  # root ignores mode bits, so deny the way the kernel would
+        if str(path).endswith("/syscall"):
+            raise PermissionError(13, "Permission denied", str(path))
+        return real_open(path, *a, **k)
+
+    monkeypatch.setattr(H.os, "open", deny)
+    s = start_scenario(fake)
+    f = by_function(s.sample(T0 + DT))
+    assert "read" not in f and "write" not in f
+    assert f["blocked"] == 2 * DT and f["iowait"] == DT
+    reasons = {u["metric"]: u["reason"] for u in s.manifest()["unsupported"]}
+    assert "ptrace" in reasons["read"] and "ptrace" in reasons["write"]
+
+
+def test_scenario_unknown_architecture(fake: FakeHost) -> None:
+    s = start_scenario(fake, fd_limit=0)  # and no cached descriptors: open-read-close path
+    s2 = HostSampler(lambda: {100}, interval_ns=DT, procfs=fake.fs(), arch="riscv64", fd_limit=0)
+    s2.start(T0)
+    f = by_function(s2.sample(T0 + DT))
+    assert "read" not in f and "write" not in f and f["iowait"] == DT
+    reasons = {u["metric"]: u["reason"] for u in s2.manifest()["unsupported"]}
+    assert "riscv64" in reasons["read"]
+    assert by_function(s.sample(T0 + DT))["read"] == DT  # x86-64 numbers still classify
+
+
+def test_host_metrics_cpu_memory_disk_frequency(fake: FakeHost) -> None:
+    s = start_scenario(fake)
+    fake.cpu_times([(100, 400), (30, 200), (70, 200)])
+    fake.disk(2048, 4096, 50)
+    fake.thread(100, 100, exec_ns=13 * MS, delay_ns=1 * MS, pcount=6, syscall="0", cpu=1)
+    (fake.sys / "devices/system/cpu/cpu1/cpufreq/scaling_cur_freq").write_text("2400000\n")
+    v = samples(s.sample(T0 + DT))
+    assert v[("host_cpu_usage", "Host")] == pytest.approx(25.0)
+    assert v[("host_cpu_usage", "CPU 0")] == pytest.approx(15.0)
+    assert v[("host_cpu_usage", "CPU 1")] == pytest.approx(35.0)
+    assert v[("host_mem_used", "Host")] == 600 * 1024
+    assert v[("disk_read", "Disk vda")] == pytest.approx(2048 * 512 / 0.1)
+    assert v[("disk_write", "Disk vda")] == pytest.approx(4096 * 512 / 0.1)
+    assert v[("disk_usage", "Disk vda")] == pytest.approx(50.0)
+    assert not any(d == "Disk loop0" for _, d in v)  # loop devices are not disks
+    assert v[("cpu_frequency_mhz", "CPU 0")] == 1500.0
+    assert v[("cpu_frequency", "CPU 1")] == pytest.approx(80.0)
+    # Host = mean over the CPUs the target ran on in the interval: only thread 100, on CPU 1.
+    assert v[("cpu_frequency_mhz", "Host")] == 2400.0
+    assert v[("cpu_frequency", "Host")] == pytest.approx(80.0)
+    assert s.manifest()["unsupported"] == []
+
+
+def test_scenario_no_cpufreq_driver(tmp_path: Path) -> None:
+    """A VM without cpufreq: MHz from /proc/cpuinfo (at most once a second), % of max unsupported."""
+    fake = FakeHost(tmp_path, cpufreq=False)
+    s = start_scenario(fake)
+    v = samples(s.sample(T0 + DT))
+    assert v[("cpu_frequency_mhz", "CPU 1")] == 2000.0
+    assert not any(m == "cpu_frequency" for m, _ in v)
+    assert not any(m == "cpu_frequency_mhz" for m, _ in samples(s.sample(T0 + 2 * DT)))
+    m = s.manifest()
+    assert "cpuinfo" in m["collector"]["cpu_frequency_source"]
+    assert [u["metric"] for u in m["unsupported"]] == ["cpu_frequency"]
+
+
+def test_parsers() -> None:
+    st = H.parse_task_stat(stat_line(7, "D", comm="a (b) c", ppid=3, utime=4, stime=5, threads=6,
+                                     start=8, rss=9, cpu=1).encode())
+    assert (st.state, st.ppid, st.utime, st.stime, st.num_threads, st.starttime, st.rss_pages,
+            st.processor) == ("D", 3, 4, 5, 6, 8, 9, 1)
+    assert H.parse_schedstat(b"123 456 7\n") == (123, 456, 7)
+    assert H.parse_syscall(b"running\n") == -1
+    assert H.parse_syscall(b"-1 0x7ffc 0x7f00\n") == -1
+    assert H.parse_syscall(b"17 0x3 0x0 0x0\n") == 17
+    assert H.parse_io(b"rchar: 5\nwchar: 6\n") == {"rchar": 5, "wchar": 6}
+    assert H.parse_cpu_times(b"cpu 1 2 3 4 5 6 7 8 9 10\ncpu0 1 0 0 1 0 0 0 0 0 0\nintr 5\n") == {
+        "cpu": (1 + 2 + 3 + 6 + 7 + 8, 36), "cpu0": (1, 2)}
+    assert H.parse_meminfo(b"MemTotal: 2 kB\nMemAvailable: 1 kB\n") == {"MemTotal": 2048, "MemAvailable": 1024}
+    assert H.parse_cpuinfo_mhz(b"processor\t: 3\ncpu MHz\t\t: 1234.5\n") == {3: 1234.5}
+
+
+def test_live_own_process_reads_real_proc() -> None:
+    """The sampler on this very process: real schedstat, real thread states, sane numbers."""
+    import threading
+    import time
+
+    stop = threading.Event()
+    t = threading.Thread(target=stop.wait)
+    t.start()
+    try:
+        s = HostSampler(lambda: {os.getpid()}, interval_ns=20 * MS)
+        t0 = time.time_ns()
+        s.start(t0)
+        end = time.monotonic() + 0.05
+        while time.monotonic() < end:
+            pass  # burn CPU on this thread
+        rows = s.sample(time.time_ns())
+        f = by_function(rows)
+        dt = rows["activity"]["end_ns"][0] - rows["activity"]["start_ns"][0]
+        assert f["oncpu"] > 10 * MS  # this thread spun for 50 ms
+        assert f["blocked"] > dt // 2  # the helper thread waited the whole time
+        assert s.manifest()["collector"]["max_threads"] >= 2
+    finally:
+        stop.set()
+        t.join()
+        s.close()

@@ -1,0 +1,291 @@
+"""The collect loop in-process: sampler contract, failures, GPU plug-in, flushing, disk full, targets."""
+from __future__ import annotations
+
+import errno
+import os
+import sys
+import time
+import types
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from perfdiff.bundle import load_bundle
+from perfdiff.collectors import collect as C
+from perfdiff.collectors.base import RowBuffer, SamplerState
+from perfdiff.errors import CollectionError, EXIT_COLLECT
+
+from test_collect_host import FakeHost, stat_line
+
+MS = 1_000_000
+
+
+class StubTargets:
+    """A TargetSet stand-in: fixed pids, no /proc."""
+
+    def __init__(self, pids: set[int]):
+        self.live = pids
+        self.closed = False
+
+    def pids(self) -> set[int]:
+        return self.live
+
+    def discover(self, t_ns: int) -> list:
+        return []
+
+    def close(self) -> None:
+        self.closed = True
+
+    def manifest(self) -> dict:
+        return {"children": [], "processes": []}
+
+
+class CountingSampler:
+    """Returns one host-style row per tick as Columns (the cheap form)."""
+
+    name = "counting"
+
+    def __init__(self, interval_ns: int):
+        self.interval_ns = interval_ns
+        self.ticks: list[int] = []
+        self.closed = False
+        self.buf = RowBuffer()
+
+    def start(self, t_ns: int) -> None:
+        self.t_prev = t_ns
+
+    def sample(self, t_ns: int) -> dict:
+        self.ticks.append(t_ns)
+        self.buf.activity("oncpu", "host", "Host", self.t_prev, t_ns, t_ns - self.t_prev)
+        self.buf.sample("host_cpu_usage", "Host", self.t_prev, t_ns, 50.0)
+        self.t_prev = t_ns
+        return self.buf.take()
+
+    def manifest(self) -> dict:
+        return {"collector": {"name": self.name, "interval_ns": self.interval_ns}}
+
+    def close(self) -> None:
+        self.closed = True
+
+
+class FakeGpuSampler:
+    """GPU-style: DataFrames, a NaN it must never store, a manifest fragment, fails on tick 3."""
+
+    name = "gpu"
+
+    def __init__(self, target_pids, *, gpus, interval_ns, warn):
+        self.target_pids, self.gpus, self.interval_ns = target_pids, gpus, interval_ns
+        self.state = SamplerState()
+        self.calls = 0
+
+    def start(self, t_ns: int) -> None:
+        self.state.mark_unsupported("GPU 1", "gpu_sm_util", "GPM needs Hopper", t_ns)
+
+    def sample(self, t_ns: int) -> dict:
+        self.calls += 1
+        if self.calls == 3:
+            raise RuntimeError("NVML hiccup")
+        assert self.target_pids() == {4242}
+        return {"samples": pd.DataFrame({"metric": ["gpu_usage", "gpu_usage"], "device": ["GPU 0", "GPU 1"],
+                                         "t_start_ns": [t_ns, t_ns], "t_end_ns": [t_ns, t_ns],
+                                         "value": [75.0, np.nan]})}
+
+    def manifest(self) -> dict:
+        return {"collector": {"name": "gpu", "driver": "fake"}, "unsupported": self.state.unsupported_list(),
+                "gpus": [{"index": 0, "name": "Fake H100"}], "events": [{"t_ns": 1, "device": "GPU 1", "event": "xid"}]}
+
+    def close(self) -> None:
+        pass
+
+
+class BrokenSampler:
+    name = "broken"
+    interval_ns = 0
+
+    def start(self, t_ns: int) -> None:
+        pass
+
+    def sample(self, t_ns: int) -> dict:
+        raise ValueError("bug in a sampler")
+
+    def manifest(self) -> dict:
+        raise KeyError("and in its manifest")
+
+    def close(self) -> None:
+        raise OSError("and in close")
+
+
+def make_run(tmp_path: Path, samplers: list, *, interval_ms: int = 10, duration_ms: int | None = 200,
+             poll_exit=lambda: None, pids: set[int] | None = None):
+    writer = C.open_writer(tmp_path / "run", {"target": {"pid": 4242}})
+    warnings: list[str] = []
+    run = C.Collection(writer, StubTargets(pids or {4242}), samplers, interval_ns=interval_ms * MS,
+                       duration_ns=duration_ms * MS if duration_ms else None, markers=None,
+                       poll_exit=poll_exit, warn=warnings.append)
+    return run, writer, warnings
+
+
+def test_loop_ticks_on_time_and_writes_a_complete_bundle(tmp_path: Path) -> None:
+    s = CountingSampler(10 * MS)
+    run, writer, _ = make_run(tmp_path, [s], duration_ms=300)
+    t0 = time.monotonic()
+    status = run.run()
+    run.finish(status)
+    wall = time.monotonic() - t0
+    assert status == "complete" and run.end_reason == "duration"
+    assert 0.28 < wall < 1.0
+    b = load_bundle(tmp_path / "run")
+    assert b.manifest["status"] == "complete"
+    n = len(s.ticks)
+    assert 25 <= n + run.stats.overruns <= 31  # ~30 ticks of 10 ms in 300 ms
+    assert len(b.activity) == n and len(b.samples) == n
+    gaps = np.diff(np.array(s.ticks))
+    assert np.median(gaps) == pytest.approx(10 * MS, rel=0.2)
+    c = b.manifest["collection"]
+    assert c["ticks"] == n and c["jitter_p50_ns"] < 5 * MS and c["cpu_ns"] > 0
+    assert len(b.manifest["clock"]["anchors"]) >= 2
+    assert s.closed
+
+
+def test_sampler_errors_are_recorded_not_fatal(tmp_path: Path) -> None:
+    good, bad = CountingSampler(10 * MS), BrokenSampler()
+    run, writer, warnings = make_run(tmp_path, [bad, good], duration_ms=200)
+    run.finish(run.run())
+    b = load_bundle(tmp_path / "run")
+    assert len(b.activity) == len(good.ticks) > 10  # the good sampler kept going
+    events = [e for e in b.manifest["events"] if e.get("device") == "broken"]
+    kinds = [e["event"] for e in events]
+    assert kinds.count("sampler-error") >= C.MAX_SAMPLER_ERRORS and "sampler-disabled" in kinds
+    assert "ValueError: bug in a sampler" in events[0]["error"] and "test_collect_loop.py" in events[0]["at"]
+    broken = [c for c in b.manifest["collectors"] if c["name"] == "broken"][0]
+    assert broken["disabled"] and "manifest_error" in broken
+    assert len(warnings) == 1 and "broken" in warnings[0]  # one line, not one per tick
+
+
+def test_gpu_plugin_gets_live_pids_and_its_manifest_is_merged(tmp_path: Path,
+                                                              monkeypatch: pytest.MonkeyPatch) -> None:
+    calls = {}
+
+    def open_gpu_sampler(target_pids, *, gpus, interval_ns, nvml=None, warn=print):
+        calls.update(gpus=gpus, interval_ns=interval_ns)
+        return FakeGpuSampler(target_pids, gpus=gpus, interval_ns=interval_ns, warn=warn)
+
+    fake_mod = types.ModuleType("perfdiff.collectors.gpu")
+    fake_mod.open_gpu_sampler = open_gpu_sampler
+    monkeypatch.setitem(sys.modules, "perfdiff.collectors.gpu", fake_mod)
+    targets = StubTargets({4242})
+    gpu = C._gpu_sampler(targets.pids, [0, 1], 20 * MS, print)
+    assert calls == {"gpus": [0, 1], "interval_ns": 20 * MS}
+    run, writer, _ = make_run(tmp_path, [gpu], interval_ms=20, duration_ms=200)
+    run.finish(run.run())
+    b = load_bundle(tmp_path / "run")
+    assert set(b.samples["device"]) == {"GPU 0"}  # the NaN of GPU 1 is unknown: not stored
+    assert (b.samples["value"] == 75.0).all() and len(b.samples) == gpu.calls - 1
+    m = b.manifest
+    assert m["gpus"] == [{"index": 0, "name": "Fake H100"}]
+    assert {"device": "GPU 1", "metric": "gpu_sm_util"}.items() <= m["unsupported"][0].items()
+    assert any(e["event"] == "xid" for e in m["events"])
+    assert any(e["event"] == "sampler-error" and "NVML hiccup" in e["error"] for e in m["events"])
+    assert [c["name"] for c in m["collectors"]] == ["collect", "gpu"]
+
+
+def test_missing_gpu_module_means_no_gpu_sampler(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setitem(sys.modules, "perfdiff.collectors.gpu", None)  # import raises ImportError
+    warned: list[str] = []
+    assert C._gpu_sampler(lambda: set(), None, MS, warned.append) is None
+
+
+def test_target_exit_ends_the_run_with_status_target_exited(tmp_path: Path) -> None:
+    s = CountingSampler(10 * MS)
+    state = {"n": 0}
+
+    def poll_exit():
+        state["n"] += 1
+        return "target-exited" if state["n"] >= 5 else None
+
+    run, writer, _ = make_run(tmp_path, [s], duration_ms=None, poll_exit=poll_exit)
+    status = run.run()
+    run.finish(status)
+    assert status == "target-exited" and len(s.ticks) == 5
+    assert load_bundle(tmp_path / "run").manifest["status"] == "target-exited"
+
+
+def test_parts_are_flushed_while_running(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(C, "FLUSH_NS", 50 * MS)
+    run, writer, _ = make_run(tmp_path, [CountingSampler(10 * MS)], duration_ms=300)
+    run.run()
+    parts = list((tmp_path / "run" / "activity").glob("part-*.parquet"))
+    assert len(parts) >= 4  # every ~50 ms, before close
+    assert load_bundle(tmp_path / "run").manifest["status"] == "interrupted"  # not sealed yet
+
+
+def test_disk_full_is_one_line_exit_3(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    run, writer, _ = make_run(tmp_path, [CountingSampler(10 * MS)], duration_ms=100)
+
+    def full(data, path):
+        raise OSError(errno.ENOSPC, "No space left on device")
+
+    monkeypatch.setattr(C, "write_part", full)
+    with pytest.raises(CollectionError) as err:
+        run.run()
+    assert err.value.code == EXIT_COLLECT
+    assert "disk full" in str(err.value) and "\n" not in str(err.value)
+    assert str(tmp_path / "run") in str(err.value)
+
+
+def test_rows_to_arrow_mixes_columns_and_frames() -> None:
+    buf = RowBuffer()
+    buf.sample("gpu_usage", "GPU 0", 1, 2, 3.0)
+    df = pd.DataFrame({"metric": ["x"], "device": ["Host"], "t_start_ns": [5], "t_end_ns": [6], "value": [7.0]})
+    t = C.rows_to_arrow("samples", [buf.take()["samples"], df])
+    assert t.column("metric").to_pylist() == ["gpu_usage", "x"]
+    assert t.column("value").to_pylist() == [3.0, 7.0]
+    buf.activity("oncpu", "host", "Host", 1, 2, 3)
+    a = C.rows_to_arrow("activity", [buf.take()["activity"]])
+    assert a.column("bytes").to_pylist() == [None] and a.column("tid").to_pylist() == [None]
+
+
+def test_target_set_finds_children_recursively_and_later(tmp_path: Path) -> None:
+    fake = FakeHost(tmp_path)
+
+    def proc(pid: int, ppid: int, start: int, state: str = "S") -> None:
+        fake.write(f"{pid}/stat", stat_line(pid, state, ppid=ppid, start=start))
+        fake.write(f"{pid}/cmdline", f"prog\0{pid}\0")
+        fake.write(f"{pid}/status", f"Name:\tprog\nNSpid:\t{pid}\t{pid - 90}\n")
+
+    proc(100, 1, 10)
+    proc(101, 100, 11)
+    proc(102, 101, 12)  # grandchild
+    proc(200, 1, 13)  # unrelated
+    ts = C.TargetSet(100, procfs=fake.fs(), exclude={os.getpid()})
+    assert ts.pids() == {100, 101, 102}
+    assert ts.processes[102].cmdline == ["prog", "102"] and ts.processes[102].nspid == 12
+    assert ts.discover(1) == []  # fork counter did not move: no scan
+    proc(103, 102, 14)  # a great-grandchild starting later ...
+    proc(104, 103, 15)  # ... and its child, in the same scan
+    fake.cpu_times([(0, 0)] * 3, forks=2)
+    assert sorted(p.pid for p in ts.discover(2)) == [103, 104]
+    assert ts.pids() == {100, 101, 102, 103, 104}
+    import shutil
+    shutil.rmtree(fake.proc / "101")
+    fake.cpu_times([(0, 0)] * 3, forks=3)
+    ts.discover(3)
+    assert 101 not in ts.pids() and ts.processes[101].exited_ns == 3
+    assert ts.root_alive()
+    fake.write("100/stat", stat_line(100, "Z", start=10))
+    assert not ts.root_alive()
+    assert ts.manifest()["children"] == [101, 102, 103, 104]
+    ts.close()
+
+
+def test_check_target_errors(tmp_path: Path) -> None:
+    fake = FakeHost(tmp_path)
+    fake.write("300/stat", stat_line(300, "Z"))
+    with pytest.raises(CollectionError, match="no such process: pid 999"):
+        C.check_target(999, fake.fs())
+    with pytest.raises(CollectionError, match="already exited"):
+        C.check_target(300, fake.fs())
+    with pytest.raises(CollectionError, match="this collector"):
+        C.check_target(os.getpid())
