@@ -334,7 +334,7 @@ def _write_error(exc: OSError, path: Path) -> CollectionError:
 @dataclass
 class _SamplerSlot:
     sampler: Any
-    last_ns: int = 0
+    every: int = 1  # called every this many ticks (a sampler with a longer interval_ns)
     errors: int = 0
     failures: int = 0
     disabled: bool = False
@@ -387,7 +387,8 @@ class Collection:
                  poll_exit: Callable[[], str | None], warn: Callable[[str], None]):
         self.writer = writer
         self.targets = targets
-        self.slots = [_SamplerSlot(s) for s in samplers]
+        self.slots = [_SamplerSlot(s, max(1, round((getattr(s, "interval_ns", 0) or interval_ns) / interval_ns)))
+                      for s in samplers]
         self.interval_ns = interval_ns
         self.duration_ns = duration_ns
         self.markers = markers
@@ -443,19 +444,18 @@ class Collection:
 
     def _loop(self) -> None:
         interval = self.interval_ns
+        gc.collect()
+        gc.freeze()  # the imported libraries' objects: never scanned again (no GC pauses)
         self._anchor()
         self.t_start_ns = t_ns = time.time_ns()
         for slot in self.slots:
             self._call(slot, "start", t_ns)
-            slot.last_ns = t_ns
         mono0 = time.monotonic_ns()
         deadline = mono0 + self.duration_ns if self.duration_ns else None
         next_tick = mono0 + interval
         next_flush = mono0 + FLUSH_NS
         next_discover = mono0 + DISCOVER_NS
         next_anchor = mono0 + ANCHOR_NS
-        gc.collect()
-        gc.freeze()  # the imported libraries' objects: never scanned again (no GC pauses)
         cpu0 = _cpu_ns()
         while not self.end_reason:
             delay = next_tick - time.monotonic_ns()
@@ -520,14 +520,10 @@ class Collection:
             return None
 
     def _tick(self, t_ns: int) -> None:
-        half = self.interval_ns // 2
+        n = self.stats.ticks
         for slot in self.slots:
-            if slot.disabled:
+            if slot.disabled or n % slot.every:
                 continue
-            every = getattr(slot.sampler, "interval_ns", self.interval_ns) or self.interval_ns
-            if t_ns - slot.last_ns < every - half:
-                continue
-            slot.last_ns = t_ns
             rows = self._call(slot, "sample", t_ns)
             if not rows:
                 continue

@@ -92,7 +92,7 @@ def generate_run(out: Path, *, scenario: str, seed: int, n_cycles: int) -> Path:
     cpu_us = plan["cpu_us"]  # (R, n)
     cpu_total_ns = (cpu_us.sum(axis=0) * 1e3).astype(np.int64)
     names_seq, dur_seq = [], []
-    for k, (name, _, calls) in enumerate(KERNELS):
+    for k, (_, _, calls) in enumerate(KERNELS):
         names_seq.append(np.full((n_cycles, calls), k))
         dur_seq.append(plan["per_call"][k])
     kidx = np.concatenate(names_seq, axis=1)  # (n, L)

@@ -54,7 +54,7 @@ def test_host_counter_busy_can_exceed_duration_and_is_prorated() -> None:
 def test_kernel_sequence_period() -> None:
     rows = []
     t = 1000
-    for i in range(30):  # warm-up kernel once, then A B B C repeated
+    for _ in range(30):  # warm-up kernel once, then A B B C repeated
         for name in ("A", "B", "B", "C"):
             rows.append(k(name, t, t + 10))
             t += 20
@@ -70,7 +70,7 @@ def test_kernel_sequence_period() -> None:
 def test_idle_gap_fallback() -> None:
     rng = np.random.default_rng(0)
     rows, t = [], 0
-    for i in range(20):
+    for _ in range(20):
         names = rng.permutation(["A", "B", "C", "D", "E"])[: rng.integers(2, 5)]  # no repeating sequence
         for n in names:
             rows.append(k(str(n), t, t + 100))
@@ -142,3 +142,19 @@ def test_samples_point_intervals_and_cycle_means() -> None:
     means = cycle_means(s, cyc)
     assert means[:3].tolist() == [1.0, 3.0, 5.0]
     assert np.isnan(means[3])  # no sample: unknown, not 0
+
+
+def test_renamed_cpu_range_is_matched_across_runs() -> None:
+    def one(name: str, d: int) -> RunData:
+        rows = [k(name, i * 1000, i * 1000 + d, kind="cpu", device="Host") for i in range(8)]
+        rows += [k("train_step", i * 1000 + 500, i * 1000 + 900, kind="cpu", device="Host") for i in range(8)]
+        marks = [{"name": "ProfilerStep#%d" % i, "start_ns": i * 1000, "end_ns": i * 1000 + 1000,
+                  "source": "profiler_step"} for i in range(8)]
+        return run_of(rows, marks)
+    n = one("enumerate(DataLoader)#_MultiProcessingDataLoaderIter.__next__", 10)
+    a = one("enumerate(DataLoader)#_SingleProcessDataLoaderIter.__next__", 400)
+    c = compare_runs(n, a, segment_cycles(n), segment_cycles(a))
+    loader = [f for f in c.functions if f.name.startswith("enumerate")]
+    assert len(loader) == 1 and loader[0].presence == "both"
+    assert "⇄" in loader[0].name and loader[0].t_a_us > loader[0].t_n_us
+    assert any("matched across runs" in x for x in c.comparability)

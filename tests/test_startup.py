@@ -324,6 +324,10 @@ def test_harness_print_without_header_is_the_actual_total():
     act = c.phases["actual_total_time"]
     assert act.value_s == 57.51 and act.decimals == 2 and "harness" in act.notes[0]
     assert val(c, "unaccounted") == pytest.approx(57.51 - 42.16)
+    old = col(lines("INFO 05-01 10:00:00 model_runner.py:1] Graph capturing finished in 9 secs.",
+                    "initialize_engine took 30.25 seconds"))  # offline, before init engine lines
+    assert old.status == "complete" and old.ready_marker.startswith("the harness")
+    assert val(old, "actual_total_time") == 30.25
 
 
 @pytest.mark.parametrize("msg, value", [
@@ -649,15 +653,16 @@ def test_groups_mean_sd_and_two_group_test():
 def test_groups_with_tied_integer_seconds_use_the_exact_tied_distribution():
     # graph_capturing is printed in whole seconds: ties are the rule, not the exception
     def run(name, secs):
-        return parse_startup_log(
-            f"INFO 05-01 10:00:00 [gpu_model_runner.py:1] Graph capturing finished in {secs} secs\n",
-            name, name + ".log")
+        return parse_startup_log(lines(
+            f"INFO 05-01 10:00:00 [gpu_model_runner.py:1] Graph capturing finished in {secs} secs",
+            "INFO 05-01 10:00:30 [core.py:1] init engine (profile, create kv cache, warmup model) "
+            "took 40.00 seconds"), name, name + ".log")
     cols = [run(f"a{i}", s) for i, s in enumerate((3, 3, 4, 4))] + \
            [run(f"b{i}", s) for i, s in enumerate((5, 5, 6, 6))]
     t = build_startup_table(cols, group_regex=r"^[ab]")
     # only one of the C(8, 4) = 70 assignments of the mid-ranks is as extreme on each side
     assert t.groups.comparison["graph_capturing"].p == pytest.approx(2 / 70)
-    assert t.groups.left_out == ()  # graph capturing alone is no readiness: all incomplete?
+    assert t.groups.left_out == () and t.groups.cells["a"]["graph_capturing"].mean_s == 3.5
 
 
 def test_groups_too_small_for_alpha_say_so():
@@ -841,7 +846,7 @@ def _reference(path: Path) -> dict[str, dict[str, float | None]]:
     names = [c.strip() for c in rows[0][1:]]
     table = {n: {} for n in names}
     for r in rows[1:]:
-        for n, cell in zip(names, r[1:]):
+        for n, cell in zip(names, r[1:], strict=True):
             cell = cell.strip()
             table[n][r[0].strip()] = None if cell == "--" else float(cell)
     return table
@@ -884,7 +889,7 @@ def test_reference_table_shapes_are_reproduced(name, tmp_path):
                   "--phase-regex", r"kv_cache_init=Initializing KV cache took (\d+\.\d+) seconds"]) == 0
     data = json.loads(out.read_text())
     assert data["rows"] == list(REFERENCE_ROWS) + ["unaccounted"]  # the only extra row
-    for c, (col_name, values) in zip(data["columns"], ref.items()):
+    for c, (col_name, values) in zip(data["columns"], ref.items(), strict=True):
         assert c["name"] == Path(col_name).stem and c["status"] == "complete"
         for row in REFERENCE_ROWS:
             want, got = values[row], c["phases"].get(row)
@@ -930,7 +935,7 @@ def test_server_log_without_startup_phases_gives_an_incomplete_dash_column(tmp_p
     f = tmp_path / "quiet.log"
     f.write_text("INFO 06-02 11:03:11 [x.py:1] nothing to see\n"
                  "INFO 06-02 11:03:12 [x.py:1] still nothing\n")
-    assert _main(["startup", str(f)]) == 0
+    assert _main(["startup", str(f), "-o", "-"]) == 0
     md = capsys.readouterr().out
     assert "| load_weights | -- |" in md and "| status | incomplete |" in md
     assert "no startup phase found" in md and "never ready (incomplete)" in md

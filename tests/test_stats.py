@@ -104,6 +104,7 @@ def test_hodges_lehmann_by_hand():
 @pytest.mark.parametrize("path", ["matrix", "selection"])
 def test_hodges_lehmann_and_ci_equal_brute_force(m, n, kind, path, monkeypatch):
     if path == "selection":  # force the large-input algorithm onto these small inputs
+        monkeypatch.setattr(S, "_DIRECT_LIMIT", 0)
         monkeypatch.setattr(S, "_GATHER_LIMIT", 0)
     rng = np.random.default_rng(m * 1000 + n)
     a, b = rng.normal(0.2, 1, m), rng.normal(0, 1, n)

@@ -177,16 +177,54 @@ def summarize_run(run: RunData, cycles: Cycles) -> RunSummary:
         status=str(run.manifest.get("status", "unknown")), dur_us=dur, notes=list(run.notes))
 
 
-def _align(mn: CycleMatrix, ma: CycleMatrix) -> tuple[list[tuple[str, str, str]], np.ndarray, np.ndarray]:
-    """Union of the two runs' function keys; index arrays into each (-1 = absent)."""
+RENAME_MIN_RATIO = 0.85
+RENAME_MAX_CANDIDATES = 300
+
+
+def _align(mn: CycleMatrix, ma: CycleMatrix) -> tuple[list[tuple[str, str, str]], np.ndarray, np.ndarray, list[tuple[str, str]]]:
+    """Union of the two runs' function keys; index arrays into each (-1 = absent).
+
+    A CPU-side range present in one run only is matched with its near-identical counterpart
+    in the other (the same step under another class name, e.g. a DataLoader iterator that
+    became multi-process), so its change shows as one row rather than vanished + new.
+    Returns the matched (normal name, abnormal name) pairs too.
+    """
     kn = list(map(tuple, mn.keys[["name", "device", "kind"]].to_numpy().tolist()))
     ka = list(map(tuple, ma.keys[["name", "device", "kind"]].to_numpy().tolist()))
-    union = sorted(set(kn) | set(ka))
     pos_n = {k: i for i, k in enumerate(kn)}
     pos_a = {k: i for i, k in enumerate(ka)}
+    renames = _match_renamed([k for k in kn if k not in pos_a], [k for k in ka if k not in pos_n])
+    for old, new in renames:  # the abnormal side's row is read under the normal side's key
+        pos_a[old] = pos_a.pop(new)
+    union = sorted(set(pos_n) | set(pos_a))
     idx_n = np.array([pos_n.get(k, -1) for k in union], dtype=np.int64)
     idx_a = np.array([pos_a.get(k, -1) for k in union], dtype=np.int64)
-    return union, idx_n, idx_a
+    names = {old: new[0] for old, new in renames}
+    union = [(f"{k[0]} ⇄ {names[k]}", k[1], k[2]) if k in names else k for k in union]
+    return union, idx_n, idx_a, [(old[0], new[0]) for old, new in renames]
+
+
+def _match_renamed(vanished: list[tuple], new: list[tuple]) -> list[tuple[tuple, tuple]]:
+    """Mutual best matches (difflib ratio ≥ 0.85) between vanished and new CPU ranges."""
+    import difflib
+
+    v = [k for k in vanished if k[2] == "cpu"][:RENAME_MAX_CANDIDATES]
+    w = [k for k in new if k[2] == "cpu"][:RENAME_MAX_CANDIDATES]
+    if not v or not w:
+        return []
+    score = np.zeros((len(v), len(w)))
+    for i, a in enumerate(v):
+        sm = difflib.SequenceMatcher(None, a[0], autojunk=False)
+        for j, b in enumerate(w):
+            if a[1] == b[1]:
+                sm.set_seq2(b[0])
+                score[i, j] = sm.ratio()
+    out = []
+    for i in range(len(v)):
+        j = int(np.argmax(score[i]))
+        if score[i, j] >= RENAME_MIN_RATIO and int(np.argmax(score[:, j])) == i:
+            out.append((v[i], w[j]))
+    return out
 
 
 def _rows(m: np.ndarray, idx: np.ndarray, K: int) -> np.ndarray:
@@ -208,7 +246,7 @@ def compare_runs(normal: RunData, abnormal: RunData, cn: Cycles, ca: Cycles, *,
     sn, sa = summarize_run(normal, cn), summarize_run(abnormal, ca)
     Dn, Da = cn.dur_ns.astype(np.float64), ca.dur_ns.astype(np.float64)
     mn, ma = attribute_activity(normal, cn), attribute_activity(abnormal, ca)
-    keys, idx_n, idx_a = _align(mn, ma)
+    keys, idx_n, idx_a, renames = _align(mn, ma)
     Kn, Ka = cn.n, ca.n
     tn = _rows(mn.own_ns, idx_n, Kn) / NS_PER_US  # µs per cycle
     ta = _rows(ma.own_ns, idx_a, Ka) / NS_PER_US
@@ -308,7 +346,9 @@ def compare_runs(normal: RunData, abnormal: RunData, cn: Cycles, ca: Cycles, *,
         quantiles_n=stats.quantile_table(sn.dur_us), quantiles_a=stats.quantile_table(sa.dur_us),
         functions=functions, mu=mu_rows, context=ctx_rows, details=details, common_modes=common,
         constants=sorted(f"{m}@{d}" for d, ms in constants.items() for m in ms), aliases=aliases,
-        comparability=comparability(normal, abnormal, cn, ca), warnings=warnings,
+        comparability=comparability(normal, abnormal, cn, ca)
+        + [f"matched across runs as one function: {a!r} (normal) ⇄ {b!r} (abnormal)" for a, b in renames],
+        warnings=warnings,
         untested=untested, scope=scope, n_tests_t=m_tests, min_p=min_p, cycles_needed=needed)
 
 
@@ -329,7 +369,7 @@ def _assign_q(functions: list[FunctionStats], tested_idx: list[int], mu_rows: li
         fs = functions[i]
         fs.q_t, fs.q_beta = float(q[j]), float(q[m + j])
         fs.fragile = stats.is_fragile(fs.t.p_welch, fs.t.p_mwu, alpha)
-    for r, qv in zip(list(mu_rows) + list(ctx_rows), q[2 * m:]):
+    for r, qv in zip(list(mu_rows) + list(ctx_rows), q[2 * m:], strict=True):
         r.q = float(qv)
         r.fragile = stats.is_fragile(r.res.p_welch, r.res.p_mwu, alpha)
 

@@ -181,7 +181,7 @@ def render_markdown(c: Comparison, findings: list[Finding], manifests: tuple[dic
                     top: int = 25, cycles_csv: str | None = None) -> str:
     """The Markdown report."""
     view = build_view(c, findings, top=top, cycles_csv=cycles_csv)
-    view["collection"] = [_manifest_view(label, m) for label, m in zip(("normal", "abnormal"), manifests)]
+    view["collection"] = [_manifest_view(label, m) for label, m in zip(("normal", "abnormal"), manifests, strict=True)]
     return _env().get_template("report.md.j2").render(**view)
 
 

@@ -25,10 +25,7 @@ from dataclasses import dataclass, field, replace
 from datetime import datetime, timedelta, timezone
 from pathlib import Path
 
-import numpy as np
-
 from perfdiff.errors import InputError
-from perfdiff.stats import cycles_needed, mann_whitney_p, min_attainable_p
 
 # ---------------------------------------------------------------------------------------------
 # Rows
@@ -211,6 +208,7 @@ READY_LABELS = {
     "init_engine": "the init engine line (offline engine)",
     "ready:fired_up": "'The server is fired up and ready to roll!'",
     "ready:uvicorn": "'Uvicorn running on'",
+    "harness_total": "the harness's 'initialize_engine took' line",
 }
 # Top-level, non-overlapping blocks that total_time adds (§6; SGLang: its ModelRunner steps).
 TOTAL_PARTS = {
@@ -760,6 +758,9 @@ def parse_startup_log(raw: bytes | str, name: str, file: str = "",
         cells["actual_total_time"] = replace(
             harness, notes=("from the harness line 'initialize_engine took'",))
         _add_unaccounted(cells)
+        if ready_ev is None:  # an offline engine without init engine line (vLLM < 0.6.5)
+            ready_ev = next(e for e in evs if e.kind == "harness_total")
+            ready_kind = "harness_total"
 
     if not set(cells) - {"actual_total_time", "unaccounted"}:
         notes.append("no startup phase found")
@@ -1032,6 +1033,11 @@ def group_columns(columns: Sequence[StartupColumn], rows: Sequence[str], regex: 
 
     The test is perfdiff.stats' Mann–Whitney (exact with ties up to C(n1+n2, n1) = 200 000).
     """
+    # imported here: scipy costs ~1 s, and every perfdiff command imports this module
+    import numpy as np
+
+    from perfdiff.stats import cycles_needed, mann_whitney_p, min_attainable_p
+
     try:
         pattern = re.compile(regex)
     except re.error as exc:
@@ -1101,7 +1107,7 @@ def add_startup_parser(subparsers: argparse._SubParsersAction) -> None:
                     "seconds) from vLLM and SGLang server logs as they are written.")
     p.add_argument("logs", nargs="+", metavar="LOG", help="server log files, one per run")
     p.add_argument("-o", "--output", metavar="TABLE.md",
-                   help="write the Markdown table here (default: standard output)")
+                   help="write the Markdown table here (default or '-': standard output)")
     p.add_argument("--csv", metavar="TABLE.csv", help="also write the values as CSV")
     p.add_argument("--json", metavar="TABLE.json", help="also write everything as JSON")
     p.add_argument("--group", metavar="REGEX",
@@ -1122,17 +1128,18 @@ def cmd_startup(args: argparse.Namespace) -> int:
     if not 0.0 < args.alpha < 1.0:
         raise InputError(f"--alpha {args.alpha}: must be between 0 and 1")
     inputs = {Path(p).resolve() for p in args.logs}
-    outputs = [(args.output, render_startup.render_markdown),
+    to_stdout = args.output in (None, "-")
+    outputs = [(None if to_stdout else args.output, render_startup.render_markdown),
                (args.csv, render_startup.render_csv),
                (args.json, render_startup.render_json)]
     for out, _ in outputs:
         if out is not None and Path(out).resolve() in inputs:
             raise InputError("refusing to overwrite an input log", path=out)
     names = column_names(args.logs)
-    columns = [read_startup_log(p, n, rules) for p, n in zip(args.logs, names)]
+    columns = [read_startup_log(p, n, rules) for p, n in zip(args.logs, names, strict=True)]
     table = build_startup_table(columns, args.group, args.alpha,
                                 extra_rows=[r.kind.removeprefix("user:") for r in rules])
-    if args.output is None:
+    if to_stdout:
         sys.stdout.write(render_startup.render_markdown(table))
     for out, render in outputs:
         if out is None:

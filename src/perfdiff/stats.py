@@ -37,9 +37,11 @@ COMMON_MAX_IQR = 0.2
 COMMON_MIN_SHIFT = math.log(1.25)
 # Suspicion score: each of Z(t) and Z(log μ) adds at most this much.
 SCORE_Z_CAP = 5.0
-# Selection of pairwise differences (`_select_pairwise`), tuned at 2,000 × 2,000: windows
-# wider than _BRACKET_MIN columns are bracketed by searchsorted before bisecting, and at
-# most _GATHER_LIMIT candidates are materialised and partitioned.
+# Order statistics of the m·n pairwise differences: up to _DIRECT_LIMIT of them the matrix
+# is built and partitioned (faster below ~100 k, measured); above, `_select_pairwise`
+# (tuned at 2,000 × 2,000) brackets windows wider than _BRACKET_MIN columns by searchsorted
+# before bisecting, and materialises at most _GATHER_LIMIT candidates per target.
+_DIRECT_LIMIT = 100_000
 _BRACKET_MIN = 64
 _GATHER_LIMIT = 32_000
 # Pivot sampling; made once because seeding a Generator costs ~0.1 ms.  The values
@@ -165,7 +167,7 @@ def _count_below(a: np.ndarray, e: np.ndarray, p: np.ndarray, strict: np.ndarray
     themselves — not e_j against p - a_i — then settles it, so the counts agree exactly
     with the values `_select_pairwise` returns.
     """
-    if int((hi - lo).max()) > _BRACKET_MIN:  # wide windows (a first round): bracket by searchsorted
+    if int((hi - lo).max()) > _BRACKET_MIN:  # wide windows: bracket them by searchsorted
         lo, hi = _bracket_counts(a, e, p, lo, hi)
     pq = p[:, None]
     st = strict[:, None]
@@ -331,7 +333,7 @@ def _pairwise_order_stats(a: np.ndarray, n: np.ndarray, ranks: list[int],
     mid = (total - 1) // 2
     even = median and total % 2 == 0
     want = np.asarray(list(ranks) + ([mid] if median else []), np.int64)
-    if total <= _GATHER_LIMIT:  # small: the matrix itself and one partition
+    if total <= _DIRECT_LIMIT:  # small: the matrix itself and one partition
         kth = np.unique(np.append(want, [mid + 1] if even else []).astype(np.int64))
         part = np.partition(np.subtract.outer(a, n).ravel(), kth)
         vals = part[want]
@@ -351,7 +353,7 @@ def _pairwise_order_stats(a: np.ndarray, n: np.ndarray, ranks: list[int],
 
 
 def hodges_lehmann(a: object, n: object) -> float:
-    """Hodges–Lehmann shift: median of all pairwise a_i - n_j (unit of x); NaN if a side is empty."""
+    """Hodges–Lehmann shift: median of all pairwise a_i - n_j (x's unit); NaN if a side is empty."""
     av, _ = drop_nonfinite(a)
     nv, _ = drop_nonfinite(n)
     if av.size == 0 or nv.size == 0:
@@ -658,7 +660,7 @@ def z_score(a: object, n: object, floor: float) -> float:
 
 
 def z_log(a: object, n: object, eps: float, floor: float = 0.05) -> float:
-    """`z_score` on ln(x + eps) with the given floor; NaN if a finite value is < 0 or x + eps ≤ 0."""
+    """`z_score` on ln(x + eps) with the given floor; NaN if a value is < 0 or x + eps ≤ 0."""
     av, _ = drop_nonfinite(a)
     nv, _ = drop_nonfinite(n)
     if (av < 0).any() or (nv < 0).any() or not math.isfinite(eps):
@@ -712,7 +714,7 @@ class TwoSample:
 
 def compare_samples(a: object, n: object, floor: float, *, alpha: float | None = None,
                     level: float = 0.95) -> TwoSample:
-    """All two-sample statistics of one row; `n` = normal side, `a` = abnormal, `floor` in x's unit.
+    """All two-sample statistics of one row: `n` normal side, `a` abnormal, `floor` in x's unit.
 
     Non-finite values are dropped and counted in `dropped`.  With `alpha`, the U-test p is
     n/a when even a perfect separation could not reach it (STATS.md: "smallest attainable
@@ -737,12 +739,13 @@ def compare_samples(a: object, n: object, floor: float, *, alpha: float | None =
         mn = av.size * nv.size
         k = _ci_rank(av.size, nv.size, level)
         ranks = [k - 1, mn - k] if k >= 1 else []
-        stats = _pairwise_order_stats(av, nv, ranks, median=True)
-        hl = float(stats[-1])
+        order_stats = _pairwise_order_stats(av, nv, ranks, median=True)
+        hl = float(order_stats[-1])
         if k >= 1:
-            hl_lo, hl_hi = float(stats[0]), float(stats[1])
+            hl_lo, hl_hi = float(order_stats[0]), float(order_stats[1])
         else:
-            reasons.append(f"hl_ci: too few samples for a {level:.0%} CI ({nv.size} / {av.size})")
+            reasons.append(f"hl_ci: too few samples for a {level:.0%} CI "
+                           f"({nv.size} / {av.size})")
         u, greater, less = _u_statistic(av, nv)
         delta = (greater - less) / mn
 

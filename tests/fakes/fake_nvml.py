@@ -188,9 +188,10 @@ class FakeNvml:
         # "boot": buffered samples stamped in µs since boot, not since the epoch (a test knob).
         self.sample_epoch_ns = t0_ns - 5 * 86_400 * 10**9 if sample_clock == "boot" else 0
         # Between two set_time calls the fake's clock runs on with the monotonic clock, as a
-        # driver's counters do while the sampler works through a tick.
+        # driver's counters do while the sampler works through a tick; it stands still until
+        # the first set_time.
         self.follow_real_time = follow_real_time
-        self._anchor = (t0_ns, time.perf_counter_ns())
+        self._anchor: tuple[int, int] | None = None
         self.calls: Counter = Counter()
         self.state_changing_calls: list[str] = []
         self.blocking_waits = 0
@@ -226,10 +227,10 @@ class FakeNvml:
         self._anchor = (t_ns, time.perf_counter_ns())
 
     def advance(self, dt_ns: int) -> None:
-        self.set_time(self._anchor[0] + dt_ns)
+        self.set_time((self.now_ns if self._anchor is None else self._anchor[0]) + dt_ns)
 
     def _clock(self) -> int:
-        if not self.follow_real_time:
+        if not self.follow_real_time or self._anchor is None:
             return self.now_ns
         return max(self.now_ns, self._anchor[0] + (time.perf_counter_ns() - self._anchor[1]))
 
@@ -862,45 +863,47 @@ SCENARIOS = {
 
 
 def make_scenario(name: str, *, abnormal: bool = True, duration_ns: int = 3_000_000_000,
-                  t0_ns: int = T0_NS, changes: Iterable[Change] = ()) -> Scenario:
+                  t0_ns: int = T0_NS, changes: Iterable[Change] = (), target_pid: int = TARGET_PID) -> Scenario:
     """Build the named scenario; `abnormal=False` gives its normal twin (no cap, no competitor).
 
-    `changes` adds more Changes (noise for the bundle pairs).  Every scenario's target is pid
-    4242 ("python3") unless said otherwise.
+    `changes` adds more Changes (noise for the bundle pairs).  The target is `target_pid`
+    ("python3"; a real pid for end-to-end runs) except in pid_namespace.  Mid-run events happen
+    at half of `duration_ns` after `t0_ns`.
     """
     half = duration_ns // 2
+    pid = target_pid
     extra = list(changes)
-    me = {TARGET_PID: ProcEntry((TARGET_PID,), "python3", ("/dev/nvidiactl", "/dev/nvidia0"))}
-    target = {TARGET_PID}
+    me = {pid: ProcEntry((pid,), "python3", ("/dev/nvidiactl", "/dev/nvidia0"))}
+    target = {pid}
     kw: dict[str, Any] = {}
     if name == "a100_nvlink":
-        gpus = [a100(0, busy_a100()), a100(1, idle())]
+        gpus = [a100(0, busy_a100(pid)), a100(1, idle())]
     elif name == "h100_gpm":
-        gpus = [h100(0, busy_h100())]
+        gpus = [h100(0, busy_h100(pid))]
     elif name == "pcie_no_nvlink":
-        gpus = [l4(0, busy_l4())]
+        gpus = [l4(0, busy_l4(pid))]
     elif name == "one_not_supported":
         no_power = {"nvmlDeviceGetTotalEnergyConsumption": _real.NVML_ERROR_NOT_SUPPORTED,
                     "nvmlDeviceGetPowerUsage": _real.NVML_ERROR_NOT_SUPPORTED}
-        gpus = [a100(0, busy_a100()), a100(1, busy_a100(), errors=no_power), a100(2, busy_a100())]
-        me = {TARGET_PID: ProcEntry((TARGET_PID,), "python3", tuple(f"/dev/nvidia{i}" for i in range(3)))}
+        gpus = [a100(0, busy_a100(pid)), a100(1, busy_a100(pid), errors=no_power), a100(2, busy_a100(pid))]
+        me = {pid: ProcEntry((pid,), "python3", tuple(f"/dev/nvidia{i}" for i in range(3)))}
     elif name == "no_permission_process_lists":
         denied = {f: _real.NVML_ERROR_NO_PERMISSION for f in (
             "nvmlDeviceGetComputeRunningProcesses_v3", "nvmlDeviceGetComputeRunningProcesses_v2",
             "nvmlDeviceGetGraphicsRunningProcesses_v3", "nvmlDeviceGetGraphicsRunningProcesses_v2",
             "nvmlDeviceGetMPSComputeRunningProcesses_v3", "nvmlDeviceGetMPSComputeRunningProcesses_v2")}
-        gpus = [a100(0, idle(), errors=dict(denied)), a100(1, busy_a100(), errors=dict(denied))]
-        me = {TARGET_PID: ProcEntry((TARGET_PID,), "python3", ("/dev/nvidiactl", "/dev/nvidia-uvm", "/dev/nvidia1"))}
+        gpus = [a100(0, idle(), errors=dict(denied)), a100(1, busy_a100(pid), errors=dict(denied))]
+        me = {pid: ProcEntry((pid,), "python3", ("/dev/nvidiactl", "/dev/nvidia-uvm", "/dev/nvidia1"))}
     elif name == "gpu_lost":
-        gpus = [h100(0, busy_h100()), h100(1, busy_h100())]
+        gpus = [h100(0, busy_h100(pid)), h100(1, busy_h100(pid))]
         extra.append(Change(half, 1, lost=True))
-        me = {TARGET_PID: ProcEntry((TARGET_PID,), "python3", ("/dev/nvidia0", "/dev/nvidia1"))}
+        me = {pid: ProcEntry((pid,), "python3", ("/dev/nvidia0", "/dev/nvidia1"))}
     elif name == "pid_namespace":
         gpus = [a100(0, busy_a100(pid=HOST_PID))]
         target = {CONTAINER_PID}
         me = {HOST_PID: ProcEntry((HOST_PID, CONTAINER_PID), "python3")}
     elif name == "old_driver":
-        gpus = [a100(0, busy_a100(), pcie_counters=False, throttle_counters=False)]
+        gpus = [a100(0, busy_a100(pid), pcie_counters=False, throttle_counters=False)]
         kw = {"driver": "470.82.01", "nvml_version": "11.470.82.01", "missing_symbols": {
             "nvmlDeviceGetComputeRunningProcesses_v3", "nvmlDeviceGetGraphicsRunningProcesses_v3",
             "nvmlDeviceGetMPSComputeRunningProcesses_v3", "nvmlDeviceGetMemoryInfo_v2",
@@ -909,26 +912,26 @@ def make_scenario(name: str, *, abnormal: bool = True, duration_ns: int = 3_000_
         extra.append(Change(half, 0, load={"clock_reasons": _real.nvmlClocksEventReasonSwThermalSlowdown,
                                            "sm_clock_mhz": 1275}))
     elif name == "power_cap":
-        gpus = [h100(0, busy_h100())]
+        gpus = [h100(0, busy_h100(pid))]
         if abnormal:
             extra.append(Change(half, 0, load={"power_limit_w": 350.0, "power_w": 348.0, "sm_clock_mhz": 1350,
                                                "clock_reasons": _real.nvmlClocksEventReasonSwPowerCap,
                                                "sm_active_pct": 72.5, "temperature_c": 55}))
     elif name == "competing_process":
-        gpus = [a100(0, busy_a100())]
+        gpus = [a100(0, busy_a100(pid))]
         me = dict(me)
         me[OTHER_PID] = ProcEntry((OTHER_PID,), "gpu_burn")
         if abnormal:
             extra.append(Change(half, 0, load={
                 "gpu_util": 100, "mem_used_bytes": 70 * GIB,
-                "procs": (FakeProc(TARGET_PID, 60 * GIB, 50, 20), FakeProc(OTHER_PID, 10 * GIB, 45, 25))}))
+                "procs": (FakeProc(pid, 60 * GIB, 50, 20), FakeProc(OTHER_PID, 10 * GIB, 45, 25))}))
     elif name == "xid_and_ecc":
-        gpus = [a100(0, busy_a100())]
+        gpus = [a100(0, busy_a100(pid))]
         extra += [Change(duration_ns // 3, 0, ecc_corrected=3),
                   Change(2 * duration_ns // 3, 0, xid=48, ecc_uncorrected=1)]
     elif name == "eight_h100":
-        gpus = [h100(i, busy_h100()) for i in range(8)]
-        me = {TARGET_PID: ProcEntry((TARGET_PID,), "python3", tuple(f"/dev/nvidia{i}" for i in range(8)))}
+        gpus = [h100(i, busy_h100(pid)) for i in range(8)]
+        me = {pid: ProcEntry((pid,), "python3", tuple(f"/dev/nvidia{i}" for i in range(8)))}
     elif name in ("no_driver", "no_library"):
         gpus = []
         kw = {"init_error": _real.NVML_ERROR_DRIVER_NOT_LOADED if name == "no_driver"

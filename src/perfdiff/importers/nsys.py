@@ -672,49 +672,82 @@ class _PageReader:
         """The integer columns `want` of a table (its columns in order: `table_cols`)."""
         cells = self.leaf_cells(root)
         n = len(cells)
-        if n == 0:
+        if n == 0 or not want:
             return {c: np.empty(0, dtype=np.int64) for c in want}
         payload, l1 = self._varint(cells)
-        max_local = self.usable - 35
-        if (payload > max_local).any():
+        if (payload > self.usable - 35).any():
             raise _Unsupported("rows spill to overflow pages")
         _, l2 = self._varint(cells + l1)
         rec = cells + l1 + l2  # record start
+        rec_end = rec + payload
+        hsize = self.u8[rec].astype(np.int64)
+        need = {table_cols.index(c): c for c in want}
+        last = max(need)
+        if (hsize < 128).all() and int(hsize.min()) >= last + 2:
+            # Fast path: every serial type up to `last` is one byte (no text/blob longer than
+            # 57 bytes before it), so the header is a plain n x (last+1) byte matrix.
+            st = self.u8[(rec + 1)[:, None] + np.arange(last + 1)]
+            if (st >= 128).any():
+                return self._read_general(rec, rec_end, need)
+            size = _SIZE_LUT[st]
+            start_in_body = np.cumsum(size, axis=1, dtype=np.int32) - size
+            body = rec + hsize
+            out = {name: self._values(st[:, col], body + start_in_body[:, col]) for col, name in need.items()}
+        else:
+            out = self._read_general(rec, rec_end, need)
+        return out
+
+    def _read_general(self, rec: np.ndarray, rec_end: np.ndarray, need: dict[int, str]) -> dict[str, np.ndarray]:
+        """Record decoding one column at a time with full varints (multi-byte serial types)."""
+        n = len(rec)
         hsize, l3 = self._varint(rec)
         hdr_end = rec + hsize
         cursor = rec + l3
         body = rec + hsize
-        need = {table_cols.index(c): c for c in want}
-        last = max(need)
         offset = np.zeros(n, dtype=np.int64)
         out: dict[str, np.ndarray] = {}
-        for col in range(last + 1):
+        for col in range(max(need) + 1):
             present = cursor < hdr_end  # rows written before an ALTER TABLE ADD COLUMN lack it
             st, ln = self._varint(np.where(present, cursor, rec))
             st = np.where(present, st, 0)
             cursor = cursor + np.where(present, ln, 0)
             if col in need:
                 out[need[col]] = self._values(st, body + offset)
-            if (st == 10).any() or (st == 11).any():
+            if ((st == 10) | (st == 11)).any():
                 raise _Unsupported("reserved serial type")
-            size = np.where(st >= 12, (st - 12) >> 1, _SERIAL_SIZE[np.clip(st, 0, 11)])
-            offset += size
-        if (body + offset > cells + l1 + l2 + payload).any():
+            offset += np.where(st >= 12, (st - 12) >> 1, _SERIAL_SIZE[np.clip(st, 0, 11)])
+        if (body + offset > rec_end).any():
             raise _Unsupported("record longer than its payload")
         return out
 
     def _values(self, st: np.ndarray, pos: np.ndarray) -> np.ndarray:
-        if (st >= 12).any():
-            raise _Unsupported("text or blob in an integer column")
-        if (st == 7).any():
-            raise _Unsupported("float in an integer column")
-        size = _SERIAL_SIZE[st]
-        lim = len(self.be8) - 1
-        p = np.minimum(pos, lim)
-        raw = self.be8[p]
-        # Left-align the value's first byte (when clipped at the end of the file), then an
-        # arithmetic right shift keeps exactly `size` bytes and extends the sign.
-        raw = raw << ((pos - p) * 8)
-        val = np.where(size > 0, raw >> np.where(size > 0, 64 - 8 * size, 0), 0)
-        val = np.where(st == 9, 1, val)  # 8 → 0 already; 9 → 1
-        return np.where(st == 0, MISSING, val)
+        """Signed big-endian integers of serial types `st` stored at file offsets `pos`."""
+        bad = _BAD_INT[st]
+        if bad.any():
+            raise _Unsupported("text, blob or float in an integer column")
+        tail = pos > self.size - 8
+        raw = self.be8[np.where(tail, 0, pos)].astype(np.int64)
+        if tail.any():  # a value in the last 8 bytes of the file: read it byte by byte
+            i = np.flatnonzero(tail)
+            raw[i] = self._be_padded(pos[i])
+        val = raw >> _SHIFT_LUT[st]  # arithmetic shift: keeps `size` bytes, extends the sign
+        special = st[(st == 0) | (st >= 8)]
+        if len(special):
+            val = np.where(st == 8, 0, val)
+            val = np.where(st == 9, 1, val)
+            val = np.where(st == 0, MISSING, val)
+        return val
+
+    def _be_padded(self, pos: np.ndarray) -> np.ndarray:
+        out = np.zeros(len(pos), dtype=np.uint64)
+        for k in range(8):
+            byte = np.where(pos + k < self.size, self.u8[np.minimum(pos + k, self.size - 1)], 0).astype(np.uint64)
+            out = (out << np.uint64(8)) | byte
+        return out.view(np.int64)
+
+
+# serial type → byte size (types ≥ 12 are blobs/text of (t-12)//2 bytes), shift that keeps
+# that many bytes of a big-endian 8-byte word, and "not an integer" flags.
+_SIZE_LUT = np.array([_SERIAL_SIZE[t] if t < 12 else (t - 12) >> 1 for t in range(256)], dtype=np.int32)
+_SHIFT_LUT = np.array([64 - 8 * int(_SERIAL_SIZE[t]) if 1 <= t <= 6 else 0 for t in range(256)], dtype=np.int64)
+_BAD_INT = np.array([t == 7 or t >= 10 for t in range(256)], dtype=bool)
