@@ -17,16 +17,17 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass, field
-from typing import Any, Protocol, Union
+from typing import TYPE_CHECKING, Any, Protocol, Union
 
-import pandas as pd
+if TYPE_CHECKING:  # pandas is not imported at run time: `perfdiff collect` must start fast
+    import pandas as pd
 
-from perfdiff.bundle import MISSING
+MISSING = -1  # unknown optional integer; the same value as perfdiff.bundle.MISSING (tested)
 
 Columns = dict[str, list]
 """One table's rows as column lists (the columns of perfdiff.bundle.SCHEMAS[table])."""
 
-TableRows = Union[pd.DataFrame, Columns]
+TableRows = Union["pd.DataFrame", Columns]
 
 
 @dataclass

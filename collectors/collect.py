@@ -20,6 +20,7 @@ import argparse
 import errno
 import gc
 import os
+import re
 import resource
 import select
 import signal
@@ -32,17 +33,23 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable
 
-import numpy as np
-import pandas as pd
-import pyarrow as pa
-import pyarrow.parquet as pq
+from typing import TYPE_CHECKING
 
 from perfdiff import __version__
-from perfdiff.bundle import MISSING, SCHEMAS, BundleWriter, empty_table, normalize_table
-from perfdiff.collectors.base import RowBuffer, Sampler
+from perfdiff.collectors.base import MISSING, RowBuffer, Sampler
 from perfdiff.collectors.host import HostSampler, ProcFS, host_info, parse_task_stat
 from perfdiff.collectors.markers import MarkerReader
 from perfdiff.errors import CollectionError, InputError
+
+if TYPE_CHECKING:
+    import pyarrow as pa
+
+    from perfdiff.bundle import BundleWriter
+
+# numpy, pandas and pyarrow (through perfdiff.bundle) are imported inside the functions that
+# write: they take ~1.5 s to import, and `perfdiff collect --pid 123` should say "no such
+# process" at once (and every other perfdiff command imports this module for its parser).
+TABLES = ("activity", "samples", "markers")
 
 FLUSH_NS = 750_000_000  # rows reach the disk at least this often: a SIGKILL loses less than a second
 ANCHOR_NS = 10_000_000_000  # (REALTIME, MONOTONIC) anchor pairs and manifest refresh
@@ -238,12 +245,16 @@ def _owner(fs: ProcFS, pid: int) -> str:
 
 def _dict_array(values: list[Any]) -> pa.Array:
     """Strings as a dictionary<int32, string> array (the bundle's on-disk form of "str" columns)."""
+    import pyarrow as pa
+
     index: dict[str, int] = {}
     codes = [index.setdefault(v, len(index)) for v in map(str, values)]
     return pa.DictionaryArray.from_arrays(pa.array(codes, type=pa.int32()), pa.array(list(index), type=pa.string()))
 
 
 def _arrow_column(kind: str, values: list[Any]) -> pa.Array:
+    import pyarrow as pa
+
     if kind == "str":
         return _dict_array(values)
     if kind == "f8":
@@ -253,8 +264,12 @@ def _arrow_column(kind: str, values: list[Any]) -> pa.Array:
     return pa.array(values, type=pa.int64())
 
 
-def _frame_columns(table: str, df: pd.DataFrame) -> dict[str, list[Any]]:
+def _frame_columns(table: str, df: Any) -> dict[str, list[Any]]:
     """A sampler's DataFrame as column lists of SCHEMAS[table]; NaN samples dropped (unknown)."""
+    import numpy as np
+
+    from perfdiff.bundle import SCHEMAS, normalize_table
+
     df = normalize_table(table, df)
     if table == "samples":
         df = df[np.isfinite(df["value"].to_numpy())]
@@ -264,9 +279,13 @@ def _frame_columns(table: str, df: pd.DataFrame) -> dict[str, list[Any]]:
 
 def rows_to_arrow(table: str, chunks: list[Any]) -> pa.Table:
     """Buffered chunks of one table (Columns or DataFrames) → one Arrow table in the on-disk schema."""
+    import pyarrow as pa
+
+    from perfdiff.bundle import SCHEMAS
+
     merged: dict[str, list[Any]] = {col: [] for col in SCHEMAS[table]}
     for chunk in chunks:
-        cols = _frame_columns(table, chunk) if isinstance(chunk, pd.DataFrame) else chunk
+        cols = chunk if isinstance(chunk, dict) else _frame_columns(table, chunk)
         n = len(next(iter(cols.values()))) if cols else 0
         for col, kind in SCHEMAS[table].items():
             values = cols.get(col)
@@ -281,6 +300,9 @@ def rows_to_arrow(table: str, chunks: list[Any]) -> pa.Table:
 
 def write_part(data: pa.Table, path: Path) -> None:
     """Write one small Parquet part: serialised in memory, then one write (cheaper than Arrow's file I/O)."""
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
     sink = pa.BufferOutputStream()
     pq.write_table(data, sink, compression="zstd", write_statistics=False)
     buf = sink.getvalue()
@@ -316,6 +338,8 @@ def append_arrow(writer: BundleWriter, table: str, data: pa.Table) -> None:
 def open_writer(path: Path, manifest: dict[str, Any]) -> BundleWriter:
     """A BundleWriter whose every table has a part from the start, so a bundle killed at any
     moment loads (the loader needs at least one part per table)."""
+    from perfdiff.bundle import SCHEMAS, BundleWriter, empty_table
+
     writer = BundleWriter(path, manifest)
     for table in SCHEMAS:
         writer.append(table, empty_table(table))
@@ -353,6 +377,8 @@ class CollectStats:
     wall_ns: int = 0
 
     def manifest(self) -> dict[str, Any]:
+        import numpy as np
+
         late = np.frombuffer(self.lateness_ns, dtype=np.int64) if len(self.lateness_ns) else np.zeros(1, np.int64)
         return {
             "interval_ns": self.interval_ns,
@@ -394,7 +420,7 @@ class Collection:
         self.markers = markers
         self.poll_exit = poll_exit
         self.warn = warn
-        self.pending: dict[str, list[Any]] = {t: [] for t in SCHEMAS}
+        self.pending: dict[str, list[Any]] = {t: [] for t in TABLES}
         self.marks = RowBuffer()
         self.stats = CollectStats(interval_ns)
         self.events: list[dict[str, Any]] = []
@@ -450,6 +476,7 @@ class Collection:
         self.t_start_ns = t_ns = time.time_ns()
         for slot in self.slots:
             self._call(slot, "start", t_ns)
+        self.write_manifest()  # start time, anchor, collectors: there even after a SIGKILL
         mono0 = time.monotonic_ns()
         deadline = mono0 + self.duration_ns if self.duration_ns else None
         next_tick = mono0 + interval
@@ -695,10 +722,24 @@ def _prepare_output(path: Path) -> None:
         raise InputError("output exists and is not an empty directory", path=path)
 
 
+_DURATION = re.compile(r"\s*([0-9]*\.?[0-9]+)\s*(ns|us|µs|ms|s|m|min)?\s*")
+_UNIT_NS = {"ns": 1, "us": 1e3, "µs": 1e3, "ms": 1e6, "s": 1e9, "m": 60e9, "min": 60e9}
+
+
+def parse_duration_ns(text: str) -> int:
+    """'100ms', '2s', '500us', '1.5m' → ns (the syntax of compare's --window; a bare number is
+    seconds).  Kept here, not imported from perfdiff.segment, which pulls in pandas."""
+    m = _DURATION.fullmatch(str(text))
+    if not m:
+        raise InputError(f"bad duration {text!r}: use e.g. 100ms, 2s, 500us")
+    ns = int(round(float(m.group(1)) * _UNIT_NS[m.group(2) or "s"]))
+    if ns <= 0:
+        raise InputError(f"bad duration {text!r}: must be positive")
+    return ns
+
+
 def cmd_collect(args: argparse.Namespace) -> int:
     """perfdiff collect (--pid PID | -- CMD ARGS...) -o DIR: returns the exit code (0)."""
-    from perfdiff.segment import parse_duration_ns
-
     cmd = list(args.cmd or [])
     if cmd and cmd[0] == "--":
         cmd = cmd[1:]

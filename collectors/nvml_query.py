@@ -84,15 +84,19 @@ class NvmlQuery:
         self._error = getattr(nvml, "NVMLError", None)
         self._mismatch = getattr(nvml, "NVMLLibraryMismatchError", None)
         self._fnf = getattr(nvml, "NVML_ERROR_FUNCTION_NOT_FOUND", 13)
+        self._fns: dict[str, Any] = {}  # checked once: not state-changing, present in the binding
 
     def call(self, func: str, *args: Any, **kwargs: Any) -> tuple[Any, int, int]:
         """Call `nvml.<func>(*args, **kwargs)`; raise NvmlFailure on any NVML error."""
-        if STATE_CHANGING.match(func):
-            # A programming error, not a GPU condition: never reach the driver.
-            raise RuntimeError(f"perfdiff never changes GPU state; refusing to call {func}")
-        fn = getattr(self.nvml, func, None)
+        fn = self._fns.get(func)
         if fn is None:
-            raise NvmlFailure("unsupported", func, f"{func}: not in this NVML binding", self._fnf)
+            if STATE_CHANGING.match(func):
+                # A programming error, not a GPU condition: never reach the driver.
+                raise RuntimeError(f"perfdiff never changes GPU state; refusing to call {func}")
+            fn = getattr(self.nvml, func, None)
+            if fn is None:
+                raise NvmlFailure("unsupported", func, f"{func}: not in this NVML binding", self._fnf)
+            self._fns[func] = fn
         t0 = time.perf_counter_ns()
         try:
             value = fn(*args, **kwargs)

@@ -90,7 +90,7 @@ def test_command_mode_children_markers_and_host_functions(tmp_path: Path) -> Non
 
 @pytest.mark.slow
 def test_pid_mode_until_the_target_exits(tmp_path: Path) -> None:
-    w = start_workload("--seconds", "2.5", "--wait-ms", "5")
+    w = start_workload("--seconds", "4", "--wait-ms", "5")
     try:
         out = tmp_path / "run"
         r = subprocess.run(collect_argv("--pid", w.pid, "--interval", "50ms", "-o", out),

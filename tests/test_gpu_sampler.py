@@ -555,3 +555,66 @@ def test_scenario_bundle_pair_competing_process(tmp_path):
     other = a.samples[a.samples["metric"] == "other_process_gpu_usage"]
     assert other["value"].max() > 40 and load_bundle(normal).samples.query(
         "metric == 'other_process_gpu_usage'")["value"].max() == 0
+
+
+# ---------------------------------------------------------------------------- perfdiff collect end to end
+
+E2E = {  # scenario → what the bundle must show
+    "a100_nvlink": {"metrics": {"gpu_link_transmit", "gpu_usage", "process_gpu_usage", "gpu_throttle_power"},
+                    "unsupported": ("GPU 0", "gpu_sm_util", "isSupportedDevice = 0")},
+    "h100_gpm": {"metrics": {"gpu_sm_util", "gpu_sm_occupancy", "gpu_power"}},
+    "pcie_no_nvlink": {"metrics": {"gpu_pcie_transmit"},
+                       "unsupported": ("GPU 0", "gpu_link_receive", "NVML_FI_DEV_NVLINK_THROUGHPUT_DATA_RX")},
+    "one_not_supported": {"metrics": {"gpu_power"}, "unsupported": ("GPU 1", "gpu_power", "Not Supported")},
+    "gpu_lost": {"metrics": {"gpu_sm_frequency"}, "event": ("GPU 1", "gpu-lost")},
+    "old_driver": {"metrics": {"gpu_mem_used", "gpu_throttle_thermal"},
+                   "unsupported": ("GPU 0", "gpu_sm_util", "Function Not Found")},
+    "power_cap": {"metrics": {"gpu_throttle_power", "gpu_power_limit"}},
+    "competing_process": {"metrics": {"other_process_gpu_usage"}, "event": ("GPU 0", "other-process")},
+    "xid_and_ecc": {"metrics": {"gpu_temperature"}, "event": ("GPU 0", "xid")},
+    "no_driver": {"metrics": set()},
+}
+
+
+@pytest.mark.parametrize("name", sorted(E2E))
+def test_collect_end_to_end_with_the_fake_driver(name, tmp_path, monkeypatch, capsys):
+    """`perfdiff collect --pid` on a live process, `import pynvml` answered by the fake."""
+    import subprocess
+
+    from perfdiff.cli import main
+
+    child = subprocess.Popen(["sleep", "30"])
+    try:
+        sc = make_scenario(name, duration_ns=800 * MS, t0_ns=time.time_ns(), target_pid=child.pid)
+        sc.fake.set_time(time.time_ns())  # the fake's clock now runs with the wall clock
+        monkeypatch.setitem(sys.modules, "pynvml", sc.nvml)
+        out = tmp_path / "run"
+        code = main(["collect", "--pid", str(child.pid), "--duration", "800ms", "--interval", "100ms",
+                     "-o", str(out)])
+    finally:
+        child.kill()
+        child.wait()
+    err = capsys.readouterr().err
+    assert code == 0, err
+    run = load_bundle(out)
+    m = run.manifest
+    assert m["status"] == "complete"
+    gpu_rows = run.samples[run.samples["device"].astype(str).str.startswith("GPU")]
+    want = E2E[name]
+    if name == "no_driver":
+        assert gpu_rows.empty and NO_DRIVER_LINE in err and NO_DRIVER_LINE in m["warnings"]
+        return
+    assert want["metrics"] <= set(gpu_rows["metric"].astype(str)), sorted(set(gpu_rows["metric"].astype(str)))
+    assert (gpu_rows["t_start_ns"] <= gpu_rows["t_end_ns"]).all()
+    assert gpu_rows["t_end_ns"].between(m["collection"]["start_ns"] - TICK, m["collection"]["stop_ns"] + TICK).all()
+    nvml = next(c for c in m["collectors"] if c["name"] == "nvml")
+    assert nvml["interval_ns"] == TICK and nvml["call_latency_us"]
+    assert any(g["sampled"] and g["name"] == sc.fake.gpus[0].name for g in m["gpus"])
+    if "unsupported" in want:
+        dev, metric, text = want["unsupported"]
+        reasons = [u["reason"] for u in m["unsupported"] if u["device"] == dev and u["metric"] == metric]
+        assert reasons and text in reasons[0], m["unsupported"]
+    if "event" in want:
+        dev, what = want["event"]
+        assert any(e["device"] == dev and e["event"] == what for e in m["events"]), m["events"]
+    assert sc.fake.state_changing_calls == [] and sc.fake.blocking_waits == 0

@@ -262,8 +262,8 @@ def compare_runs(normal: RunData, abnormal: RunData, cn: Cycles, ca: Cycles, *,
         pooled = (tn[f].sum() + ta[f].sum()) / (Kn + Ka)
         tested = pooled >= TEST_MIN_SHARE * pooled_cycle_us
         presence = "both" if idx_n[f] >= 0 and idx_a[f] >= 0 else ("new" if idx_n[f] < 0 else "vanished")
-        t_res = stats.compare_samples(ta[f], tn[f], floor=T_FLOOR_US) if tested else None
-        b_res = stats.compare_samples(ba[f], bn[f], floor=BETA_FLOOR_PP) if tested else None
+        t_res = stats.compare_samples(ta[f], tn[f], floor=T_FLOOR_US, alpha=alpha) if tested else None
+        b_res = stats.compare_samples(ba[f], bn[f], floor=BETA_FLOOR_PP, alpha=alpha) if tested else None
         cn_sum, ca_sum = calls_n[f].sum(), calls_a[f].sum()
         functions.append(FunctionStats(
             name=name, device=device, kind=kind, wait=is_wait(name, kind), presence=presence,
@@ -309,9 +309,9 @@ def compare_runs(normal: RunData, abnormal: RunData, cn: Cycles, ca: Cycles, *,
             rn, ra = dev_rows[device]
             mu_n = mu_matrix(rn, s_n, len(mn.keys), Kn, mu_cache)
             mu_a = mu_matrix(ra, s_a, len(ma.keys), Ka, mu_cache)
-            mu_rows.extend(_mu_rows(mu_n, mu_a, idx_n, idx_a, s_n, functions, tested_idx, res_floor))
+            mu_rows.extend(_mu_rows(mu_n, mu_a, idx_n, idx_a, s_n, functions, tested_idx, res_floor, alpha))
         else:
-            res = stats.compare_samples(s_a.value, s_n.value, floor=res_floor)
+            res = stats.compare_samples(s_a.value, s_n.value, floor=res_floor, alpha=alpha)
             ctx_rows.append(ContextStats(
                 metric=metric, device=device, unit=metric_unit(metric), res=res,
                 z_log=_z_log(s_a.value, s_n.value, res_floor),
@@ -375,18 +375,15 @@ def _assign_q(functions: list[FunctionStats], tested_idx: list[int], mu_rows: li
 
 
 def _z_log(a: np.ndarray, n: np.ndarray, res: float) -> float:
-    a = a[np.isfinite(a)]
-    n = n[np.isfinite(n)]
-    pos = np.concatenate([a, n])
-    pos = pos[pos > 0]
-    eps = max(res if math.isfinite(res) else 0.0, 0.01 * float(np.median(pos)) if len(pos) else 0.0)
-    if eps <= 0:
-        eps = 1e-12
+    """Z(log μ) with ε = max(resolution, 1 % of the median positive μ) (STATS.md)."""
+    eps = stats.log_epsilon(a, n)
+    eps = eps if math.isfinite(eps) and eps > 0 else 1e-12  # all values 0: any tiny ε keeps ln finite
     return stats.z_log(a, n, eps=eps)
 
 
 def _mu_rows(mu_n: np.ndarray, mu_a: np.ndarray, idx_n: np.ndarray, idx_a: np.ndarray, s_n: SeriesInfo,
-             functions: list[FunctionStats], tested_idx: list[int], res_floor: float) -> list[MuStats]:
+             functions: list[FunctionStats], tested_idx: list[int], res_floor: float,
+             alpha: float) -> list[MuStats]:
     rows = []
     for f in tested_idx:
         fs = functions[f]
@@ -397,7 +394,7 @@ def _mu_rows(mu_n: np.ndarray, mu_a: np.ndarray, idx_n: np.ndarray, idx_a: np.nd
         vn, va = vn[np.isfinite(vn)], va[np.isfinite(va)]
         if len(vn) == 0 and len(va) == 0:
             continue
-        res = stats.compare_samples(va, vn, floor=res_floor)
+        res = stats.compare_samples(va, vn, floor=res_floor, alpha=alpha)
         rows.append(MuStats(func=f, metric=s_n.metric, device=s_n.device, unit=metric_unit(s_n.metric),
                             res=res, z_log=_z_log(va, vn, res_floor)))
     return rows

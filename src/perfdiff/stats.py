@@ -112,7 +112,7 @@ def quantile_table(x: object) -> dict[str, float]:
     out: dict[str, float] = {}
     if v.size:
         qs = np.quantile(v, _QUANTILE_LEVELS, method="linear")
-        out.update({k: float(q) for k, q in zip(QUANTILE_KEYS, qs)})
+        out.update({k: float(q) for k, q in zip(QUANTILE_KEYS, qs, strict=True)})
         out["mean"] = float(np.mean(v))
     else:
         out.update({k: math.nan for k in QUANTILE_KEYS})
@@ -394,7 +394,7 @@ def _subset_sum_counts(scores: np.ndarray, k: int) -> np.ndarray:
     top = int(np.sort(scores)[-k:].sum())
     dp = np.zeros((k + 1, top + 1), np.int64)
     dp[0, 0] = 1
-    for v, t in zip(vals.tolist(), hist[vals].tolist()):
+    for v, t in zip(vals.tolist(), hist[vals].tolist(), strict=True):
         new = dp.copy()
         for c in range(1, min(t, k) + 1):
             shift = c * v

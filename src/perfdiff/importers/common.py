@@ -14,7 +14,7 @@ from typing import Any, Iterable, Sequence
 import numpy as np
 import pandas as pd
 
-from perfdiff.bundle import MISSING, SCHEMAS, empty_table, normalize_table
+from perfdiff.bundle import MISSING, SCHEMAS, empty_table
 
 __all__ = [
     "MEMCPY_KINDS", "MEM_KINDS", "Part", "categorical", "concat_parts", "dense_codes",
@@ -110,29 +110,37 @@ def concat_parts(table: str, parts: Iterable[Part]) -> pd.DataFrame:
     parts = [p for p in parts if len(p) > 0]
     if not parts:
         return empty_table(table)
+    sizes = [len(p) for p in parts]
+    total = sum(sizes)
+    bounds = np.cumsum([0] + sizes)
     out: dict[str, Any] = {}
     for name, kind in SCHEMAS[table].items():
-        cols = []
-        for p in parts:
-            n = len(p)
-            v = p.columns.get(name)
-            if v is None:
-                if kind == "i8?":
-                    v = np.full(n, MISSING, dtype=np.int64)
-                elif kind == "str":
-                    raise KeyError(f"{table} part lacks string column {name!r}")
-                else:
-                    raise KeyError(f"{table} part lacks column {name!r}")
-            elif np.isscalar(v):
-                v = constant_categorical(str(v), n) if kind == "str" else np.full(n, v)
-            cols.append(v)
         if kind == "str":
-            cats = [c if isinstance(c, pd.Categorical) else pd.Categorical(np.asarray(c, dtype=object)) for c in cols]
+            cats = []
+            for p in parts:
+                v = p.columns.get(name)
+                if v is None:
+                    raise KeyError(f"{table} part lacks string column {name!r}")
+                if np.isscalar(v):
+                    v = constant_categorical(str(v), len(p))
+                elif not isinstance(v, pd.Categorical):
+                    v = pd.Categorical(np.asarray(v, dtype=object))
+                cats.append(v)
             if len({str(c.categories.dtype) for c in cats}) > 1:
                 cats = [c.set_categories(_index(list(map(str, c.categories)))) for c in cats]
             out[name] = cats[0] if len(cats) == 1 else pd.api.types.union_categoricals(cats, ignore_order=True)
-        elif kind == "f8":
-            out[name] = np.concatenate([np.asarray(c, dtype=np.float64) for c in cols])
-        else:
-            out[name] = np.concatenate([np.asarray(c, dtype=np.int64) for c in cols])
-    return normalize_table(table, pd.DataFrame(out))
+            continue
+        dtype = np.float64 if kind == "f8" else np.int64
+        col = np.empty(total, dtype=dtype)
+        for p, lo, hi in zip(parts, bounds[:-1], bounds[1:]):
+            v = p.columns.get(name)
+            if v is None:
+                if kind != "i8?":
+                    raise KeyError(f"{table} part lacks column {name!r}")
+                col[lo:hi] = MISSING
+            else:
+                col[lo:hi] = v
+        out[name] = col
+    # The columns already have their in-memory dtypes: copy=False keeps pandas from stacking
+    # them into 2-D blocks (a full copy of the table).
+    return pd.DataFrame(out, copy=False)

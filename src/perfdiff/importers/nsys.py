@@ -589,6 +589,7 @@ class _PageReader:
         self.usable = self.page_size - hdr[20]
         # Big-endian 8-byte words starting at every byte (unaligned view, no copy).
         self.be8 = np.ndarray(shape=(max(size - 7, 0),), dtype=">i8", buffer=buf, offset=0, strides=(1,))
+        self.le8 = np.ndarray(shape=(max(size - 7, 0),), dtype="<u8", buffer=buf, offset=0, strides=(1,))
 
     @classmethod
     def open(cls, path: Path) -> "_PageReader | None":
@@ -611,6 +612,22 @@ class _PageReader:
         for k in range(nbytes):
             out = (out << 8) | self.u8[pos + k]
         return out
+
+    def _word(self, pos: np.ndarray) -> np.ndarray:
+        """The 8 bytes at each position as a little-endian uint64 (zero-padded past the end)."""
+        tail = pos > self.size - 8
+        w = self.le8[np.where(tail, 0, pos)]
+        if tail.any():
+            i = np.flatnonzero(tail)
+            w[i] = self._padded(pos[i], big_endian=False)
+        return w
+
+    def _varint_len(self, pos: np.ndarray) -> np.ndarray:
+        """Length in bytes of the SQLite varint at each position (1..9)."""
+        z = ~self._word(pos) & np.uint64(0x8080808080808080)  # bytes whose high bit is clear
+        low = z & (~z + np.uint64(1))  # lowest such byte (little-endian: the first one)
+        n = (np.bitwise_count(low - np.uint64(1)).astype(np.int64) + 1) >> 3
+        return np.where(z == 0, 9, n)
 
     def _varint(self, pos: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         """(value, length in bytes) of the SQLite varint at each position."""
@@ -672,29 +689,40 @@ class _PageReader:
         """The integer columns `want` of a table (its columns in order: `table_cols`)."""
         cells = self.leaf_cells(root)
         n = len(cells)
+        out = {c: np.empty(n, dtype=np.int64) for c in want}
         if n == 0 or not want:
-            return {c: np.empty(0, dtype=np.int64) for c in want}
+            return out
+        need = {table_cols.index(c): c for c in want}
+        # Blocks of rows small enough for the temporaries to stay in cache.
+        for lo in range(0, n, _BLOCK):
+            got = self._read_block(cells[lo:lo + _BLOCK], need)
+            for name, values in got.items():
+                out[name][lo:lo + len(values)] = values
+        return out
+
+    def _read_block(self, cells: np.ndarray, need: dict[int, str]) -> dict[str, np.ndarray]:
         payload, l1 = self._varint(cells)
-        if (payload > self.usable - 35).any():
+        if payload.max() > self.usable - 35:
             raise _Unsupported("rows spill to overflow pages")
-        _, l2 = self._varint(cells + l1)
-        rec = cells + l1 + l2  # record start
+        rec = cells + l1 + self._varint_len(cells + l1)  # record start (after the rowid)
         rec_end = rec + payload
         hsize = self.u8[rec].astype(np.int64)
-        need = {table_cols.index(c): c for c in want}
         last = max(need)
-        if (hsize < 128).all() and int(hsize.min()) >= last + 2:
-            # Fast path: every serial type up to `last` is one byte (no text/blob longer than
-            # 57 bytes before it), so the header is a plain n x (last+1) byte matrix.
-            st = self.u8[(rec + 1)[:, None] + np.arange(last + 1)]
-            if (st >= 128).any():
-                return self._read_general(rec, rec_end, need)
-            size = _SIZE_LUT[st]
-            start_in_body = np.cumsum(size, axis=1, dtype=np.int32) - size
-            body = rec + hsize
-            out = {name: self._values(st[:, col], body + start_in_body[:, col]) for col, name in need.items()}
-        else:
-            out = self._read_general(rec, rec_end, need)
+        if not (hsize.max() < 128 and int(hsize.min()) >= last + 2):
+            return self._read_general(rec, rec_end, need)
+        # Fast path: serial types up to `last` are one byte each (no long text before them):
+        # read them 8 at a time as little-endian words, byte c of word k = column 8k + c.
+        words = [self._word(rec + 1 + 8 * k) for k in range(last // 8 + 1)]
+        offset = rec + hsize  # where the next column's value starts
+        out: dict[str, np.ndarray] = {}
+        for col in range(last + 1):
+            st = ((words[col >> 3] >> np.uint64(8 * (col & 7))) & np.uint64(0xFF)).astype(np.intp)
+            if col in need:
+                if st.max() >= 128:
+                    return self._read_general(rec, rec_end, need)
+                out[need[col]] = self._values(st, offset)
+            if col < last:
+                offset = offset + _SIZE_LUT[st]
         return out
 
     def _read_general(self, rec: np.ndarray, rec_end: np.ndarray, need: dict[int, str]) -> dict[str, np.ndarray]:
@@ -722,32 +750,38 @@ class _PageReader:
 
     def _values(self, st: np.ndarray, pos: np.ndarray) -> np.ndarray:
         """Signed big-endian integers of serial types `st` stored at file offsets `pos`."""
-        bad = _BAD_INT[st]
-        if bad.any():
+        lo, hi = int(st.min()), int(st.max())
+        if lo == hi and lo in (0, 8, 9):  # the whole column is NULL, 0 or 1 (no bytes stored)
+            return np.full(len(st), {0: MISSING, 8: 0, 9: 1}[lo], dtype=np.int64)
+        if _BAD_INT[st].any():
             raise _Unsupported("text, blob or float in an integer column")
-        tail = pos > self.size - 8
-        raw = self.be8[np.where(tail, 0, pos)].astype(np.int64)
-        if tail.any():  # a value in the last 8 bytes of the file: read it byte by byte
+        if int(pos.max()) > self.size - 8:  # a value in the last 8 bytes of the file
+            tail = pos > self.size - 8
+            raw = self.be8[np.where(tail, 0, pos)].astype(np.int64)
             i = np.flatnonzero(tail)
-            raw[i] = self._be_padded(pos[i])
-        val = raw >> _SHIFT_LUT[st]  # arithmetic shift: keeps `size` bytes, extends the sign
-        special = st[(st == 0) | (st >= 8)]
-        if len(special):
-            val = np.where(st == 8, 0, val)
-            val = np.where(st == 9, 1, val)
-            val = np.where(st == 0, MISSING, val)
+            raw[i] = self._padded(pos[i], big_endian=True).view(np.int64)
+        else:
+            raw = self.be8[pos].astype(np.int64)
+        # Arithmetic shift right: keeps the value's `size` leading bytes, extends the sign.
+        val = raw >> (_SHIFT_LUT[st] if lo != hi else _SHIFT_LUT[lo])
+        if lo == 0 or hi >= 8:
+            np.putmask(val, st == 8, 0)
+            np.putmask(val, st == 9, 1)
+            np.putmask(val, st == 0, MISSING)
         return val
 
-    def _be_padded(self, pos: np.ndarray) -> np.ndarray:
+    def _padded(self, pos: np.ndarray, big_endian: bool) -> np.ndarray:
+        """8 bytes at each position as uint64, zero bytes past the end of the file."""
         out = np.zeros(len(pos), dtype=np.uint64)
         for k in range(8):
             byte = np.where(pos + k < self.size, self.u8[np.minimum(pos + k, self.size - 1)], 0).astype(np.uint64)
-            out = (out << np.uint64(8)) | byte
-        return out.view(np.int64)
+            out |= byte << np.uint64(8 * (7 - k) if big_endian else 8 * k)
+        return out
 
 
 # serial type → byte size (types ≥ 12 are blobs/text of (t-12)//2 bytes), shift that keeps
 # that many bytes of a big-endian 8-byte word, and "not an integer" flags.
-_SIZE_LUT = np.array([_SERIAL_SIZE[t] if t < 12 else (t - 12) >> 1 for t in range(256)], dtype=np.int32)
+_SIZE_LUT = np.array([_SERIAL_SIZE[t] if t < 12 else (t - 12) >> 1 for t in range(256)], dtype=np.int64)
 _SHIFT_LUT = np.array([64 - 8 * int(_SERIAL_SIZE[t]) if 1 <= t <= 6 else 0 for t in range(256)], dtype=np.int64)
+_BLOCK = 1 << 17  # rows per block of the page reader
 _BAD_INT = np.array([t == 7 or t >= 10 for t in range(256)], dtype=bool)
