@@ -23,6 +23,7 @@ import os
 import re
 import resource
 import select
+import shutil
 import signal
 import subprocess
 import sys
@@ -716,10 +717,11 @@ def _warn(collected: list[str]) -> Callable[[str], None]:
     return warn
 
 
-def _prepare_output(path: Path) -> None:
-    """Refuse a non-empty output directory before anything starts."""
+def _prepare_output(path: Path) -> bool:
+    """Refuse a non-empty output directory before anything starts; True when it exists (empty)."""
     if path.exists() and (not path.is_dir() or any(path.iterdir())):
         raise InputError("output exists and is not an empty directory", path=path)
+    return path.exists()
 
 
 _DURATION = re.compile(r"\s*([0-9]*\.?[0-9]+)\s*(ns|us|µs|ms|s|m|min)?\s*")
@@ -750,44 +752,27 @@ def cmd_collect(args: argparse.Namespace) -> int:
         raise InputError(f"collect: --interval {args.interval} is below the 1ms minimum")
     duration_ns = parse_duration_ns(args.duration) if args.duration else None
     out = Path(args.output)
-    _prepare_output(out)
+    out_existed = _prepare_output(out)
     fs = ProcFS()
     if args.pid is not None:
         check_target(args.pid, fs)
+    elif shutil.which(cmd[0]) is None:
+        raise CollectionError(f"cannot start {cmd[0]!r}: No such file or directory (or not executable)")
     warnings: list[str] = []
     warn = _warn(warnings)
 
-    child: subprocess.Popen[bytes] | None = None
-    markers: MarkerReader
-    if cmd:
-        markers = MarkerReader.announce()
-        try:
-            child = subprocess.Popen(cmd, env={**os.environ, **markers.env()})
-        except OSError as exc:
-            markers.close()
-            raise CollectionError(f"cannot start {cmd[0]!r}: {exc.strerror or exc}") from None
-        root = child.pid
-    else:
-        root = args.pid
-        markers = MarkerReader.attach(root, proc_root=fs.proc)
+    # Everything slow (imports, the bundle, GPU initialisation) happens before a command is
+    # started, so the collection sees it from its first instruction.  The samplers get the
+    # target pids through `pids`, which answers once the target set exists.
+    holder: list[TargetSet] = []
 
-    try:
-        return _collect(args, out, root, child, cmd, markers, interval_ns, duration_ns, fs, warn, warnings)
-    finally:
-        if child is not None and child.poll() is None:
-            _stop_child(child)
+    def pids() -> set[int]:
+        return holder[0].pids() if holder else set()
 
-
-def _collect(args: argparse.Namespace, out: Path, root: int,
-             child: subprocess.Popen[bytes] | None, cmd: list[str], markers: MarkerReader,
-             interval_ns: int, duration_ns: int | None, fs: ProcFS,
-             warn: Callable[[str], None], warnings: list[str]) -> int:
-    targets = TargetSet(root, procfs=fs, exclude={os.getpid()})
-    root_info = targets.processes[root]
+    markers = MarkerReader.announce() if cmd else MarkerReader.attach(args.pid, proc_root=fs.proc)
     manifest = {
         "source": {"kind": "collect", "perfdiff_version": __version__, "argv": sys.argv},
-        "target": {"pid": root, "mode": "command" if cmd else "pid", "command": cmd,
-                   "cmdline": root_info.cmdline, "nspid": root_info.nspid, "uid": _uid(fs, root)},
+        "target": {"mode": "command" if cmd else "pid", "command": cmd},
         "host": host_info(fs),
     }
     try:
@@ -795,12 +780,36 @@ def _collect(args: argparse.Namespace, out: Path, root: int,
     except OSError as exc:
         markers.close()
         raise CollectionError(f"cannot create the bundle ({exc.strerror or exc})", path=out) from None
-    markers.watch(root, root_info.nspid)
-
-    samplers: list[Any] = [HostSampler(targets.pids, interval_ns=interval_ns, procfs=fs)]
-    gpu = _gpu_sampler(targets.pids, args.gpus, interval_ns, warn)
+    samplers: list[Any] = [HostSampler(pids, interval_ns=interval_ns, procfs=fs)]
+    gpu = _gpu_sampler(pids, args.gpus, interval_ns, warn)
     if gpu is not None:
         samplers.append(gpu)
+
+    child: subprocess.Popen[bytes] | None = None
+    try:
+        if cmd:
+            try:
+                child = subprocess.Popen(cmd, env={**os.environ, **markers.env()})
+            except OSError as exc:
+                markers.close()
+                _remove_bundle(out, out_existed)
+                raise CollectionError(f"cannot start {cmd[0]!r}: {exc.strerror or exc}") from None
+        root = child.pid if child is not None else args.pid
+        targets = TargetSet(root, procfs=fs, exclude={os.getpid()})
+        holder.append(targets)
+        info = targets.processes[root]
+        writer.manifest["target"].update(pid=root, cmdline=info.cmdline, nspid=info.nspid, uid=_uid(fs, root))
+        markers.watch(root, info.nspid)
+        return _run(writer, targets, samplers, markers, child, interval_ns, duration_ns, warn, warnings)
+    finally:
+        if child is not None and child.poll() is None:
+            _stop_child(child)
+
+
+def _run(writer: BundleWriter, targets: TargetSet, samplers: list[Any], markers: MarkerReader,
+         child: subprocess.Popen[bytes] | None, interval_ns: int, duration_ns: int | None,
+         warn: Callable[[str], None], warnings: list[str]) -> int:
+    """The collection proper, from the first tick to the sealed bundle."""
 
     def poll_exit() -> str | None:
         if child is not None:
@@ -822,10 +831,17 @@ def _collect(args: argparse.Namespace, out: Path, root: int,
         markers.close()  # what was written stays: it loads (status "running" reads as interrupted)
         raise
     c, files = writer.manifest["collection"], writer.manifest["files"]
-    print(f"perfdiff: wrote {out} (status {status}, {c['end_reason']}: {c['ticks']} ticks of "
+    print(f"perfdiff: wrote {writer.path} (status {status}, {c['end_reason']}: {c['ticks']} ticks of "
           f"{interval_ns / 1e6:g} ms, {files['activity']['rows']:,} activity rows, "
           f"{files['samples']['rows']:,} samples, {files['markers']['rows']:,} marks)", file=sys.stderr)
     return 0
+
+
+def _remove_bundle(path: Path, keep_dir: bool) -> None:
+    """Undo open_writer (the output was absent or empty before)."""
+    shutil.rmtree(path, ignore_errors=True)
+    if keep_dir:
+        path.mkdir(exist_ok=True)
 
 
 def _uid(fs: ProcFS, pid: int) -> int | None:

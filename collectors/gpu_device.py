@@ -153,6 +153,8 @@ class GpuDevice:
     invalid_util_samples: int = 0
     # process lists and attribution
     list_chains: list[list[str]] | None = None
+    list_cache: list[dict[int, int | None]] = field(default_factory=list)
+    lists_refreshed_ns: int = -(1 << 62)
     list_stamp: int = 0
     target_seen: bool = False
     target_pids_seen: set[int] = field(default_factory=set)
@@ -170,10 +172,10 @@ class GpuDevice:
     reason_funcs: list[str] = field(default_factory=list)
     gpm: GpmState | None = None
 
-    @property
-    def name(self) -> str:
-        """The device label of the bundle ("GPU 0")."""
-        return f"GPU {self.index}"
+    name: str = ""  # the device label of the bundle ("GPU 0")
+
+    def __post_init__(self) -> None:
+        self.name = f"GPU {self.index}"
 
     # ------------------------------------------------------------------ opening
 

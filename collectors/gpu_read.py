@@ -11,12 +11,13 @@ from .gpu_device import FieldSpec, GpmState, GpuDevice, Rows
 from .gpu_metrics import (ECC_FIELDS, GPM_METRICS, POINT_GETTERS, PROCESS_LISTS, PROCESS_METRICS,
                           PROCESS_UTIL_METRICS, RATE_FIELDS, REASON_FUNCS, THROTTLE_REASONS, UTIL_SAMPLES,
                           XID_MEANING)
-from .nvml_query import FIELD_VALUE_ATTR, FIELD_VALUE_BITS, NvmlFailure, field_value
+from .nvml_query import FIELD_VALUE_ATTR, FIELD_VALUE_BITS, NvmlFailure, field_values_dtype, read_field_values
 
 if TYPE_CHECKING:
     from .gpu import GpuSampler
 
 DRY_NS = 1_000_000_000  # no buffered utilisation sample for this long: read the current rate
+LIST_REFRESH_NS = 1_000_000_000  # graphics and MPS process lists are re-read this often
 GPM_MIN_NS = 100_000_000  # GPM metrics need two samples at least 100 ms apart (COLLECTORS.md)
 _NAN = float("nan")
 
@@ -31,6 +32,7 @@ class DeviceReader:
         self.nvml = nvml
         self.success = getattr(nvml, "NVML_SUCCESS", 0)
         self.fnf = getattr(nvml, "NVML_ERROR_FUNCTION_NOT_FOUND", 13)
+        self.fv_dtype = field_values_dtype(getattr(nvml, "c_nvmlFieldValue_t", None))
         self.points: list[tuple[str, str, tuple[Any, ...] | None, float]] = []
         for metric, func, args, factor in POINT_GETTERS:
             values = tuple(getattr(nvml, a, None) for a in args)
@@ -220,14 +222,24 @@ class DeviceReader:
     def list_processes(self, dev: GpuDevice) -> dict[int, int | None] | None:
         """{pid: used GPU memory in bytes (None = not available)} from the compute, graphics and
         MPS lists (newest interface first, older ones on FunctionNotFound); None when the
-        compute list cannot be read."""
+        compute list cannot be read.  The compute list is read every time; the graphics and
+        MPS lists, rarely used by GPU servers, once per LIST_REFRESH_NS (cached in between)."""
         if dev.handle is None or dev.lost:
             return None
         if dev.list_chains is None:
             dev.list_chains = [list(chain) for chain in PROCESS_LISTS]
+            dev.list_cache = [{} for _ in PROCESS_LISTS]
         out: dict[int, int | None] = {}
         first = last = None
+        now = self.s.now()
+        refresh = now - dev.lists_refreshed_ns >= LIST_REFRESH_NS
+        if refresh:
+            dev.lists_refreshed_ns = now
         for i, chain in enumerate(dev.list_chains):
+            if i and not refresh:
+                for pid, used in dev.list_cache[i].items():
+                    out.setdefault(pid, used)
+                continue
             reasons = []
             while chain:
                 func = chain[0]
@@ -250,9 +262,10 @@ class DeviceReader:
                 first = t0 if first is None else first
                 last = t1
                 dev.sources[f"process_list_{i}"] = func
-                for p in procs:
-                    used = p.usedGpuMemory
-                    out.setdefault(int(p.pid), None if used is None else int(used))
+                listed = {int(p.pid): (None if p.usedGpuMemory is None else int(p.usedGpuMemory)) for p in procs}
+                dev.list_cache[i] = listed
+                for pid, used in listed.items():
+                    out.setdefault(pid, used)
                 break
             if not chain and reasons:
                 dev.sources[f"process_list_{i}"] = "unavailable: " + "; ".join(reasons)
@@ -398,13 +411,11 @@ class DeviceReader:
                 dev.count_transient("field_values")
             return
         dropped = []
-        for spec, fv in zip(specs, values):
-            ret = int(fv.nvmlReturn)
+        for spec, (ret, ts_us, vtype, raw) in zip(specs, read_field_values(values, self.fv_dtype), strict=True):
             if ret != self.success:
                 dropped.append((spec, f"{spec.const} (field {spec.field_id}): {self.err_text(ret)}"))
                 continue
-            raw = field_value(fv)
-            ts = dev.wall_ns("fields", int(fv.timestamp), stamp, int(fv.timestamp))
+            ts = dev.wall_ns("fields", ts_us, stamp, ts_us)
             prev = dev.field_prev.get(spec.field_id)
             if prev is not None and ts <= prev[0]:
                 continue  # the same cached reading again
@@ -413,7 +424,7 @@ class DeviceReader:
                 continue
             delta = raw - prev[1]
             if delta < 0:
-                bits = FIELD_VALUE_BITS.get(int(fv.valueType), 64)
+                bits = FIELD_VALUE_BITS.get(vtype, 64)
                 if bits >= 64:  # a 64-bit counter does not wrap: it was reset (driver reload)
                     dev.count_transient(f"{spec.metric}: counter reset")
                     continue

@@ -15,10 +15,13 @@ The module is passed in (`nvml`), so tests hand a fake with the same names.
 """
 from __future__ import annotations
 
+import ctypes
 import re
 import time
 from dataclasses import dataclass, field
 from typing import Any
+
+import numpy as np
 
 UINT_MAX = 0xFFFFFFFF  # scopeId for "all links" of an NVLink field
 
@@ -163,3 +166,43 @@ FIELD_VALUE_BITS = {1: 32, 2: 64, 3: 64, 6: 16}  # unsigned types, for counter w
 def field_value(fv: Any) -> float | int:
     """The number held by a c_nvmlFieldValue_t, read through its valueType (NVML_VALUE_TYPE_*)."""
     return getattr(fv.value, FIELD_VALUE_ATTR.get(int(fv.valueType), "ullVal"))
+
+
+# The union member of each NVML_VALUE_TYPE_*, as a numpy type.
+_UNION_TYPES = (("dVal", "f8"), ("uiVal", "u4"), ("ulVal", f"u{ctypes.sizeof(ctypes.c_ulong)}"), ("ullVal", "u8"),
+                ("sllVal", "i8"), ("siVal", "i4"), ("usVal", "u2"))
+
+
+def field_values_dtype(struct: Any) -> np.dtype | None:
+    """A numpy view of an array of c_nvmlFieldValue_t, with the offsets of the ctypes struct
+    itself: reading it costs one buffer view instead of a Python attribute lookup per field
+    (pynvml's structures override __getattribute__).  The value union appears once per type."""
+    try:
+        fields = {name: getattr(struct, name).offset for name in
+                  ("fieldId", "scopeId", "timestamp", "valueType", "nvmlReturn", "value")}
+        size = ctypes.sizeof(struct)
+    except (AttributeError, TypeError):
+        return None
+    names = ["fieldId", "scopeId", "timestamp", "valueType", "nvmlReturn"]
+    formats = ["=u4", "=u4", "=i8", "=u4", "=u4"]
+    offsets = [fields[n] for n in names]
+    for member, typ in _UNION_TYPES:
+        names.append(member)
+        formats.append("=" + typ)
+        offsets.append(fields["value"])
+    return np.dtype({"names": names, "formats": formats, "offsets": offsets, "itemsize": size})
+
+
+def read_field_values(values: Any, dtype: np.dtype | None) -> list[tuple[int, int, int, Any]]:
+    """[(nvmlReturn, timestamp µs, valueType, value)] of a c_nvmlFieldValue_t array."""
+    if dtype is not None:
+        try:
+            a = np.frombuffer(values, dtype=dtype, count=len(values))
+        except (TypeError, ValueError):  # not a ctypes array (a binding that returns objects)
+            a = None
+        if a is not None:
+            rets, ts, vts = a["nvmlReturn"].tolist(), a["timestamp"].tolist(), a["valueType"].tolist()
+            by_type = [a[m].tolist() for m, _ in _UNION_TYPES]
+            return [(rets[k], ts[k], vts[k], by_type[vts[k]][k] if vts[k] < len(by_type) else by_type[3][k])
+                    for k in range(len(rets))]
+    return [(int(fv.nvmlReturn), int(fv.timestamp), int(fv.valueType), field_value(fv)) for fv in values]

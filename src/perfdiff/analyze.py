@@ -5,7 +5,9 @@ formatted for display: that is render's job).  Definitions are STATS.md's.
 """
 from __future__ import annotations
 
+import functools
 import math
+import os
 import re
 from dataclasses import dataclass, field
 from typing import Any
@@ -291,6 +293,7 @@ def compare_runs(normal: RunData, abnormal: RunData, cn: Cycles, ca: Cycles, *,
     mu_rows: list[MuStats] = []
     ctx_rows: list[ContextStats] = []
     dev_rows: dict[str, tuple[DeviceRows | None, DeviceRows | None]] = {}
+    mu_jobs: list[tuple] = []
     mu_cache: dict = {}
     for key in sorted(set(ser_n) & set(ser_a)):
         metric, device = key
@@ -309,7 +312,7 @@ def compare_runs(normal: RunData, abnormal: RunData, cn: Cycles, ca: Cycles, *,
             rn, ra = dev_rows[device]
             mu_n = mu_matrix(rn, s_n, len(mn.keys), Kn, mu_cache)
             mu_a = mu_matrix(ra, s_a, len(ma.keys), Ka, mu_cache)
-            mu_rows.extend(_mu_rows(mu_n, mu_a, idx_n, idx_a, s_n, functions, tested_idx, res_floor, alpha))
+            mu_jobs.extend(_mu_jobs(mu_n, mu_a, idx_n, idx_a, s_n, functions, tested_idx, res_floor))
         else:
             res = stats.compare_samples(s_a.value, s_n.value, floor=res_floor, alpha=alpha)
             ctx_rows.append(ContextStats(
@@ -318,6 +321,7 @@ def compare_runs(normal: RunData, abnormal: RunData, cn: Cycles, ca: Cycles, *,
                 median_interval_ms_n=s_n.median_interval_ns / 1e6,
                 median_interval_ms_a=s_a.median_interval_ns / 1e6,
                 aliases=aliases.get(label, [])))
+    mu_rows = _run_mu_tests(mu_jobs, alpha)
     for key in sorted(set(ser_n) ^ set(ser_a)):
         side = "normal" if key in ser_n else "abnormal"
         warnings.append(f"metric {key[0]} on {key[1]} was sampled in the {side} run only; not compared")
@@ -381,23 +385,53 @@ def _z_log(a: np.ndarray, n: np.ndarray, res: float) -> float:
     return stats.z_log(a, n, eps=eps)
 
 
-def _mu_rows(mu_n: np.ndarray, mu_a: np.ndarray, idx_n: np.ndarray, idx_a: np.ndarray, s_n: SeriesInfo,
-             functions: list[FunctionStats], tested_idx: list[int], res_floor: float,
-             alpha: float) -> list[MuStats]:
-    rows = []
+def _mu_jobs(mu_n: np.ndarray, mu_a: np.ndarray, idx_n: np.ndarray, idx_a: np.ndarray, s_n: SeriesInfo,
+             functions: list[FunctionStats], tested_idx: list[int], res_floor: float) -> list[tuple]:
+    """One μ test per tested function on the series' device: (f, metric, device, a, n, floor)."""
+    jobs = []
     for f in tested_idx:
-        fs = functions[f]
-        if fs.device != s_n.device:
+        if functions[f].device != s_n.device:
             continue
         vn = mu_n[idx_n[f]] if idx_n[f] >= 0 else np.zeros(0)
         va = mu_a[idx_a[f]] if idx_a[f] >= 0 else np.zeros(0)
         vn, va = vn[np.isfinite(vn)], va[np.isfinite(va)]
         if len(vn) == 0 and len(va) == 0:
             continue
-        res = stats.compare_samples(va, vn, floor=res_floor, alpha=alpha)
-        rows.append(MuStats(func=f, metric=s_n.metric, device=s_n.device, unit=metric_unit(s_n.metric),
-                            res=res, z_log=_z_log(va, vn, res_floor)))
-    return rows
+        jobs.append((f, s_n.metric, s_n.device, va, vn, res_floor))
+    return jobs
+
+
+def _mu_test(job: tuple, alpha: float) -> tuple[stats.TwoSample, float]:
+    _, _, _, va, vn, floor = job
+    return stats.compare_samples(va, vn, floor=floor, alpha=alpha), _z_log(va, vn, floor)
+
+
+PARALLEL_MIN_PAIRS = 20_000_000  # Σ n_N·n_A over the μ tests above which a process pool pays off
+
+
+def _run_mu_tests(jobs: list[tuple], alpha: float) -> list[MuStats]:
+    """Run the μ tests, on every core when there are many (each is independent)."""
+    work = sum(len(j[3]) * len(j[4]) for j in jobs)
+    workers = min(os.cpu_count() or 1, 8)
+    if workers > 1 and work >= PARALLEL_MIN_PAIRS and len(jobs) >= 4 * workers:
+        import concurrent.futures as cf
+        import multiprocessing as mp
+
+        try:
+            ctx = mp.get_context("fork")
+        except ValueError:  # no fork on this platform: run serially
+            ctx = None
+        if ctx is not None:
+            with cf.ProcessPoolExecutor(max_workers=workers, mp_context=ctx) as pool:
+                results = list(pool.map(functools.partial(_mu_test, alpha=alpha), jobs,
+                                        chunksize=max(1, len(jobs) // (8 * workers))))
+            return [MuStats(func=j[0], metric=j[1], device=j[2], unit=metric_unit(j[1]), res=r, z_log=z)
+                    for j, (r, z) in zip(jobs, results, strict=True)]
+    out = []
+    for j in jobs:
+        r, z = _mu_test(j, alpha)
+        out.append(MuStats(func=j[0], metric=j[1], device=j[2], unit=metric_unit(j[1]), res=r, z_log=z))
+    return out
 
 
 def _aliases_and_constants(ser_n: dict, ser_a: dict) -> tuple[dict[str, list[str]], set[str], dict[str, set[str]]]:

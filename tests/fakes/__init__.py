@@ -87,7 +87,7 @@ def _activity(scenario: str, abnormal: bool, t0: int, duration_ns: int,
     while t < end:
         c_start = t
         noise = rng.lognormal(0.0, 0.03, len(KERNELS))
-        for (name, kind, base_us, how), z in zip(KERNELS, noise):
+        for (name, kind, base_us, how), z in zip(KERNELS, noise, strict=True):
             dur = int(base_us * 1000 * z * _slowdown(scenario, abnormal, t >= half, how))
             launch = t
             t += int(GAP_US * 1000)

@@ -25,12 +25,13 @@ implement raises NotImplementedError, so a gap in the fake is loud.  `calls` cou
 """
 from __future__ import annotations
 
+import bisect
 import ctypes
 import dataclasses
 import inspect
 import re
 import time
-from collections import Counter, deque
+from collections import Counter
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 from types import ModuleType
@@ -160,9 +161,22 @@ class _Runtime:
     next_sample_ns: int = 0
     changes: list = field(default_factory=list)  # its Changes, in time order
     ci: int = 0  # the next Change to apply
-    util: deque = field(default_factory=lambda: deque(maxlen=120))  # (ts_us, gpu %)
-    memutil: deque = field(default_factory=lambda: deque(maxlen=120))  # (ts_us, mem %)
-    proc: deque = field(default_factory=lambda: deque(maxlen=100))  # (pid, ts_us, sm, mem)
+    util: list = field(default_factory=list)  # (ts_us, gpu %), oldest first
+    memutil: list = field(default_factory=list)  # (ts_us, mem %)
+    proc: list = field(default_factory=list)  # (ts_us, pid, sm, mem)
+
+RING = 120  # samples the driver keeps per buffer (older ones are dropped)
+
+
+def _push(ring: list, item: tuple) -> None:
+    ring.append(item)
+    if len(ring) > 2 * RING:
+        del ring[:-RING]
+
+
+def _newer(ring: list, ts_us: int) -> list:
+    """The buffered samples newer than `ts_us` (at most the last RING)."""
+    return ring[max(bisect.bisect_right(ring, (ts_us, float("inf"))), len(ring) - RING):]
 
 
 def _nvml_error(code: int) -> Exception:
@@ -275,12 +289,12 @@ class FakeNvml:
         ts_us = (t_ns - self.sample_epoch_ns) // 1000
         # Only a busy GPU fills the buffers (an idle one runs dry: polarsignals/gpu-metrics-agent#37).
         if load.gpu_util > 0:
-            rt.util.append((ts_us, load.gpu_util))
+            _push(rt.util, (ts_us, load.gpu_util))
         if load.mem_util > 0:
-            rt.memutil.append((ts_us, load.mem_util))
+            _push(rt.memutil, (ts_us, load.mem_util))
         for p in load.procs:
             if p.sm_util > 0 or p.mem_util > 0:
-                rt.proc.append((p.pid, ts_us, p.sm_util, p.mem_util))
+                _push(rt.proc, (ts_us, p.pid, p.sm_util, p.mem_util))
 
     def _apply(self, ch: Change) -> None:
         t = self.t0_ns + ch.at_ns
@@ -461,7 +475,7 @@ class FakeNvml:
             ring = rt.memutil
         else:
             raise _nvml_error(_real.NVML_ERROR_NOT_SUPPORTED)
-        new = [(ts, v) for ts, v in ring if ts > timeStamp]
+        new = _newer(ring, timeStamp)
         if not new:
             raise _nvml_error(_real.NVML_ERROR_NOT_FOUND)
         arr = (_real.c_nvmlSample_t * len(new))()
@@ -472,11 +486,11 @@ class FakeNvml:
 
     def nvmlDeviceGetProcessUtilization(self, handle, timeStamp):  # noqa: N803 - pynvml's name
         rt = self._rt[self._enter("nvmlDeviceGetProcessUtilization", handle)]
-        new = [s for s in rt.proc if s[1] > timeStamp]
+        new = _newer(rt.proc, timeStamp)
         if not new:
             raise _nvml_error(_real.NVML_ERROR_NOT_FOUND)
         arr = (_real.c_nvmlProcessUtilizationSample_t * len(new))()
-        for k, (pid, ts, sm, mem) in enumerate(new):
+        for k, (ts, pid, sm, mem) in enumerate(new):
             arr[k].pid, arr[k].timeStamp, arr[k].smUtil, arr[k].memUtil = pid, ts, sm, mem
         return arr[0:len(new)]
 

@@ -188,7 +188,6 @@ class _Import:
             gpu_parts[kind] = self._only_pid(cols, "globalPid", kind)
         runtime = self._runtime()
         parts: list[Part] = []
-        tids: set[int] = set()
         for kind, cols in gpu_parts.items():
             part = self._gpu_part(kind, cols, runtime)
             parts.append(part)
@@ -197,7 +196,6 @@ class _Import:
             api = self._api_part(runtime)
             parts.append(api)
             self.counts["api"] = len(api)
-            tids.update(np.unique(api.columns["tid"]).tolist())
         nvtx_part, markers = self._nvtx()
         if nvtx_part is not None:
             parts.append(nvtx_part)
@@ -207,8 +205,10 @@ class _Import:
                 parts.append(part)
                 self.counts[label] = len(part)
         activity = concat_parts("activity", parts)
+        host = activity["tid"].to_numpy()
+        tids = sorted(int(t) for t in pd.unique(host[host != MISSING]))
         samples = self._gpu_metrics()
-        manifest = self._manifest(meta, activity, sorted(tids))
+        manifest = self._manifest(meta, activity, tids)
         return RunData(manifest=manifest, activity=activity, samples=samples, markers=markers,
                        path=str(self.path), notes=list(self.notes))
 
@@ -250,7 +250,8 @@ class _Import:
             if self.want_pid is not None:
                 self.notes.append(f"kernel rows carry no process id: --pid {self.want_pid} not applied")
             return None
-        uniq, counts = np.unique(pids, return_counts=True)
+        codes, uniq = dense_codes(pids)
+        counts = np.bincount(codes, minlength=len(uniq))
         self.process_counts = {int(u): int(c) for u, c in zip(uniq, counts)}
         if self.want_pid is not None:
             if self.want_pid not in self.process_counts:
@@ -292,6 +293,12 @@ class _Import:
         rc = runtime.get("correlationId")
         if rc is None or len(rc) == 0 or len(corr) == 0:
             return np.full(len(corr), -1, dtype=np.int64)
+        if len(rc) > 1 and bool((rc[1:] >= rc[:-1]).all()):
+            # Runtime rows usually come in correlation order: no sort, no table needed.
+            pos = np.searchsorted(rc, corr, side="left")
+            pos_c = np.minimum(pos, len(rc) - 1)
+            hit = (pos < len(rc)) & (rc[pos_c] == corr) & (corr >= 0)
+            return np.where(hit, pos_c, -1)
         valid = rc >= 0
         hi = int(max(rc.max(), corr.max()))
         if hi < 8 * len(rc) + (1 << 20):
@@ -615,11 +622,12 @@ class _PageReader:
 
     def _word(self, pos: np.ndarray) -> np.ndarray:
         """The 8 bytes at each position as a little-endian uint64 (zero-padded past the end)."""
+        if len(pos) == 0 or int(pos.max()) <= self.size - 8:
+            return self.le8[pos]
         tail = pos > self.size - 8
         w = self.le8[np.where(tail, 0, pos)]
-        if tail.any():
-            i = np.flatnonzero(tail)
-            w[i] = self._padded(pos[i], big_endian=False)
+        i = np.flatnonzero(tail)
+        w[i] = self._padded(pos[i], big_endian=False)
         return w
 
     def _varint_len(self, pos: np.ndarray) -> np.ndarray:
