@@ -54,7 +54,7 @@ TABLES = ("activity", "samples", "markers")
 
 FLUSH_NS = 750_000_000  # rows reach the disk at least this often: a SIGKILL loses less than a second
 ANCHOR_NS = 10_000_000_000  # (REALTIME, MONOTONIC) anchor pairs and manifest refresh
-DISCOVER_NS = 100_000_000  # look for new child processes this often
+DISCOVER_NS = 200_000_000  # look for new child processes this often
 MIN_INTERVAL_NS = 1_000_000
 MAX_SAMPLER_ERRORS = 10  # consecutive failures before a sampler is switched off
 STOP_GRACE_S = 5.0  # a started command gets this long after SIGTERM before SIGKILL
@@ -305,7 +305,7 @@ def write_part(data: pa.Table, path: Path) -> None:
     import pyarrow.parquet as pq
 
     sink = pa.BufferOutputStream()
-    pq.write_table(data, sink, compression="zstd", write_statistics=False)
+    pq.write_table(data, sink, compression="snappy", write_statistics=False)
     buf = sink.getvalue()
     fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_CLOEXEC, 0o644)
     try:

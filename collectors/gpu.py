@@ -125,7 +125,8 @@ class GpuSampler:
         self.reader = DeviceReader(self)
         self.devices = [GpuDevice.open(self, i) for i in range(count)]
         self._by_address = {d.address: d for d in self.devices if d.address is not None}
-        self._event_set: Any = None
+        self._event_set: Any = None  # None: not created yet; False: NVML could not create one
+        self.event_set_reason = ""
         self._started = False
         self._closed = False
         self._tick_t = 0
@@ -133,7 +134,7 @@ class GpuSampler:
         self.prev_tick_ns: int | None = None
         self._last_discovery_ns = 0
         self._other_seen: set[tuple[int, int]] = set()
-        self._names = Names()
+        self._names = (Names(), Names())  # metric and device codes shared by every tick's Rows
 
     # ------------------------------------------------------------------ clock
 
@@ -163,9 +164,9 @@ class GpuSampler:
         self.matcher.set_targets(self._targets())
         if self._gpus is not None:
             for i in self._gpus:
-                self._attach(self.devices[i], t_ns, "--gpus")
+                self._attach(self.devices[i], t_ns, "--gpus", announce=False)
         else:
-            self._discover(t_ns)
+            self._discover(announce=False)
         self._last_discovery_ns = t_ns
         self.prev_tick_ns = t_ns
         self.q.recording_startup = False
@@ -174,9 +175,9 @@ class GpuSampler:
         """Rows of the `samples` table for everything read in this tick (registry units)."""
         if not self._started:
             self.start(t_ns)
-            return {"samples": Rows(self._names).frame()}
+            return {"samples": Rows(*self._names).frame()}
         self.begin_tick(t_ns)
-        rows = Rows(self._names)
+        rows = Rows(*self._names)
         self.matcher.set_targets(self._targets())
         for dev in self.devices:
             if dev.sampled and not dev.lost:
@@ -184,7 +185,7 @@ class GpuSampler:
         self._poll_events()
         if self._gpus is None and t_ns - self._last_discovery_ns >= DISCOVERY_NS:
             self._last_discovery_ns = t_ns
-            self._discover(t_ns)
+            self._discover(announce=True)
         self.prev_tick_ns = t_ns
         return {"samples": rows.frame()}
 
@@ -204,9 +205,13 @@ class GpuSampler:
                 "sources": {d.name: dict(d.sources) for d in self.devices if d.sampled},
                 "transient_errors": {f"{d.name}/{k}": v for d in self.devices for k, v in d.transient.items()},
                 "proc_root": self._proc_root,
+                # GPUs on this host that were not sampled (the target did not use them).
+                "other_gpus": [{"index": d.index, "name": d.model, "uuid": d.uuid,
+                                **({"open_error": d.open_error} if d.open_error else {})}
+                               for d in self.devices if not d.sampled],
             },
             "unsupported": self.state.unsupported_list(),
-            "gpus": [d.info() for d in self.devices],
+            "gpus": [d.info() for d in self.devices if d.sampled],
             "events": [dict(e) for e in self.state.events],
         }
 
@@ -238,7 +243,7 @@ class GpuSampler:
                 self._event_set = self.q.call("nvmlEventSetCreate")[0]
             except NvmlFailure as f:
                 self._event_set = False
-                self._event_set_reason = f.reason
+                self.event_set_reason = f.reason
         return self._event_set or None
 
     def note_other_process(self, dev: GpuDevice, pid: int, t_ns: int, **detail: Any) -> None:
@@ -258,14 +263,15 @@ class GpuSampler:
 
     # ------------------------------------------------------------------ discovery
 
-    def _attach(self, dev: GpuDevice, t_ns: int, why: str) -> None:
+    def _attach(self, dev: GpuDevice, t_ns: int, why: str, *, announce: bool) -> None:
+        """Start sampling `dev`; `announce` records the event (a GPU joining mid-run)."""
         if dev.sampled or dev.lost:
             return
-        if self._started and t_ns != self.prev_tick_ns and self.prev_tick_ns is not None:
+        if announce:
             self.state.event(t_ns, dev.name, "gpu-attached", reason=why)
         dev.attach(t_ns, why)
 
-    def _discover(self, t_ns: int) -> None:
+    def _discover(self, *, announce: bool) -> None:
         """Attach the GPUs whose NVML process lists hold a target pid; else the /dev/nvidiaN ones."""
         unreadable = []
         found_any = any(d.sampled for d in self.devices)
@@ -279,7 +285,7 @@ class GpuSampler:
             hits = sorted(p for p in procs if self.matcher.is_target(p))
             if hits:
                 found_any = True
-                self._attach(dev, self.now(), f"NVML process list: pids {hits}")
+                self._attach(dev, self.now(), f"NVML process list: pids {hits}", announce=announce)
         # Fallback (COLLECTORS.md): the target's open /dev/nvidiaN files, for the devices whose
         # lists could not be read, or all of them when no list showed the target.
         candidates = [d for d in self.devices if not d.sampled and not d.lost] if not found_any else unreadable
@@ -288,7 +294,7 @@ class GpuSampler:
             for dev in candidates:
                 if dev.minor is not None and dev.minor in minors:
                     dev.by_fd = True
-                    self._attach(dev, self.now(), f"/proc/PID/fd holds /dev/nvidia{dev.minor}")
+                    self._attach(dev, self.now(), f"/proc/PID/fd holds /dev/nvidia{dev.minor}", announce=announce)
 
     # ------------------------------------------------------------------ events
 

@@ -23,14 +23,15 @@ TS_TOLERANCE_NS = 60_000_000_000
 class Rows:
     """Accumulates sample rows of one tick; `frame` turns them into a `samples` DataFrame.
 
-    Metric and device names are kept as codes into a shared `Names` table, so the frame's
-    categorical columns are built without re-hashing every string each tick.
+    Metric and device names are kept as codes into `Names` tables shared across ticks, so the
+    frame's categorical columns are built without re-hashing every string each tick.
     """
 
-    __slots__ = ("names", "metric", "device", "t0", "t1", "value")
+    __slots__ = ("metrics", "devices", "metric", "device", "t0", "t1", "value")
 
-    def __init__(self, names: Names | None = None) -> None:
-        self.names = names if names is not None else Names()
+    def __init__(self, metrics: Names | None = None, devices: Names | None = None) -> None:
+        self.metrics = metrics if metrics is not None else Names()
+        self.devices = devices if devices is not None else Names()
         self.metric: list[int] = []
         self.device: list[int] = []
         self.t0: list[int] = []
@@ -39,9 +40,8 @@ class Rows:
 
     def add(self, metric: str, device: str, t0: int, t1: int, value: float) -> None:
         """One row: `value` in the registry unit over [t0, t1] ns (t0 == t1: a point reading)."""
-        code = self.names.code
-        self.metric.append(code(metric))
-        self.device.append(code(device))
+        self.metric.append(self.metrics.code(metric))
+        self.device.append(self.devices.code(device))
         self.t0.append(t0 if t0 <= t1 else t1)
         self.t1.append(t1)
         self.value.append(value)
@@ -54,7 +54,6 @@ class Rows:
         names, int64 ns, float64 values); NaN and inf values dropped."""
         value = np.asarray(self.value, dtype=np.float64)
         keep = np.isfinite(value)
-        cats = self.names.categories()
         metric = np.asarray(self.metric, dtype=np.int32)
         device = np.asarray(self.device, dtype=np.int32)
         t0 = np.asarray(self.t0, dtype=np.int64)
@@ -62,8 +61,8 @@ class Rows:
         if not keep.all():
             metric, device, t0, t1, value = metric[keep], device[keep], t0[keep], t1[keep], value[keep]
         return pd.DataFrame({
-            "metric": pd.Categorical.from_codes(metric, dtype=cats),
-            "device": pd.Categorical.from_codes(device, dtype=cats),
+            "metric": pd.Categorical.from_codes(metric, dtype=self.metrics.categories()),
+            "device": pd.Categorical.from_codes(device, dtype=self.devices.categories()),
             "t_start_ns": t0,
             "t_end_ns": t1,
             "value": value,
@@ -150,6 +149,7 @@ class GpuDevice:
     util_prev_end: dict[str, int] = field(default_factory=dict)
     putil_last_us: int = 0
     putil_prev_end: int | None = None
+    idle_at_ns: int | None = None  # this tick's utilisation snapshot read 0 % at this time
     invalid_util_samples: int = 0
     # process lists and attribution
     list_chains: list[list[str]] | None = None

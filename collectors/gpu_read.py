@@ -114,11 +114,14 @@ class DeviceReader:
                     self.fail(dev, (metric,), f, prefix=f"{prior}; " if prior else "")
             return
         for metric, attr in snapshot:
-            rows.add(metric, dev.name, stamp, stamp, float(getattr(util, attr)))
+            value = float(getattr(util, attr))
+            rows.add(metric, dev.name, stamp, stamp, value)
             if dev.util_mode.get(metric) == "rates":
                 dev.sources[metric] = "nvmlDeviceGetUtilizationRates"
             else:
                 dev.util_prev_end[metric] = stamp
+            if metric == "gpu_usage" and value == 0:
+                dev.idle_at_ns = stamp  # no kernel ran: no process used the GPU either
 
     def _util_samples(self, dev: GpuDevice, rows: Rows, metric: str, stype_name: str) -> bool:
         """Rows from nvmlDeviceGetSamples; False when a snapshot should be read instead."""
@@ -167,7 +170,18 @@ class DeviceReader:
         except NvmlFailure as f:
             if f.kind != "empty":  # NotFound: no sample since `last`
                 self.fail(dev, PROCESS_UTIL_METRICS, f)
+            elif dev.idle_at_ns is not None and (dev.putil_prev_end is None or
+                                                 dev.idle_at_ns - dev.putil_prev_end > DRY_NS):
+                # The GPU is idle (its own rate reads 0) and no process sample came for a while:
+                # every process's share is 0, known, not missing.
+                t = dev.idle_at_ns
+                if self._attributable(dev, ()):
+                    rows.add(PROCESS_UTIL_METRICS[0], dev.name, t, t, 0.0)
+                    rows.add(PROCESS_UTIL_METRICS[1], dev.name, t, t, 0.0)
+                dev.putil_prev_end = t
+            dev.idle_at_ns = None
             return
+        dev.idle_at_ns = None
         per_pid: dict[int, list[float]] = {}
         newest = last
         for x in samples:
@@ -185,6 +199,8 @@ class DeviceReader:
         if newest == last:
             return
         dev.putil_last_us = newest
+        if not per_pid:
+            return  # only impossible values: unknown, not 0
         dev.sources[PROCESS_UTIL_METRICS[0]] = "nvmlDeviceGetProcessUtilization"
         t1 = dev.wall_ns("process_samples", newest, stamp, newest)
         t0 = t1 if dev.putil_prev_end is None else dev.putil_prev_end
@@ -452,6 +468,8 @@ class DeviceReader:
         dev.fields = [s for s in dev.fields if id(s) not in gone]
         for spec, reason in dropped:
             if spec.kind == "rate":
+                if spec.metric.startswith("gpu_pcie"):
+                    reason += "; nvmlDeviceGetPcieThroughput is not used instead: it measures for 20 ms"
                 dev.unsupported(spec.metric, reason)
             elif spec.kind == "share":
                 if spec.bit:
@@ -577,7 +595,7 @@ class DeviceReader:
         xid_bit = self.const("nvmlEventTypeXidCriticalError")
         event_set = self.s.event_set()
         if xid_bit is None or event_set is None:
-            dev.unsupported(metric, getattr(self.s, "_event_set_reason", "the NVML binding has no XID events"))
+            dev.unsupported(metric, self.s.event_set_reason or "the NVML binding has no XID events")
             return
         try:
             supported, _ = self.get(dev, "nvmlDeviceGetSupportedEventTypes", dev.handle)

@@ -5,12 +5,16 @@ busy_ns = time summed over every thread of the target and its children):
 
 * ``oncpu``, ``runq``: per-thread ``/proc/PID/task/TID/schedstat`` deltas (on-CPU ns,
   run-queue wait ns).  A new thread's first reading is its baseline.
-* ``blocked``, ``iowait``, ``read``, ``write``: the rest of each thread's interval
-  (interval − oncpu − runq) goes to the sleep it was in: ``read``/``write`` when the thread sat
-  in a read-like/write-like syscall (``/proc/.../syscall``), else ``iowait`` for state D and
-  ``blocked`` for state S.  The state is the one seen at the end of the interval, or at its
-  start when the thread was running at the end.  Stopped threads (SIGSTOP) count nowhere.
-  ``read``/``write`` rows carry the bytes moved (``/proc/PID/io`` rchar/wchar deltas).
+* ``blocked``, ``iowait``, ``read``, ``write``: sampled thread states.  At each tick every
+  thread asleep counts the whole interval to its sleep: ``read``/``write`` when it sits in a
+  read-like/write-like syscall (``/proc/.../syscall``), else ``iowait`` for state D and
+  ``blocked`` for state S.  This is the sampling profiler's estimate (count × interval):
+  unbiased over many ticks, while within one interval it may overlap the thread's on-CPU
+  time (a thread that did not run at all is exact).  Splitting only the off-CPU rest of the
+  interval by the state at its end was tried and under-counts short sleeps that follow CPU
+  work (an fsync after a computation: 2.7 % measured against 6.6 % seen by 2 kHz sampling).
+  Stopped threads (SIGSTOP) count nowhere.  ``read``/``write`` rows carry the bytes moved
+  (``/proc/PID/io`` rchar/wchar deltas).
 
 Cost: a thread whose schedstat did not move since the last tick did not run, so it is still in
 the sleep it was seen in: only its schedstat is read (one pread on a kept descriptor).  Only
@@ -46,6 +50,12 @@ READ_SYSCALLS = {"x86_64": frozenset({0, 17, 19, 295, 327}), "aarch64": frozense
 WRITE_SYSCALLS = {"x86_64": frozenset({1, 18, 20, 296, 328}), "aarch64": frozenset({64, 66, 68, 70, 287})}
 
 LIST_THREADS_NS = 1_000_000_000  # re-list a process's threads at least this often
+IDLE_AFTER_NS = 1_000_000_000  # a thread asleep this long is looked at less often ...
+IDLE_POLL_EVERY = 4  # ... every this many ticks
+# Host-wide counters (/proc/stat CPU time, a process's utime+stime) move in clock ticks
+# (USER_HZ, 10 ms): read faster they are mostly quantisation noise, so the host metrics are
+# read at most this often whatever --interval is (the target's threads follow --interval).
+HOST_MIN_NS = 50_000_000
 FD_RESERVE = 256  # descriptors left for everything else when caching /proc descriptors
 CPUINFO_EVERY_NS = 1_000_000_000  # /proc/cpuinfo clock readings (no cpufreq) at most this often
 SECTOR = 512  # /proc/diskstats counts 512-byte sectors whatever the device's block size
@@ -246,7 +256,7 @@ def _fd_limit() -> int:
 
 class _Thread:
     __slots__ = ("tid", "base", "fd_sched", "fd_stat", "fd_sys", "raw", "exec_ns", "delay_ns",
-                 "pcount", "ticks", "state", "sysno", "cpu", "cat")
+                 "pcount", "ticks", "state", "sysno", "cpu", "cat", "idle")
 
     def __init__(self, tid: int, base: str):
         self.tid = tid
@@ -258,6 +268,7 @@ class _Thread:
         self.sysno = -1
         self.cpu = -1
         self.cat = -1  # host function its sleep counts as (_BLOCKED ...), -1 when not asleep
+        self.idle = 0  # consecutive ticks its schedstat did not move
 
 
 class _Process:
@@ -319,6 +330,11 @@ class HostSampler:
         self.max_threads = 0
         self.seen_pids: set[int] = set()
         self.buf = RowBuffer()
+        self.tick_no = 0
+        self.host_prev = 0
+        self.proc_ticks = 0  # utime+stime ticks of the target since the last host sample
+        self.proc_rss = -1  # pages, -1: no live target since the last host sample
+        self.idle_after_ticks = max(IDLE_POLL_EVERY, -(-IDLE_AFTER_NS // interval_ns))
         self.host_fds: dict[str, tuple[int, str]] = {}  # /proc file → (kept descriptor or -1, path)
         self.cpuinfo_next_ns = 0
 
@@ -326,7 +342,7 @@ class HostSampler:
 
     def start(self, t_ns: int) -> None:
         """Take every baseline and decide what this kernel and these permissions allow."""
-        self.t_prev = t_ns
+        self.t_prev = self.host_prev = t_ns
         if not self.use_syscall:
             for fn in ("read", "write"):
                 self.state.mark_unsupported(HOST, fn, f"syscall numbers unknown for architecture {self.arch}", t_ns)
@@ -376,10 +392,10 @@ class HostSampler:
                 "functions": {
                     "oncpu": "schedstat on-CPU ns" if self.use_schedstat else "stat utime+stime (clock ticks)",
                     "runq": "schedstat run-queue wait ns",
-                    "blocked": "rest of the interval in state S, not in read/write",
-                    "iowait": "rest of the interval in state D, not in read/write",
-                    "read": f"rest of the interval in read-like syscalls {sorted(self.read_nr)}",
-                    "write": f"rest of the interval in write-like syscalls {sorted(self.write_nr)}",
+                    "blocked": "threads seen in state S at a tick (not in read/write) × interval",
+                    "iowait": "threads seen in state D at a tick (not in read/write) × interval",
+                    "read": f"threads seen asleep in read-like syscalls {sorted(self.read_nr)} × interval",
+                    "write": f"threads seen asleep in write-like syscalls {sorted(self.write_nr)} × interval",
                 },
                 "cpu_frequency_source": self.freq_source,
                 "arch": self.arch,
@@ -505,8 +521,15 @@ class HostSampler:
             return {}
         t0 = self.t_prev
         self.t_prev = t_ns
+        self.tick_no += 1
         self._sample_target(t0, t_ns, dt)
-        self._sample_host(t0, t_ns, dt)
+        if t_ns - self.host_prev >= HOST_MIN_NS - dt // 2:
+            h0, hdt = self.host_prev, t_ns - self.host_prev
+            self._sample_host(h0, t_ns, hdt)
+            if self.proc_rss >= 0:  # a target was alive in the meantime
+                self.buf.sample("process_cpu_usage", HOST, h0, t_ns, 100.0 * self.proc_ticks / self.clk_tck / (hdt / 1e9))
+                self.buf.sample("process_rss", HOST, t_ns, t_ns, float(self.proc_rss * self.page_size))
+            self.host_prev, self.proc_ticks, self.proc_rss = t_ns, 0, -1
         return self.buf.take()
 
     def _sample_target(self, t0: int, t1: int, dt: int) -> None:
@@ -561,8 +584,9 @@ class HostSampler:
             elif i == _WRITE and self.use_io:
                 nbytes = max(wchar, 0)
             b.activity(fn, "host", HOST, t0, t1, acc[i], nbytes)
-        b.sample("process_cpu_usage", HOST, t0, t1, 100.0 * ticks / self.clk_tck / (dt / 1e9))
-        b.sample("process_rss", HOST, t1, t1, float(rss * self.page_size))
+        # utime+stime move in clock ticks: process_cpu_usage goes out with the host metrics.
+        self.proc_ticks += ticks
+        self.proc_rss = rss
         if self.use_schedstat:
             b.sample("context_switches", HOST, t0, t1, switches / (dt / 1e9))
 
@@ -578,7 +602,16 @@ class HostSampler:
         switches = 0
         gone: list[int] = []
         pread = os.pread
+        tick = self.tick_no
+        idle_after = self.idle_after_ticks
         for th in p.threads.values():
+            if th.idle >= idle_after and (tick + th.tid) % IDLE_POLL_EVERY:
+                # Asleep for a second or more: looked at every IDLE_POLL_EVERY-th tick only (a
+                # pool of idle threads is most of the cost).  Should it have woken meanwhile,
+                # its on-CPU time still counts whole, in the interval it is seen in.
+                if th.cat >= 0:
+                    acc[th.cat] += dt
+                continue
             fd = th.fd_sched
             try:
                 raw = pread(fd, 128, 0) if fd >= 0 else _read(fd, th.base + "schedstat")
@@ -586,11 +619,12 @@ class HostSampler:
                 gone.append(th.tid)
                 continue
             if raw == th.raw:
+                th.idle += 1
                 if th.cat >= 0:
                     acc[th.cat] += dt
                 continue
-            prev_cat, prev_state = th.cat, th.state
             th.raw = raw
+            th.idle = 0
             try:
                 e, d, c = raw.split()
                 e, d, c = int(e), int(d), int(c)
@@ -598,19 +632,15 @@ class HostSampler:
             except (ValueError, _Gone):
                 gone.append(th.tid)
                 continue
-            de, dd = e - th.exec_ns, d - th.delay_ns
+            de = e - th.exec_ns
             switches += c - th.pcount
-            th.exec_ns, th.delay_ns, th.pcount = e, d, c
             acc[_ONCPU] += de
-            acc[_RUNQ] += dd
+            acc[_RUNQ] += d - th.delay_ns
+            th.exec_ns, th.delay_ns, th.pcount = e, d, c
             if de:
                 ran_on.add(th.cpu)
-            rest = dt - de - dd
-            if rest > 0:
-                # Asleep now: the rest was that sleep; running now: it was the sleep seen before.
-                cat = th.cat if th.state in ("S", "D") else (prev_cat if prev_state != "?" else -1)
-                if cat >= 0:
-                    acc[cat] += rest
+            if th.cat >= 0:
+                acc[th.cat] += dt
         for tid in gone:
             self._close_thread(p.threads.pop(tid))
         return switches
@@ -619,7 +649,6 @@ class HostSampler:
         """Fallback without schedstat: on-CPU from utime+stime clock ticks, every stat read."""
         gone: list[int] = []
         for th in p.threads.values():
-            prev_cat = th.cat
             try:
                 self._read_state(th, t1)
             except _Gone:
@@ -630,10 +659,8 @@ class HostSampler:
             acc[_ONCPU] += de
             if de:
                 ran_on.add(th.cpu)
-            rest = dt - de
-            cat = th.cat if th.cat >= 0 else prev_cat
-            if rest > 0 and cat >= 0:
-                acc[cat] += rest
+            if th.cat >= 0:
+                acc[th.cat] += dt
         for tid in gone:
             self._close_thread(p.threads.pop(tid))
         return 0

@@ -113,22 +113,22 @@ def start_scenario(fake: FakeHost, **kw) -> HostSampler:
     return s
 
 
-def test_host_functions_split_each_thread_interval(fake: FakeHost) -> None:
-    """oncpu/runq from schedstat deltas; the rest of each thread's interval to its sleep."""
+def test_host_functions_from_schedstat_and_sampled_states(fake: FakeHost) -> None:
+    """oncpu/runq from schedstat deltas; each thread asleep at the tick counts the interval."""
     s = start_scenario(fake)
     # 100 ran 3 ms, waited 1 ms in the run queue, now asleep in read(0) again.
     fake.thread(100, 100, exec_ns=13 * MS, delay_ns=2 * MS, pcount=8, syscall="0", cpu=1)
     # 101 did not run at all: still in D (fsync, not a read/write call) → iowait, whole interval.
-    # 102 ran 5 ms and is running now: its rest goes to the sleep it was seen in (write).
+    # 102 ran 5 ms and is running now: on CPU at the tick, so no sleep counts for it.
     fake.thread(100, 102, exec_ns=35 * MS, delay_ns=0, pcount=10, state="R", syscall="running", cpu=0)
     fake.process(100, ticks=60, threads=3, rchar=1500, wchar=2600)
     rows = s.sample(T0 + DT)
     f = by_function(rows)
     assert f["oncpu"] == 8 * MS
     assert f["runq"] == 1 * MS
-    assert f["read"] == DT - 4 * MS
+    assert f["read"] == DT
     assert f["iowait"] == DT
-    assert f["write"] == DT - 5 * MS
+    assert f["write"] == 0
     assert f["blocked"] == 0
     a = rows["activity"]
     nbytes = dict(zip(a["function"], a["bytes"]))
@@ -185,7 +185,7 @@ def test_scenario_schedstat_disabled(fake: FakeHost) -> None:
     f = by_function(rows)
     assert "runq" not in f
     assert f["oncpu"] == 5 * 1_000_000_000 // os.sysconf("SC_CLK_TCK")
-    assert f["read"] == DT - f["oncpu"]
+    assert f["read"] == DT
     unsupported = {u["metric"]: u["reason"] for u in s.manifest()["unsupported"]}
     assert "CONFIG_SCHED_INFO" in unsupported["runq"] and "context_switches" in unsupported
     assert ("context_switches", "Host") not in samples(rows)

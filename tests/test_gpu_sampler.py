@@ -67,6 +67,9 @@ class Run:
     def gpu(self, index: int) -> dict[str, Any]:
         return next(g for g in self.manifest["gpus"] if g["index"] == index)
 
+    def not_sampled(self) -> list[int]:
+        return [g["index"] for g in self.manifest["collector"]["other_gpus"]]
+
 
 @contextlib.contextmanager
 def frozen_clock(sc: Scenario):
@@ -211,7 +214,8 @@ def test_a100_nvlink_values_units_timestamps(tmp_path):
     run = drive(make_scenario("a100_nvlink"), tmp_path)
     df = run.df
     assert set(df["device"]) == {"GPU 0"}  # GPU 1 is not the target's: not sampled
-    assert run.gpu(1)["sampled"] is False and run.gpu(0)["selected_by"] == f"NVML process list: pids [{TARGET_PID}]"
+    assert run.not_sampled() == [1] and [g["index"] for g in run.manifest["gpus"]] == [0]
+    assert run.gpu(0)["sampled"] and run.gpu(0)["selected_by"] == f"NVML process list: pids [{TARGET_PID}]"
     assert list(df.columns) == list(SCHEMAS["samples"])
     assert ((df["t_start_ns"] >= T0_NS) & (df["t_end_ns"] <= T0_NS + 3_000 * MS + 10 * MS)).all()
     for metric in set(df["metric"]):
@@ -315,7 +319,7 @@ def test_one_metric_not_supported_on_one_gpu(tmp_path):
 def test_no_permission_on_process_lists_falls_back_to_dev_nvidia(tmp_path):
     run = drive(make_scenario("no_permission_process_lists"), tmp_path)
     assert set(run.df["device"]) == {"GPU 1"}  # the target holds /dev/nvidia1 open
-    assert run.gpu(1)["selected_by"] == "/proc/PID/fd holds /dev/nvidia1" and not run.gpu(0)["sampled"]
+    assert run.gpu(1)["selected_by"] == "/proc/PID/fd holds /dev/nvidia1" and run.not_sampled() == [0]
     reason = run.unsupported("GPU 1", "process_gpu_mem_used")
     assert "Insufficient Permissions" in reason and "NVMLError_NoPermission" in reason
     assert run.rows("process_gpu_mem_used", "GPU 1").empty
@@ -380,7 +384,8 @@ def test_driver_older_than_the_binding(tmp_path):
     reason = run.unsupported("GPU 0", "gpu_sm_util")
     assert reason.startswith("nvmlGpmQueryDeviceSupport: Function Not Found")
     assert "driver 470.82.01 is older than nvidia-ml-py" in reason
-    assert "NVML_FI_DEV_PCIE_COUNT_TX_BYTES" in run.unsupported("GPU 0", "gpu_pcie_transmit")
+    reason = run.unsupported("GPU 0", "gpu_pcie_transmit")
+    assert "NVML_FI_DEV_PCIE_COUNT_TX_BYTES" in reason and "nvmlDeviceGetPcieThroughput is not used" in reason
     # Throttle reasons from the pre-535 bitmask call, as point readings (0 or 100).
     assert src["gpu_throttle_thermal"].startswith("nvmlDeviceGetCurrentClocksThrottleReasons bit 0x20")
     d = run.rows("gpu_throttle_thermal")
@@ -462,9 +467,22 @@ def test_gpus_override_samples_an_idle_gpu(tmp_path):
     d = run.rows("gpu_usage", "GPU 1")
     assert len(d) >= 2 and (d["value"] == 0).all() and (d["t_start_ns"] == d["t_end_ns"]).all()
     assert (values(run, "process_gpu_mem_used", "GPU 1") == 0).all()  # the target holds none there
+    idle = run.rows("process_gpu_usage", "GPU 1")  # no process sample, GPU idle: 0, known
+    assert len(idle) >= 2 and (idle["value"] == 0).all() and (idle["t_start_ns"] == idle["t_end_ns"]).all()
     assert (values(run, "gpu_sm_frequency", "GPU 1") == 210).all()
     with pytest.raises(InputError, match="--gpus 7: no such GPU"):
         open_gpu_sampler(lambda: {1}, gpus=[7], interval_ns=TICK, nvml=make_scenario("a100_nvlink").nvml)
+
+
+def test_gpu_outside_this_container_is_reported_not_sampled(tmp_path):
+    """NVML counts a GPU whose handle this process may not open (a cgroup): it is named, not read."""
+    sc = make_scenario("a100_nvlink")
+    sc.fake.gpus[1].errors["nvmlDeviceGetHandleByIndex"] = pynvml.NVML_ERROR_NO_PERMISSION
+    run = drive(sc, tmp_path, gpus=[0, 1], ticks=5)
+    assert set(run.df["device"]) == {"GPU 0"}
+    assert "Insufficient Permissions" in run.unsupported("GPU 1", "device")
+    (other,) = run.manifest["collector"]["other_gpus"]
+    assert other["index"] == 1 and "Insufficient Permissions" in other["open_error"]
 
 
 def test_gpu_the_target_starts_using_later_is_attached(tmp_path):
@@ -516,14 +534,43 @@ def test_transient_errors_are_counted_and_unknown_means_lost(tmp_path):
     assert run.df[run.df["device"] == "GPU 2"].empty and len(run.rows("gpu_sm_frequency", "GPU 1")) == 5
 
 
+def test_failures_are_classified_once():
+    q = NvmlQuery(make_scenario("a100_nvlink").nvml, driver="470.82.01", binding="13.615.71")
+    cases = {pynvml.NVML_ERROR_NOT_SUPPORTED: "unsupported", pynvml.NVML_ERROR_NO_PERMISSION: "unsupported",
+             pynvml.NVML_ERROR_FUNCTION_NOT_FOUND: "unsupported", pynvml.NVML_ERROR_GPU_IS_LOST: "lost",
+             pynvml.NVML_ERROR_UNKNOWN: "lost", pynvml.NVML_ERROR_NOT_FOUND: "empty",
+             pynvml.NVML_ERROR_TIMEOUT: "empty", pynvml.NVML_SUCCESS: "empty",
+             pynvml.NVML_ERROR_INSUFFICIENT_SIZE: "transient"}
+    for code, kind in cases.items():
+        f = q._classify("nvmlDeviceGetX", pynvml.NVMLError(code))
+        assert f.kind == kind and f.func == "nvmlDeviceGetX", (code, f.kind)
+    f = q._classify("nvmlGpmSampleGet", pynvml.NVMLError_FunctionNotFound())
+    assert f.reason == ("nvmlGpmSampleGet: Function Not Found: driver 470.82.01 is older than "
+                        "nvidia-ml-py 13.615.71 (NVMLError_FunctionNotFound)")
+    f = q._classify("nvmlDeviceGetComputeRunningProcesses", pynvml.NVMLLibraryMismatchError("x"))
+    assert f.kind == "unsupported" and "older than" in f.reason
+    bug = ValueError("not an NVML error")
+    assert q._classify("nvmlDeviceGetX", bug) is bug  # a bug surfaces, it is not swallowed
+
+
+def test_bench_script_prints_its_table():
+    sys.path.insert(0, str(COLLECTORS.parent / "bench"))
+    import bench_gpu
+
+    result = bench_gpu.run(2, 20.0, 0.3)
+    text = bench_gpu.render(result, 2, 20.0, 0.3)
+    assert result["n"] == 6 and "| tick jitter (ms late) |" in text and "nvmlDeviceGetFieldValues" in text
+
+
 def test_rows_frame_drops_unknown_and_keeps_schema():
-    rows = Rows(Names())
+    rows = Rows(Names(), Names())
     rows.add("gpu_power", "GPU 0", 10, 20, 300.0)
     rows.add("process_gpu_mem_used", "GPU 0", 15, 15, float("nan"))  # usedGpuMemory not available
     rows.add("gpu_power", "GPU 1", 30, 20, 1.0)  # never an interval with end < start
     df = rows.frame()
     assert list(df["metric"]) == ["gpu_power", "gpu_power"] and list(df["t_start_ns"]) == [10, 20]
     assert str(df["metric"].dtype) == "category" and df["t_end_ns"].dtype == np.int64
+    assert list(df["metric"].cat.categories) == ["gpu_power", "process_gpu_mem_used"]
 
 
 # ---------------------------------------------------------------------------- bundles for compare

@@ -166,6 +166,8 @@ class Comparison:
     n_tests_t: int
     min_p: float
     cycles_needed: int | None
+    events_n: list[dict[str, Any]] = field(default_factory=list)  # timed events the collectors recorded
+    events_a: list[dict[str, Any]] = field(default_factory=list)
 
 
 def summarize_run(run: RunData, cycles: Cycles) -> RunSummary:
@@ -353,7 +355,17 @@ def compare_runs(normal: RunData, abnormal: RunData, cn: Cycles, ca: Cycles, *,
         comparability=comparability(normal, abnormal, cn, ca)
         + [f"matched across runs as one function: {a!r} (normal) ⇄ {b!r} (abnormal)" for a, b in renames],
         warnings=warnings,
-        untested=untested, scope=scope, n_tests_t=m_tests, min_p=min_p, cycles_needed=needed)
+        untested=untested, scope=scope, n_tests_t=m_tests, min_p=min_p, cycles_needed=needed,
+        events_n=_events(normal, cn), events_a=_events(abnormal, ca))
+
+
+def _events(run: RunData, cycles: Cycles) -> list[dict[str, Any]]:
+    """The manifest's timed events, with their time since the first cycle (s)."""
+    out = []
+    for e in run.manifest.get("events") or []:
+        if isinstance(e, dict) and isinstance(e.get("t_ns"), (int, float)):
+            out.append({**e, "t_s": (e["t_ns"] - int(cycles.start_ns[0])) / 1e9})
+    return out
 
 
 def _assign_q(functions: list[FunctionStats], tested_idx: list[int], mu_rows: list[MuStats],

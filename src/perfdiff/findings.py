@@ -156,6 +156,8 @@ def build_findings(c: Comparison) -> list[Finding]:
             f"{fmt_value(m.res.mean_a, m.unit)} ({_q_words(m.q, a)})."),
             function=f.name, device=f.device, q=m.q))
 
+    out.extend(_event_findings(c))
+
     opposite = [f for f in tested if not f.wait and _sig(f.q_t, a) and f.tau_pp * direction < 0]
     opposite.sort(key=lambda f: -abs(f.tau_pp))
     if opposite:
@@ -168,6 +170,37 @@ def build_findings(c: Comparison) -> list[Finding]:
             f"{a:g} whatever the effect: not significant at this sample size; collect ≥ {c.cycles_needed} "
             "cycles per run. The largest changes are still ranked below.")))
     return out
+
+
+EVENT_WORDS = {
+    "gpu-lost": "GPU lost (fell off the bus or stopped answering)",
+    "xid": "XID error",
+    "ecc": "ECC errors",
+    "other-process": "another process on the GPU",
+    "target-exited": "the target exited",
+}
+
+
+def _event_findings(c: Comparison) -> list[Finding]:
+    """Timed events of the abnormal run that the normal run did not have (by kind and device)."""
+    seen_n = {(e.get("event"), e.get("device"), e.get("pid")) for e in c.events_n}
+    out: list[Finding] = []
+    for e in c.events_a:
+        kind = str(e.get("event"))
+        if kind not in EVENT_WORDS or (kind, e.get("device"), e.get("pid")) in seen_n:
+            continue
+        who = ""
+        if kind == "other-process":
+            who = f": pid {e.get('pid')}" + (f" ({md_name(str(e['name']), 40)})" if e.get("name") else "")
+            if e.get("used_gpu_memory_bytes"):
+                who += f", holding {fmt_value(float(e['used_gpu_memory_bytes']), 'bytes')}"
+        elif kind == "xid" and e.get("xid") is not None:
+            who = f" {md_name(str(e.get('xid')))}"
+        out.append(Finding("event", (
+            f"Event in the abnormal run only: {EVENT_WORDS[kind]} on {md_name(str(e.get('device', '?')))}{who}, "
+            f"{fmt_num(e['t_s'], 1)} s after the first cycle."), device=str(e.get("device")),
+            values={"t_s": e["t_s"]}))
+    return out[:MAX_RESOURCES]
 
 
 def _share_moved(f: FunctionStats, alpha: float, direction: float) -> bool:
