@@ -32,9 +32,7 @@ import traceback
 from array import array
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Callable
-
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any, Callable
 
 from perfdiff import __version__
 from perfdiff.collectors.base import MISSING, RowBuffer, Sampler
@@ -57,6 +55,7 @@ ANCHOR_NS = 10_000_000_000  # (REALTIME, MONOTONIC) anchor pairs and manifest re
 DISCOVER_NS = 200_000_000  # look for new child processes this often
 MIN_INTERVAL_NS = 1_000_000
 MAX_SAMPLER_ERRORS = 10  # consecutive failures before a sampler is switched off
+MAX_ERROR_EVENTS = 20  # error events kept per sampler (the count goes on in "errors")
 STOP_GRACE_S = 5.0  # a started command gets this long after SIGTERM before SIGKILL
 
 END_STATUS = {"duration": "complete", "signal": "complete", "command-exited": "complete",
@@ -376,6 +375,7 @@ class CollectStats:
     lateness_ns: array = field(default_factory=lambda: array("q"))
     cpu_ns: int = 0
     wall_ns: int = 0
+    marks_outside: int = 0  # marks dropped: begun before the first tick or ended after the last
 
     def manifest(self) -> dict[str, Any]:
         import numpy as np
@@ -393,7 +393,17 @@ class CollectStats:
             "cpu_ns": self.cpu_ns,
             "wall_ns": self.wall_ns,
             "cpu_share": self.cpu_ns / self.wall_ns if self.wall_ns else None,
+            "marks_outside": self.marks_outside,
         }
+
+
+def _row_count(chunk: Any) -> int:
+    """Rows of a Columns dict or a DataFrame (0 for None)."""
+    if chunk is None:
+        return 0
+    if isinstance(chunk, dict):
+        return len(next(iter(chunk.values()), ()))
+    return len(chunk)
 
 
 def _cpu_ns() -> int:
@@ -431,6 +441,7 @@ class Collection:
         self.t_start_ns = 0
         self.t_stop_ns = 0
         self._wake_r = self._wake_w = -1
+        self._old_signals: dict[int, Any] = {}
 
     # ------------------------------------------------------------------ signals
 
@@ -448,7 +459,10 @@ class Collection:
         old[-1] = signal.set_wakeup_fd(self._wake_w, warn_on_full_buffer=False)
         return old
 
-    def _restore_signals(self, old: dict[int, Any]) -> None:
+    def _restore_signals(self) -> None:
+        old, self._old_signals = self._old_signals, {}
+        if not old:
+            return
         signal.set_wakeup_fd(old.pop(-1))
         for s, h in old.items():
             signal.signal(s, h)
@@ -458,12 +472,17 @@ class Collection:
     # ------------------------------------------------------------------ loop
 
     def run(self) -> str:
-        """Collect until the duration, a signal or the target's end; returns the status."""
-        old = self._install_signals()
+        """Collect until the duration, a signal or the target's end; returns the status.
+
+        The signal handlers stay until `finish` has sealed the bundle (a second Ctrl-C must
+        not leave it half written); `finish` or an error here puts the old ones back.
+        """
+        self._old_signals = self._install_signals()
         try:
             self._loop()
-        finally:
-            self._restore_signals(old)
+        except BaseException:
+            self._restore_signals()
+            raise
         return END_STATUS.get(self.end_reason, "complete")
 
     def _anchor(self) -> None:
@@ -532,12 +551,13 @@ class Collection:
         except Exception as exc:  # noqa: BLE001 - one sampler's bug must not end the run
             slot.errors += 1
             slot.failures += 1
-            where = traceback.extract_tb(exc.__traceback__)[-1] if exc.__traceback__ else None
-            self.events.append({
-                "t_ns": t_ns, "device": getattr(slot.sampler, "name", "?"), "event": "sampler-error",
-                "method": method, "error": f"{type(exc).__name__}: {exc}",
-                "at": f"{Path(where.filename).name}:{where.lineno}" if where else "",
-            })
+            if slot.errors <= MAX_ERROR_EVENTS:
+                where = traceback.extract_tb(exc.__traceback__)[-1] if exc.__traceback__ else None
+                self.events.append({
+                    "t_ns": t_ns, "device": getattr(slot.sampler, "name", "?"), "event": "sampler-error",
+                    "method": method, "error": f"{type(exc).__name__}: {exc}",
+                    "at": f"{Path(where.filename).name}:{where.lineno}" if where else "",
+                })
             if slot.errors == 1:
                 self.warn(f"sampler {getattr(slot.sampler, 'name', '?')} failed in {method}: "
                           f"{type(exc).__name__}: {exc} (recorded in the manifest; collection goes on)")
@@ -556,7 +576,7 @@ class Collection:
             if not rows:
                 continue
             for table, chunk in rows.items():
-                if table in self.pending and chunk is not None and len(chunk):
+                if table in self.pending and _row_count(chunk):
                     self.pending[table].append(chunk)
 
     def _discover(self, t_ns: int) -> None:
@@ -566,13 +586,24 @@ class Collection:
 
     # ------------------------------------------------------------------ bundle
 
-    def _read_marks(self) -> None:
-        if self.markers is None:
-            return
-        self.markers.read(self.marks)
+    def _take_marks(self) -> None:
+        """Queue the marks read so far, keeping only cycles wholly inside the collection: a
+        cycle begun before the first tick or ended after the last lacks part of its samples."""
         cols = self.marks.take().get("markers")
-        if cols:
+        if not cols:
+            return
+        lo, hi = self.t_start_ns, self.t_stop_ns or time.time_ns()
+        keep = [i for i, (s, e) in enumerate(zip(cols["start_ns"], cols["end_ns"], strict=True)) if lo <= s and e <= hi]
+        self.stats.marks_outside += len(cols["start_ns"]) - len(keep)
+        if len(keep) < len(cols["start_ns"]):
+            cols = {c: [v[i] for i in keep] for c, v in cols.items()}
+        if keep:
             self.pending["markers"].append(cols)
+
+    def _read_marks(self) -> None:
+        if self.markers is not None:
+            self.markers.read(self.marks)
+            self._take_marks()
 
     def flush(self) -> None:
         """Write everything buffered as one part per table (raises CollectionError on disk errors)."""
@@ -640,11 +671,15 @@ class Collection:
 
         `warnings` (lines already shown to the user) and `target_fields` go into the manifest.
         """
+        try:
+            self._finish(status, warnings, target_fields)
+        finally:
+            self._restore_signals()
+
+    def _finish(self, status: str, warnings: list[str] | None, target_fields: dict[str, Any]) -> None:
         if self.markers is not None:
             self.markers.close(self.marks)
-            cols = self.marks.take().get("markers")
-            if cols:
-                self.pending["markers"].append(cols)
+            self._take_marks()
         for slot in self.slots:
             try:
                 slot.sampler.close()
@@ -769,6 +804,10 @@ def cmd_collect(args: argparse.Namespace) -> int:
     def pids() -> set[int]:
         return holder[0].pids() if holder else set()
 
+    samplers: list[Any] = [HostSampler(pids, interval_ns=interval_ns, procfs=fs)]
+    gpu = _gpu_sampler(pids, args.gpus, interval_ns, warn)  # a bad --gpus raises before any output
+    if gpu is not None:
+        samplers.append(gpu)
     markers = MarkerReader.announce() if cmd else MarkerReader.attach(args.pid, proc_root=fs.proc)
     manifest = {
         "source": {"kind": "collect", "perfdiff_version": __version__, "argv": sys.argv},
@@ -779,11 +818,9 @@ def cmd_collect(args: argparse.Namespace) -> int:
         writer = open_writer(out, manifest)
     except OSError as exc:
         markers.close()
+        for sampler in samplers:
+            sampler.close()
         raise CollectionError(f"cannot create the bundle ({exc.strerror or exc})", path=out) from None
-    samplers: list[Any] = [HostSampler(pids, interval_ns=interval_ns, procfs=fs)]
-    gpu = _gpu_sampler(pids, args.gpus, interval_ns, warn)
-    if gpu is not None:
-        samplers.append(gpu)
 
     child: subprocess.Popen[bytes] | None = None
     try:

@@ -89,12 +89,12 @@ class FakeHost:
 def by_function(rows: dict) -> dict[str, int]:
     a = rows["activity"]
     assert set(a["kind"]) == {"host"} and set(a["device"]) == {"Host"}
-    return dict(zip(a["function"], a["busy_ns"]))
+    return dict(zip(a["function"], a["busy_ns"], strict=True))
 
 
 def samples(rows: dict) -> dict[tuple[str, str], float]:
     s = rows["samples"]
-    return {(m, d): v for m, d, v in zip(s["metric"], s["device"], s["value"])}
+    return {(m, d): v for m, d, v in zip(s["metric"], s["device"], s["value"], strict=True)}
 
 
 @pytest.fixture
@@ -131,7 +131,7 @@ def test_host_functions_from_schedstat_and_sampled_states(fake: FakeHost) -> Non
     assert f["write"] == 0
     assert f["blocked"] == 0
     a = rows["activity"]
-    nbytes = dict(zip(a["function"], a["bytes"]))
+    nbytes = dict(zip(a["function"], a["bytes"], strict=True))
     assert nbytes["read"] == 500 and nbytes["write"] == 600 and nbytes["oncpu"] == H.MISSING
     assert set(a["start_ns"]) == {T0} and set(a["end_ns"]) == {T0 + DT}
     v = samples(rows)
@@ -224,7 +224,8 @@ def test_host_metrics_cpu_memory_disk_frequency(fake: FakeHost) -> None:
     s = start_scenario(fake)
     fake.cpu_times([(100, 400), (30, 200), (70, 200)])
     fake.disk(2048, 4096, 50)
-    fake.thread(100, 100, exec_ns=13 * MS, delay_ns=1 * MS, pcount=6, syscall="0", cpu=1)
+    # Only thread 102 (on CPU 1) ran in the interval.
+    fake.thread(100, 102, exec_ns=33 * MS, delay_ns=0, pcount=10, syscall="1", cpu=1)
     (fake.sys / "devices/system/cpu/cpu1/cpufreq/scaling_cur_freq").write_text("2400000\n")
     v = samples(s.sample(T0 + DT))
     assert v[("host_cpu_usage", "Host")] == pytest.approx(25.0)
@@ -237,7 +238,7 @@ def test_host_metrics_cpu_memory_disk_frequency(fake: FakeHost) -> None:
     assert not any(d == "Disk loop0" for _, d in v)  # loop devices are not disks
     assert v[("cpu_frequency_mhz", "CPU 0")] == 1500.0
     assert v[("cpu_frequency", "CPU 1")] == pytest.approx(80.0)
-    # Host = mean over the CPUs the target ran on in the interval: only thread 100, on CPU 1.
+    # Host = mean over the CPUs the target ran on in the interval: only CPU 1.
     assert v[("cpu_frequency_mhz", "Host")] == 2400.0
     assert v[("cpu_frequency", "Host")] == pytest.approx(80.0)
     assert s.manifest()["unsupported"] == []
@@ -262,7 +263,7 @@ def test_parsers() -> None:
     assert (st.state, st.ppid, st.utime, st.stime, st.num_threads, st.starttime, st.rss_pages,
             st.processor) == ("D", 3, 4, 5, 6, 8, 9, 1)
     assert H.parse_schedstat(b"123 456 7\n") == (123, 456, 7)
-    assert H.parse_syscall(b"running\n") == -1
+    assert H.parse_syscall(b"running\n") == H.RUNNING
     assert H.parse_syscall(b"-1 0x7ffc 0x7f00\n") == -1
     assert H.parse_syscall(b"17 0x3 0x0 0x0\n") == 17
     assert H.parse_io(b"rchar: 5\nwchar: 6\n") == {"rchar": 5, "wchar": 6}
@@ -284,16 +285,77 @@ def test_live_own_process_reads_real_proc() -> None:
         s = HostSampler(lambda: {os.getpid()}, interval_ns=20 * MS)
         t0 = time.time_ns()
         s.start(t0)
-        end = time.monotonic() + 0.05
-        while time.monotonic() < end:
-            pass  # burn CPU on this thread
+        c0 = time.thread_time()
+        while time.thread_time() - c0 < 0.03:
+            pass  # burn 30 ms of CPU on this thread (however long a loaded machine makes it take)
         rows = s.sample(time.time_ns())
         f = by_function(rows)
         dt = rows["activity"]["end_ns"][0] - rows["activity"]["start_ns"][0]
-        assert f["oncpu"] > 10 * MS  # this thread spun for 50 ms
+        assert f["oncpu"] >= 25 * MS
         assert f["blocked"] > dt // 2  # the helper thread waited the whole time
         assert s.manifest()["collector"]["max_threads"] >= 2
     finally:
         stop.set()
         t.join()
         s.close()
+
+
+def test_thread_in_a_known_wait_needs_no_stat_read(fake: FakeHost) -> None:
+    """The syscall file settles futex/read/write waits; only other sleeps need stat (S or D)."""
+    s = start_scenario(fake)
+    # 100 ran, now in futex: its stat is not read (garbage would raise if it were).
+    fake.thread(100, 100, exec_ns=11 * MS, delay_ns=1 * MS, pcount=6, syscall="202")
+    fake.write("100/task/100/stat", "garbage\n")
+    # 102 ran, now in fsync (74) and in D: only stat can tell S from D → iowait.
+    fake.thread(100, 102, exec_ns=31 * MS, delay_ns=0, pcount=10, state="D", syscall="74")
+    f = by_function(s.sample(T0 + DT))
+    assert f["blocked"] == DT and f["iowait"] == 2 * DT and f["read"] == 0 and f["oncpu"] == 2 * MS
+
+
+def test_stopped_process_sleeps_in_no_state(fake: FakeHost) -> None:
+    """SIGSTOP: every thread in T, though each syscall file still names its call."""
+    s = start_scenario(fake)
+    fake.thread(100, 100, exec_ns=12 * MS, delay_ns=1 * MS, pcount=6, state="T", syscall="0")
+    fake.process(100, ticks=50, threads=3, state="T")
+    f = by_function(s.sample(T0 + DT))
+    assert f["oncpu"] == 2 * MS  # what ran before the stop still counts
+    assert f["read"] == f["iowait"] == f["write"] == f["blocked"] == 0
+
+
+def test_long_idle_threads_are_read_every_fourth_tick(fake: FakeHost, monkeypatch: pytest.MonkeyPatch) -> None:
+    fake.process(100, threads=1)
+    fake.thread(100, 100, exec_ns=5 * MS, delay_ns=0, pcount=1, syscall="202")
+    s = HostSampler(lambda: {100}, interval_ns=DT, procfs=fake.fs(), arch="x86_64")
+    s.start(T0)
+    reads = []
+    real = H.os.pread
+    monkeypatch.setattr(H.os, "pread", lambda fd, n, off: reads.append(fd) or real(fd, n, off))
+    sched_fd = s.procs[100].threads[100].fd_sched
+    t = T0
+    for _ in range(30):  # 3 s asleep: past the 1 s after which it is read less often
+        t += DT
+        assert by_function(s.sample(t))["blocked"] == DT  # its sleep counts every tick all the same
+    # Read every tick for the first second (10 ticks), then every fourth.
+    assert reads.count(sched_fd) <= 10 + 20 // H.IDLE_POLL_EVERY + 1
+    fake.thread(100, 100, exec_ns=25 * MS, delay_ns=0, pcount=2, syscall="202")
+    oncpu = 0
+    for _ in range(H.IDLE_POLL_EVERY):
+        t += DT
+        oncpu += by_function(s.sample(t))["oncpu"]
+    assert oncpu == 20 * MS  # seen within IDLE_POLL_EVERY ticks, counted whole
+
+
+def test_host_metrics_follow_clock_ticks_not_a_fast_interval(fake: FakeHost) -> None:
+    """At 100 Hz, tick-quantised host counters are read every 50 ms (HOST_MIN_NS)."""
+    fake.process(100, threads=1)
+    fake.thread(100, 100, exec_ns=5 * MS, delay_ns=0, pcount=1)
+    s = HostSampler(lambda: {100}, interval_ns=10 * MS, procfs=fake.fs(), arch="x86_64")
+    s.start(T0)
+    spans = []
+    for i in range(1, 11):
+        rows = s.sample(T0 + i * 10 * MS)
+        assert len(rows["activity"]["function"]) == 6  # the threads: every tick
+        sm = rows.get("samples", {"metric": []})
+        spans += [(a, b) for m, a, b in zip(sm["metric"], sm.get("t_start_ns", []), sm.get("t_end_ns", []), strict=True)
+                  if m == "process_cpu_usage"]
+    assert spans == [(T0, T0 + 50 * MS), (T0 + 50 * MS, T0 + 100 * MS)]

@@ -289,3 +289,52 @@ def test_check_target_errors(tmp_path: Path) -> None:
         C.check_target(300, fake.fs())
     with pytest.raises(CollectionError, match="this collector"):
         C.check_target(os.getpid())
+
+
+def test_only_marks_wholly_inside_the_collection_are_kept(tmp_path: Path) -> None:
+    from perfdiff.collectors.markers import MarkerReader
+
+    marks_dir = tmp_path / "marks"
+    marks_dir.mkdir()
+    f = marks_dir / "4242.marks"
+    f.write_bytes(b"1000 2000 7 before\n")  # a cycle from long before the collection
+
+    class Marking(CountingSampler):
+        def sample(self, t_ns: int) -> dict:
+            if len(self.ticks) == 3:
+                with open(f, "ab") as fh:
+                    fh.write(b"%d %d 7 inside\n" % (t_ns - 5 * MS, t_ns - MS))
+            return super().sample(t_ns)
+
+    writer = C.open_writer(tmp_path / "run", {})
+    run = C.Collection(writer, StubTargets({4242}), [Marking(10 * MS)], interval_ns=10 * MS,
+                       duration_ns=100 * MS, markers=MarkerReader(str(marks_dir), announced=True),
+                       poll_exit=lambda: None, warn=print)
+    status = run.run()
+    with open(f, "ab") as fh:  # ends after the last tick
+        fh.write(b"%d %d 7 after\n" % (time.time_ns() - MS, time.time_ns() + 10_000 * MS))
+    run.finish(status)
+    b = load_bundle(tmp_path / "run")
+    assert list(b.markers["name"].astype(str)) == ["inside"]
+    assert b.manifest["collection"]["marks_outside"] == 2
+    assert not f.exists()  # closing the reader removes the marks file: the target stops writing
+
+
+def test_the_real_gpu_sampler_on_fake_nvml_runs_in_the_loop(tmp_path: Path) -> None:
+    """collectors/gpu.py's sampler (fake H100 driver) under this loop: rows and manifest merge."""
+    fake_nvml = pytest.importorskip("fakes.fake_nvml", reason="tests/fakes/fake_nvml.py absent")
+    gpu_mod = pytest.importorskip("perfdiff.collectors.gpu", reason="collectors/gpu.py absent")
+    sc = fake_nvml.make_scenario("h100_gpm", t0_ns=time.time_ns(), target_pid=4242)
+    sc.fake.set_time(time.time_ns())
+    root = sc.write_proc(tmp_path / "proc")
+    targets = StubTargets({4242})
+    gpu = gpu_mod.open_gpu_sampler(targets.pids, gpus=None, interval_ns=50 * MS, nvml=sc.nvml, proc_root=root)
+    assert gpu is not None
+    run, writer, warnings = make_run(tmp_path, [gpu], interval_ms=50, duration_ms=400)
+    run.finish(run.run())
+    b = load_bundle(tmp_path / "run")
+    assert b.manifest["status"] == "complete" and not warnings
+    gpu_rows = b.samples[b.samples["device"].astype(str).str.startswith("GPU")]
+    assert len(gpu_rows) > 0 and np.isfinite(gpu_rows["value"]).all()
+    assert len(b.manifest["gpus"]) == 1
+    assert not [e for e in b.manifest["events"] if e["event"].startswith("sampler-")]

@@ -58,8 +58,8 @@ def test_announced_directory_target_creates_its_file(fresh_channel, tmp_path: Pa
     assert rows["name"] == ["decode step"] * 3 + ["iter"]
     assert set(rows["source"]) == {"perfdiff"}
     assert set(rows["tid"]) == {__import__("threading").get_native_id()}
-    assert all(t0 <= s < e <= t1 for s, e in zip(rows["start_ns"], rows["end_ns"]))
-    assert all(e - s >= 1_000_000 for s, e in zip(rows["start_ns"][:3], rows["end_ns"][:3]))
+    assert all(t0 <= s < e <= t1 for s, e in zip(rows["start_ns"], rows["end_ns"], strict=True))
+    assert all(e - s >= 1_000_000 for s, e in zip(rows["start_ns"][:3], rows["end_ns"][:3], strict=True))
     assert read_rows(reader)["name"] == []  # only new marks the second time
     reader.close()
     assert not (tmp_path / f"{os.getpid()}.marks").exists()

@@ -88,6 +88,8 @@ class FunctionStats:
     calls_a: float
     per_call_n_us: float  # mean own time per call
     per_call_a_us: float
+    incl_n_us: float = float("nan")  # inclusive time per cycle (CPU ranges: children included)
+    incl_a_us: float = float("nan")
     fragile: bool = False
     beta_vs_common: float = float("nan")
 
@@ -166,6 +168,7 @@ class Comparison:
     n_tests_t: int
     min_p: float
     cycles_needed: int | None
+    renames: list[tuple[str, str]] = field(default_factory=list)  # (normal name, abnormal name) matched
     events_n: list[dict[str, Any]] = field(default_factory=list)  # timed events the collectors recorded
     events_a: list[dict[str, Any]] = field(default_factory=list)
 
@@ -254,6 +257,8 @@ def compare_runs(normal: RunData, abnormal: RunData, cn: Cycles, ca: Cycles, *,
     Kn, Ka = cn.n, ca.n
     tn = _rows(mn.own_ns, idx_n, Kn) / NS_PER_US  # µs per cycle
     ta = _rows(ma.own_ns, idx_a, Ka) / NS_PER_US
+    incl_n = _rows(mn.incl_ns, idx_n, Kn) / NS_PER_US
+    incl_a = _rows(ma.incl_ns, idx_a, Ka) / NS_PER_US
     calls_n = _rows(mn.calls, idx_n, Kn)
     calls_a = _rows(ma.calls, idx_a, Ka)
     bn = 100.0 * tn * NS_PER_US / Dn
@@ -281,6 +286,7 @@ def compare_runs(normal: RunData, abnormal: RunData, cn: Cycles, ca: Cycles, *,
             calls_n=float(calls_n[f].mean()), calls_a=float(calls_a[f].mean()),
             per_call_n_us=float(tn[f].sum() / cn_sum) if cn_sum else float("nan"),
             per_call_a_us=float(ta[f].sum() / ca_sum) if ca_sum else float("nan"),
+            incl_n_us=float(incl_n[f].mean()), incl_a_us=float(incl_a[f].mean()),
         ))
     tested_idx = [i for i, fs in enumerate(functions) if fs.tested]
     untested = [i for i, fs in enumerate(functions) if not fs.tested]
@@ -343,7 +349,8 @@ def compare_runs(normal: RunData, abnormal: RunData, cn: Cycles, ca: Cycles, *,
     m_tests = len(tested_idx)
     min_p = stats.min_attainable_p(Kn, Ka)
     needed = None
-    if m_tests and min_p * m_tests > alpha:
+    reached = any(f.q_t <= alpha for f in functions if f.tested)
+    if m_tests and min_p * m_tests > alpha and not reached:
         needed = stats.cycles_needed(m_tests, alpha)
     return Comparison(
         normal=sn, abnormal=sa, alpha=alpha,
@@ -352,9 +359,7 @@ def compare_runs(normal: RunData, abnormal: RunData, cn: Cycles, ca: Cycles, *,
         quantiles_n=stats.quantile_table(sn.dur_us), quantiles_a=stats.quantile_table(sa.dur_us),
         functions=functions, mu=mu_rows, context=ctx_rows, details=details, common_modes=common,
         constants=sorted(f"{m}@{d}" for d, ms in constants.items() for m in ms), aliases=aliases,
-        comparability=comparability(normal, abnormal, cn, ca)
-        + [f"matched across runs as one function: {a!r} (normal) ⇄ {b!r} (abnormal)" for a, b in renames],
-        warnings=warnings,
+        comparability=comparability(normal, abnormal, cn, ca), warnings=warnings, renames=renames,
         untested=untested, scope=scope, n_tests_t=m_tests, min_p=min_p, cycles_needed=needed,
         events_n=_events(normal, cn), events_a=_events(abnormal, ca))
 

@@ -89,12 +89,16 @@ def build_findings(c: Comparison) -> list[Finding]:
         d_t = f.t_a_us - f.t_n_us
         how = _calls_vs_slower(f) if f.kind != "host" else (
             f"its share of the cycle went {fmt_num(f.beta_n)} → {fmt_num(f.beta_a)} % (q(β) {fmt_p(f.q_beta)})")
+        incl = ""
+        if f.kind == "cpu" and abs((f.incl_a_us - f.incl_n_us) - d_t) > 0.05 * abs(d_t):
+            incl = f", inclusive of nested ranges {fmt_time_us(f.incl_n_us)} → {fmt_time_us(f.incl_a_us)}"
         out.append(Finding("cause", (
-            f"{_fn(f)} took {fmt_time_us(abs(d_t))} {'more' if d_t > 0 else 'less'} per cycle "
-            f"({fmt_time_us(f.t_n_us)} → {fmt_time_us(f.t_a_us)}; τ {fmt_signed(f.tau_pp)} pp of the abnormal cycle; "
+            f"{_fn(f)} took {fmt_time_us(abs(d_t))} {'more' if d_t > 0 else 'less'} {'self time ' if incl else ''}per cycle "
+            f"({fmt_time_us(f.t_n_us)} → {fmt_time_us(f.t_a_us)}{incl}; τ {fmt_signed(f.tau_pp)} pp of the abnormal cycle; "
             f"{_q_words(f.q_t, a)})" + (f": {how}." if how else ".")),
             function=f.name, device=f.device, q=f.q_t,
-            values={"tau_pp": f.tau_pp, "t_n_us": f.t_n_us, "t_a_us": f.t_a_us}))
+            values={"tau_pp": f.tau_pp, "t_n_us": f.t_n_us, "t_a_us": f.t_a_us,
+                    "incl_n_us": f.incl_n_us, "incl_a_us": f.incl_a_us}))
     if not causes:
         out.append(_no_cause_note(c))
     if proportional:

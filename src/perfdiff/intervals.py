@@ -11,8 +11,9 @@ Rules, so every input has one well-defined answer:
 - Ranges are ordered per thread by start, then by end *descending*, then by input position:
   of two ranges starting together the longer one is the parent; of two identical ranges the
   first in the input is the parent (its self time is then 0, the second keeps the time).
-- A range that ends exactly when another starts does not contain it (touching ranges are
-  siblings).  A zero-length range is a child of any range open at its instant.
+- Ranges are half-open, [start, end): a range that ends exactly when another starts does
+  not contain it (touching ranges are siblings).  A zero-length range is a child of the
+  ranges open at its instant (including zero-length ones listed before it).
 - Ranges that overlap without nesting (A starts, B starts inside A, A ends before B) do not
   occur in well-formed profiler output but do in async annotations.  B is still taken as A's
   child, and A loses only the part of B that overlaps it, so self time is never negative.

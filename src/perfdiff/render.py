@@ -149,6 +149,7 @@ def build_view(c: Comparison, findings: list[Finding], *, top: int = 25,
         "full_names": [html_code(n) for n in shortened],
         "quality": _quality(c),
         "comparability": [md_escape(x) for x in c.comparability],
+        "renames": [f"{md_name(a, 80)} (normal) ⇄ {md_name(b, 80)} (abnormal)" for a, b in c.renames],
         "warnings": [md_escape(x) for x in c.warnings],
         "alpha": f"{c.alpha:g}",
     }
@@ -262,7 +263,7 @@ def to_json(c: Comparison, findings: list[Finding]) -> dict[str, Any]:
         "functions": funcs, "details": details, "context": ctx,
         "common_mode": [vars(cm) for cm in c.common_modes],
         "constants": c.constants, "aliases": c.aliases, "scope": c.scope,
-        "comparability": c.comparability, "warnings": c.warnings,
+        "comparability": c.comparability, "warnings": c.warnings, "renames": c.renames,
         "untested": [c.functions[i].name for i in c.untested],
         "n_tests": c.n_tests_t, "min_attainable_p": c.min_p, "cycles_needed": c.cycles_needed,
     })

@@ -258,19 +258,34 @@ def _pick_cycles(run: RunData, cycle_regex: str | None, window_ns: int | None) -
                 return _finish(t[:-1], end[:-1], "regex",
                                f"a cycle starts at each launch of a kernel matching /{cycle_regex}/")
         raise InputError(f"no marker or kernel matches --cycle {cycle_regex!r}", path=run.path)
+    skipped: list[str] = []  # marker sources that gave too few cycles, said in the detail
     if len(markers):
         src = markers["source"].astype(str)
         own = markers[(src == "perfdiff").to_numpy()]
-        if len(own) >= MIN_CYCLES:
-            return _ranges_to_cycles(own, "perfdiff-markers", "perfdiff cycle markers from the target")
+        if len(own):
+            cyc = _ranges_to_cycles(own, "perfdiff-markers", "perfdiff cycle markers from the target")
+            if cyc.n >= MIN_CYCLES:
+                return cyc
+            skipped.append(f"{cyc.n} perfdiff marker cycle(s)")
         names = markers["name"].astype(str)
         steps = markers[names.str.fullmatch(r"ProfilerStep#\d+").to_numpy()]
         if len(steps):
-            return _ranges_to_cycles(steps, "profiler-step", f"{len(steps)} ProfilerStep#N ranges")
+            cyc = _ranges_to_cycles(steps, "profiler-step", f"{len(steps)} ProfilerStep#N ranges")
+            if cyc.n >= MIN_CYCLES:
+                return cyc
+            skipped.append(f"{cyc.n} ProfilerStep#N range(s)")
         rng = _repeating_range(markers[(src != "perfdiff").to_numpy()])
         if rng is not None:
             name, grp = rng
             return _ranges_to_cycles(grp, "annotation", f"repeating range {_short(name)!r} ({len(grp)}×)")
+    fallback = _fallback_cycles(run)
+    if skipped:
+        return Cycles(fallback.start_ns, fallback.end_ns, fallback.source,
+                      f"{fallback.detail} (only {', '.join(skipped)}: too few to compare)", fallback.dropped)
+    return fallback
+
+
+def _fallback_cycles(run: RunData) -> Cycles:
     seq = kernel_sequence_cycles(run)
     if seq is not None:
         return seq

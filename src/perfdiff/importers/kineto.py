@@ -4,9 +4,9 @@ What is read (FORMATS.md):
 
 - GPU work, complete events (``ph: X``) of category ``kernel`` / ``gpu_memcpy`` /
   ``gpu_memset`` (2021: ``Kernel`` / ``Memcpy`` / ``Memset``) → activity kinds ``kernel``,
-  ``memcpy``, ``memset`` on ``GPU <pid>`` (``args.device`` when the pid is not a number),
-  stream from ``args.stream`` (else the tid, legacy ``"stream 7"``), correlation and bytes
-  from ``args``.  ``launch_ns`` and the launching ``tid`` come from the runtime event with
+  ``memcpy``, ``memset`` on ``GPU <pid>`` with stream = tid (legacy ``"stream 7"`` → 7;
+  ``args.device`` / ``args.stream`` when pid / tid are not numbers), correlation and
+  bytes from ``args``.  ``launch_ns`` and the launching ``tid`` come from the runtime event with
   the same ``args.correlation`` (no need for the ``ac2g``/``async`` flow events).
 - ``cuda_runtime`` / ``cuda_driver`` (2021: ``Runtime``) → kind ``api`` on "Host".
 - ``cpu_op`` / ``user_annotation`` (2021: ``Operator``) → kind ``cpu`` on "Host" with
@@ -25,12 +25,15 @@ with numpy only: it finds every object key (a ``"`` followed by ``:``), recognis
 keys it needs from the 8 bytes before the colon, anchors each event at its ``"ph"`` key,
 and decodes strings and numbers with word-at-a-time (SWAR) arithmetic.  The names are
 gathered through Arrow string views and dictionary-encoded, so no Python object is made
-per event.  It relies on what every Kineto writer (and ``json.dump`` of a Kineto trace)
-does: in an event the ``"ph"`` key comes before the fields read, keys are written
-``"key":`` with no space before the colon.  An event of a category it imports that does
-not follow this, or a number it cannot decode, switches the whole file to the slow path
-(``json.loads`` and a Python loop over the events), which reads anything valid; the
-manifest says which path was used.
+per event.  A thread inflates the gzip stream and two threads decode blocks (zlib, numpy
+and Arrow release the GIL in their loops).  It relies on what every Kineto writer (and
+``json.dump`` of a Kineto trace) does: a complete event's first key is ``"ph"``, and keys
+are written ``"key":`` with no space before the colon.  Any complete event that does not
+follow this, or a number it cannot decode, switches the whole file to the slow path
+(``json.loads`` and a Python loop over the events), which reads anything valid JSON; the
+manifest (``source.reader``: "fast" or "json") says which path was used.  The fast path
+checks the fields it reads and the document's start and end (a truncated file is an
+error), not every byte of the fields it skips.
 """
 from __future__ import annotations
 
@@ -40,6 +43,8 @@ import queue
 import re
 import threading
 import zlib
+from collections import deque
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Iterator
@@ -248,6 +253,7 @@ _KEY_LEN = np.zeros(len(_KEYS) + 1, dtype=np.int64)
 for _text, _i in _KEYS.items():
     _KEY_LEN[_i] = len(_text)
 _SEPARATORS = [_U(c * 0x0101010101010101) for c in b", \n\r\t"]
+_WHITESPACE = _SEPARATORS[1:]
 _MOVEMASK = _U(0x0102040810204080)
 _HIGHEST_BIT = np.array([max(i.bit_length() - 1, -1) for i in range(256)], dtype=np.int64)
 
@@ -368,16 +374,17 @@ def _exact_zero_bytes(x: np.ndarray) -> np.ndarray:
     return ~(((x & _U(0x7F7F7F7F7F7F7F7F)) + _U(0x7F7F7F7F7F7F7F7F)) | x) & _HIGH
 
 
-def _last_non_separator(le8: np.ndarray, before: np.ndarray) -> np.ndarray:
-    """Position of the last byte before `before` that is not ',' or whitespace (-1: > 15 away)."""
+def _last_non_separator(le8: np.ndarray, before: np.ndarray, chars: list[np.uint64] = _SEPARATORS) -> np.ndarray:
+    """Position of the last byte before `before` not among `chars` (default ',' and
+    whitespace; -1 when more than 15 bytes back)."""
     out = np.full(len(before), -1, dtype=np.int64)
     todo = np.arange(len(before))
     for back in (8, 16):
         if len(todo) == 0:
             break
         w = le8[before[todo] - back]
-        sep = _exact_zero_bytes(w ^ _SEPARATORS[0])
-        for c in _SEPARATORS[1:]:
+        sep = _exact_zero_bytes(w ^ chars[0])
+        for c in chars[1:]:
             sep |= _exact_zero_bytes(w ^ c)
         keep = ~sep & _HIGH  # high bit of each byte that is not a separator
         mask8 = (((keep >> _U(7)) * _MOVEMASK) >> _U(56)).astype(np.intp)  # bit k: byte k kept
@@ -462,279 +469,88 @@ class _Events:
         return labels
 
 
+@dataclass
+class _Block:
+    """What one block decodes to (pure data, so blocks can be decoded in parallel)."""
+
+    cols: dict[str, np.ndarray] = field(default_factory=dict)
+    names: list[bytes] = field(default_factory=list)  # local dictionary of the name codes
+    dropped: dict[str, int] = field(default_factory=dict)
+    cat_seen: np.ndarray = field(default_factory=lambda: np.zeros(len(_CAT_NAMES) + 1, dtype=np.int64))
+    head: bytes | None = None  # first block: the text before the first event
+    tail: bytes = b""  # last block: the last event and what follows the event list
+
+    def drop(self, why: str, n: int) -> None:
+        if n:
+            self.dropped[why] = self.dropped.get(why, 0) + int(n)
+
+
+_WORKERS = 2  # blocks decoded at once (numpy and Arrow release the GIL in their loops)
+
+
 class _FastScan:
-    """The numpy scanner: blocks in, event columns out (see the module docstring)."""
+    """The numpy scanner: blocks in, event columns out (see the module docstring).
+
+    The main thread cuts the text into blocks that end just before an event's "{" (found
+    with bytes.rfind), two worker threads decode blocks, and results are merged in order.
+    """
 
     def __init__(self, path: Path):
         self.path = path
         self.ev = _Events()
-        self.head: bytes | None = None  # text before the first event
         self.cat_seen = np.zeros(len(_CAT_NAMES) + 1, dtype=np.int64)
 
     def run(self) -> _Events:
         carry = b""
         total = 0
-        for pieces in _blocks(self.path):
-            total += sum(len(x) for x in pieces)
-            carry = self._scan([carry, *pieces] if carry else pieces, final=False)
-        tail = self._scan(carry, final=True) if carry else b""
-        self._finish(tail, total)
+        first = True
+        head: bytes | None = None
+        tail = b""
+        with ThreadPoolExecutor(max_workers=_WORKERS) as pool:
+            inflight: deque = deque()
+            for pieces in _blocks(self.path):
+                total += sum(len(x) for x in pieces)
+                buf = b"".join((_FRONT, carry, *pieces, _ZEROS))  # the block's one copy
+                begin, end = len(_FRONT), len(buf) - len(_ZEROS)
+                cut = _find_cut(buf, begin, end)
+                if cut < 0 and not (first and end - begin > (64 << 20)):
+                    carry = buf[begin:end]  # no complete event yet: read more
+                    continue
+                if cut < 0:  # 64 MB without an event: let the decoder explain the file
+                    cut = end
+                inflight.append(pool.submit(_scan_block, buf, begin, cut, first, False))
+                first = False
+                carry = buf[cut:end]
+                while len(inflight) > _WORKERS:
+                    head = self._merge(inflight.popleft().result(), head)
+            buf = b"".join((_FRONT, carry, _ZEROS))
+            inflight.append(pool.submit(_scan_block, buf, len(_FRONT), len(buf) - len(_ZEROS), first, True))
+            while inflight:
+                result = inflight.popleft().result()
+                head = self._merge(result, head)
+                tail = result.tail or tail
+        self._finish(head or b"", tail, total)
         return self.ev
 
-    # -- one block
-    def _scan(self, buf: bytes | list[bytes], final: bool) -> bytes:
-        """Decode the events of `buf` up to its last "ph" key; return the rest (the carry).
-
-        The carry starts at the opening quote of a "ph" key, so every block starts outside
-        a string.  Positions below are in `padded` = 8 spaces + buf + zeros.
-        """
-        pieces = [buf] if isinstance(buf, bytes) else buf
-        n = sum(len(x) for x in pieces)
-        if n == 0:
-            return b""
-        padded = b"".join((_FRONT, *pieces, _ZEROS))  # one copy of the block
-        end = len(_FRONT) + n  # first byte past the text
-        begin = len(_FRONT)
-        u8 = np.frombuffer(padded, dtype=np.uint8)
-        le8 = np.ndarray(shape=(len(padded) - 7,), dtype="<u8", buffer=padded, offset=0, strides=(1,))
-        colon = np.flatnonzero(u8[1:end] == 58)  # ':' ...
-        colon = colon[u8[colon] == 34]  # ... right after '"': the end of a key
-        kid = self._key_ids(le8[colon - 8], le8, colon)
-        ph_keys = np.flatnonzero(kid == _PH)
-        if self.head is None:
-            if len(ph_keys) == 0:
-                if not final and n < (64 << 20):
-                    return padded[begin:end]  # no event yet: keep reading
-                self.head = padded[begin:end]
-                return b""
-            self.head = padded[begin:int(colon[ph_keys[0]]) - 3]  # text before the first "ph"
-        if len(ph_keys) == 0:
-            return padded[begin:end]
-        last_open = int(colon[ph_keys[-1]]) - 3  # opening quote of the last "ph" key
-        if final:
-            sel = slice(int(ph_keys[0]), len(kid))  # every event; its keys may run into the trailer
-        elif len(ph_keys) < 2:
-            return padded[begin:end]  # a single, maybe incomplete event: read more first
-        else:  # the last event may be cut: it starts the next block
-            sel = slice(int(ph_keys[0]), int(ph_keys[-1]))
-        self._decode(u8, le8, colon[sel], kid[sel], end, padded)
-        return padded[last_open:end]
-
-    def _key_ids(self, w: np.ndarray, le8: np.ndarray, colon: np.ndarray) -> np.ndarray:
-        """Id of each key (0: a key not read) from the 8 bytes before its closing quote."""
-        kid = _KEY_LUT[(w >> _U(40)).astype(np.intp)]
-        ci = np.flatnonzero(kid)
-        j = kid[ci]
-        ok = (w[ci] >> _SHIFT_BY_ID[j]) == _PATTERN_BY_ID[j]
-        is_corr = np.flatnonzero(j == _CORR)
-        if len(is_corr):  # "correlation" is longer than 7: check its first bytes too
-            head = le8[colon[ci[is_corr]] - 12] & _U(0xFFFFFFFF)
-            ok[is_corr] &= head == _U(_CORR_HEAD)
-        kid[ci[~ok]] = 0
-        return kid
-
-    def _decode(self, u8: np.ndarray, le8: np.ndarray, colon: np.ndarray, kid: np.ndarray, n: int,
-                padded: bytes) -> None:
+    def _merge(self, block: _Block, head: bytes | None) -> bytes | None:
         ev = self.ev
-        is_ph = kid == _PH
-        nev_all = int(is_ph.sum())
-        event_of = np.cumsum(is_ph) - 1  # every key belongs to the last "ph" before it
+        if block.head is not None and head is None:
+            head = block.head
+        for why, n in block.dropped.items():
+            ev.drop(why, n)
+        self.cat_seen += block.cat_seen
+        if block.cols:
+            names = ev.names
+            mapping = np.array([names.setdefault(v, len(names)) for v in block.names], dtype=np.int64)
+            cols = dict(block.cols)
+            cols["name"] = mapping[cols["name"]] if len(mapping) else cols["name"]
+            ev.add(**cols)
+        return head
 
-        def string_end(key_index: np.ndarray, start: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-            """(end, escaped) of the string values of keys `key_index` starting at `start`.
 
-            Usually from the next key of the same object: the value's closing quote is the
-            last byte before that key that is not ',' or whitespace.  Otherwise a scan.
-            """
-            nxt = np.minimum(key_index + 1, len(kid) - 1)
-            known = (key_index + 1 < len(kid)) & (kid[nxt] > 0) & (event_of[nxt] == event_of[key_index])
-            end = np.full(len(key_index), -1, dtype=np.int64)
-            ki = np.flatnonzero(known)
-            if len(ki):
-                open_next = colon[nxt[ki]] - _KEY_LEN[kid[nxt[ki]]] - 1
-                close = _last_non_separator(le8, open_next)
-                good = (close >= start[ki]) & (u8[np.maximum(close, 0)] == 34)
-                end[ki[good]] = close[good]
-            esc = np.zeros(len(key_index), dtype=bool)
-            rest = np.flatnonzero(end < 0)
-            if len(rest):
-                e2, esc2 = _string_ends(le8, u8, start[rest], n)
-                end[rest], esc[rest] = e2, esc2
-            return end, esc
-
-        def value_pos(key_index: np.ndarray) -> np.ndarray:
-            v = colon[key_index] + 2
-            for _ in range(8):  # whitespace after the colon (bytes <= 32 outside strings)
-                ws = u8[v] <= 32
-                if not ws.any():
-                    break
-                v += ws
-            return v
-
-        ph_k = np.flatnonzero(kid == _PH)
-        vph = value_pos(ph_k)
-        ph_char = np.where(u8[vph] == 34, u8[vph + 1], 0)
-        for ch in (66, 69):  # 'B' / 'E' begin/end pairs are not Kineto output
-            ev.drop(f"ph {chr(ch)} events (begin/end pairs are not read)", int((ph_char == ch).sum()))
-        xe = np.flatnonzero(ph_char == 88)  # event numbers of complete ('X') events
-        if len(xe) == 0:
-            return
-        table = self._first_keys(kid, event_of, nev_all)
-        cat_k = table[xe, _CAT]
-        has_cat = cat_k >= 0
-        ev.drop("complete events without a category", int((~has_cat).sum()))
-        xe, cat_k = xe[has_cat], cat_k[has_cat]
-        vc = value_pos(cat_k)
-        if (u8[vc] != 34).any():
-            raise _NeedSlowPath("a category that is not a string")
-        c0 = vc + 1
-        c1, esc = string_end(cat_k, c0)
-        clen = c1 - c0
-        w0, w1, w2 = _masked_words(le8, c0, np.minimum(clen, 24))
-        h = _cat_hash(w0, w1, w2, clen)
-        pos = np.minimum(np.searchsorted(_CAT_SORTED, h), len(_CAT_SORTED) - 1)
-        known = (_CAT_SORTED[pos] == h) & (clen <= 24) & ~esc
-        cat_id = np.where(known, _CAT_ORDER[pos], len(_CAT_NAMES))
-        self.cat_seen += np.bincount(cat_id, minlength=len(_CAT_NAMES) + 1)
-        role = _ROLE_OF_CAT[cat_id]
-        keep = role >= 0
-        if not keep.any():
-            return
-        xe, role, cat_id = xe[keep], role[keep], cat_id[keep]
-        t = table[xe]  # per imported event: index of its first key of each id (-1: none)
-        for k, label in ((_NAME, "name"), (_TS, "ts"), (_DUR, "dur"), (_PID, "pid"), (_TID, "tid")):
-            if (t[:, k] < 0).any():
-                raise _NeedSlowPath(f"an event without \"{label}\" after its \"ph\"")
-        # name
-        vn = value_pos(t[:, _NAME])
-        if (u8[vn] != 34).any():
-            raise _NeedSlowPath("a name that is not a string")
-        s0 = vn + 1
-        s1, esc = string_end(t[:, _NAME], s0)
-        if esc.any():
-            s1 = self._escaped_ends(padded, s0, s1, esc, n)
-        if (s1 >= n).any():
-            raise InputError("invalid JSON: a string is not closed", path=self.path)
-        name_code = self._name_codes(padded, s0, s1)
-        # numbers
-        ts = _parse_numbers(le8, u8, value_pos(t[:, _TS]))
-        dur = _parse_numbers(le8, u8, value_pos(t[:, _DUR]))
-        if not (ts.ok.all() and dur.ok.all()):
-            raise _NeedSlowPath("a ts/dur number in a form the fast reader does not decode")
-        pid = self._int_or_string(le8, u8, value_pos(t[:, _PID]), n)
-        tid = self._int_or_string(le8, u8, value_pos(t[:, _TID]), n)
-
-        def optional_int(key: int, rows: np.ndarray | None = None) -> np.ndarray:
-            """args integer `key` of the events `rows` (all when None), MISSING when absent."""
-            col = t[:, key] if rows is None else t[rows, key]
-            vals = np.full(len(col), MISSING, dtype=np.int64)
-            has = np.flatnonzero(col >= 0)
-            if len(has):
-                num = _parse_numbers(le8, u8, value_pos(col[has]))
-                good = num.ok & (num.frac_ns == 0)
-                vals[has[good]] = num.value[good]
-            if rows is None:
-                return vals
-            out = np.full(len(t), MISSING, dtype=np.int64)
-            out[rows] = vals
-            return out
-
-        gpu = role <= _ROLES.index("memset")
-        corr = optional_int(_CORR)
-        nbytes = optional_int(_BYTES, np.flatnonzero(gpu & (role != _ROLES.index("kernel"))))
-        # A GPU event's pid is its device and its tid its stream; args say so too, but are
-        # read only when pid/tid are not numbers (saves two numbers per event).
-        device = optional_int(_DEVICE, np.flatnonzero(gpu & (pid < 0)))
-        stream = optional_int(_STREAM, np.flatnonzero(gpu & (tid < 0)))
-        ev.add(role=role, cat=cat_id, name=name_code, pid=pid, tid=tid,
-               ts_ns=ts.value * 1000 + ts.frac_ns, dur_ns=dur.value * 1000 + dur.frac_ns,
-               corr=corr, stream=stream, device=device, nbytes=nbytes)
-
-    @staticmethod
-    def _first_keys(kid: np.ndarray, event_of: np.ndarray, nev: int) -> np.ndarray:
-        """(events x key ids) table: index of the first key of each id in each event, or -1."""
-        ki = np.flatnonzero((kid > 0) & (event_of >= 0))
-        kk = kid[ki].astype(np.uint8)
-        by_id = np.argsort(kk, kind="stable")  # radix sort; keeps key order within an id
-        ki, kk = ki[by_id], kk[by_id]
-        ee = event_of[ki]
-        # within one id the events are non-decreasing: keep the first key of each event
-        first = np.r_[True, (ee[1:] != ee[:-1]) | (kk[1:] != kk[:-1])]
-        table = np.full((nev, len(_KEYS) + 1), -1, dtype=np.int64)
-        table[ee[first], kk[first]] = ki[first]
-        return table
-
-    def _escaped_ends(self, padded: bytes, s0: np.ndarray, s1: np.ndarray, esc: np.ndarray, n: int) -> np.ndarray:
-        """True closing quotes of the (rare) strings that contain a backslash escape."""
-        s1 = s1.copy()
-        for i in np.flatnonzero(esc):
-            j = int(s1[i])
-            while j < n:
-                if padded[j] == 92:
-                    j += 2
-                    continue
-                if padded[j] == 34:
-                    break
-                j += 1
-            s1[i] = j
-        return s1
-
-    def _name_codes(self, padded: bytes, s0: np.ndarray, s1: np.ndarray) -> np.ndarray:
-        """Global codes of the strings [s0, s1) of the block (dictionary-encoded by Arrow)."""
-        length = (s1 - s0).astype(np.int32)
-        m = len(length)
-        views = np.zeros((m, 4), dtype=np.int32)
-        views[:, 0] = length
-        # Arrow string views: strings of 12 bytes or less are stored inline in the view, longer
-        # ones by (4-byte prefix, buffer 0, offset).
-        u8 = np.frombuffer(padded, dtype=np.uint8)
-        le4 = np.ndarray(shape=(len(padded) - 3,), dtype="<i4", buffer=padded, offset=0, strides=(1,))
-        short = length <= 12
-        long_ = ~short
-        views[long_, 1] = le4[s0[long_]]
-        views[long_, 3] = s0[long_].astype(np.int32)
-        if short.any():
-            si = np.flatnonzero(short)
-            inline = u8[s0[si, None] + np.arange(12)]
-            inline[np.arange(12)[None, :] >= length[si, None]] = 0
-            views[si, 1:] = inline.view(np.int32).reshape(len(si), 3)
-        arr = pa.Array.from_buffers(pa.binary_view(), m, [None, pa.py_buffer(views), pa.py_buffer(padded)])
-        enc = arr.dictionary_encode()
-        local = enc.indices.to_numpy(zero_copy_only=False).astype(np.int64)
-        names = self.ev.names
-        mapping = np.array([names.setdefault(v, len(names)) for v in enc.dictionary.to_pylist()], dtype=np.int64)
-        return mapping[local] if len(mapping) else np.zeros(0, dtype=np.int64)
-
-    def _int_or_string(self, le8: np.ndarray, u8: np.ndarray, v: np.ndarray, n: int) -> np.ndarray:
-        """A pid/tid: a JSON integer, or the last number inside a string ("stream 7")."""
-        out = np.full(len(v), MISSING, dtype=np.int64)
-        quoted = u8[v] == 34
-        num = np.flatnonzero(~quoted)
-        if len(num):
-            got = _parse_numbers(le8, u8, v[num])
-            good = got.ok & (got.frac_ns == 0)
-            out[num[good]] = got.value[good]
-        qi = np.flatnonzero(quoted)
-        if len(qi):
-            s0 = v[qi] + 1
-            s1, _ = _string_ends(le8, u8, s0, n)
-            # first digit inside the first 16 bytes of the string
-            win = u8[s0[:, None] + np.arange(16)]
-            inside = np.arange(16)[None, :] < (s1 - s0)[:, None]
-            digit = (win >= 48) & (win <= 57) & inside
-            has = digit.any(axis=1)
-            at = np.argmax(digit, axis=1)
-            hi = np.flatnonzero(has)
-            if len(hi):
-                got = _parse_numbers(le8, u8, s0[hi] + at[hi])
-                out[qi[hi[got.ok]]] = got.value[got.ok]
-        return out
-
-    # -- the document's start and end
-    def _finish(self, tail: bytes, total: int) -> None:
+    def _finish(self, head: bytes, tail: bytes, total: int) -> None:
         ev = self.ev
         ev.decoded_bytes = total
-        head = self.head or b""
         if not ev.role and not tail.strip():
             _explain_not_a_trace(self.path, head)
         ev.header.update(_parse_header(head))
@@ -746,6 +562,273 @@ class _FastScan:
             ev.drop("complete events of other categories", int(self.cat_seen[len(_CAT_NAMES)]))
 
 
+def _find_cut(buf: bytes, begin: int, end: int) -> int:
+    """Start ("{" or the "ph" key) of the last event in buf[begin:end] that has one before it.
+
+    -1 when the text holds no complete event yet.  A "ph" key is the bytes '"ph"' followed
+    by ':' (a string value "ph" is not followed by ':', an escaped one has a backslash).
+    """
+    pos = buf.rfind(b'"ph"', begin, end)
+    while pos > begin:
+        j = pos + 4
+        while j < end and buf[j] in b" \t\r\n":
+            j += 1
+        if j < end and buf[j] == 58 and buf[pos - 1] != 92:
+            k = pos - 1
+            while k > begin and buf[k] in b" \t\r\n":
+                k -= 1
+            cut = k if buf[k] == 123 else pos
+            return cut if buf.find(b'"ph"', begin, cut) >= 0 else -1
+        pos = buf.rfind(b'"ph"', begin, pos)
+    return -1
+
+
+def _scan_block(padded: bytes, begin: int, end: int, first: bool, final: bool) -> _Block:
+    """Decode the events in padded[begin:end] (whole events, or the file's end when final)."""
+    res = _Block()
+    if end <= begin:
+        if first:
+            res.head = b""
+        return res
+    u8 = np.frombuffer(padded, dtype=np.uint8)
+    le8 = np.ndarray(shape=(len(padded) - 7,), dtype="<u8", buffer=padded, offset=0, strides=(1,))
+    colon = np.flatnonzero(u8[1:end] == 58)  # ':' ...
+    colon = colon[(u8[colon] == 34) & (colon >= begin)]  # ... right after '"': the end of a key
+    kid = _key_ids(le8[colon - 8], le8, colon)
+    ph_keys = np.flatnonzero(kid == _PH)
+    if first:
+        res.head = padded[begin:int(colon[ph_keys[0]]) - 3] if len(ph_keys) else padded[begin:end]
+    if len(ph_keys) == 0:
+        return res
+    if final:
+        last_open = int(colon[ph_keys[-1]]) - 3
+        brace = int(_last_non_separator(le8, np.array([last_open]), _WHITESPACE)[0])
+        res.tail = padded[brace if brace >= begin and u8[brace] == 123 else last_open:end]
+    # Every key from the first "ph" on; in the last block they may run into the trailer.
+    sel = slice(int(ph_keys[0]), len(kid))
+    _decode(res, u8, le8, colon[sel], kid[sel], end, padded)
+    return res
+
+
+def _key_ids(w: np.ndarray, le8: np.ndarray, colon: np.ndarray) -> np.ndarray:
+    """Id of each key (0: a key not read) from the 8 bytes before its closing quote."""
+    kid = _KEY_LUT[(w >> _U(40)).astype(np.intp)]
+    ci = np.flatnonzero(kid)
+    j = kid[ci]
+    ok = (w[ci] >> _SHIFT_BY_ID[j]) == _PATTERN_BY_ID[j]
+    is_corr = np.flatnonzero(j == _CORR)
+    if len(is_corr):  # "correlation" is longer than 7: check its first bytes too
+        head = le8[colon[ci[is_corr]] - 12] & _U(0xFFFFFFFF)
+        ok[is_corr] &= head == _U(_CORR_HEAD)
+    kid[ci[~ok]] = 0
+    return kid
+
+def _decode(res: _Block, u8: np.ndarray, le8: np.ndarray, colon: np.ndarray, kid: np.ndarray, n: int,
+            padded: bytes) -> None:
+    """Decode the events whose keys are `colon`/`kid` into `res` (see the module docstring)."""
+    is_ph = kid == _PH
+    nev_all = int(is_ph.sum())
+    event_of = np.cumsum(is_ph) - 1  # every key belongs to the last "ph" before it
+
+    def string_end(key_index: np.ndarray, start: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """(end, escaped) of the string values of keys `key_index` starting at `start`.
+
+        Usually from the next key of the same object: the value's closing quote is the
+        last byte before that key that is not ',' or whitespace.  Otherwise a scan.
+        """
+        nxt = np.minimum(key_index + 1, len(kid) - 1)
+        known = (key_index + 1 < len(kid)) & (kid[nxt] > 0) & (event_of[nxt] == event_of[key_index])
+        end = np.full(len(key_index), -1, dtype=np.int64)
+        ki = np.flatnonzero(known)
+        if len(ki):
+            open_next = colon[nxt[ki]] - _KEY_LEN[kid[nxt[ki]]] - 1
+            close = _last_non_separator(le8, open_next)
+            good = (close >= start[ki]) & (u8[np.maximum(close, 0)] == 34)
+            end[ki[good]] = close[good]
+        esc = np.zeros(len(key_index), dtype=bool)
+        rest = np.flatnonzero(end < 0)
+        if len(rest):
+            e2, esc2 = _string_ends(le8, u8, start[rest], n)
+            end[rest], esc[rest] = e2, esc2
+        return end, esc
+
+    def value_pos(key_index: np.ndarray) -> np.ndarray:
+        v = colon[key_index] + 2
+        for _ in range(8):  # whitespace after the colon (bytes <= 32 outside strings)
+            ws = u8[v] <= 32
+            if not ws.any():
+                break
+            v += ws
+        return v
+
+    ph_k = np.flatnonzero(kid == _PH)
+    vph = value_pos(ph_k)
+    ph_char = np.where(u8[vph] == 34, u8[vph + 1], 0)
+    for ch in (66, 69):  # 'B' / 'E' begin/end pairs are not Kineto output
+        res.drop(f"ph {chr(ch)} events (begin/end pairs are not read)", int((ph_char == ch).sum()))
+    xe = np.flatnonzero(ph_char == 88)  # event numbers of complete ('X') events
+    if len(xe) == 0:
+        return
+    # Keys are given to the "ph" before them, so a complete event must open with "ph".
+    before = _last_non_separator(le8, colon[ph_k[xe]] - 3, _WHITESPACE)
+    if (u8[np.maximum(before, 0)] != 123).any() or (before < 0).any():
+        raise _NeedSlowPath('events whose first key is not "ph"')
+    is_x = np.zeros(nev_all + 1, dtype=bool)
+    is_x[xe] = True
+    table = _first_keys(kid, event_of, nev_all, is_x)
+    cat_k = table[xe, _CAT]
+    has_cat = cat_k >= 0
+    res.drop("complete events without a category", int((~has_cat).sum()))
+    xe, cat_k = xe[has_cat], cat_k[has_cat]
+    vc = value_pos(cat_k)
+    if (u8[vc] != 34).any():
+        raise _NeedSlowPath("a category that is not a string")
+    c0 = vc + 1
+    c1, esc = string_end(cat_k, c0)
+    clen = c1 - c0
+    w0, w1, w2 = _masked_words(le8, c0, np.minimum(clen, 24))
+    h = _cat_hash(w0, w1, w2, clen)
+    pos = np.minimum(np.searchsorted(_CAT_SORTED, h), len(_CAT_SORTED) - 1)
+    known = (_CAT_SORTED[pos] == h) & (clen <= 24) & ~esc
+    cat_id = np.where(known, _CAT_ORDER[pos], len(_CAT_NAMES))
+    res.cat_seen += np.bincount(cat_id, minlength=len(_CAT_NAMES) + 1)
+    role = _ROLE_OF_CAT[cat_id]
+    keep = role >= 0
+    if not keep.any():
+        return
+    xe, role, cat_id = xe[keep], role[keep], cat_id[keep]
+    t = table[xe]  # per imported event: index of its first key of each id (-1: none)
+    for k, label in ((_NAME, "name"), (_TS, "ts"), (_DUR, "dur"), (_PID, "pid"), (_TID, "tid")):
+        if (t[:, k] < 0).any():
+            raise _NeedSlowPath(f"an event without \"{label}\" after its \"ph\"")
+    # name
+    vn = value_pos(t[:, _NAME])
+    if (u8[vn] != 34).any():
+        raise _NeedSlowPath("a name that is not a string")
+    s0 = vn + 1
+    s1, esc = string_end(t[:, _NAME], s0)
+    if esc.any():
+        s1 = _escaped_ends(padded, s0, s1, esc, n)
+    if (s1 >= n).any():
+        raise _NeedSlowPath("a string that the scanner could not close")
+    name_code = _name_codes(res, padded, s0, s1)
+    # numbers
+    ts = _parse_numbers(le8, u8, value_pos(t[:, _TS]))
+    dur = _parse_numbers(le8, u8, value_pos(t[:, _DUR]))
+    if not (ts.ok.all() and dur.ok.all()):
+        raise _NeedSlowPath("a ts/dur number in a form the fast reader does not decode")
+    pid = _int_or_string(le8, u8, value_pos(t[:, _PID]), n)
+    tid = _int_or_string(le8, u8, value_pos(t[:, _TID]), n)
+
+    def optional_int(key: int, rows: np.ndarray | None = None) -> np.ndarray:
+        """args integer `key` of the events `rows` (all when None), MISSING when absent."""
+        col = t[:, key] if rows is None else t[rows, key]
+        vals = np.full(len(col), MISSING, dtype=np.int64)
+        has = np.flatnonzero(col >= 0)
+        if len(has):
+            num = _parse_numbers(le8, u8, value_pos(col[has]))
+            good = num.ok & (num.frac_ns == 0)
+            vals[has[good]] = num.value[good]
+        if rows is None:
+            return vals
+        out = np.full(len(t), MISSING, dtype=np.int64)
+        out[rows] = vals
+        return out
+
+    gpu = role <= _ROLES.index("memset")
+    corr = optional_int(_CORR)
+    nbytes = optional_int(_BYTES, np.flatnonzero(gpu & (role != _ROLES.index("kernel"))))
+    # A GPU event's pid is its device and its tid its stream; args say so too, but are
+    # read only when pid/tid are not numbers (saves two numbers per event).
+    device = optional_int(_DEVICE, np.flatnonzero(gpu & (pid < 0)))
+    stream = optional_int(_STREAM, np.flatnonzero(gpu & (tid < 0)))
+    res.cols = dict(role=role, cat=cat_id, name=name_code, pid=pid, tid=tid,
+                    ts_ns=ts.value * 1000 + ts.frac_ns, dur_ns=dur.value * 1000 + dur.frac_ns,
+                    corr=corr, stream=stream, device=device, nbytes=nbytes)
+
+def _first_keys(kid: np.ndarray, event_of: np.ndarray, nev: int, wanted: np.ndarray) -> np.ndarray:
+    """(events x key ids) table: index of the first key of each id in each event, or -1.
+
+    Only events with `wanted[event]` are filled (flows and metadata are half the keys).
+    """
+    ki = np.flatnonzero((kid > 0) & wanted[event_of])  # event_of == -1 reads wanted[-1]: False
+    kk = kid[ki].astype(np.uint8)
+    by_id = np.argsort(kk, kind="stable")  # radix sort; keeps key order within an id
+    ki, kk = ki[by_id], kk[by_id]
+    ee = event_of[ki]
+    # within one id the events are non-decreasing: keep the first key of each event
+    first = np.r_[True, (ee[1:] != ee[:-1]) | (kk[1:] != kk[:-1])]
+    table = np.full((nev, len(_KEYS) + 1), -1, dtype=np.int64)
+    table[ee[first], kk[first]] = ki[first]
+    return table
+
+
+def _escaped_ends(padded: bytes, s0: np.ndarray, s1: np.ndarray, esc: np.ndarray, n: int) -> np.ndarray:
+    """True closing quotes of the (rare) strings that contain a backslash escape."""
+    s1 = s1.copy()
+    for i in np.flatnonzero(esc):
+        j = int(s1[i])
+        while j < n:
+            if padded[j] == 92:
+                j += 2
+                continue
+            if padded[j] == 34:
+                break
+            j += 1
+        s1[i] = j
+    return s1
+
+def _name_codes(res: _Block, padded: bytes, s0: np.ndarray, s1: np.ndarray) -> np.ndarray:
+    """Global codes of the strings [s0, s1) of the block (dictionary-encoded by Arrow)."""
+    length = (s1 - s0).astype(np.int32)
+    m = len(length)
+    views = np.zeros((m, 4), dtype=np.int32)
+    views[:, 0] = length
+    # Arrow string views: strings of 12 bytes or less are stored inline in the view, longer
+    # ones by (4-byte prefix, buffer 0, offset).
+    u8 = np.frombuffer(padded, dtype=np.uint8)
+    le4 = np.ndarray(shape=(len(padded) - 3,), dtype="<i4", buffer=padded, offset=0, strides=(1,))
+    short = length <= 12
+    long_ = ~short
+    views[long_, 1] = le4[s0[long_]]
+    views[long_, 3] = s0[long_].astype(np.int32)
+    if short.any():
+        si = np.flatnonzero(short)
+        inline = u8[s0[si, None] + np.arange(12)]
+        inline[np.arange(12)[None, :] >= length[si, None]] = 0
+        views[si, 1:] = inline.view(np.int32).reshape(len(si), 3)
+    arr = pa.Array.from_buffers(pa.binary_view(), m, [None, pa.py_buffer(views), pa.py_buffer(padded)])
+    enc = arr.dictionary_encode()
+    local = enc.indices.to_numpy(zero_copy_only=False).astype(np.int64)
+    res.names = enc.dictionary.to_pylist()
+    return local
+
+def _int_or_string(le8: np.ndarray, u8: np.ndarray, v: np.ndarray, n: int) -> np.ndarray:
+    """A pid/tid: a JSON integer, or the last number inside a string ("stream 7")."""
+    out = np.full(len(v), MISSING, dtype=np.int64)
+    quoted = u8[v] == 34
+    num = np.flatnonzero(~quoted)
+    if len(num):
+        got = _parse_numbers(le8, u8, v[num])
+        good = got.ok & (got.frac_ns == 0)
+        out[num[good]] = got.value[good]
+    qi = np.flatnonzero(quoted)
+    if len(qi):
+        s0 = v[qi] + 1
+        s1, _ = _string_ends(le8, u8, s0, n)
+        # first digit inside the first 16 bytes of the string
+        win = u8[s0[:, None] + np.arange(16)]
+        inside = np.arange(16)[None, :] < (s1 - s0)[:, None]
+        digit = (win >= 48) & (win <= 57) & inside
+        has = digit.any(axis=1)
+        at = np.argmax(digit, axis=1)
+        hi = np.flatnonzero(has)
+        if len(hi):
+            got = _parse_numbers(le8, u8, s0[hi] + at[hi])
+            out[qi[hi[got.ok]]] = got.value[got.ok]
+    return out
+
+# -- the document's start and end
 def _parse_header(head: bytes) -> dict[str, Any]:
     """Top-level keys written before "traceEvents" (deviceProperties, schemaVersion ...)."""
     text = head.lstrip()
@@ -769,7 +852,9 @@ def _parse_trailer(tail: bytes, path: Path) -> dict[str, Any]:
     if not tail.strip():
         return {}
     dec = json.JSONDecoder()
-    text = "{" + tail.decode("utf-8", "replace")
+    text = tail.decode("utf-8", "replace").lstrip()
+    if not text.startswith("{"):  # the tail starts at the last event's "ph" key
+        text = "{" + text
     try:
         _, end = dec.raw_decode(text)
     except ValueError as exc:
@@ -976,14 +1061,14 @@ def _build(p: Path, ev: _Events, group: str) -> RunData:
         hit = lr >= 0
         launch = np.where(hit, start[np.where(hit, lr, 0)], MISSING)
         ltid = np.where(hit, tid[np.where(hit, lr, 0)], MISSING)
+        # A GPU event's pid is its device and its tid its stream; args.device / args.stream
+        # stand in when they are not numbers.
         dev = np.where(pid[rows] >= 0, pid[rows], device[rows])
-        # A GPU event's pid is its device; when the pid is not a number, args.device is.
-        dev = np.where(device[rows] >= 0, np.where(pid[rows] == device[rows], pid[rows], device[rows]), dev)
         dcodes, duniq = dense_codes(np.where(dev >= 0, dev, 0))
         dev_labels = [f"GPU {int(d)}" for d in duniq]
         if (dev < 0).any():
             notes.append(f"{int((dev < 0).sum())} {r_name} events without a device: put on GPU 0")
-        strm = np.where(stream[rows] >= 0, stream[rows], tid[rows])
+        strm = np.where(tid[rows] >= 0, tid[rows], stream[rows])
         fn_codes, fn_labels = _function_codes(name_code[rows], names, short=(group == "short" and r_name == "kernel"))
         s, e = start[rows], end[rows]
         cols = {"function": categorical(fn_codes, fn_labels), "kind": constant_categorical(r_name, len(rows)),
@@ -1010,6 +1095,9 @@ def _build(p: Path, ev: _Events, group: str) -> RunData:
                 "busy_ns": b, "tid": tid[rows], "correlation": corr[rows]}))
             ev.counts[kind] = len(rows)
     activity = concat_parts("activity", parts)
+    if len(activity) == 0:
+        found = ", ".join(f"{k}: {v}" for k, v in ev.dropped.items()) or "none"
+        raise InputError(f"trace has no GPU kernels, memcpys, runtime calls or CPU ops (skipped: {found})", path=p)
     # markers: ProfilerStep#N and user annotations (host side)
     step_rows = np.flatnonzero(is_step)
     ann_rows = np.flatnonzero((role == _ROLES.index("cpu")) & ~is_step
@@ -1023,7 +1111,8 @@ def _build(p: Path, ev: _Events, group: str) -> RunData:
                                            "source": constant_categorical(source, len(rows))}))
             ev.counts[f"markers_{source}"] = len(rows)
     markers = concat_parts("markers", mparts)
-    manifest = _manifest(p, ev, header, base_ns, pid, role, tid, activity, notes)
+    cat_counts = {_CAT_NAMES[int(c)]: int(k) for c, k in zip(*np.unique(cat, return_counts=True)) if c < len(_CAT_NAMES)}
+    manifest = _manifest(p, ev, header, base_ns, pid, role, tid, activity, notes, cat_counts)
     return RunData(manifest=manifest, activity=activity, samples=empty_table("samples"), markers=markers,
                    path=str(p), notes=notes)
 
@@ -1054,8 +1143,15 @@ def _correlate(corr_all: np.ndarray, api_rows: np.ndarray, query: np.ndarray) ->
     return out
 
 
+def _category_era(cat_counts: dict[str, int]) -> str:
+    """Which generation of Kineto category names the trace uses (for the manifest)."""
+    if any(cat_counts.get(c) for c in ("Kernel", "Runtime", "Operator", "Memcpy", "Memset")):
+        return "2021 (Kernel/Runtime/Operator)"
+    return "2022+ (kernel/cuda_runtime/cpu_op)"
+
+
 def _manifest(p: Path, ev: _Events, header: dict[str, Any], base_ns: int | None, pid: np.ndarray, role: np.ndarray,
-              tid: np.ndarray, activity: pd.DataFrame, notes: list[str]) -> dict[str, Any]:
+              tid: np.ndarray, activity: pd.DataFrame, notes: list[str], cat_counts: dict[str, int]) -> dict[str, Any]:
     host = np.isin(role, [_ROLES.index("api"), _ROLES.index("cpu")])
     hp = pid[host]
     hp = hp[hp >= 0]
@@ -1077,16 +1173,12 @@ def _manifest(p: Path, ev: _Events, header: dict[str, Any], base_ns: int | None,
                                     if "computeMajor" in d and "computeMinor" in d else None),
              "uuid": d.get("uuid"), "used": d.get("id") in used}
         gpus.append({k: v for k, v in g.items() if v is not None})
-    cats = {nm for nm, role_ in CATEGORIES.items()}
-    schema = "legacy (2021: Kernel/Runtime/Operator)" if any(
-        k.startswith("category Kernel") for k in ev.counts) else None
     source = {"kind": "kineto", "path": str(p), "format": "json.gz" if p.suffix == ".gz" else "json",
-              "schema_version": header.get("schemaVersion"), "reader": ev.path_used,
-              "decoded_bytes": ev.decoded_bytes}
-    for key in ("traceName", "cupti_version", "cuda_runtime_version", "cuda_driver_version", "roctracer_version"):
-        if key in header and not isinstance(header[key], (dict, list)):
+              "schema_version": header.get("schemaVersion"), "categories": _category_era(cat_counts),
+              "reader": ev.path_used, "decoded_bytes": ev.decoded_bytes}
+    for key in ("cupti_version", "cuda_runtime_version", "cuda_driver_version", "roctracer_version"):
+        if key in header and isinstance(header[key], (int, float, str)):
             source[key] = header[key]
-    del cats, schema
     target: dict[str, Any] = {"pid": main_pid, "pids": pids, "tids": tids}
     dist = header.get("distributedInfo")
     if isinstance(dist, dict):

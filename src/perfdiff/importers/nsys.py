@@ -35,6 +35,7 @@ from __future__ import annotations
 import mmap
 import os
 import sqlite3
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
@@ -104,7 +105,11 @@ def _connect(p: Path) -> sqlite3.Connection:
         raise InputError("not a SQLite file (export the report with `nsys export --type sqlite`)", path=p)
     try:
         # mode=ro: never create, never write; immutable is not used so a live WAL is honoured.
-        con = sqlite3.connect(f"file:{p.resolve().as_posix()}?mode=ro", uri=True)
+        # check_same_thread=False: the runtime table may be read (or, on fallback, queried)
+        # from a helper thread; SQLite is built serialized (sqlite3.threadsafety == 3).
+        con = sqlite3.connect(f"file:{p.resolve().as_posix()}?mode=ro", uri=True, check_same_thread=False)
+        # Exports hold strings from the target (kernel names, NVTX text) that need not be UTF-8.
+        con.text_factory = lambda b: b.decode("utf-8", "replace")
         con.execute("SELECT count(*) FROM sqlite_master").fetchone()
     except sqlite3.DatabaseError as exc:
         raise InputError(f"not a readable SQLite database ({exc})", path=p) from None
@@ -141,10 +146,11 @@ class _Import:
         present = [c for c in columns if c in self.cols(table)]
         if not where_sql and self.reader is not None:
             try:
-                got = self.reader.read_int_columns(self.tables[table], self.cols(table), present)
-                return got
+                return self.reader.read_int_columns(self.tables[table], self.cols(table), present)
             except _Unsupported as why:
                 self.notes.append(f"{table}: page reader fell back to SQL ({why})")
+            except (IndexError, ValueError) as exc:  # corrupt pages: let SQLite report it
+                self.notes.append(f"{table}: page reader fell back to SQL ({exc.__class__.__name__})")
         sel = ", ".join(f'"{c}"' for c in present) or "1"
         rows = self.con.execute(f'SELECT {sel} FROM "{table}" {where_sql}').fetchall()
         out: dict[str, np.ndarray] = {}
@@ -175,18 +181,21 @@ class _Import:
                              "capture with `nsys profile --trace=cuda`", path=self.path)
         self.strings = self._string_ids()
         self.t0 = self._session_start()
-        kern = self.read(KERNEL, ["start", "end", "deviceId", "streamId", "correlationId", "globalPid",
-                                  "demangledName", "shortName", "mangledName", "name"])
-        gpu_parts = {"kernel": kern}
-        for table, kind in ((MEMCPY, "memcpy"), (MEMSET, "memset")):
-            if self.has(table):
-                gpu_parts[kind] = self.read(table, ["start", "end", "deviceId", "streamId", "correlationId",
-                                                    "globalPid", "bytes", "copyKind", "srcKind", "dstKind",
-                                                    "memKind"])
+        # The runtime table is the biggest (launches, syncs, copies): read it in a second
+        # thread while this one reads the GPU tables (numpy releases the GIL in its loops).
+        with ThreadPoolExecutor(max_workers=1) as pool:
+            self.cols(RUNTIME)  # schema probe here, not in the helper thread
+            rt_future = pool.submit(self._read_runtime) if self.has(RUNTIME) else None
+            self.name_col = self._kernel_name_column()
+            kern = self.read(KERNEL, ["start", "end", "deviceId", "streamId", "correlationId", "globalPid"]
+                             + ([self.name_col] if self.name_col else []))
+            gpu_parts = self._read_gpu_tables(kern)
+            rt_raw = rt_future.result() if rt_future is not None else None
         self.pid = self._choose_pid(gpu_parts)
         for kind, cols in gpu_parts.items():
             gpu_parts[kind] = self._only_pid(cols, "globalPid", kind)
-        runtime = self._runtime()
+        runtime = self._runtime(rt_raw)
+
         parts: list[Part] = []
         for kind, cols in gpu_parts.items():
             part = self._gpu_part(kind, cols, runtime)
@@ -242,6 +251,24 @@ class _Import:
             labels = [transform(x) for x in labels]
         return categorical(codes, labels)
 
+    def _kernel_name_column(self) -> str | None:
+        order = ("shortName", "demangledName", "mangledName", "name") if self.group == "short" else (
+            "demangledName", "shortName", "mangledName", "name")
+        for col in order:
+            if col in self.cols(KERNEL):
+                if col != order[0]:
+                    self.notes.append(f"kernel names from column {col} ({order[0]} is missing)")
+                return col
+        return None
+
+    def _read_gpu_tables(self, kern: dict[str, np.ndarray]) -> dict[str, dict[str, np.ndarray]]:
+        parts = {"kernel": kern}
+        for table, kind in ((MEMCPY, "memcpy"), (MEMSET, "memset")):
+            if self.has(table):
+                parts[kind] = self.read(table, ["start", "end", "deviceId", "streamId", "correlationId", "globalPid",
+                                                "bytes", "copyKind", "srcKind", "dstKind", "memKind"])
+        return parts
+
     # -- process selection
     def _choose_pid(self, gpu_parts: dict[str, dict[str, np.ndarray]]) -> int | None:
         pids = np.concatenate([(c["globalPid"] >> 24) & PID_MASK for c in gpu_parts.values() if "globalPid" in c]
@@ -275,11 +302,13 @@ class _Import:
         return {k: v[keep] for k, v in cols.items()}
 
     # -- CUDA runtime and the launch join
-    def _runtime(self) -> dict[str, np.ndarray] | None:
-        if not self.has(RUNTIME):
+    def _read_runtime(self) -> dict[str, np.ndarray]:
+        return self.read(RUNTIME, ["start", "end", "eventClass", "globalTid", "correlationId", "nameId"])
+
+    def _runtime(self, rt: dict[str, np.ndarray] | None) -> dict[str, np.ndarray] | None:
+        if rt is None:
             self.notes.append(f"no {RUNTIME} table: launch times unknown")
             return None
-        rt = self.read(RUNTIME, ["start", "end", "eventClass", "globalTid", "correlationId", "nameId"])
         rt = self._only_pid(rt, "globalTid", "api")
         if "eventClass" in rt:
             keep = np.isin(rt["eventClass"], RUNTIME_CLASSES)
@@ -348,13 +377,8 @@ class _Import:
         return Part("activity", cols)
 
     def _kernel_names(self, c: dict[str, np.ndarray]) -> pd.Categorical:
-        order = ("shortName", "demangledName", "mangledName", "name") if self.group == "short" else (
-            "demangledName", "shortName", "mangledName", "name")
-        for col in order:
-            if col in c:
-                if col != order[0]:
-                    self.notes.append(f"kernel names from column {col} ({order[0]} is missing)")
-                return self._labels(c[col])
+        if self.name_col and self.name_col in c:
+            return self._labels(c[self.name_col])
         return constant_categorical("<unnamed kernel>", len(c["start"]))
 
     def _memcpy_names(self, c: dict[str, np.ndarray]) -> pd.Categorical:
@@ -725,9 +749,9 @@ class _PageReader:
         out: dict[str, np.ndarray] = {}
         for col in range(last + 1):
             st = ((words[col >> 3] >> np.uint64(8 * (col & 7))) & np.uint64(0xFF)).astype(np.intp)
+            if st.max() >= 128:  # a multi-byte serial type (long text): columns shift
+                return self._read_general(rec, rec_end, need)
             if col in need:
-                if st.max() >= 128:
-                    return self._read_general(rec, rec_end, need)
                 out[need[col]] = self._values(st, offset)
             if col < last:
                 offset = offset + _SIZE_LUT[st]

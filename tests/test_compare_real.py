@@ -1,0 +1,87 @@
+"""`perfdiff compare` on real third-party traces (issue 3, item 6)."""
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+from conftest import run_cli
+
+pytestmark = pytest.mark.real
+
+RODINIA = "kmcho2019/Rodinia_3.1_Gaussian"
+KINETO = "pytorch/kineto/tb_plugin/samples"
+NW4_A = f"{KINETO}/resnet50_num_workers_4/worker0.1623212756351.pt.trace.json.gz"
+NW4_B = f"{KINETO}/resnet50_num_workers_4/worker0.1623213129365.pt.trace.json.gz"
+NW0 = f"{KINETO}/resnet50_num_workers_0/worker0.1623143089861.pt.trace.json.gz"
+
+
+def compare(real: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str], a: str, b: str, *extra: str) -> dict:
+    code, _, err = run_cli(["compare", real / a, real / b, "-o", tmp_path / "r.md", "--json", tmp_path / "r.json",
+                            *extra], capsys)
+    assert code == 0, err
+    return json.loads((tmp_path / "r.json").read_text())
+
+
+def test_rodinia_fan2_regression(real: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    rep = compare(real, tmp_path, capsys, f"{RODINIA}/report3.sqlite", f"{RODINIA}/report2.sqlite")
+    for side in ("normal", "abnormal"):  # no markers: a cycle is one Fan1 + Fan2 iteration
+        assert rep[side]["cycle_source"] == "kernel-sequence"
+        assert "period 2" in rep[side]["cycle_detail"] and "Fan1" in rep[side]["cycle_detail"]
+        assert 4090 <= rep[side]["n_cycles"] <= 4095
+    top = rep["details"][0]
+    assert top["function"].startswith("Fan2")
+    fan2 = next(f for f in rep["functions"] if f["name"].startswith("Fan2"))
+    assert fan2["q_t"] <= 0.05
+    assert fan2["per_call_n_us"] == pytest.approx(187, rel=0.03)
+    assert fan2["per_call_a_us"] == pytest.approx(683, rel=0.03)
+    assert fan2["per_call_a_us"] / fan2["per_call_n_us"] == pytest.approx(3.6, rel=0.05)
+    first_cause = next(f for f in rep["findings"] if f["kind"] == "cause")
+    assert first_cause["function"].startswith("Fan2")
+
+
+def test_kineto_dataloader_cause(real: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    rep = compare(real, tmp_path, capsys, NW4_A, NW0)
+    assert rep["normal"]["cycle_source"] == rep["abnormal"]["cycle_source"] == "profiler-step"
+    assert rep["normal"]["median_us"] == pytest.approx(125_000, rel=0.05)
+    assert rep["abnormal"]["median_us"] == pytest.approx(176_000, rel=0.05)
+    first_cause = next(f for f in rep["findings"] if f["kind"] == "cause")
+    assert "DataLoader" in first_cause["function"] and "__next__" in first_cause["function"]
+    assert first_cause["q"] <= 0.05
+    v = first_cause["values"]
+    assert v["incl_n_us"] == pytest.approx(1_400, rel=0.1)
+    assert v["incl_a_us"] == pytest.approx(69_000, rel=0.05)
+    # the two iterator names are matched as one step, side by side
+    assert any("MultiProcessing" in a and "SingleProcess" in b for a, b in rep["renames"])
+    cm = [c for c in rep["common_mode"] if c["triggered"]]
+    assert len(cm) == 1 and cm[0]["ratio"] < 0.85
+    assert any(f["kind"] == "common-mode" for f in rep["findings"])
+
+
+def test_kineto_same_config_windows_have_no_kernel_finding(real: Path, tmp_path: Path,
+                                                          capsys: pytest.CaptureFixture[str]) -> None:
+    rep = compare(real, tmp_path, capsys, NW4_A, NW4_B)
+    kernels = [f for f in rep["functions"] if f["kind"] == "kernel" and f["tested"]]
+    assert kernels
+    assert all(f["q_t"] > 0.05 and f["q_beta"] > 0.05 for f in kernels)
+    assert not [f for f in rep["findings"] if f["kind"] == "cause" and f["function"] in {k["name"] for k in kernels}]
+
+
+@pytest.mark.parametrize("a,b", [
+    ("facebookresearch/HolisticTraceAnalysis/tests/data/trace_diff/control/control.json.gz",
+     "facebookresearch/HolisticTraceAnalysis/tests/data/trace_diff/test/test.json.gz"),
+    ("hpcgroup/pipit/pipit/tests/data/cloverleaf-nsys/perlmutter-cloverleaf-cuda.sqlite",
+     "hpcgroup/pipit/pipit/tests/data/cloverleaf-nsys/perlmutter-cloverleaf-cuda.sqlite"),
+    ("AMD-AGI/TraceLens/tests/traces/h100/Qwen_Qwen1.5-0.5B-Chat__1016005.json.gz",
+     "AMD-AGI/TraceLens/tests/traces/h100/Qwen_Qwen1.5-0.5B-Chat__1016005.json.gz"),
+], ids=["hta-control-test", "cloverleaf", "tracelens-h100"])
+def test_other_real_pairs_compare(real: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str], a: str, b: str) -> None:
+    rep = compare(real, tmp_path, capsys, a, b)
+    assert rep["normal"]["n_cycles"] >= 2 and rep["details"]
+    assert (tmp_path / "r.md").read_text().startswith("# Cross Performance Comparison")
+
+
+def test_fuser_export_compares(real: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    f = "NVIDIA/Fuser/@ee4fcf30/report1.sqlite"
+    rep = compare(real, tmp_path, capsys, f, f)
+    assert rep["normal"]["n_cycles"] >= 2
