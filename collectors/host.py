@@ -16,9 +16,14 @@ busy_ns = time summed over every thread of the target and its children):
   A stopped process (SIGSTOP) counts in no sleep.  ``read``/``write`` rows carry the bytes
   moved (``/proc/PID/io`` rchar/wchar deltas).
 
-Cost: a thread whose schedstat did not move since the last tick did not run, so it is still in
-the sleep it was seen in: only its schedstat is read (one pread on a kept descriptor).  Only
-threads that ran get their stat (and syscall) read.
+Cost (every /proc read is a syscall of 2-70 µs on a small VM, so reads are what is saved):
+* a thread whose schedstat bytes did not move did not run: it is still in the sleep it was
+  seen in, one pread on a kept descriptor; after a second asleep it is read every
+  IDLE_POLL_EVERY-th tick only (a pool of idle threads is most of a server's threads);
+* a thread that ran has its syscall file read; only when that does not settle its sleep (a
+  call that may sleep in S or D) or its CPU number is older than CPU_REFRESH_NS, its stat;
+* group-wide and host-wide files (/proc/PID/stat and io walk every thread in the kernel;
+  /proc/stat, meminfo, diskstats) are read at most every HOST_MIN_NS.
 
 Samples (registry names): host_cpu_usage, cpu_frequency_mhz and cpu_frequency (% of max),
 per CPU (device "CPU n") and on device "Host" (host CPU usage: the whole machine; frequency:
@@ -35,7 +40,7 @@ import os
 import platform
 import resource
 from dataclasses import dataclass
-from typing import Any, Callable, Iterable
+from typing import Any, Callable
 
 from perfdiff.collectors.base import MISSING, RowBuffer, SamplerState
 
@@ -285,13 +290,17 @@ class _Thread:
 
 
 class _Process:
-    __slots__ = ("pid", "base", "fd_stat", "fd_io", "threads", "ticks", "rchar", "wchar",
+    __slots__ = ("pid", "base", "fd_stat", "fd_gstat", "fd_io", "threads", "ticks", "rchar", "wchar",
                  "num_threads", "listed_ns", "rss_pages")
 
     def __init__(self, pid: int, base: str):
         self.pid = pid
         self.base = base  # /proc/PID/
-        self.fd_stat = self.fd_io = -2
+        # fd_stat: the leader's own task/PID/stat (state, thread count, RSS), read on most ticks;
+        # fd_gstat: the group's stat, which adds utime+stime of every thread (the dead ones
+        # included), and fd_io: both walk all threads in the kernel, so they are read only on
+        # the host-cadence ticks (HOST_MIN_NS), fd_gstat then in place of fd_stat.
+        self.fd_stat = self.fd_gstat = self.fd_io = -2
         self.threads: dict[int, _Thread] = {}
         self.ticks = -1  # utime + stime of all threads, dead ones included
         self.rchar = self.wchar = -1
@@ -427,10 +436,12 @@ class HostSampler:
         base = os.path.join(self.fs.proc, str(pid)) + "/"
         p = _Process(pid, base)
         try:
-            p.fd_stat = self.fds.open(base + "stat")
-            st = parse_task_stat(_read(p.fd_stat, base + "stat"))
+            p.fd_stat = self.fds.open(f"{base}task/{pid}/stat")
+            p.fd_gstat = self.fds.open(base + "stat")
+            st = parse_task_stat(_read(p.fd_gstat, base + "stat"))
         except (OSError, ValueError, IndexError):
             self.fds.close(p.fd_stat)
+            self.fds.close(p.fd_gstat)
             return  # gone already
         p.ticks, p.num_threads, p.rss_pages = st.utime + st.stime, st.num_threads, st.rss_pages
         if self.use_io:
@@ -451,9 +462,9 @@ class HostSampler:
         for th in p.threads.values():
             self._close_thread(th)
         p.threads.clear()
-        self.fds.close(p.fd_stat)
-        self.fds.close(p.fd_io)
-        p.fd_stat = p.fd_io = -2
+        for fd in (p.fd_stat, p.fd_gstat, p.fd_io):
+            self.fds.close(fd)
+        p.fd_stat = p.fd_gstat = p.fd_io = -2
         self.procs.pop(p.pid, None)
 
     def _list_threads(self, p: _Process, t_ns: int) -> None:
@@ -562,8 +573,9 @@ class HostSampler:
         t0 = self.t_prev
         self.t_prev = t_ns
         self.tick_no += 1
-        self._sample_target(t0, t_ns, dt)
-        if t_ns - self.host_prev >= HOST_MIN_NS - dt // 2:
+        slow = t_ns - self.host_prev >= HOST_MIN_NS - dt // 2
+        self._sample_target(t0, t_ns, dt, slow)
+        if slow:
             h0, hdt = self.host_prev, t_ns - self.host_prev
             self._sample_host(h0, t_ns, hdt)
             if self.proc_rss >= 0:  # a target was alive in the meantime
@@ -572,13 +584,15 @@ class HostSampler:
             self.host_prev, self.proc_ticks, self.proc_rss = t_ns, 0, -1
         return self.buf.take()
 
-    def _sample_target(self, t0: int, t1: int, dt: int) -> None:
+    def _sample_target(self, t0: int, t1: int, dt: int, slow: bool) -> None:
+        """The target's threads over [t0, t1]; `slow`: also its group-wide counters (CPU ticks
+        and I/O bytes, each a walk over all its threads in the kernel), at the host cadence."""
         pids = self.target_pids()
         for pid in list(self.procs):
             if pid not in pids:
                 self._drop_process(self.procs[pid])
         acc = [0, 0, 0, 0, 0, 0]
-        ticks = switches = rss = 0
+        switches = rss = 0
         rchar = wchar = 0
         ran_on: set[int] = set()
         had_target = False
@@ -588,7 +602,12 @@ class HostSampler:
                 self._add_process(pid, t1)  # baseline only: it counts from the next tick
                 continue
             try:
-                st = parse_task_stat(_read(p.fd_stat, p.base + "stat"))
+                if slow:  # the group's stat has the leader's state, thread count and RSS too
+                    st = parse_task_stat(_read(p.fd_gstat, p.base + "stat"))
+                    self.proc_ticks += st.utime + st.stime - p.ticks
+                    p.ticks = st.utime + st.stime
+                else:
+                    st = parse_task_stat(_read(p.fd_stat, f"{p.base}task/{pid}/stat"))
             except (OSError, ValueError, IndexError):
                 self._drop_process(p)
                 continue
@@ -596,17 +615,11 @@ class HostSampler:
                 self._drop_process(p)
                 continue
             had_target = True
-            ticks += st.utime + st.stime - p.ticks
-            p.ticks = st.utime + st.stime
             rss += st.rss_pages
-            if self.use_io and p.fd_io != -2:
-                try:
-                    io = parse_io(_read(p.fd_io, p.base + "io"))
-                    rchar += io["rchar"] - p.rchar
-                    wchar += io["wchar"] - p.wchar
-                    p.rchar, p.wchar = io["rchar"], io["wchar"]
-                except (OSError, KeyError, ValueError):
-                    pass
+            if slow:
+                r, w = self._read_io(p)
+                rchar += r
+                wchar += w
             if st.num_threads != len(p.threads) or t1 - p.listed_ns >= LIST_THREADS_NS:
                 self._list_threads(p, t1)
             # A stopped process (SIGSTOP, group stop: every thread in T) sleeps in no host state,
@@ -625,16 +638,26 @@ class HostSampler:
             if self.state.is_unsupported(HOST, fn):
                 continue
             nbytes = MISSING
-            if i == _READ and self.use_io:
-                nbytes = max(rchar, 0)
-            elif i == _WRITE and self.use_io:
+            if slow and i == _READ and self.use_io:
+                nbytes = max(rchar, 0)  # since the previous host-cadence tick
+            elif slow and i == _WRITE and self.use_io:
                 nbytes = max(wchar, 0)
             b.activity(fn, "host", HOST, t0, t1, acc[i], nbytes)
-        # utime+stime move in clock ticks: process_cpu_usage goes out with the host metrics.
-        self.proc_ticks += ticks
         self.proc_rss = rss
         if self.use_schedstat:
             b.sample("context_switches", HOST, t0, t1, switches / (dt / 1e9))
+
+    def _read_io(self, p: _Process) -> tuple[int, int]:
+        """p's (rchar, wchar) deltas since the last call (0, 0 when unreadable)."""
+        if not self.use_io or p.fd_io == -2:
+            return 0, 0
+        try:
+            io = parse_io(_read(p.fd_io, p.base + "io"))
+        except (OSError, KeyError, ValueError):
+            return 0, 0
+        r, w = io["rchar"] - p.rchar, io["wchar"] - p.wchar
+        p.rchar, p.wchar = io["rchar"], io["wchar"]
+        return r, w
 
     def _sample_threads(self, p: _Process, dt: int, acc: list[int], ran_on: set[int], t1: int) -> int:
         """Add p's threads' interval to `acc` (ns per host function); returns context switches.
@@ -860,10 +883,3 @@ def host_info(procfs: ProcFS | None = None) -> dict[str, Any]:
         "clk_tck": os.sysconf("SC_CLK_TCK"),
         "page_size": os.sysconf("SC_PAGE_SIZE"),
     }
-
-
-def list_pids(procfs: ProcFS) -> Iterable[int]:
-    """Every pid in /proc (as this process sees it)."""
-    for name in os.listdir(procfs.proc):
-        if name.isdigit():
-            yield int(name)

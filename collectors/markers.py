@@ -24,9 +24,10 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from perfdiff.collectors.base import RowBuffer
-from perfdiff.marker import ENV_DIR, SUFFIX, default_marker_dir
+from perfdiff.marker import ENV_DIR, STALE_NS, SUFFIX, default_marker_dir
 
 READ_CHUNK = 1 << 20  # bytes read per file per call; the rest waits for the next call
+ABANDONED_NS = 10 * STALE_NS  # a marks file nobody refreshed this long was left by a killed collector
 
 
 @dataclass
@@ -137,10 +138,30 @@ class MarkerReader:
 
     def _ensure_dir(self) -> None:
         if os.path.isdir(self.directory):
+            if not self.files:
+                self.sweep()
             return
         os.makedirs(self.directory, mode=0o700, exist_ok=True)
         if self.owner_uid is not None and os.geteuid() == 0:
             os.chown(self.directory, self.owner_uid, -1)
+
+    def sweep(self) -> int:
+        """Remove marks files that no collector refreshed for ABANDONED_NS (left by a collector
+        killed with SIGKILL; their targets stopped writing to them long ago).  Returns how many."""
+        now, removed = time.time_ns(), 0
+        try:
+            names = os.listdir(self.directory)
+        except OSError:
+            return 0
+        for name in names:
+            path = os.path.join(self.directory, name)
+            try:
+                if name.endswith(SUFFIX) and now - os.stat(path, follow_symlinks=False).st_atime_ns > ABANDONED_NS:
+                    os.unlink(path)
+                    removed += 1
+            except OSError:
+                pass
+        return removed
 
     # ------------------------------------------------------------------ reading
 

@@ -18,10 +18,19 @@ from perfdiff.collectors import collect as C
 from perfdiff.collectors.host import HOST_FUNCTIONS
 from perfdiff.errors import CollectionError
 
+from test_collect_faults import live_host_lock  # noqa: E402
+
 ROOT = Path(__file__).resolve().parents[1]
 WORKLOAD = ROOT / "examples" / "workload.py"
 PY = sys.executable
 MS = 1_000_000
+
+
+@pytest.fixture(autouse=True)
+def _beside_no_injected_faults():
+    """Live collections here must not run while test_collect_faults injects its faults."""
+    with live_host_lock(exclusive=False):
+        yield
 
 
 def collect_argv(*args: object) -> list[str]:

@@ -33,6 +33,8 @@ class FakeHost:
         (self.sys / "block" / "vda").mkdir(parents=True)
         (self.sys / "block" / "loop0").mkdir(parents=True)
         self.cpus = cpus
+        self.procs: dict[int, dict] = {}
+        self.tasks: dict[tuple[int, int], dict] = {}
         self.cpu_times([(0, 0)] * (cpus + 1))
         self.write("meminfo", "MemTotal:       1000 kB\nMemFree:         100 kB\nMemAvailable:    400 kB\n")
         self.disk(0, 0, 0)
@@ -70,14 +72,25 @@ class FakeHost:
 
     def process(self, pid: int, *, ticks: int = 0, threads: int = 1, rss: int = 10,
                 rchar: int = 0, wchar: int = 0, state: str = "S", ppid: int = 1) -> None:
+        """The group's stat and io; the leader's own task stat shares its state, count and RSS."""
+        self.procs[pid] = {"threads": threads, "rss": rss, "state": state}
         self.write(f"{pid}/stat", stat_line(pid, state, utime=ticks, threads=threads, rss=rss, ppid=ppid))
         self.write(f"{pid}/io", f"rchar: {rchar}\nwchar: {wchar}\nsyscr: 0\nsyscw: 0\n")
+        if (pid, pid) in self.tasks:
+            self._task_stat(pid, pid)
 
     def thread(self, pid: int, tid: int, *, exec_ns: int, delay_ns: int, pcount: int,
                state: str = "S", syscall: str = "202 0x0 0x0", cpu: int = 0, ticks: int = 0) -> None:
+        self.tasks[(pid, tid)] = {"state": state, "cpu": cpu, "ticks": ticks}
         self.write(f"{pid}/task/{tid}/schedstat", f"{exec_ns} {delay_ns} {pcount}\n")
-        self.write(f"{pid}/task/{tid}/stat", stat_line(tid, state, utime=ticks, cpu=cpu))
+        self._task_stat(pid, tid)
         self.write(f"{pid}/task/{tid}/syscall", syscall + " 0x0 0x0 0x0 0x0 0x7ffc 0x7f00\n")
+
+    def _task_stat(self, pid: int, tid: int) -> None:
+        t, pr = self.tasks[(pid, tid)], self.procs.get(pid, {"threads": 1, "rss": 10, "state": "S"})
+        state = pr["state"] if tid == pid and pr["state"] in ("Z", "T") else t["state"]
+        self.write(f"{pid}/task/{tid}/stat", stat_line(tid, state, utime=t["ticks"], cpu=t["cpu"],
+                                                       threads=pr["threads"], rss=pr["rss"]))
 
     def remove_thread(self, pid: int, tid: int) -> None:
         d = self.proc / str(pid) / "task" / str(tid)
@@ -303,13 +316,14 @@ def test_live_own_process_reads_real_proc() -> None:
 def test_thread_in_a_known_wait_needs_no_stat_read(fake: FakeHost) -> None:
     """The syscall file settles futex/read/write waits; only other sleeps need stat (S or D)."""
     s = start_scenario(fake)
-    # 100 ran, now in futex: its stat is not read (garbage would raise if it were).
-    fake.thread(100, 100, exec_ns=11 * MS, delay_ns=1 * MS, pcount=6, syscall="202")
-    fake.write("100/task/100/stat", "garbage\n")
-    # 102 ran, now in fsync (74) and in D: only stat can tell S from D → iowait.
-    fake.thread(100, 102, exec_ns=31 * MS, delay_ns=0, pcount=10, state="D", syscall="74")
+    # 102 ran, now in futex: its stat is not read (garbage would drop the thread if it were).
+    fake.thread(100, 102, exec_ns=32 * MS, delay_ns=0, pcount=10, syscall="202")
+    fake.write("100/task/102/stat", "garbage\n")
+    # 101 ran, now in fsync (74) and in D: only stat can tell S from D → iowait.
+    fake.thread(100, 101, exec_ns=21 * MS, delay_ns=2 * MS, pcount=8, state="D", syscall="74")
     f = by_function(s.sample(T0 + DT))
-    assert f["blocked"] == DT and f["iowait"] == 2 * DT and f["read"] == 0 and f["oncpu"] == 2 * MS
+    assert f["blocked"] == DT and f["iowait"] == DT and f["read"] == DT and f["oncpu"] == 3 * MS
+    assert 102 in s.procs[100].threads
 
 
 def test_stopped_process_sleeps_in_no_state(fake: FakeHost) -> None:

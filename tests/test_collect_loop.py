@@ -135,7 +135,7 @@ def test_loop_ticks_on_time_and_writes_a_complete_bundle(tmp_path: Path) -> None
     run.finish(status)
     wall = time.monotonic() - t0
     assert status == "complete" and run.end_reason == "duration"
-    assert 0.28 < wall < 1.0
+    assert 0.28 < wall < 2.0
     b = load_bundle(tmp_path / "run")
     assert b.manifest["status"] == "complete"
     n = len(s.ticks)

@@ -205,6 +205,13 @@ def test_literal_trace(tmp_path: Path) -> None:
     assert any("relative" in n for n in run.manifest["import"]["notes"])
 
 
+def test_negative_duration_is_dropped(tmp_path: Path) -> None:
+    bad = dict(EVENTS[3], dur=-5, name="backwards")
+    run = import_kineto(write(tmp_path / "neg.json", {"traceEvents": EVENTS + [bad]}))
+    assert "backwards" not in set(run.activity["function"].astype(str))
+    assert run.manifest["dropped"]["events with a negative duration"] == 1
+
+
 def test_layouts_give_the_same_tables(tmp_path: Path) -> None:
     ref = table_of(import_kineto(write(tmp_path / "ref.json", {"traceEvents": EVENTS})))
     cases = {

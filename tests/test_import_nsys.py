@@ -174,7 +174,8 @@ def test_page_reader_agrees_with_sqlite(monkeypatch: pytest.MonkeyPatch) -> None
 
 # ------------------------------------------------------------------------------ synthetic exports
 
-def make_export(path: Path, *, kernels: bool = True, enums: bool = False, old_meta: bool = True) -> Path:
+def make_export(path: Path, *, kernels: bool = True, enums: bool = False, old_meta: bool = True,
+                cu_device: bool = True) -> Path:
     """A small nsys-like export: two processes, NVTX (push/pop, start/end, domains, textId),
     OSRT, SCHED, GPU metrics, memcpy/memset, runtime rows with version suffixes."""
     con = sqlite3.connect(path)
@@ -189,9 +190,16 @@ def make_export(path: Path, *, kernels: bool = True, enums: bool = False, old_me
                                                           ("EXPORT_PRODUCT_VERSION", "2021.5.1")])
     con.execute("CREATE TABLE TARGET_INFO_SESSION_START_TIME (utcEpochNs INTEGER, utcTime TEXT, localTime TEXT)")
     con.execute("INSERT INTO TARGET_INFO_SESSION_START_TIME VALUES (1700000000000000000, '', '')")
-    con.execute("CREATE TABLE TARGET_INFO_GPU (id INTEGER, name TEXT, uuid TEXT, smCount INTEGER, clockRate INTEGER, "
-                "cuDevice INTEGER)")
-    con.execute("INSERT INTO TARGET_INFO_GPU VALUES (5, 'Test GPU', 'uuid-1', 80, 1500000000, 0)")
+    if cu_device:
+        con.execute("CREATE TABLE TARGET_INFO_GPU (id INTEGER, name TEXT, uuid TEXT, smCount INTEGER, "
+                    "clockRate INTEGER, cuDevice INTEGER)")
+        con.execute("INSERT INTO TARGET_INFO_GPU VALUES (5, 'Test GPU', 'uuid-1', 80, 1500000000, 0)")
+    else:  # older exports: the CUDA ordinal only in TARGET_INFO_CUDA_DEVICE
+        con.execute("CREATE TABLE TARGET_INFO_GPU (id INTEGER, name TEXT, uuid TEXT, smCount INTEGER, "
+                    "clockRate INTEGER)")
+        con.execute("INSERT INTO TARGET_INFO_GPU VALUES (5, 'Test GPU', 'uuid-1', 80, 1500000000)")
+        con.execute("CREATE TABLE TARGET_INFO_CUDA_DEVICE (gpuId INTEGER, cudaId INTEGER, pid INTEGER)")
+        con.execute("INSERT INTO TARGET_INFO_CUDA_DEVICE VALUES (5, 0, 111)")
     con.execute("CREATE TABLE TARGET_INFO_SYSTEM_ENV (name TEXT, value TEXT)")
     con.execute("INSERT INTO TARGET_INFO_SYSTEM_ENV VALUES ('HOSTNAME', 'secret-host-name-xyz')")
     g1 = (111 << 24)  # globalPid of pid 111; its threads: g1 | tid
@@ -202,6 +210,7 @@ def make_export(path: Path, *, kernels: bool = True, enums: bool = False, old_me
                     "globalPid INTEGER, demangledName INTEGER, shortName INTEGER, mangledName INTEGER)")
         rows = [(1000 + 100 * i, 1050 + 100 * i, 0, 1, 7, 10 + i, g1, 1, 2, None) for i in range(5)]
         rows += [(5000, 5100, 1, 1, 9, 99, g2, 7, 8, None)]
+        rows += [(9000, 8000, 0, 1, 7, 50, g1, 1, 2, None)]  # ends before it starts: dropped
         con.executemany("INSERT INTO CUPTI_ACTIVITY_KIND_KERNEL VALUES (?,?,?,?,?,?,?,?,?,?)", rows)
         con.execute("CREATE TABLE CUPTI_ACTIVITY_KIND_MEMCPY (start INTEGER NOT NULL, end INTEGER NOT NULL, "
                     "deviceId INTEGER, streamId INTEGER, correlationId INTEGER, globalPid INTEGER, bytes INTEGER, "
@@ -265,6 +274,7 @@ def test_synthetic_export(tmp_path: Path) -> None:
     a = run.activity
     k = a[a["kind"] == "kernel"]
     assert len(k) == 5 and set(k["function"].astype(str)) == {"Fan1(float *)"}
+    assert run.manifest["dropped"]["kernel: end before start"] == 1
     assert set(k["device"].astype(str)) == {"GPU 0"} and (k["stream"] == 7).all()
     assert k["launch_ns"].tolist() == [t0 + 990 + 100 * i for i in range(5)]  # class 67 row ignored
     assert (k["tid"] == 112).all() and (k["busy_ns"] == 50).all()
@@ -299,6 +309,12 @@ def test_synthetic_export(tmp_path: Path) -> None:
     gpu = run.manifest["gpus"][0]
     assert gpu["name"] == "Test GPU" and gpu["index"] == 0 and gpu["sm_count"] == 80 and gpu["used"]
     assert "secret-host-name-xyz" not in json.dumps(run.manifest, default=str)
+
+
+def test_cuda_ordinal_from_cuda_device_table(tmp_path: Path) -> None:
+    run = import_nsys(make_export(tmp_path / "old.sqlite", cu_device=False))
+    assert run.manifest["gpus"][0]["index"] == 0 and run.manifest["gpus"][0]["used"]
+    assert set(run.samples["device"].astype(str)) == {"GPU 0"}
 
 
 def test_pid_choice(tmp_path: Path) -> None:

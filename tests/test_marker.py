@@ -11,6 +11,7 @@ import pytest
 
 from perfdiff import marker
 from perfdiff.collectors.base import RowBuffer
+from perfdiff.collectors import markers as markers_mod
 from perfdiff.collectors.markers import MarkerReader, parse_marks
 
 
@@ -206,3 +207,16 @@ def test_mark_cost_budget(fresh_channel, tmp_path: Path, monkeypatch: pytest.Mon
     reader.close()
     assert idle < 5.0, f"{idle:.2f} µs per mark with nobody listening"
     assert listening < 20.0, f"{listening:.2f} µs per mark with a collector"
+
+
+def test_attached_reader_sweeps_files_a_killed_collector_left(tmp_path: Path) -> None:
+    old = tmp_path / "111.marks"
+    old.write_bytes(b"1 2 3 x\n")
+    t = time.time_ns() - 2 * markers_mod.ABANDONED_NS
+    os.utime(old, ns=(t, t))
+    fresh = tmp_path / "222.marks"  # another collector's, refreshed just now
+    fresh.write_bytes(b"")
+    reader = MarkerReader(str(tmp_path), announced=False)
+    reader.watch(333)
+    assert not old.exists() and fresh.exists() and (tmp_path / "333.marks").exists()
+    reader.close()

@@ -88,6 +88,7 @@ class FunctionStats:
     calls_a: float
     per_call_n_us: float  # mean own time per call
     per_call_a_us: float
+    sampled: bool = False  # a host state read as a counter per interval: rows are not calls
     incl_n_us: float = float("nan")  # inclusive time per cycle (CPU ranges: children included)
     incl_a_us: float = float("nan")
     fragile: bool = False
@@ -234,6 +235,10 @@ def _match_renamed(vanished: list[tuple], new: list[tuple]) -> list[tuple[tuple,
     return out
 
 
+def _sampled(m: CycleMatrix, i: int) -> bool:
+    return bool(i >= 0 and m.keys["sampled"].iloc[i])
+
+
 def _rows(m: np.ndarray, idx: np.ndarray, K: int) -> np.ndarray:
     """Rows of matrix m picked by idx, zeros where idx is -1 (function absent in that run)."""
     out = np.zeros((len(idx), K))
@@ -287,6 +292,7 @@ def compare_runs(normal: RunData, abnormal: RunData, cn: Cycles, ca: Cycles, *,
             per_call_n_us=float(tn[f].sum() / cn_sum) if cn_sum else float("nan"),
             per_call_a_us=float(ta[f].sum() / ca_sum) if ca_sum else float("nan"),
             incl_n_us=float(incl_n[f].mean()), incl_a_us=float(incl_a[f].mean()),
+            sampled=bool(_sampled(mn, idx_n[f]) or _sampled(ma, idx_a[f])),
         ))
     tested_idx = [i for i, fs in enumerate(functions) if fs.tested]
     untested = [i for i, fs in enumerate(functions) if not fs.tested]

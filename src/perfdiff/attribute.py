@@ -71,6 +71,12 @@ def attribute_activity(run: RunData, cycles: Cycles) -> CycleMatrix:
     a = run.activity
     keys, func = _function_index(a) if len(a) else (pd.DataFrame(columns=["name", "device", "kind"]), np.zeros(0, np.int64))
     F, K = len(keys), cycles.n
+    if len(a):
+        # A host state sampled as a counter (no thread, one row per interval) has no "calls".
+        counter = ((a["tid"].to_numpy() == MISSING) & (a["kind"].to_numpy() == "host")).astype(np.float64)
+        keys["sampled"] = np.bincount(func, weights=counter, minlength=F) == np.bincount(func, minlength=F)
+    else:
+        keys["sampled"] = np.zeros(0, dtype=bool)
     own = np.zeros(F * K, dtype=np.float64)
     calls = np.zeros(F * K, dtype=np.float64)
     row_cycle = np.full(len(a), -1, dtype=np.int64)

@@ -44,7 +44,7 @@ def _calls_vs_slower(f: FunctionStats) -> str:
         return "new in the abnormal run"
     if f.presence == "vanished":
         return "absent from the abnormal run"
-    if f.kind == "host":
+    if f.sampled:
         return ""
     parts = []
     if f.calls_n > 0 and f.calls_a > 0:

@@ -65,7 +65,7 @@ def _detail_cells(c: Comparison, row: DetailRow, rank: int) -> list[str]:
         fmt_beta(f.beta_n), fmt_beta(f.beta_a), fmt_beta(f.d_beta),
         fmt_z(b.z if b else None), fmt_p(b.p_welch if b else None), fmt_p(b.p_mwu if b else None), fmt_p(f.q_beta),
     ]
-    if f.kind == "host":  # sampled counters: rows are intervals, not calls
+    if f.sampled:  # host states read as counters: rows are intervals, not calls
         cells += ["—", "—"]
     else:
         cells += [f"{fmt_num(f.calls_n)} → {fmt_num(f.calls_a)}",

@@ -132,7 +132,7 @@ def concat_parts(table: str, parts: Iterable[Part]) -> pd.DataFrame:
             continue
         dtype = np.float64 if kind == "f8" else np.int64
         col = np.empty(total, dtype=dtype)
-        for p, lo, hi in zip(parts, bounds[:-1], bounds[1:]):
+        for p, lo, hi in zip(parts, bounds[:-1], bounds[1:], strict=True):
             v = p.columns.get(name)
             if v is None:
                 if kind != "i8?":

@@ -304,9 +304,10 @@ def _zero_bytes(w: np.ndarray) -> np.ndarray:
 
 def _eight_digits(x: np.ndarray, n: np.ndarray) -> np.ndarray:
     """Integer value of the first `n` (0..8) digits of words `x` (bytes already minus '0')."""
-    shift = ((8 - n) * 8).astype(np.uint64)
-    y = np.where(n > 0, x << np.minimum(shift, _U(56)), _U(0))
-    y = np.where(n == 8, x, y)
+    # Move the n digits to the top bytes (the low bytes become 0, i.e. leading zeros); two
+    # shifts of at most 32 bits each, because a 64-bit shift is undefined for n == 0.
+    s = ((8 - n) * 4).astype(np.uint64)
+    y = (x << s) << s
     y = (y * _U(10)) + (y >> _U(8))
     y = (((y & _U(0x000000FF000000FF)) * _U(100 + (1000000 << 32)))
          + (((y >> _U(16)) & _U(0x000000FF000000FF)) * _U(1 + (10000 << 32)))) >> _U(32)
@@ -321,7 +322,9 @@ def _digit_run(le8: np.ndarray, pos: np.ndarray) -> tuple[np.ndarray, np.ndarray
     x = le8[pos] ^ _U(0x3030303030303030)
     # A byte is a digit iff (x ^ '0') < 10: adding 0x76 sets its high bit otherwise.
     t = ((x + _U(0x7676767676767676)) | x) & _HIGH
-    n = np.where(t == 0, 8, _first_byte(np.where(t == 0, _U(1), t)))
+    # bytes before the first non-digit: popcount of the bits below its high bit, / 8;
+    # t == 0 (eight digits) gives (0 - 1) = all ones: 64 bits, 8 digits.
+    n = np.bitwise_count((t & (~t + _U(1))) - _U(1)).astype(np.int64) >> 3
     return x, n
 
 
@@ -902,15 +905,13 @@ def _explain_not_a_trace(path: Path, head: bytes) -> None:
 
 def _slow_events(p: Path) -> _Events:
     """Read any valid trace with json.loads and a Python loop (for layouts the scanner skips)."""
-    chunks = []
     try:
-        if p.read_bytes()[:2] == b"\x1f\x8b":
-            with gzip.open(p, "rb") as fh:
-                raw = fh.read()
-        else:
-            raw = p.read_bytes()
-        chunks.append(raw)
-    except (OSError, EOFError, zlib.error) as exc:
+        raw = p.read_bytes()
+        if raw[:2] == b"\x1f\x8b":
+            raw = gzip.decompress(raw)
+    except EOFError:
+        raise InputError("truncated gzip file (the compressed stream ends early)", path=p) from None
+    except (OSError, zlib.error) as exc:
         raise InputError(f"cannot read the trace ({exc})", path=p) from None
     try:
         # Decimals stay text so that "1623142623460111.123" µs converts to ns exactly.
@@ -1034,8 +1035,13 @@ def _build(p: Path, ev: _Events, group: str) -> RunData:
     base = header.get("baseTimeNanoseconds")
     base_ns = int(base) if isinstance(base, (int, float)) and not isinstance(base, bool) else None
     ts = ev.column("ts_ns")
+    dur = ev.column("dur_ns")
+    backwards = dur < 0
+    if backwards.any():  # the bundle holds no interval that ends before it starts
+        ev.drop("events with a negative duration", int(backwards.sum()))
+        role = np.where(backwards, -1, role)
     start = ts + (base_ns or 0)
-    end = start + ev.column("dur_ns")
+    end = start + dur
     names = ev.name_labels()
     name_code = ev.column("name")
     pid, tid = ev.column("pid"), ev.column("tid")
@@ -1111,7 +1117,7 @@ def _build(p: Path, ev: _Events, group: str) -> RunData:
                                            "source": constant_categorical(source, len(rows))}))
             ev.counts[f"markers_{source}"] = len(rows)
     markers = concat_parts("markers", mparts)
-    cat_counts = {_CAT_NAMES[int(c)]: int(k) for c, k in zip(*np.unique(cat, return_counts=True)) if c < len(_CAT_NAMES)}
+    cat_counts = {_CAT_NAMES[int(c)]: int(k) for c, k in zip(*np.unique(cat, return_counts=True), strict=True) if c < len(_CAT_NAMES)}
     manifest = _manifest(p, ev, header, base_ns, pid, role, tid, activity, notes, cat_counts)
     return RunData(manifest=manifest, activity=activity, samples=empty_table("samples"), markers=markers,
                    path=str(p), notes=notes)
@@ -1183,8 +1189,12 @@ def _manifest(p: Path, ev: _Events, header: dict[str, Any], base_ns: int | None,
     dist = header.get("distributedInfo")
     if isinstance(dist, dict):
         target["distributed"] = {k: v for k, v in dist.items() if isinstance(v, (int, float, str))}
-    anchors = [{"source": "baseTimeNanoseconds", "base_ns": base_ns}] if base_ns is not None else []
-    clock = {"domain": "CLOCK_REALTIME", "anchors": anchors}
+    relative = any("times are relative" in n for n in notes)
+    if base_ns is not None:
+        anchors = [{"source": "baseTimeNanoseconds", "base_ns": base_ns}]
+    else:
+        anchors = [] if relative else [{"source": "ts is epoch µs (no baseTimeNanoseconds)"}]
+    clock = {"domain": "trace-relative" if relative else "CLOCK_REALTIME", "anchors": anchors}
     imported = dict(ev.counts)
     imported["notes"] = notes
     return base_manifest(run_name=_run_name(p), source=source, target=target, gpus=gpus, clock=clock,

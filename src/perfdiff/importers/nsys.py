@@ -11,8 +11,10 @@ What is read (FORMATS.md has the tables):
 - ``CUPTI_ACTIVITY_KIND_RUNTIME`` → kind ``api`` (device "Host"), names without the ``_v7000``
   version suffix; synchronisation calls are ordinary runtime rows and come along.
 - ``NVTX_EVENTS`` push/pop (59, 70) and start/end (60, 71) ranges → markers (source "nvtx")
-  and kind ``cpu`` functions whose busy_ns is self time (`perfdiff.intervals`).  A range in a
-  non-default domain is named ``domain:text``.  Unclosed ranges are dropped and counted.
+  and kind ``cpu`` functions whose busy_ns is self time (`perfdiff.intervals`).  The name is
+  ``text``, else the registered string ``textId``; a range in a non-default domain is named
+  ``domain:text``.  A start/end range belongs to the thread that started it.  Unclosed
+  ranges are dropped and counted; marks and thread names are not ranges.
 - ``OSRT_API`` calls (event class 27) → kind ``host`` functions (read, poll, ioctl …), busy =
   self time (nested calls are subtracted); ``SCHED_EVENTS`` → kind ``host`` function
   ``oncpu``, one row per on-CPU interval of a thread (sched-in → sched-out).
@@ -24,11 +26,13 @@ What is read (FORMATS.md has the tables):
 Only one process is imported: ``pid``, or by default the one that launched the most GPU
 work.  An export without a kernel table is refused (InputError): perfdiff compares GPU runs.
 
-Speed: the big tables (kernels, runtime calls) are decoded straight from the SQLite B-tree
-pages with numpy (`_PageReader`), because SQLite's own row-by-row engine plus Python tuples
-cost 2–4 µs per row.  Anything the page reader does not handle (WAL file, overflow pages,
-unexpected types) falls back to a plain SELECT.  The file is opened read-only, never
-written.
+Speed: the integer tables (kernels, runtime calls, memcpy, OSRT, scheduling) are decoded
+straight from the SQLite B-tree pages with numpy (`_PageReader`), because SQLite's own
+row-by-row engine plus Python tuples cost 2–4 µs per row; the runtime table is read in a
+helper thread while the kernel table is read.  Anything the page reader does not handle
+(live WAL file, overflow pages, non-integer values, corrupt pages) falls back to a plain
+SELECT, which also reports a damaged file.  NVTX ranges (text columns) go through SQL.
+The file is opened read-only (mmap ACCESS_READ and SQLite mode=ro), never written.
 """
 from __future__ import annotations
 
@@ -45,7 +49,7 @@ import pandas as pd
 from perfdiff.bundle import MISSING, RunData, base_manifest, empty_table
 from perfdiff.errors import InputError
 from perfdiff.importers.common import (
-    MEM_KINDS, MEMCPY_KINDS, Part, categorical, concat_parts, constant_categorical, dense_codes,
+    MEM_KINDS, Part, categorical, concat_parts, constant_categorical, dense_codes,
     memcpy_label, strip_api_version,
 )
 from perfdiff.intervals import self_time_ns
@@ -64,7 +68,6 @@ PID_MASK = 0xFFFFFF
 # nsys GPU metric names the registry knows under another name (unit in both).
 GPU_METRIC_NAMES = {
     "GPC Clock Frequency [MHz]": "gpu_frequency",
-    "SYS Clock Frequency [MHz]": "gpu_sys_frequency_mhz",
     "SMs Active [Throughput %]": "gpu_sm_util",
     "SM Active [Throughput %]": "gpu_sm_util",
 }
@@ -159,9 +162,7 @@ class _Import:
         arr = np.array(rows, dtype=object).reshape(len(rows), len(present))
         for i, c in enumerate(present):
             col = arr[:, i]
-            null = np.array([v is None for v in col], dtype=bool) if len(col) else np.zeros(0, bool)
-            vals = np.where(null, MISSING, col).astype(np.int64) if len(col) else np.zeros(0, np.int64)
-            out[c] = vals
+            out[c] = np.where(_is_null(col), MISSING, col).astype(np.int64) if len(col) else np.zeros(0, np.int64)
         return out
 
     def query(self, sql: str, args: tuple = ()) -> list[tuple]:
@@ -244,6 +245,12 @@ class _Import:
     def _wall(self, t: np.ndarray) -> np.ndarray:
         return t + self.t0 if self.t0 is not None else t
 
+    def _to_wall(self, t: np.ndarray) -> np.ndarray:
+        """`t` (an array this import owns) shifted to wall clock in place: no new memory."""
+        if self.t0 is not None:
+            t += self.t0
+        return t
+
     def _labels(self, ids: np.ndarray, transform=None) -> pd.Categorical:
         codes, uniq = dense_codes(ids)
         labels = [self.strings.get(int(u), f"<string {int(u)}>") if u != MISSING else "<unnamed>" for u in uniq]
@@ -279,7 +286,7 @@ class _Import:
             return None
         codes, uniq = dense_codes(pids)
         counts = np.bincount(codes, minlength=len(uniq))
-        self.process_counts = {int(u): int(c) for u, c in zip(uniq, counts)}
+        self.process_counts = {int(u): int(c) for u, c in zip(uniq, counts, strict=True)}
         if self.want_pid is not None:
             if self.want_pid not in self.process_counts:
                 have = ", ".join(f"{u} ({c} GPU activities)" for u, c in sorted(self.process_counts.items()))
@@ -293,13 +300,24 @@ class _Import:
         return best
 
     def _only_pid(self, cols: dict[str, np.ndarray], key: str, what: str) -> dict[str, np.ndarray]:
-        if self.pid is None or key not in cols:
+        """Rows of the imported process (and, when the table has both, with end >= start)."""
+        keep = None
+        if self.pid is not None and key in cols:
+            keep = ((cols[key] >> 24) & PID_MASK) == self.pid
+            if not keep.all():
+                self._drop(f"{what}: other processes", int((~keep).sum()))
+        if "start" in cols and "end" in cols:
+            backwards = cols["end"] < cols["start"]
+            if backwards.any():  # the bundle holds no interval that ends before it starts
+                self._drop(f"{what}: end before start", int((backwards & (keep if keep is not None else True)).sum()))
+                keep = ~backwards if keep is None else keep & ~backwards
+        if keep is None or keep.all():
             return cols
-        keep = ((cols[key] >> 24) & PID_MASK) == self.pid
-        if keep.all():
-            return cols
-        self.dropped[f"{what}: other processes"] = self.dropped.get(f"{what}: other processes", 0) + int((~keep).sum())
         return {k: v[keep] for k, v in cols.items()}
+
+    def _drop(self, why: str, n: int) -> None:
+        if n:
+            self.dropped[why] = self.dropped.get(why, 0) + n
 
     # -- CUDA runtime and the launch join
     def _read_runtime(self) -> dict[str, np.ndarray]:
@@ -348,8 +366,8 @@ class _Import:
 
     def _gpu_part(self, kind: str, c: dict[str, np.ndarray], runtime: dict[str, np.ndarray] | None) -> Part:
         n = len(c["start"])
-        start = self._wall(c["start"])
-        end = self._wall(c["end"])
+        start = self._to_wall(c["start"])
+        end = self._to_wall(c["end"])
         corr = c.get("correlationId", np.full(n, MISSING, np.int64))
         launch = np.full(n, MISSING, dtype=np.int64)
         tid = np.full(n, MISSING, dtype=np.int64)
@@ -401,10 +419,12 @@ class _Import:
         return categorical(codes, labels)
 
     def _api_part(self, rt: dict[str, np.ndarray]) -> Part:
+        # Last user of the runtime columns (the launch join read them before): work in place.
         n = len(rt["start"])
-        start, end = self._wall(rt["start"]), self._wall(rt["end"])
+        start, end = self._to_wall(rt["start"]), self._to_wall(rt["end"])
         function = self._labels(rt["nameId"], strip_api_version) if "nameId" in rt else constant_categorical("<cuda api>", n)
-        tid = rt["globalTid"] & PID_MASK if "globalTid" in rt else np.full(n, MISSING, np.int64)
+        tid = np.bitwise_and(rt["globalTid"], PID_MASK, out=rt["globalTid"]) if "globalTid" in rt else np.full(
+            n, MISSING, np.int64)
         return Part("activity", {"function": function, "kind": constant_categorical("api", n),
                                  "device": constant_categorical("Host", n), "start_ns": start, "end_ns": end,
                                  "busy_ns": end - start, "tid": tid,
@@ -430,29 +450,36 @@ class _Import:
                 if d is not None}
         if not rows:
             return None, empty_table("markers")
-        start = np.array([r[0] for r in rows], dtype=np.int64)
-        end = np.array([MISSING if r[1] is None else r[1] for r in rows], dtype=np.int64)
-        gt = np.array([MISSING if r[2] is None else r[2] for r in rows], dtype=np.int64)
-        names = []
-        for _, _, _, d, t, tid_ in rows:
-            label = t if t is not None else (self.strings.get(int(tid_), f"<string {tid_}>") if tid_ is not None else "<unnamed range>")
-            if d is not None and int(d) != 0:
-                label = f"{domains.get(int(d), f'domain {int(d)}')}:{label}"
-            names.append(label)
-        keep = end >= start
-        if self.pid is not None:
-            keep &= ((gt >> 24) & PID_MASK) == self.pid
-            other = int((((gt >> 24) & PID_MASK) != self.pid).sum())
-            if other:
-                self.dropped["nvtx: other processes"] = other
-        unclosed = int(((end < start) & (((gt >> 24) & PID_MASK) == self.pid if self.pid is not None else True)).sum())
+        arr = np.array(rows, dtype=object).reshape(len(rows), 6)
+        start = arr[:, 0].astype(np.int64)
+        end = np.where(_is_null(arr[:, 1]), MISSING, arr[:, 1]).astype(np.int64)
+        gt = np.where(_is_null(arr[:, 2]), MISSING, arr[:, 2]).astype(np.int64)
+        dom = np.where(_is_null(arr[:, 3]), 0, arr[:, 3]).astype(np.int64)
+        # Name: the text, else the registered string (textId), prefixed by a non-default domain.
+        text_code, text_uniq = pd.factorize(arr[:, 4], use_na_sentinel=True)
+        tid_code, tid_uniq = dense_codes(np.where(_is_null(arr[:, 5]), MISSING, arr[:, 5]).astype(np.int64))
+        labels_text = [str(t) for t in text_uniq]
+        labels_id = [self.strings.get(int(u), f"<string {int(u)}>") if u != MISSING else "<unnamed range>"
+                     for u in tid_uniq]
+        base = np.where(text_code >= 0, text_code, len(labels_text) + tid_code)
+        base_labels = labels_text + labels_id
+        dcode, duniq = dense_codes(dom)
+        key_code, key_uniq = dense_codes(base * len(duniq) + dcode)
+        labels = []
+        for k in key_uniq.tolist():
+            label, d = base_labels[k // len(duniq)], int(duniq[k % len(duniq)])
+            labels.append(label if d == 0 else f"{domains.get(d, f'domain {d}')}:{label}")
+        mine = ((gt >> 24) & PID_MASK) == self.pid if self.pid is not None else np.ones(len(start), dtype=bool)
+        if (~mine).any():
+            self.dropped["nvtx: other processes"] = int((~mine).sum())
+        unclosed = int(((end < start) & mine).sum())
         if unclosed:
             self.dropped["nvtx: ranges never closed"] = unclosed
-        idx = np.flatnonzero(keep)
+        idx = np.flatnonzero((end >= start) & mine)
         if len(idx) == 0:
             return None, empty_table("markers")
-        codes, labels = pd.factorize(pd.Index([names[i] for i in idx], dtype=object))
-        function = categorical(codes, list(labels))
+        used_code, used = dense_codes(key_code[idx])  # no categories of dropped ranges
+        function = categorical(used_code, [labels[i] for i in used.tolist()])
         s, e = self._wall(start[idx]), self._wall(end[idx])
         tid = np.where(gt[idx] >= 0, gt[idx] & PID_MASK, MISSING)
         busy = self_time_ns(tid, s, e)
@@ -542,9 +569,19 @@ class _Import:
                                                          "value": val})])
 
     def _gpu_index_map(self) -> dict[int, int]:
-        """nsys GPU id → CUDA device ordinal (the deviceId kernels carry)."""
+        """nsys GPU id → CUDA device ordinal (the deviceId kernels carry).
+
+        From TARGET_INFO_GPU.cuDevice, else TARGET_INFO_CUDA_DEVICE (gpuId, cudaId) of the
+        imported process (older exports).
+        """
         if self.has("TARGET_INFO_GPU") and {"id", "cuDevice"} <= set(self.cols("TARGET_INFO_GPU")):
-            return {int(i): int(c) for i, c in self.query("SELECT id, cuDevice FROM TARGET_INFO_GPU") if i is not None and c is not None}
+            return {int(i): int(c) for i, c in self.query("SELECT id, cuDevice FROM TARGET_INFO_GPU")
+                    if i is not None and c is not None}
+        table = "TARGET_INFO_CUDA_DEVICE"
+        if self.has(table) and {"gpuId", "cudaId"} <= set(self.cols(table)):
+            rows = self.query(f"SELECT gpuId, cudaId{', pid' if 'pid' in self.cols(table) else ', NULL'} FROM {table}")
+            mine = [r for r in rows if r[2] is None or self.pid is None or int(r[2]) == self.pid] or rows
+            return {int(g): int(c) for g, c, _ in mine if g is not None and c is not None}
         return {}
 
     def _gpus(self, used: set[int]) -> list[dict[str, Any]]:
@@ -553,10 +590,11 @@ class _Import:
         cols = self.cols("TARGET_INFO_GPU")
         want = [c for c in ("id", "cuDevice", "name", "uuid", "smCount", "clockRate", "memoryBandwidth",
                             "totalMemory", "busLocation", "chipName", "l2CacheSize") if c in cols]
+        cuda_of = self._gpu_index_map()
         gpus = []
         for row in self.query(f"SELECT {', '.join(want)} FROM TARGET_INFO_GPU"):
-            r = dict(zip(want, row))
-            index = r.get("cuDevice", r.get("id"))
+            r = dict(zip(want, row, strict=True))
+            index = r.get("cuDevice", cuda_of.get(int(r["id"]), r["id"]) if r.get("id") is not None else None)
             gpu = {"index": None if index is None else int(index), "nsys_id": r.get("id"), "name": r.get("name"),
                    "uuid": r.get("uuid"), "sm_count": r.get("smCount"),
                    "max_sm_clock_mhz": None if r.get("clockRate") is None else r["clockRate"] / 1e6,
@@ -590,6 +628,11 @@ class _Import:
                              clock=clock, dropped=dict(self.dropped), **{"import": imported})
 
 
+def _is_null(col: np.ndarray) -> np.ndarray:
+    """Which entries of an object column fetched from SQLite are NULL."""
+    return pd.isna(col) if len(col) else np.zeros(0, dtype=bool)
+
+
 # ------------------------------------------------------------------------------ page reader
 
 class _Unsupported(Exception):
@@ -621,6 +664,8 @@ class _PageReader:
         # Big-endian 8-byte words starting at every byte (unaligned view, no copy).
         self.be8 = np.ndarray(shape=(max(size - 7, 0),), dtype=">i8", buffer=buf, offset=0, strides=(1,))
         self.le8 = np.ndarray(shape=(max(size - 7, 0),), dtype="<u8", buffer=buf, offset=0, strides=(1,))
+        self.be2 = np.ndarray(shape=(max(size - 1, 0),), dtype=">u2", buffer=buf, offset=0, strides=(1,))
+        self.be4 = np.ndarray(shape=(max(size - 3, 0),), dtype=">u4", buffer=buf, offset=0, strides=(1,))
 
     @classmethod
     def open(cls, path: Path) -> "_PageReader | None":
@@ -639,10 +684,9 @@ class _PageReader:
 
     # -- primitive readers (vectorised over positions)
     def _be(self, pos: np.ndarray, nbytes: int) -> np.ndarray:
-        out = np.zeros(len(pos), dtype=np.int64)
-        for k in range(nbytes):
-            out = (out << 8) | self.u8[pos + k]
-        return out
+        """Unsigned big-endian integers of 2 or 4 bytes at each position (page headers)."""
+        view = self.be2 if nbytes == 2 else self.be4
+        return view[pos].astype(np.int64)
 
     def _word(self, pos: np.ndarray) -> np.ndarray:
         """The 8 bytes at each position as a little-endian uint64 (zero-padded past the end)."""
@@ -743,16 +787,17 @@ class _PageReader:
         if not (hsize.max() < 128 and int(hsize.min()) >= last + 2):
             return self._read_general(rec, rec_end, need)
         # Fast path: serial types up to `last` are one byte each (no long text before them):
-        # read them 8 at a time as little-endian words, byte c of word k = column 8k + c.
-        words = [self._word(rec + 1 + 8 * k) for k in range(last // 8 + 1)]
+        # read them 8 at a time as little-endian words; byte c of word k = column 8k + c.
+        words = [self._word(rec + 1 + 8 * k).view(np.uint8).reshape(-1, 8) for k in range(last // 8 + 1)]
+        tail_safe = int(rec_end.max()) + 8 <= self.size  # no value within 8 bytes of the file end
         offset = rec + hsize  # where the next column's value starts
         out: dict[str, np.ndarray] = {}
         for col in range(last + 1):
-            st = ((words[col >> 3] >> np.uint64(8 * (col & 7))) & np.uint64(0xFF)).astype(np.intp)
-            if st.max() >= 128:  # a multi-byte serial type (long text): columns shift
+            st = words[col >> 3][:, col & 7]  # a strided view: no copy
+            if int(st.max()) >= 128:  # a multi-byte serial type (long text): columns shift
                 return self._read_general(rec, rec_end, need)
             if col in need:
-                out[need[col]] = self._values(st, offset)
+                out[need[col]] = self._values(st, offset, tail_safe)
             if col < last:
                 offset = offset + _SIZE_LUT[st]
         return out
@@ -780,27 +825,30 @@ class _PageReader:
             raise _Unsupported("record longer than its payload")
         return out
 
-    def _values(self, st: np.ndarray, pos: np.ndarray) -> np.ndarray:
+    def _values(self, st: np.ndarray, pos: np.ndarray, tail_safe: bool = False) -> np.ndarray:
         """Signed big-endian integers of serial types `st` stored at file offsets `pos`."""
         lo, hi = int(st.min()), int(st.max())
         if lo == hi and lo in (0, 8, 9):  # the whole column is NULL, 0 or 1 (no bytes stored)
             return np.full(len(st), {0: MISSING, 8: 0, 9: 1}[lo], dtype=np.int64)
-        if _BAD_INT[st].any():
+        if hi >= 7 and _BAD_INT[st].any():
             raise _Unsupported("text, blob or float in an integer column")
-        if int(pos.max()) > self.size - 8:  # a value in the last 8 bytes of the file
+        if not tail_safe and int(pos.max()) > self.size - 8:  # a value in the last 8 bytes
             tail = pos > self.size - 8
             raw = self.be8[np.where(tail, 0, pos)].astype(np.int64)
             i = np.flatnonzero(tail)
             raw[i] = self._padded(pos[i], big_endian=True).view(np.int64)
         else:
-            raw = self.be8[pos].astype(np.int64)
+            raw = self.le8[pos].byteswap().view(np.int64)  # native gather, then swap: faster
         # Arithmetic shift right: keeps the value's `size` leading bytes, extends the sign.
-        val = raw >> (_SHIFT_LUT[st] if lo != hi else _SHIFT_LUT[lo])
+        if lo == hi:
+            raw >>= _SHIFT_LUT[lo]
+        else:
+            raw >>= _SHIFT_LUT[st]
         if lo == 0 or hi >= 8:
-            np.putmask(val, st == 8, 0)
-            np.putmask(val, st == 9, 1)
-            np.putmask(val, st == 0, MISSING)
-        return val
+            np.putmask(raw, st == 8, 0)
+            np.putmask(raw, st == 9, 1)
+            np.putmask(raw, st == 0, MISSING)
+        return raw
 
     def _padded(self, pos: np.ndarray, big_endian: bool) -> np.ndarray:
         """8 bytes at each position as uint64, zero bytes past the end of the file."""
