@@ -298,43 +298,6 @@ def rows_to_arrow(table: str, chunks: list[Any]) -> pa.Table:
     return pa.Table.from_arrays(arrays, names=list(SCHEMAS[table]))
 
 
-def write_part(data: pa.Table, path: Path) -> None:
-    """Write one small Parquet part: serialised in memory, then one write (cheaper than Arrow's file I/O)."""
-    import pyarrow as pa
-    import pyarrow.parquet as pq
-
-    sink = pa.BufferOutputStream()
-    pq.write_table(data, sink, compression="snappy", write_statistics=False)
-    buf = sink.getvalue()
-    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_CLOEXEC, 0o644)
-    try:
-        view = memoryview(buf)
-        while view:
-            view = view[os.write(fd, view):]
-    finally:
-        os.close(fd)
-
-
-def append_arrow(writer: BundleWriter, table: str, data: pa.Table) -> None:
-    """Append `data` as the next part of `table` (temporary name, then rename: crash-safe).
-
-    BundleWriter.append goes through pandas (~8 ms a part); this Arrow path costs ~1 ms,
-    which the 1 %-of-a-core budget at 10 Hz needs.  It uses BundleWriter.append_arrow when
-    bundle.py has it, else writes the part the same way BundleWriter.append does.
-    """
-    fast = getattr(writer, "append_arrow", None)
-    if fast is not None:
-        fast(table, data)
-        return
-    n = writer._parts[table]  # noqa: SLF001 - same bookkeeping as BundleWriter.append
-    part = writer.path / table / f"part-{n:06d}.parquet"
-    tmp = part.with_name("." + part.name + ".tmp")
-    write_part(data, tmp)
-    os.replace(tmp, part)
-    writer._parts[table] = n + 1  # noqa: SLF001
-    writer._rows[table] += data.num_rows  # noqa: SLF001
-
-
 def open_writer(path: Path, manifest: dict[str, Any]) -> BundleWriter:
     """A BundleWriter whose every table has a part from the start, so a bundle killed at any
     moment loads (the loader needs at least one part per table)."""
@@ -616,7 +579,7 @@ class Collection:
             if data.num_rows == 0:
                 continue
             try:
-                append_arrow(self.writer, table, data)
+                self.writer.append_arrow(table, data)
             except OSError as exc:
                 raise _write_error(exc, self.writer.path) from None
         self.stats.flushes += 1
@@ -703,7 +666,7 @@ class Collection:
 
 
 def _gpu_sampler(pids: Callable[[], set[int]], gpus: list[int] | None, interval_ns: int,
-                 warn: Callable[[str], None]) -> Sampler | None:
+                 warn: Callable[[str], None], proc_root: str = "/proc") -> Sampler | None:
     try:
         from perfdiff.collectors.gpu import open_gpu_sampler
     except ModuleNotFoundError as exc:
@@ -714,7 +677,7 @@ def _gpu_sampler(pids: Callable[[], set[int]], gpus: list[int] | None, interval_
     except ImportError as exc:
         warn(f"GPU collection off: {exc}")
         return None
-    return open_gpu_sampler(pids, gpus=gpus, interval_ns=interval_ns, warn=warn)
+    return open_gpu_sampler(pids, gpus=gpus, interval_ns=interval_ns, warn=warn, proc_root=proc_root)
 
 
 def _parse_gpus(text: str) -> list[int]:
@@ -805,7 +768,7 @@ def cmd_collect(args: argparse.Namespace) -> int:
         return holder[0].pids() if holder else set()
 
     samplers: list[Any] = [HostSampler(pids, interval_ns=interval_ns, procfs=fs)]
-    gpu = _gpu_sampler(pids, args.gpus, interval_ns, warn)  # a bad --gpus raises before any output
+    gpu = _gpu_sampler(pids, args.gpus, interval_ns, warn, proc_root=fs.proc)  # a bad --gpus raises before any output
     if gpu is not None:
         samplers.append(gpu)
     markers = MarkerReader.announce() if cmd else MarkerReader.attach(args.pid, proc_root=fs.proc)

@@ -119,7 +119,8 @@ _RESULT_REASONS = {
     "ERROR_NOT_INITIALIZED":
         "CUPTI could not attach to the CUDA driver: the driver is probably older than this CUPTI "
         "(install a cupti-python matching the driver's CUDA version)",
-    "ERROR_NOT_COMPATIBLE": "this CUPTI does not match the CUDA driver or runtime in use",
+    "ERROR_NOT_COMPATIBLE": "CUPTI refused the global activity API: another client in this process uses "
+                            "CUPTI's subscriber-scope API, or this CUPTI does not match the driver",
     "ERROR_CUDA_COMPILER_NOT_COMPATIBLE": "this CUPTI does not match the CUDA compiler the code was built with",
     "ERROR_INSUFFICIENT_PRIVILEGES": "CUPTI lacks the privileges to trace this process",
     "ERROR_VIRTUALIZED_DEVICE_NOT_SUPPORTED": "CUPTI does not support this virtualised GPU",

@@ -12,7 +12,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from perfdiff.bundle import load_bundle
+from perfdiff.bundle import BundleWriter, load_bundle
 from perfdiff.collectors import collect as C
 from perfdiff.collectors.base import RowBuffer, SamplerState
 from perfdiff.errors import CollectionError, EXIT_COLLECT
@@ -168,7 +168,7 @@ def test_gpu_plugin_gets_live_pids_and_its_manifest_is_merged(tmp_path: Path,
                                                               monkeypatch: pytest.MonkeyPatch) -> None:
     calls = {}
 
-    def open_gpu_sampler(target_pids, *, gpus, interval_ns, nvml=None, warn=print):
+    def open_gpu_sampler(target_pids, *, gpus, interval_ns, nvml=None, warn=print, proc_root="/proc"):
         calls.update(gpus=gpus, interval_ns=interval_ns)
         return FakeGpuSampler(target_pids, gpus=gpus, interval_ns=interval_ns, warn=warn)
 
@@ -224,10 +224,10 @@ def test_parts_are_flushed_while_running(tmp_path: Path, monkeypatch: pytest.Mon
 def test_disk_full_is_one_line_exit_3(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     run, writer, _ = make_run(tmp_path, [CountingSampler(10 * MS)], duration_ms=100)
 
-    def full(data, path):
+    def full(self, table, data):
         raise OSError(errno.ENOSPC, "No space left on device")
 
-    monkeypatch.setattr(C, "write_part", full)
+    monkeypatch.setattr(BundleWriter, "append_arrow", full)
     with pytest.raises(CollectionError) as err:
         run.run()
     assert err.value.code == EXIT_COLLECT

@@ -219,6 +219,29 @@ class BundleWriter:
         self._parts[table] += 1
         self._rows[table] += len(df)
 
+    def append_arrow(self, table: str, data: pa.Table) -> None:
+        """Write `data`, already in `table`'s on-disk schema, as the next part (no pandas: ~1 ms).
+
+        The collector's hot path: it builds Arrow columns directly from its buffers.
+        """
+        if table not in SCHEMAS:
+            raise KeyError(table)
+        part = self.path / table / f"part-{self._parts[table]:06d}.parquet"
+        tmp = part.with_name("." + part.name + ".tmp")
+        # Serialised in memory, then one write: cheaper than Arrow's file I/O for small parts.
+        sink = pa.BufferOutputStream()
+        pq.write_table(data, sink, compression="lz4", write_statistics=False)
+        buf = memoryview(sink.getvalue())
+        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_CLOEXEC, 0o644)
+        try:
+            while buf:
+                buf = buf[os.write(fd, buf):]
+        finally:
+            os.close(fd)
+        os.replace(tmp, part)
+        self._parts[table] += 1
+        self._rows[table] += data.num_rows
+
     def update_manifest(self, **fields: Any) -> None:
         """Merge `fields` into the manifest and rewrite it atomically."""
         self.manifest.update(fields)

@@ -1,0 +1,86 @@
+#!/usr/bin/env python3
+"""Import and compare of large traces made by ../shared/bench's generators (issue 3, item 7).
+
+For each size: generate the pair the shared README measured HTA and nsys-ai on (same
+arguments, scaled), time `perfdiff import` of one side (rows/s, MB/s) and `perfdiff compare`
+of the pair, each in a fresh process (wall time, peak RSS from wait4).  Prints Markdown.
+"""
+from __future__ import annotations
+
+import argparse
+import gzip
+import sys
+from pathlib import Path
+
+HERE = Path(__file__).resolve().parent
+sys.path.insert(0, str(HERE))
+from run_bench import OUT, PY, measure  # noqa: E402
+
+FIGURES = {  # from ../shared/bench/README.md, the 2-core reference machine
+    "kineto": "HTA 0.5.0 TraceDiff: 215 s, 6.2 GiB (1 M kernels)",
+    "nsys": "nsys-ai 0.3.0 diff: 88 s, 4.1 GiB (2 M kernels, cache warm)",
+}
+
+
+def gen(shared: Path, kind: str, n: int, side: str) -> Path:
+    if kind == "kineto":
+        out = OUT / f"kineto_{n}_{side}" / "rank0.json.gz"
+        args = ["--kernels", str(n), "--steps", str(max(20, n // 5000)), "--seed", "1" if side == "a" else "2"]
+        if side == "b":
+            args += ["--scale-kernel", "sgemm=1.2", "--dataloader-us", "10000"]
+        script = shared / "bench" / "gen_kineto.py"
+    else:
+        out = OUT / f"nsys_{n}_{side}.sqlite"
+        args = ["--kernels", str(n), "--seed", "1" if side == "a" else "2"]
+        if side == "b":
+            args += ["--scale-kernel", "Fan2=1.1"]
+        script = shared / "bench" / "gen_nsys.py"
+    if not out.exists():
+        out.parent.mkdir(parents=True, exist_ok=True)
+        import subprocess
+
+        subprocess.run([PY, str(script), *args, "-o", str(out)], check=True, stdout=subprocess.DEVNULL)
+    return out
+
+
+def json_bytes(path: Path) -> int:
+    with gzip.open(path, "rb") as fh:
+        n = 0
+        while chunk := fh.read(1 << 24):
+            n += len(chunk)
+    return n
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--shared", required=True, type=Path)
+    ap.add_argument("--quick", action="store_true")
+    args = ap.parse_args(argv)
+    if not (args.shared / "bench" / "gen_nsys.py").exists():
+        print(f"(skipped: {args.shared / 'bench'} not found)")
+        return 0
+    sizes = {"nsys": [200_000, 1_000_000] if args.quick else [200_000, 1_000_000, 2_000_000],
+             "kineto": [100_000] if args.quick else [100_000, 300_000, 1_000_000]}
+    print("| trace | kernels per side | import one side (s) | import rate | import peak RSS (MiB) "
+          "| compare pair (s) | compare peak RSS (MiB) | figure to beat |")
+    print("|---|---|---|---|---|---|---|---|")
+    for kind in ("nsys", "kineto"):
+        for n in sizes[kind]:
+            a, b = gen(args.shared, kind, n, "a"), gen(args.shared, kind, n, "b")
+            bundle = OUT / f"imported_{kind}_{n}"
+            import shutil
+
+            shutil.rmtree(bundle, ignore_errors=True)
+            t_imp, rss_imp, _ = measure([PY, "-m", "perfdiff", "import", str(a), "-o", str(bundle)])
+            shutil.rmtree(bundle, ignore_errors=True)
+            rate = (f"{n / t_imp / 1e6:.2f} M kernel rows/s" if kind == "nsys"
+                    else f"{json_bytes(a) / t_imp / 1e6:.0f} MB/s of JSON")
+            t_cmp, rss_cmp, _ = measure([PY, "-m", "perfdiff", "compare", str(a), str(b),
+                                         "-o", str(OUT / f"report_{kind}_{n}.md")])
+            figure = FIGURES[kind] if n in (1_000_000, 2_000_000) and (kind == "kineto") == (n == 1_000_000) else ""
+            print(f"| {kind} | {n:,} | {t_imp:.2f} | {rate} | {rss_imp:,.0f} | {t_cmp:.2f} | {rss_cmp:,.0f} | {figure} |")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
