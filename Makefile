@@ -20,8 +20,9 @@ demo: $(STAMP)  ## Compare the shipped example pair and write report.md (+ repor
 	$(PY) -m perfdiff compare examples/cpufreq/normal examples/cpufreq/abnormal -o report.md --json report.json
 	@echo "wrote report.md and report.json"
 
-test: $(STAMP)  ## Run all tests (unit, golden, real traces, live host, fake GPUs)
-	$(PY) -m pytest -q -n 2 --durations=10
+test: $(STAMP)  ## Run all tests (unit, golden, real traces, fake GPUs in parallel; then live host runs alone)
+	$(PY) -m pytest -q -n 2 --durations=10 -m "not live"
+	$(PY) -m pytest -q --durations=5 -m live
 
 bench: $(STAMP)  ## Measure compare/import time and memory on large generated inputs
 	$(PY) bench/run_bench.py --shared $(SHARED)

@@ -115,10 +115,10 @@ def _import_reason(exc: ImportError) -> str:
 
 _RESULT_REASONS = {
     "ERROR_MULTIPLE_SUBSCRIBERS_NOT_SUPPORTED":
-        "another CUPTI client already holds this process (the PyTorch profiler, nsys, another tracer)",
+        "another CUPTI client already holds this process: the PyTorch profiler, nsys or another tracer",
     "ERROR_NOT_INITIALIZED":
-        "CUPTI could not attach to the CUDA driver: the driver is probably older than this CUPTI "
-        "(install a cupti-python matching the driver's CUDA version)",
+        "CUPTI could not attach to the CUDA driver, which is probably older than this CUPTI: install the "
+        "cupti-python that matches the driver's CUDA version",
     "ERROR_NOT_COMPATIBLE": "CUPTI refused the global activity API: another client in this process uses "
                             "CUPTI's subscriber-scope API, or this CUPTI does not match the driver",
     "ERROR_CUDA_COMPILER_NOT_COMPATIBLE": "this CUPTI does not match the CUDA compiler the code was built with",

@@ -20,6 +20,8 @@ from perfdiff.errors import CollectionError
 
 from test_collect_faults import live_host_lock  # noqa: E402
 
+pytestmark = pytest.mark.live  # timing-sensitive: run apart from the parallel tests (Makefile)
+
 ROOT = Path(__file__).resolve().parents[1]
 WORKLOAD = ROOT / "examples" / "workload.py"
 PY = sys.executable

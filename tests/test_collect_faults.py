@@ -39,6 +39,7 @@ INTERVAL = "10ms"
 
 pytestmark = [
     pytest.mark.slow,
+    pytest.mark.live,
     pytest.mark.skipif(len(os.sched_getaffinity(0)) < 2, reason="needs 2 CPUs: one for the workload, one for the collector"),
 ]
 
