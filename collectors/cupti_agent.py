@@ -23,7 +23,9 @@ first thing; numpy/pandas are imported inside the collector-side functions):
   every flush.  Clock: (``cupti.get_timestamp()``, ``time.time_ns()``) pairs at start, every
   ANCHOR_NS and at stop; the collector maps CUPTI ns to CLOCK_REALTIME with them.
 * NVTX ranges reach CUPTI only when ``NVTX_INJECTION64_PATH`` names libcupti before the
-  target's first NVTX call: the agent sets it to the libcupti it loaded, unless already set.
+  target's first NVTX call: the agent sets it (unless set) to the libcupti cupti-python loads —
+  when it starts recording, or at once when it starts idle (so a later `collect --pid` gets
+  ranges too; $PERFDIFF_AGENT_NVTX=0 leaves the variable alone).
 * A forked child keeps nothing: its queue is dropped, its copies of the files are closed and
   it never flushes (CUPTI's state does not survive fork); a child started by exec runs its
   own agent through the environment.
@@ -51,6 +53,7 @@ import os
 import signal
 import socket
 import struct
+import sys
 import threading
 import time
 import weakref
@@ -67,10 +70,13 @@ ENV_DIR = "PERFDIFF_AGENT_DIR"  # announced hand-off directory (collect -- CMD)
 ENV_ENABLE = "PERFDIFF_AGENT"  # "1": `import perfdiff.agent` starts an idle agent (collect --pid)
 ENV_FILE = "PERFDIFF_AGENT_FILE"  # this file, for targets where perfdiff is not importable
 ENV_WIRE = "PERFDIFF_AGENT_WIRE"
+ENV_NVTX = "PERFDIFF_AGENT_NVTX"  # "0": leave NVTX_INJECTION64_PATH alone
 NVTX_ENV = "NVTX_INJECTION64_PATH"
+CUDA_ROOTS = ("/usr/local/cuda",)  # toolkits searched for libcupti after $CUDA_HOME and $CUDA_PATH
 
 FLUSH_NS = 500_000_000  # the agent's flush period
 ANCHOR_NS = 10_000_000_000  # clock anchor period (COLLECTORS.md, Timestamps)
+STATUS_NS = 5_000_000_000  # the status file is rewritten at least this often (else only on news)
 POLL_NS = 500_000_000  # the collector reads the files this often
 BUFFER_BYTES = 8 << 20  # each CUPTI activity buffer (the size NVIDIA's samples use)
 REQUEST_TIMEOUT_S = 10.0  # a socket request (a forced flush may take a while)
@@ -162,6 +168,27 @@ def _loaded_library(fragment: str, maps: str = "/proc/self/maps") -> str | None:
     return None
 
 
+def find_libcupti() -> str | None:
+    """libcupti as cupti-python would load it, without loading it: the one mapped in this
+    process, else the nvidia-cuda-cupti wheel on sys.path, else the CUDA toolkit ($CUDA_HOME,
+    $CUDA_PATH, /usr/local/cuda) — cuda.pathfinder's order and directories for Linux."""
+    import glob
+
+    mapped = _loaded_library("libcupti.so")
+    if mapped:
+        return mapped
+    roots = [(p or ".", ("nvidia/cu13/lib", "nvidia/cuda_cupti/lib")) for p in sys.path]
+    toolkits = (os.environ.get("CUDA_HOME"), os.environ.get("CUDA_PATH"), *CUDA_ROOTS)
+    roots += [(r, ("extras/CUPTI/lib64", "lib")) for r in toolkits if r]
+    for root, subdirs in roots:
+        for sub in subdirs:
+            for soname in ("libcupti.so.13", "libcupti.so.12"):
+                hits = glob.glob(os.path.join(root, sub, soname))
+                if hits:
+                    return os.path.abspath(hits[0])
+    return None
+
+
 def _write_all(fd: int, data: bytes) -> None:
     view = memoryview(data)
     while view:
@@ -216,7 +243,8 @@ class Agent:
         self._rec_fd = self._names_fd = -1
         self._names: dict[Any, int] = {}
         self._open_ranges: dict[int, tuple[int, str, str, int]] = {}
-        self._old_signals: dict[int, Any] = {}
+        self._at_exit_registered = False
+        self._signals_hooked = False
         self.enabled: list[str] = []
         self.thread_ids = "unknown"
         self.counts = {name: 0 for name in KIND_NAMES.values()} | {"marks": 0, "other": 0}
@@ -230,6 +258,7 @@ class Agent:
         self.callback_records = 0
         self.started_ns = self.stopped_ns = 0
         self._last_anchor_mono = 0
+        self._status_mono = 0
         _LIVE.add(self)
 
     # ------------------------------------------------------------------ paths
@@ -286,7 +315,8 @@ class Agent:
             self.state, self.reason = "recording", ""
             self.started_ns, self.stopped_ns = time.time_ns(), 0
             self._anchor("start")
-            self._set_nvtx_injection()
+            if not self.nvtx.get("injection"):
+                self.set_nvtx_injection()
             self._stop = threading.Event()
             self._flusher = threading.Thread(target=self._run_flusher, name="perfdiff-agent-flush", daemon=True)
             self._flusher.start()
@@ -365,15 +395,17 @@ class Agent:
                 self._cupti.activity_flush_all(FLUSH_FORCED if forced else 0)
             except Exception as exc:  # noqa: BLE001
                 self._error("activity_flush_all", exc)
-            self._drain()
-            self._count_dropped()
+            changed = self._drain() > 0
+            changed |= self._count_dropped()
             if time.monotonic_ns() - self._last_anchor_mono >= ANCHOR_NS:
                 self._anchor("periodic")
+                changed = True
             cost = time.perf_counter_ns() - t0
             self.flushes += 1
             self.flush_ns_total += cost
             self.flush_ns_max = max(self.flush_ns_max, cost)
-            self._write_status()
+            if changed or forced or time.monotonic_ns() - self._status_mono >= STATUS_NS:
+                self._write_status()
             return self.status()
         finally:
             self._lock.release()
@@ -396,31 +428,29 @@ class Agent:
             new_names.append(f"{nid}\t{label.replace(chr(10), ' ').replace(chr(13), ' ')}\n")
             return nid
 
+        cnt = [0] * (K_RANGE + 1)
         while inbox:
             batch = inbox.popleft()
             n_in += len(batch)
             for row in batch:
                 k = kinds.get(row[0], 0)
                 try:
-                    if k == K_KERNEL:
-                        _, name, s, e, corr, stream, dev = row
+                    if k == K_KERNEL:  # (kind, name, start, end, correlation, stream, device)
+                        name = row[1]
                         nid = names.get(name) or name_id(name, name or "<unnamed kernel>")
-                        out.append(pack(K_KERNEL, nid, s, e, corr, stream, dev, 0, 0))
-                    elif k == K_API:
-                        _, cbid, s, e, corr, tid = row
-                        key = ("api", cbid)
-                        nid = names.get(key) or name_id(key, self._api_name(cbid))
-                        out.append(pack(K_API, nid, s, e, corr, 0, 0, tid, 0))
-                    elif k == K_MEMCPY:
-                        _, ck, sk, dk, s, e, corr, stream, dev, nbytes = row
-                        key = ("memcpy", ck, sk, dk)
-                        nid = names.get(key) or name_id(key, self._memcpy_label(ck, sk, dk))
-                        out.append(pack(K_MEMCPY, nid, s, e, corr, stream, dev, 0, nbytes))
-                    elif k == K_MEMSET:
-                        _, mk, s, e, corr, stream, dev, nbytes = row
-                        key = ("memset", mk)
-                        nid = names.get(key) or name_id(key, f"Memset ({self._memory_label(mk)})")
-                        out.append(pack(K_MEMSET, nid, s, e, corr, stream, dev, 0, nbytes))
+                        out.append(pack(K_KERNEL, nid, row[2], row[3], row[4], row[5], row[6], 0, 0))
+                    elif k == K_API:  # (kind, cbid, start, end, correlation, thread)
+                        key = ("api", row[1])
+                        nid = names.get(key) or name_id(key, self._api_name(row[1]))
+                        out.append(pack(K_API, nid, row[2], row[3], row[4], 0, 0, row[5], 0))
+                    elif k == K_MEMCPY:  # (kind, copy, src, dst, start, end, correlation, stream, device, bytes)
+                        key = ("memcpy", row[1], row[2], row[3])
+                        nid = names.get(key) or name_id(key, self._memcpy_label(row[1], row[2], row[3]))
+                        out.append(pack(K_MEMCPY, nid, row[4], row[5], row[6], row[7], row[8], 0, row[9]))
+                    elif k == K_MEMSET:  # (kind, memory kind, start, end, correlation, stream, device, bytes)
+                        key = ("memset", row[1])
+                        nid = names.get(key) or name_id(key, f"Memset ({self._memory_label(row[1])})")
+                        out.append(pack(K_MEMSET, nid, row[2], row[3], row[4], row[5], row[6], 0, row[7]))
                     elif k == K_RANGE:
                         rec = self._marker(row)
                         if rec is None:
@@ -428,14 +458,15 @@ class Agent:
                         label, s, e, tid = rec
                         nid = names.get(label) or name_id(label, label)
                         out.append(pack(K_RANGE, nid, s, e, 0, 0, 0, tid, 0))
-                        k = K_RANGE
                     else:
                         counts["other"] += 1
                         continue
-                    counts[KIND_NAMES[k]] += 1
-                except (struct.error, TypeError, ValueError) as exc:
+                    cnt[k] += 1
+                except (struct.error, TypeError, ValueError, IndexError) as exc:
                     self.dropped["agent"] += 1
                     self._error("encode", exc)
+        for k in range(1, K_RANGE + 1):
+            counts[KIND_NAMES[k]] += cnt[k]
         try:
             if new_names:
                 _write_all(self._names_fd, "".join(new_names).encode("utf-8", "replace"))
@@ -482,7 +513,8 @@ class Agent:
             copy = f"kind {ck}"
         return f"Memcpy {copy} ({self._memory_label(sk)} -> {self._memory_label(dk)})"
 
-    def _count_dropped(self) -> None:
+    def _count_dropped(self) -> bool:
+        """Add the records CUPTI dropped since the last call; True when there were any."""
         import ctypes
 
         n = ctypes.c_size_t(0)
@@ -490,9 +522,11 @@ class Agent:
             ret = self._cupti.activity_get_num_dropped_records(0, 0, ctypes.addressof(n))
         except Exception as exc:  # noqa: BLE001
             self._error("activity_get_num_dropped_records", exc)
-            return
+            return False
         # The binding writes through the address (size_t *dropped); a binding returning it is taken too.
-        self.dropped["cupti"] += int(n.value) or (int(ret) if isinstance(ret, int) else 0)
+        lost = int(n.value) or (int(ret) if isinstance(ret, int) else 0)
+        self.dropped["cupti"] += lost
+        return lost > 0
 
     # ------------------------------------------------------------------ clock, NVTX
 
@@ -514,15 +548,19 @@ class Agent:
         self.anchors.append({"label": label, "cupti_ns": best[0], "realtime_ns": best[1],
                              "uncertainty_ns": best[2], "monotonic_ns": self._last_anchor_mono})
 
-    def _set_nvtx_injection(self) -> None:
+    def set_nvtx_injection(self) -> None:
+        """Point NVTX at libcupti (NVTX_INJECTION64_PATH) unless set, so NVTX ranges become MARKER
+        records; NVTX reads it once, at the target's first NVTX call.  $PERFDIFF_AGENT_NVTX=0: leave it."""
         current = os.environ.get(NVTX_ENV)
         if current:
             self.nvtx = {"injection": current, "set_by": "environment"}
             return
-        path = _loaded_library("libcupti.so")
+        if os.environ.get(ENV_NVTX) == "0":
+            self.nvtx = {"injection": None, "note": f"${ENV_NVTX}=0: NVTX ranges are not traced"}
+            return
+        path = find_libcupti()
         if path is None:
-            self.nvtx = {"injection": None, "note": "libcupti is not mapped in this process: NVTX ranges will "
-                                                    "not arrive as MARKER records"}
+            self.nvtx = {"injection": None, "note": "libcupti not found: NVTX ranges will not arrive as MARKER records"}
             return
         os.environ[NVTX_ENV] = path  # putenv: NVTX reads it at the target's first NVTX call
         self.nvtx = {"injection": path, "set_by": "agent",
@@ -560,6 +598,7 @@ class Agent:
         }
 
     def _write_status(self) -> None:
+        self._status_mono = time.monotonic_ns()
         path = self.path("status.json")
         tmp = f"{path}.{threading.get_native_id()}.tmp"
         try:
@@ -577,16 +616,19 @@ class Agent:
     # ------------------------------------------------------------------ exit, signals, fork
 
     def _install_exit_hooks(self) -> None:
-        if getattr(self, "_exit_hooked", False):
+        """atexit (once per agent); SIGTERM/SIGHUP too when recording, or waiting to, on the main thread."""
+        if not self._at_exit_registered:
+            self._at_exit_registered = True
+            atexit.register(self._at_exit)
+        if self._signals_hooked or self.state not in ("recording", "idle") or not self.handle_signals:
             return
-        self._exit_hooked = True
-        atexit.register(self._at_exit)
-        if not self.handle_signals or threading.current_thread() is not threading.main_thread():
-            return
+        if threading.current_thread() is not threading.main_thread():
+            return  # Python sets handlers on the main thread only (an idle agent hooks them at start())
+        self._signals_hooked = True
         for sig in (signal.SIGTERM, signal.SIGHUP):
             try:
                 if signal.getsignal(sig) == signal.SIG_DFL:  # the target's own handlers stay in charge
-                    self._old_signals[sig] = signal.signal(sig, self._on_signal)
+                    signal.signal(sig, self._on_signal)
             except (ValueError, OSError):
                 pass
 
@@ -642,6 +684,7 @@ class Agent:
             self._error("socket", exc)
             return False
         self._listener = sock
+        self._install_exit_hooks()  # the socket file goes at exit, recording or not
         threading.Thread(target=self._serve, args=(sock,), name="perfdiff-agent-control", daemon=True).start()
         return True
 
@@ -693,13 +736,18 @@ class Agent:
                 pass
 
 
-def _cupti_python_version() -> str:
-    try:
-        from importlib.metadata import version
+_VERSION: list[str] = []
 
-        return version("cupti-python")
-    except Exception:  # noqa: BLE001 - not installed, or a test fake
-        return "unknown"
+
+def _cupti_python_version() -> str:
+    if not _VERSION:  # importlib.metadata scans sys.path: once per process
+        try:
+            from importlib.metadata import version
+
+            _VERSION.append(version("cupti-python"))
+        except Exception:  # noqa: BLE001 - not installed, or a test fake
+            _VERSION.append("unknown")
+    return _VERSION[0]
 
 
 _AGENT: Agent | None = None
@@ -722,6 +770,7 @@ def start(directory: str | None = None, *, load_cupti: Callable[[], Any] | None 
     if target:
         agent.start_recording()
     else:
+        agent.set_nvtx_injection()  # now, before the program's first NVTX call, not when a collector comes
         agent._write_status()  # noqa: SLF001 - "idle": a collector can see the agent exists
     return agent
 
@@ -1009,8 +1058,9 @@ class AgentTraceSource:
 
     poll = sample
 
-    def stop(self) -> dict[str, pd.DataFrame]:
-        """Ask every agent still answering to stop (a forced flush), then the last rows."""
+    def stop(self, t_ns: int | None = None) -> dict[str, pd.DataFrame]:
+        """Ask every agent still answering to stop (a forced flush), then the last rows.
+        (`t_ns`, the collection's end, is accepted for the collect loop's calling convention.)"""
         if self.stopped:
             return {}
         self.stopped = True

@@ -70,7 +70,8 @@ def add_collect_options(parser: argparse.ArgumentParser) -> None:
 
 
 def check_collect_options(args: argparse.Namespace, cmd: list[str]) -> None:
-    """InputError for option combinations that cannot work (before anything starts)."""
+    """InputError for option combinations that cannot work, CollectionError when --nsys is
+    asked for and nsys is not installed: before anything starts."""
     if getattr(args, "nsys", False):
         if not cmd:
             raise InputError("collect: --nsys needs a command to start (-- CMD ARGS...): nsys cannot attach to a "
@@ -80,6 +81,7 @@ def check_collect_options(args: argparse.Namespace, cmd: list[str]) -> None:
         trace = str(getattr(args, "nsys_trace", DEFAULT_TRACE))
         if not trace or any(not t.strip() or " " in t for t in trace.split(",")):
             raise InputError(f"collect: bad --nsys-trace {trace!r}: a comma-separated list such as {DEFAULT_TRACE}")
+        locate_nsys()
 
 
 class NsysSession:
@@ -98,7 +100,7 @@ class NsysSession:
                  trace: str = DEFAULT_TRACE, session: str | None = None, run: Runner = subprocess.run,
                  sleep: Callable[[float], None] = time.sleep):
         self.nsys = locate_nsys(nsys)
-        self.out_dir = Path(out_dir)
+        self.out_dir = Path(out_dir).absolute()  # nsys resolves --output itself: give it no relative path
         self.warn = warn
         self.trace = trace
         self.session = session or f"perfdiff-{os.getpid()}-{time.time_ns() // 1_000_000}"
@@ -110,6 +112,7 @@ class NsysSession:
         self.version = ""
         self.started = False
         self.stopped = False
+        self.closed = False
         self.t_start_ns = 0
         self.t_stop_ns = 0
         self.commands: list[dict[str, Any]] = []
@@ -172,12 +175,14 @@ class NsysSession:
 
     poll = sample
 
-    def stop(self) -> dict[str, pd.DataFrame]:
-        """Stop collecting, export to SQLite, import: the rows (activity, markers, samples)."""
+    def stop(self, t_ns: int | None = None) -> dict[str, pd.DataFrame]:
+        """Stop collecting, export to SQLite, import: the rows (activity, markers, samples).
+        Call it while the command still runs (`nsys stop` needs its session); `t_ns`: the
+        collection's end (default now)."""
         if not self.started or self.stopped:
             return {}
         self.stopped = True
-        self.t_stop_ns = time.time_ns()
+        self.t_stop_ns = t_ns or time.time_ns()
         r = self._nsys("stop", f"--session={self.session}")
         stop_error = None if r is not None and r.returncode == 0 else self._last_error()
         if not self._wait_report():
@@ -203,9 +208,9 @@ class NsysSession:
 
     def close(self) -> None:
         """End the session (best effort: it may be gone with the command)."""
-        if self.started:
+        if self.started and not self.closed:
             self._nsys("shutdown", f"--session={self.session}")
-            self.started = False
+        self.closed = True
 
     # ------------------------------------------------------------------ helpers
 

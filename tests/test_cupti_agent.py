@@ -312,6 +312,12 @@ def test_control_socket_attached_mode(short_dir: Path, monkeypatch: pytest.Monke
         assert ca.request(agent.path("sock"), "bogus")["error"] == "unknown command 'bogus'"
         src.close()
         assert not Path(agent.path("rec")).exists()  # the collector removes what it read
+        # a later collector attaches to the same agent and gets only what happened since
+        again = ca.AgentTraceSource.attach(os.getpid(), warnings.append)
+        again.start(time.time_ns())
+        m._fake.play_steps(1, KERNELS)
+        assert kinds(again.stop())["kernel"] == 2 and agent.state == "stopped"
+        again.close()
     finally:
         agent.close_socket()
 
@@ -332,6 +338,17 @@ def test_attach_without_agent_says_so_plainly(short_dir: Path, monkeypatch: pyte
     finally:
         proc.kill()
         proc.wait()
+
+
+def test_real_cupti_python_if_installed(tmp_path: Path) -> None:
+    cupti = pytest.importorskip("cupti.cupti", reason="cupti-python is not installed here")
+    agent = ca.Agent(str(tmp_path), announced=True, handle_signals=False)
+    ok = agent.start_recording()  # on a machine without a driver: the real binding's refusal, in one line
+    try:
+        assert ok or (agent.state == "unsupported" and agent.reason and "\n" not in agent.reason)
+        assert agent.status()["cupti_python"] != "unknown" and hasattr(cupti, "activity_flush_all")
+    finally:
+        agent.stop_recording()
 
 
 def test_agent_module_and_shim_import_without_cupti() -> None:
@@ -469,6 +486,66 @@ def test_sigterm_flushes_before_the_target_dies(target: Path, tmp_path: Path) ->
         assert kinds(rows)["kernel"] == 6
     finally:
         src.close()
+
+
+SERVER = textwrap.dedent('''
+    import os, sys, time
+    import perfdiff.agent
+    agent = perfdiff.agent.start()  # idle: waits for `collect --pid`
+    from cupti import cupti
+    fake = cupti._fake
+    open(sys.argv[1], "w").write(agent.state)
+    while not os.path.exists(sys.argv[2]):
+        fake.play_steps(1, [("attention", 200_000), ("mlp", 300_000)], step_name="request")
+        time.sleep(0.005)
+''')
+
+
+def test_collect_pid_mode_with_an_agent_started_by_the_program(tmp_path: Path) -> None:
+    script, ready, done = tmp_path / "server.py", tmp_path / "ready", tmp_path / "done"
+    script.write_text(SERVER)
+    pkg = fake_cupti.write_package(tmp_path / "pkg")
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("PERFDIFF_AGENT", "NVTX_"))}
+    env["PYTHONPATH"] = str(pkg)
+    proc = subprocess.Popen([sys.executable, str(script), str(ready), str(done)], env=env)
+    try:
+        deadline = time.monotonic() + 30
+        while not ready.exists() and time.monotonic() < deadline:
+            time.sleep(0.02)
+        assert ready.read_text() == "idle"
+        warnings: list[str] = []
+        src = ca.AgentTraceSource.attach(proc.pid, warnings.append)
+        assert warnings == []
+        src.start(time.time_ns())
+        time.sleep(0.6)
+        rows = src.stop()
+        assert kinds(rows)["kernel"] >= 4 and (rows["activity"]["launch_ns"] != MISSING).any()
+        # the idle agent pointed NVTX at libcupti before the program's first NVTX call
+        assert len(rows["markers"]) >= 2 and set(rows["markers"]["name"].astype(str)) == {"request"}
+        (agent,) = src.manifest()["collector"]["agents"]
+        assert agent["nvtx"]["injection"].endswith("nvidia/cu13/lib/libcupti.so.13") and agent["state"] == "stopped"
+        src.close()
+    finally:
+        done.touch()
+        proc.wait(30)
+    assert proc.returncode == 0
+
+
+def test_find_libcupti_follows_the_wheel_then_the_toolkit(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(ca, "_loaded_library", lambda fragment, maps="": None)
+    monkeypatch.setattr(sys, "path", [str(tmp_path / "site")])
+    monkeypatch.setenv("CUDA_HOME", str(tmp_path / "cuda"))
+    monkeypatch.delenv("CUDA_PATH", raising=False)
+    monkeypatch.setattr(ca, "CUDA_ROOTS", ())
+    assert ca.find_libcupti() is None
+    toolkit = tmp_path / "cuda" / "extras" / "CUPTI" / "lib64" / "libcupti.so.12"
+    toolkit.parent.mkdir(parents=True)
+    toolkit.touch()
+    assert ca.find_libcupti() == str(toolkit)
+    wheel = tmp_path / "site" / "nvidia" / "cu13" / "lib" / "libcupti.so.13"
+    wheel.parent.mkdir(parents=True)
+    wheel.touch()
+    assert ca.find_libcupti() == str(wheel)
 
 
 def test_cupti_missing_in_the_target_and_a_program_without_python(target: Path, tmp_path: Path) -> None:

@@ -57,18 +57,21 @@ def test_nsys_missing_is_one_clear_line(monkeypatch: pytest.MonkeyPatch, tmp_pat
     assert "\n" not in str(exc.value)
 
 
-def test_collect_options() -> None:
+def test_collect_options(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
     p = argparse.ArgumentParser()
     ns.add_collect_options(p)
     args = p.parse_args(["--nsys"])
     assert (args.nsys, args.nsys_trace, args.no_kernel_trace) == (True, "cuda,nvtx,osrt", False)
-    ns.check_collect_options(args, ["python", "serve.py"])
     with pytest.raises(InputError, match="--nsys needs a command to start"):
         ns.check_collect_options(args, [])
     with pytest.raises(InputError, match="bad --nsys-trace"):
         ns.check_collect_options(p.parse_args(["--nsys", "--nsys-trace", "cuda,,nvtx"]), ["x"])
     with pytest.raises(InputError, match="contradict"):
         ns.check_collect_options(p.parse_args(["--nsys", "--no-kernel-trace"]), ["x"])
+    monkeypatch.setenv("PATH", str(tmp_path))  # --nsys without nsys: refused before anything starts
+    with pytest.raises(CollectionError, match="is not on PATH"):
+        ns.check_collect_options(args, ["python", "serve.py"])
+    ns.check_collect_options(p.parse_args([]), [])  # no --nsys: nothing to check
 
 
 @pytest.mark.real

@@ -233,18 +233,31 @@ def _libm_path() -> str | None:
     return None
 
 
-def _map_fake_libcupti() -> str | None:
-    """Map a copy of libm named libcupti.so.13 (one copy per uid), as loading libcupti would."""
+def _fake_libcupti(d: Path) -> Path | None:
+    """`d`/libcupti.so.13: a copy of libm (a harmless shared object) under libcupti's soname."""
     src = _libm_path()
     if src is None:
         return None
-    d = Path(tempfile.gettempdir()) / f"fake-cupti-{os.getuid()}"
     dst = d / "libcupti.so.13"
     if not dst.exists():
-        d.mkdir(exist_ok=True)
+        d.mkdir(parents=True, exist_ok=True)
         tmp = d / f".libcupti.{os.getpid()}.tmp"
         shutil.copyfile(src, tmp)
         os.replace(tmp, dst)
+    return dst
+
+
+def _map_fake_libcupti() -> str | None:
+    """Map "libcupti" as cupti-python's load would: the wheel's (nvidia/cu13/lib on sys.path,
+    as write_package lays it out), else a copy per uid in the temp directory."""
+    for base in sys.path:
+        wheel = Path(base or ".") / "nvidia" / "cu13" / "lib" / "libcupti.so.13"
+        if wheel.is_file():
+            ctypes.CDLL(str(wheel.resolve()))
+            return str(wheel.resolve())
+    dst = _fake_libcupti(Path(tempfile.gettempdir()) / f"fake-cupti-{os.getuid()}")
+    if dst is None:
+        return None
     ctypes.CDLL(str(dst))
     return str(dst)
 
@@ -579,11 +592,13 @@ def loader(scenario: str = "kernels_and_markers", **options: Any) -> tuple[Calla
 
 
 def write_package(directory: str | os.PathLike[str], scenario: str = "kernels_and_markers") -> Path:
-    """A ``cupti`` package in `directory` that serves this fake (for subprocess targets; put
-    `directory` on their PYTHONPATH).  `cupti_missing` writes nothing: the import fails."""
+    """A ``cupti`` package in `directory` that serves this fake, and a "libcupti" where the
+    nvidia-cuda-cupti wheel puts it (nvidia/cu13/lib), for subprocess targets: put `directory`
+    on their PYTHONPATH.  `cupti_missing` writes nothing: the import fails."""
     d = Path(directory)
     if scenario == "cupti_missing":
         return d
+    _fake_libcupti(d / "nvidia" / "cu13" / "lib")  # where the nvidia-cuda-cupti wheel puts it
     pkg = d / "cupti"
     pkg.mkdir(parents=True, exist_ok=True)
     here = str(Path(__file__).resolve().parent)
