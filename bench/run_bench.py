@@ -83,7 +83,7 @@ def bench_extra(name: str, script: Path, args: list[str]) -> list[str]:
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--quick", action="store_true", help="small sizes only (a smoke run)")
-    ap.add_argument("--only", default="compare,import,collect,gpu")
+    ap.add_argument("--only", default="compare,import,collect,gpu,agent")
     ap.add_argument("--shared", default=str(ROOT.parent / "shared"))
     ap.add_argument("--keep", action="store_true", help="keep generated inputs in bench/out")
     args = ap.parse_args(argv)
@@ -101,6 +101,8 @@ def main(argv: list[str] | None = None) -> int:
                                                               ["--quick"] if args.quick else []) + [""]
     if "gpu" in only:
         lines += ["### NVML sampler (fake GPUs)", ""] + bench_extra("gpu", HERE / "bench_gpu.py", []) + [""]
+    if "agent" in only:
+        lines += ["### CUPTI agent (fake cupti-python)", ""] + bench_extra("agent", HERE / "bench_agent.py", []) + [""]
     text = "\n".join(lines) + "\n"
     (OUT / "results.md").write_text(text)
     print(text)

@@ -38,6 +38,8 @@ from perfdiff import __version__
 from perfdiff.collectors.base import MISSING, RowBuffer, Sampler
 from perfdiff.collectors.host import HostSampler, ProcFS, host_info, parse_task_stat
 from perfdiff.collectors.markers import MarkerReader
+from perfdiff.collectors.nsys_session import add_collect_options as add_kernel_trace_options
+from perfdiff.collectors.nsys_session import check_collect_options as check_kernel_trace_options
 from perfdiff.errors import CollectionError, InputError
 
 if TYPE_CHECKING:
@@ -546,6 +548,23 @@ class Collection:
         for proc in self.targets.discover(t_ns):
             if self.markers is not None:
                 self.markers.watch(proc.pid, proc.nspid)
+            for slot in self.slots:  # collect --pid: a child running its own perfdiff agent
+                watch = getattr(slot.sampler, "watch", None)
+                if watch is not None and not slot.disabled:
+                    watch(proc.pid, proc.nspid)
+
+    def stop_sources(self) -> None:
+        """Last rows of the sources that hand theirs over at the end (kernel traces: agents'
+        forced flush, nsys stop + export + import).  Called after the loop and before a started
+        command is stopped: nsys needs its session, agents answer while their process lives."""
+        t_ns = time.time_ns()
+        for slot in self.slots:
+            if slot.disabled or not callable(getattr(slot.sampler, "stop", None)):
+                continue
+            rows = self._call(slot, "stop", t_ns)
+            for table, chunk in (rows or {}).items():
+                if table in self.pending and _row_count(chunk):
+                    self.pending[table].append(chunk)
 
     # ------------------------------------------------------------------ bundle
 
@@ -589,9 +608,12 @@ class Collection:
         collectors: list[dict[str, Any]] = [{"name": "collect", "interval_ns": self.interval_ns}]
         unsupported: list[dict[str, Any]] = []
         gpus: list[dict[str, Any]] = []
+        dropped: dict[str, int] = {}
         events = list(self.events)
         for slot in self.slots:
             frag = self._fragment(slot)
+            for key, n in (frag.get("dropped") or {}).items():
+                dropped[key] = dropped.get(key, 0) + int(n)
             info = dict(frag.get("collector") or {"name": getattr(slot.sampler, "name", "?")})
             if slot.errors:
                 info["errors"] = slot.errors
@@ -608,6 +630,7 @@ class Collection:
         return {
             "collectors": collectors,
             "unsupported": unsupported,
+            "dropped": dropped,
             "gpus": gpus or self.writer.manifest.get("gpus", []),
             "events": sorted(events, key=lambda e: e.get("t_ns", 0)),
             "clock": {"domain": "CLOCK_REALTIME", "anchors": self.anchors},
@@ -680,6 +703,23 @@ def _gpu_sampler(pids: Callable[[], set[int]], gpus: list[int] | None, interval_
     return open_gpu_sampler(pids, gpus=gpus, interval_ns=interval_ns, warn=warn, proc_root=proc_root)
 
 
+def _kernel_trace_source(args: argparse.Namespace, cmd: list[str], out: Path, fs: ProcFS,
+                         warn: Callable[[str], None]) -> Any:
+    """Where kernels come from: nsys (--nsys), the perfdiff agent in the command (-- CMD) or in
+    the running target (--pid; says plainly when it has none), or nothing (--no-kernel-trace)."""
+    if args.no_kernel_trace:
+        return None
+    if args.nsys:
+        from perfdiff.collectors.nsys_session import NsysSession
+
+        return NsysSession(out / "nsys", warn=warn, trace=args.nsys_trace)
+    from perfdiff.collectors.cupti_agent import AgentTraceSource
+
+    if cmd:
+        return AgentTraceSource.announce(warn)
+    return AgentTraceSource.attach(args.pid, warn, proc_root=fs.proc, nspid=read_nspid(fs, args.pid))
+
+
 def _parse_gpus(text: str) -> list[int]:
     try:
         out = [int(x) for x in text.split(",") if x.strip()]
@@ -703,6 +743,7 @@ def add_collect_parser(subparsers: argparse._SubParsersAction) -> None:
     p.add_argument("-o", "--output", required=True, metavar="DIR", help="bundle directory to create")
     p.add_argument("--gpus", type=_parse_gpus, default=None, metavar="LIST",
                    help="GPU indexes to sample, e.g. 0,1 (default: the GPUs the target uses)")
+    add_kernel_trace_options(p)
     p.add_argument("cmd", nargs=argparse.REMAINDER, metavar="-- CMD ARGS",
                    help="command to start and collect from until it exits")
     p.set_defaults(func=cmd_collect)
@@ -745,6 +786,7 @@ def cmd_collect(args: argparse.Namespace) -> int:
         cmd = cmd[1:]
     if (args.pid is None) == (not cmd):
         raise InputError("collect: give either --pid PID or -- CMD ARGS...")
+    check_kernel_trace_options(args, cmd)
     interval_ns = parse_duration_ns(args.interval)
     if interval_ns < MIN_INTERVAL_NS:
         raise InputError(f"collect: --interval {args.interval} is below the 1ms minimum")
@@ -771,6 +813,9 @@ def cmd_collect(args: argparse.Namespace) -> int:
     gpu = _gpu_sampler(pids, args.gpus, interval_ns, warn, proc_root=fs.proc)  # a bad --gpus raises before any output
     if gpu is not None:
         samplers.append(gpu)
+    kernels = _kernel_trace_source(args, cmd, out, fs, warn)  # no nsys on PATH: CollectionError, nothing started
+    if kernels is not None:
+        samplers.append(kernels)
     markers = MarkerReader.announce() if cmd else MarkerReader.attach(args.pid, proc_root=fs.proc)
     manifest = {
         "source": {"kind": "collect", "perfdiff_version": __version__, "argv": sys.argv},
@@ -789,9 +834,17 @@ def cmd_collect(args: argparse.Namespace) -> int:
     try:
         if cmd:
             try:
-                child = subprocess.Popen(cmd, env={**os.environ, **markers.env()})
+                env = {**os.environ, **markers.env()}
+                launch = cmd
+                if kernels is not None and hasattr(kernels, "env"):
+                    env.update(kernels.env(env))  # the perfdiff agent in every Python process of the command
+                if kernels is not None and hasattr(kernels, "wrap"):
+                    launch = kernels.wrap(cmd)  # nsys launch --session-new=... CMD
+                child = subprocess.Popen(launch, env=env)
             except OSError as exc:
                 markers.close()
+                if kernels is not None:
+                    kernels.close()
                 _remove_bundle(out, out_existed)
                 raise CollectionError(f"cannot start {cmd[0]!r}: {exc.strerror or exc}") from None
         root = child.pid if child is not None else args.pid
@@ -820,6 +873,7 @@ def _run(writer: BundleWriter, targets: TargetSet, samplers: list[Any], markers:
                      markers=markers, poll_exit=poll_exit, warn=warn)
     try:
         status = run.run()
+        run.stop_sources()
         extra: dict[str, Any] = {}
         if child is not None:
             if child.poll() is None:
@@ -829,6 +883,9 @@ def _run(writer: BundleWriter, targets: TargetSet, samplers: list[Any], markers:
         run.finish(status, warnings, **extra)
     except CollectionError:
         markers.close()  # what was written stays: it loads (status "running" reads as interrupted)
+        for sampler in samplers:
+            if getattr(sampler, "name", "") in ("kernel-trace", "nsys"):
+                sampler.close()  # the agent hand-off directory in /dev/shm, the nsys session
         raise
     c, files = writer.manifest["collection"], writer.manifest["files"]
     print(f"perfdiff: wrote {writer.path} (status {status}, {c['end_reason']}: {c['ticks']} ticks of "
