@@ -239,17 +239,9 @@ def _sampled(m: CycleMatrix, i: int) -> bool:
     return bool(i >= 0 and m.keys["sampled"].iloc[i])
 
 
-def _rows(m: np.ndarray, idx: np.ndarray, K: int) -> np.ndarray:
-    """Rows of matrix m picked by idx, zeros where idx is -1 (function absent in that run)."""
-    out = np.zeros((len(idx), K))
-    ok = idx >= 0
-    out[ok] = m[idx[ok]]
-    return out
-
-
-def _nanmean(x: np.ndarray) -> float:
-    x = x[np.isfinite(x)]
-    return float(x.mean()) if len(x) else float("nan")
+def _row(m: np.ndarray, i: int, K: int) -> np.ndarray:
+    """Row i of matrix m as float64, zeros when i is -1 (function absent in that run)."""
+    return m[i].astype(np.float64) if i >= 0 else np.zeros(K)
 
 
 def compare_runs(normal: RunData, abnormal: RunData, cn: Cycles, ca: Cycles, *,
@@ -260,38 +252,37 @@ def compare_runs(normal: RunData, abnormal: RunData, cn: Cycles, ca: Cycles, *,
     mn, ma = attribute_activity(normal, cn), attribute_activity(abnormal, ca)
     keys, idx_n, idx_a, renames = _align(mn, ma)
     Kn, Ka = cn.n, ca.n
-    tn = _rows(mn.own_ns, idx_n, Kn) / NS_PER_US  # µs per cycle
-    ta = _rows(ma.own_ns, idx_a, Ka) / NS_PER_US
-    incl_n = _rows(mn.incl_ns, idx_n, Kn) / NS_PER_US
-    incl_a = _rows(ma.incl_ns, idx_a, Ka) / NS_PER_US
-    calls_n = _rows(mn.calls, idx_n, Kn)
-    calls_a = _rows(ma.calls, idx_a, Ka)
-    bn = 100.0 * tn * NS_PER_US / Dn
-    ba = 100.0 * ta * NS_PER_US / Da
     pooled_cycle_us = (Dn.sum() + Da.sum()) / (Kn + Ka) / NS_PER_US
     mean_da_us = Da.mean() / NS_PER_US
 
     functions: list[FunctionStats] = []
     for f, (name, device, kind) in enumerate(keys):
-        pooled = (tn[f].sum() + ta[f].sum()) / (Kn + Ka)
+        # One function's per-cycle vectors at a time: with a million cycles a side, the whole
+        # (functions × cycles) matrices of every derived quantity would not fit.
+        tn = _row(mn.own_ns, idx_n[f], Kn) / NS_PER_US  # µs per cycle
+        ta = _row(ma.own_ns, idx_a[f], Ka) / NS_PER_US
+        bn = 100.0 * tn * NS_PER_US / Dn
+        ba = 100.0 * ta * NS_PER_US / Da
+        cn_sum, ca_sum = _row(mn.calls, idx_n[f], Kn).sum(), _row(ma.calls, idx_a[f], Ka).sum()
+        pooled = (tn.sum() + ta.sum()) / (Kn + Ka)
         tested = pooled >= TEST_MIN_SHARE * pooled_cycle_us
         presence = "both" if idx_n[f] >= 0 and idx_a[f] >= 0 else ("new" if idx_n[f] < 0 else "vanished")
-        t_res = stats.compare_samples(ta[f], tn[f], floor=T_FLOOR_US, alpha=alpha) if tested else None
-        b_res = stats.compare_samples(ba[f], bn[f], floor=BETA_FLOOR_PP, alpha=alpha) if tested else None
-        cn_sum, ca_sum = calls_n[f].sum(), calls_a[f].sum()
+        t_res = stats.compare_samples(ta, tn, floor=T_FLOOR_US, alpha=alpha) if tested else None
+        b_res = stats.compare_samples(ba, bn, floor=BETA_FLOOR_PP, alpha=alpha) if tested else None
         functions.append(FunctionStats(
             name=name, device=device, kind=kind, wait=is_wait(name, kind), presence=presence,
             tested=bool(tested),
-            t_n_us=float(tn[f].mean()), t_a_us=float(ta[f].mean()),
-            tau_pp=float(100.0 * (ta[f].mean() - tn[f].mean()) / mean_da_us),
+            t_n_us=float(tn.mean()), t_a_us=float(ta.mean()),
+            tau_pp=float(100.0 * (ta.mean() - tn.mean()) / mean_da_us),
             t=t_res, q_t=float("nan"),
-            beta_n=float(bn[f].mean()), beta_a=float(ba[f].mean()),
-            d_beta=float(ba[f].mean() - bn[f].mean()), beta=b_res, q_beta=float("nan"),
-            presence_n=float((tn[f] > 0).mean()), presence_a=float((ta[f] > 0).mean()),
-            calls_n=float(calls_n[f].mean()), calls_a=float(calls_a[f].mean()),
-            per_call_n_us=float(tn[f].sum() / cn_sum) if cn_sum else float("nan"),
-            per_call_a_us=float(ta[f].sum() / ca_sum) if ca_sum else float("nan"),
-            incl_n_us=float(incl_n[f].mean()), incl_a_us=float(incl_a[f].mean()),
+            beta_n=float(bn.mean()), beta_a=float(ba.mean()),
+            d_beta=float(ba.mean() - bn.mean()), beta=b_res, q_beta=float("nan"),
+            presence_n=float((tn > 0).mean()), presence_a=float((ta > 0).mean()),
+            calls_n=float(cn_sum / Kn), calls_a=float(ca_sum / Ka),
+            per_call_n_us=float(tn.sum() / cn_sum) if cn_sum else float("nan"),
+            per_call_a_us=float(ta.sum() / ca_sum) if ca_sum else float("nan"),
+            incl_n_us=float(_row(mn.incl_ns, idx_n[f], Kn).mean() / NS_PER_US),
+            incl_a_us=float(_row(ma.incl_ns, idx_a[f], Ka).mean() / NS_PER_US),
             sampled=bool(_sampled(mn, idx_n[f]) or _sampled(ma, idx_a[f])),
         ))
     tested_idx = [i for i, fs in enumerate(functions) if fs.tested]

@@ -82,15 +82,16 @@ def attribute_activity(run: RunData, cycles: Cycles) -> CycleMatrix:
     row_cycle = np.full(len(a), -1, dtype=np.int64)
     if len(a) == 0 or K == 0:
         z = own.reshape(F, K)
-        return CycleMatrix(keys, z, z.copy(), calls.reshape(F, K), row_cycle, func, len(a))
+        return CycleMatrix(keys, z, z, calls.reshape(F, K), row_cycle, func, len(a))
     cs, ce = cycles.start_ns, cycles.end_ns
     start = a["start_ns"].to_numpy()
     end = a["end_ns"].to_numpy()
     busy = a["busy_ns"].to_numpy().astype(np.float64)
     # Inclusive time of nested CPU ranges (their busy is self time); own time for the rest.
     is_cpu = a["kind"].to_numpy() == "cpu" if "cpu" in a["kind"].cat.categories else np.zeros(len(a), bool)
-    incl_w = np.where(is_cpu, (end - start).astype(np.float64), busy)
-    incl = np.zeros(F * K, dtype=np.float64)
+    has_cpu = bool(is_cpu.any())
+    incl_w = np.where(is_cpu, (end - start).astype(np.float64), busy) if has_cpu else busy
+    incl = np.zeros(F * K, dtype=np.float64) if has_cpu else own  # no CPU ranges: the same numbers
     launch = a["launch_ns"].to_numpy()
     by_launch = (launch != MISSING) & a["kind"].isin(GPU_KINDS).to_numpy()
 
@@ -103,7 +104,8 @@ def attribute_activity(run: RunData, cycles: Cycles) -> CycleMatrix:
         row_cycle[li] = c
         idx = func[li] * K + c
         own += np.bincount(idx, weights=busy[li], minlength=F * K)
-        incl += np.bincount(idx, weights=incl_w[li], minlength=F * K)
+        if has_cpu:
+            incl += np.bincount(idx, weights=incl_w[li], minlength=F * K)
         calls += np.bincount(idx, minlength=F * K)
 
     # 2. everything else: clip to every overlapped cycle.
@@ -129,7 +131,8 @@ def attribute_activity(run: RunData, cycles: Cycles) -> CycleMatrix:
         r, cyc, share = r[valid], cyc[valid], share[valid]
         idx = func[r] * K + cyc
         own += np.bincount(idx, weights=busy[r] * share, minlength=F * K)
-        incl += np.bincount(idx, weights=incl_w[r] * share, minlength=F * K)
+        if has_cpu:
+            incl += np.bincount(idx, weights=incl_w[r] * share, minlength=F * K)
         # A row counts as a call in the cycle where it starts (or, clipped, its first cycle).
         starts_here = np.r_[True, r[1:] != r[:-1]]
         calls += np.bincount(idx[starts_here], minlength=F * K)

@@ -269,17 +269,24 @@ def to_json(c: Comparison, findings: list[Finding]) -> dict[str, Any]:
     })
 
 
+def _fixed3(us: np.ndarray, k: int) -> np.ndarray:
+    """µs values as strings with 3 decimals, padded with '' to length k (vectorised)."""
+    ns = np.round(us * 1000.0).astype(np.int64)
+    sign = np.where(ns < 0, "-", "")
+    ns = np.abs(ns)
+    text = np.char.add(np.char.add(sign, (ns // 1000).astype(str)),
+                       np.char.add(".", np.char.zfill((ns % 1000).astype(str), 3)))
+    return np.concatenate([text, np.full(k - len(text), "", dtype=text.dtype)])
+
+
 def cycles_csv_text(c: Comparison) -> str:
     """Per-rank cycle durations of both runs (slowest first), for the CSV beside the report."""
     dn = np.sort(c.normal.dur_us)[::-1]
     da = np.sort(c.abnormal.dur_us)[::-1]
     k = max(len(dn), len(da))
-    lines = ["rank,normal_us,abnormal_us"]
-    for i in range(k):  # one line per cycle rank (thousands, not millions)
-        a = f"{dn[i]:.3f}" if i < len(dn) else ""
-        b = f"{da[i]:.3f}" if i < len(da) else ""
-        lines.append(f"{i + 1},{a},{b}")
-    return "\n".join(lines) + "\n"
+    rows = np.char.add(np.char.add(np.arange(1, k + 1).astype(str), ","),
+                       np.char.add(np.char.add(_fixed3(dn, k), ","), _fixed3(da, k)))
+    return "rank,normal_us,abnormal_us\n" + "\n".join(rows.tolist()) + "\n"
 
 
 __all__ = ["render_markdown", "to_json", "cycles_csv_text", "build_view", "fmt_time_us", "fmt_value"]
