@@ -61,6 +61,20 @@ def _function_index(activity: pd.DataFrame) -> tuple[pd.DataFrame, np.ndarray]:
     return keys, lookup[key]
 
 
+def _kind_masks(a: pd.DataFrame):
+    """kinds("kernel", "memcpy") → boolean row mask, from the categorical codes (no strings)."""
+    codes = a["kind"].cat.codes.to_numpy() if len(a) else np.zeros(0, np.int8)
+    cats = list(a["kind"].cat.categories) if len(a) else []
+
+    def mask(*names: str) -> np.ndarray:
+        want = [cats.index(n) for n in names if n in cats]
+        if not want:
+            return np.zeros(len(codes), dtype=bool)
+        return codes == want[0] if len(want) == 1 else np.isin(codes, want)
+
+    return mask
+
+
 def attribute_activity(run: RunData, cycles: Cycles) -> CycleMatrix:
     """Own time and calls of every function in every cycle.
 
@@ -71,9 +85,10 @@ def attribute_activity(run: RunData, cycles: Cycles) -> CycleMatrix:
     a = run.activity
     keys, func = _function_index(a) if len(a) else (pd.DataFrame(columns=["name", "device", "kind"]), np.zeros(0, np.int64))
     F, K = len(keys), cycles.n
+    kinds = _kind_masks(a)
     if len(a):
         # A host state sampled as a counter (no thread, one row per interval) has no "calls".
-        counter = ((a["tid"].to_numpy() == MISSING) & (a["kind"].to_numpy() == "host")).astype(np.float64)
+        counter = ((a["tid"].to_numpy() == MISSING) & kinds("host")).astype(np.float64)
         keys["sampled"] = np.bincount(func, weights=counter, minlength=F) == np.bincount(func, minlength=F)
     else:
         keys["sampled"] = np.zeros(0, dtype=bool)
@@ -88,12 +103,12 @@ def attribute_activity(run: RunData, cycles: Cycles) -> CycleMatrix:
     end = a["end_ns"].to_numpy()
     busy = a["busy_ns"].to_numpy().astype(np.float64)
     # Inclusive time of nested CPU ranges (their busy is self time); own time for the rest.
-    is_cpu = a["kind"].to_numpy() == "cpu" if "cpu" in a["kind"].cat.categories else np.zeros(len(a), bool)
+    is_cpu = kinds("cpu")
     has_cpu = bool(is_cpu.any())
     incl_w = np.where(is_cpu, (end - start).astype(np.float64), busy) if has_cpu else busy
     incl = np.zeros(F * K, dtype=np.float64) if has_cpu else own  # no CPU ranges: the same numbers
     launch = a["launch_ns"].to_numpy()
-    by_launch = (launch != MISSING) & a["kind"].isin(GPU_KINDS).to_numpy()
+    by_launch = (launch != MISSING) & kinds(*GPU_KINDS)
 
     # 1. launched GPU work: whole row to the launching cycle.
     li = np.flatnonzero(by_launch)
@@ -118,14 +133,18 @@ def attribute_activity(run: RunData, cycles: Cycles) -> CycleMatrix:
         last = np.where(point, np.searchsorted(cs, s, side="right") - 1, last)
         first = np.where(point, last, first)
         span = np.maximum(last - first + 1, 0)
-        keep = span > 0
-        oi, s, e, first, span, point = oi[keep], s[keep], e[keep], first[keep], span[keep], point[keep]
-        rep = np.repeat(np.arange(len(oi)), span)
-        offs = np.arange(len(rep)) - np.repeat(np.cumsum(span) - span, span)
+        # Most rows lie in one cycle: they need no expansion.  The few that span several
+        # cycles are repeated once per cycle they overlap.
+        one = np.flatnonzero(span == 1)
+        many = np.flatnonzero(span > 1)
+        rep = np.concatenate([one, np.repeat(many, span[many])])
+        offs = np.concatenate([np.zeros(len(one), np.int64),
+                               np.arange(span[many].sum()) - np.repeat(np.cumsum(span[many]) - span[many], span[many])])
         cyc = first[rep] + offs
         r = oi[rep]
-        ov = np.minimum(e[rep], ce[cyc]) - np.maximum(s[rep], cs[cyc])
-        length = (e - s)[rep].astype(np.float64)
+        s_r, e_r = s[rep], e[rep]
+        ov = np.minimum(e_r, ce[cyc]) - np.maximum(s_r, cs[cyc])
+        length = (e_r - s_r).astype(np.float64)
         share = np.where(point[rep], 1.0, np.clip(ov, 0, None) / np.where(length > 0, length, 1.0))
         valid = share > 0
         r, cyc, share = r[valid], cyc[valid], share[valid]
@@ -133,8 +152,9 @@ def attribute_activity(run: RunData, cycles: Cycles) -> CycleMatrix:
         own += np.bincount(idx, weights=busy[r] * share, minlength=F * K)
         if has_cpu:
             incl += np.bincount(idx, weights=incl_w[r] * share, minlength=F * K)
-        # A row counts as a call in the cycle where it starts (or, clipped, its first cycle).
-        starts_here = np.r_[True, r[1:] != r[:-1]]
+        # A row counts as a call in the cycle where it starts (or, clipped, the first cycle it
+        # overlaps): each row's pieces are adjacent and in cycle order, so that is its first.
+        starts_here = np.r_[True, r[1:] != r[:-1]] if len(r) else np.zeros(0, bool)
         calls += np.bincount(idx[starts_here], minlength=F * K)
         row_cycle[r[starts_here]] = cyc[starts_here]
     unattributed = int((row_cycle < 0).sum())
