@@ -67,6 +67,14 @@ def test_example_story(pair: tuple[Path, Path], tmp_path: Path, capsys: pytest.C
                     "## 4. Run comparability and data quality", "## 5. Legend"):
         assert section in md
     assert (tmp_path / "r.cycles.csv").read_text().startswith("rank,normal_us,abnormal_us\n1,")
+    # aliases merge, constants leave the tables, scopes follow the sampling interval
+    assert rep["aliases"]["gpu_frequency@GPU 0"] == ["gpu_sm_frequency"]
+    assert rep["aliases"]["gpu_usage@GPU 0"] == ["process_gpu_usage"]
+    assert "gpu_mem_frequency@GPU 0" in rep["constants"]
+    assert {c["metric"] for c in rep["context"]}.isdisjoint({"gpu_sm_frequency", "gpu_mem_frequency"})
+    assert rep["scope"]["gpu_sm_util@GPU 0"] == "func" and rep["scope"]["cpu_frequency@Host"] == "ctx"
+    assert any(d["metric"] == "gpu_sm_util" for d in rep["details"])
+    assert "Constant in both runs (left out of the tables): gpu\\_mem\\_frequency@GPU 0" in md
     # every number is finite or null, never NaN, in the JSON
     assert "NaN" not in js.read_text()
 

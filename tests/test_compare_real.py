@@ -78,6 +78,8 @@ def test_kineto_same_config_windows_have_no_kernel_finding(real: Path, tmp_path:
 def test_other_real_pairs_compare(real: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str], a: str, b: str) -> None:
     rep = compare(real, tmp_path, capsys, a, b)
     assert rep["normal"]["n_cycles"] >= 2 and rep["details"]
+    if "control" in a:  # an A100 job against a V100 one: said before the findings
+        assert any(x.startswith("GPU model differs") and "A100" in x and "V100" in x for x in rep["comparability"])
     assert (tmp_path / "r.md").read_text().startswith("# Cross Performance Comparison")
 
 
