@@ -58,19 +58,10 @@ def cmd_compare(args: argparse.Namespace) -> int:
     from perfdiff.segment import parse_duration_ns, segment_cycles
 
     window = parse_duration_ns(args.window) if args.window else None
-
-    def side(path: str) -> tuple:
-        run = open_run(path, pid=args.pid, group=args.group)
-        return run, segment_cycles(run, cycle_regex=args.cycle, window_ns=window)
-
-    # The two sides load at once: the readers spend most of their time in numpy, SQLite page
-    # decoding, zlib and Arrow, which release the GIL (2 M-kernel nsys pair: 9.6 s → 5.6 s).
-    from concurrent.futures import ThreadPoolExecutor
-
-    with ThreadPoolExecutor(max_workers=2) as pool:
-        fut_n, fut_a = pool.submit(side, args.normal), pool.submit(side, args.abnormal)
-        normal, cn = fut_n.result()  # the normal side's error, if both fail, is the one shown
-        abnormal, ca = fut_a.result()
+    normal = open_run(args.normal, pid=args.pid, group=args.group)
+    abnormal = open_run(args.abnormal, pid=args.pid, group=args.group)
+    cn = segment_cycles(normal, cycle_regex=args.cycle, window_ns=window)
+    ca = segment_cycles(abnormal, cycle_regex=args.cycle, window_ns=window)
     comp = compare_runs(normal, abnormal, cn, ca, alpha=args.alpha)
     findings = build_findings(comp)
     csv_name = None
