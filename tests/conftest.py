@@ -31,3 +31,28 @@ def run_cli(args: list[str], capsys: pytest.CaptureFixture[str]) -> tuple[int, s
     code = main([str(a) for a in args])
     out = capsys.readouterr()
     return code, out.out, out.err
+
+
+def activity_kinds(run) -> dict[str, int]:
+    """Rows per activity kind."""
+    return {str(k): int(v) for k, v in run.activity["kind"].value_counts().items()}
+
+
+def assert_contract(run) -> None:
+    """The tables have exactly the bundle's columns and in-memory dtypes; intervals are sane."""
+    import numpy as np
+    import pandas as pd
+
+    from perfdiff.bundle import SCHEMAS
+
+    for table in ("activity", "samples", "markers"):
+        df = getattr(run, table)
+        assert list(df.columns) == list(SCHEMAS[table]), table
+        for col, kind in SCHEMAS[table].items():
+            if kind == "str":
+                assert isinstance(df[col].dtype, pd.CategoricalDtype), (table, col)
+            else:
+                assert df[col].dtype == (np.float64 if kind == "f8" else np.int64), (table, col)
+    a = run.activity
+    assert (a["end_ns"] >= a["start_ns"]).all()
+    assert (a["busy_ns"] >= 0).all()

@@ -15,7 +15,7 @@ from conftest import ROOT
 from fakes import fake_cupti
 from test_cupti_agent import TARGET
 
-from perfdiff.bundle import MISSING, load_bundle
+from perfdiff.bundle import MISSING, RunData, load_bundle
 
 pytestmark = pytest.mark.live
 
@@ -25,16 +25,21 @@ def _collect(args: list[str], env: dict[str, str]) -> subprocess.CompletedProces
                           capture_output=True, text=True, timeout=120)
 
 
-def test_agent_kernels_land_in_the_bundle(tmp_path: Path) -> None:
+def _collect_target(tmp_path: Path, scenario: str, steps: int) -> RunData:
+    """`perfdiff collect -- python target.py steps N` with the fake cupti of `scenario` importable."""
     script = tmp_path / "target.py"
     script.write_text(TARGET)
-    pkg = fake_cupti.write_package(tmp_path / "pkg", "kernels_and_markers")
+    pkg = fake_cupti.write_package(tmp_path / "pkg", scenario)
     env = {**os.environ, "PYTHONPATH": os.pathsep.join(filter(None, [str(pkg), os.environ.get("PYTHONPATH")])),
            "TARGET_INFO": str(tmp_path / "info.json")}
     proc = _collect(["--interval", "50ms", "--duration", "20s", "-o", str(tmp_path / "run"), "--",
-                     sys.executable, str(script), "steps", "8"], env)
+                     sys.executable, str(script), "steps", str(steps)], env)
     assert proc.returncode == 0, proc.stderr
-    run = load_bundle(tmp_path / "run")
+    return load_bundle(tmp_path / "run")
+
+
+def test_agent_kernels_land_in_the_bundle(tmp_path: Path) -> None:
+    run = _collect_target(tmp_path, "kernels_and_markers", 8)
     k = run.activity[run.activity["kind"] == "kernel"]
     assert len(k) >= 16  # 8 steps × 2 kernels
     assert (k["launch_ns"] != MISSING).all() and (k["launch_ns"] <= k["start_ns"]).all()
@@ -48,15 +53,7 @@ def test_agent_kernels_land_in_the_bundle(tmp_path: Path) -> None:
 
 
 def test_second_subscriber_goes_on_without_traces(tmp_path: Path) -> None:
-    script = tmp_path / "target.py"
-    script.write_text(TARGET)
-    pkg = fake_cupti.write_package(tmp_path / "pkg", "second_subscriber")
-    env = {**os.environ, "PYTHONPATH": os.pathsep.join(filter(None, [str(pkg), os.environ.get("PYTHONPATH")])),
-           "TARGET_INFO": str(tmp_path / "info.json")}
-    proc = _collect(["--interval", "50ms", "--duration", "20s", "-o", str(tmp_path / "run"), "--",
-                     sys.executable, str(script), "steps", "3"], env)
-    assert proc.returncode == 0, proc.stderr
-    run = load_bundle(tmp_path / "run")
+    run = _collect_target(tmp_path, "second_subscriber", 3)
     assert (run.activity["kind"] == "kernel").sum() == 0
     assert len(run.samples) > 0  # the rest was collected
     reasons = " ".join(str(u.get("reason")) for u in run.manifest["unsupported"])

@@ -8,11 +8,12 @@ import json
 from collections import Counter
 from pathlib import Path
 
-import numpy as np
 import pandas as pd
 import pytest
+from conftest import activity_kinds as kinds
+from conftest import assert_contract
 
-from perfdiff.bundle import MISSING, SCHEMAS
+from perfdiff.bundle import MISSING
 from perfdiff.errors import InputError
 from perfdiff.importers import kineto as kineto_mod
 from perfdiff.importers.kineto import import_kineto, short_kernel_name
@@ -35,23 +36,6 @@ CPU = ("cpu_op", "user_annotation", "Operator")
 def load_events(path: Path) -> list[dict]:
     doc = json.loads(gzip.open(path).read() if path.suffix == ".gz" else path.read_bytes())
     return doc["traceEvents"] if isinstance(doc, dict) else doc
-
-
-def kinds(run) -> dict[str, int]:
-    return {str(k): int(v) for k, v in run.activity["kind"].value_counts().items()}
-
-
-def assert_contract(run) -> None:
-    for table in ("activity", "samples", "markers"):
-        df = getattr(run, table)
-        assert list(df.columns) == list(SCHEMAS[table]), table
-        for col, kind in SCHEMAS[table].items():
-            if kind == "str":
-                assert isinstance(df[col].dtype, pd.CategoricalDtype), (table, col)
-            else:
-                assert df[col].dtype == (np.float64 if kind == "f8" else np.int64), (table, col)
-    a = run.activity
-    assert (a["end_ns"] >= a["start_ns"]).all() and (a["busy_ns"] >= 0).all()
 
 
 # ------------------------------------------------------------------------------ real traces

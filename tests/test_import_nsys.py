@@ -9,8 +9,10 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 import pytest
+from conftest import activity_kinds as kinds
+from conftest import assert_contract
 
-from perfdiff.bundle import MISSING, SCHEMAS
+from perfdiff.bundle import MISSING
 from perfdiff.errors import InputError
 from perfdiff.importers import nsys as nsys_mod
 from perfdiff.importers.nsys import import_nsys
@@ -39,27 +41,6 @@ def sql(path: Path, query: str) -> list[tuple]:
 
 def has_table(path: Path, table: str) -> bool:
     return bool(sql(path, f"SELECT 1 FROM sqlite_master WHERE type='table' AND name='{table}'"))
-
-
-def kinds(run) -> dict[str, int]:
-    return {str(k): int(v) for k, v in run.activity["kind"].value_counts().items()}
-
-
-def assert_contract(run) -> None:
-    """The tables have exactly the bundle's columns and in-memory dtypes."""
-    for table in ("activity", "samples", "markers"):
-        df = getattr(run, table)
-        assert list(df.columns) == list(SCHEMAS[table]), table
-        for col, kind in SCHEMAS[table].items():
-            if kind == "str":
-                assert isinstance(df[col].dtype, pd.CategoricalDtype), (table, col)
-            elif kind == "f8":
-                assert df[col].dtype == np.float64
-            else:
-                assert df[col].dtype == np.int64, (table, col)
-    a = run.activity
-    assert (a["end_ns"] >= a["start_ns"]).all()
-    assert (a["busy_ns"] >= 0).all()
 
 
 # ------------------------------------------------------------------------------ real exports
