@@ -37,3 +37,4 @@ clean:  ## Remove the virtual environment and build outputs
 examples: $(STAMP)  ## Regenerate the shipped example pair and its report (then UPDATE_GOLDEN=1 make test)
 	$(PY) examples/generate_cpufreq.py examples/cpufreq
 	$(PY) -m perfdiff compare examples/cpufreq/normal examples/cpufreq/abnormal -o examples/cpufreq/report.md --json examples/cpufreq/report.json
+	$(PY) -m perfdiff compare examples/contention/normal examples/contention/abnormal -o examples/contention/report.md --json examples/contention/report.json

@@ -49,9 +49,10 @@ def _round(x: object) -> object:
     return x
 
 
-def test_shipped_example_report_is_current(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    """examples/cpufreq/report.md is what `perfdiff compare` writes for the shipped pair today."""
+@pytest.mark.parametrize("example", ["cpufreq", "contention"])
+def test_shipped_example_report_is_current(example: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """examples/*/report.md is what `perfdiff compare` writes for the shipped pair today."""
     monkeypatch.chdir(ROOT)
     out = tmp_path / "report.md"
-    assert main(["compare", "examples/cpufreq/normal", "examples/cpufreq/abnormal", "-o", str(out)]) == 0
-    assert out.read_text(encoding="utf-8") == (ROOT / "examples" / "cpufreq" / "report.md").read_text(encoding="utf-8")
+    assert main(["compare", f"examples/{example}/normal", f"examples/{example}/abnormal", "-o", str(out)]) == 0
+    assert out.read_text(encoding="utf-8") == (ROOT / "examples" / example / "report.md").read_text(encoding="utf-8")
