@@ -546,6 +546,15 @@ class DeviceReader:
             request.metrics[i].metricId = int(mid)
         dev.gpm = GpmState(bufs=bufs, request=request, metrics=metrics)
 
+    def _gpm_failed(self, dev: GpuDevice, g: Any, f: NvmlFailure) -> None:
+        """A GPM call failed: unsupported marks the GPM metrics and frees the buffers; a lost
+        GPU is handled by the device; anything else counts as transient."""
+        if f.kind == "unsupported":
+            self.fail(dev, tuple(g.metrics), f)
+            dev.free()
+        elif f.kind != "lost":
+            dev.count_transient("gpm")
+
     def _gpm(self, dev: GpuDevice, rows: Rows) -> None:
         """gpu_sm_util, gpu_sm_occupancy, gpu_tensor_util, gpu_dram_bw_util (%) over the window
         between this GPM sample and the previous one, taken ≥100 ms apart (no blocking wait)."""
@@ -558,11 +567,7 @@ class DeviceReader:
         try:
             _, stamp = self.get(dev, "nvmlGpmSampleGet", dev.handle, g.bufs[nxt])
         except NvmlFailure as f:
-            if f.kind == "unsupported":
-                self.fail(dev, tuple(g.metrics), f)
-                dev.free()
-            elif f.kind != "lost":
-                dev.count_transient("gpm")
+            self._gpm_failed(dev, g, f)
             return
         prev_i, prev_stamp = g.prev_i, g.prev_stamp
         g.prev_i, g.prev_stamp = nxt, stamp
@@ -573,11 +578,7 @@ class DeviceReader:
         try:
             self.get(dev, "nvmlGpmMetricsGet", g.request)
         except NvmlFailure as f:
-            if f.kind == "unsupported":
-                self.fail(dev, tuple(g.metrics), f)
-                dev.free()
-            elif f.kind != "lost":
-                dev.count_transient("gpm")
+            self._gpm_failed(dev, g, f)
             return
         for i, metric in enumerate(g.metrics):
             m = g.request.metrics[i]

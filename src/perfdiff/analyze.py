@@ -551,14 +551,3 @@ def comparability(normal: RunData, abnormal: RunData, cn: Cycles, ca: Cycles) ->
     if sn != sa:
         out.append(f"the runs come from different sources: {sn} vs {sa}")
     return out
-
-
-def detail_to_dict(c: Comparison, row: DetailRow) -> dict[str, Any]:
-    """Flat record of one detailed-table row (used by the JSON output)."""
-    f = c.functions[row.func]
-    out: dict[str, Any] = {"function": f.name, "device": f.device, "kind": f.kind,
-                           "metric": None, "score": row.score, "legacy_score": row.legacy_score}
-    if row.mu is not None:
-        m = c.mu[row.mu]
-        out["metric"] = m.metric
-    return out

@@ -15,15 +15,6 @@ from perfdiff.segment import GPU_KINDS, Cycles
 
 
 @dataclass
-class FunctionKey:
-    """Identity of a function across runs: (name, device, kind)."""
-
-    name: str
-    device: str
-    kind: str
-
-
-@dataclass
 class CycleMatrix:
     """Per-function, per-cycle own time and calls of one run.
 

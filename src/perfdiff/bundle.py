@@ -379,15 +379,6 @@ def _arrow_to_frame(table: str, tables: list[pa.Table]) -> pd.DataFrame:
     return df
 
 
-def union_categoricals_safe(cats: list[pd.Categorical]) -> pd.Categorical:
-    """Concatenate categoricals with possibly different categories."""
-    if len(cats) == 1:
-        return cats[0]
-    if not cats:
-        return pd.Categorical([])
-    return pd.api.types.union_categoricals(cats, ignore_order=True)
-
-
 def load_bundle(path: str | os.PathLike[str]) -> RunData:
     """Load and validate the bundle at `path`; raises InputError naming the file on bad input."""
     p = Path(path)
