@@ -19,7 +19,9 @@ busy_ns = time summed over every thread of the target and its children):
 Cost (every /proc read is a syscall of 2-70 µs on a small VM, so reads are what is saved):
 * a thread whose schedstat bytes did not move did not run: it is still in the sleep it was
   seen in, one pread on a kept descriptor; after a second asleep it is read every
-  IDLE_POLL_EVERY-th tick only (a pool of idle threads is most of a server's threads);
+  IDLE_POLL_NS only (at least every IDLE_POLL_EVERY-th tick: a pool of idle threads is most
+  of a server's threads).  Should it wake meanwhile, its on-CPU time still counts whole, in
+  the interval it is seen in (at most IDLE_POLL_NS late);
 * a thread that ran has its syscall file read; only when that does not settle its sleep (a
   call that may sleep in S or D) or its CPU number is older than CPU_REFRESH_NS, its stat;
 * group-wide and host-wide files (/proc/PID/stat and io walk every thread in the kernel;
@@ -39,8 +41,9 @@ from __future__ import annotations
 import os
 import platform
 import resource
+import time
 from dataclasses import dataclass
-from typing import Any, Callable
+from typing import Any, Callable, NamedTuple
 
 from perfdiff.collectors.base import MISSING, RowBuffer, SamplerState
 
@@ -64,7 +67,11 @@ CPU_REFRESH_NS = 1_000_000_000  # a running thread's CPU (for the frequency mean
 
 LIST_THREADS_NS = 1_000_000_000  # re-list a process's threads at least this often
 IDLE_AFTER_NS = 1_000_000_000  # a thread asleep this long is looked at less often ...
-IDLE_POLL_EVERY = 4  # ... every this many ticks
+IDLE_POLL_NS = 400_000_000  # ... about this often (every 4th tick at 10 Hz, 40th at 100 Hz) ...
+IDLE_POLL_CLOCK_NS = 2_000_000_000  # ... or this often where the process CPU clock tells who ran ...
+IDLE_POLL_EVERY = 4  # ... and never more often than every this many ticks
+STATE_MIN_NS = 50_000_000  # a running thread's sleep state is re-read at most this often
+CLOCK_SLACK_NS = 20_000  # CPU-clock time no thread explains that may be rounding, not a wake-up
 # Host-wide counters (/proc/stat CPU time, a process's utime+stime) move in clock ticks
 # (USER_HZ, 10 ms): read faster they are mostly quantisation noise, so the host metrics are
 # read at most this often whatever --interval is (the target's threads follow --interval).
@@ -100,9 +107,10 @@ def parse_schedstat(raw: bytes) -> tuple[int, int, int]:
     return int(a), int(b), int(c)
 
 
-@dataclass(frozen=True)
-class TaskStat:
-    """The fields of /proc/PID[/task/TID]/stat that perfdiff uses (see proc(5))."""
+class TaskStat(NamedTuple):
+    """The fields of /proc/PID[/task/TID]/stat that perfdiff uses (see proc(5)).
+
+    A NamedTuple: one is built at every stat read, for a fraction of a frozen dataclass's cost."""
 
     state: str  # R running, S sleeping, D disk sleep, T stopped, Z zombie ...
     ppid: int
@@ -176,17 +184,15 @@ def parse_meminfo(raw: bytes, keys: tuple[str, ...] = ("MemTotal", "MemAvailable
 
 def parse_diskstats(raw: bytes, names: frozenset[str] | None = None) -> dict[str, tuple[int, int, int]]:
     """/proc/diskstats → {disk: (sectors read, sectors written, ms busy)} for `names` (all when None)."""
+    want = None if names is None else {n.encode() for n in names}
     out = {}
     for line in raw.split(b"\n"):
         head = line.split(None, 3)  # major minor name rest: skip unwanted disks before splitting all
-        if len(head) < 4:
-            continue
-        name = head[2].decode()
-        if names is not None and name not in names:
+        if len(head) < 4 or (want is not None and head[2] not in want):
             continue
         f = head[3].split()
         if len(f) >= 10:
-            out[name] = (int(f[2]), int(f[6]), int(f[9]))
+            out[head[2].decode()] = (int(f[2]), int(f[6]), int(f[9]))
     return out
 
 
@@ -273,7 +279,8 @@ def _fd_limit() -> int:
 
 class _Thread:
     __slots__ = ("tid", "base", "fd_sched", "fd_stat", "fd_sys", "raw", "exec_ns", "delay_ns",
-                 "pcount", "ticks", "state", "sysno", "cpu", "cpu_until", "cat", "idle")
+                 "pcount", "ticks", "state", "sysno", "cpu", "cpu_until", "cat", "idle", "bucket",
+                 "state_until")
 
     def __init__(self, tid: int, base: str):
         self.tid = tid
@@ -287,13 +294,16 @@ class _Thread:
         self.cpu_until = 0  # CLOCK_REALTIME ns until which `cpu` is trusted without a stat read
         self.cat = -1  # host function its sleep counts as (_BLOCKED ...), -1 when not asleep
         self.idle = 0  # consecutive ticks its schedstat did not move
+        self.bucket = -1  # -1: looked at every tick; k: a long-idle thread, polled on phase k
+        self.state_until = 0  # CLOCK_REALTIME ns until which its sleep state is held unread
 
 
 class _Process:
     __slots__ = ("pid", "base", "fd_stat", "fd_gstat", "fd_io", "threads", "ticks", "rchar", "wchar",
-                 "num_threads", "listed_ns", "rss_pages")
+                 "num_threads", "listed_ns", "rss_pages", "active", "buckets", "idle_counts",
+                 "clock", "window")
 
-    def __init__(self, pid: int, base: str):
+    def __init__(self, pid: int, base: str, poll_every: int = 1):
         self.pid = pid
         self.base = base  # /proc/PID/
         # fd_stat: the leader's own task/PID/stat (state, thread count, RSS), read on most ticks;
@@ -301,12 +311,58 @@ class _Process:
         # included), and fd_io: both walk all threads in the kernel, so they are read only on
         # the host-cadence ticks (HOST_MIN_NS), fd_gstat then in place of fd_stat.
         self.fd_stat = self.fd_gstat = self.fd_io = -2
-        self.threads: dict[int, _Thread] = {}
+        self.threads: dict[int, _Thread] = {}  # every thread; each is in `active` or one bucket
+        # Long-idle threads sit in `buckets[k]`, looked at on every poll_every-th tick only; a
+        # tick does not even iterate the others: `idle_counts[c]` (threads per sleep c among
+        # the bucketed) adds their whole interval in one step.
+        self.active: dict[int, _Thread] = {}
+        self.buckets: list[dict[int, _Thread]] = [{} for _ in range(poll_every)]
+        self.idle_counts = [0] * 6
+        self.clock = -1  # the process CPU clock (ns) at the last tick's start; -1: unreadable
+        self.window = 0  # CPU the process used while the last tick read its threads (ns)
         self.ticks = -1  # utime + stime of all threads, dead ones included
         self.rchar = self.wchar = -1
         self.num_threads = 0
         self.listed_ns = 0
         self.rss_pages = 0
+
+
+def process_cpu_clock(pid: int) -> int:
+    """CPU time (ns) of every thread of process `pid`, the exited ones included: the kernel's
+    process CPU clock (clock_getcpuclockid(3); its id is ``~pid << 3 | CPUCLOCK_SCHED``), the
+    same counter as the sum of the threads' schedstat on-CPU ns, for one ~2 µs call instead of
+    a /proc read per thread.  Raises OSError when the process is gone."""
+    return time.clock_gettime_ns((~pid << 3) | 2)
+
+
+def _add_thread(p: _Process, th: _Thread) -> None:
+    p.threads[th.tid] = th
+    p.active[th.tid] = th
+
+
+def _park(p: _Process, th: _Thread) -> None:
+    """Move an active thread asleep for long to its bucket (tid modulo the buckets)."""
+    del p.active[th.tid]
+    th.bucket = th.tid % len(p.buckets)
+    p.buckets[th.bucket][th.tid] = th
+    if th.cat >= 0:
+        p.idle_counts[th.cat] += 1
+
+
+def _unpark(p: _Process, th: _Thread) -> None:
+    del p.buckets[th.bucket][th.tid]
+    th.bucket = -1
+    p.active[th.tid] = th
+    if th.cat >= 0:
+        p.idle_counts[th.cat] -= 1
+
+
+def _remove_thread(p: _Process, tid: int) -> _Thread:
+    th = p.threads.pop(tid)
+    if th.bucket >= 0:
+        _unpark(p, th)
+    del p.active[tid]
+    return th
 
 
 class _Gone(Exception):
@@ -326,7 +382,8 @@ class HostSampler:
     name = "host"
 
     def __init__(self, target_pids: Callable[[], set[int]], *, interval_ns: int,
-                 procfs: ProcFS | None = None, arch: str | None = None, fd_limit: int | None = None):
+                 procfs: ProcFS | None = None, arch: str | None = None, fd_limit: int | None = None,
+                 cpu_clock: Callable[[int], int] | None | bool = True):
         self.target_pids = target_pids
         self.interval_ns = interval_ns
         self.fs = procfs or ProcFS()
@@ -357,7 +414,16 @@ class HostSampler:
         self.host_prev = 0
         self.proc_ticks = 0  # utime+stime ticks of the target since the last host sample
         self.proc_rss = -1  # pages, -1: no live target since the last host sample
+        # `cpu_clock(pid)` → the process CPU clock in ns (process_cpu_clock on the real /proc;
+        # tests pass their own or None): the exact on-CPU time of all threads, and the signal
+        # that a parked (long-idle) thread ran, so those are read only when one did.
+        if cpu_clock is True:
+            cpu_clock = process_cpu_clock if self.fs.proc == "/proc" else None
+        self.cpu_clock: Callable[[int], int] | None = cpu_clock or None
         self.idle_after_ticks = max(IDLE_POLL_EVERY, -(-IDLE_AFTER_NS // interval_ns))
+        poll_ns = IDLE_POLL_CLOCK_NS if self.cpu_clock else IDLE_POLL_NS
+        self.idle_poll_every = max(IDLE_POLL_EVERY, round(poll_ns / interval_ns))
+        self.proc_cpu_ns = 0  # process CPU clock ns of the target since the last host sample
         self.host_fds: dict[str, tuple[int, str]] = {}  # /proc file → (kept descriptor or -1, path)
         self.cpuinfo_next_ns = 0
 
@@ -434,7 +500,7 @@ class HostSampler:
 
     def _add_process(self, pid: int, t_ns: int) -> None:
         base = os.path.join(self.fs.proc, str(pid)) + "/"
-        p = _Process(pid, base)
+        p = _Process(pid, base, self.idle_poll_every)
         try:
             p.fd_stat = self.fds.open(f"{base}task/{pid}/stat")
             p.fd_gstat = self.fds.open(base + "stat")
@@ -444,6 +510,11 @@ class HostSampler:
             self.fds.close(p.fd_gstat)
             return  # gone already
         p.ticks, p.num_threads, p.rss_pages = st.utime + st.stime, st.num_threads, st.rss_pages
+        if self.cpu_clock is not None:
+            try:
+                p.clock = self.cpu_clock(pid)
+            except OSError:
+                p.clock = -1  # gone already, or a kernel without process CPU clocks: schedstat sums
         if self.use_io:
             try:
                 p.fd_io = self.fds.open(base + "io")
@@ -459,9 +530,8 @@ class HostSampler:
         self._list_threads(p, t_ns)
 
     def _drop_process(self, p: _Process) -> None:
-        for th in p.threads.values():
-            self._close_thread(th)
-        p.threads.clear()
+        for tid in list(p.threads):
+            self._close_thread(_remove_thread(p, tid))
         for fd in (p.fd_stat, p.fd_gstat, p.fd_io):
             self.fds.close(fd)
         p.fd_stat = p.fd_gstat = p.fd_io = -2
@@ -475,7 +545,7 @@ class HostSampler:
         p.listed_ns = t_ns
         for tid in list(p.threads):
             if tid not in tids:
-                self._close_thread(p.threads.pop(tid))
+                self._close_thread(_remove_thread(p, tid))
         for tid in tids - p.threads.keys():
             th = _Thread(tid, f"{p.base}task/{tid}/")
             try:
@@ -483,7 +553,7 @@ class HostSampler:
             except _Gone:
                 self._close_thread(th)
                 continue
-            p.threads[tid] = th
+            _add_thread(p, th)
         self.max_threads = max(self.max_threads, sum(len(q.threads) for q in self.procs.values()))
 
     def _close_thread(self, th: _Thread) -> None:
@@ -579,9 +649,10 @@ class HostSampler:
             h0, hdt = self.host_prev, t_ns - self.host_prev
             self._sample_host(h0, t_ns, hdt)
             if self.proc_rss >= 0:  # a target was alive in the meantime
-                self.buf.sample("process_cpu_usage", HOST, h0, t_ns, 100.0 * self.proc_ticks / self.clk_tck / (hdt / 1e9))
+                cpu_s = self.proc_ticks / self.clk_tck + self.proc_cpu_ns / 1e9
+                self.buf.sample("process_cpu_usage", HOST, h0, t_ns, 100.0 * cpu_s / (hdt / 1e9))
                 self.buf.sample("process_rss", HOST, t_ns, t_ns, float(self.proc_rss * self.page_size))
-            self.host_prev, self.proc_ticks, self.proc_rss = t_ns, 0, -1
+            self.host_prev, self.proc_ticks, self.proc_cpu_ns, self.proc_rss = t_ns, 0, 0, -1
         return self.buf.take()
 
     def _sample_target(self, t0: int, t1: int, dt: int, slow: bool) -> None:
@@ -602,12 +673,15 @@ class HostSampler:
                 self._add_process(pid, t1)  # baseline only: it counts from the next tick
                 continue
             try:
-                if slow:  # the group's stat has the leader's state, thread count and RSS too
+                # The group's stat adds every thread's CPU ticks (a walk over them in the
+                # kernel): read only for process_cpu_usage without the process CPU clock.
+                if slow and p.clock < 0:
                     st = parse_task_stat(_read(p.fd_gstat, p.base + "stat"))
                     self.proc_ticks += st.utime + st.stime - p.ticks
                     p.ticks = st.utime + st.stime
-                else:
+                else:  # the leader's: its state, the thread count and RSS
                     st = parse_task_stat(_read(p.fd_stat, f"{p.base}task/{pid}/stat"))
+                clock = self.cpu_clock(pid) if p.clock >= 0 else -1  # type: ignore[misc]
             except (OSError, ValueError, IndexError):
                 self._drop_process(p)
                 continue
@@ -625,7 +699,11 @@ class HostSampler:
             # A stopped process (SIGSTOP, group stop: every thread in T) sleeps in no host state,
             # though its threads' syscall files still name the call they were stopped in.
             sleeps = acc if st.state not in ("T", "t") else [0, 0, 0, 0, 0, 0]
-            switches += self._sample_threads(p, dt, sleeps, ran_on, t1)
+            switches += self._sample_threads(p, dt, sleeps, ran_on, t1, clock)
+            if clock >= 0:
+                p.window = self.cpu_clock(pid) - clock if self.cpu_clock else 0
+                self.proc_cpu_ns += clock - p.clock
+                p.clock = clock
             if sleeps is not acc:
                 acc[_ONCPU] += sleeps[_ONCPU]
                 acc[_RUNQ] += sleeps[_RUNQ]
@@ -634,14 +712,13 @@ class HostSampler:
         if ran_on:
             self.target_cpus = ran_on
         b = self.buf
+        unsupported = self.state.unsupported
         for i, fn in enumerate(HOST_FUNCTIONS):
-            if self.state.is_unsupported(HOST, fn):
+            if (HOST, fn) in unsupported:
                 continue
             nbytes = MISSING
-            if slow and i == _READ and self.use_io:
-                nbytes = max(rchar, 0)  # since the previous host-cadence tick
-            elif slow and i == _WRITE and self.use_io:
-                nbytes = max(wchar, 0)
+            if slow and self.use_io and (i == _READ or i == _WRITE):
+                nbytes = max(rchar if i == _READ else wchar, 0)  # since the previous host-cadence tick
             b.activity(fn, "host", HOST, t0, t1, acc[i], nbytes)
         self.proc_rss = rss
         if self.use_schedstat:
@@ -659,28 +736,71 @@ class HostSampler:
         p.rchar, p.wchar = io["rchar"], io["wchar"]
         return r, w
 
-    def _sample_threads(self, p: _Process, dt: int, acc: list[int], ran_on: set[int], t1: int) -> int:
+    def _sample_threads(self, p: _Process, dt: int, acc: list[int], ran_on: set[int], t1: int,
+                        clock: int = -1) -> int:
         """Add p's threads' interval to `acc` (ns per host function); returns context switches.
 
-        The hot path is a thread that did not run: one pread of its schedstat, bytes equal to
-        the last ones, its whole interval to the sleep it was seen in.  Only a thread whose
-        counters moved is parsed and has its state read.
+        `clock`: the process CPU clock read at this tick's start (-1 without one); then on-CPU
+        is its delta (exact, every thread, the exited ones included), and a parked thread is
+        read only when the delta holds time no active thread explains, or on its bucket's
+        safety tick.  The hot path is a thread that did not run: one pread of its schedstat,
+        bytes equal to the last ones, its whole interval to the sleep it was seen in.
         """
         if not self.use_schedstat:
             return self._sample_threads_ticks(p, dt, acc, ran_on, t1)
-        switches = 0
         gone: list[int] = []
+        # Parked threads (asleep for a second or more) count their whole interval to their
+        # sleep at once, without a look; one that is found to have run is undone from its
+        # sleep and read as an active thread.
+        for cat, n in enumerate(p.idle_counts):
+            if n:
+                acc[cat] += n * dt
+        switches, ran = self._read_threads(p, list(p.active.values()), dt, acc, ran_on, t1, gone)
+        if clock >= 0:
+            # Time no active thread explains, beyond what the last tick's reading window can
+            # blur (the active threads' reads are spread over it): a parked thread ran (or a
+            # thread came or went).  Every bucket is polled then; else the due one only.
+            unexplained = clock - p.clock - ran
+            if unexplained > p.window + CLOCK_SLACK_NS:
+                polled = [th for bucket in p.buckets for th in bucket.values()]
+            else:
+                polled = list(p.buckets[self.tick_no % len(p.buckets)].values())
+        else:
+            polled = list(p.buckets[self.tick_no % len(p.buckets)].values())
+        woken = []
         pread = os.pread
-        tick = self.tick_no
-        idle_after = self.idle_after_ticks
-        for th in p.threads.values():
-            if th.idle >= idle_after and (tick + th.tid) % IDLE_POLL_EVERY:
-                # Asleep for a second or more: looked at every IDLE_POLL_EVERY-th tick only (a
-                # pool of idle threads is most of the cost).  Should it have woken meanwhile,
-                # its on-CPU time still counts whole, in the interval it is seen in.
-                if th.cat >= 0:
-                    acc[th.cat] += dt
+        for th in polled:
+            fd = th.fd_sched
+            try:
+                raw = pread(fd, 128, 0) if fd >= 0 else _read(fd, th.base + "schedstat")
+            except OSError:
+                gone.append(th.tid)
                 continue
+            if raw != th.raw:
+                _unpark(p, th)
+                if th.cat >= 0:
+                    acc[th.cat] -= dt  # counted above in its old sleep
+                woken.append(th)
+        if woken:
+            more, more_ran = self._read_threads(p, woken, dt, acc, ran_on, t1, gone)
+            switches += more
+            ran += more_ran
+        acc[_ONCPU] += clock - p.clock if clock >= 0 else ran
+        for tid in gone:
+            self._close_thread(_remove_thread(p, tid))
+        idle_after = self.idle_after_ticks
+        for th in [th for th in p.active.values() if th.idle >= idle_after]:
+            _park(p, th)  # asleep for long: polled on its bucket's ticks from now on
+        return switches
+
+    def _read_threads(self, p: _Process, threads: list[_Thread], dt: int, acc: list[int],
+                      ran_on: set[int], t1: int, gone: list[int]) -> tuple[int, int]:
+        """Read `threads`' schedstat: run-queue wait and sleeps into `acc`; returns (context
+        switches, on-CPU ns) of the interval.  A thread whose counters moved has its sleep
+        state read (at most every STATE_MIN_NS: a sampled state is held in between)."""
+        switches = ran = 0
+        pread = os.pread
+        for th in threads:
             fd = th.fd_sched
             try:
                 raw = pread(fd, 128, 0) if fd >= 0 else _read(fd, th.base + "schedstat")
@@ -697,22 +817,22 @@ class HostSampler:
             try:
                 e, d, c = raw.split()
                 e, d, c = int(e), int(d), int(c)
-                self._read_state(th, t1)
+                if t1 >= th.state_until:
+                    self._read_state(th, t1)
+                    th.state_until = t1 + STATE_MIN_NS - dt // 2
             except (ValueError, _Gone):
                 gone.append(th.tid)
                 continue
             de = e - th.exec_ns
             switches += c - th.pcount
-            acc[_ONCPU] += de
+            ran += de
             acc[_RUNQ] += d - th.delay_ns
             th.exec_ns, th.delay_ns, th.pcount = e, d, c
             if de:
                 ran_on.add(th.cpu)
             if th.cat >= 0:
                 acc[th.cat] += dt
-        for tid in gone:
-            self._close_thread(p.threads.pop(tid))
-        return switches
+        return switches, ran
 
     def _sample_threads_ticks(self, p: _Process, dt: int, acc: list[int], ran_on: set[int], t1: int) -> int:
         """Fallback without schedstat: on-CPU from utime+stime clock ticks, every stat read."""
@@ -731,7 +851,7 @@ class HostSampler:
             if th.cat >= 0:
                 acc[th.cat] += dt
         for tid in gone:
-            self._close_thread(p.threads.pop(tid))
+            self._close_thread(_remove_thread(p, tid))
         return 0
 
     # ------------------------------------------------------------------ host-wide

@@ -120,3 +120,127 @@ def test_writer_refuses_non_empty_dir(tmp_path: Path) -> None:
     with pytest.raises(InputError, match="not empty"):
         BundleWriter(tmp_path / "b", {})
     assert (tmp_path / "b" / "x").read_text() == "keep me"
+
+
+# ----------------------------------------------------------------------------- journals
+
+
+def journaled_writer(tmp_path: Path, batches: int = 3) -> tuple[BundleWriter, Path]:
+    """A collector-style writer: empty first parts, then `batches` journal appends of 2 rows."""
+    from perfdiff.collectors.collect import open_writer, rows_to_arrow
+
+    w = open_writer(tmp_path / "b", {"run_name": "j"})
+    for i in range(batches):
+        cols = {"metric": ["gpu_usage", "gpu_usage"], "device": ["GPU 0", "GPU 1"],
+                "t_start_ns": [10 * i, 10 * i], "t_end_ns": [10 * i + 5] * 2, "value": [float(i), 1.5]}
+        w.journal("samples", rows_to_arrow("samples", [cols]))
+    return w, tmp_path / "b" / "samples" / ".part-000001.arrows"
+
+
+def test_killed_collector_journal_is_read_whole(tmp_path: Path) -> None:
+    w, journal = journaled_writer(tmp_path)
+    assert journal.is_file()
+    before = journal.read_bytes()
+    back = load_bundle(tmp_path / "b")  # no close(): the writer was "killed"
+    assert back.samples["value"].tolist() == [0.0, 1.5, 1.0, 1.5, 2.0, 1.5]
+    assert back.samples["device"].dtype == "category"
+    assert any("6 rows read from the unsealed journal .part-000001.arrows" in n for n in back.notes)
+    assert back.manifest["status"] == "interrupted"
+    assert journal.read_bytes() == before  # inputs are never modified
+    # pandas' one call reads the sealed parts and skips the journal (a dot-file)
+    assert len(pd.read_parquet(tmp_path / "b" / "samples")) == 0
+
+
+def test_torn_last_journal_batch_is_dropped_not_fatal(tmp_path: Path) -> None:
+    w, journal = journaled_writer(tmp_path)
+    raw = journal.read_bytes()
+    journal.write_bytes(raw[:-60])  # the kill came in the middle of the last write
+    back = load_bundle(tmp_path / "b")
+    assert back.samples["value"].tolist() == [0.0, 1.5, 1.0, 1.5]
+    assert any("half-written batch dropped" in n for n in back.notes)
+    journal.write_bytes(b"")  # killed before the schema reached the disk: nothing in it
+    assert len(load_bundle(tmp_path / "b").samples) == 0
+    journal.write_bytes(b"this is not an arrow stream at all")
+    with pytest.raises(InputError, match=r"\.part-000001\.arrows: corrupt journal"):
+        load_bundle(tmp_path / "b")
+
+
+def test_sealed_journal_left_behind_is_not_read_twice(tmp_path: Path) -> None:
+    """Killed between the part's rename and the journal's removal: the rows count once."""
+    w, journal = journaled_writer(tmp_path)
+    saved = journal.read_bytes()
+    w.seal_journal("samples")
+    assert not journal.exists() and (journal.parent / "part-000001.parquet").is_file()
+    journal.write_bytes(saved)
+    back = load_bundle(tmp_path / "b")
+    assert len(back.samples) == 6 and not any("journal" in n for n in back.notes)
+
+
+def test_close_seals_journals_and_append_keeps_their_order(tmp_path: Path) -> None:
+    w, journal = journaled_writer(tmp_path, batches=1)
+    extra = normalize_table("samples", pd.DataFrame({"metric": ["x"], "device": ["Host"], "t_start_ns": [99],
+                                                     "t_end_ns": [99], "value": [9.0]}))
+    w.append("samples", extra)  # a direct part seals the journal first: journaled rows stay first
+    w.close()
+    assert not list((tmp_path / "b").rglob(".part-*"))
+    back = load_bundle(tmp_path / "b")
+    assert back.samples["value"].tolist() == [0.0, 1.5, 9.0]
+    assert back.manifest["files"]["samples"] == {"parts": 3, "rows": 3}
+    assert pq.read_schema(tmp_path / "b" / "samples" / "part-000001.parquet").field("metric").type == \
+        pa.dictionary(pa.int32(), pa.string())
+
+
+def columns_writer(tmp_path: Path) -> tuple[BundleWriter, Path]:
+    """Collector-style appends of column lists (the host sampler's form): a JSON-lines journal."""
+    from perfdiff.collectors.collect import open_writer
+
+    w = open_writer(tmp_path / "b", {"run_name": "j"})
+    for i in range(3):
+        w.journal("activity", {"function": ["oncpu", "runq|<x>"], "kind": ["host", "host"],
+                               "device": ["Host", "Host"], "start_ns": [10 * i] * 2,
+                               "end_ns": [10 * i + 10] * 2, "busy_ns": [7, 2], "bytes": [MISSING, 4096]})
+    return w, tmp_path / "b" / "activity" / ".part-000001.jsonl"
+
+
+def test_column_rows_journal_as_json_lines_and_load_after_a_kill(tmp_path: Path) -> None:
+    w, journal = columns_writer(tmp_path)
+    assert journal.read_text().count("\n") == 3
+    back = load_bundle(tmp_path / "b")
+    a = back.activity
+    assert list(a["function"].astype(str)) == ["oncpu", "runq|<x>"] * 3
+    assert a["bytes"].tolist() == [MISSING, 4096] * 3 and a["tid"].tolist() == [MISSING] * 6
+    assert any("6 rows read from the unsealed journal .part-000001.jsonl" in n for n in back.notes)
+    # a kill in the middle of the last line: the whole lines are kept
+    journal.write_bytes(journal.read_bytes()[:-25])
+    back = load_bundle(tmp_path / "b")
+    assert len(back.activity) == 4 and any("half-written batch dropped" in n for n in back.notes)
+    journal.write_bytes(b'{"function": ["oncpu"]}\n')
+    with pytest.raises(InputError, match=r"\.part-000001\.jsonl: corrupt journal \(activity rows lack column 'kind'\)"):
+        load_bundle(tmp_path / "b")
+    journal.write_bytes(b'{"function": ["x"], "kind": ["host"], "device": ["Host"], "start_ns": ["soon"], '
+                        b'"end_ns": [1], "busy_ns": [1]}\n')
+    with pytest.raises(InputError, match=r"\.part-000001\.jsonl: corrupt journal"):
+        load_bundle(tmp_path / "b")
+    journal.write_bytes(b"[1, 2]\n")
+    with pytest.raises(InputError, match="line 1 is not an object of column lists"):
+        load_bundle(tmp_path / "b")
+
+
+def test_both_journals_seal_into_one_part(tmp_path: Path) -> None:
+    from perfdiff.collectors.collect import rows_to_arrow
+
+    w, journal = columns_writer(tmp_path)
+    frame = normalize_table("activity", pd.DataFrame({
+        "function": ["k"], "kind": ["kernel"], "device": ["GPU 0"], "start_ns": [5], "end_ns": [9],
+        "busy_ns": [4], "launch_ns": [3]}))
+    w.journal("activity", rows_to_arrow("activity", [frame]))  # a DataFrame chunk: the Arrow journal
+    assert (journal.parent / ".part-000001.arrows").is_file()
+    assert len(load_bundle(tmp_path / "b").activity) == 7  # both journals read before sealing
+    w.journal("samples", {"metric": ["m"], "device": ["Host"], "t_start_ns": [1], "t_end_ns": [2],
+                          "value": [float("nan")]})  # JSON has no NaN: journaled as Arrow
+    w.close()
+    assert not list((tmp_path / "b").rglob(".part-*"))
+    back = load_bundle(tmp_path / "b")
+    assert sorted(back.activity["function"].astype(str)) == ["k"] + ["oncpu"] * 3 + ["runq|<x>"] * 3
+    assert back.activity.loc[back.activity["function"] == "k", "launch_ns"].tolist() == [3]
+    assert back.manifest["files"]["activity"] == {"parts": 2, "rows": 7}

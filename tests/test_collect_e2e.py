@@ -51,8 +51,24 @@ def wait_until(cond, timeout: float, what: str) -> None:
         time.sleep(0.02)
 
 
-def sample_parts(out: Path) -> int:
-    return len(list((out / "samples").glob("part-*.parquet")))
+def sample_flushes(out: Path) -> int:
+    """How many times the collector has flushed samples so far: the records in the samples
+    journals (a JSON line or an Arrow batch per flush) plus the sealed parts after the first."""
+    import pyarrow as pa
+    import pyarrow.ipc as ipc
+
+    n = max(0, len(list((out / "samples").glob("part-*.parquet"))) - 1)
+    for journal in (out / "samples").glob(".part-*.jsonl"):
+        n += journal.read_bytes().count(b"\n")
+    for journal in (out / "samples").glob(".part-*.arrows"):
+        try:
+            reader = ipc.open_stream(pa.memory_map(str(journal)))
+            while True:
+                reader.read_next_batch()
+                n += 1
+        except (StopIteration, pa.ArrowException, OSError):
+            pass
+    return n
 
 
 def cycles_reported(stderr: str) -> dict[int, int]:
@@ -126,7 +142,7 @@ def test_signal_ends_cleanly_with_status_complete(tmp_path: Path, sig: signal.Si
     c = subprocess.Popen(collect_argv("--pid", w.pid, "--interval", "50ms", "-o", out),
                          stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     try:
-        wait_until(lambda: sample_parts(out) >= 2, 30, "the first parts")
+        wait_until(lambda: sample_flushes(out) >= 2, 30, "the first flushes")
         c.send_signal(sig)
         _, err = c.communicate(timeout=20)
     finally:
@@ -147,7 +163,7 @@ def test_kill_9_loses_at_most_the_last_second(tmp_path: Path) -> None:
     c = subprocess.Popen(collect_argv("--pid", w.pid, "--interval", "20ms", "-o", out),
                          stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     try:
-        wait_until(lambda: sample_parts(out) >= 3, 30, "three flushes")
+        wait_until(lambda: sample_flushes(out) >= 3, 30, "three flushes")
         time.sleep(0.4)  # somewhere between two flushes
         killed_ns = time.time_ns()
         c.kill()

@@ -349,7 +349,8 @@ def test_long_idle_threads_are_read_every_fourth_tick(fake: FakeHost, monkeypatc
     for _ in range(30):  # 3 s asleep: past the 1 s after which it is read less often
         t += DT
         assert by_function(s.sample(t))["blocked"] == DT  # its sleep counts every tick all the same
-    # Read every tick for the first second (10 ticks), then every fourth.
+    # Read every tick for the first second (10 ticks), then every fourth (400 ms at 10 Hz).
+    assert s.idle_poll_every == H.IDLE_POLL_EVERY == 4
     assert reads.count(sched_fd) <= 10 + 20 // H.IDLE_POLL_EVERY + 1
     fake.thread(100, 100, exec_ns=25 * MS, delay_ns=0, pcount=2, syscall="202")
     oncpu = 0
@@ -357,6 +358,27 @@ def test_long_idle_threads_are_read_every_fourth_tick(fake: FakeHost, monkeypatc
         t += DT
         oncpu += by_function(s.sample(t))["oncpu"]
     assert oncpu == 20 * MS  # seen within IDLE_POLL_EVERY ticks, counted whole
+
+
+def test_long_idle_threads_are_read_every_400_ms_at_100_hz(fake: FakeHost, monkeypatch: pytest.MonkeyPatch) -> None:
+    fake.process(100, threads=1)
+    fake.thread(100, 100, exec_ns=5 * MS, delay_ns=0, pcount=1, syscall="202")
+    dt = 10 * MS
+    s = HostSampler(lambda: {100}, interval_ns=dt, procfs=fake.fs(), arch="x86_64")
+    s.start(T0)
+    reads = []
+    real = H.os.pread
+    monkeypatch.setattr(H.os, "pread", lambda fd, n, off: reads.append(fd) or real(fd, n, off))
+    sched_fd = s.procs[100].threads[100].fd_sched
+    t = T0
+    for _ in range(300):  # 3 s asleep
+        t += dt
+        assert by_function(s.sample(t))["blocked"] == dt
+    assert s.idle_poll_every == 40
+    assert reads.count(sched_fd) <= 100 + 200 // 40 + 1  # every tick for 1 s, then every 400 ms
+    fake.thread(100, 100, exec_ns=25 * MS, delay_ns=0, pcount=2, syscall="202")
+    oncpu = sum(by_function(s.sample(t + (i + 1) * dt))["oncpu"] for i in range(40))
+    assert oncpu == 20 * MS  # seen within 400 ms, counted whole
 
 
 def test_host_metrics_follow_clock_ticks_not_a_fast_interval(fake: FakeHost) -> None:
@@ -373,3 +395,125 @@ def test_host_metrics_follow_clock_ticks_not_a_fast_interval(fake: FakeHost) -> 
         spans += [(a, b) for m, a, b in zip(sm["metric"], sm.get("t_start_ns", []), sm.get("t_end_ns", []), strict=True)
                   if m == "process_cpu_usage"]
     assert spans == [(T0, T0 + 50 * MS), (T0 + 50 * MS, T0 + 100 * MS)]
+
+
+# ----------------------------------------------------------------------------- process CPU clock
+
+
+class FakeClock:
+    """The process CPU clock of fake pids: what the test says each process has used (ns)."""
+
+    def __init__(self) -> None:
+        self.ns: dict[int, int] = {}
+        self.calls = 0
+
+    def __call__(self, pid: int) -> int:
+        self.calls += 1
+        if pid not in self.ns:
+            raise ProcessLookupError(pid)
+        return self.ns[pid]
+
+
+def pool(fake: FakeHost, clock: FakeClock, idle: int = 20) -> tuple[HostSampler, list]:
+    """Pid 100: thread 100 busy, threads 101.. asleep in futex; sampled at 10 Hz past 1 s."""
+    fake.process(100, threads=idle + 1)
+    fake.thread(100, 100, exec_ns=0, delay_ns=0, pcount=1, syscall="202")
+    for tid in range(101, 101 + idle):
+        fake.thread(100, tid, exec_ns=1 * MS, delay_ns=0, pcount=1, syscall="202")
+    clock.ns[100] = idle * MS
+    s = HostSampler(lambda: {100}, interval_ns=DT, procfs=fake.fs(), arch="x86_64", cpu_clock=clock)
+    s.start(T0)
+    return s, []
+
+
+def test_clock_gives_exact_oncpu_and_spares_reading_parked_threads(fake: FakeHost, monkeypatch: pytest.MonkeyPatch) -> None:
+    clock = FakeClock()
+    s, _ = pool(fake, clock)
+    assert s.idle_poll_every == 20  # the 2 s safety poll at 10 Hz
+    busy = 0
+    t = T0
+    for _ in range(15):  # 1.5 s: the idle ones get parked
+        t += DT
+        busy += 5 * MS
+        fake.thread(100, 100, exec_ns=busy, delay_ns=0, pcount=1 + busy // MS, syscall="202")
+        clock.ns[100] += 5 * MS
+        f = by_function(s.sample(t))
+        assert f["oncpu"] == 5 * MS and f["blocked"] == 21 * DT
+    assert len(s.procs[100].active) == 1 and sum(s.procs[100].idle_counts) == 20
+    fds = {th.fd_sched: tid for tid, th in s.procs[100].threads.items()}
+    reads = []
+    real = H.os.pread
+    monkeypatch.setattr(H.os, "pread", lambda fd, n, off: reads.append(fds.get(fd)) or real(fd, n, off))
+    for _ in range(5):  # the busy thread explains the whole clock: no parked thread is read
+        t += DT
+        busy += 5 * MS
+        fake.thread(100, 100, exec_ns=busy, delay_ns=0, pcount=1 + busy // MS, syscall="202")
+        clock.ns[100] += 5 * MS
+        assert by_function(s.sample(t))["oncpu"] == 5 * MS
+    parked_reads = [r for r in reads if r not in (None, 100)]
+    assert len(parked_reads) == 5  # only the safety poll: one bucket (here one thread) a tick
+    # Thread 107 wakes for 3 ms and goes back to sleep in read(): the clock says someone ran.
+    reads.clear()
+    t += DT
+    fake.thread(100, 107, exec_ns=4 * MS, delay_ns=1 * MS, pcount=2, syscall="0")
+    clock.ns[100] += 3 * MS
+    f = by_function(s.sample(t))
+    assert f["oncpu"] == 3 * MS and f["runq"] == 1 * MS
+    assert f["read"] == DT and f["blocked"] == 20 * DT  # found the same tick, its new sleep read
+    assert set(range(101, 121)) <= {r for r in reads if r is not None}  # every parked thread polled
+    assert 107 in s.procs[100].active
+
+
+def test_clock_counts_a_thread_that_exited_unseen(fake: FakeHost) -> None:
+    """CPU time of a thread that came and went between two ticks: in oncpu all the same."""
+    clock = FakeClock()
+    s, _ = pool(fake, clock, idle=2)
+    clock.ns[100] += 7 * MS  # nothing in any schedstat moved: a short-lived thread did it
+    f = by_function(s.sample(T0 + DT))
+    assert f["oncpu"] == 7 * MS
+    assert s.idle_poll_every == 20
+
+
+def test_without_clock_parked_threads_are_polled_every_400_ms(fake: FakeHost) -> None:
+    s = HostSampler(lambda: set(), interval_ns=DT, procfs=fake.fs(), arch="x86_64", cpu_clock=None)
+    assert s.cpu_clock is None and s.idle_poll_every == 4
+    assert HostSampler(lambda: set(), interval_ns=DT).cpu_clock is H.process_cpu_clock  # real /proc
+
+
+def test_state_of_a_running_thread_is_read_at_most_every_50_ms(fake: FakeHost, monkeypatch: pytest.MonkeyPatch) -> None:
+    fake.process(100, threads=1)
+    fake.thread(100, 100, exec_ns=0, delay_ns=0, pcount=1, syscall="202")
+    dt = 10 * MS
+    s = HostSampler(lambda: {100}, interval_ns=dt, procfs=fake.fs(), arch="x86_64", cpu_clock=None)
+    s.start(T0)
+    states = []
+    real = s._read_state
+    monkeypatch.setattr(s, "_read_state", lambda th, t: states.append(t) or real(th, t))
+    for i in range(1, 21):  # runs 1 ms in every 10 ms tick, 200 ms in all
+        fake.thread(100, 100, exec_ns=i * MS, delay_ns=0, pcount=1 + i, syscall="202")
+        assert by_function(s.sample(T0 + i * dt))["blocked"] == dt  # the held state still counts
+    assert 4 <= len(states) <= 5  # every 5th tick at 100 Hz, not every tick
+
+
+@pytest.mark.live
+def test_process_cpu_clock_matches_the_threads_schedstat_of_a_live_process() -> None:
+    import subprocess
+    import sys
+
+    code = ("import threading, time\n"
+            "def spin():\n    while time.thread_time() < 0.1: pass\n"
+            "ts = [threading.Thread(target=spin) for _ in range(3)]\n[x.start() for x in ts]\n[x.join() for x in ts]\n"
+            "print('done', flush=True)\ntime.sleep(30)\n")
+    child = subprocess.Popen([sys.executable, "-c", code], stdout=subprocess.PIPE, text=True)
+    try:
+        assert child.stdout is not None and child.stdout.readline().strip() == "done"
+        total = H.process_cpu_clock(child.pid)
+        live = sum(int(Path(f"/proc/{child.pid}/task/{t}/schedstat").read_text().split()[0])
+                   for t in os.listdir(f"/proc/{child.pid}/task"))
+        # The exited spinners' time is in it: each ran until its own CPU clock passed 0.1 s.
+        assert total - live >= 0.3e9
+    finally:
+        child.kill()
+        child.wait()
+    with pytest.raises(OSError):
+        H.process_cpu_clock(child.pid)

@@ -212,13 +212,28 @@ def test_target_exit_ends_the_run_with_status_target_exited(tmp_path: Path) -> N
     assert load_bundle(tmp_path / "run").manifest["status"] == "target-exited"
 
 
-def test_parts_are_flushed_while_running(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_rows_reach_the_journal_while_running_and_parts_at_each_seal(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(C, "FLUSH_NS", 50 * MS)
-    run, writer, _ = make_run(tmp_path, [CountingSampler(10 * MS)], duration_ms=300)
+    monkeypatch.setattr(C, "SEAL_NS", 150 * MS)
+    s = CountingSampler(10 * MS)
+    run, writer, _ = make_run(tmp_path, [s], duration_ms=400)
     run.run()
-    parts = list((tmp_path / "run" / "activity").glob("part-*.parquet"))
-    assert len(parts) >= 4  # every ~50 ms, before close
-    assert load_bundle(tmp_path / "run").manifest["status"] == "interrupted"  # not sealed yet
+    tdir = tmp_path / "run" / "activity"
+    parts = sorted(tdir.glob("part-*.parquet"))
+    assert len(parts) >= 3  # the empty first part, then a seal every ~150 ms
+    # Before `finish` the bundle is unsealed: what was flushed but not sealed is in a journal,
+    # and loading reads it (no row written is lost).
+    if list(tdir.glob(".part-*.arrows")):
+        b = load_bundle(tmp_path / "run")
+        assert any("unsealed journal" in n for n in b.notes)
+    b = load_bundle(tmp_path / "run")
+    assert b.manifest["status"] == "interrupted"
+    assert (b.activity["function"] == "oncpu").sum() == len(s.ticks)  # every tick's row, once
+    run.finish("complete")
+    assert not list(tdir.glob(".part-*"))  # sealed: no journal, no temporary file left
+    b = load_bundle(tmp_path / "run")
+    assert (b.activity["function"] == "oncpu").sum() == len(s.ticks) and not b.notes
+    assert len(pd.read_parquet(tdir)) == len(s.ticks)  # one pandas call reads the table
 
 
 def test_disk_full_is_one_line_exit_3(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
@@ -227,7 +242,7 @@ def test_disk_full_is_one_line_exit_3(tmp_path: Path, monkeypatch: pytest.Monkey
     def full(self, table, data):
         raise OSError(errno.ENOSPC, "No space left on device")
 
-    monkeypatch.setattr(BundleWriter, "append_arrow", full)
+    monkeypatch.setattr(BundleWriter, "journal", full)
     with pytest.raises(CollectionError) as err:
         run.run()
     assert err.value.code == EXIT_COLLECT
@@ -338,3 +353,26 @@ def test_the_real_gpu_sampler_on_fake_nvml_runs_in_the_loop(tmp_path: Path) -> N
     assert len(gpu_rows) > 0 and np.isfinite(gpu_rows["value"]).all()
     assert len(b.manifest["gpus"]) == 1
     assert not [e for e in b.manifest["events"] if e["event"].startswith("sampler-")]
+
+
+def test_root_alive_on_a_live_process_sees_the_zombie_as_exited() -> None:
+    """On the real /proc, through the pidfd where the kernel has one: alive while it runs,
+    exited once it is a zombie (not reaped yet) and after it is reaped."""
+    import subprocess
+
+    child = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(30)"])
+    ts = C.TargetSet(child.pid)
+    try:
+        assert ts.root_alive() and ts.root_alive()
+        assert (ts._pidfd >= 0) == hasattr(os, "pidfd_open")
+        child.kill()
+        deadline = time.monotonic() + 10
+        while ts.root_alive() and time.monotonic() < deadline:
+            time.sleep(0.01)
+        assert not ts.root_alive()
+        assert child.poll() is not None  # only now reaped: root_alive saw the zombie
+        assert not ts.root_alive()
+    finally:
+        child.kill()
+        child.wait()
+        ts.close()

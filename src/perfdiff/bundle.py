@@ -12,6 +12,13 @@ so a collector killed with SIGKILL leaves only whole parts behind and the bundle
 (with its status still "running", which the loader reports as interrupted).  A user opens a
 table with one pandas call: ``pd.read_parquet("run/activity")``.
 
+While it runs, a collector appends its rows every fraction of a second to a *journal*
+(``activity/.part-000003.jsonl`` for column lists, ``.arrows`` for Arrow tables: an append is
+one write, where a Parquet part costs ~1 ms and more on a cold CPU) and seals the journal into
+Parquet part 3 every few tens of seconds and at the end.  The loader reads a journal whose part
+was never written (a killed collector), up to its last whole record; pandas and pyarrow skip
+it (dot-files are hidden from dataset discovery).
+
 In memory the integer columns that may be unknown (launch_ns, tid, stream, correlation,
 bytes) use ``MISSING`` (-1): none of them can be negative.  On disk they are Parquet nulls.
 """
@@ -28,6 +35,7 @@ import numpy as np
 import pandas as pd
 import pyarrow as pa
 import pyarrow.compute as pc
+import pyarrow.ipc as ipc
 import pyarrow.parquet as pq
 
 from perfdiff import __version__
@@ -36,6 +44,11 @@ from perfdiff.errors import InputError
 FORMAT_VERSION = 1
 MANIFEST = "manifest.json"
 MISSING = -1  # in-memory marker of an unknown optional integer (null on disk)
+# Journals of part NNNNNN, rows not sealed into it yet: .part-NNNNNN.jsonl holds the rows
+# handed over as column lists (one JSON object of columns per line: a small append costs a
+# fraction of an Arrow batch), .part-NNNNNN.arrows those handed over as Arrow tables (an Arrow
+# IPC stream: large ones, such as kernel traces).
+JOURNAL_SUFFIXES = (".jsonl", ".arrows")
 
 # Column name → (dtype kind, required).  "str" columns are dictionary-encoded on disk and
 # categorical in memory; "i8?" columns are nullable int64 on disk and MISSING in memory.
@@ -177,6 +190,76 @@ def _to_arrow(table: str, df: pd.DataFrame) -> pa.Table:
     return pa.Table.from_arrays(arrays, names=names)
 
 
+def journal_schema(table: str) -> pa.Schema:
+    """The Arrow schema of `table`'s journal and of the collector's row batches: the on-disk
+    types with plain (not dictionary) strings, so batches append without dictionary deltas."""
+    types = {"str": pa.string(), "i8": pa.int64(), "i8?": pa.int64(), "f8": pa.float64()}
+    return pa.schema([pa.field(c, types[k], nullable=k == "i8?") for c, k in SCHEMAS[table].items()])
+
+
+def columns_to_arrow(table: str, chunks: list[dict[str, list[Any]]]) -> pa.Table:
+    """Rows as column lists (a subset of SCHEMAS[table]'s columns; an absent optional one is
+    unknown) → one Arrow table of `journal_schema(table)`.  MISSING (-1) becomes null.
+    Raises KeyError for an absent required column, pa.ArrowException for a wrong value type."""
+    merged: dict[str, list[Any]] = {col: [] for col in SCHEMAS[table]}
+    for chunk in chunks:
+        n = len(next(iter(chunk.values()))) if chunk else 0
+        for col, kind in SCHEMAS[table].items():
+            values = chunk.get(col)
+            if values is None:
+                if kind != "i8?":
+                    raise KeyError(f"{table} rows lack column {col!r}")
+                values = [None] * n
+            elif len(values) != n:
+                raise ValueError(f"{table} column {col!r} has {len(values)} values, not {n}")
+            merged[col].extend(values)
+    schema = journal_schema(table)
+    arrays = []
+    for col, kind in SCHEMAS[table].items():
+        values = merged[col]
+        if kind == "i8?":
+            values = [None if v == MISSING else v for v in values]
+        arrays.append(pa.array(values, type=schema.field(col).type))
+    return pa.Table.from_arrays(arrays, schema=schema)
+
+
+class _Journal:
+    """One table's rows since its last part: the two journal files and the rows in memory."""
+
+    __slots__ = ("base", "fd", "ipc_sink", "ipc_writer", "columns", "batches", "rows")
+
+    def __init__(self, base: Path):
+        self.base = base  # .../table/.part-NNNNNN (the suffixes are added)
+        self.fd = -1
+        self.ipc_sink: pa.NativeFile | None = None
+        self.ipc_writer: ipc.RecordBatchStreamWriter | None = None
+        self.columns: list[dict[str, list[Any]]] = []
+        self.batches: list[pa.RecordBatch] = []
+        self.rows = 0
+
+    def paths(self) -> list[Path]:
+        return [self.base.with_name(self.base.name + sfx) for sfx in JOURNAL_SUFFIXES]
+
+    def close(self) -> None:
+        if self.fd >= 0:
+            os.close(self.fd)
+            self.fd = -1
+        if self.ipc_writer is not None:
+            self.ipc_writer.close()
+            assert self.ipc_sink is not None
+            self.ipc_sink.close()
+            self.ipc_writer = self.ipc_sink = None
+
+
+def _dictionary_strings(table: str, data: pa.Table) -> pa.Table:
+    """`data` with its string columns dictionary-encoded (int32 indices), the Parquet parts' form."""
+    cols = []
+    for name, kind in SCHEMAS[table].items():
+        col = data.column(name)
+        cols.append(pc.dictionary_encode(col) if kind == "str" and not pa.types.is_dictionary(col.type) else col)
+    return pa.Table.from_arrays(cols, names=list(SCHEMAS[table]))
+
+
 def _atomic_write_json(path: Path, obj: dict[str, Any]) -> None:
     tmp = path.with_name(path.name + ".tmp")
     with open(tmp, "w", encoding="utf-8") as fh:
@@ -202,6 +285,7 @@ class BundleWriter:
         self.manifest["status"] = "running"
         self._parts = {t: 0 for t in TABLES}
         self._rows = {t: 0 for t in TABLES}
+        self._journals: dict[str, _Journal] = {}  # per table: rows since its last part
         for t in TABLES:
             (self.path / t).mkdir(exist_ok=True)
         _atomic_write_json(self.path / MANIFEST, self.manifest)
@@ -212,6 +296,7 @@ class BundleWriter:
             raise KeyError(table)
         if len(df) == 0 and self._parts[table] > 0:
             return
+        self.seal_journal(table)  # rows journaled earlier come first
         part = self.path / table / f"part-{self._parts[table]:06d}.parquet"
         tmp = part.with_name("." + part.name + ".tmp")
         pq.write_table(_to_arrow(table, df), tmp, compression="lz4")
@@ -226,6 +311,10 @@ class BundleWriter:
         """
         if table not in SCHEMAS:
             raise KeyError(table)
+        self.seal_journal(table)  # rows journaled earlier come first
+        self._write_part(table, data)
+
+    def _write_part(self, table: str, data: pa.Table) -> None:
         part = self.path / table / f"part-{self._parts[table]:06d}.parquet"
         tmp = part.with_name("." + part.name + ".tmp")
         # Serialised in memory, then one write: cheaper than Arrow's file I/O for small parts.
@@ -242,14 +331,75 @@ class BundleWriter:
         self._parts[table] += 1
         self._rows[table] += data.num_rows
 
+    def journal(self, table: str, data: pa.Table | dict[str, list[Any]]) -> None:
+        """Append `data` to `table`'s journal: on disk at once (one write, no fsync: a killed
+        process loses nothing written), readable by the loader, sealed into the next Parquet
+        part by `seal_journal`.  `data`: column lists (columns of SCHEMAS[table], an optional
+        one may be absent, MISSING for unknown; JSON-serialisable values) or an Arrow table of
+        `journal_schema(table)`."""
+        j = self._journals.get(table)
+        if j is None:
+            j = self._journals[table] = _Journal(self.path / table / f".part-{self._parts[table]:06d}")
+        if isinstance(data, dict):
+            n = len(next(iter(data.values()), ()))
+            if not n:
+                return
+            try:
+                text = json.dumps(data, separators=(",", ":"), allow_nan=False)
+            except ValueError:  # a NaN or infinity, which JSON cannot hold: as an Arrow batch
+                self.journal(table, columns_to_arrow(table, [data]))
+                return
+            if j.fd < 0:
+                j.fd = os.open(j.paths()[0], os.O_WRONLY | os.O_CREAT | os.O_APPEND | os.O_CLOEXEC, 0o644)
+            line = memoryview(text.encode() + b"\n")
+            while line:
+                line = line[os.write(j.fd, line):]
+            j.columns.append(data)
+            j.rows += n
+            return
+        if data.num_rows == 0:
+            return
+        if j.ipc_writer is None:
+            j.ipc_sink = pa.OSFile(str(j.paths()[1]), "wb")
+            j.ipc_writer = ipc.new_stream(j.ipc_sink, journal_schema(table))
+        for batch in data.to_batches():
+            j.ipc_writer.write_batch(batch)
+            j.batches.append(batch)
+        j.rows += data.num_rows
+
+    def journaled_rows(self, table: str) -> int:
+        """Rows in `table`'s journal, not sealed yet."""
+        j = self._journals.get(table)
+        return j.rows if j is not None else 0
+
+    def seal_journal(self, table: str) -> None:
+        """Write `table`'s journaled rows as its next Parquet part and drop the journal.
+
+        Crash order: the part is renamed into place before the journal is removed, and the
+        loader ignores a journal whose part exists, so a kill in between neither loses nor
+        doubles rows."""
+        j = self._journals.pop(table, None)
+        if j is None:
+            return
+        j.close()
+        parts = [columns_to_arrow(table, j.columns)] if j.columns else []
+        if j.batches:
+            parts.append(pa.Table.from_batches(j.batches, journal_schema(table)))
+        if parts:
+            self._write_part(table, _dictionary_strings(table, pa.concat_tables(parts)))
+        for path in j.paths():
+            path.unlink(missing_ok=True)
+
     def update_manifest(self, **fields: Any) -> None:
         """Merge `fields` into the manifest and rewrite it atomically."""
         self.manifest.update(fields)
         _atomic_write_json(self.path / MANIFEST, self.manifest)
 
     def close(self, status: str = "complete") -> Path:
-        """Give every table at least one (possibly empty) part, record the files, set status."""
+        """Seal the journals, give every table at least one (possibly empty) part, record the
+        files, set status."""
         for t in TABLES:
+            self.seal_journal(t)
             if self._parts[t] == 0:
                 self.append(t, empty_table(t))
         self.manifest["files"] = {
@@ -304,34 +454,94 @@ def _read_manifest(path: Path) -> dict[str, Any]:
     return manifest
 
 
-def _read_table(path: Path, table: str) -> pd.DataFrame:
+def _check_schema(table: str, schema: pa.Schema, path: Path) -> list[str]:
+    """The columns of `schema` to read for `table` (raises InputError on a missing or mistyped one)."""
+    names = schema.names
+    for col, kind in SCHEMAS[table].items():
+        if col not in names:
+            if kind == "i8?":
+                continue
+            raise InputError(f"column {col!r} is missing", path=path)
+        atype = schema.field(col).type
+        if not _ARROW_OK[kind](atype):
+            raise InputError(f"column {col!r} has type {atype}, expected {kind.rstrip('?')}", path=path)
+    return [c for c in SCHEMAS[table] if c in names]
+
+
+def _read_journal(table: str, path: Path) -> tuple[pa.Table, bool]:
+    """A journal's whole records, and whether a torn last one (a write cut by a kill) was dropped."""
+    if path.suffix == ".jsonl":
+        return _read_jsonl_journal(table, path)
+    try:
+        reader = ipc.open_stream(pa.memory_map(str(path)))
+    except (pa.ArrowException, OSError) as exc:
+        if path.stat().st_size < 8:  # killed before the schema was written: nothing was in it
+            return journal_schema(table).empty_table(), False
+        raise InputError(f"corrupt journal ({exc})", path=path) from None
+    cols = _check_schema(table, reader.schema, path)
+    batches, torn = [], False
+    while True:
+        try:
+            batches.append(reader.read_next_batch())
+        except StopIteration:
+            break
+        except (pa.ArrowException, OSError):
+            torn = True  # the write in progress when the collector died
+            break
+    return pa.Table.from_batches(batches, reader.schema).select(cols), torn
+
+
+def _read_jsonl_journal(table: str, path: Path) -> tuple[pa.Table, bool]:
+    raw = path.read_bytes()
+    lines = raw.split(b"\n")
+    torn = bool(lines[-1])  # every whole record ends with a newline
+    chunks = []
+    for i, line in enumerate(lines[:-1]):
+        try:
+            chunk = json.loads(line)
+        except (json.JSONDecodeError, UnicodeDecodeError) as exc:
+            raise InputError(f"corrupt journal (line {i + 1}: {exc})", path=path) from None
+        if not isinstance(chunk, dict) or not all(isinstance(v, list) for v in chunk.values()):
+            raise InputError(f"corrupt journal (line {i + 1} is not an object of column lists)", path=path)
+        chunks.append(chunk)
+    try:
+        return columns_to_arrow(table, chunks), torn
+    except KeyError as exc:
+        raise InputError(f"corrupt journal ({exc.args[0]})", path=path) from None
+    except (ValueError, TypeError, pa.ArrowException) as exc:
+        raise InputError(f"corrupt journal ({exc})", path=path) from None
+
+
+def _read_table(path: Path, table: str, notes: list[str] | None = None) -> pd.DataFrame:
     tdir = path / table
     if not tdir.is_dir():
         raise InputError(f"missing table {table!r} (no folder {table}/)", path=path)
     parts = sorted(p for p in tdir.glob("part-*.parquet"))
     if not parts:
         raise InputError(f"missing table {table!r} (no part-*.parquet in it)", path=tdir)
-    schema = SCHEMAS[table]
-    str_cols = [c for c, k in schema.items() if k == "str"]
+    str_cols = [c for c, k in SCHEMAS[table].items() if k == "str"]
     tables = []
     for part in parts:
         try:
             pf = pq.ParquetFile(part)
-            names = pf.schema_arrow.names
-            for col, kind in schema.items():
-                if col not in names:
-                    if kind == "i8?":
-                        continue
-                    raise InputError(f"column {col!r} is missing", path=part)
-                atype = pf.schema_arrow.field(col).type
-                if not _ARROW_OK[kind](atype):
-                    raise InputError(f"column {col!r} has type {atype}, expected {kind.rstrip('?')}", path=part)
-            cols = [c for c in schema if c in names]
+            cols = _check_schema(table, pf.schema_arrow, part)
             tables.append(pq.read_table(part, columns=cols, read_dictionary=str_cols))
         except InputError:
             raise
         except (pa.ArrowException, OSError) as exc:
             raise InputError(f"corrupt or truncated Parquet file ({exc})", path=part) from None
+    # Journals of parts never sealed (the collector was killed): rows written but not yet in
+    # Parquet.  One whose part exists was sealed and its removal interrupted: already read.
+    sealed = {p.name for p in parts}
+    journals = sorted(j for j in tdir.glob(".part-*") if j.suffix in JOURNAL_SUFFIXES)
+    for journal in journals:
+        if journal.name[1:-len(journal.suffix)] + ".parquet" in sealed:
+            continue
+        data, torn = _read_journal(table, journal)
+        tables.append(data)
+        if notes is not None:
+            notes.append(f"{table}: {data.num_rows:,} rows read from the unsealed journal {journal.name}"
+                         + (" (its last, half-written batch dropped)" if torn else ""))
     df = _arrow_to_frame(table, tables)
     start, end = _INTERVALS[table]
     bad = df[end].to_numpy() < df[start].to_numpy()
@@ -387,8 +597,9 @@ def load_bundle(path: str | os.PathLike[str]) -> RunData:
     if not p.is_dir():
         raise InputError("not a directory", path=p)
     manifest = _read_manifest(p)
-    tables = {t: _read_table(p, t) for t in TABLES}
-    run = RunData(manifest=manifest, path=str(p), **tables)
+    notes: list[str] = []
+    tables = {t: _read_table(p, t, notes) for t in TABLES}
+    run = RunData(manifest=manifest, path=str(p), notes=notes, **tables)
     status = manifest.get("status")
     if status == "running":
         run.notes.append("the collector did not finish (status still 'running'): treated as interrupted")
