@@ -3,8 +3,10 @@
 Host functions (activity rows of kind "host", device "Host", one row per interval and function,
 busy_ns = time summed over every thread of the target and its children):
 
-* ``oncpu``, ``runq``: per-thread ``/proc/PID/task/TID/schedstat`` deltas (on-CPU ns,
-  run-queue wait ns).  A new thread's first reading is its baseline.
+* ``oncpu``: the delta of the process CPU clock (`process_cpu_clock`: every thread, the
+  exited ones included, exact to the ns), or where that clock cannot be read the sum of the
+  per-thread ``/proc/PID/task/TID/schedstat`` on-CPU deltas; ``runq``: the schedstat
+  run-queue wait deltas.  A new thread's first reading is its baseline.
 * ``blocked``, ``iowait``, ``read``, ``write``: sampled thread states.  At each tick every
   thread asleep counts the whole interval to its sleep: ``read``/``write`` when it sits in a
   read-like/write-like syscall (``/proc/.../syscall``), else ``iowait`` for state D and
@@ -16,16 +18,22 @@ busy_ns = time summed over every thread of the target and its children):
   A stopped process (SIGSTOP) counts in no sleep.  ``read``/``write`` rows carry the bytes
   moved (``/proc/PID/io`` rchar/wchar deltas).
 
-Cost (every /proc read is a syscall of 2-70 µs on a small VM, so reads are what is saved):
+Cost (every /proc read is a syscall of 2-70 µs on a small VM, and every line of Python costs
+several times its warm cost on a CPU that slept 100 ms, so reads and work per tick are saved):
 * a thread whose schedstat bytes did not move did not run: it is still in the sleep it was
-  seen in, one pread on a kept descriptor; after a second asleep it is read every
-  IDLE_POLL_NS only (at least every IDLE_POLL_EVERY-th tick: a pool of idle threads is most
-  of a server's threads).  Should it wake meanwhile, its on-CPU time still counts whole, in
-  the interval it is seen in (at most IDLE_POLL_NS late);
-* a thread that ran has its syscall file read; only when that does not settle its sleep (a
-  call that may sleep in S or D) or its CPU number is older than CPU_REFRESH_NS, its stat;
-* group-wide and host-wide files (/proc/PID/stat and io walk every thread in the kernel;
-  /proc/stat, meminfo, diskstats) are read at most every HOST_MIN_NS.
+  seen in, one pread on a kept descriptor.  After a second asleep it is *parked*: not even
+  iterated over, its sleep counted with the others' in one step, and read only (a) when the
+  process CPU clock moved more than the active threads' schedstat explain (beyond what the
+  spread of the reads can blur: a parked thread ran), then all parked threads are read, and
+  (b) every IDLE_POLL_CLOCK_NS as a safety net (IDLE_POLL_NS without the clock, when (b) is
+  how a woken thread is found; its on-CPU time then counts whole, at most that late);
+* a thread that ran has its syscall file read, at most every STATE_MIN_NS (a sampled state is
+  held in between: the same unbiased estimate at 100 Hz for a fifth of the reads); only when
+  that does not settle its sleep (a call that may sleep in S or D) or its CPU number is older
+  than CPU_REFRESH_NS, its stat;
+* group-wide and host-wide files (/proc/PID/io walks every thread in the kernel, and so does
+  the group's stat, read only without the CPU clock; /proc/stat, meminfo, diskstats) are read
+  at most every HOST_MIN_NS.
 
 Samples (registry names): host_cpu_usage, cpu_frequency_mhz and cpu_frequency (% of max),
 per CPU (device "CPU n") and on device "Host" (host CPU usage: the whole machine; frequency:
