@@ -240,20 +240,70 @@ def _sampled(m: CycleMatrix, i: int) -> bool:
 
 
 def _row(m: np.ndarray, i: int, K: int) -> np.ndarray:
-    """Row i of matrix m as float64, zeros when i is -1 (function absent in that run)."""
-    return m[i].astype(np.float64) if i >= 0 else np.zeros(K)
+    """Row i of matrix m as float64 (a view when it is float64 already), zeros when i is -1
+    (function absent in that run)."""
+    return np.asarray(m[i], dtype=np.float64) if i >= 0 else np.zeros(K)
+
+
+# The per-function tests' inputs, set before a fork pool starts so that its workers inherit
+# them (with a million cycles a side, the matrices are hundreds of MB: never pickled).
+_FUNCTION_TEST_DATA: tuple | None = None
+
+
+def _function_tests(f: int, alpha: float) -> tuple[stats.TwoSample, stats.TwoSample]:
+    """(time per cycle, share of the cycle) tests of aligned function `f` (STATS.md)."""
+    assert _FUNCTION_TEST_DATA is not None
+    mn, ma, idx_n, idx_a, Dn, Da = _FUNCTION_TEST_DATA
+    tn = _row(mn.own_ns, idx_n[f], len(Dn)) / NS_PER_US
+    ta = _row(ma.own_ns, idx_a[f], len(Da)) / NS_PER_US
+    return (stats.compare_samples(ta, tn, floor=T_FLOOR_US, alpha=alpha),
+            stats.compare_samples(100.0 * ta * NS_PER_US / Da, 100.0 * tn * NS_PER_US / Dn,
+                                  floor=BETA_FLOOR_PP, alpha=alpha))
+
+
+def _run_function_tests(tested: list[int], data: tuple, alpha: float) -> dict[int, tuple]:
+    """{f: (t test, β test)} for the tested functions, on every core when the runs are long."""
+    global _FUNCTION_TEST_DATA
+    _FUNCTION_TEST_DATA = data
+    try:
+        Kn, Ka = len(data[4]), len(data[5])
+        workers = min(os.cpu_count() or 1, 8, len(tested))
+        if workers > 1 and Kn + Ka >= PARALLEL_MIN_CYCLES:
+            import concurrent.futures as cf
+            import multiprocessing as mp
+
+            try:
+                ctx = mp.get_context("fork")
+            except ValueError:  # no fork on this platform: run serially
+                ctx = None
+            if ctx is not None:
+                with cf.ProcessPoolExecutor(max_workers=workers, mp_context=ctx) as pool:
+                    results = list(pool.map(functools.partial(_function_tests, alpha=alpha), tested))
+                return dict(zip(tested, results, strict=True))
+        return {f: _function_tests(f, alpha) for f in tested}
+    finally:
+        _FUNCTION_TEST_DATA = None
 
 
 def compare_runs(normal: RunData, abnormal: RunData, cn: Cycles, ca: Cycles, *,
-                 alpha: float = 0.05) -> Comparison:
-    """Compare `abnormal` against `normal` over their cycles (STATS.md)."""
+                 alpha: float = 0.05, matrices: tuple[CycleMatrix, CycleMatrix] | None = None) -> Comparison:
+    """Compare `abnormal` against `normal` over their cycles (STATS.md).
+
+    `matrices`: both runs' `attribute_activity` over these cycles when already computed
+    (perfdiff.pair computes them beside the loading)."""
     sn, sa = summarize_run(normal, cn), summarize_run(abnormal, ca)
     Dn, Da = cn.dur_ns.astype(np.float64), ca.dur_ns.astype(np.float64)
-    mn, ma = attribute_activity(normal, cn), attribute_activity(abnormal, ca)
+    mn, ma = matrices or (attribute_activity(normal, cn), attribute_activity(abnormal, ca))
     keys, idx_n, idx_a, renames = _align(mn, ma)
     Kn, Ka = cn.n, ca.n
     pooled_cycle_us = (Dn.sum() + Da.sum()) / (Kn + Ka) / NS_PER_US
     mean_da_us = Da.mean() / NS_PER_US
+
+    # Which functions are tested: those holding at least TEST_MIN_SHARE of the pooled cycle.
+    own_sum = [(_row(mn.own_ns, idx_n[f], Kn).sum() + _row(ma.own_ns, idx_a[f], Ka).sum()) / NS_PER_US
+               for f in range(len(keys))]
+    to_test = [f for f in range(len(keys)) if own_sum[f] / (Kn + Ka) >= TEST_MIN_SHARE * pooled_cycle_us]
+    tests = _run_function_tests(to_test, (mn, ma, idx_n, idx_a, Dn, Da), alpha)
 
     functions: list[FunctionStats] = []
     for f, (name, device, kind) in enumerate(keys):
@@ -264,11 +314,9 @@ def compare_runs(normal: RunData, abnormal: RunData, cn: Cycles, ca: Cycles, *,
         bn = 100.0 * tn * NS_PER_US / Dn
         ba = 100.0 * ta * NS_PER_US / Da
         cn_sum, ca_sum = _row(mn.calls, idx_n[f], Kn).sum(), _row(ma.calls, idx_a[f], Ka).sum()
-        pooled = (tn.sum() + ta.sum()) / (Kn + Ka)
-        tested = pooled >= TEST_MIN_SHARE * pooled_cycle_us
+        tested = f in tests
         presence = "both" if idx_n[f] >= 0 and idx_a[f] >= 0 else ("new" if idx_n[f] < 0 else "vanished")
-        t_res = stats.compare_samples(ta, tn, floor=T_FLOOR_US, alpha=alpha) if tested else None
-        b_res = stats.compare_samples(ba, bn, floor=BETA_FLOOR_PP, alpha=alpha) if tested else None
+        t_res, b_res = tests.get(f, (None, None))
         functions.append(FunctionStats(
             name=name, device=device, kind=kind, wait=is_wait(name, kind), presence=presence,
             tested=bool(tested),
@@ -421,6 +469,7 @@ def _mu_test(job: tuple, alpha: float) -> tuple[stats.TwoSample, float]:
 
 
 PARALLEL_MIN_PAIRS = 20_000_000  # Σ n_N·n_A over the μ tests above which a process pool pays off
+PARALLEL_MIN_CYCLES = 200_000  # cycles of both runs above which the function tests use a pool
 
 
 def _run_mu_tests(jobs: list[tuple], alpha: float) -> list[MuStats]:

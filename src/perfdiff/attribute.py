@@ -5,6 +5,7 @@ loops run over metrics (tens), never over events.
 """
 from __future__ import annotations
 
+import dataclasses
 from dataclasses import dataclass
 
 import numpy as np
@@ -25,7 +26,7 @@ class CycleMatrix:
     keys: pd.DataFrame  # columns name, device, kind; row f of the matrices
     own_ns: np.ndarray  # (F, K) float64
     incl_ns: np.ndarray  # (F, K) inclusive time: end − start for CPU ranges (children included), else own
-    calls: np.ndarray  # (F, K) float64
+    calls: np.ndarray  # (F, K) int32
     row_cycle: np.ndarray  # cycle index per activity row (-1 = outside every cycle)
     row_func: np.ndarray  # function index per activity row
     unattributed_rows: int  # rows outside every cycle
@@ -83,12 +84,10 @@ def attribute_activity(run: RunData, cycles: Cycles) -> CycleMatrix:
         keys["sampled"] = np.bincount(func, weights=counter, minlength=F) == np.bincount(func, minlength=F)
     else:
         keys["sampled"] = np.zeros(0, dtype=bool)
-    own = np.zeros(F * K, dtype=np.float64)
-    calls = np.zeros(F * K, dtype=np.float64)
     row_cycle = np.full(len(a), -1, dtype=np.int64)
     if len(a) == 0 or K == 0:
-        z = own.reshape(F, K)
-        return CycleMatrix(keys, z, z, calls.reshape(F, K), row_cycle, func, len(a))
+        z = np.zeros((F, K))
+        return CycleMatrix(keys, z, z, np.zeros((F, K), np.int32), row_cycle, func, len(a))
     cs, ce = cycles.start_ns, cycles.end_ns
     start = a["start_ns"].to_numpy()
     end = a["end_ns"].to_numpy()
@@ -97,9 +96,12 @@ def attribute_activity(run: RunData, cycles: Cycles) -> CycleMatrix:
     is_cpu = kinds("cpu")
     has_cpu = bool(is_cpu.any())
     incl_w = np.where(is_cpu, (end - start).astype(np.float64), busy) if has_cpu else busy
-    incl = np.zeros(F * K, dtype=np.float64) if has_cpu else own  # no CPU ranges: the same numbers
     launch = a["launch_ns"].to_numpy()
     by_launch = (launch != MISSING) & kinds(*GPU_KINDS)
+    # (flat index f·K + c, share of the row, counts as a call) of every attributed piece, from
+    # the three paths below; one bincount per matrix at the end (each is F·K long: with a
+    # million cycles, a bincount per path would allocate and add hundreds of MB each).
+    pieces: list[tuple[np.ndarray, np.ndarray, np.ndarray | None, np.ndarray | None]] = []
 
     # 1. launched GPU work: whole row to the launching cycle.
     li = np.flatnonzero(by_launch)
@@ -108,24 +110,35 @@ def attribute_activity(run: RunData, cycles: Cycles) -> CycleMatrix:
         ok = (c >= 0) & (launch[li] < ce[np.maximum(c, 0)])
         li, c = li[ok], c[ok]
         row_cycle[li] = c
-        idx = func[li] * K + c
-        own += np.bincount(idx, weights=busy[li], minlength=F * K)
-        if has_cpu:
-            incl += np.bincount(idx, weights=incl_w[li], minlength=F * K)
-        calls += np.bincount(idx, minlength=F * K)
+        pieces.append((li, c, None, None))
 
     # 2. everything else: clip to every overlapped cycle.
     oi = np.flatnonzero(~by_launch)
     if len(oi):
         s, e = start[oi], end[oi]
+        # Fast path, most rows: inside the cycle that holds their start (whole: share 1).
+        # One searchsorted and a comparison; only the rest (crossing a cycle end, in a gap
+        # between cycles, before the first) take the general path below.
+        home = np.searchsorted(cs, s, side="right") - 1
+        h = np.maximum(home, 0)
+        inside = (home >= 0) & (e <= ce[h]) & ((e > s) | (s < ce[h]) | (s == cs[h]))
+        ii = np.flatnonzero(inside)
+        if len(ii):
+            r1, c1 = oi[ii], home[ii]
+            row_cycle[r1] = c1
+            pieces.append((r1, c1, None, None))
+        rest = np.flatnonzero(~inside)
+        oi, s, e = oi[rest], s[rest], e[rest]
+    if len(oi):
         first = np.searchsorted(ce, s, side="right")  # first cycle whose end is after s
         last = np.searchsorted(cs, e, side="left") - 1  # last cycle starting before e
         point = e == s
-        last = np.where(point, np.searchsorted(cs, s, side="right") - 1, last)
-        first = np.where(point, last, first)
+        if point.any():
+            last = np.where(point, np.searchsorted(cs, s, side="right") - 1, last)
+            first = np.where(point, last, first)
         span = np.maximum(last - first + 1, 0)
-        # Most rows lie in one cycle: they need no expansion.  The few that span several
-        # cycles are repeated once per cycle they overlap.
+        # The rows left mostly lie in one cycle (a gap row that ends in the next cycle): they
+        # need no expansion.  The few that span several are repeated once per cycle.
         one = np.flatnonzero(span == 1)
         many = np.flatnonzero(span > 1)
         rep = np.concatenate([one, np.repeat(many, span[many])])
@@ -139,18 +152,42 @@ def attribute_activity(run: RunData, cycles: Cycles) -> CycleMatrix:
         share = np.where(point[rep], 1.0, np.clip(ov, 0, None) / np.where(length > 0, length, 1.0))
         valid = share > 0
         r, cyc, share = r[valid], cyc[valid], share[valid]
-        idx = func[r] * K + cyc
-        own += np.bincount(idx, weights=busy[r] * share, minlength=F * K)
-        if has_cpu:
-            incl += np.bincount(idx, weights=incl_w[r] * share, minlength=F * K)
         # A row counts as a call in the cycle where it starts (or, clipped, the first cycle it
         # overlaps): each row's pieces are adjacent and in cycle order, so that is its first.
         starts_here = np.r_[True, r[1:] != r[:-1]] if len(r) else np.zeros(0, bool)
-        calls += np.bincount(idx[starts_here], minlength=F * K)
         row_cycle[r[starts_here]] = cyc[starts_here]
+        pieces.append((r, cyc, share, starts_here))
+
+    rows = np.concatenate([p[0] for p in pieces]) if pieces else np.zeros(0, np.int64)
+    idx = func[rows] * K + np.concatenate([p[1] for p in pieces]) if pieces else rows
+    whole = [np.ones(len(p[0])) if p[2] is None else p[2] for p in pieces]
+    share_all = np.concatenate(whole) if len(pieces) > 1 else (whole[0] if whole else np.zeros(0))
+    own = np.bincount(idx, weights=busy[rows] * share_all, minlength=F * K)
+    incl = np.bincount(idx, weights=incl_w[rows] * share_all, minlength=F * K) if has_cpu else own
+    call = [np.ones(len(p[0]), bool) if p[3] is None else p[3] for p in pieces]
+    call_all = np.concatenate(call) if len(pieces) > 1 else (call[0] if call else np.zeros(0, bool))
+    calls = np.bincount(idx[call_all], minlength=F * K).astype(np.int32)
     unattributed = int((row_cycle < 0).sum())
     return CycleMatrix(keys, own.reshape(F, K), incl.reshape(F, K), calls.reshape(F, K), row_cycle, func,
                        unattributed)
+
+
+def keep_rows_for_mu(run: RunData, matrix: CycleMatrix) -> tuple[RunData, CycleMatrix]:
+    """`run` and `matrix` with only the activity rows μ can use (those on a device that has
+    samples: see device_rows); the others are in the matrices' sums already.  A comparison
+    needs no more of them, and a run handed between processes is then a fraction of its size."""
+    a = run.activity
+    if len(a) == 0:
+        return run, matrix
+    devices = set(run.samples["device"].astype(str).unique()) if len(run.samples) else set()
+    codes = [i for i, d in enumerate(a["device"].cat.categories) if str(d) in devices]
+    keep = np.isin(a["device"].cat.codes.to_numpy(), codes)
+    if keep.all():
+        return run, matrix
+    rows = np.flatnonzero(keep)
+    run = dataclasses.replace(run, activity=a.iloc[rows].reset_index(drop=True))
+    matrix = dataclasses.replace(matrix, row_cycle=matrix.row_cycle[rows], row_func=matrix.row_func[rows])
+    return run, matrix
 
 
 @dataclass

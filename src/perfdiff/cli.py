@@ -49,20 +49,40 @@ def _add_trace_options(p: argparse.ArgumentParser) -> None:
                    help="kernel names: full demangled names, or grouped by short name")
 
 
+def _import_compare_steps() -> None:
+    """Import the analysis and rendering modules (scipy among them: ~0.5 s), while the
+    workers load the runs."""
+    import perfdiff.analyze  # noqa: F401
+    import perfdiff.findings  # noqa: F401
+    import perfdiff.render  # noqa: F401
+
+
 def cmd_compare(args: argparse.Namespace) -> int:
     """perfdiff compare NORMAL ABNORMAL -o report.md [--json report.json]."""
-    from perfdiff.analyze import compare_runs
-    from perfdiff.findings import build_findings
+    from perfdiff.attribute import CycleMatrix, attribute_activity, keep_rows_for_mu
+    from perfdiff.bundle import RunData
     from perfdiff.load import open_run
-    from perfdiff.render import cycles_csv_text, render_markdown, to_json
-    from perfdiff.segment import parse_duration_ns, segment_cycles
+    from perfdiff.pair import input_sizes, map_pair
+    from perfdiff.segment import Cycles, parse_duration_ns, segment_cycles
 
     window = parse_duration_ns(args.window) if args.window else None
-    normal = open_run(args.normal, pid=args.pid, group=args.group)
-    abnormal = open_run(args.abnormal, pid=args.pid, group=args.group)
-    cn = segment_cycles(normal, cycle_regex=args.cycle, window_ns=window)
-    ca = segment_cycles(abnormal, cycle_regex=args.cycle, window_ns=window)
-    comp = compare_runs(normal, abnormal, cn, ca, alpha=args.alpha)
+
+    def load_side(path: str) -> tuple[RunData, Cycles, CycleMatrix]:
+        run = open_run(path, pid=args.pid, group=args.group)
+        cycles = segment_cycles(run, cycle_regex=args.cycle, window_ns=window)
+        run, matrix = keep_rows_for_mu(run, attribute_activity(run, cycles))
+        return run, cycles, matrix
+
+    # Load, segment and attribute both sides at once on two cores when the inputs are large
+    # (perfdiff.pair); everything after compares the two.
+    (normal, cn, mn), (abnormal, ca, ma) = map_pair(load_side, (args.normal, args.abnormal),
+                                                    input_sizes((args.normal, args.abnormal)),
+                                                    while_waiting=_import_compare_steps)
+    from perfdiff.analyze import compare_runs
+    from perfdiff.findings import build_findings
+    from perfdiff.render import cycles_csv_text, render_markdown, to_json
+
+    comp = compare_runs(normal, abnormal, cn, ca, alpha=args.alpha, matrices=(mn, ma))
     findings = build_findings(comp)
     csv_name = None
     if args.output and args.output != "-":
