@@ -34,11 +34,14 @@ def test_launch_attribution_and_clipping() -> None:
     ])
     m = attribute_activity(run, cyc)
     own = {n: m.own_ns[i] for i, n in enumerate(m.keys["name"])}
-    calls = {n: m.calls[i] for i, n in enumerate(m.keys["name"])}
+    names = list(m.keys["name"])
+    # The cycle each row counts as a call in: where it started (or was launched), -1 outside.
+    call_cycle = {names[f]: int(c) for f, c in zip(m.row_func, m.row_cycle, strict=True)}
     assert own["late"].tolist() == [20, 0]
     assert own["span"].tolist() == [20, 20]
-    assert calls["span"].tolist() == [1, 0]
-    assert calls["point"].tolist() == [0, 1]
+    assert call_cycle == {"late": 0, "span": 0, "point": 1, "outside": -1}
+    assert dict(zip(names, m.calls_total.tolist(), strict=True)) == {"late": 1, "span": 1, "point": 1, "outside": 0}
+    assert dict(zip(names, m.incl_total_ns.tolist(), strict=True)) == {"late": 20, "span": 40, "point": 0, "outside": 0}
     assert own["outside"].tolist() == [0, 0]
     assert m.unattributed_rows == 1
 

@@ -557,3 +557,23 @@ def test_huge_inputs_thin_the_pairwise_order_statistics() -> None:
     assert res.hl_lo < res.hl < res.hl_hi and res.hl_hi - res.hl_lo < 0.5
     assert res.n_n == 300_000 and res.n_a == 250_000  # the tests themselves use every value
     assert res.p_mwu < 1e-10
+
+
+@pytest.mark.parametrize("seed", range(12))
+def test_sorted_fast_paths_equal_the_plain_formulas(seed: int) -> None:
+    """compare_samples' one-merge U/δ/tie term and partition-free median/MAD give exactly the
+    numbers of the searchsorted/sort/np.median forms they replace (ties, odd and even sizes)."""
+    from perfdiff.stats import _mad_sorted, _median_sorted, _merge_counts, _tie_term, _u_statistic
+
+    rng = np.random.default_rng(seed)
+    na, nn = int(rng.integers(1, 60)), int(rng.integers(1, 60))
+    levels = int(rng.integers(1, 8))  # few distinct values: many ties
+    a = np.sort(rng.integers(0, levels, na) * 0.5 + (rng.random(na) if seed % 3 == 0 else 0))
+    n = np.sort(rng.integers(0, levels, nn) * 0.5)
+    greater, less, ties, tt = _merge_counts(a, n)
+    u, g2, l2 = _u_statistic(a, n)
+    assert (greater, less) == (g2, l2) and greater + 0.5 * ties == u
+    assert tt == _tie_term(np.concatenate([a, n]))
+    for v in (a, n):
+        assert _median_sorted(v) == float(np.median(v))
+        assert _mad_sorted(v) == float(np.median(np.abs(v - np.median(v))))

@@ -239,6 +239,11 @@ def _sampled(m: CycleMatrix, i: int) -> bool:
     return bool(i >= 0 and m.keys["sampled"].iloc[i])
 
 
+def _total(v: np.ndarray, i: int) -> float:
+    """Entry i of a per-function total, 0 when i is -1 (function absent in that run)."""
+    return float(v[i]) if i >= 0 else 0.0
+
+
 def _row(m: np.ndarray, i: int, K: int) -> np.ndarray:
     """Row i of matrix m as float64 (a view when it is float64 already), zeros when i is -1
     (function absent in that run)."""
@@ -313,7 +318,7 @@ def compare_runs(normal: RunData, abnormal: RunData, cn: Cycles, ca: Cycles, *,
         ta = _row(ma.own_ns, idx_a[f], Ka) / NS_PER_US
         bn = 100.0 * tn * NS_PER_US / Dn
         ba = 100.0 * ta * NS_PER_US / Da
-        cn_sum, ca_sum = _row(mn.calls, idx_n[f], Kn).sum(), _row(ma.calls, idx_a[f], Ka).sum()
+        cn_sum, ca_sum = _total(mn.calls_total, idx_n[f]), _total(ma.calls_total, idx_a[f])
         tested = f in tests
         presence = "both" if idx_n[f] >= 0 and idx_a[f] >= 0 else ("new" if idx_n[f] < 0 else "vanished")
         t_res, b_res = tests.get(f, (None, None))
@@ -329,8 +334,8 @@ def compare_runs(normal: RunData, abnormal: RunData, cn: Cycles, ca: Cycles, *,
             calls_n=float(cn_sum / Kn), calls_a=float(ca_sum / Ka),
             per_call_n_us=float(tn.sum() / cn_sum) if cn_sum else float("nan"),
             per_call_a_us=float(ta.sum() / ca_sum) if ca_sum else float("nan"),
-            incl_n_us=float(_row(mn.incl_ns, idx_n[f], Kn).mean() / NS_PER_US),
-            incl_a_us=float(_row(ma.incl_ns, idx_a[f], Ka).mean() / NS_PER_US),
+            incl_n_us=_total(mn.incl_total_ns, idx_n[f]) / Kn / NS_PER_US,
+            incl_a_us=_total(ma.incl_total_ns, idx_a[f]) / Ka / NS_PER_US,
             sampled=bool(_sampled(mn, idx_n[f]) or _sampled(ma, idx_a[f])),
         ))
     tested_idx = [i for i, fs in enumerate(functions) if fs.tested]

@@ -17,16 +17,19 @@ from perfdiff.segment import GPU_KINDS, Cycles
 
 @dataclass
 class CycleMatrix:
-    """Per-function, per-cycle own time and calls of one run.
+    """Per-function, per-cycle own time of one run, and per-function totals.
 
-    own_ns[f, c] is f's own time attributed to cycle c (ns, float: prorated rows);
-    calls[f, c] the number of its rows that started (or were launched) in c.
+    own_ns[f, c] is f's own time attributed to cycle c (ns, float: prorated rows); the tests
+    need it cycle by cycle.  Inclusive time and calls are only ever summed over the cycles, so
+    they are kept as totals: a (functions × cycles) matrix each would be hundreds of MB with a
+    million cycles.
     """
 
     keys: pd.DataFrame  # columns name, device, kind; row f of the matrices
     own_ns: np.ndarray  # (F, K) float64
-    incl_ns: np.ndarray  # (F, K) inclusive time: end − start for CPU ranges (children included), else own
-    calls: np.ndarray  # (F, K) int32
+    incl_total_ns: np.ndarray  # (F,) inclusive time in all cycles: end − start for CPU ranges
+    # (children included), else own
+    calls_total: np.ndarray  # (F,) rows that started (or were launched) in a cycle
     row_cycle: np.ndarray  # cycle index per activity row (-1 = outside every cycle)
     row_func: np.ndarray  # function index per activity row
     unattributed_rows: int  # rows outside every cycle
@@ -86,8 +89,7 @@ def attribute_activity(run: RunData, cycles: Cycles) -> CycleMatrix:
         keys["sampled"] = np.zeros(0, dtype=bool)
     row_cycle = np.full(len(a), -1, dtype=np.int64)
     if len(a) == 0 or K == 0:
-        z = np.zeros((F, K))
-        return CycleMatrix(keys, z, z, np.zeros((F, K), np.int32), row_cycle, func, len(a))
+        return CycleMatrix(keys, np.zeros((F, K)), np.zeros(F), np.zeros(F, np.int64), row_cycle, func, len(a))
     cs, ce = cycles.start_ns, cycles.end_ns
     start = a["start_ns"].to_numpy()
     end = a["end_ns"].to_numpy()
@@ -162,14 +164,15 @@ def attribute_activity(run: RunData, cycles: Cycles) -> CycleMatrix:
     idx = func[rows] * K + np.concatenate([p[1] for p in pieces]) if pieces else rows
     whole = [np.ones(len(p[0])) if p[2] is None else p[2] for p in pieces]
     share_all = np.concatenate(whole) if len(pieces) > 1 else (whole[0] if whole else np.zeros(0))
-    own = np.bincount(idx, weights=busy[rows] * share_all, minlength=F * K)
-    incl = np.bincount(idx, weights=incl_w[rows] * share_all, minlength=F * K) if has_cpu else own
+    own_w = busy[rows] * share_all
+    own = np.bincount(idx, weights=own_w, minlength=F * K)
+    frow = func[rows]
+    incl = np.bincount(frow, weights=incl_w[rows] * share_all if has_cpu else own_w, minlength=F)
     call = [np.ones(len(p[0]), bool) if p[3] is None else p[3] for p in pieces]
     call_all = np.concatenate(call) if len(pieces) > 1 else (call[0] if call else np.zeros(0, bool))
-    calls = np.bincount(idx[call_all], minlength=F * K).astype(np.int32)
+    calls = np.bincount(frow[call_all], minlength=F)
     unattributed = int((row_cycle < 0).sum())
-    return CycleMatrix(keys, own.reshape(F, K), incl.reshape(F, K), calls.reshape(F, K), row_cycle, func,
-                       unattributed)
+    return CycleMatrix(keys, own.reshape(F, K), incl, calls, row_cycle, func, unattributed)
 
 
 def keep_rows_for_mu(run: RunData, matrix: CycleMatrix) -> tuple[RunData, CycleMatrix]:

@@ -77,10 +77,48 @@ def robust_scale(x: object) -> float:
     v, _ = drop_nonfinite(x)
     if v.size < 2:
         return math.nan
-    mad = float(np.median(np.abs(v - np.median(v))))
+    return _robust_scale_finite(v, np.median(np.abs(v - np.median(v))))
+
+
+def _robust_scale_finite(v: np.ndarray, mad: float) -> float:
+    mad = float(mad)
     if mad > 0:
         return MAD_TO_SD * mad
     return 0.0 if _is_constant(v) else float(np.std(v, ddof=1))
+
+
+def _median_sorted(v: np.ndarray) -> float:
+    """np.median of sorted, finite, non-empty `v` without a partition."""
+    m = v.size // 2
+    return float(v[m]) if v.size % 2 else float((v[m - 1] + v[m]) / 2)
+
+
+def _kth_of_two(x: np.ndarray, y: np.ndarray, k: int) -> float:
+    """The k-th smallest (0-based) of the union of sorted `x` and `y`: O(log n)."""
+    lo, hi = max(0, k + 1 - y.size), min(k + 1, x.size)
+    while lo < hi:  # i: how many of the k + 1 smallest come from x
+        i = (lo + hi) // 2
+        if x[i] < y[k - i]:  # x[i] is among the k + 1 smallest: take more from x
+            lo = i + 1
+        else:
+            hi = i
+    i = lo
+    cands = ([x[i - 1]] if i > 0 else []) + ([y[k - i]] if k - i >= 0 else [])
+    return float(max(cands))
+
+
+def _mad_sorted(v: np.ndarray) -> float:
+    """median(|v - median(v)|) of sorted, finite `v` (size ≥ 1), as np.median computes it:
+    the distances are two sorted runs (below the median, reversed; from it up), so their
+    median is found by bisection instead of a partition of a new array."""
+    med = _median_sorted(v)
+    cut = int(np.searchsorted(v, med, side="left"))
+    below = med - v[:cut][::-1]  # ascending
+    above = v[cut:] - med  # ascending
+    n = v.size
+    if n % 2:
+        return _kth_of_two(below, above, n // 2)
+    return (_kth_of_two(below, above, n // 2 - 1) + _kth_of_two(below, above, n // 2)) / 2
 
 
 def resolution(*arrays: object) -> float:
@@ -323,7 +361,7 @@ def _next_order_stat(a: np.ndarray, e: np.ndarray, x: float, k: int) -> float:
 
 
 def _pairwise_order_stats(a: np.ndarray, n: np.ndarray, ranks: list[int],
-                          median: bool = False) -> np.ndarray:
+                          median: bool = False, presorted: bool = False) -> np.ndarray:
     """0-based order statistics of the differences a_i - n_j (finite, non-empty inputs).
 
     With `median`, a last value is appended: the median of all m·n differences, as
@@ -336,7 +374,9 @@ def _pairwise_order_stats(a: np.ndarray, n: np.ndarray, ranks: list[int],
     """
     if a.size * n.size > HL_MAX_PAIRS:
         full = a.size * n.size
-        a, n = _thin_sorted(np.sort(a), HL_MAX_SIDE), _thin_sorted(np.sort(n), HL_MAX_SIDE)
+        if not presorted:
+            a, n = np.sort(a), np.sort(n)
+        a, n = _thin_sorted(a, HL_MAX_SIDE), _thin_sorted(n, HL_MAX_SIDE)
         ranks = [min(int(round(r * a.size * n.size / full)), a.size * n.size - 1) for r in ranks]
     total = a.size * n.size
     mid = (total - 1) // 2
@@ -462,6 +502,23 @@ def _tie_term(pooled: np.ndarray) -> float:
     return float(np.sum(t**3 - t))
 
 
+def _merge_counts(a: np.ndarray, n: np.ndarray) -> tuple[int, int, int, float]:
+    """For sorted, finite `a` and `n`: #(a > n), #(a < n) and #(a = n) over all pairs, and
+    Σ(t³ - t) over the tie groups of the pooled values; one O(n) merge of the two runs
+    (what `_u_statistic` and `_tie_term` find with two binary searches and a sort)."""
+    pooled = np.concatenate([a, n])
+    order = np.argsort(pooled, kind="stable")  # two sorted runs: timsort merges them in O(n)
+    s = pooled[order]
+    starts = np.concatenate(([0], np.flatnonzero(s[1:] != s[:-1]) + 1))
+    size = np.diff(np.append(starts, s.size))
+    a_cnt = np.add.reduceat((order < a.size).astype(np.int64), starts)
+    n_cnt = size - a_cnt
+    greater = int((a_cnt * (np.cumsum(n_cnt) - n_cnt)).sum())
+    ties = int((a_cnt * n_cnt).sum())
+    size_f = size.astype(np.float64)
+    return greater, a.size * n.size - greater - ties, ties, float(np.sum(size_f**3 - size_f))
+
+
 def _u_statistic(a: np.ndarray, n: np.ndarray) -> tuple[float, int, int]:
     """U of side a (#(a > n) + ½·#(a = n)) and the raw counts #(a > n), #(a < n).
 
@@ -489,8 +546,10 @@ def mann_whitney_p(a: object, n: object) -> tuple[float, str]:
     return _mann_whitney(av, nv)
 
 
-def _mann_whitney(av: np.ndarray, nv: np.ndarray, u: float | None = None) -> tuple[float, str]:
-    """`mann_whitney_p` on finite arrays; `u` = U of side a when the caller has it."""
+def _mann_whitney(av: np.ndarray, nv: np.ndarray, u: float | None = None,
+                  tie_term: float | None = None) -> tuple[float, str]:
+    """`mann_whitney_p` on finite arrays; `u` = U of side a and `tie_term` = Σ(t³ - t) of the
+    pooled values when the caller has them."""
     n1, n2 = av.size, nv.size
     if n1 == 0 or n2 == 0:
         return math.nan, "n/a"
@@ -514,7 +573,8 @@ def _mann_whitney(av: np.ndarray, nv: np.ndarray, u: float | None = None) -> tup
     if u is None:
         u = _u_statistic(av, nv)[0]
     mu = n1 * n2 / 2.0
-    var = n1 * n2 / 12.0 * ((total + 1) - _tie_term(pooled) / (total * (total - 1)))
+    tt = _tie_term(pooled) if tie_term is None else tie_term
+    var = n1 * n2 / 12.0 * ((total + 1) - tt / (total * (total - 1)))
     z = (abs(u - mu) - 0.5) / math.sqrt(var)
     return float(min(1.0, 2.0 * special.ndtr(-z))), "asymptotic"
 
@@ -651,8 +711,9 @@ def _welch(av: np.ndarray, nv: np.ndarray) -> tuple[float, str]:
     return float(min(1.0, 2.0 * special.stdtr(df, -abs(t)))), ""
 
 
-def _z_from(hl: float, nv: np.ndarray, floor: float) -> tuple[float, str]:
-    """Z = HL / max(σ̂_N, 0.05·|median_N|, floor) with STATS.md's n/a rules."""
+def _z_from(hl: float, nv: np.ndarray, floor: float, presorted: bool = False) -> tuple[float, str]:
+    """Z = HL / max(σ̂_N, 0.05·|median_N|, floor) with STATS.md's n/a rules (`presorted`: nv
+    is sorted and finite, so median and MAD need no partition)."""
     if nv.size < 3:
         return math.nan, "n_N < 3"
     if math.isnan(hl):
@@ -660,7 +721,10 @@ def _z_from(hl: float, nv: np.ndarray, floor: float) -> tuple[float, str]:
     if hl == 0:
         return 0.0, ""
     floor_v = 0.0 if floor is None or not math.isfinite(floor) else float(floor)
-    denom = max(robust_scale(nv), MEDIAN_SHARE * abs(float(np.median(nv))), floor_v)
+    if presorted:
+        denom = max(_robust_scale_finite(nv, _mad_sorted(nv)), MEDIAN_SHARE * abs(_median_sorted(nv)), floor_v)
+    else:
+        denom = max(robust_scale(nv), MEDIAN_SHARE * abs(float(np.median(nv))), floor_v)
     if denom <= 0:
         return math.nan, "zero spread and zero floor"
     return hl / denom, ""
@@ -759,23 +823,24 @@ def compare_samples(a: object, n: object, floor: float, *, alpha: float | None =
         mn = av.size * nv.size
         k = _ci_rank(av.size, nv.size, level)
         ranks = [k - 1, mn - k] if k >= 1 else []
-        order_stats = _pairwise_order_stats(av, nv, ranks, median=True)
+        order_stats = _pairwise_order_stats(av, nv, ranks, median=True, presorted=True)
         hl = float(order_stats[-1])
         if k >= 1:
             hl_lo, hl_hi = float(order_stats[0]), float(order_stats[1])
         else:
             reasons.append(f"hl_ci: too few samples for a {level:.0%} CI "
                            f"({nv.size} / {av.size})")
-        u, greater, less = _u_statistic(av, nv)
+        greater, less, ties, tie_term = _merge_counts(av, nv)
+        u = greater + 0.5 * ties
         delta = (greater - less) / mn
 
-    z, why = _z_from(hl, nv, floor) if nv.size >= 3 else (math.nan, "n_N < 3")
+    z, why = _z_from(hl, nv, floor, presorted=True) if nv.size >= 3 else (math.nan, "n_N < 3")
     if why:
         reasons.append(f"z: {why}")
     p_w, why = _welch(av, nv)
     if why:
         reasons.append(f"p_welch: {why}")
-    p_u, method = _mann_whitney(av, nv, u)
+    p_u, method = _mann_whitney(av, nv, u, None if empty else tie_term)
     p_min = min_attainable_p(nv.size, av.size)
     if method == "all-tied":
         reasons.append("p_mwu: all tied (p = 1)")
@@ -788,7 +853,8 @@ def compare_samples(a: object, n: object, floor: float, *, alpha: float | None =
         n_n=int(nv.size), n_a=int(av.size), dropped=drop_a + drop_n,
         mean_n=float(np.mean(nv)) if nv.size else math.nan,
         mean_a=float(np.mean(av)) if av.size else math.nan,
-        median_n=_median(nv), median_a=_median(av),
+        median_n=_median_sorted(nv) if nv.size else math.nan,
+        median_a=_median_sorted(av) if av.size else math.nan,
         z=z, p_welch=p_w, p_mwu=p_u, mwu_method=method,
         hl=hl, hl_lo=hl_lo, hl_hi=hl_hi, cliffs_delta=delta,
         reasons=tuple(reasons), p_mwu_min=p_min,
