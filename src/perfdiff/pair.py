@@ -23,6 +23,7 @@ import traceback
 from pathlib import Path
 from typing import Any, Callable
 
+from perfdiff import errors
 from perfdiff.errors import PerfdiffError
 
 PARALLEL_MIN_BYTES = 64 << 20  # inputs smaller than this together load in-process: a fork costs more
@@ -94,10 +95,6 @@ def _child(fn: Callable[..., Any], arg: Any, folder: Path) -> int:
         return 1
 
 
-class _ChildError(PerfdiffError):
-    """A PerfdiffError raised in a child, raised again in the parent (its message is whole)."""
-
-
 def map_pair(fn: Callable[[Any], Any], args: tuple[Any, Any], sizes: tuple[int, int] | None = None,
              while_waiting: Callable[[], None] | None = None) -> list[Any]:
     """[fn(args[0]), fn(args[1])], computed in two forked children when worth it.
@@ -143,9 +140,11 @@ def map_pair(fn: Callable[[Any], Any], args: tuple[Any, Any], sizes: tuple[int, 
                 name, text, code = pickle.loads(err.read_bytes())
                 if name == "MemoryError":
                     raise MemoryError
-                exc = _ChildError(text)
-                exc.code = code
-                raise exc
+                # The same class (InputError …), its message already whole (path included).
+                cls = getattr(errors, name, PerfdiffError)
+                if not (isinstance(cls, type) and issubclass(cls, PerfdiffError)):
+                    cls = PerfdiffError
+                raise cls(text, code=code)
             crash = folder / "crash.txt"
             if crash.exists():
                 raise RuntimeError("loading a run failed in its worker process:\n" + crash.read_text())

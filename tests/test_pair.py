@@ -1,0 +1,82 @@
+"""perfdiff.pair: both runs loaded in forked workers give the same report as in-process, and
+errors keep their meaning (one line, exit 2) or, for bugs, their traceback."""
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+
+import numpy as np
+import pytest
+from conftest import run_cli
+
+from perfdiff import pair
+from perfdiff.errors import InputError
+
+RODINIA = "kmcho2019/Rodinia_3.1_Gaussian"
+
+pytestmark = pytest.mark.skipif(not hasattr(os, "fork"), reason="no fork on this platform")
+
+
+def report(tmp_path: Path, capsys: pytest.CaptureFixture[str], a: Path, b: Path, name: str) -> dict:
+    code, _, err = run_cli(["compare", a, b, "-o", tmp_path / f"{name}.md", "--json", tmp_path / f"{name}.json"],
+                           capsys)
+    assert code == 0, err
+    return json.loads((tmp_path / f"{name}.json").read_text())
+
+
+@pytest.mark.real
+def test_forked_loading_gives_the_same_report(real: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str],
+                                              monkeypatch: pytest.MonkeyPatch) -> None:
+    a, b = real / RODINIA / "report3.sqlite", real / RODINIA / "report2.sqlite"
+    forks = []
+    real_fork = os.fork
+    monkeypatch.setattr(pair.os, "fork", lambda: forks.append(1) or real_fork())
+    monkeypatch.setattr(pair, "PARALLEL_MIN_BYTES", 1 << 40)  # in-process
+    serial = report(tmp_path, capsys, a, b, "serial")
+    assert not forks
+    monkeypatch.setattr(pair, "PARALLEL_MIN_BYTES", 0)  # two workers
+    forked = report(tmp_path, capsys, a, b, "forked")
+    assert len(forks) == 2
+    assert forked["functions"] == serial["functions"] and forked["findings"] == serial["findings"]
+    md = [(tmp_path / f"{n}.md").read_text().replace(f"{n}.cycles.csv", "X") for n in ("serial", "forked")]
+    assert md[0] == md[1]
+    assert not list(Path(pair._spool_dir(0)).glob("perfdiff-pair-*"))  # nothing left behind
+
+
+def side(arg: tuple[str, int]) -> dict:
+    kind, n = arg
+    if kind == "bad":
+        raise InputError("not an nsys export (no CUPTI_ACTIVITY_KIND_KERNEL table)", path="/x/b.sqlite")
+    if kind == "bug":
+        raise ZeroDivisionError("a bug in a worker")
+    return {"values": np.arange(n, dtype=np.int64), "name": kind}
+
+
+def test_arrays_come_back_whole_and_writable() -> None:
+    out = pair.map_pair(side, (("a", 1_000_000), ("b", 0)), (1 << 30, 1 << 30))
+    assert out[0]["name"] == "a" and np.array_equal(out[0]["values"], np.arange(1_000_000))
+    out[0]["values"][0] = 7  # copy-on-write mapping: the result is an ordinary array
+    assert out[1]["values"].size == 0
+
+
+def test_a_bad_input_in_a_worker_is_the_same_one_line_error(tmp_path: Path) -> None:
+    with pytest.raises(InputError) as err:
+        pair.map_pair(side, (("a", 10), ("bad", 10)), (1 << 30, 1 << 30))
+    assert str(err.value) == "/x/b.sqlite: not an nsys export (no CUPTI_ACTIVITY_KIND_KERNEL table)"
+    assert err.value.code == 2
+
+
+def test_a_bug_in_a_worker_is_a_bug_with_its_traceback() -> None:
+    with pytest.raises(RuntimeError, match=r"(?s)failed in its worker process.*ZeroDivisionError: a bug in a worker"):
+        pair.map_pair(side, (("bug", 1), ("a", 1)), (1 << 30, 1 << 30))
+
+
+def test_bad_trace_through_the_cli_with_workers(tmp_path: Path, capsys: pytest.CaptureFixture[str],
+                                                monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(pair, "PARALLEL_MIN_BYTES", 0)
+    bad = tmp_path / "bad.json"
+    bad.write_text("{not json")
+    code, _, err = run_cli(["compare", bad, bad, "-o", tmp_path / "r.md"], capsys)
+    assert code == 2
+    assert err.count("\n") == 1 and "bad.json" in err and "Traceback" not in err
