@@ -36,12 +36,15 @@ def test_forked_loading_gives_the_same_report(real: Path, tmp_path: Path, capsys
     serial = report(tmp_path, capsys, a, b, "serial")
     assert not forks
     monkeypatch.setattr(pair, "PARALLEL_MIN_BYTES", 0)  # two workers
+    spool = tmp_path / "spool"
+    spool.mkdir()
+    monkeypatch.setattr(pair, "_spool_dir", lambda need: str(spool))
     forked = report(tmp_path, capsys, a, b, "forked")
     assert len(forks) == 2
     assert forked["functions"] == serial["functions"] and forked["findings"] == serial["findings"]
     md = [(tmp_path / f"{n}.md").read_text().replace(f"{n}.cycles.csv", "X") for n in ("serial", "forked")]
     assert md[0] == md[1]
-    assert not list(Path(pair._spool_dir(0)).glob("perfdiff-pair-*"))  # nothing left behind
+    assert not list(spool.iterdir())  # nothing left behind
 
 
 def side(arg: tuple[str, int]) -> dict:
@@ -80,3 +83,14 @@ def test_bad_trace_through_the_cli_with_workers(tmp_path: Path, capsys: pytest.C
     code, _, err = run_cli(["compare", bad, bad, "-o", tmp_path / "r.md"], capsys)
     assert code == 2
     assert err.count("\n") == 1 and "bad.json" in err and "Traceback" not in err
+
+
+def test_bundles_load_in_process_traces_in_workers(tmp_path: Path) -> None:
+    from perfdiff.bundle import base_manifest, write_bundle
+    from perfdiff.bundle import RunData, empty_table
+
+    write_bundle(tmp_path / "b", RunData(base_manifest(), empty_table("activity"), empty_table("samples"),
+                                         empty_table("markers")))
+    trace = tmp_path / "t.sqlite"
+    trace.write_bytes(b"x" * 1000)
+    assert pair.input_sizes((tmp_path / "b", trace)) == (0, 1000)

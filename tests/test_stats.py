@@ -178,6 +178,11 @@ def test_ks_statistic_matches_scipy():
     n = [1.0, 1.2, 2.5, 2.6, 2.9]
     assert S.ks_statistic(a, n) == pytest.approx(sps.ks_2samp(a, n).statistic)
     assert math.isnan(S.ks_statistic([], n))
+    rng = np.random.default_rng(3)
+    for _ in range(20):  # many ties across the two sides (the merge path's tie groups)
+        a = rng.integers(0, 6, int(rng.integers(1, 40))).astype(float)
+        n = rng.integers(0, 6, int(rng.integers(1, 40))).astype(float)
+        assert S.ks_statistic(a, n) == pytest.approx(sps.ks_2samp(a, n).statistic, abs=1e-12)
 
 
 # ---------------------------------------------------------------------------------------

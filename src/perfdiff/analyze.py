@@ -308,6 +308,11 @@ def compare_runs(normal: RunData, abnormal: RunData, cn: Cycles, ca: Cycles, *,
     own_sum = [(_row(mn.own_ns, idx_n[f], Kn).sum() + _row(ma.own_ns, idx_a[f], Ka).sum()) / NS_PER_US
                for f in range(len(keys))]
     to_test = [f for f in range(len(keys)) if own_sum[f] / (Kn + Ka) >= TEST_MIN_SHARE * pooled_cycle_us]
+    # Largest first (a test's cost grows with the cycles it is present in): a pool's workers
+    # then finish together.
+    present = {f: (np.count_nonzero(mn.own_ns[idx_n[f]]) if idx_n[f] >= 0 else 0)
+               + (np.count_nonzero(ma.own_ns[idx_a[f]]) if idx_a[f] >= 0 else 0) for f in to_test}
+    to_test.sort(key=lambda f: -present[f])
     tests = _run_function_tests(to_test, (mn, ma, idx_n, idx_a, Dn, Da), alpha)
 
     functions: list[FunctionStats] = []
