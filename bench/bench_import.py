@@ -75,7 +75,7 @@ def main(argv: list[str] | None = None) -> int:
              "kineto": [100_000] if args.quick else [100_000, 300_000, 1_000_000]}
     print("| trace | kernels per side | importer alone (s) | importer rate | `perfdiff import` to a bundle (s) "
           "| import peak RSS (MiB) | compare pair, best of 3 (s) | the 3 runs (s) | compare peak RSS, largest process "
-          "(MiB) | compare peak RSS, all processes (MiB) | figure to beat |")
+          "(MiB) | compare peak memory, all processes (PSS, MiB) | figure to beat |")
     print("|---|---|---|---|---|---|---|---|---|---|---|")
     for kind in ("nsys", "kineto"):
         for n in sizes[kind]:

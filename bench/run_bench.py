@@ -24,15 +24,19 @@ OUT = HERE / "out"
 PY = sys.executable
 
 
-def _tree_rss(pid: int) -> int:
-    """Summed RSS (bytes) of `pid` and every descendant (compare forks two loading workers)."""
-    page = os.sysconf("SC_PAGE_SIZE")
+def _tree_pss(pid: int) -> int:
+    """Summed PSS (bytes) of `pid` and every descendant: compare forks loading workers and a
+    test pool; PSS shares each page among the processes that map it, so pages shared after a
+    fork are counted once, not once per process as a sum of RSS would."""
     todo, total = [pid], 0
     while todo:
         p = todo.pop()
         try:
-            with open(f"/proc/{p}/statm") as fh:
-                total += int(fh.read().split()[1]) * page
+            with open(f"/proc/{p}/smaps_rollup") as fh:
+                for line in fh:
+                    if line.startswith("Pss:"):
+                        total += int(line.split()[1]) * 1024
+                        break
             for t in os.listdir(f"/proc/{p}/task"):
                 with open(f"/proc/{p}/task/{t}/children") as fh:
                     todo += [int(c) for c in fh.read().split()]
@@ -42,12 +46,12 @@ def _tree_rss(pid: int) -> int:
 
 
 def measure(cmd: list[str], cwd: Path = ROOT) -> tuple[float, float, str, float]:
-    """(wall s, peak RSS MiB of the largest process, stderr tail, peak summed RSS MiB of the
+    """(wall s, peak RSS MiB of the largest process, stderr tail, peak memory MiB of the whole
     process tree) of one command in a fresh process.
 
     The largest process's peak is the kernel's (wait4's ru_maxrss: the process or its largest
-    reaped child); the tree's summed RSS is polled every 50 ms from /proc (it counts pages
-    shared between the processes once per process, so it errs high)."""
+    reaped child); the tree's is its summed PSS polled every 50 ms from /proc (so a peak
+    shorter than that can be missed; the larger of the two is reported)."""
     import threading
 
     t0 = time.perf_counter()
@@ -57,7 +61,7 @@ def measure(cmd: list[str], cwd: Path = ROOT) -> tuple[float, float, str, float]
 
     def poll() -> None:
         while not done.wait(0.05):
-            peak[0] = max(peak[0], _tree_rss(proc.pid))
+            peak[0] = max(peak[0], _tree_pss(proc.pid))
 
     watcher = threading.Thread(target=poll, daemon=True)
     watcher.start()
@@ -88,7 +92,7 @@ def machine() -> str:
 
 def bench_compare(sizes: list[int]) -> list[str]:
     rows = ["| kernel activities per run | cycles | samples per run | compare wall (s) | peak RSS (MiB) "
-            "| peak RSS, all processes (MiB) | µs per activity |",
+            "| peak memory, all processes (PSS, MiB) | µs per activity |",
             "|---|---|---|---|---|---|---|"]
     for n in sizes:
         a, b = OUT / f"bundle_{n}_a", OUT / f"bundle_{n}_b"
