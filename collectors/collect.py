@@ -290,22 +290,11 @@ def journal_rows(table: str, chunks: list[Any]) -> tuple[dict[str, list[Any]], p
     as one Arrow table in the journal schema or None): what BundleWriter.journal takes."""
     import pyarrow as pa
 
-    from perfdiff.bundle import SCHEMAS
+    from perfdiff.bundle import merge_columns
 
-    merged: dict[str, list[Any]] = {}
-    frames = []
-    for chunk in chunks:
-        if not isinstance(chunk, dict):
-            frames.append(_frame_to_arrow(table, chunk))
-            continue
-        n = len(next(iter(chunk.values()))) if chunk else 0
-        for col, kind in SCHEMAS[table].items():
-            values = chunk.get(col)
-            if values is None:
-                if kind != "i8?":
-                    raise KeyError(f"{table} rows lack column {col!r}")
-                values = [MISSING] * n
-            merged.setdefault(col, []).extend(values)
+    columns = [c for c in chunks if isinstance(c, dict)]
+    frames = [_frame_to_arrow(table, c) for c in chunks if not isinstance(c, dict)]
+    merged = merge_columns(table, columns, unknown=MISSING) if columns else {}
     return merged, (pa.concat_tables(frames) if frames else None)
 
 

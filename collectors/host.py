@@ -764,20 +764,16 @@ class HostSampler:
             if n:
                 acc[cat] += n * dt
         switches, ran = self._read_threads(p, list(p.active.values()), dt, acc, ran_on, t1, gone)
-        if clock >= 0:
-            # Time no active thread explains, beyond what the last tick's reading window can
-            # blur (the active threads' reads are spread over it): a parked thread ran (or a
-            # thread came or went).  Every bucket is polled then; else the due one only.
-            unexplained = clock - p.clock - ran
-            if unexplained > p.window + CLOCK_SLACK_NS:
-                polled = [th for bucket in p.buckets for th in bucket.values()]
-            else:
-                polled = list(p.buckets[self.tick_no % len(p.buckets)].values())
+        # CPU-clock time no active thread explains, beyond what the last tick's reading window
+        # can blur (the active threads' reads are spread over it): a parked thread ran (or a
+        # thread came or went).  Every bucket is polled then; else the due one only.
+        if clock >= 0 and clock - p.clock - ran > p.window + CLOCK_SLACK_NS:
+            polled = [th for bucket in p.buckets for th in bucket.values()]
         else:
             polled = list(p.buckets[self.tick_no % len(p.buckets)].values())
         woken = []
         pread = os.pread
-        for th in polled:
+        for th in polled:  # the schedstat read inlined, as in _read_threads: the hot path
             fd = th.fd_sched
             try:
                 raw = pread(fd, 128, 0) if fd >= 0 else _read(fd, th.base + "schedstat")

@@ -274,16 +274,8 @@ def _run_function_tests(tested: list[int], data: tuple, alpha: float) -> dict[in
         Kn, Ka = len(data[4]), len(data[5])
         workers = min(os.cpu_count() or 1, 8, len(tested))
         if workers > 1 and Kn + Ka >= PARALLEL_MIN_CYCLES:
-            import concurrent.futures as cf
-            import multiprocessing as mp
-
-            try:
-                ctx = mp.get_context("fork")
-            except ValueError:  # no fork on this platform: run serially
-                ctx = None
-            if ctx is not None:
-                with cf.ProcessPoolExecutor(max_workers=workers, mp_context=ctx) as pool:
-                    results = list(pool.map(functools.partial(_function_tests, alpha=alpha), tested))
+            results = _fork_map(functools.partial(_function_tests, alpha=alpha), tested, workers, 1)
+            if results is not None:
                 return dict(zip(tested, results, strict=True))
         return {f: _function_tests(f, alpha) for f in tested}
     finally:
@@ -482,22 +474,28 @@ PARALLEL_MIN_PAIRS = 20_000_000  # Σ n_N·n_A over the μ tests above which a p
 PARALLEL_MIN_CYCLES = 200_000  # cycles of both runs above which the function tests use a pool
 
 
+def _fork_map(fn: Any, items: list, workers: int, chunksize: int) -> list | None:
+    """[fn(x) for x in items] in a pool of forked processes (which inherit this process's
+    memory: the big inputs are never pickled); None where there is no fork (run serially)."""
+    import concurrent.futures as cf
+    import multiprocessing as mp
+
+    try:
+        ctx = mp.get_context("fork")
+    except ValueError:
+        return None
+    with cf.ProcessPoolExecutor(max_workers=workers, mp_context=ctx) as pool:
+        return list(pool.map(fn, items, chunksize=chunksize))
+
+
 def _run_mu_tests(jobs: list[tuple], alpha: float) -> list[MuStats]:
     """Run the μ tests, on every core when there are many (each is independent)."""
     work = sum(len(j[3]) * len(j[4]) for j in jobs)
     workers = min(os.cpu_count() or 1, 8)
     if workers > 1 and work >= PARALLEL_MIN_PAIRS and len(jobs) >= 4 * workers:
-        import concurrent.futures as cf
-        import multiprocessing as mp
-
-        try:
-            ctx = mp.get_context("fork")
-        except ValueError:  # no fork on this platform: run serially
-            ctx = None
-        if ctx is not None:
-            with cf.ProcessPoolExecutor(max_workers=workers, mp_context=ctx) as pool:
-                results = list(pool.map(functools.partial(_mu_test, alpha=alpha), jobs,
-                                        chunksize=max(1, len(jobs) // (8 * workers))))
+        results = _fork_map(functools.partial(_mu_test, alpha=alpha), jobs, workers,
+                            max(1, len(jobs) // (8 * workers)))
+        if results is not None:
             return [MuStats(func=j[0], metric=j[1], device=j[2], unit=metric_unit(j[1]), res=r, z_log=z)
                     for j, (r, z) in zip(jobs, results, strict=True)]
     out = []

@@ -197,10 +197,10 @@ def journal_schema(table: str) -> pa.Schema:
     return pa.schema([pa.field(c, types[k], nullable=k == "i8?") for c, k in SCHEMAS[table].items()])
 
 
-def columns_to_arrow(table: str, chunks: list[dict[str, list[Any]]]) -> pa.Table:
-    """Rows as column lists (a subset of SCHEMAS[table]'s columns; an absent optional one is
-    unknown) → one Arrow table of `journal_schema(table)`.  MISSING (-1) becomes null.
-    Raises KeyError for an absent required column, pa.ArrowException for a wrong value type."""
+def merge_columns(table: str, chunks: list[dict[str, list[Any]]], unknown: Any = None) -> dict[str, list[Any]]:
+    """Column-list chunks of `table` (SCHEMAS[table]'s columns; an absent optional one is
+    unknown) → one dict of every column, absent values filled with `unknown`.  Raises KeyError
+    for an absent required column, ValueError for columns of different lengths."""
     merged: dict[str, list[Any]] = {col: [] for col in SCHEMAS[table]}
     for chunk in chunks:
         n = len(next(iter(chunk.values()))) if chunk else 0
@@ -209,10 +209,18 @@ def columns_to_arrow(table: str, chunks: list[dict[str, list[Any]]]) -> pa.Table
             if values is None:
                 if kind != "i8?":
                     raise KeyError(f"{table} rows lack column {col!r}")
-                values = [None] * n
+                values = [unknown] * n
             elif len(values) != n:
                 raise ValueError(f"{table} column {col!r} has {len(values)} values, not {n}")
             merged[col].extend(values)
+    return merged
+
+
+def columns_to_arrow(table: str, chunks: list[dict[str, list[Any]]]) -> pa.Table:
+    """Rows as column lists (see merge_columns) → one Arrow table of `journal_schema(table)`.
+    MISSING (-1) becomes null.  Raises KeyError for an absent required column, ValueError or
+    pa.ArrowException for a wrong value type."""
+    merged = merge_columns(table, chunks)
     schema = journal_schema(table)
     arrays = []
     for col, kind in SCHEMAS[table].items():
