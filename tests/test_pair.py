@@ -94,3 +94,16 @@ def test_bundles_load_in_process_traces_in_workers(tmp_path: Path) -> None:
     trace = tmp_path / "t.sqlite"
     trace.write_bytes(b"x" * 1000)
     assert pair.input_sizes((tmp_path / "b", trace)) == (0, 1000)
+
+
+def killed(arg: tuple[str, int]) -> dict:
+    if arg[0] == "oom":
+        os.kill(os.getpid(), 9)  # as the kernel's OOM killer would
+    return {"name": arg[0]}
+
+
+def test_a_worker_killed_is_one_line_naming_the_input() -> None:
+    from perfdiff.errors import PerfdiffError
+
+    with pytest.raises(PerfdiffError, match=r"ended without a result \(killed by signal 9; out of memory\?\)"):
+        pair.map_pair(killed, (("a", 1), ("oom", 1)), (1 << 30, 1 << 30))

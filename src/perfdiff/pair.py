@@ -131,10 +131,9 @@ def map_pair(fn: Callable[[Any], Any], args: tuple[Any, Any], sizes: tuple[int, 
             pids.append(pid)
         if while_waiting is not None:
             while_waiting()
-        for pid in pids:
-            os.waitpid(pid, 0)
+        statuses = [os.waitpid(pid, 0)[1] for pid in pids]
         out = []
-        for folder in folders:
+        for folder, arg, status in zip(folders, args, statuses, strict=True):
             err = folder / "error.pickle"
             if err.exists():
                 name, text, code = pickle.loads(err.read_bytes())
@@ -149,8 +148,11 @@ def map_pair(fn: Callable[[Any], Any], args: tuple[Any, Any], sizes: tuple[int, 
             if crash.exists():
                 raise RuntimeError("loading a run failed in its worker process:\n" + crash.read_text())
             if not (folder / "result.pickle").exists():
-                raise RuntimeError("a worker process loading a run died without a result "
-                                   "(killed: out of memory?)")
+                # Killed (the kernel's OOM killer sends SIGKILL): one line, not a traceback.
+                why = (f"killed by signal {os.WTERMSIG(status)}" if os.WIFSIGNALED(status)
+                       else f"exit status {os.waitstatus_to_exitcode(status)}")
+                raise PerfdiffError(f"the worker loading this run ended without a result ({why}; out of "
+                                    "memory?)", path=arg)
             out.append(_load(folder))
         return out
     finally:
