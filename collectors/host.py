@@ -288,7 +288,7 @@ def _fd_limit() -> int:
 class _Thread:
     __slots__ = ("tid", "base", "fd_sched", "fd_stat", "fd_sys", "raw", "exec_ns", "delay_ns",
                  "pcount", "ticks", "state", "sysno", "cpu", "cpu_until", "cat", "idle", "bucket",
-                 "state_until")
+                 "state_until", "held")
 
     def __init__(self, tid: int, base: str):
         self.tid = tid
@@ -304,6 +304,7 @@ class _Thread:
         self.idle = 0  # consecutive ticks its schedstat did not move
         self.bucket = -1  # -1: looked at every tick; k: a long-idle thread, polled on phase k
         self.state_until = 0  # CLOCK_REALTIME ns until which its sleep state is held unread
+        self.held = False  # it ran since its state was last read: read it once it stops
 
 
 class _Process:
@@ -709,7 +710,10 @@ class HostSampler:
             sleeps = acc if st.state not in ("T", "t") else [0, 0, 0, 0, 0, 0]
             switches += self._sample_threads(p, dt, sleeps, ran_on, t1, clock)
             if clock >= 0:
-                p.window = self.cpu_clock(pid) - clock if self.cpu_clock else 0
+                try:  # the CPU the process used while its threads were read (see _sample_threads)
+                    p.window = self.cpu_clock(pid) - clock if self.cpu_clock else 0
+                except OSError:  # it exited meanwhile: dropped at the next tick
+                    p.window = 0
                 self.proc_cpu_ns += clock - p.clock
                 p.clock = clock
             if sleeps is not acc:
@@ -813,6 +817,13 @@ class HostSampler:
                 continue
             if raw == th.raw:
                 th.idle += 1
+                if th.held:  # it last ran during a hold: the sleep it went into is not read yet
+                    th.held = False
+                    try:
+                        self._read_state(th, t1)
+                    except _Gone:
+                        gone.append(th.tid)
+                        continue
                 if th.cat >= 0:
                     acc[th.cat] += dt
                 continue
@@ -824,6 +835,9 @@ class HostSampler:
                 if t1 >= th.state_until:
                     self._read_state(th, t1)
                     th.state_until = t1 + STATE_MIN_NS - dt // 2
+                    th.held = False
+                else:
+                    th.held = True
             except (ValueError, _Gone):
                 gone.append(th.tid)
                 continue

@@ -162,3 +162,26 @@ def test_renamed_cpu_range_is_matched_across_runs() -> None:
     assert "⇄" in loader[0].name and loader[0].t_a_us > loader[0].t_n_us
     assert c.renames == [("enumerate(DataLoader)#_MultiProcessingDataLoaderIter.__next__",
                           "enumerate(DataLoader)#_SingleProcessDataLoaderIter.__next__")]
+
+
+def test_overlapping_cycles_count_a_row_in_each_it_overlaps() -> None:
+    """Marker ranges from several threads can overlap: no fast path to a single cycle then."""
+    cyc = Cycles(np.array([0, 50, 200]), np.array([100, 150, 300]), "test", "")
+    m = attribute_activity(run_of([k("r", 60, 90, kind="cpu", device="Host")]), cyc)
+    assert m.own_ns[0].tolist() == [30, 30, 0]
+
+
+def test_zero_length_rows_outside_every_cycle_are_unattributed() -> None:
+    cyc = Cycles(np.array([100, 300]), np.array([200, 400]), "test", "")
+    run = run_of([
+        k("before", 50, 50, kind="cpu", device="Host"),  # before the first cycle
+        k("gap", 250, 250, kind="cpu", device="Host"),  # between two cycles
+        k("start", 300, 300, kind="cpu", device="Host"),  # at a cycle's start: inside it
+        k("busy", 120, 150, kind="cpu", device="Host"),
+    ])
+    m = attribute_activity(run, cyc)
+    names = list(m.keys["name"])
+    cycle_of = {names[f]: int(c) for f, c in zip(m.row_func, m.row_cycle, strict=True)}
+    assert cycle_of == {"before": -1, "gap": -1, "start": 1, "busy": 0}
+    assert dict(zip(names, m.calls_total.tolist(), strict=True)) == {"before": 0, "gap": 0, "start": 1, "busy": 1}
+    assert m.own_ns[names.index("busy")].tolist() == [30, 0] and m.unattributed_rows == 2

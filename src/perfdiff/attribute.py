@@ -116,7 +116,10 @@ def attribute_activity(run: RunData, cycles: Cycles) -> CycleMatrix:
 
     # 2. everything else: clip to every overlapped cycle.
     oi = np.flatnonzero(~by_launch)
-    if len(oi):
+    # Cycles may overlap (marker ranges from several threads, a --cycle regex): a row then
+    # counts in each cycle it overlaps, which only the general path below does.
+    disjoint = bool(np.all(cs[1:] >= ce[:-1]))
+    if len(oi) and disjoint:
         s, e = start[oi], end[oi]
         # Fast path, most rows: inside the cycle that holds their start (whole: share 1).
         # One searchsorted and a comparison; only the rest (crossing a cycle end, in a gap
@@ -131,14 +134,23 @@ def attribute_activity(run: RunData, cycles: Cycles) -> CycleMatrix:
             pieces.append((r1, c1, None, None))
         rest = np.flatnonzero(~inside)
         oi, s, e = oi[rest], s[rest], e[rest]
+    elif len(oi):
+        s, e = start[oi], end[oi]
     if len(oi):
         first = np.searchsorted(ce, s, side="right")  # first cycle whose end is after s
         last = np.searchsorted(cs, e, side="left") - 1  # last cycle starting before e
         point = e == s
-        if point.any():
-            last = np.where(point, np.searchsorted(cs, s, side="right") - 1, last)
-            first = np.where(point, last, first)
         span = np.maximum(last - first + 1, 0)
+        if point.any():
+            # A zero-length row counts in the cycle holding it: the last one starting at or
+            # before it, if it has not ended yet (a cycle's start is inside it, its end is
+            # not); before the first cycle or in a gap it is outside every cycle.
+            home = np.searchsorted(cs, s, side="right") - 1
+            h = np.maximum(home, 0)
+            held = (home >= 0) & ((s < ce[h]) | (s == cs[h]))
+            last = np.where(point, home, last)
+            first = np.where(point, home, first)
+            span = np.where(point, held.astype(np.int64), span)
         # The rows left mostly lie in one cycle (a gap row that ends in the next cycle): they
         # need no expansion.  The few that span several are repeated once per cycle.
         one = np.flatnonzero(span == 1)
