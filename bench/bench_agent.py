@@ -120,6 +120,7 @@ def run(n: int, repeat: int) -> list[str]:
         empty.append(time.perf_counter_ns() - s)
     results["flush_empty"] = min(empty)
     results["flush_empty_p50"] = sorted(empty)[len(empty) // 2]
+    a.stop_recording()  # else its exit-time flush writes into the folder removed below
 
     batch = records[:10_000]
 
