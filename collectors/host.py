@@ -775,22 +775,8 @@ class HostSampler:
             polled = [th for bucket in p.buckets for th in bucket.values()]
         else:
             polled = list(p.buckets[self.tick_no % len(p.buckets)].values())
-        woken = []
-        pread = os.pread
-        for th in polled:  # the schedstat read inlined, as in _read_threads: the hot path
-            fd = th.fd_sched
-            try:
-                raw = pread(fd, 128, 0) if fd >= 0 else _read(fd, th.base + "schedstat")
-            except OSError:
-                gone.append(th.tid)
-                continue
-            if raw != th.raw:
-                _unpark(p, th)
-                if th.cat >= 0:
-                    acc[th.cat] -= dt  # counted above in its old sleep
-                woken.append(th)
-        if woken:
-            more, more_ran = self._read_threads(p, woken, dt, acc, ran_on, t1, gone)
+        if polled:
+            more, more_ran = self._read_threads(p, polled, dt, acc, ran_on, t1, gone)
             switches += more
             ran += more_ran
         acc[_ONCPU] += clock - p.clock if clock >= 0 else ran
@@ -805,7 +791,9 @@ class HostSampler:
                       ran_on: set[int], t1: int, gone: list[int]) -> tuple[int, int]:
         """Read `threads`' schedstat: run-queue wait and sleeps into `acc`; returns (context
         switches, on-CPU ns) of the interval.  A thread whose counters moved has its sleep
-        state read (at most every STATE_MIN_NS: a sampled state is held in between)."""
+        state read (at most every STATE_MIN_NS: a sampled state is held in between).  A parked
+        thread (its sleep already counted through p.idle_counts) that did not run is left as it
+        is; one that ran is unparked, its sleep's count undone, and read like the others."""
         switches = ran = 0
         pread = os.pread
         for th in threads:
@@ -816,6 +804,8 @@ class HostSampler:
                 gone.append(th.tid)
                 continue
             if raw == th.raw:
+                if th.bucket >= 0:
+                    continue  # still asleep where it was parked
                 th.idle += 1
                 if th.held:  # it last ran during a hold: the sleep it went into is not read yet
                     th.held = False
@@ -827,6 +817,10 @@ class HostSampler:
                 if th.cat >= 0:
                     acc[th.cat] += dt
                 continue
+            if th.bucket >= 0:
+                _unpark(p, th)
+                if th.cat >= 0:
+                    acc[th.cat] -= dt  # counted through idle_counts in its old sleep
             th.raw = raw
             th.idle = 0
             try:
