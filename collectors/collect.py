@@ -298,18 +298,6 @@ def journal_rows(table: str, chunks: list[Any]) -> tuple[dict[str, list[Any]], p
     return merged, (pa.concat_tables(frames) if frames else None)
 
 
-def rows_to_arrow(table: str, chunks: list[Any]) -> pa.Table:
-    """Buffered chunks of one table (Columns or DataFrames) → one Arrow table in the journal
-    schema (perfdiff.bundle.journal_schema: plain strings, nulls for unknown)."""
-    import pyarrow as pa
-
-    from perfdiff.bundle import columns_to_arrow
-
-    merged, frames = journal_rows(table, chunks)
-    out = columns_to_arrow(table, [merged] if merged else [])
-    return pa.concat_tables([out, frames]) if frames is not None else out
-
-
 def open_writer(path: Path, manifest: dict[str, Any]) -> BundleWriter:
     """A BundleWriter whose every table has a part from the start, so a bundle killed at any
     moment loads (the loader needs at least one part per table)."""

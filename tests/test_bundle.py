@@ -127,13 +127,14 @@ def test_writer_refuses_non_empty_dir(tmp_path: Path) -> None:
 
 def journaled_writer(tmp_path: Path, batches: int = 3) -> tuple[BundleWriter, Path]:
     """A collector-style writer: empty first parts, then `batches` journal appends of 2 rows."""
-    from perfdiff.collectors.collect import open_writer, rows_to_arrow
+    from perfdiff.bundle import columns_to_arrow
+    from perfdiff.collectors.collect import open_writer
 
     w = open_writer(tmp_path / "b", {"run_name": "j"})
     for i in range(batches):
         cols = {"metric": ["gpu_usage", "gpu_usage"], "device": ["GPU 0", "GPU 1"],
                 "t_start_ns": [10 * i, 10 * i], "t_end_ns": [10 * i + 5] * 2, "value": [float(i), 1.5]}
-        w.journal("samples", rows_to_arrow("samples", [cols]))
+        w.journal("samples", columns_to_arrow("samples", [cols]))  # an Arrow table: the .arrows journal
     return w, tmp_path / "b" / "samples" / ".part-000001.arrows"
 
 
@@ -228,13 +229,13 @@ def test_column_rows_journal_as_json_lines_and_load_after_a_kill(tmp_path: Path)
 
 
 def test_both_journals_seal_into_one_part(tmp_path: Path) -> None:
-    from perfdiff.collectors.collect import rows_to_arrow
+    from perfdiff.collectors.collect import journal_rows
 
     w, journal = columns_writer(tmp_path)
     frame = normalize_table("activity", pd.DataFrame({
         "function": ["k"], "kind": ["kernel"], "device": ["GPU 0"], "start_ns": [5], "end_ns": [9],
         "busy_ns": [4], "launch_ns": [3]}))
-    w.journal("activity", rows_to_arrow("activity", [frame]))  # a DataFrame chunk: the Arrow journal
+    w.journal("activity", journal_rows("activity", [frame])[1])  # a DataFrame chunk: the Arrow journal
     assert (journal.parent / ".part-000001.arrows").is_file()
     assert len(load_bundle(tmp_path / "b").activity) == 7  # both journals read before sealing
     w.journal("samples", {"metric": ["m"], "device": ["Host"], "t_start_ns": [1], "t_end_ns": [2],

@@ -250,15 +250,19 @@ def test_disk_full_is_one_line_exit_3(tmp_path: Path, monkeypatch: pytest.Monkey
     assert str(tmp_path / "run") in str(err.value)
 
 
-def test_rows_to_arrow_mixes_columns_and_frames() -> None:
+def test_journal_rows_keep_columns_apart_from_frames() -> None:
+    from perfdiff.bundle import MISSING, columns_to_arrow
+
     buf = RowBuffer()
     buf.sample("gpu_usage", "GPU 0", 1, 2, 3.0)
     df = pd.DataFrame({"metric": ["x"], "device": ["Host"], "t_start_ns": [5], "t_end_ns": [6], "value": [7.0]})
-    t = C.rows_to_arrow("samples", [buf.take()["samples"], df])
-    assert t.column("metric").to_pylist() == ["gpu_usage", "x"]
-    assert t.column("value").to_pylist() == [3.0, 7.0]
+    merged, frames = C.journal_rows("samples", [buf.take()["samples"], df])
+    assert merged["metric"] == ["gpu_usage"] and frames.column("metric").to_pylist() == ["x"]
+    assert merged["value"] == [3.0] and frames.column("value").to_pylist() == [7.0]
     buf.activity("oncpu", "host", "Host", 1, 2, 3)
-    a = C.rows_to_arrow("activity", [buf.take()["activity"]])
+    merged, frames = C.journal_rows("activity", [buf.take()["activity"]])
+    assert frames is None and merged["bytes"] == [MISSING] and merged["tid"] == [MISSING]
+    a = columns_to_arrow("activity", [merged])
     assert a.column("bytes").to_pylist() == [None] and a.column("tid").to_pylist() == [None]
 
 

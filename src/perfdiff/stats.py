@@ -63,10 +63,6 @@ def drop_nonfinite(x: object) -> tuple[np.ndarray, int]:
     return kept, int(arr.size - kept.size)
 
 
-def _median(x: np.ndarray) -> float:
-    return float(np.median(x)) if x.size else math.nan
-
-
 def _is_constant(x: np.ndarray) -> bool:
     # ptp, not var: the mean of equal floats can round, leaving var ≈ 1e-33 instead of 0.
     return x.size > 0 and bool(x[0] == x.min() == x.max())
