@@ -27,8 +27,9 @@ several times its warm cost on a CPU that slept 100 ms, so reads and work per ti
   spread of the reads can blur: a parked thread ran), then all parked threads are read, and
   (b) every IDLE_POLL_CLOCK_NS as a safety net (IDLE_POLL_NS without the clock, when (b) is
   how a woken thread is found; its on-CPU time then counts whole, at most that late);
-* a thread that ran has its syscall file read, at most every STATE_MIN_NS (a sampled state is
-  held in between: the same unbiased estimate at 100 Hz for a fifth of the reads); only when
+* a thread that ran has its syscall file read at every tick (holding a sampled state over
+  several ticks was tried: unbiased over a run, but per cycle it made the sleeps of a 20 ms
+  loop at 100 Hz lumpy enough that two identical runs disagreed); only when
   that does not settle its sleep (a call that may sleep in S or D) or its CPU number is older
   than CPU_REFRESH_NS, its stat;
 * group-wide and host-wide files (/proc/PID/io walks every thread in the kernel, and so does
@@ -78,7 +79,6 @@ IDLE_AFTER_NS = 1_000_000_000  # a thread asleep this long is looked at less oft
 IDLE_POLL_NS = 400_000_000  # ... about this often (every 4th tick at 10 Hz, 40th at 100 Hz) ...
 IDLE_POLL_CLOCK_NS = 2_000_000_000  # ... or this often where the process CPU clock tells who ran ...
 IDLE_POLL_EVERY = 4  # ... and never more often than every this many ticks
-STATE_MIN_NS = 50_000_000  # a running thread's sleep state is re-read at most this often
 CLOCK_SLACK_NS = 20_000  # CPU-clock time no thread explains that may be rounding, not a wake-up
 # Host-wide counters (/proc/stat CPU time, a process's utime+stime) move in clock ticks
 # (USER_HZ, 10 ms): read faster they are mostly quantisation noise, so the host metrics are
@@ -287,8 +287,7 @@ def _fd_limit() -> int:
 
 class _Thread:
     __slots__ = ("tid", "base", "fd_sched", "fd_stat", "fd_sys", "raw", "exec_ns", "delay_ns",
-                 "pcount", "ticks", "state", "sysno", "cpu", "cpu_until", "cat", "idle", "bucket",
-                 "state_until", "held")
+                 "pcount", "ticks", "state", "sysno", "cpu", "cpu_until", "cat", "idle", "bucket")
 
     def __init__(self, tid: int, base: str):
         self.tid = tid
@@ -303,8 +302,6 @@ class _Thread:
         self.cat = -1  # host function its sleep counts as (_BLOCKED ...), -1 when not asleep
         self.idle = 0  # consecutive ticks its schedstat did not move
         self.bucket = -1  # -1: looked at every tick; k: a long-idle thread, polled on phase k
-        self.state_until = 0  # CLOCK_REALTIME ns until which its sleep state is held unread
-        self.held = False  # it ran since its state was last read: read it once it stops
 
 
 class _Process:
@@ -791,9 +788,9 @@ class HostSampler:
                       ran_on: set[int], t1: int, gone: list[int]) -> tuple[int, int]:
         """Read `threads`' schedstat: run-queue wait and sleeps into `acc`; returns (context
         switches, on-CPU ns) of the interval.  A thread whose counters moved has its sleep
-        state read (at most every STATE_MIN_NS: a sampled state is held in between).  A parked
-        thread (its sleep already counted through p.idle_counts) that did not run is left as it
-        is; one that ran is unparked, its sleep's count undone, and read like the others."""
+        state read.  A parked thread (its sleep already counted through p.idle_counts) that
+        did not run is left as it is; one that ran is unparked, its sleep's count undone, and
+        read like the others."""
         switches = ran = 0
         pread = os.pread
         for th in threads:
@@ -807,13 +804,6 @@ class HostSampler:
                 if th.bucket >= 0:
                     continue  # still asleep where it was parked
                 th.idle += 1
-                if th.held:  # it last ran during a hold: the sleep it went into is not read yet
-                    th.held = False
-                    try:
-                        self._read_state(th, t1)
-                    except _Gone:
-                        gone.append(th.tid)
-                        continue
                 if th.cat >= 0:
                     acc[th.cat] += dt
                 continue
@@ -826,12 +816,7 @@ class HostSampler:
             try:
                 e, d, c = raw.split()
                 e, d, c = int(e), int(d), int(c)
-                if t1 >= th.state_until:
-                    self._read_state(th, t1)
-                    th.state_until = t1 + STATE_MIN_NS - dt // 2
-                    th.held = False
-                else:
-                    th.held = True
+                self._read_state(th, t1)
             except (ValueError, _Gone):
                 gone.append(th.tid)
                 continue
