@@ -80,10 +80,11 @@ class RowBuffer:
     more than its size suggests); `take` turns them into columns with one zip.
     """
 
-    __slots__ = ("_rows",)
+    __slots__ = ("_rows", "_cols")
 
     def __init__(self) -> None:
         self._rows: dict[str, list[tuple]] = {t: [] for t in _TABLE_COLUMNS}
+        self._cols: dict[str, Columns] = {}  # rows added as columns (add_columns)
 
     def sample(self, metric: str, device: str, t_start_ns: int, t_end_ns: int, value: float) -> None:
         """One resource reading over [t_start_ns, t_end_ns] (a point reading: both equal)."""
@@ -100,16 +101,35 @@ class RowBuffer:
         """One cycle mark [start_ns, end_ns] on thread `tid` (MISSING when unknown)."""
         self._rows["markers"].append((name, start_ns, end_ns, tid, source))
 
+    def add_columns(self, table: str, cols: Columns) -> None:
+        """Rows of `table` given as column lists (every column, equal lengths; taken over, not
+        copied): a sampler that keeps its own per-tick readings adds them in bulk."""
+        cur = self._cols.get(table)
+        if cur is None:
+            self._cols[table] = cols
+        else:
+            for c, v in cols.items():
+                cur[c] += v
+
     def __len__(self) -> int:
-        return sum(len(r) for r in self._rows.values())
+        return sum(len(r) for r in self._rows.values()) + sum(
+            len(next(iter(c.values()))) for c in self._cols.values())
 
     def take(self) -> dict[str, Columns]:
-        """The non-empty tables buffered so far, as columns; the buffer is empty afterwards."""
+        """The non-empty tables buffered so far, as columns (rows added one by one first, then
+        those added as columns); the buffer is empty afterwards."""
         out: dict[str, Columns] = {}
         for t, rows in self._rows.items():
+            bulk = self._cols.pop(t, None)
             if rows:
-                out[t] = dict(zip(_TABLE_COLUMNS[t], map(list, zip(*rows, strict=True)), strict=True))
+                cols = dict(zip(_TABLE_COLUMNS[t], map(list, zip(*rows, strict=True)), strict=True))
                 self._rows[t] = []
+                if bulk:
+                    for c, v in cols.items():
+                        v += bulk[c]
+                out[t] = cols
+            elif bulk and bulk[_TABLE_COLUMNS[t][0]]:
+                out[t] = bulk
         return out
 
 

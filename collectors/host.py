@@ -416,6 +416,10 @@ class HostSampler:
         self.max_threads = 0
         self.seen_pids: set[int] = set()
         self.buf = RowBuffer()
+        # Host-function readings, a tuple per tick: (t0, t1, ns of each HOST_FUNCTIONS,
+        # read bytes, write bytes, context switches or -1), expanded into rows by `take`.
+        self.ticks: list[tuple[int, ...]] = []
+        self._unsupported_seen = 0  # len(state.unsupported) when `ticks` was last expanded
         self.tick_no = 0
         self.host_prev = 0
         self.proc_ticks = 0  # utime+stime ticks of the target since the last host sample
@@ -642,10 +646,21 @@ class HostSampler:
     # ------------------------------------------------------------------ the tick
 
     def sample(self, t_ns: int) -> dict[str, Any]:
-        """Read everything once; rows cover [previous tick, t_ns]."""
+        """Read everything once; returns the rows, which cover [previous tick, t_ns]."""
+        self.tick(t_ns)
+        return self.take()
+
+    def take(self) -> dict[str, Any]:
+        """The rows of every tick since the last take, as column lists per table."""
+        self._expand_ticks()
+        return self.buf.take()
+
+    def tick(self, t_ns: int) -> None:
+        """Read everything once and keep the rows, which cover [previous tick, t_ns], for
+        `take`: the collect loop takes them at its flush, not at every tick."""
         dt = t_ns - self.t_prev
         if dt <= 0:
-            return {}
+            return
         t0 = self.t_prev
         self.t_prev = t_ns
         self.tick_no += 1
@@ -659,7 +674,6 @@ class HostSampler:
                 self.buf.sample("process_cpu_usage", HOST, h0, t_ns, 100.0 * cpu_s / (hdt / 1e9))
                 self.buf.sample("process_rss", HOST, t_ns, t_ns, float(self.proc_rss * self.page_size))
             self.host_prev, self.proc_ticks, self.proc_cpu_ns, self.proc_rss = t_ns, 0, 0, -1
-        return self.buf.take()
 
     def _sample_target(self, t0: int, t1: int, dt: int, slow: bool) -> None:
         """The target's threads over [t0, t1]; `slow`: also its group-wide counters (CPU ticks
@@ -720,18 +734,50 @@ class HostSampler:
             return
         if ran_on:
             self.target_cpus = ran_on
-        b = self.buf
+        if len(self.state.unsupported) != self._unsupported_seen:
+            self._expand_ticks()  # the rows so far with the functions they were taken with
+        if slow and self.use_io:  # bytes since the previous host-cadence tick
+            rbytes, wbytes = max(rchar, 0), max(wchar, 0)
+        else:
+            rbytes = wbytes = MISSING
+        # One tuple per tick; `take` turns them into rows (6 functions + context switches).
+        self.ticks.append((t0, t1, *acc, rbytes, wbytes, switches if self.use_schedstat else -1))
+        self.proc_rss = rss
+
+    def _expand_ticks(self) -> None:
+        """Move the buffered per-tick tuples into `buf` as activity and sample rows, with the
+        host functions supported until now, and note which those are."""
         unsupported = self.state.unsupported
+        self._unsupported_seen = len(unsupported)
+        ticks, self.ticks = self.ticks, []
+        if not ticks:
+            return
+        t0s, t1s, *cols = map(list, zip(*ticks, strict=True))
+        n = len(t0s)
+        missing = [MISSING] * n
+        acts: dict[str, list[Any]] = {c: [] for c in ("function", "kind", "device", "start_ns", "end_ns",
+                                                      "busy_ns", "bytes")}
         for i, fn in enumerate(HOST_FUNCTIONS):
             if (HOST, fn) in unsupported:
                 continue
-            nbytes = MISSING
-            if slow and self.use_io and (i == _READ or i == _WRITE):
-                nbytes = max(rchar if i == _READ else wchar, 0)  # since the previous host-cadence tick
-            b.activity(fn, "host", HOST, t0, t1, acc[i], nbytes)
-        self.proc_rss = rss
-        if self.use_schedstat:
-            b.sample("context_switches", HOST, t0, t1, switches / (dt / 1e9))
+            acts["function"] += [fn] * n
+            acts["kind"] += ["host"] * n
+            acts["device"] += [HOST] * n
+            acts["start_ns"] += t0s
+            acts["end_ns"] += t1s
+            acts["busy_ns"] += cols[i]
+            acts["bytes"] += cols[6] if i == _READ else cols[7] if i == _WRITE else missing
+        if acts["function"]:
+            self.buf.add_columns("activity", acts)
+        keep = [k for k, c in enumerate(cols[8]) if c >= 0]
+        if keep:
+            self.buf.add_columns("samples", {
+                "metric": ["context_switches"] * len(keep),
+                "device": [HOST] * len(keep),
+                "t_start_ns": [t0s[k] for k in keep],
+                "t_end_ns": [t1s[k] for k in keep],
+                "value": [cols[8][k] / ((t1s[k] - t0s[k]) / 1e9) for k in keep],
+            })
 
     def _read_io(self, p: _Process) -> tuple[int, int]:
         """p's (rchar, wchar) deltas since the last call (0, 0 when unreadable)."""
