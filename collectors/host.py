@@ -307,7 +307,7 @@ class _Thread:
 class _Process:
     __slots__ = ("pid", "base", "fd_stat", "fd_gstat", "fd_io", "threads", "ticks", "rchar", "wchar",
                  "num_threads", "listed_ns", "rss_pages", "active", "buckets", "idle_counts",
-                 "clock", "window")
+                 "clock", "window", "unexplained")
 
     def __init__(self, pid: int, base: str, poll_every: int = 1):
         self.pid = pid
@@ -326,6 +326,7 @@ class _Process:
         self.idle_counts = [0] * 6
         self.clock = -1  # the process CPU clock (ns) at the last tick's start; -1: unreadable
         self.window = 0  # CPU the process used while the last tick read its threads (ns)
+        self.unexplained = False  # the last tick's CPU clock delta held time no thread explains
         self.ticks = -1  # utime + stime of all threads, dead ones included
         self.rchar = self.wchar = -1
         self.num_threads = 0
@@ -693,32 +694,39 @@ class HostSampler:
                 self._add_process(pid, t1)  # baseline only: it counts from the next tick
                 continue
             try:
-                # The group's stat adds every thread's CPU ticks (a walk over them in the
-                # kernel): read only for process_cpu_usage without the process CPU clock.
+                clock = self.cpu_clock(pid) if p.clock >= 0 else -1  # type: ignore[misc]
+                # The leader's stat (its state, the thread count, RSS) costs the most of a
+                # tick's reads on a cold CPU; with the process CPU clock it is read only at the
+                # host cadence and when the clock did not move (stopped, exited, or idle).
+                # In between, a new thread that runs shows as CPU no thread explains, which
+                # reads it too (below); one that only sleeps is found at the host cadence.
+                st = None
                 if slow and p.clock < 0:
+                    # The group's stat adds every thread's CPU ticks (a walk over them in the
+                    # kernel): read only for process_cpu_usage without the process CPU clock.
                     st = parse_task_stat(_read(p.fd_gstat, p.base + "stat"))
                     self.proc_ticks += st.utime + st.stime - p.ticks
                     p.ticks = st.utime + st.stime
-                else:  # the leader's: its state, the thread count and RSS
+                elif slow or clock < 0 or clock == p.clock:
                     st = parse_task_stat(_read(p.fd_stat, f"{p.base}task/{pid}/stat"))
-                clock = self.cpu_clock(pid) if p.clock >= 0 else -1  # type: ignore[misc]
             except (OSError, ValueError, IndexError):
                 self._drop_process(p)
                 continue
-            if st.state in ("Z", "X"):
-                self._drop_process(p)
-                continue
+            if st is not None:
+                if st.state in ("Z", "X"):
+                    self._drop_process(p)
+                    continue
+                rss += st.rss_pages
+                if st.num_threads != len(p.threads) or t1 - p.listed_ns >= LIST_THREADS_NS:
+                    self._list_threads(p, t1)
             had_target = True
-            rss += st.rss_pages
             if slow:
                 r, w = self._read_io(p)
                 rchar += r
                 wchar += w
-            if st.num_threads != len(p.threads) or t1 - p.listed_ns >= LIST_THREADS_NS:
-                self._list_threads(p, t1)
             # A stopped process (SIGSTOP, group stop: every thread in T) sleeps in no host state,
             # though its threads' syscall files still name the call they were stopped in.
-            sleeps = acc if st.state not in ("T", "t") else [0, 0, 0, 0, 0, 0]
+            sleeps = acc if st is None or st.state not in ("T", "t") else [0, 0, 0, 0, 0, 0]
             switches += self._sample_threads(p, dt, sleeps, ran_on, t1, clock)
             if clock >= 0:
                 try:  # the CPU the process used while its threads were read (see _sample_threads)
@@ -727,6 +735,12 @@ class HostSampler:
                     p.window = 0
                 self.proc_cpu_ns += clock - p.clock
                 p.clock = clock
+            if st is None and p.unexplained:  # a thread came (or went) meanwhile?
+                try:
+                    if parse_task_stat(_read(p.fd_stat, f"{p.base}task/{pid}/stat")).num_threads != len(p.threads):
+                        self._list_threads(p, t1)  # new threads count from the next tick
+                except (OSError, ValueError, IndexError):
+                    pass  # exited: dropped at the next tick
             if sleeps is not acc:
                 acc[_ONCPU] += sleeps[_ONCPU]
                 acc[_RUNQ] += sleeps[_RUNQ]
@@ -814,7 +828,8 @@ class HostSampler:
         # CPU-clock time no active thread explains, beyond what the last tick's reading window
         # can blur (the active threads' reads are spread over it): a parked thread ran (or a
         # thread came or went).  Every bucket is polled then; else the due one only.
-        if clock >= 0 and clock - p.clock - ran > p.window + CLOCK_SLACK_NS:
+        p.unexplained = clock >= 0 and clock - p.clock - ran > p.window + CLOCK_SLACK_NS
+        if p.unexplained:
             polled = [th for bucket in p.buckets for th in bucket.values()]
         else:
             polled = list(p.buckets[self.tick_no % len(p.buckets)].values())

@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import json
+import math
 from pathlib import Path
 
 import numpy as np
@@ -224,8 +225,40 @@ def test_column_rows_journal_as_json_lines_and_load_after_a_kill(tmp_path: Path)
     with pytest.raises(InputError, match=r"\.part-000001\.jsonl: corrupt journal"):
         load_bundle(tmp_path / "b")
     journal.write_bytes(b"[1, 2]\n")
-    with pytest.raises(InputError, match="line 1 is not an object of column lists"):
+    with pytest.raises(InputError, match="line 1 is not an object of columns"):
         load_bundle(tmp_path / "b")
+    for bad, why in ((b'{"q": "AAAA"}', "not whole 8-byte values"), (b'{"q": "#!"}', "bad base64"),
+                     (b'{"x": "AA"}', "neither a list of values nor a packed column")):
+        journal.write_bytes(b'{"function": ["x"], "kind": ["host"], "device": ["Host"], "start_ns": ' + bad
+                            + b', "end_ns": [1], "busy_ns": [1]}\n')
+        with pytest.raises(InputError, match=f"corrupt journal \\(line 1: .*{why}"):
+            load_bundle(tmp_path / "b")
+
+
+def test_journal_packs_columns_and_falls_back_to_lists(tmp_path: Path) -> None:
+    """Numbers go to the journal as base64 of their bytes and strings joined by STR_SEP; what
+    does not fit (a string holding STR_SEP, NaN and infinities go packed) loads back the same."""
+    from perfdiff.bundle import STR_SEP
+    from perfdiff.collectors.collect import open_writer
+
+    w = open_writer(tmp_path / "b", {"run_name": "p"})
+    names = ["a" + STR_SEP + "b", "`|<c>`", ""]
+    w.journal("activity", {"function": names, "kind": ["host"] * 3, "device": ["Host"] * 3,
+                           "start_ns": [1, 2, 2**62], "end_ns": [5, 6, 2**62 + 1], "busy_ns": [0, -1, 7],
+                           "bytes": [MISSING, 4096, 2**40]})
+    w.journal("samples", {"metric": ["m", "m", "m"], "device": ["Host", "CPU 0", "Host"],
+                          "t_start_ns": [1, 2, 3], "t_end_ns": [1, 2, 3], "value": [1.5, float("nan"), -0.0]})
+    line = json.loads((tmp_path / "b" / "activity" / ".part-000001.jsonl").read_text())
+    assert line["function"] == names and set(line["start_ns"]) == {"q"} and line["kind"] == {"s": STR_SEP.join(["host"] * 3)}
+    smp = json.loads((tmp_path / "b" / "samples" / ".part-000001.jsonl").read_text())
+    assert set(smp["value"]) == {"d"}  # NaN needs no Arrow fallback once packed
+    back = load_bundle(tmp_path / "b")
+    a = back.activity
+    assert list(a["function"].astype(str)) == names
+    assert a["start_ns"].tolist() == [1, 2, 2**62] and a["busy_ns"].tolist() == [0, -1, 7]
+    assert a["bytes"].tolist() == [MISSING, 4096, 2**40]
+    v = back.samples["value"].tolist()
+    assert v[0] == 1.5 and math.isnan(v[1]) and str(v[2]) == "-0.0"
 
 
 def test_both_journals_seal_into_one_part(tmp_path: Path) -> None:

@@ -24,9 +24,13 @@ bytes) use ``MISSING`` (-1): none of them can be negative.  On disk they are Par
 """
 from __future__ import annotations
 
+import base64
+import binascii
 import json
 import os
+import sys
 import time
+from array import array
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -49,6 +53,9 @@ MISSING = -1  # in-memory marker of an unknown optional integer (null on disk)
 # fraction of an Arrow batch), .part-NNNNNN.arrows those handed over as Arrow tables (an Arrow
 # IPC stream: large ones, such as kernel traces).
 JOURNAL_SUFFIXES = (".jsonl", ".arrows")
+# A packed journal column (docs/FORMAT.md): {"q": base64 of little-endian int64} for integer
+# columns, {"d": ... float64} for float ones, {"s": the strings joined by STR_SEP}.
+STR_SEP = "\x1f"  # ASCII unit separator: a string column holding it is written as a list
 
 # Column name → (dtype kind, required).  "str" columns are dictionary-encoded on disk and
 # categorical in memory; "i8?" columns are nullable int64 on disk and MISSING in memory.
@@ -231,6 +238,48 @@ def columns_to_arrow(table: str, chunks: list[dict[str, list[Any]]]) -> pa.Table
     return pa.Table.from_arrays(arrays, schema=schema)
 
 
+def _pack_column(kind: str, values: list[Any]) -> Any:
+    """One journal column in its packed JSON form (see STR_SEP), or `values` unchanged when
+    they do not fit it (a None, a string holding STR_SEP): JSON-encoding numbers one by one
+    was most of a flush's cost, and a base64 of their bytes is ten times cheaper."""
+    try:
+        if kind == "str":
+            joined = STR_SEP.join(values)
+            return {"s": joined} if joined.count(STR_SEP) == len(values) - 1 else values
+        code = "d" if kind == "f8" else "q"
+        packed = array(code, values)
+    except (TypeError, OverflowError):
+        return values
+    if sys.byteorder == "big":
+        packed.byteswap()
+    return {code: base64.b64encode(packed.tobytes()).decode("ascii")}
+
+
+def _unpack_column(value: Any) -> list[Any]:
+    """A journal column as written by `_pack_column` (or a plain list) → its values; raises
+    ValueError when it is neither."""
+    if isinstance(value, list):
+        return value
+    if isinstance(value, dict) and len(value) == 1:
+        (code, text), = value.items()
+        if isinstance(text, str):
+            if code == "s":
+                return text.split(STR_SEP)
+            if code in ("q", "d"):
+                try:
+                    raw = base64.b64decode(text, validate=True)
+                except binascii.Error as exc:
+                    raise ValueError(f"bad base64 in a packed column: {exc}") from None
+                if len(raw) % 8:
+                    raise ValueError("a packed column's bytes are not whole 8-byte values")
+                out = array(code)
+                out.frombytes(raw)
+                if sys.byteorder == "big":
+                    out.byteswap()
+                return out.tolist()
+    raise ValueError("a column is neither a list of values nor a packed column")
+
+
 class _Journal:
     """One table's rows since its last part: the two journal files and the rows in memory."""
 
@@ -352,9 +401,11 @@ class BundleWriter:
             n = len(next(iter(data.values()), ()))
             if not n:
                 return
+            schema = SCHEMAS[table]
+            packed = {c: _pack_column(schema.get(c, ""), v) for c, v in data.items()}
             try:
-                text = json.dumps(data, separators=(",", ":"), allow_nan=False)
-            except ValueError:  # a NaN or infinity, which JSON cannot hold: as an Arrow batch
+                text = json.dumps(packed, separators=(",", ":"), allow_nan=False)
+            except ValueError:  # a NaN or infinity in an unpacked column: as an Arrow batch
                 self.journal(table, columns_to_arrow(table, [data]))
                 return
             if j.fd < 0:
@@ -509,9 +560,12 @@ def _read_jsonl_journal(table: str, path: Path) -> tuple[pa.Table, bool]:
             chunk = json.loads(line)
         except (json.JSONDecodeError, UnicodeDecodeError) as exc:
             raise InputError(f"corrupt journal (line {i + 1}: {exc})", path=path) from None
-        if not isinstance(chunk, dict) or not all(isinstance(v, list) for v in chunk.values()):
-            raise InputError(f"corrupt journal (line {i + 1} is not an object of column lists)", path=path)
-        chunks.append(chunk)
+        if not isinstance(chunk, dict):
+            raise InputError(f"corrupt journal (line {i + 1} is not an object of columns)", path=path)
+        try:
+            chunks.append({c: _unpack_column(v) for c, v in chunk.items()})
+        except ValueError as exc:
+            raise InputError(f"corrupt journal (line {i + 1}: {exc})", path=path) from None
     try:
         return columns_to_arrow(table, chunks), torn
     except KeyError as exc:
