@@ -125,21 +125,21 @@ class TargetSet:
         return TargetProcess(pid, st.ppid, read_cmdline(self.fs, pid), read_nspid(self.fs, pid), t_ns)
 
     def _fork_count(self) -> int:
-        """Clones since boot (-1 when unknown: then every scan runs)."""
+        """The last pid handed out (-1 when unknown: then every scan runs): the 5th field of
+        /proc/loadavg, a 40-byte read, where /proc/stat's clone count formats the whole file
+        (every CPU and interrupt).  Every fork and thread creation moves it."""
         try:
             if self._stat_fd < 0:
-                self._stat_fd = os.open(os.path.join(self.fs.proc, "stat"), os.O_RDONLY | os.O_CLOEXEC)
-            raw = os.pread(self._stat_fd, 1 << 20, 0)
-            i = raw.index(b"\nprocesses ") + 11
-            return int(raw[i:raw.index(b"\n", i)])
-        except (OSError, ValueError):
+                self._stat_fd = os.open(os.path.join(self.fs.proc, "loadavg"), os.O_RDONLY | os.O_CLOEXEC)
+            return int(os.pread(self._stat_fd, 256, 0).split()[4])
+        except (OSError, ValueError, IndexError):
             return -1
 
     def discover(self, t_ns: int) -> list[TargetProcess]:
         """Scan /proc; returns the processes that joined the target set."""
         forks = self._fork_count()
         if forks >= 0 and forks == self._forks:
-            return []  # nothing was started anywhere since the last scan
+            return []  # no process (nor thread) was started anywhere since the last scan
         self._forks = forks
         try:
             current = {int(n) for n in os.listdir(self.fs.proc) if n.isdigit()}

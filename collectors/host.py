@@ -74,7 +74,7 @@ SLEEP_SYSCALLS = {
 }
 CPU_REFRESH_NS = 1_000_000_000  # a running thread's CPU (for the frequency mean) is re-read this often
 
-LIST_THREADS_NS = 1_000_000_000  # re-list a process's threads at least this often
+LIST_THREADS_NS = 2_000_000_000  # re-list a process's threads at least this often (a count change lists at once)
 IDLE_AFTER_NS = 1_000_000_000  # a thread asleep this long is looked at less often ...
 IDLE_POLL_NS = 400_000_000  # ... about this often (every 4th tick at 10 Hz, 40th at 100 Hz) ...
 IDLE_POLL_CLOCK_NS = 2_000_000_000  # ... or this often where the process CPU clock tells who ran ...
@@ -190,9 +190,9 @@ def parse_meminfo(raw: bytes, keys: tuple[str, ...] = ("MemTotal", "MemAvailable
     return out
 
 
-def parse_diskstats(raw: bytes, names: frozenset[str] | None = None) -> dict[str, tuple[int, int, int]]:
-    """/proc/diskstats → {disk: (sectors read, sectors written, ms busy)} for `names` (all when None)."""
-    want = None if names is None else {n.encode() for n in names}
+def parse_diskstats(raw: bytes, want: frozenset[bytes] | None = None) -> dict[str, tuple[int, int, int]]:
+    """/proc/diskstats → {disk: (sectors read, sectors written, ms busy)} for the disk names in
+    `want` (encoded, as the lines hold them; all when None)."""
     out = {}
     for line in raw.split(b"\n"):
         head = line.split(None, 3)  # major minor name rest: skip unwanted disks before splitting all
@@ -412,6 +412,7 @@ class HostSampler:
         self.freq_fds: dict[int, tuple[int, str]] = {}  # cpu → (descriptor, path)
         self.max_mhz: dict[int, float] = {}
         self.disks: frozenset[str] | None = None
+        self.disk_keys: frozenset[bytes] | None = None  # self.disks encoded, for parse_diskstats
         self.disk_prev: dict[str, tuple[int, int, int]] = {}
         self.target_cpus: set[int] = set()
         self.max_threads = 0
@@ -953,6 +954,7 @@ class HostSampler:
         try:
             names = os.listdir(os.path.join(self.fs.sys, "block"))
             self.disks = frozenset(n for n in names if not n.startswith(("loop", "ram")))
+            self.disk_keys = frozenset(n.encode() for n in self.disks)
         except OSError:
             self.disks = None  # no /sys/block: every line of diskstats
         try:
@@ -979,7 +981,7 @@ class HostSampler:
 
     def _read_disks(self) -> dict[str, tuple[int, int, int]]:
         try:
-            now = parse_diskstats(self._read_proc("diskstats"), self.disks)
+            now = parse_diskstats(self._read_proc("diskstats"), self.disk_keys)
         except OSError:
             return {}
         prev, self.disk_prev = self.disk_prev, now

@@ -165,13 +165,13 @@ def test_new_thread_is_a_baseline_and_gone_thread_is_dropped(fake: FakeHost) -> 
     s = start_scenario(fake)
     fake.remove_thread(100, 102)
     fake.thread(100, 103, exec_ns=500 * MS, delay_ns=50 * MS, pcount=99, syscall="0")
-    fake.process(100, ticks=50, threads=3)  # same count: found by the one-second re-listing
+    fake.process(100, ticks=50, threads=3)  # same count: found by the two-second re-listing
     s.sample(T0 + DT)
-    f = by_function(s.sample(T0 + 11 * DT))  # > 1 s later: threads re-listed
+    f = by_function(s.sample(T0 + 21 * DT))  # > 2 s later: threads re-listed
     assert sorted(s.procs[100].threads) == [100, 101, 103]
     # 103's counters are its baseline: nothing of its 500 ms counts.
     assert f["oncpu"] == 0 and f["runq"] == 0
-    f = by_function(s.sample(T0 + 12 * DT))
+    f = by_function(s.sample(T0 + 22 * DT))
     assert f["read"] == 2 * DT  # 100 and the new 103, both asleep in read
 
 
@@ -462,6 +462,49 @@ def test_clock_gives_exact_oncpu_and_spares_reading_parked_threads(fake: FakeHos
     assert f["read"] == DT and f["blocked"] == 20 * DT  # found the same tick, its new sleep read
     assert set(range(101, 121)) <= {r for r in reads if r is not None}  # every parked thread polled
     assert 107 in s.procs[100].active
+
+
+def test_leader_stat_is_read_at_the_host_cadence_or_when_the_clock_says_so(
+        fake: FakeHost, monkeypatch: pytest.MonkeyPatch) -> None:
+    """At 100 Hz with the CPU clock, the leader's stat (state, thread count, RSS) is read on
+    the host-cadence ticks only while the clock moves; a new thread that runs in between is
+    listed at once (CPU no thread explains), and a stopped process (clock still) is seen at once."""
+    dt = 10 * MS
+    clock = FakeClock()
+    fake.process(100, threads=3)
+    fake.thread(100, 100, exec_ns=0, delay_ns=0, pcount=1, syscall="202")
+    for tid in (101, 102):
+        fake.thread(100, tid, exec_ns=1 * MS, delay_ns=0, pcount=1, syscall="202")
+    clock.ns[100] = 2 * MS
+    s = HostSampler(lambda: {100}, interval_ns=dt, procfs=fake.fs(), arch="x86_64", cpu_clock=clock)
+    s.start(T0)
+    stat_fd = s.procs[100].fd_stat
+    reads = []
+    real = H.os.pread
+    monkeypatch.setattr(H.os, "pread", lambda fd, n, off: reads.append(fd) or real(fd, n, off))
+    t, busy = T0, 0
+    slow_ticks = 0
+    for _ in range(20):
+        t += dt
+        busy += 2 * MS
+        slow_ticks += t - s.host_prev >= H.HOST_MIN_NS - dt // 2
+        fake.thread(100, 100, exec_ns=busy, delay_ns=0, pcount=1 + busy // MS, syscall="202")
+        clock.ns[100] += 2 * MS
+        assert by_function(s.sample(t))["oncpu"] == 2 * MS
+    assert 0 < reads.count(stat_fd) == slow_ticks < 20
+    # A new thread runs 3 ms between host-cadence ticks: listed at this tick, counted from the next.
+    t += dt
+    assert t - s.host_prev < H.HOST_MIN_NS - dt // 2
+    fake.process(100, threads=4)
+    fake.thread(100, 103, exec_ns=3 * MS, delay_ns=0, pcount=2, syscall="0")
+    clock.ns[100] += 3 * MS
+    assert by_function(s.sample(t))["oncpu"] == 3 * MS
+    assert 103 in s.procs[100].threads
+    # SIGSTOP: nothing runs, so the stat is read and the stopped threads sleep in no state.
+    t += dt
+    fake.process(100, threads=4, state="T")
+    f = by_function(s.sample(t))
+    assert f["oncpu"] == 0 and f["blocked"] == 0 and f["read"] == 0
 
 
 def test_clock_counts_a_thread_that_exited_unseen(fake: FakeHost) -> None:

@@ -266,7 +266,7 @@ def test_journal_rows_keep_columns_apart_from_frames() -> None:
     assert a.column("bytes").to_pylist() == [None] and a.column("tid").to_pylist() == [None]
 
 
-def test_target_set_finds_children_recursively_and_later(tmp_path: Path) -> None:
+def test_target_set_finds_children_recursively_and_later(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     fake = FakeHost(tmp_path)
 
     def proc(pid: int, ppid: int, start: int, state: str = "S") -> None:
@@ -281,15 +281,21 @@ def test_target_set_finds_children_recursively_and_later(tmp_path: Path) -> None
     ts = C.TargetSet(100, procfs=fake.fs(), exclude={os.getpid()})
     assert ts.pids() == {100, 101, 102}
     assert ts.processes[102].cmdline == ["prog", "102"] and ts.processes[102].nspid == 12
-    assert ts.discover(1) == []  # fork counter did not move: no scan
+    fake.write("loadavg", "0.10 0.20 0.30 1/80 300\n")  # the last pid handed out: 300
+    scans = []
+    real_listdir = C.os.listdir
+    monkeypatch.setattr(C.os, "listdir", lambda d: scans.append(d) or real_listdir(d))
+    ts.discover(1)
+    assert len(scans) == 1
+    assert ts.discover(1) == [] and len(scans) == 1  # no pid handed out since: no scan
     proc(103, 102, 14)  # a great-grandchild starting later ...
     proc(104, 103, 15)  # ... and its child, in the same scan
-    fake.cpu_times([(0, 0)] * 3, forks=2)
+    fake.write("loadavg", "0.10 0.20 0.30 1/80 302\n")
     assert sorted(p.pid for p in ts.discover(2)) == [103, 104]
     assert ts.pids() == {100, 101, 102, 103, 104}
     import shutil
     shutil.rmtree(fake.proc / "101")
-    fake.cpu_times([(0, 0)] * 3, forks=3)
+    fake.write("loadavg", "0.10 0.20 0.30 1/80 303\n")
     ts.discover(3)
     assert 101 not in ts.pids() and ts.processes[101].exited_ns == 3
     assert ts.root_alive()
