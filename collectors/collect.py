@@ -289,14 +289,17 @@ def _frame_to_arrow(table: str, df: Any) -> pa.Table:
 
 
 def journal_rows(table: str, chunks: list[Any]) -> tuple[dict[str, list[Any]], pa.Table | None]:
-    """Buffered chunks of one table → (the Columns chunks merged into one, the DataFrame chunks
-    as one Arrow table in the journal schema or None): what BundleWriter.journal takes."""
+    """Buffered chunks of one table → (the Columns chunks merged into one, every column there
+    with MISSING for an absent one, or a lone Columns chunk as it is; the DataFrame chunks as
+    one Arrow table in the journal schema or None): what BundleWriter.journal takes."""
     import pyarrow as pa
 
     from perfdiff.bundle import merge_columns
 
     columns = [c for c in chunks if isinstance(c, dict)]
     frames = [_frame_to_arrow(table, c) for c in chunks if not isinstance(c, dict)]
+    if len(columns) == 1 and len(frames) == 0:
+        return columns[0], None  # the usual flush (the host sampler's rows): no copy
     merged = merge_columns(table, columns, unknown=MISSING) if columns else {}
     return merged, (pa.concat_tables(frames) if frames else None)
 

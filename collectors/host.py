@@ -407,6 +407,11 @@ class HostSampler:
         self.read_nr = READ_SYSCALLS.get(self.arch, frozenset())
         self.write_nr = WRITE_SYSCALLS.get(self.arch, frozenset())
         self.sleep_nr = SLEEP_SYSCALLS.get(self.arch, frozenset())
+        # A syscall file's first word → (state, host function, sysno), for the calls that
+        # settle a thread's sleep by themselves (see _sleep_of), and for "running".
+        self.sleep_heads: dict[bytes, tuple[str, int, int]] = {b"running": ("R", -1, RUNNING)}
+        for nrs, cat in ((self.sleep_nr, _BLOCKED), (self.write_nr, _WRITE), (self.read_nr, _READ)):
+            self.sleep_heads.update({str(n).encode(): ("S", cat, n) for n in nrs})
         self.cpu_prev: dict[str, tuple[int, int]] = {}
         self.freq_source = ""
         self.freq_fds: dict[int, tuple[int, str]] = {}  # cpu → (descriptor, path)
@@ -855,6 +860,7 @@ class HostSampler:
         read like the others."""
         switches = ran = 0
         pread = os.pread
+        sleeps = self.sleep_heads
         for th in threads:
             fd = th.fd_sched
             try:
@@ -878,7 +884,23 @@ class HostSampler:
             try:
                 e, d, c = raw.split()
                 e, d, c = int(e), int(d), int(c)
-                self._read_state(th, t1)
+                # _read_state's common case inline (a call costs more than the work on a cold
+                # CPU): the syscall file names a known sleep, or "running", and the thread's
+                # CPU number is recent.
+                fs = th.fd_sys
+                if fs >= 0 and t1 < th.cpu_until and self.use_syscall:
+                    try:
+                        head = pread(fs, 128, 0)
+                    except OSError:
+                        head = b""  # the slow path tells an exited thread from a denied read
+                    i = head.find(b" ")
+                    known = sleeps.get(head[:i] if i > 0 else head.strip())
+                    if known is not None:
+                        th.state, th.cat, th.sysno = known
+                    else:
+                        self._read_state(th, t1)
+                else:
+                    self._read_state(th, t1)
             except (ValueError, _Gone):
                 gone.append(th.tid)
                 continue

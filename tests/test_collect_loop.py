@@ -261,9 +261,11 @@ def test_journal_rows_keep_columns_apart_from_frames() -> None:
     assert merged["value"] == [3.0] and frames.column("value").to_pylist() == [7.0]
     buf.activity("oncpu", "host", "Host", 1, 2, 3)
     merged, frames = C.journal_rows("activity", [buf.take()["activity"]])
-    assert frames is None and merged["bytes"] == [MISSING] and merged["tid"] == [MISSING]
+    assert frames is None and merged["bytes"] == [MISSING] and "tid" not in merged  # one chunk: as it is
     a = columns_to_arrow("activity", [merged])
     assert a.column("bytes").to_pylist() == [None] and a.column("tid").to_pylist() == [None]
+    merged, _ = C.journal_rows("activity", [merged, {**merged, "busy_ns": [4]}])
+    assert merged["busy_ns"] == [3, 4] and merged["tid"] == [MISSING, MISSING]  # absent: unknown
 
 
 def test_target_set_finds_children_recursively_and_later(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
