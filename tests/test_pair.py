@@ -47,6 +47,29 @@ def test_forked_loading_gives_the_same_report(real: Path, tmp_path: Path, capsys
     assert not list(spool.iterdir())  # nothing left behind
 
 
+@pytest.mark.real
+def test_function_tests_in_a_pool_give_the_same_report(real: Path, tmp_path: Path,
+                                                       capsys: pytest.CaptureFixture[str],
+                                                       monkeypatch: pytest.MonkeyPatch) -> None:
+    """The function tests run in a forked pool beside the rest of the comparison (long runs)
+    or serially: the same numbers either way, and the pool is gone afterwards."""
+    import multiprocessing
+
+    from perfdiff import analyze
+
+    a, b = real / RODINIA / "report3.sqlite", real / RODINIA / "report2.sqlite"
+    monkeypatch.setattr(analyze, "PARALLEL_MIN_CYCLES", 1 << 40)
+    serial = report(tmp_path, capsys, a, b, "serial")
+    pools = []
+    real_pool = analyze._fork_pool
+    monkeypatch.setattr(analyze, "_fork_pool", lambda n: pools.append(n) or real_pool(n))
+    monkeypatch.setattr(analyze, "PARALLEL_MIN_CYCLES", 0)
+    pooled = report(tmp_path, capsys, a, b, "pooled")
+    assert pools and pools[0] >= 2
+    assert pooled["functions"] == serial["functions"] and pooled["findings"] == serial["findings"]
+    assert analyze._FUNCTION_TEST_DATA is None and not multiprocessing.active_children()
+
+
 def side(arg: tuple[str, int]) -> dict:
     kind, n = arg
     if kind == "bad":

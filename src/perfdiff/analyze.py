@@ -250,6 +250,15 @@ def _row(m: np.ndarray, i: int, K: int) -> np.ndarray:
     return np.asarray(m[i], dtype=np.float64) if i >= 0 else np.zeros(K)
 
 
+def _row_sums(m: np.ndarray, i: int, inv_dur: np.ndarray) -> tuple[float, float, int]:
+    """Row i of own-time matrix m (ns per cycle): (Σ ns, Σ ns / cycle duration, cycles with
+    time), zeros when i is -1 (function absent in that run)."""
+    if i < 0:
+        return 0.0, 0.0, 0
+    row = np.asarray(m[i], dtype=np.float64)
+    return float(row.sum()), float(row @ inv_dur), int(np.count_nonzero(row > 0))
+
+
 # The per-function tests' inputs, set before a fork pool starts so that its workers inherit
 # them (with a million cycles a side, the matrices are hundreds of MB: never pickled).
 _FUNCTION_TEST_DATA: tuple | None = None
@@ -266,20 +275,42 @@ def _function_tests(f: int, alpha: float) -> tuple[stats.TwoSample, stats.TwoSam
                                   floor=BETA_FLOOR_PP, alpha=alpha))
 
 
-def _run_function_tests(tested: list[int], data: tuple, alpha: float) -> dict[int, tuple]:
-    """{f: (t test, β test)} for the tested functions, on every core when the runs are long."""
-    global _FUNCTION_TEST_DATA
-    _FUNCTION_TEST_DATA = data
-    try:
+class _FunctionTests:
+    """The per-function tests, started at once and waited for with `result`: in a pool of
+    forked processes when the runs are long (the rest of the comparison goes on meanwhile, so
+    both cores stay busy), else serially inside `result`.  `close` stops a pool not waited for."""
+
+    def __init__(self, tested: list[int], data: tuple, alpha: float):
+        global _FUNCTION_TEST_DATA
+        self.tested, self.data, self.alpha = tested, data, alpha
+        self.pool: Any = None
+        self.futures: list[Any] = []
         Kn, Ka = len(data[4]), len(data[5])
         workers = min(os.cpu_count() or 1, 8, len(tested))
         if workers > 1 and Kn + Ka >= PARALLEL_MIN_CYCLES:
-            results = _fork_map(functools.partial(_function_tests, alpha=alpha), tested, workers, 1)
-            if results is not None:
-                return dict(zip(tested, results, strict=True))
-        return {f: _function_tests(f, alpha) for f in tested}
-    finally:
+            self.pool = _fork_pool(workers)
+        if self.pool is not None:
+            # The workers are forked at the first submit and inherit the data (never pickled).
+            _FUNCTION_TEST_DATA = data
+            self.futures = [self.pool.submit(_function_tests, f, alpha) for f in tested]
+
+    def result(self) -> dict[int, tuple]:
+        """{f: (t test, β test)} of the tested functions."""
+        global _FUNCTION_TEST_DATA
+        _FUNCTION_TEST_DATA = self.data
+        try:
+            if self.pool is not None:
+                return {f: fu.result() for f, fu in zip(self.tested, self.futures, strict=True)}
+            return {f: _function_tests(f, self.alpha) for f in self.tested}
+        finally:
+            self.close()
+
+    def close(self) -> None:
+        global _FUNCTION_TEST_DATA
         _FUNCTION_TEST_DATA = None
+        if self.pool is not None:
+            self.pool.shutdown(cancel_futures=True)
+            self.pool = None
 
 
 def compare_runs(normal: RunData, abnormal: RunData, cn: Cycles, ca: Cycles, *,
@@ -296,119 +327,127 @@ def compare_runs(normal: RunData, abnormal: RunData, cn: Cycles, ca: Cycles, *,
     pooled_cycle_us = (Dn.sum() + Da.sum()) / (Kn + Ka) / NS_PER_US
     mean_da_us = Da.mean() / NS_PER_US
 
+    # Per function and run: (Σ own ns, Σ own/cycle duration, cycles it ran in), one pass over
+    # its row each (a million cycles a side: no per-cycle vector is built here).
+    inv_n, inv_a = 1.0 / Dn, 1.0 / Da
+    sums_n = [_row_sums(mn.own_ns, i, inv_n) for i in idx_n]
+    sums_a = [_row_sums(ma.own_ns, i, inv_a) for i in idx_a]
     # Which functions are tested: those holding at least TEST_MIN_SHARE of the pooled cycle.
-    own_sum = [(_row(mn.own_ns, idx_n[f], Kn).sum() + _row(ma.own_ns, idx_a[f], Ka).sum()) / NS_PER_US
-               for f in range(len(keys))]
+    own_sum = [(sums_n[f][0] + sums_a[f][0]) / NS_PER_US for f in range(len(keys))]
     to_test = [f for f in range(len(keys)) if own_sum[f] / (Kn + Ka) >= TEST_MIN_SHARE * pooled_cycle_us]
     # Largest first (a test's cost grows with the cycles it is present in): a pool's workers
     # then finish together.
-    present = {f: (np.count_nonzero(mn.own_ns[idx_n[f]]) if idx_n[f] >= 0 else 0)
-               + (np.count_nonzero(ma.own_ns[idx_a[f]]) if idx_a[f] >= 0 else 0) for f in to_test}
-    to_test.sort(key=lambda f: -present[f])
-    tests = _run_function_tests(to_test, (mn, ma, idx_n, idx_a, Dn, Da), alpha)
+    to_test.sort(key=lambda f: -(sums_n[f][2] + sums_a[f][2]))
+    # The function tests run in a pool while the rest is computed; their results join at the q values.
+    pending = _FunctionTests(to_test, (mn, ma, idx_n, idx_a, Dn, Da), alpha)
+    try:
+        tested_set = set(to_test)
 
-    functions: list[FunctionStats] = []
-    for f, (name, device, kind) in enumerate(keys):
-        # One function's per-cycle vectors at a time: with a million cycles a side, the whole
-        # (functions × cycles) matrices of every derived quantity would not fit.
-        tn = _row(mn.own_ns, idx_n[f], Kn) / NS_PER_US  # µs per cycle
-        ta = _row(ma.own_ns, idx_a[f], Ka) / NS_PER_US
-        bn = 100.0 * tn * NS_PER_US / Dn
-        ba = 100.0 * ta * NS_PER_US / Da
-        cn_sum, ca_sum = _total(mn.calls_total, idx_n[f]), _total(ma.calls_total, idx_a[f])
-        tested = f in tests
-        presence = "both" if idx_n[f] >= 0 and idx_a[f] >= 0 else ("new" if idx_n[f] < 0 else "vanished")
-        t_res, b_res = tests.get(f, (None, None))
-        functions.append(FunctionStats(
-            name=name, device=device, kind=kind, wait=is_wait(name, kind), presence=presence,
-            tested=bool(tested),
-            t_n_us=float(tn.mean()), t_a_us=float(ta.mean()),
-            tau_pp=float(100.0 * (ta.mean() - tn.mean()) / mean_da_us),
-            t=t_res, q_t=float("nan"),
-            beta_n=float(bn.mean()), beta_a=float(ba.mean()),
-            d_beta=float(ba.mean() - bn.mean()), beta=b_res, q_beta=float("nan"),
-            presence_n=float((tn > 0).mean()), presence_a=float((ta > 0).mean()),
-            calls_n=float(cn_sum / Kn), calls_a=float(ca_sum / Ka),
-            per_call_n_us=float(tn.sum() / cn_sum) if cn_sum else float("nan"),
-            per_call_a_us=float(ta.sum() / ca_sum) if ca_sum else float("nan"),
-            incl_n_us=_total(mn.incl_total_ns, idx_n[f]) / Kn / NS_PER_US,
-            incl_a_us=_total(ma.incl_total_ns, idx_a[f]) / Ka / NS_PER_US,
-            sampled=bool(_sampled(mn, idx_n[f]) or _sampled(ma, idx_a[f])),
-        ))
-    tested_idx = [i for i, fs in enumerate(functions) if fs.tested]
-    untested = [i for i, fs in enumerate(functions) if not fs.tested]
+        functions: list[FunctionStats] = []
+        for f, (name, device, kind) in enumerate(keys):
+            (own_n, share_n, ran_n), (own_a, share_a, ran_a) = sums_n[f], sums_a[f]
+            tn_mean, ta_mean = own_n / Kn / NS_PER_US, own_a / Ka / NS_PER_US  # µs per cycle
+            bn_mean, ba_mean = 100.0 * share_n / Kn, 100.0 * share_a / Ka  # % of the cycle
+            cn_sum, ca_sum = _total(mn.calls_total, idx_n[f]), _total(ma.calls_total, idx_a[f])
+            tested = f in tested_set
+            presence = "both" if idx_n[f] >= 0 and idx_a[f] >= 0 else ("new" if idx_n[f] < 0 else "vanished")
+            functions.append(FunctionStats(
+                name=name, device=device, kind=kind, wait=is_wait(name, kind), presence=presence,
+                tested=bool(tested),
+                t_n_us=tn_mean, t_a_us=ta_mean,
+                tau_pp=100.0 * (ta_mean - tn_mean) / mean_da_us,
+                t=None, q_t=float("nan"),
+                beta_n=bn_mean, beta_a=ba_mean,
+                d_beta=ba_mean - bn_mean, beta=None, q_beta=float("nan"),
+                presence_n=ran_n / Kn, presence_a=ran_a / Ka,
+                calls_n=float(cn_sum / Kn), calls_a=float(ca_sum / Ka),
+                per_call_n_us=own_n / NS_PER_US / cn_sum if cn_sum else float("nan"),
+                per_call_a_us=own_a / NS_PER_US / ca_sum if ca_sum else float("nan"),
+                incl_n_us=_total(mn.incl_total_ns, idx_n[f]) / Kn / NS_PER_US,
+                incl_a_us=_total(ma.incl_total_ns, idx_a[f]) / Ka / NS_PER_US,
+                sampled=bool(_sampled(mn, idx_n[f]) or _sampled(ma, idx_a[f])),
+            ))
+        tested_idx = [i for i, fs in enumerate(functions) if fs.tested]
+        untested = [i for i, fs in enumerate(functions) if not fs.tested]
 
-    common = _common_modes(functions, alpha)
-    warnings: list[str] = []
-    # --- metrics: scope, aliases, constants
-    ser_n, ser_a = sample_series(normal), sample_series(abnormal)
-    aliases, alias_of, constants = _aliases_and_constants(ser_n, ser_a)
-    min_cycle_ns = min(float(np.median(Dn)), float(np.median(Da)))
-    scope: dict[str, str] = {}
-    mu_rows: list[MuStats] = []
-    ctx_rows: list[ContextStats] = []
-    dev_rows: dict[str, tuple[DeviceRows | None, DeviceRows | None]] = {}
-    mu_jobs: list[tuple] = []
-    mu_cache: dict = {}
-    for key in sorted(set(ser_n) & set(ser_a)):
-        metric, device = key
-        label = f"{metric}@{device}"
-        if label in alias_of or metric in constants.get(device, set()):
-            continue
-        s_n, s_a = ser_n[key], ser_a[key]
-        interval = max(s_n.median_interval_ns, s_a.median_interval_ns)
-        sc = "func" if interval <= 0.5 * min_cycle_ns else "ctx"
-        scope[label] = sc
-        res_floor = stats.resolution(s_n.value, s_a.value)
-        res_floor = 0.0 if not math.isfinite(res_floor) else res_floor
-        if sc == "func":
-            if device not in dev_rows:
-                dev_rows[device] = (device_rows(normal, mn, device, Kn), device_rows(abnormal, ma, device, Ka))
-            rn, ra = dev_rows[device]
-            mu_n = mu_matrix(rn, s_n, len(mn.keys), Kn, mu_cache)
-            mu_a = mu_matrix(ra, s_a, len(ma.keys), Ka, mu_cache)
-            mu_jobs.extend(_mu_jobs(mu_n, mu_a, idx_n, idx_a, s_n, functions, tested_idx, res_floor))
-        else:
-            res = stats.compare_samples(s_a.value, s_n.value, floor=res_floor, alpha=alpha)
-            ctx_rows.append(ContextStats(
-                metric=metric, device=device, unit=metric_unit(metric), res=res,
-                z_log=_z_log(s_a.value, s_n.value, res_floor),
-                median_interval_ms_n=s_n.median_interval_ns / 1e6,
-                median_interval_ms_a=s_a.median_interval_ns / 1e6,
-                aliases=aliases.get(label, [])))
-    mu_rows = _run_mu_tests(mu_jobs, alpha)
-    for key in sorted(set(ser_n) ^ set(ser_a)):
-        side = "normal" if key in ser_n else "abnormal"
-        warnings.append(f"metric {key[0]} on {key[1]} was sampled in the {side} run only; not compared")
-    _assign_q(functions, tested_idx, mu_rows, ctx_rows, alpha)
+        common = _common_modes(functions, alpha)
+        warnings: list[str] = []
+        # --- metrics: scope, aliases, constants
+        ser_n, ser_a = sample_series(normal), sample_series(abnormal)
+        aliases, alias_of, constants = _aliases_and_constants(ser_n, ser_a)
+        min_cycle_ns = min(float(np.median(Dn)), float(np.median(Da)))
+        scope: dict[str, str] = {}
+        mu_rows: list[MuStats] = []
+        ctx_rows: list[ContextStats] = []
+        dev_rows: dict[str, tuple[DeviceRows | None, DeviceRows | None]] = {}
+        mu_jobs: list[tuple] = []
+        mu_cache: dict = {}
+        for key in sorted(set(ser_n) & set(ser_a)):
+            metric, device = key
+            label = f"{metric}@{device}"
+            if label in alias_of or metric in constants.get(device, set()):
+                continue
+            s_n, s_a = ser_n[key], ser_a[key]
+            interval = max(s_n.median_interval_ns, s_a.median_interval_ns)
+            sc = "func" if interval <= 0.5 * min_cycle_ns else "ctx"
+            scope[label] = sc
+            res_floor = stats.resolution(s_n.value, s_a.value)
+            res_floor = 0.0 if not math.isfinite(res_floor) else res_floor
+            if sc == "func":
+                if device not in dev_rows:
+                    dev_rows[device] = (device_rows(normal, mn, device, Kn), device_rows(abnormal, ma, device, Ka))
+                rn, ra = dev_rows[device]
+                mu_n = mu_matrix(rn, s_n, len(mn.keys), Kn, mu_cache)
+                mu_a = mu_matrix(ra, s_a, len(ma.keys), Ka, mu_cache)
+                mu_jobs.extend(_mu_jobs(mu_n, mu_a, idx_n, idx_a, s_n, functions, tested_idx, res_floor))
+            else:
+                res = stats.compare_samples(s_a.value, s_n.value, floor=res_floor, alpha=alpha)
+                ctx_rows.append(ContextStats(
+                    metric=metric, device=device, unit=metric_unit(metric), res=res,
+                    z_log=_z_log(s_a.value, s_n.value, res_floor),
+                    median_interval_ms_n=s_n.median_interval_ns / 1e6,
+                    median_interval_ms_a=s_a.median_interval_ns / 1e6,
+                    aliases=aliases.get(label, [])))
+        mu_rows = _run_mu_tests(mu_jobs, alpha)
+        for key in sorted(set(ser_n) ^ set(ser_a)):
+            side = "normal" if key in ser_n else "abnormal"
+            warnings.append(f"metric {key[0]} on {key[1]} was sampled in the {side} run only; not compared")
+        # Everything left that does not need the function tests, while the pool finishes them.
+        cycle_test = stats.compare_samples(sa.dur_us, sn.dur_us, floor=T_FLOOR_US)
+        cycle_ks = stats.ks_statistic(sa.dur_us, sn.dur_us)
+        quantiles = stats.quantile_table(sn.dur_us), stats.quantile_table(sa.dur_us)
+        comparable = comparability(normal, abnormal, cn, ca)
+        for f, (t_res, b_res) in pending.result().items():
+            functions[f].t, functions[f].beta = t_res, b_res
+        _assign_q(functions, tested_idx, mu_rows, ctx_rows, alpha)
 
-    details = _detail_rows(functions, mu_rows)
-    ratio = float(np.median(Da)) / float(np.median(Dn))
-    if not 0.5 <= ratio <= 2.0:
-        head = f"median cycle times differ by ×{ratio:.2f} ({sn.median_us / 1e3:.3g} ms vs {sa.median_us / 1e3:.3g} ms)"
-        if cn.source == ca.source and cn.source in MARKED_SOURCES:
-            warnings.append(f"{head}: both runs' cycles come from the same kind of markers ({cn.source}), so "
-                            "this is probably a real change; if the markers changed meaning, the per-cycle "
-                            "numbers do not compare")
-        else:
-            warnings.append(f"{head}: the two runs were probably segmented differently; check the cycle "
-                            "sources or choose cycles with --cycle / --window")
-    m_tests = len(tested_idx)
-    min_p = stats.min_attainable_p(Kn, Ka)
-    needed = None
-    reached = any(f.q_t <= alpha for f in functions if f.tested)
-    if m_tests and min_p * m_tests > alpha and not reached:
-        needed = stats.cycles_needed(m_tests, alpha)
-    return Comparison(
-        normal=sn, abnormal=sa, alpha=alpha,
-        cycle_test=stats.compare_samples(sa.dur_us, sn.dur_us, floor=T_FLOOR_US),
-        cycle_ks=stats.ks_statistic(sa.dur_us, sn.dur_us),
-        quantiles_n=stats.quantile_table(sn.dur_us), quantiles_a=stats.quantile_table(sa.dur_us),
-        functions=functions, mu=mu_rows, context=ctx_rows, details=details, common_modes=common,
-        constants=sorted(f"{m}@{d}" for d, ms in constants.items() for m in ms), aliases=aliases,
-        comparability=comparability(normal, abnormal, cn, ca), warnings=warnings, renames=renames,
-        untested=untested, scope=scope, n_tests_t=m_tests, min_p=min_p, cycles_needed=needed,
-        events_n=_events(normal, cn), events_a=_events(abnormal, ca))
+        details = _detail_rows(functions, mu_rows)
+        ratio = float(np.median(Da)) / float(np.median(Dn))
+        if not 0.5 <= ratio <= 2.0:
+            head = f"median cycle times differ by ×{ratio:.2f} ({sn.median_us / 1e3:.3g} ms vs {sa.median_us / 1e3:.3g} ms)"
+            if cn.source == ca.source and cn.source in MARKED_SOURCES:
+                warnings.append(f"{head}: both runs' cycles come from the same kind of markers ({cn.source}), so "
+                                "this is probably a real change; if the markers changed meaning, the per-cycle "
+                                "numbers do not compare")
+            else:
+                warnings.append(f"{head}: the two runs were probably segmented differently; check the cycle "
+                                "sources or choose cycles with --cycle / --window")
+        m_tests = len(tested_idx)
+        min_p = stats.min_attainable_p(Kn, Ka)
+        needed = None
+        reached = any(f.q_t <= alpha for f in functions if f.tested)
+        if m_tests and min_p * m_tests > alpha and not reached:
+            needed = stats.cycles_needed(m_tests, alpha)
+        return Comparison(
+            normal=sn, abnormal=sa, alpha=alpha,
+            cycle_test=cycle_test, cycle_ks=cycle_ks, quantiles_n=quantiles[0], quantiles_a=quantiles[1],
+            functions=functions, mu=mu_rows, context=ctx_rows, details=details, common_modes=common,
+            constants=sorted(f"{m}@{d}" for d, ms in constants.items() for m in ms), aliases=aliases,
+            comparability=comparable, warnings=warnings, renames=renames,
+            untested=untested, scope=scope, n_tests_t=m_tests, min_p=min_p, cycles_needed=needed,
+            events_n=_events(normal, cn), events_a=_events(abnormal, ca))
+    finally:
+        pending.close()
 
 
 def _events(run: RunData, cycles: Cycles) -> list[dict[str, Any]]:
@@ -474,9 +513,9 @@ PARALLEL_MIN_PAIRS = 20_000_000  # Σ n_N·n_A over the μ tests above which a p
 PARALLEL_MIN_CYCLES = 200_000  # cycles of both runs above which the function tests use a pool
 
 
-def _fork_map(fn: Any, items: list, workers: int, chunksize: int) -> list | None:
-    """[fn(x) for x in items] in a pool of forked processes (which inherit this process's
-    memory: the big inputs are never pickled); None where there is no fork (run serially)."""
+def _fork_pool(workers: int) -> Any:
+    """A pool of `workers` forked processes (which inherit this process's memory: the big
+    inputs are never pickled), or None where there is no fork (then run serially)."""
     import concurrent.futures as cf
     import multiprocessing as mp
 
@@ -484,7 +523,16 @@ def _fork_map(fn: Any, items: list, workers: int, chunksize: int) -> list | None
         ctx = mp.get_context("fork")
     except ValueError:
         return None
-    with cf.ProcessPoolExecutor(max_workers=workers, mp_context=ctx) as pool:
+    return cf.ProcessPoolExecutor(max_workers=workers, mp_context=ctx)
+
+
+def _fork_map(fn: Any, items: list, workers: int, chunksize: int) -> list | None:
+    """[fn(x) for x in items] in a pool of forked processes (see _fork_pool); None where there
+    is no fork (run serially)."""
+    pool = _fork_pool(workers)
+    if pool is None:
+        return None
+    with pool:
         return list(pool.map(fn, items, chunksize=chunksize))
 
 
