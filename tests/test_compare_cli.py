@@ -186,3 +186,20 @@ def test_fail_on_gate(pair: tuple[Path, Path], tmp_path: Path, capsys: pytest.Ca
     assert code == 0
     code, _, _ = run_cli(["compare", pair[1], pair[0], "-o", tmp_path / "g.md", "--fail-on", "10"], capsys)
     assert code == 0  # faster is not a regression
+
+
+def test_cycles_csv_ranks_both_runs_slowest_first_and_pads_the_shorter() -> None:
+    import numpy as np
+
+    from perfdiff.render import cycles_csv
+
+    text = cycles_csv(np.array([1_500, 250_001, 3], np.int64), np.array([7_000_000, 2_000], np.int64)).decode()
+    assert text == "rank,normal_us,abnormal_us\n1,250.001,7000\n2,1.5,2\n3,0.003,\n"
+
+
+def test_background_job_returns_or_raises_in_the_caller() -> None:
+    from perfdiff.cli import _Background
+
+    assert _Background(sum, [1, 2]).result() == 3
+    with pytest.raises(ZeroDivisionError):
+        _Background(lambda: 1 / 0).result()

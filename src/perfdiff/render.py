@@ -269,23 +269,26 @@ def to_json(c: Comparison, findings: list[Finding]) -> dict[str, Any]:
     })
 
 
-def cycles_csv_text(c: Comparison) -> str:
-    """Per-rank cycle durations of both runs (slowest first), for the CSV beside the report."""
+def cycles_csv(dur_n_ns: np.ndarray, dur_a_ns: np.ndarray) -> bytes:
+    """The CSV beside the report: both runs' cycle durations (µs), rank by rank, slowest first;
+    the shorter run's column ends in empty cells.  Pure numpy and Arrow, which release the GIL:
+    `perfdiff compare` builds it in a thread beside the comparison."""
     import pyarrow as pa
     import pyarrow.csv as pacsv
 
-    dn = np.sort(c.normal.dur_us)[::-1].round(3)
-    da = np.sort(c.abnormal.dur_us)[::-1].round(3)
+    dn = (np.sort(dur_n_ns)[::-1].astype(np.float64) / 1e3).round(3)
+    da = (np.sort(dur_a_ns)[::-1].astype(np.float64) / 1e3).round(3)
     k = max(len(dn), len(da))
 
-    def padded(x: np.ndarray) -> pa.Array:  # the shorter run's column ends in empty cells
+    def padded(x: np.ndarray) -> pa.Array:
         return pa.array(np.concatenate([x, np.full(k - len(x), np.nan)]), mask=np.arange(k) >= len(x))
 
     table = pa.table({"rank": np.arange(1, k + 1), "normal_us": padded(dn), "abnormal_us": padded(da)})
     sink = pa.BufferOutputStream()
+    sink.write(b"rank,normal_us,abnormal_us\n")
     # Arrow writes a million rows in C++; strings built in Python took seconds.
     pacsv.write_csv(table, sink, pacsv.WriteOptions(quoting_style="none", include_header=False))
-    return "rank,normal_us,abnormal_us\n" + sink.getvalue().to_pybytes().decode()
+    return sink.getvalue().to_pybytes()
 
 
-__all__ = ["render_markdown", "to_json", "cycles_csv_text", "build_view", "fmt_time_us", "fmt_value"]
+__all__ = ["render_markdown", "to_json", "cycles_csv", "build_view", "fmt_time_us", "fmt_value"]
