@@ -185,3 +185,25 @@ def test_zero_length_rows_outside_every_cycle_are_unattributed() -> None:
     assert cycle_of == {"before": -1, "gap": -1, "start": 1, "busy": 0}
     assert dict(zip(names, m.calls_total.tolist(), strict=True)) == {"before": 0, "gap": 0, "start": 1, "busy": 1}
     assert m.own_ns[names.index("busy")].tolist() == [30, 0] and m.unattributed_rows == 2
+
+
+@pytest.mark.parametrize("cycles", [2, 5000])
+def test_split_rows_add_to_whole_rows_the_same_with_few_or_many_cycles(cycles: int) -> None:
+    """Rows split over cycles are added after the whole ones, by np.add.at when they are few
+    against functions × cycles (5000 cycles here) and by a bincount when many (2 cycles)."""
+    cyc = Cycles(np.arange(cycles) * 100, np.arange(cycles) * 100 + 100, "test", "")
+    run = run_of([
+        k("w", 10, 40, launch=5), k("w", 120, 130, launch=110),  # whole, by launch
+        k("h", 20, 30, kind="cpu", device="Host"),  # whole, fast path
+        k("h", 90, 130, kind="cpu", device="Host"),  # split: 10 in cycle 0, 30 in cycle 1
+        k("x", 50, 250, kind="cpu", device="Host"),  # split over three cycles (or two)
+    ])
+    m = attribute_activity(run, cyc)
+    own = {n: m.own_ns[i] for i, n in enumerate(m.keys["name"])}
+    assert own["w"][:2].tolist() == [30, 10] and own["h"][:2].tolist() == [20, 30]
+    assert own["x"][:3].tolist() == ([50, 100, 50] if cycles > 2 else [50, 100])
+    assert sum(v.sum() for v in own.values()) == 40 + 50 + (200 if cycles > 2 else 150)
+    names = list(m.keys["name"])
+    assert dict(zip(names, m.calls_total.tolist(), strict=True)) == {"w": 2, "h": 2, "x": 1}
+    assert dict(zip(names, m.incl_total_ns.tolist(), strict=True)) == {
+        "w": 40, "h": 50, "x": 200 if cycles > 2 else 150}

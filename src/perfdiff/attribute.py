@@ -100,19 +100,18 @@ def attribute_activity(run: RunData, cycles: Cycles) -> CycleMatrix:
     incl_w = np.where(is_cpu, (end - start).astype(np.float64), busy) if has_cpu else busy
     launch = a["launch_ns"].to_numpy()
     by_launch = (launch != MISSING) & kinds(*GPU_KINDS)
-    # (flat index f·K + c, share of the row, counts as a call) of every attributed piece, from
-    # the three paths below; one bincount per matrix at the end (each is F·K long: with a
+    # (rows, cycles, share of the row, counts as a call) of the pieces of rows split over
+    # several cycles (path 2's general case); every other attributed row counts whole in
+    # row_cycle's cycle.  One bincount per matrix at the end (each is F·K long: with a
     # million cycles, a bincount per path would allocate and add hundreds of MB each).
-    pieces: list[tuple[np.ndarray, np.ndarray, np.ndarray | None, np.ndarray | None]] = []
+    split: list[tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]] = []
 
     # 1. launched GPU work: whole row to the launching cycle.
     li = np.flatnonzero(by_launch)
     if len(li):
         c = np.searchsorted(cs, launch[li], side="right") - 1
         ok = (c >= 0) & (launch[li] < ce[np.maximum(c, 0)])
-        li, c = li[ok], c[ok]
-        row_cycle[li] = c
-        pieces.append((li, c, None, None))
+        row_cycle[li[ok]] = c[ok]
 
     # 2. everything else: clip to every overlapped cycle.
     oi = np.flatnonzero(~by_launch)
@@ -128,10 +127,7 @@ def attribute_activity(run: RunData, cycles: Cycles) -> CycleMatrix:
         h = np.maximum(home, 0)
         inside = (home >= 0) & (e <= ce[h]) & ((e > s) | (s < ce[h]) | (s == cs[h]))
         ii = np.flatnonzero(inside)
-        if len(ii):
-            r1, c1 = oi[ii], home[ii]
-            row_cycle[r1] = c1
-            pieces.append((r1, c1, None, None))
+        row_cycle[oi[ii]] = home[ii]
         rest = np.flatnonzero(~inside)
         oi, s, e = oi[rest], s[rest], e[rest]
     elif len(oi):
@@ -170,19 +166,32 @@ def attribute_activity(run: RunData, cycles: Cycles) -> CycleMatrix:
         # overlaps): each row's pieces are adjacent and in cycle order, so that is its first.
         starts_here = np.r_[True, r[1:] != r[:-1]] if len(r) else np.zeros(0, bool)
         row_cycle[r[starts_here]] = cyc[starts_here]
-        pieces.append((r, cyc, share, starts_here))
+        split.append((r, cyc, share, starts_here))
 
-    rows = np.concatenate([p[0] for p in pieces]) if pieces else np.zeros(0, np.int64)
-    idx = func[rows] * K + np.concatenate([p[1] for p in pieces]) if pieces else rows
-    whole = [np.ones(len(p[0])) if p[2] is None else p[2] for p in pieces]
-    share_all = np.concatenate(whole) if len(pieces) > 1 else (whole[0] if whole else np.zeros(0))
-    own_w = busy[rows] * share_all
-    own = np.bincount(idx, weights=own_w, minlength=F * K)
-    frow = func[rows]
-    incl = np.bincount(frow, weights=incl_w[rows] * share_all if has_cpu else own_w, minlength=F)
-    call = [np.ones(len(p[0]), bool) if p[3] is None else p[3] for p in pieces]
-    call_all = np.concatenate(call) if len(pieces) > 1 else (call[0] if call else np.zeros(0, bool))
-    calls = np.bincount(frow[call_all], minlength=F)
+    # Rows that count whole in one cycle (paths 1 and 2's fast path, most of them): straight
+    # from row_cycle, over every row in row order, those outside every cycle or split over
+    # several into one extra bin that is dropped; no gathering of the rows.
+    whole = row_cycle >= 0
+    for r, _, _, _ in split:
+        whole[r] = False
+    cell = func * K + row_cycle
+    cell[~whole] = F * K
+    own = np.bincount(cell, weights=busy, minlength=F * K + 1)[:F * K]
+    del cell
+    fcell = np.where(whole, func, F)
+    incl = np.bincount(fcell, weights=incl_w, minlength=F + 1)[:F]
+    calls = np.bincount(fcell, minlength=F + 1)[:F]
+    del fcell
+    # Rows split over several cycles (or prorated at an edge): their pieces.
+    for r, cyc, share, starts_here in split:
+        idx = func[r] * K + cyc
+        own_w = busy[r] * share
+        if len(r) >= F * K // 64:
+            own += np.bincount(idx, weights=own_w, minlength=F * K)
+        else:  # a few: no F·K-long temporary
+            np.add.at(own, idx, own_w)
+        incl += np.bincount(func[r], weights=incl_w[r] * share if has_cpu else own_w, minlength=F)
+        calls += np.bincount(func[r][starts_here], minlength=F)
     unattributed = int((row_cycle < 0).sum())
     return CycleMatrix(keys, own.reshape(F, K), incl, calls, row_cycle, func, unattributed)
 
