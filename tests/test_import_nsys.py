@@ -121,6 +121,22 @@ def test_rodinia_fan2_slows_down() -> None:
 
 @needs_real
 @pytest.mark.real
+def test_for_compare_leaves_the_columns_no_comparison_reads_unknown() -> None:
+    from perfdiff.importers.common import COMPARE_UNUSED
+    from perfdiff.load import open_run
+
+    full = open_run(RODINIA / "report3.sqlite")
+    lean = open_run(RODINIA / "report3.sqlite", for_compare=True)
+    assert (full.activity["stream"] != MISSING).any() and (full.activity["correlation"] != MISSING).any()
+    for col in full.activity.columns:
+        if col in COMPARE_UNUSED:
+            assert (lean.activity[col] == MISSING).all()
+        else:
+            pd.testing.assert_series_equal(lean.activity[col], full.activity[col])
+
+
+@needs_real
+@pytest.mark.real
 def test_group_short_and_fuser_nvtx() -> None:
     path = REAL_EXPORTS[3]
     full = import_nsys(path)

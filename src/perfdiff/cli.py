@@ -90,7 +90,7 @@ def cmd_compare(args: argparse.Namespace) -> int:
     _keep_freed_memory()
 
     def load_side(path: str) -> tuple[RunData, Cycles, CycleMatrix]:
-        run = open_run(path, pid=args.pid, group=args.group)
+        run = open_run(path, pid=args.pid, group=args.group, for_compare=True)
         cycles = segment_cycles(run, cycle_regex=args.cycle, window_ns=window)
         run, matrix = keep_rows_for_mu(run, attribute_activity(run, cycles))
         return run, cycles, matrix

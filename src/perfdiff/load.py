@@ -56,8 +56,12 @@ def export_nsys_rep(path: Path, workdir: Path) -> Path:
     return out
 
 
-def open_run(path: str | os.PathLike[str], *, pid: int | None = None, group: str = "full") -> RunData:
-    """Load `path`: a bundle directory, a directory holding one trace, or a trace file."""
+def open_run(path: str | os.PathLike[str], *, pid: int | None = None, group: str = "full",
+             for_compare: bool = False) -> RunData:
+    """Load `path`: a bundle directory, a directory holding one trace, or a trace file.
+
+    `for_compare`: a trace's activity columns that no comparison reads (COMPARE_UNUSED) are
+    left unknown instead of copied; a trace to write out as a bundle needs them."""
     p = Path(path)
     if not p.exists():
         raise InputError("no such file or directory", path=p)
@@ -69,13 +73,16 @@ def open_run(path: str | os.PathLike[str], *, pid: int | None = None, group: str
     if kind is None:
         raise InputError("unknown input: expected a run bundle directory or a trace "
                          "(.sqlite, .json, .json.gz, .nsys-rep)", path=p)
+    from perfdiff.importers.common import COMPARE_UNUSED
+
+    skip = COMPARE_UNUSED if for_compare else frozenset()
     if kind == "kineto":
         from perfdiff.importers.kineto import import_kineto
 
-        return import_kineto(p, group=group)
+        return import_kineto(p, group=group, skip=skip)
     from perfdiff.importers.nsys import import_nsys
 
     if kind == "nsys-rep":
         with tempfile.TemporaryDirectory(prefix="perfdiff-") as tmp:
-            return import_nsys(export_nsys_rep(p, Path(tmp)), pid=pid, group=group)
-    return import_nsys(p, pid=pid, group=group)
+            return import_nsys(export_nsys_rep(p, Path(tmp)), pid=pid, group=group, skip=skip)
+    return import_nsys(p, pid=pid, group=group, skip=skip)

@@ -17,7 +17,7 @@ import pandas as pd
 from perfdiff.bundle import MISSING, SCHEMAS, empty_table
 
 __all__ = [
-    "MEMCPY_KINDS", "MEM_KINDS", "Part", "categorical", "concat_parts", "dense_codes",
+    "COMPARE_UNUSED", "MEMCPY_KINDS", "MEM_KINDS", "Part", "categorical", "concat_parts", "dense_codes",
     "memcpy_label", "strip_api_version",
 ]
 
@@ -105,8 +105,16 @@ class Part:
         return 0
 
 
-def concat_parts(table: str, parts: Iterable[Part]) -> pd.DataFrame:
-    """One DataFrame of `table` (its exact in-memory dtypes) from parts, categories unified."""
+# Activity columns a comparison never reads: `perfdiff compare` imports traces without
+# writing them out (each is a copy of 8 bytes a row: 48 MB at 6 M rows).
+COMPARE_UNUSED = frozenset({"stream", "correlation", "bytes"})
+
+
+def concat_parts(table: str, parts: Iterable[Part], skip: frozenset[str] = frozenset()) -> pd.DataFrame:
+    """One DataFrame of `table` (its exact in-memory dtypes) from parts, categories unified.
+
+    `skip`: optional integer columns left unknown (MISSING) whatever the parts hold, as one
+    read-only broadcast value (no memory): for a comparison, see COMPARE_UNUSED."""
     parts = [p for p in parts if len(p) > 0]
     if not parts:
         return empty_table(table)
@@ -129,6 +137,9 @@ def concat_parts(table: str, parts: Iterable[Part]) -> pd.DataFrame:
             if len({str(c.categories.dtype) for c in cats}) > 1:
                 cats = [c.set_categories(_index(list(map(str, c.categories)))) for c in cats]
             out[name] = cats[0] if len(cats) == 1 else pd.api.types.union_categoricals(cats, ignore_order=True)
+            continue
+        if name in skip and kind == "i8?":
+            out[name] = np.broadcast_to(np.int64(MISSING), (total,))
             continue
         dtype = np.float64 if kind == "f8" else np.int64
         col = np.empty(total, dtype=dtype)

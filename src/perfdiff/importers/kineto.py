@@ -83,12 +83,12 @@ _FRONT = b" " * 16  # spaces before each block, so reads before a key never leav
 _ZEROS = b"\0" * _PAD
 
 
-def import_kineto(path: str | Path, *, group: str = "full") -> RunData:
+def import_kineto(path: str | Path, *, group: str = "full", skip: frozenset[str] = frozenset()) -> RunData:
     """Read the Kineto/Chrome trace at `path` (.json or .json.gz) into a RunData.
 
     Times are wall-clock ns.  `group="short"` names kernels by their base name (template
-    arguments, parameters and namespaces removed).  Bad input raises InputError naming the
-    file: unreadable, truncated gzip, invalid JSON, JSON that is not a trace.
+    arguments, parameters and namespaces removed); `skip`: activity columns left unknown (see
+    concat_parts).  Bad input raises InputError naming the file: unreadable, truncated gzip, invalid JSON, JSON that is not a trace.
     """
     p = Path(path)
     if group not in ("full", "short"):
@@ -103,7 +103,7 @@ def import_kineto(path: str | Path, *, group: str = "full") -> RunData:
     except _NeedSlowPath as why:
         events = _slow_events(p)
         events.notes.append(f"read with the general JSON parser ({why})")
-    return _build(p, events, group)
+    return _build(p, events, group, skip)
 
 
 # ------------------------------------------------------------------------- byte reading
@@ -1028,7 +1028,7 @@ def short_kernel_name(name: str) -> str:
     return base.split("::")[-1] or base
 
 
-def _build(p: Path, ev: _Events, group: str) -> RunData:
+def _build(p: Path, ev: _Events, group: str, skip: frozenset[str] = frozenset()) -> RunData:
     role = ev.column("role")
     n = len(role)
     header = ev.header
@@ -1100,7 +1100,7 @@ def _build(p: Path, ev: _Events, group: str) -> RunData:
                 "device": constant_categorical("Host", len(rows)), "start_ns": start[rows], "end_ns": end[rows],
                 "busy_ns": b, "tid": tid[rows], "correlation": corr[rows]}))
             ev.counts[kind] = len(rows)
-    activity = concat_parts("activity", parts)
+    activity = concat_parts("activity", parts, skip)
     if len(activity) == 0:
         found = ", ".join(f"{k}: {v}" for k, v in ev.dropped.items()) or "none"
         raise InputError(f"trace has no GPU kernels, memcpys, runtime calls or CPU ops (skipped: {found})", path=p)

@@ -73,19 +73,20 @@ GPU_METRIC_NAMES = {
 }
 
 
-def import_nsys(path: str | Path, *, pid: int | None = None, group: str = "full") -> RunData:
+def import_nsys(path: str | Path, *, pid: int | None = None, group: str = "full",
+                skip: frozenset[str] = frozenset()) -> RunData:
     """Read the nsys SQLite export at `path` into a RunData (times: wall-clock ns).
 
     `pid` picks the process when the export holds several (default: the one with most GPU
-    work); `group="short"` names kernels by their short name.  Bad input raises InputError
-    naming the file.
+    work); `group="short"` names kernels by their short name; `skip`: activity columns left
+    unknown (see concat_parts).  Bad input raises InputError naming the file.
     """
     p = Path(path)
     if group not in ("full", "short"):
         raise ValueError(f"group must be 'full' or 'short', not {group!r}")
     con = _connect(p)
     try:
-        return _Import(con, p, pid, group).run()
+        return _Import(con, p, pid, group, skip).run()
     except sqlite3.DatabaseError as exc:
         raise InputError(f"cannot read the SQLite export ({exc})", path=p) from None
     finally:
@@ -122,11 +123,13 @@ def _connect(p: Path) -> sqlite3.Connection:
 class _Import:
     """One import: the connection, the schema found, and the pieces built so far."""
 
-    def __init__(self, con: sqlite3.Connection, path: Path, pid: int | None, group: str):
+    def __init__(self, con: sqlite3.Connection, path: Path, pid: int | None, group: str,
+                 skip: frozenset[str] = frozenset()):
         self.con = con
         self.path = path
         self.want_pid = pid
         self.group = group
+        self.skip = skip
         self.tables = {name: int(root or 0) for name, root in
                        con.execute("SELECT name, rootpage FROM sqlite_master WHERE type='table'")}
         self._cols: dict[str, list[str]] = {}
@@ -214,7 +217,7 @@ class _Import:
             if part is not None:
                 parts.append(part)
                 self.counts[label] = len(part)
-        activity = concat_parts("activity", parts)
+        activity = concat_parts("activity", parts, self.skip)
         host = activity["tid"].to_numpy()
         tids = sorted(int(t) for t in pd.unique(host[host != MISSING]))
         samples = self._gpu_metrics()
