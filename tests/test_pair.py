@@ -130,3 +130,35 @@ def test_a_worker_killed_is_one_line_naming_the_input() -> None:
 
     with pytest.raises(PerfdiffError, match=r"ended without a result \(killed by signal 9; out of memory\?\)"):
         pair.map_pair(killed, (("a", 1), ("oom", 1)), (1 << 30, 1 << 30))
+
+
+def test_a_worker_has_half_the_cores_for_its_run() -> None:
+    from perfdiff.importers.common import cores_per_run
+
+    cores = os.cpu_count() or 1
+    assert cores_per_run() == cores
+    out = pair.map_pair(lambda _: cores_per_run(), (0, 1), (1 << 30, 1 << 30))
+    assert out == [max(1, cores // 2)] * 2
+    assert cores_per_run() == cores  # the parent's own count is unchanged
+
+
+@pytest.mark.real
+def test_nsys_reads_the_runtime_table_without_a_thread_when_no_core_is_spare(
+        real: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    from concurrent.futures import ThreadPoolExecutor
+
+    from perfdiff.importers import nsys as nsys_mod
+
+    path = real / RODINIA / "report3.sqlite"
+    submitted = []
+    real_submit = ThreadPoolExecutor.submit
+    monkeypatch.setattr(ThreadPoolExecutor, "submit", lambda self, *a, **k: submitted.append(a) or real_submit(self, *a, **k))
+    monkeypatch.setattr(nsys_mod, "cores_per_run", lambda: 2)
+    threaded = nsys_mod.import_nsys(path)
+    assert len(submitted) == 1
+    monkeypatch.setattr(nsys_mod, "cores_per_run", lambda: 1)
+    serial = nsys_mod.import_nsys(path)
+    assert len(submitted) == 1  # no second helper thread
+    import pandas as pd
+
+    pd.testing.assert_frame_equal(serial.activity, threaded.activity)

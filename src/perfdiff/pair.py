@@ -81,6 +81,9 @@ def _load(folder: Path) -> Any:
 
 
 def _child(fn: Callable[..., Any], arg: Any, folder: Path) -> int:
+    from perfdiff.importers.common import set_runs_at_once
+
+    set_runs_at_once(2)  # the other run loads beside this one: no helper threads on 2 cores
     try:
         _dump(fn(arg), folder)
         return 0

@@ -7,6 +7,7 @@ without any per-row Python work, and concatenate parts whose categories differ.
 """
 from __future__ import annotations
 
+import os
 import re
 from dataclasses import dataclass, field
 from typing import Any, Iterable, Sequence
@@ -17,7 +18,7 @@ import pandas as pd
 from perfdiff.bundle import MISSING, SCHEMAS, empty_table
 
 __all__ = [
-    "COMPARE_UNUSED", "MEMCPY_KINDS", "MEM_KINDS", "Part", "categorical", "concat_parts", "dense_codes",
+    "COMPARE_UNUSED", "cores_per_run", "set_runs_at_once", "MEMCPY_KINDS", "MEM_KINDS", "Part", "categorical", "concat_parts", "dense_codes",
     "memcpy_label", "strip_api_version",
 ]
 
@@ -103,6 +104,23 @@ class Part:
         for v in self.columns.values():
             return len(v)
         return 0
+
+
+_RUNS_AT_ONCE = 1  # runs being loaded at the same time on this machine (2 in perfdiff.pair's workers)
+
+
+def set_runs_at_once(n: int) -> None:
+    """Say how many runs load at once (perfdiff.pair's workers: 2), for cores_per_run."""
+    global _RUNS_AT_ONCE
+    _RUNS_AT_ONCE = max(1, n)
+
+
+def cores_per_run() -> int:
+    """CPU cores one run's import may keep busy: all of them, or its share when several runs
+    load at once.  Importers start helper threads only where this is ≥ 2: on two cores, a
+    helper thread competing with the other run's worker cost ~0.5 s of a 2 M-kernel nsys
+    comparison."""
+    return max(1, (os.cpu_count() or 1) // _RUNS_AT_ONCE)
 
 
 # Activity columns a comparison never reads: `perfdiff compare` imports traces without

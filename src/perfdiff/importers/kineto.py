@@ -55,7 +55,9 @@ import pyarrow as pa
 
 from perfdiff.bundle import MISSING, RunData, base_manifest, empty_table
 from perfdiff.errors import InputError
-from perfdiff.importers.common import Part, categorical, concat_parts, constant_categorical, dense_codes
+from perfdiff.importers.common import (
+    Part, categorical, concat_parts, constant_categorical, cores_per_run, dense_codes,
+)
 from perfdiff.intervals import self_time_ns
 
 __all__ = ["import_kineto", "short_kernel_name"]
@@ -509,7 +511,10 @@ class _FastScan:
         first = True
         head: bytes | None = None
         tail = b""
-        with ThreadPoolExecutor(max_workers=_WORKERS) as pool:
+        # Blocks decoded at once: fewer where another run loads beside this one (on two cores
+        # the extra thread only competed with it).
+        workers = min(_WORKERS, cores_per_run())
+        with ThreadPoolExecutor(max_workers=workers) as pool:
             inflight: deque = deque()
             for pieces in _blocks(self.path):
                 total += sum(len(x) for x in pieces)
@@ -524,7 +529,7 @@ class _FastScan:
                 inflight.append(pool.submit(_scan_block, buf, begin, cut, first, False))
                 first = False
                 carry = buf[cut:end]
-                while len(inflight) > _WORKERS:
+                while len(inflight) > workers:
                     head = self._merge(inflight.popleft().result(), head)
             buf = b"".join((_FRONT, carry, _ZEROS))
             inflight.append(pool.submit(_scan_block, buf, len(_FRONT), len(buf) - len(_ZEROS), first, True))

@@ -49,7 +49,7 @@ import pandas as pd
 from perfdiff.bundle import MISSING, RunData, base_manifest, empty_table
 from perfdiff.errors import InputError
 from perfdiff.importers.common import (
-    MEM_KINDS, Part, categorical, concat_parts, constant_categorical, dense_codes,
+    MEM_KINDS, Part, categorical, concat_parts, constant_categorical, cores_per_run, dense_codes,
     memcpy_label, strip_api_version,
 )
 from perfdiff.intervals import self_time_ns
@@ -186,15 +186,20 @@ class _Import:
         self.strings = self._string_ids()
         self.t0 = self._session_start()
         # The runtime table is the biggest (launches, syncs, copies): read it in a second
-        # thread while this one reads the GPU tables (numpy releases the GIL in its loops).
+        # thread while this one reads the GPU tables (numpy releases the GIL in its loops),
+        # where a second core is free for it.
         with ThreadPoolExecutor(max_workers=1) as pool:
             self.cols(RUNTIME)  # schema probe here, not in the helper thread
-            rt_future = pool.submit(self._read_runtime) if self.has(RUNTIME) else None
+            rt_future = (pool.submit(self._read_runtime) if self.has(RUNTIME) and cores_per_run() >= 2
+                         else None)
             self.name_col = self._kernel_name_column()
             kern = self.read(KERNEL, ["start", "end", "deviceId", "streamId", "correlationId", "globalPid"]
                              + ([self.name_col] if self.name_col else []))
             gpu_parts = self._read_gpu_tables(kern)
-            rt_raw = rt_future.result() if rt_future is not None else None
+            if rt_future is not None:
+                rt_raw = rt_future.result()
+            else:
+                rt_raw = self._read_runtime() if self.has(RUNTIME) else None
         self.pid = self._choose_pid(gpu_parts)
         for kind, cols in gpu_parts.items():
             gpu_parts[kind] = self._only_pid(cols, "globalPid", kind)
