@@ -81,9 +81,11 @@ IDLE_POLL_CLOCK_NS = 2_000_000_000  # ... or this often where the process CPU cl
 IDLE_POLL_EVERY = 4  # ... and never more often than every this many ticks
 CLOCK_SLACK_NS = 20_000  # CPU-clock time no thread explains that may be rounding, not a wake-up
 # Host-wide counters (/proc/stat CPU time, a process's utime+stime) move in clock ticks
-# (USER_HZ, 10 ms): read faster they are mostly quantisation noise, so the host metrics are
-# read at most this often whatever --interval is (the target's threads follow --interval).
-HOST_MIN_NS = 50_000_000
+# (USER_HZ, 10 ms): over 100 ms a CPU's busy share already moves in steps of 10 %, and read
+# faster they are mostly quantisation noise (and a tenth of a 100 Hz collector's CPU), so the
+# host metrics are read at most this often whatever --interval is (the target's threads
+# follow --interval).
+HOST_MIN_NS = 100_000_000
 FD_RESERVE = 256  # descriptors left for everything else when caching /proc descriptors
 CPUINFO_EVERY_NS = 1_000_000_000  # /proc/cpuinfo clock readings (no cpufreq) at most this often
 SECTOR = 512  # /proc/diskstats counts 512-byte sectors whatever the device's block size

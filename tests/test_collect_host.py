@@ -382,19 +382,19 @@ def test_long_idle_threads_are_read_every_400_ms_at_100_hz(fake: FakeHost, monke
 
 
 def test_host_metrics_follow_clock_ticks_not_a_fast_interval(fake: FakeHost) -> None:
-    """At 100 Hz, tick-quantised host counters are read every 50 ms (HOST_MIN_NS)."""
+    """At 100 Hz, tick-quantised host counters are read every 100 ms (HOST_MIN_NS)."""
     fake.process(100, threads=1)
     fake.thread(100, 100, exec_ns=5 * MS, delay_ns=0, pcount=1)
     s = HostSampler(lambda: {100}, interval_ns=10 * MS, procfs=fake.fs(), arch="x86_64")
     s.start(T0)
     spans = []
-    for i in range(1, 11):
+    for i in range(1, 21):
         rows = s.sample(T0 + i * 10 * MS)
         assert len(rows["activity"]["function"]) == 6  # the threads: every tick
         sm = rows.get("samples", {"metric": []})
         spans += [(a, b) for m, a, b in zip(sm["metric"], sm.get("t_start_ns", []), sm.get("t_end_ns", []), strict=True)
                   if m == "process_cpu_usage"]
-    assert spans == [(T0, T0 + 50 * MS), (T0 + 50 * MS, T0 + 100 * MS)]
+    assert spans == [(T0, T0 + 100 * MS), (T0 + 100 * MS, T0 + 200 * MS)]
 
 
 # ----------------------------------------------------------------------------- process CPU clock
