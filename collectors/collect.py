@@ -524,7 +524,8 @@ class Collection:
         to the collection."""
         try:
             result = getattr(slot.sampler, method)(*args)
-            slot.failures = 0
+            if method in ("sample", "tick"):  # only a good tick ends a run of failing ticks
+                slot.failures = 0
             return result
         except Exception as exc:  # noqa: BLE001 - one sampler's bug must not end the run
             slot.errors += 1

@@ -426,9 +426,9 @@ class HostSampler:
         self.seen_pids: set[int] = set()
         self.buf = RowBuffer()
         # Host-function readings, a tuple per tick: (t0, t1, ns of each HOST_FUNCTIONS,
-        # read bytes, write bytes, context switches or -1), expanded into rows by `take`.
+        # read bytes, write bytes, context switches or -1, entries in state.unsupported then),
+        # expanded into rows by `take`.
         self.ticks: list[tuple[int, ...]] = []
-        self._unsupported_seen = 0  # len(state.unsupported) when `ticks` was last expanded
         self.tick_no = 0
         self.host_prev = 0
         self.proc_ticks = 0  # utime+stime ticks of the target since the last host sample
@@ -708,6 +708,7 @@ class HostSampler:
                 # host cadence and when the clock did not move (stopped, exited, or idle).
                 # In between, a new thread that runs shows as CPU no thread explains, which
                 # reads it too (below); one that only sleeps is found at the host cadence.
+                # Without schedstat there is no such check: read at every tick.
                 st = None
                 if slow and p.clock < 0:
                     # The group's stat adds every thread's CPU ticks (a walk over them in the
@@ -715,7 +716,7 @@ class HostSampler:
                     st = parse_task_stat(_read(p.fd_gstat, p.base + "stat"))
                     self.proc_ticks += st.utime + st.stime - p.ticks
                     p.ticks = st.utime + st.stime
-                elif slow or clock < 0 or clock == p.clock:
+                elif slow or clock < 0 or clock == p.clock or not self.use_schedstat:
                     st = parse_task_stat(_read(p.fd_stat, f"{p.base}task/{pid}/stat"))
             except (OSError, ValueError, IndexError):
                 self._drop_process(p)
@@ -724,10 +725,11 @@ class HostSampler:
                 if st.state in ("Z", "X"):
                     self._drop_process(p)
                     continue
-                rss += st.rss_pages
+                p.rss_pages = st.rss_pages
                 if st.num_threads != len(p.threads) or t1 - p.listed_ns >= LIST_THREADS_NS:
                     self._list_threads(p, t1)
             had_target = True
+            rss += p.rss_pages  # read at this tick, or the last one read
             if slow:
                 r, w = self._read_io(p)
                 rchar += r
@@ -756,39 +758,45 @@ class HostSampler:
             return
         if ran_on:
             self.target_cpus = ran_on
-        if len(self.state.unsupported) != self._unsupported_seen:
-            self._expand_ticks()  # the rows so far with the functions they were taken with
         if slow and self.use_io:  # bytes since the previous host-cadence tick
             rbytes, wbytes = max(rchar, 0), max(wchar, 0)
         else:
             rbytes = wbytes = MISSING
-        # One tuple per tick; `take` turns them into rows (6 functions + context switches).
-        self.ticks.append((t0, t1, *acc, rbytes, wbytes, switches if self.use_schedstat else -1))
+        # One tuple per tick; `take` turns them into rows (6 functions + context switches),
+        # of the functions supported at this tick (the last field: how many entries `unsupported`
+        # had then; it only grows, in order).
+        self.ticks.append((t0, t1, *acc, rbytes, wbytes, switches if self.use_schedstat else -1,
+                           len(self.state.unsupported)))
         self.proc_rss = rss
 
     def _expand_ticks(self) -> None:
-        """Move the buffered per-tick tuples into `buf` as activity and sample rows, with the
-        host functions supported until now, and note which those are."""
-        unsupported = self.state.unsupported
-        self._unsupported_seen = len(unsupported)
+        """Move the buffered per-tick tuples into `buf` as activity and sample rows, each tick
+        with the host functions that were supported at that tick."""
         ticks, self.ticks = self.ticks, []
         if not ticks:
             return
         t0s, t1s, *cols = map(list, zip(*ticks, strict=True))
-        n = len(t0s)
-        missing = [MISSING] * n
+        marked = list(self.state.unsupported)  # in the order they were marked
         acts: dict[str, list[Any]] = {c: [] for c in ("function", "kind", "device", "start_ns", "end_ns",
                                                       "busy_ns", "bytes")}
-        for i, fn in enumerate(HOST_FUNCTIONS):
-            if (HOST, fn) in unsupported:
-                continue
-            acts["function"] += [fn] * n
-            acts["kind"] += ["host"] * n
-            acts["device"] += [HOST] * n
-            acts["start_ns"] += t0s
-            acts["end_ns"] += t1s
-            acts["busy_ns"] += cols[i]
-            acts["bytes"] += cols[6] if i == _READ else cols[7] if i == _WRITE else missing
+        lo, counts = 0, cols[9]
+        while lo < len(t0s):  # runs of ticks with the same functions (one run but for a change)
+            hi = lo + 1
+            while hi < len(t0s) and counts[hi] == counts[lo]:
+                hi += 1
+            unsupported = set(marked[:counts[lo]])
+            n = hi - lo
+            for i, fn in enumerate(HOST_FUNCTIONS):
+                if (HOST, fn) in unsupported:
+                    continue
+                acts["function"] += [fn] * n
+                acts["kind"] += ["host"] * n
+                acts["device"] += [HOST] * n
+                acts["start_ns"] += t0s[lo:hi]
+                acts["end_ns"] += t1s[lo:hi]
+                acts["busy_ns"] += cols[i][lo:hi]
+                acts["bytes"] += cols[6][lo:hi] if i == _READ else cols[7][lo:hi] if i == _WRITE else [MISSING] * n
+            lo = hi
         if acts["function"]:
             self.buf.add_columns("activity", acts)
         keep = [k for k, c in enumerate(cols[8]) if c >= 0]

@@ -222,6 +222,55 @@ def test_scenario_syscall_denied(fake: FakeHost, monkeypatch: pytest.MonkeyPatch
     assert "ptrace" in reasons["read"] and "ptrace" in reasons["write"]
 
 
+def test_ticks_taken_before_a_function_became_unsupported_keep_its_rows(
+        fake: FakeHost, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The collect loop takes the host rows at its flush, several ticks at once: a function
+    that becomes unsupported at the third tick (a new child whose syscall file is denied)
+    keeps its rows of the first two."""
+    s = start_scenario(fake)
+    s.tick(T0 + DT)
+    s.tick(T0 + 2 * DT)
+    real_open = os.open
+
+    def deny(path, *a, **k):
+        if str(path).endswith("/syscall"):
+            raise PermissionError(13, "Permission denied", str(path))
+        return real_open(path, *a, **k)
+
+    monkeypatch.setattr(H.os, "open", deny)
+    pids = {100, 200}
+    s.target_pids = lambda: pids
+    fake.process(200, threads=1)
+    fake.thread(200, 200, exec_ns=1 * MS, delay_ns=0, pcount=1, syscall="0")
+    s.tick(T0 + 3 * DT)  # 200's baseline: its syscall file is denied
+    a = s.take()["activity"]
+    rows = list(zip(a["function"], a["start_ns"], strict=True))
+    assert [t for f, t in rows if f == "read"] == [T0, T0 + DT]  # not at the third tick
+    assert [t for f, t in rows if f == "oncpu"] == [T0, T0 + DT, T0 + 2 * DT]
+    assert ("Host", "read") in s.state.unsupported
+
+
+def test_process_rss_between_host_ticks_is_the_last_reading(fake: FakeHost) -> None:
+    """At 100 Hz the leader's stat (RSS) is read at the host cadence only: a target that ends
+    between two host ticks leaves its last RSS, not 0."""
+    clock = FakeClock()
+    fake.process(100, threads=1, rss=1000)
+    fake.thread(100, 100, exec_ns=0, delay_ns=0, pcount=1, syscall="202")
+    clock.ns[100] = 0
+    pids = {100}
+    s = HostSampler(lambda: pids, interval_ns=10 * MS, procfs=fake.fs(), arch="x86_64", cpu_clock=clock)
+    s.start(T0)
+    rss = []
+    for i in range(1, 22):
+        clock.ns[100] += 1 * MS  # it runs: the stat is not read between host ticks
+        fake.thread(100, 100, exec_ns=i * MS, delay_ns=0, pcount=1 + i, syscall="202")
+        if i == 13:
+            pids.clear()  # gone after the host tick at 100 ms
+        sm = s.sample(T0 + i * 10 * MS).get("samples", {"metric": [], "value": []})
+        rss += [v for m, v in zip(sm["metric"], sm["value"], strict=True) if m == "process_rss"]
+    assert rss and all(v == 1000 * s.page_size for v in rss)
+
+
 def test_scenario_unknown_architecture(fake: FakeHost) -> None:
     s = start_scenario(fake, fd_limit=0)  # and no cached descriptors: open-read-close path
     s2 = HostSampler(lambda: {100}, interval_ns=DT, procfs=fake.fs(), arch="riscv64", fd_limit=0)

@@ -164,6 +164,25 @@ def test_sampler_errors_are_recorded_not_fatal(tmp_path: Path) -> None:
     assert len(warnings) == 1 and "broken" in warnings[0]  # one line, not one per tick
 
 
+class BrokenTicker(BrokenSampler):
+    """A buffered sampler whose every tick fails while its take at each flush succeeds."""
+
+    def tick(self, t_ns: int) -> None:
+        raise ValueError("bug in a tick")
+
+    def take(self) -> dict:
+        return {}
+
+
+def test_a_buffered_sampler_failing_every_tick_is_switched_off(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(C, "FLUSH_NS", 20 * MS)  # a good take between fewer than 10 failing ticks
+    good, bad = CountingSampler(10 * MS), BrokenTicker()
+    run, _, _ = make_run(tmp_path, [bad, good], duration_ms=300)
+    run.finish(run.run())
+    events = [e["event"] for e in load_bundle(tmp_path / "run").manifest["events"] if e.get("device") == "broken"]
+    assert "sampler-disabled" in events
+
+
 def test_gpu_plugin_gets_live_pids_and_its_manifest_is_merged(tmp_path: Path,
                                                               monkeypatch: pytest.MonkeyPatch) -> None:
     calls = {}

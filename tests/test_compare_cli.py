@@ -200,6 +200,10 @@ def test_cycles_csv_ranks_both_runs_slowest_first_and_pads_the_shorter() -> None
 def test_background_job_returns_or_raises_in_the_caller() -> None:
     from perfdiff.cli import _Background
 
-    assert _Background(sum, [1, 2]).result() == 3
+    job = _Background(sum, [1, 2])
+    job.start()
+    job.start()  # once
+    assert job.result() == 3
+    assert _Background(sum, [3]).result() == 3  # never started: runs in result
     with pytest.raises(ZeroDivisionError):
         _Background(lambda: 1 / 0).result()

@@ -162,3 +162,37 @@ def test_nsys_reads_the_runtime_table_without_a_thread_when_no_core_is_spare(
     import pandas as pd
 
     pd.testing.assert_frame_equal(serial.activity, threaded.activity)
+
+
+@pytest.mark.real
+@pytest.mark.parametrize("failure", ["submit", "broken"])
+def test_function_tests_run_here_when_the_pool_fails(real: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str],
+                                                     monkeypatch: pytest.MonkeyPatch, failure: str) -> None:
+    """No fork at submit (EAGAIN), or a worker killed (BrokenProcessPool): the tests run in
+    this process instead, with the same results, and the pool is shut down."""
+    from concurrent.futures import Future
+    from concurrent.futures.process import BrokenProcessPool
+
+    from perfdiff import analyze
+
+    class FailingPool:
+        shut = False
+
+        def submit(self, fn, *args):
+            if failure == "submit":
+                raise OSError(11, "Resource temporarily unavailable")
+            fut: Future = Future()
+            fut.set_exception(BrokenProcessPool("a worker died"))
+            return fut
+
+        def shutdown(self, cancel_futures: bool = False) -> None:
+            FailingPool.shut = True
+
+    a, b = real / RODINIA / "report3.sqlite", real / RODINIA / "report2.sqlite"
+    monkeypatch.setattr(analyze, "PARALLEL_MIN_CYCLES", 1 << 40)
+    serial = report(tmp_path, capsys, a, b, "serial")
+    monkeypatch.setattr(analyze, "PARALLEL_MIN_CYCLES", 0)
+    monkeypatch.setattr(analyze, "_fork_pool", lambda n: FailingPool())
+    failed = report(tmp_path, capsys, a, b, "failed")
+    assert failed["functions"] == serial["functions"] and FailingPool.shut
+    assert analyze._FUNCTION_TEST_DATA is None

@@ -10,7 +10,7 @@ import math
 import os
 import re
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Callable
 
 import numpy as np
 
@@ -292,15 +292,24 @@ class _FunctionTests:
         if self.pool is not None:
             # The workers are forked at the first submit and inherit the data (never pickled).
             _FUNCTION_TEST_DATA = data
-            self.futures = [self.pool.submit(_function_tests, f, alpha) for f in tested]
+            try:
+                self.futures = [self.pool.submit(_function_tests, f, alpha) for f in tested]
+            except (OSError, RuntimeError):  # no fork now (EAGAIN, ENOMEM): in `result`, serially
+                self.close()
+                self.futures = []
 
     def result(self) -> dict[int, tuple]:
         """{f: (t test, β test)} of the tested functions."""
         global _FUNCTION_TEST_DATA
+        from concurrent.futures.process import BrokenProcessPool
+
         _FUNCTION_TEST_DATA = self.data
         try:
             if self.pool is not None:
-                return {f: fu.result() for f, fu in zip(self.tested, self.futures, strict=True)}
+                try:
+                    return {f: fu.result() for f, fu in zip(self.tested, self.futures, strict=True)}
+                except BrokenProcessPool:  # a worker was killed (out of memory?): here instead
+                    pass
             return {f: _function_tests(f, self.alpha) for f in self.tested}
         finally:
             self.close()
@@ -314,11 +323,14 @@ class _FunctionTests:
 
 
 def compare_runs(normal: RunData, abnormal: RunData, cn: Cycles, ca: Cycles, *,
-                 alpha: float = 0.05, matrices: tuple[CycleMatrix, CycleMatrix] | None = None) -> Comparison:
+                 alpha: float = 0.05, matrices: tuple[CycleMatrix, CycleMatrix] | None = None,
+                 tests_started: Callable[[], None] | None = None) -> Comparison:
     """Compare `abnormal` against `normal` over their cycles (STATS.md).
 
     `matrices`: both runs' `attribute_activity` over these cycles when already computed
-    (perfdiff.pair computes them beside the loading)."""
+    (perfdiff.pair computes them beside the loading).  `tests_started`: called once the
+    function tests' process pool is forked (or known to run serially): where the caller may
+    start threads of its own that overlap the rest (a fork while they run is avoided)."""
     sn, sa = summarize_run(normal, cn), summarize_run(abnormal, ca)
     Dn, Da = cn.dur_ns.astype(np.float64), ca.dur_ns.astype(np.float64)
     mn, ma = matrices or (attribute_activity(normal, cn), attribute_activity(abnormal, ca))
@@ -341,6 +353,8 @@ def compare_runs(normal: RunData, abnormal: RunData, cn: Cycles, ca: Cycles, *,
     # The function tests run in a pool while the rest is computed; their results join at the q values.
     pending = _FunctionTests(to_test, (mn, ma, idx_n, idx_a, Dn, Da), alpha)
     try:
+        if tests_started is not None:
+            tests_started()
         tested_set = set(to_test)
 
         functions: list[FunctionStats] = []

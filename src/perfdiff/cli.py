@@ -109,9 +109,11 @@ def cmd_compare(args: argparse.Namespace) -> int:
         out = Path(args.output)
         csv_name = out.with_suffix("").name + ".cycles.csv"
         # Built in a thread while the runs are compared (sorting and Arrow's CSV writer
-        # release the GIL): a million cycles a side take ~0.5 s.
+        # release the GIL): a million cycles a side take ~0.5 s.  Started once the
+        # comparison's process pool is forked, never before (no fork while it runs).
         csv_job = _Background(cycles_csv, cn.dur_ns, ca.dur_ns)
-    comp = compare_runs(normal, abnormal, cn, ca, alpha=args.alpha, matrices=(mn, ma))
+    comp = compare_runs(normal, abnormal, cn, ca, alpha=args.alpha, matrices=(mn, ma),
+                        tests_started=csv_job.start if csv_job is not None else None)
     findings = build_findings(comp)
     text = render_markdown(comp, findings, (normal.manifest, abnormal.manifest), top=args.top,
                            cycles_csv=csv_name)
@@ -152,7 +154,8 @@ def cmd_import(args: argparse.Namespace) -> int:
 
 
 class _Background:
-    """fn(*args) in a thread, started at once; `result` waits and returns it (or raises)."""
+    """fn(*args) in a thread from `start`; `result` waits and returns it (or raises), and
+    runs it here when it was never started."""
 
     def __init__(self, fn: Callable[..., Any], *args: Any):
         import threading
@@ -167,9 +170,15 @@ class _Background:
                 self._err.append(exc)
 
         self._thread = threading.Thread(target=run, name="perfdiff-background", daemon=True)
-        self._thread.start()
+        self._started = False
+
+    def start(self) -> None:
+        if not self._started:
+            self._started = True
+            self._thread.start()
 
     def result(self) -> Any:
+        self.start()
         self._thread.join()
         if self._err:
             raise self._err[0]
