@@ -204,6 +204,25 @@ def test_scenario_schedstat_disabled(fake: FakeHost) -> None:
     assert ("context_switches", "Host") not in samples(rows)
 
 
+def test_without_schedstat_a_new_thread_is_listed_at_the_next_tick_at_100_hz(fake: FakeHost) -> None:
+    """No schedstat means no "CPU no thread explains" check: the leader's stat (its thread
+    count) is read at every tick, not only at the host cadence."""
+    clock = FakeClock()
+    fake.process(100, threads=1)
+    fake.thread(100, 100, exec_ns=0, delay_ns=0, pcount=0, ticks=10, state="R", syscall="running")
+    clock.ns[100] = 0
+    s = HostSampler(lambda: {100}, interval_ns=10 * MS, procfs=fake.fs(), arch="x86_64", cpu_clock=clock)
+    s.start(T0)
+    assert not s.use_schedstat
+    clock.ns[100] += 1 * MS
+    s.sample(T0 + 10 * MS)
+    fake.process(100, threads=2)
+    fake.thread(100, 101, exec_ns=0, delay_ns=0, pcount=0, ticks=1, syscall="0")
+    clock.ns[100] += 1 * MS
+    s.sample(T0 + 20 * MS)  # between host ticks
+    assert 101 in s.procs[100].threads
+
+
 def test_scenario_syscall_denied(fake: FakeHost, monkeypatch: pytest.MonkeyPatch) -> None:
     """No ptrace read access to /proc/.../syscall: read/write unsupported, sleeps by state only."""
     real_open = os.open

@@ -196,3 +196,23 @@ def test_function_tests_run_here_when_the_pool_fails(real: Path, tmp_path: Path,
     failed = report(tmp_path, capsys, a, b, "failed")
     assert failed["functions"] == serial["functions"] and FailingPool.shut
     assert analyze._FUNCTION_TEST_DATA is None
+
+
+@pytest.mark.real
+def test_the_callers_threads_start_after_the_test_pool_forked(real: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """compare_runs calls `tests_started` once its pool exists: the CSV thread never runs
+    while the pool forks."""
+    from perfdiff import analyze
+    from perfdiff.attribute import attribute_activity
+    from perfdiff.load import open_run
+    from perfdiff.segment import segment_cycles
+
+    order = []
+    real_pool = analyze._fork_pool
+    monkeypatch.setattr(analyze, "_fork_pool", lambda n: order.append("pool") or real_pool(n))
+    monkeypatch.setattr(analyze, "PARALLEL_MIN_CYCLES", 0)
+    runs = [open_run(real / RODINIA / f"{n}.sqlite") for n in ("report3", "report2")]
+    cyc = [segment_cycles(r) for r in runs]
+    mats = (attribute_activity(runs[0], cyc[0]), attribute_activity(runs[1], cyc[1]))
+    analyze.compare_runs(runs[0], runs[1], cyc[0], cyc[1], matrices=mats, tests_started=lambda: order.append("started"))
+    assert order == ["pool", "started"]
