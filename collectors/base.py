@@ -64,7 +64,7 @@ class SamplerState:
         return [vars(u) for u in self.unsupported.values()]
 
 
-_TABLE_COLUMNS = {
+TABLE_COLUMNS = {
     "activity": ("function", "kind", "device", "start_ns", "end_ns", "busy_ns", "bytes"),
     "samples": ("metric", "device", "t_start_ns", "t_end_ns", "value"),
     "markers": ("name", "start_ns", "end_ns", "tid", "source"),
@@ -83,7 +83,7 @@ class RowBuffer:
     __slots__ = ("_rows", "_cols")
 
     def __init__(self) -> None:
-        self._rows: dict[str, list[tuple]] = {t: [] for t in _TABLE_COLUMNS}
+        self._rows: dict[str, list[tuple]] = {t: [] for t in TABLE_COLUMNS}
         self._cols: dict[str, Columns] = {}  # rows added as columns (add_columns)
 
     def sample(self, metric: str, device: str, t_start_ns: int, t_end_ns: int, value: float) -> None:
@@ -122,13 +122,13 @@ class RowBuffer:
         for t, rows in self._rows.items():
             bulk = self._cols.pop(t, None)
             if rows:
-                cols = dict(zip(_TABLE_COLUMNS[t], map(list, zip(*rows, strict=True)), strict=True))
+                cols = dict(zip(TABLE_COLUMNS[t], map(list, zip(*rows, strict=True)), strict=True))
                 self._rows[t] = []
                 if bulk:
                     for c, v in cols.items():
                         v += bulk[c]
                 out[t] = cols
-            elif bulk and bulk[_TABLE_COLUMNS[t][0]]:
+            elif bulk and bulk[TABLE_COLUMNS[t][0]]:
                 out[t] = bulk
         return out
 

@@ -54,7 +54,7 @@ import time
 from dataclasses import dataclass
 from typing import Any, Callable, NamedTuple
 
-from perfdiff.collectors.base import MISSING, RowBuffer, SamplerState
+from perfdiff.collectors.base import MISSING, TABLE_COLUMNS, RowBuffer, SamplerState
 
 HOST = "Host"
 HOST_FUNCTIONS = ("oncpu", "runq", "blocked", "iowait", "read", "write")
@@ -342,6 +342,12 @@ def process_cpu_clock(pid: int) -> int:
     same counter as the sum of the threads' schedstat on-CPU ns, for one ~2 µs call instead of
     a /proc read per thread.  Raises OSError when the process is gone."""
     return time.clock_gettime_ns((~pid << 3) | 2)
+
+
+def _leader_stat(p: _Process) -> TaskStat:
+    """The leader thread's own stat (state, thread count, RSS); raises OSError, ValueError or
+    IndexError when it is gone or torn."""
+    return parse_task_stat(_read(p.fd_stat, f"{p.base}task/{p.pid}/stat"))
 
 
 def _add_thread(p: _Process, th: _Thread) -> None:
@@ -717,7 +723,7 @@ class HostSampler:
                     self.proc_ticks += st.utime + st.stime - p.ticks
                     p.ticks = st.utime + st.stime
                 elif slow or clock < 0 or clock == p.clock or not self.use_schedstat:
-                    st = parse_task_stat(_read(p.fd_stat, f"{p.base}task/{pid}/stat"))
+                    st = _leader_stat(p)
             except (OSError, ValueError, IndexError):
                 self._drop_process(p)
                 continue
@@ -747,7 +753,7 @@ class HostSampler:
                 p.clock = clock
             if st is None and p.unexplained:  # a thread came (or went) meanwhile?
                 try:
-                    if parse_task_stat(_read(p.fd_stat, f"{p.base}task/{pid}/stat")).num_threads != len(p.threads):
+                    if _leader_stat(p).num_threads != len(p.threads):
                         self._list_threads(p, t1)  # new threads count from the next tick
                 except (OSError, ValueError, IndexError):
                     pass  # exited: dropped at the next tick
@@ -777,8 +783,7 @@ class HostSampler:
             return
         t0s, t1s, *cols = map(list, zip(*ticks, strict=True))
         marked = list(self.state.unsupported)  # in the order they were marked
-        acts: dict[str, list[Any]] = {c: [] for c in ("function", "kind", "device", "start_ns", "end_ns",
-                                                      "busy_ns", "bytes")}
+        acts: dict[str, list[Any]] = {c: [] for c in TABLE_COLUMNS["activity"]}
         lo, counts = 0, cols[9]
         while lo < len(t0s):  # runs of ticks with the same functions (one run but for a change)
             hi = lo + 1

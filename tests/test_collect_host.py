@@ -99,6 +99,14 @@ class FakeHost:
         d.rmdir()
 
 
+def record_preads(monkeypatch: pytest.MonkeyPatch) -> list[int]:
+    """From now on, the descriptor of every pread the host sampler makes, in order."""
+    reads: list[int] = []
+    real = H.os.pread
+    monkeypatch.setattr(H.os, "pread", lambda fd, n, off: reads.append(fd) or real(fd, n, off))
+    return reads
+
+
 def by_function(rows: dict) -> dict[str, int]:
     a = rows["activity"]
     assert set(a["kind"]) == {"host"} and set(a["device"]) == {"Host"}
@@ -409,9 +417,7 @@ def test_long_idle_threads_are_read_every_fourth_tick(fake: FakeHost, monkeypatc
     fake.thread(100, 100, exec_ns=5 * MS, delay_ns=0, pcount=1, syscall="202")
     s = HostSampler(lambda: {100}, interval_ns=DT, procfs=fake.fs(), arch="x86_64")
     s.start(T0)
-    reads = []
-    real = H.os.pread
-    monkeypatch.setattr(H.os, "pread", lambda fd, n, off: reads.append(fd) or real(fd, n, off))
+    reads = record_preads(monkeypatch)
     sched_fd = s.procs[100].threads[100].fd_sched
     t = T0
     for _ in range(30):  # 3 s asleep: past the 1 s after which it is read less often
@@ -434,9 +440,7 @@ def test_long_idle_threads_are_read_every_400_ms_at_100_hz(fake: FakeHost, monke
     dt = 10 * MS
     s = HostSampler(lambda: {100}, interval_ns=dt, procfs=fake.fs(), arch="x86_64")
     s.start(T0)
-    reads = []
-    real = H.os.pread
-    monkeypatch.setattr(H.os, "pread", lambda fd, n, off: reads.append(fd) or real(fd, n, off))
+    reads = record_preads(monkeypatch)
     sched_fd = s.procs[100].threads[100].fd_sched
     t = T0
     for _ in range(300):  # 3 s asleep
@@ -509,26 +513,25 @@ def test_clock_gives_exact_oncpu_and_spares_reading_parked_threads(fake: FakeHos
         assert f["oncpu"] == 5 * MS and f["blocked"] == 21 * DT
     assert len(s.procs[100].active) == 1 and sum(s.procs[100].idle_counts) == 20
     fds = {th.fd_sched: tid for tid, th in s.procs[100].threads.items()}
-    reads = []
-    real = H.os.pread
-    monkeypatch.setattr(H.os, "pread", lambda fd, n, off: reads.append(fds.get(fd)) or real(fd, n, off))
+    fd_reads = record_preads(monkeypatch)
     for _ in range(5):  # the busy thread explains the whole clock: no parked thread is read
         t += DT
         busy += 5 * MS
         fake.thread(100, 100, exec_ns=busy, delay_ns=0, pcount=1 + busy // MS, syscall="202")
         clock.ns[100] += 5 * MS
         assert by_function(s.sample(t))["oncpu"] == 5 * MS
+    reads = [fds.get(fd) for fd in fd_reads]  # thread ids (None: not a schedstat read)
     parked_reads = [r for r in reads if r not in (None, 100)]
     assert len(parked_reads) == 5  # only the safety poll: one bucket (here one thread) a tick
     # Thread 107 wakes for 3 ms and goes back to sleep in read(): the clock says someone ran.
-    reads.clear()
+    fd_reads.clear()
     t += DT
     fake.thread(100, 107, exec_ns=4 * MS, delay_ns=1 * MS, pcount=2, syscall="0")
     clock.ns[100] += 3 * MS
     f = by_function(s.sample(t))
     assert f["oncpu"] == 3 * MS and f["runq"] == 1 * MS
     assert f["read"] == DT and f["blocked"] == 20 * DT  # found the same tick, its new sleep read
-    assert set(range(101, 121)) <= {r for r in reads if r is not None}  # every parked thread polled
+    assert set(range(101, 121)) <= {fds[fd] for fd in fd_reads if fd in fds}  # every parked thread polled
     assert 107 in s.procs[100].active
 
 
@@ -547,9 +550,7 @@ def test_leader_stat_is_read_at_the_host_cadence_or_when_the_clock_says_so(
     s = HostSampler(lambda: {100}, interval_ns=dt, procfs=fake.fs(), arch="x86_64", cpu_clock=clock)
     s.start(T0)
     stat_fd = s.procs[100].fd_stat
-    reads = []
-    real = H.os.pread
-    monkeypatch.setattr(H.os, "pread", lambda fd, n, off: reads.append(fd) or real(fd, n, off))
+    reads = record_preads(monkeypatch)
     t, busy = T0, 0
     slow_ticks = 0
     for _ in range(20):
