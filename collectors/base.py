@@ -92,6 +92,11 @@ class RowBuffer:
             return
         self._rows["samples"].append((metric, device, t_start_ns, t_end_ns, float(value)))
 
+    def samples(self, rows: list[tuple[str, str, int, int, float]]) -> None:
+        """Many `sample` rows at once: (metric, device, t_start_ns, t_end_ns, value) tuples, the
+        values floats; a NaN or infinite one is dropped."""
+        self._rows["samples"].extend(r for r in rows if math.isfinite(r[4]))
+
     def activity(self, function: str, kind: str, device: str, start_ns: int, end_ns: int,
                  busy_ns: int, nbytes: int = MISSING) -> None:
         """One activity row; `busy_ns` may exceed end-start for summed thread time."""

@@ -701,8 +701,7 @@ class Collection:
         fields["target"].update(target_fields)
         fields["warnings"] = list(warnings or [])
         try:
-            self.writer.update_manifest(**fields)
-            self.writer.close(status)
+            self.writer.close(status, fields)
         except OSError as exc:
             raise _write_error(exc, self.writer.path) from None
 

@@ -115,6 +115,24 @@ def test_incremental_writer_survives_a_crash(tmp_path: Path) -> None:
     assert any("did not finish" in n for n in back.notes)
 
 
+def test_mid_run_manifest_is_compact_and_the_final_one_indented(tmp_path: Path) -> None:
+    """A collector's mid-run rewrites take json's C encoder (one line); close indents it and
+    merges the last fields.  Both load."""
+    run = small_run()
+    w = BundleWriter(tmp_path / "b", base_manifest(run_name="m"))
+    for t in ("activity", "samples", "markers"):
+        w.append(t, getattr(run, t) if t != "markers" else empty_table("markers"))
+    w.update_manifest(collection={"ticks": 3})
+    text = (tmp_path / "b" / "manifest.json").read_text()
+    assert "\n" not in text.strip() and '"ticks":3' in text
+    back = load_bundle(tmp_path / "b")
+    assert back.manifest["collection"] == {"ticks": 3} and back.manifest["status"] == "interrupted"
+    w.close("complete", {"collection": {"ticks": 4}})
+    text = (tmp_path / "b" / "manifest.json").read_text()
+    assert text.count("\n") > 10 and '"ticks": 4' in text
+    assert load_bundle(tmp_path / "b").manifest["status"] == "complete"
+
+
 def test_writer_refuses_non_empty_dir(tmp_path: Path) -> None:
     (tmp_path / "b").mkdir()
     (tmp_path / "b" / "x").write_text("keep me")

@@ -333,6 +333,49 @@ def test_host_metrics_cpu_memory_disk_frequency(fake: FakeHost) -> None:
     assert s.manifest()["unsupported"] == []
 
 
+def test_host_readings_taken_at_the_tick_parsed_at_the_take(fake: FakeHost) -> None:
+    """A tick only reads the host-wide files; `take` (the flush) parses every buffered tick in
+    order: each interval gets its own delta, and an unreadable /proc/stat at one tick skips that
+    tick's CPU rows without breaking the next delta."""
+    s = start_scenario(fake)
+    fake.cpu_times([(100, 400), (30, 200), (70, 200)])
+    fake.disk(2048, 0, 50)
+    s.tick(T0 + DT)
+    fake.cpu_times([(300, 800), (130, 400), (170, 400)])  # 50 % busy in the second interval
+    fake.disk(4096, 0, 60)
+    s.tick(T0 + 2 * DT)
+    (fake.proc / "stat").rename(fake.proc / "stat.away")  # the kept descriptor still reads...
+    os.close(s.host_fds.pop("stat")[0])  # ...so drop it: the next read opens, and fails
+    s.tick(T0 + 3 * DT)
+    (fake.proc / "stat.away").rename(fake.proc / "stat")
+    fake.cpu_times([(500, 1200), (230, 600), (270, 600)])
+    s.tick(T0 + 4 * DT)
+    sm = s.take()["samples"]
+    rows = [(m, t1, v) for m, d, t1, v in zip(sm["metric"], sm["device"], sm["t_end_ns"], sm["value"], strict=True)
+            if d in ("Host", "Disk vda")]
+    usage = [(t1, v) for m, t1, v in rows if m == "host_cpu_usage"]
+    assert usage == [(T0 + DT, pytest.approx(25.0)), (T0 + 2 * DT, pytest.approx(50.0)),
+                     (T0 + 4 * DT, pytest.approx(50.0))]
+    # The row after the gap spans both intervals, from the last good reading.
+    starts = [t0 for m, d, t0 in zip(sm["metric"], sm["device"], sm["t_start_ns"], strict=True)
+              if m == "host_cpu_usage" and d == "Host"]
+    assert starts == [T0, T0 + DT, T0 + 2 * DT]
+    reads = [(t1, v) for m, t1, v in rows if m == "disk_read"]
+    assert reads == [(T0 + DT, pytest.approx(2048 * 512 / 0.1)), (T0 + 2 * DT, pytest.approx(2048 * 512 / 0.1)),
+                     (T0 + 3 * DT, 0.0), (T0 + 4 * DT, 0.0)]
+    # A diskstats read that fails: the next rate is over both intervals, not doubled.
+    os.close(s.host_fds.pop("diskstats")[0])
+    (fake.proc / "diskstats").rename(fake.proc / "diskstats.away")
+    s.tick(T0 + 5 * DT)
+    (fake.proc / "diskstats.away").rename(fake.proc / "diskstats")
+    fake.disk(4096 + 2048, 0, 60)
+    s.tick(T0 + 6 * DT)
+    sm = s.take()["samples"]
+    assert [(t0, t1, v) for m, t0, t1, v in zip(sm["metric"], sm["t_start_ns"], sm["t_end_ns"], sm["value"], strict=True)
+            if m == "disk_read"] == [(T0 + 4 * DT, T0 + 6 * DT, pytest.approx(2048 * 512 / 0.2))]
+    assert not s.host_ticks and s.take() == {}
+
+
 def test_scenario_no_cpufreq_driver(tmp_path: Path) -> None:
     """A VM without cpufreq: MHz from /proc/cpuinfo (at most once a second), % of max unsupported."""
     fake = FakeHost(tmp_path, cpufreq=False)
@@ -356,6 +399,14 @@ def test_parsers() -> None:
     assert H.parse_syscall(b"-1 0x7ffc 0x7f00\n") == -1
     assert H.parse_syscall(b"17 0x3 0x0 0x0\n") == 17
     assert H.parse_io(b"rchar: 5\nwchar: 6\n") == {"rchar": 5, "wchar": 6}
+    # Only whole keys at a line start: /proc/PID/io has write_bytes and cancelled_write_bytes.
+    io = b"rchar: 1\nwchar: 2\nsyscr: 3\ncancelled_write_bytes: 9\nwrite_bytes: 4\n"
+    assert H.parse_io(io, ("wchar", "write_bytes", "read_bytes")) == {"wchar": 2, "write_bytes": 4}
+    assert H.parse_io(b"wchar: 6") == {"wchar": 6}  # no final newline
+    assert H.parse_diskstats(b"   8 0 sda 1 2 3 4 5 6 7 8 9 10 11\n   8 1 sda1 9 9 9 9 9 9 9 9 9 9 9\n"
+                             b"   7 0 loop0 0 0 0 0 0 0 0 0 0 0 0", frozenset({b"sda", b"loop0"})) == {
+        "sda": (3, 7, 10), "loop0": (0, 0, 0)}
+    assert H.parse_diskstats(b"   8 1 sda1 9 9 9 9 9 9 9 9 9 9 9\n", frozenset({b"sda"})) == {}
     assert H.parse_cpu_times(b"cpu 1 2 3 4 5 6 7 8 9 10\ncpu0 1 0 0 1 0 0 0 0 0 0\nintr 5\n") == {
         "cpu": (1 + 2 + 3 + 6 + 7 + 8, 36), "cpu0": (1, 2)}
     assert H.parse_meminfo(b"MemTotal: 2 kB\nMemAvailable: 1 kB\n") == {"MemTotal": 2048, "MemAvailable": 1024}

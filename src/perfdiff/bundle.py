@@ -317,10 +317,16 @@ def _dictionary_strings(table: str, data: pa.Table) -> pa.Table:
     return pa.Table.from_arrays(cols, names=list(SCHEMAS[table]))
 
 
-def _atomic_write_json(path: Path, obj: dict[str, Any]) -> None:
+def _atomic_write_json(path: Path, obj: dict[str, Any], *, compact: bool = False) -> None:
+    """Write `obj` as JSON to `path` through a temporary file and a rename; `compact`: on one
+    line, which json's C encoder writes (an indented file takes its pure-Python encoder, ~10×
+    the CPU: too much for a collector's mid-run rewrites)."""
     tmp = path.with_name(path.name + ".tmp")
     with open(tmp, "w", encoding="utf-8") as fh:
-        json.dump(obj, fh, indent=2, sort_keys=True, default=str)
+        if compact:
+            json.dump(obj, fh, separators=(",", ":"), sort_keys=True, default=str)
+        else:
+            json.dump(obj, fh, indent=2, sort_keys=True, default=str)
         fh.flush()
         os.fsync(fh.fileno())
     os.replace(tmp, path)
@@ -450,13 +456,15 @@ class BundleWriter:
             path.unlink(missing_ok=True)
 
     def update_manifest(self, **fields: Any) -> None:
-        """Merge `fields` into the manifest and rewrite it atomically."""
+        """Merge `fields` into the manifest and rewrite it atomically, as compact JSON (a
+        collector does this while it runs; `close` writes the final one indented)."""
         self.manifest.update(fields)
-        _atomic_write_json(self.path / MANIFEST, self.manifest)
+        _atomic_write_json(self.path / MANIFEST, self.manifest, compact=True)
 
-    def close(self, status: str = "complete") -> Path:
+    def close(self, status: str = "complete", fields: dict[str, Any] | None = None) -> Path:
         """Seal the journals, give every table at least one (possibly empty) part, record the
-        files, set status."""
+        files, merge `fields` into the manifest, set status."""
+        self.manifest.update(fields or {})
         for t in TABLES:
             self.seal_journal(t)
             if self._parts[t] == 0:
