@@ -1048,6 +1048,9 @@ class AgentTraceSource:
 
     def start(self, t_ns: int) -> None:
         """The collection starts at `t_ns`; attached agents are told to record."""
+        # The converters' imports (numpy, the importers' helpers: ~10 ms) happen here, before
+        # the collect loop's first tick, not inside it at the first rows.
+        import perfdiff.importers.common  # noqa: F401
         self.t_start_ns = t_ns
         for pid in list(self.sockets):
             self._command(pid, "start")
@@ -1154,9 +1157,11 @@ class AgentTraceSource:
                     self.spools[pid] = _Spool(self.directory, pid, pid)
 
     def _collect(self, *, final: bool) -> dict[str, pd.DataFrame]:
+        self._discover()
+        if not self.spools:
+            return {}  # no agent (yet): nothing to read, nothing to import
         from perfdiff.importers.common import concat_parts
 
-        self._discover()
         activity, markers = [], []
         for sp in self.spools.values():
             st = sp.read_status()

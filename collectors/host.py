@@ -590,10 +590,12 @@ class HostSampler:
 
     def _list_threads(self, p: _Process, t_ns: int) -> None:
         try:
-            tids = {int(t) for t in os.listdir(p.base + "task")}
+            tids = set(map(int, os.listdir(p.base + "task")))
         except OSError:
             return
         p.listed_ns = t_ns
+        if tids == p.threads.keys():
+            return  # the periodic re-list's usual answer: the same threads (compared in C)
         for tid in list(p.threads):
             if tid not in tids:
                 self._close_thread(_remove_thread(p, tid))
