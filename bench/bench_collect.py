@@ -123,6 +123,55 @@ print(min(res), sorted(res)[2])
     return float(out[0]), float(out[1])
 
 
+MANY_CPUS = """
+import os, pathlib, sys, tempfile, time
+from perfdiff.collectors.collect import open_writer
+from perfdiff.collectors.host import HostSampler, ProcFS
+n, seconds = int(sys.argv[1]), float(sys.argv[2])
+root = pathlib.Path(tempfile.mkdtemp(prefix="perfdiff-bench-cpus-"))
+(root / "proc").mkdir()
+def stat(k):
+    return ("cpu  " + " ".join([str(1000 * k)] * 10) + "\\n" + "".join(
+        f"cpu{i} " + " ".join([str(10 * k + i)] * 10) + "\\n" for i in range(n))
+        + "intr " + " ".join(["0"] * 500) + "\\nctxt 1\\nbtime 1\\nprocesses 5\\n")
+for name in ("meminfo", "diskstats"):
+    (root / "proc" / name).write_bytes(open("/proc/" + name, "rb").read())
+(root / "sys/block/vda").mkdir(parents=True)
+for i in range(n):
+    d = root / f"sys/devices/system/cpu/cpu{i}/cpufreq"
+    d.mkdir(parents=True)
+    (d / "scaling_cur_freq").write_text("2400000\\n")
+    (d / "cpuinfo_max_freq").write_text("3000000\\n")
+(root / "proc/stat").write_text(stat(0))
+s = HostSampler(lambda: set(), interval_ns=100_000_000, cpu_clock=None,
+                procfs=ProcFS(proc=str(root / "proc"), sys=str(root / "sys")))
+w = open_writer(root / "run", {})
+s.start(time.time_ns())
+cpu = rows = 0
+ticks = int(seconds * 10)
+for k in range(1, ticks + 1):
+    time.sleep(0.1)
+    with open(root / "proc/stat", "r+") as fh:
+        fh.write(stat(k))
+    t = time.thread_time_ns()
+    s.tick(time.time_ns())
+    if k % 8 == 0 or k == ticks:  # the collector's flush: rows into the journal
+        for table, cols in s.take().items():
+            rows += len(next(iter(cols.values())))
+            w.journal(table, cols)
+    cpu += time.thread_time_ns() - t
+print(100 * cpu / (ticks * 1e8), rows / ticks)
+"""
+
+
+def many_cpus_cost(cpus: int, seconds: float) -> tuple[float, float]:
+    """(% of a core, sample rows per tick) of the host sampler's host-wide part at 10 Hz, with its
+    rows journaled, on a fake /proc and /sys of `cpus` CPUs (this VM has 2)."""
+    out = subprocess.run([PY, "-c", MANY_CPUS, str(cpus), str(seconds)], capture_output=True, text=True,
+                         check=True).stdout.split()
+    return float(out[0]), float(out[1])
+
+
 def machine() -> str:
     load = os.getloadavg()
     try:  # time runnable tasks waited for a CPU: on a shared VM, how noisy this minute is
@@ -165,6 +214,12 @@ def main(argv: list[str] | None = None) -> int:
             print(f"| {TARGETS[target]} | {hz} Hz | {r['cpu_pct']:.2f} ({every}) | < {budget:g} % ({ok}) | "
                   f"{r['process_cpu_s']:.2f} | {r['p50_ms']:.2f} / {r['p99_ms']:.2f} / {r['max_ms']:.1f} | "
                   f"{r['ticks']} ({r['overruns']}) | {r['threads']} |")
+    print()
+    print("| host-wide sampling at 10 Hz, fake /proc and /sys of | CPU of tick + flush (% of a core) | sample rows per tick |")
+    print("|---|---|---|")
+    for cpus in (2, 32, 128):
+        pct, rows = many_cpus_cost(cpus, 2.0 if args.quick else 6.0)
+        print(f"| {cpus} CPUs | {pct:.2f} | {rows:.0f} |")
     print()
     print("| mark (`with perfdiff.cycle(\"step\")`) | least of 5 batches (µs) | median batch (µs) | budget |")
     print("|---|---|---|---|")

@@ -376,6 +376,36 @@ def test_host_readings_taken_at_the_tick_parsed_at_the_take(fake: FakeHost) -> N
     assert not s.host_ticks and s.take() == {}
 
 
+def test_scenario_many_cpus_per_cpu_readings_stretched(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """32 CPUs: per-CPU rows and clock reads every 320 ms (32 × PER_CPU_NS), not at every
+    100 ms tick; the host total and the clock of the CPU the target ran on (its frequency mean)
+    at every tick.  Each per-CPU row spans the time since the last per-CPU reading."""
+    fake = FakeHost(tmp_path, cpus=32)
+    s = start_scenario(fake)
+    assert s.per_cpu_ns == 32 * H.PER_CPU_NS
+    freq_fd = {fd: cpu for cpu, (fd, _) in s.freq_fds.items()}
+    reads = record_preads(monkeypatch)
+    clocks = []
+    for i in range(1, 7):
+        fake.cpu_times([(100 * i, 1000 * i)] + [(3 * i, 100 * i)] * 32)
+        fake.thread(100, 102, exec_ns=(30 + i) * MS, delay_ns=0, pcount=9 + i, syscall="1", cpu=1)
+        del reads[:]
+        s.tick(T0 + i * DT)
+        clocks.append(sorted(freq_fd[fd] for fd in reads if fd in freq_fd))
+    # Ticks 3 and 6 (300 and 600 ms, ≥ 320 ms - half a tick since the last) read every CPU's
+    # clock; the others only CPU 1's, where thread 102 ran (its threads are read first).
+    assert clocks == [[1], [1], list(range(32)), [1], [1], list(range(32))]
+    sm = s.take()["samples"]
+    rows = list(zip(sm["metric"], sm["device"], sm["t_start_ns"], sm["t_end_ns"], sm["value"], strict=True))
+    total = [(t0, t1) for m, d, t0, t1, _ in rows if m == "host_cpu_usage" and d == "Host"]
+    assert total == [(T0 + (i - 1) * DT, T0 + i * DT) for i in range(1, 7)]
+    cpu5 = [(t0, t1, v) for m, d, t0, t1, v in rows if m == "host_cpu_usage" and d == "CPU 5"]
+    assert cpu5 == [(T0, T0 + 3 * DT, pytest.approx(3.0)), (T0 + 3 * DT, T0 + 6 * DT, pytest.approx(3.0))]
+    assert {t1 for m, d, _, t1, _ in rows if m == "cpu_frequency_mhz" and d != "Host"} == {T0 + 3 * DT, T0 + 6 * DT}
+    mean = [t1 for m, d, _, t1, _ in rows if m == "cpu_frequency_mhz" and d == "Host"]
+    assert mean == [T0 + i * DT for i in range(1, 7)]
+
+
 def test_scenario_no_cpufreq_driver(tmp_path: Path) -> None:
     """A VM without cpufreq: MHz from /proc/cpuinfo (at most once a second), % of max unsupported."""
     fake = FakeHost(tmp_path, cpufreq=False)
@@ -411,6 +441,11 @@ def test_parsers() -> None:
         "cpu": (1 + 2 + 3 + 6 + 7 + 8, 36), "cpu0": (1, 2)}
     assert H.parse_meminfo(b"MemTotal: 2 kB\nMemAvailable: 1 kB\n") == {"MemTotal": 2048, "MemAvailable": 1024}
     assert H.parse_cpuinfo_mhz(b"processor\t: 3\ncpu MHz\t\t: 1234.5\n") == {3: 1234.5}
+    assert H.parse_cpuinfo_mhz(b"processor\t: 3\ncpu MHz\t\t: 1234.5") == {3: 1234.5}  # no final newline
+    two = (b"processor\t: 0\nvendor_id\t: X\ncpu MHz\t\t: 1000.0\ncache size\t: 1 KB\n\n"
+           b"processor\t: 1\nmodel name\t: processor Y\ncpu MHz\t\t: 2000.5\nflags\t\t: a b\n\n")
+    assert H.parse_cpuinfo_mhz(two) == {0: 1000.0, 1: 2000.5}
+    assert H.parse_cpuinfo_mhz(b"processor\t: 0\nBogoMIPS\t: 50.00\n\n") == {}  # aarch64: no clock
 
 
 def test_live_own_process_reads_real_proc() -> None:
