@@ -9,6 +9,10 @@ a 64-thread Python target and prints Markdown tables:
   collector, from its first tick to its last) per second of collection, as % of one core;
   the whole process (imports and start-up included) is in its own column;
 * tick jitter: how late each tick started against its schedule (p50 / p99 / max);
+* where the floor is (not with --quick): a bare sleeping Python loop, one flat loop making the
+  same reads as the collector's tick (FLOOR), and `perfdiff collect`, alternated at 10 Hz;
+* the host sampler's host-wide part at 10 Hz on fake /proc and /sys trees of 2, 32 and 128
+  CPUs (this VM has 2: the per-CPU readings are what grows on a GPU server);
 * the cost of one mark (`with perfdiff.cycle("step")`), with nobody listening and with a
   collector's marks file open (least of 5 batches, and their median).
 
@@ -164,6 +168,94 @@ print(100 * cpu / (ticks * 1e8), rows / ticks)
 """
 
 
+# The floor: what a tick costs from Python at all.  BARE sleeps to each 100 ms boundary and
+# reads nothing; FLAT makes the collector's reads of a 10 Hz tick of the pool target in one
+# flat loop (the leader's stat and io, the schedstat of the threads that ran at the last tick
+# and of 3 others in turn, the syscall file of those whose schedstat moved, the process CPU
+# clock twice, /proc/stat, meminfo, diskstats, loadavg every other tick, a pidfd poll) and
+# appends one JSON line of numbers every 8 ticks.  Both print their CPU, % of a core.
+FLOOR = """
+import json, os, select, sys, tempfile, time
+pid, mode, seconds = int(sys.argv[1]), sys.argv[2], float(sys.argv[3])
+pread = os.pread
+if mode == "flat":
+    task = f"/proc/{pid}/task/"
+    tids = sorted(int(t) for t in os.listdir(task))
+    sched = [os.open(f"{task}{t}/schedstat", os.O_RDONLY) for t in tids]
+    sysf = [os.open(f"{task}{t}/syscall", os.O_RDONLY) for t in tids]
+    last = [pread(fd, 128, 0) for fd in sched]
+    ran = list(range(len(tids)))
+    lead = os.open(f"{task}{pid}/stat", os.O_RDONLY)
+    io = os.open(f"/proc/{pid}/io", os.O_RDONLY)
+    host = [os.open(f"/proc/{n}", os.O_RDONLY) for n in ("stat", "meminfo", "diskstats")]
+    loadavg = os.open("/proc/loadavg", os.O_RDONLY)
+    poller = select.poll()
+    poller.register(os.pidfd_open(pid), select.POLLIN)
+    clock = (~pid << 3) | 2
+    out = tempfile.TemporaryFile("w")
+r, w = os.pipe()
+rows = []
+cpu0, t0 = time.process_time_ns(), time.monotonic_ns()
+next_tick, n = t0, 0
+while time.monotonic_ns() - t0 < seconds * 1e9:
+    next_tick += 100_000_000
+    delay = next_tick - time.monotonic_ns()
+    if delay > 0:
+        select.select([r], [], [], delay / 1e9)
+    if mode == "bare":
+        continue
+    n += 1
+    c0 = time.clock_gettime_ns(clock)
+    st = pread(lead, 4096, 0).rsplit(b")", 1)[1].split()
+    moved = []
+    for i in ran + [(3 * n + k) % len(tids) for k in range(3)]:
+        raw = pread(sched[i], 128, 0)
+        if raw != last[i]:
+            last[i] = raw
+            moved.append(i)
+            pread(sysf[i], 128, 0)
+    ran = moved
+    c1 = time.clock_gettime_ns(clock)
+    rows.append((time.time_ns(), c0, c1, int(st[17]), int(st[21]), len(pread(io, 4096, 0)),
+                 *(len(pread(fd, 65536, 0)) for fd in host)))
+    if n % 2 == 0:
+        pread(loadavg, 256, 0)
+    poller.poll(0)
+    if n % 8 == 0:
+        out.write(json.dumps(rows) + "\\n")
+        out.flush()
+        rows = []
+print(100 * (time.process_time_ns() - cpu0) / (time.monotonic_ns() - t0))
+"""
+
+
+def floor_rows(repeat: int, seconds: float) -> list[str]:
+    """Markdown rows: the bare loop, the flat reads and `perfdiff collect` at 10 Hz against the
+    pool target, alternated `repeat` times."""
+    t = subprocess.Popen([PY, "-c", TARGET, "pool"], stdout=subprocess.PIPE, text=True)
+    assert t.stdout is not None and t.stdout.readline().strip() == "ready"
+    runs: dict[str, list[float]] = {"bare": [], "flat": [], "collect": []}
+    try:
+        for _ in range(repeat):
+            for mode in ("bare", "flat"):
+                out = subprocess.run([PY, "-c", FLOOR, str(t.pid), mode, str(seconds)], capture_output=True,
+                                     text=True, check=True).stdout
+                runs[mode].append(float(out))
+            with tempfile.TemporaryDirectory(prefix="perfdiff-bench-floor-") as tmp:
+                subprocess.run([PY, "-m", "perfdiff", "collect", "--pid", str(t.pid), "--duration", f"{seconds}s",
+                                "--interval", "100ms", "-o", str(Path(tmp) / "run")], check=True,
+                               stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+                c = json.loads((Path(tmp) / "run" / "manifest.json").read_text())["collection"]
+                runs["collect"].append(100.0 * c["cpu_ns"] / c["wall_ns"])
+    finally:
+        t.kill()
+        t.wait()
+    label = {"bare": "a bare Python loop: sleep to each 100 ms boundary, read nothing",
+             "flat": "one flat Python loop making the collector's reads of a tick (bench_collect.FLOOR)",
+             "collect": "`perfdiff collect --pid`"}
+    return [f"| {label[m]} | {' / '.join(f'{v:.2f}' for v in vs)} |" for m, vs in runs.items()]
+
+
 def many_cpus_cost(cpus: int, seconds: float) -> tuple[float, float]:
     """(% of a core, sample rows per tick) of the host sampler's host-wide part at 10 Hz, with its
     rows journaled, on a fake /proc and /sys of `cpus` CPUs (this VM has 2)."""
@@ -214,6 +306,12 @@ def main(argv: list[str] | None = None) -> int:
             print(f"| {TARGETS[target]} | {hz} Hz | {r['cpu_pct']:.2f} ({every}) | < {budget:g} % ({ok}) | "
                   f"{r['process_cpu_s']:.2f} | {r['p50_ms']:.2f} / {r['p99_ms']:.2f} / {r['max_ms']:.1f} | "
                   f"{r['ticks']} ({r['overruns']}) | {r['threads']} |")
+    if not args.quick:
+        print()
+        print("| 10 Hz against the pool target, alternated | CPU (% of a core), each run |")
+        print("|---|---|")
+        for row in floor_rows(2, seconds):
+            print(row)
     print()
     print("| host-wide sampling at 10 Hz, fake /proc and /sys of | CPU of tick + flush (% of a core) | sample rows per tick |")
     print("|---|---|---|")
