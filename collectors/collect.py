@@ -701,7 +701,8 @@ class Collection:
         fields["target"].update(target_fields)
         fields["warnings"] = list(warnings or [])
         try:
-            self.writer.close(status, fields)
+            self.writer.update_manifest(**fields)  # on disk before the sealing, which may fail
+            self.writer.close(status)
         except OSError as exc:
             raise _write_error(exc, self.writer.path) from None
 

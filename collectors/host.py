@@ -93,11 +93,13 @@ CLOCK_SLACK_NS = 20_000  # CPU-clock time no thread explains that may be roundin
 HOST_MIN_NS = 100_000_000
 FD_RESERVE = 256  # descriptors left for everything else when caching /proc descriptors
 CPUINFO_EVERY_NS = 1_000_000_000  # /proc/cpuinfo clock readings (no cpufreq) at most this often
-# Per-CPU readings (each CPU's /proc/stat line and cpufreq file, and their rows) cost in
-# proportion to the CPUs: on a 128-CPU server at 10 Hz they alone took 1.8 % of a core.  So
-# they are read every max(HOST_MIN_NS, CPUs × PER_CPU_NS): every host tick up to 10 CPUs,
-# every 1.28 s on 128.  The host totals and the clocks of the CPUs the target ran on (its
-# frequency mean) stay at every host tick.
+# Per-CPU readings (each CPU's cpufreq file read, its /proc/stat line parsed, and their rows)
+# cost in proportion to the CPUs: on a 128-CPU server at 10 Hz they alone took 1.8 % of a core.
+# So they are taken every max(HOST_MIN_NS, CPUs × PER_CPU_NS): every host tick up to 10 CPUs,
+# every 1.28 s on 128, and at the first host tick (a short run has them too); per-CPU rows
+# cover the run up to the last such reading.  /proc/stat is read whole at every host tick all
+# the same (the total is its first line); the host totals and the clocks of the CPUs the
+# target ran on (its frequency mean) stay at every host tick.
 PER_CPU_NS = 10_000_000
 SECTOR = 512  # /proc/diskstats counts 512-byte sectors whatever the device's block size
 
@@ -474,10 +476,11 @@ class HostSampler:
         # diskstats bytes (None: unreadable), frequency readings, the CPUs the target ran on,
         # the target's CPU seconds (-1: no live target), its RSS pages), parsed by `take`.
         self.host_ticks: list[tuple[Any, ...]] = []
-        self.cpu_prev_ns = self.disk_prev_ns = 0  # when cpu_prev / disk_prev were read (0: at the start)
+        self.cpu_prev_ns = self.disk_prev_ns = 0  # when cpu_prev["cpu"] / disk_prev were read
         self.per_cpu_ns = HOST_MIN_NS  # per-CPU readings this often (set by start from the CPU count)
         self.per_cpu_prev = 0  # when they were last read
         self.per_cpu_stat_ns = 0  # when cpu_prev's per-CPU entries were read
+        self.host_row_errors = 0  # host-cadence ticks whose readings could not be made into rows
         self.devices: dict[str, str] = {}  # /proc/stat or diskstats name → device label (_device)
         self.tick_no = 0
         self.host_prev = 0
@@ -506,7 +509,8 @@ class HostSampler:
                 self.state.mark_unsupported(HOST, fn, f"syscall numbers unknown for architecture {self.arch}", t_ns)
         self._start_cpu_frequency(t_ns)
         self.per_cpu_ns = max(HOST_MIN_NS, len(self._cpu_names()) * PER_CPU_NS)
-        self.per_cpu_prev = self.per_cpu_stat_ns = t_ns
+        self.per_cpu_stat_ns = self.cpu_prev_ns = self.disk_prev_ns = t_ns  # the baselines below
+        self.per_cpu_prev = t_ns - self.per_cpu_ns  # the first host tick reads every CPU
         self._start_disks(t_ns)
         self._read_cpu_times()
         self._read_disks()
@@ -1012,7 +1016,9 @@ class HostSampler:
         for cpu in cpus:
             d = f"{base}/cpu{cpu}/cpufreq/"
             try:
-                self.max_mhz[cpu] = int(self.fs.read_sys(f"devices/system/cpu/cpu{cpu}/cpufreq/cpuinfo_max_freq")) / 1000.0
+                mhz = int(self.fs.read_sys(f"devices/system/cpu/cpu{cpu}/cpufreq/cpuinfo_max_freq")) / 1000.0
+                if mhz > 0:  # a 0 (a broken driver) would divide by zero: no % of max for that CPU
+                    self.max_mhz[cpu] = mhz
             except (OSError, ValueError):
                 pass
             try:
@@ -1110,7 +1116,14 @@ class HostSampler:
         ticks, self.host_ticks = self.host_ticks, []
         rows: list[tuple[str, str, int, int, float]] = []
         for t0, t1, stat, mem, disks, freqs, cpus, cpu_s, rss, per_cpu in ticks:
-            self._host_rows(rows, t0, t1, stat, mem, disks, freqs, cpus, per_cpu)
+            n = len(rows)
+            try:
+                self._host_rows(rows, t0, t1, stat, mem, disks, freqs, cpus, per_cpu)
+            except Exception as exc:  # noqa: BLE001 - one odd reading must not lose the batch
+                del rows[n:]
+                self.host_row_errors += 1
+                if self.host_row_errors <= 3:
+                    self.state.event(t1, HOST, "host-rows-error", error=f"{type(exc).__name__}: {exc}")
             if cpu_s >= 0:  # a target was alive in the meantime
                 rows.append(("process_cpu_usage", HOST, t0, t1, 100.0 * cpu_s / ((t1 - t0) / 1e9)))
                 rows.append(("process_rss", HOST, t1, t1, float(rss * self.page_size)))
@@ -1138,10 +1151,10 @@ class HostSampler:
                 now = {}
             total_now = now.get("cpu")
             if total_now is not None:
-                # Deltas span back to the last good reading (t0 unless that tick's read failed).
+                # Deltas span back to the last good reading (the tick before, unless its read failed).
                 p = self.cpu_prev.get("cpu")
                 self.cpu_prev["cpu"] = total_now
-                c0, self.cpu_prev_ns = self.cpu_prev_ns or t0, t1
+                c0, self.cpu_prev_ns = self.cpu_prev_ns, t1
                 if p is not None and total_now[1] > p[1]:
                     rows.append(("host_cpu_usage", HOST, c0, t1, 100.0 * (total_now[0] - p[0]) / (total_now[1] - p[1])))
             if per_cpu and len(now) > 1:
@@ -1151,7 +1164,8 @@ class HostSampler:
                     p = prev.get(name)
                     if name != "cpu" and p is not None and total > p[1]:
                         rows.append(("host_cpu_usage", device(name), c0, t1, 100.0 * (busy - p[0]) / (total - p[1])))
-                now["cpu"] = self.cpu_prev["cpu"]
+                if "cpu" in self.cpu_prev:
+                    now["cpu"] = self.cpu_prev["cpu"]
                 self.cpu_prev = now
         if isinstance(freq_raw, bytes):
             try:
@@ -1190,7 +1204,7 @@ class HostSampler:
         except (ValueError, IndexError):
             return
         dprev, self.disk_prev = self.disk_prev, dnow
-        t0, self.disk_prev_ns = self.disk_prev_ns or t0, t1
+        t0, self.disk_prev_ns = self.disk_prev_ns, t1
         dt = t1 - t0
         if dt <= 0:
             return

@@ -116,8 +116,8 @@ def test_incremental_writer_survives_a_crash(tmp_path: Path) -> None:
 
 
 def test_mid_run_manifest_is_compact_and_the_final_one_indented(tmp_path: Path) -> None:
-    """A collector's mid-run rewrites take json's C encoder (one line); close indents it and
-    merges the last fields.  Both load."""
+    """A collector's mid-run rewrites are one line (json's C encoder); close indents it.  Both
+    load."""
     run = small_run()
     w = BundleWriter(tmp_path / "b", base_manifest(run_name="m"))
     for t in ("activity", "samples", "markers"):
@@ -127,7 +127,8 @@ def test_mid_run_manifest_is_compact_and_the_final_one_indented(tmp_path: Path) 
     assert "\n" not in text.strip() and '"ticks":3' in text
     back = load_bundle(tmp_path / "b")
     assert back.manifest["collection"] == {"ticks": 3} and back.manifest["status"] == "interrupted"
-    w.close("complete", {"collection": {"ticks": 4}})
+    w.update_manifest(collection={"ticks": 4})
+    w.close("complete")
     text = (tmp_path / "b" / "manifest.json").read_text()
     assert text.count("\n") > 10 and '"ticks": 4' in text
     assert load_bundle(tmp_path / "b").manifest["status"] == "complete"

@@ -333,10 +333,27 @@ def test_host_metrics_cpu_memory_disk_frequency(fake: FakeHost) -> None:
     assert s.manifest()["unsupported"] == []
 
 
+def host_rows(rows: dict, *metrics: str) -> list[tuple[str, str, int, int, float]]:
+    """(metric, device, t_start_ns, t_end_ns, value) of the sample rows of `metrics`."""
+    sm = rows["samples"]
+    return [r for r in zip(sm["metric"], sm["device"], sm["t_start_ns"], sm["t_end_ns"], sm["value"], strict=True)
+            if r[0] in metrics]
+
+
+def lose(fake: FakeHost, s: HostSampler, name: str) -> None:
+    """Make /proc/NAME unreadable for the sampler until `regain` (its kept descriptor dropped)."""
+    (fake.proc / name).rename(fake.proc / f"{name}.away")
+    os.close(s.host_fds.pop(name)[0])
+
+
+def regain(fake: FakeHost, name: str) -> None:
+    (fake.proc / f"{name}.away").rename(fake.proc / name)
+
+
 def test_host_readings_taken_at_the_tick_parsed_at_the_take(fake: FakeHost) -> None:
     """A tick only reads the host-wide files; `take` (the flush) parses every buffered tick in
-    order: each interval gets its own delta, and an unreadable /proc/stat at one tick skips that
-    tick's CPU rows without breaking the next delta."""
+    order: each interval gets its own delta, and a failed read at one tick makes the next row
+    span back to the last good reading (its value from that reading, a rate over both intervals)."""
     s = start_scenario(fake)
     fake.cpu_times([(100, 400), (30, 200), (70, 200)])
     fake.disk(2048, 0, 50)
@@ -344,66 +361,122 @@ def test_host_readings_taken_at_the_tick_parsed_at_the_take(fake: FakeHost) -> N
     fake.cpu_times([(300, 800), (130, 400), (170, 400)])  # 50 % busy in the second interval
     fake.disk(4096, 0, 60)
     s.tick(T0 + 2 * DT)
-    (fake.proc / "stat").rename(fake.proc / "stat.away")  # the kept descriptor still reads...
-    os.close(s.host_fds.pop("stat")[0])  # ...so drop it: the next read opens, and fails
+    lose(fake, s, "stat")
     s.tick(T0 + 3 * DT)
-    (fake.proc / "stat.away").rename(fake.proc / "stat")
-    fake.cpu_times([(500, 1200), (230, 600), (270, 600)])
+    regain(fake, "stat")
+    # Against tick 2: (500-300)/(1300-800) = 40 % (against tick 1 it would read 44 %).
+    fake.cpu_times([(500, 1300), (230, 650), (270, 650)])
     s.tick(T0 + 4 * DT)
-    sm = s.take()["samples"]
-    rows = [(m, t1, v) for m, d, t1, v in zip(sm["metric"], sm["device"], sm["t_end_ns"], sm["value"], strict=True)
-            if d in ("Host", "Disk vda")]
-    usage = [(t1, v) for m, t1, v in rows if m == "host_cpu_usage"]
-    assert usage == [(T0 + DT, pytest.approx(25.0)), (T0 + 2 * DT, pytest.approx(50.0)),
-                     (T0 + 4 * DT, pytest.approx(50.0))]
-    # The row after the gap spans both intervals, from the last good reading.
-    starts = [t0 for m, d, t0 in zip(sm["metric"], sm["device"], sm["t_start_ns"], strict=True)
-              if m == "host_cpu_usage" and d == "Host"]
-    assert starts == [T0, T0 + DT, T0 + 2 * DT]
-    reads = [(t1, v) for m, t1, v in rows if m == "disk_read"]
+    rows = s.take()
+    usage = [(d, t0, t1, v) for _, d, t0, t1, v in host_rows(rows, "host_cpu_usage") if d in ("Host", "CPU 0")]
+    assert usage == [("Host", T0, T0 + DT, pytest.approx(25.0)), ("CPU 0", T0, T0 + DT, pytest.approx(15.0)),
+                     ("Host", T0 + DT, T0 + 2 * DT, pytest.approx(50.0)),
+                     ("CPU 0", T0 + DT, T0 + 2 * DT, pytest.approx(50.0)),
+                     ("Host", T0 + 2 * DT, T0 + 4 * DT, pytest.approx(40.0)),
+                     ("CPU 0", T0 + 2 * DT, T0 + 4 * DT, pytest.approx(40.0))]
+    reads = [(t1, v) for _, d, _, t1, v in host_rows(rows, "disk_read")]
     assert reads == [(T0 + DT, pytest.approx(2048 * 512 / 0.1)), (T0 + 2 * DT, pytest.approx(2048 * 512 / 0.1)),
                      (T0 + 3 * DT, 0.0), (T0 + 4 * DT, 0.0)]
-    # A diskstats read that fails: the next rate is over both intervals, not doubled.
-    os.close(s.host_fds.pop("diskstats")[0])
-    (fake.proc / "diskstats").rename(fake.proc / "diskstats.away")
+    lose(fake, s, "diskstats")
     s.tick(T0 + 5 * DT)
-    (fake.proc / "diskstats.away").rename(fake.proc / "diskstats")
+    regain(fake, "diskstats")
     fake.disk(4096 + 2048, 0, 60)
     s.tick(T0 + 6 * DT)
-    sm = s.take()["samples"]
-    assert [(t0, t1, v) for m, t0, t1, v in zip(sm["metric"], sm["t_start_ns"], sm["t_end_ns"], sm["value"], strict=True)
-            if m == "disk_read"] == [(T0 + 4 * DT, T0 + 6 * DT, pytest.approx(2048 * 512 / 0.2))]
+    assert [r[2:] for r in host_rows(s.take(), "disk_read")] == [(T0 + 4 * DT, T0 + 6 * DT, pytest.approx(2048 * 512 / 0.2))]
     assert not s.host_ticks and s.take() == {}
 
 
+def test_host_reads_failing_at_the_first_tick_span_back_to_the_start(fake: FakeHost) -> None:
+    """The baselines are start()'s readings: when the first tick cannot read /proc/stat and
+    diskstats, the second tick's rows span both intervals, the disk rate is not doubled."""
+    s = start_scenario(fake)
+    lose(fake, s, "stat")
+    lose(fake, s, "diskstats")
+    s.tick(T0 + DT)
+    regain(fake, "stat")
+    regain(fake, "diskstats")
+    fake.cpu_times([(100, 400), (30, 200), (70, 200)])
+    fake.disk(2048, 0, 50)
+    s.tick(T0 + 2 * DT)
+    rows = s.take()
+    assert [r[1:] for r in host_rows(rows, "host_cpu_usage") if r[1] == "Host"] == [("Host", T0, T0 + 2 * DT, pytest.approx(25.0))]
+    assert [r[2:] for r in host_rows(rows, "disk_read")] == [(T0, T0 + 2 * DT, pytest.approx(2048 * 512 / 0.2))]
+    assert [r[2:] for r in host_rows(rows, "disk_usage")] == [(T0, T0 + 2 * DT, pytest.approx(25.0))]
+
+
+def test_one_unusable_host_reading_loses_its_tick_not_the_flush(fake: FakeHost, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A reading that cannot be made into rows (a parser bug, a kernel's odd file) drops that
+    tick's host-wide rows, with an event; the other ticks of the same flush keep theirs."""
+    s = start_scenario(fake)
+    real = H.parse_meminfo
+    calls = []
+
+    def flaky(raw: bytes, *a: object) -> dict[str, int]:
+        calls.append(1)
+        if len(calls) == 2:
+            raise RuntimeError("odd meminfo")
+        return real(raw, *a)
+
+    monkeypatch.setattr(H, "parse_meminfo", flaky)
+    for i in (1, 2, 3):
+        fake.cpu_times([(100 * i, 400 * i), (50 * i, 200 * i), (50 * i, 200 * i)])
+        s.tick(T0 + i * DT)
+    rows = s.take()
+    assert [r[3] for r in host_rows(rows, "host_mem_used")] == [T0 + DT, T0 + 3 * DT]
+    assert [r[3] for r in host_rows(rows, "host_cpu_usage") if r[1] == "Host"] == [T0 + DT, T0 + 3 * DT]
+    assert [r[3] for r in host_rows(rows, "process_rss")] == [T0 + i * DT for i in (1, 2, 3)]  # not host-wide
+    assert [e["event"] for e in s.state.events if e["event"] == "host-rows-error"] == ["host-rows-error"]
+
+
 def test_scenario_many_cpus_per_cpu_readings_stretched(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    """32 CPUs: per-CPU rows and clock reads every 320 ms (32 × PER_CPU_NS), not at every
-    100 ms tick; the host total and the clock of the CPU the target ran on (its frequency mean)
-    at every tick.  Each per-CPU row spans the time since the last per-CPU reading."""
+    """32 CPUs: per-CPU rows and clock reads at the first tick, then every 320 ms
+    (32 × PER_CPU_NS), not at every 100 ms tick; the host total and the clock of the CPU the
+    target ran on (its frequency mean) at every tick.  Each per-CPU row is the delta since the
+    last per-CPU reading, over that span."""
     fake = FakeHost(tmp_path, cpus=32)
     s = start_scenario(fake)
     assert s.per_cpu_ns == 32 * H.PER_CPU_NS
     freq_fd = {fd: cpu for cpu, (fd, _) in s.freq_fds.items()}
     reads = record_preads(monkeypatch)
     clocks = []
-    for i in range(1, 7):
-        fake.cpu_times([(100 * i, 1000 * i)] + [(3 * i, 100 * i)] * 32)
+    for i in range(1, 8):
+        # Host busy 100·i² of 1000·i ticks; each CPU busy 3·i² of 100·i (non-linear: a delta
+        # against the wrong earlier reading gives another value).
+        fake.cpu_times([(100 * i * i, 1000 * i)] + [(3 * i * i, 100 * i)] * 32)
+        (fake.sys / "devices/system/cpu/cpu1/cpufreq/scaling_cur_freq").write_text(f"{1000 + 100 * i}000\n")
         fake.thread(100, 102, exec_ns=(30 + i) * MS, delay_ns=0, pcount=9 + i, syscall="1", cpu=1)
         del reads[:]
         s.tick(T0 + i * DT)
         clocks.append(sorted(freq_fd[fd] for fd in reads if fd in freq_fd))
-    # Ticks 3 and 6 (300 and 600 ms, ≥ 320 ms - half a tick since the last) read every CPU's
-    # clock; the others only CPU 1's, where thread 102 ran (its threads are read first).
-    assert clocks == [[1], [1], list(range(32)), [1], [1], list(range(32))]
-    sm = s.take()["samples"]
-    rows = list(zip(sm["metric"], sm["device"], sm["t_start_ns"], sm["t_end_ns"], sm["value"], strict=True))
-    total = [(t0, t1) for m, d, t0, t1, _ in rows if m == "host_cpu_usage" and d == "Host"]
-    assert total == [(T0 + (i - 1) * DT, T0 + i * DT) for i in range(1, 7)]
-    cpu5 = [(t0, t1, v) for m, d, t0, t1, v in rows if m == "host_cpu_usage" and d == "CPU 5"]
-    assert cpu5 == [(T0, T0 + 3 * DT, pytest.approx(3.0)), (T0 + 3 * DT, T0 + 6 * DT, pytest.approx(3.0))]
-    assert {t1 for m, d, _, t1, _ in rows if m == "cpu_frequency_mhz" and d != "Host"} == {T0 + 3 * DT, T0 + 6 * DT}
-    mean = [t1 for m, d, _, t1, _ in rows if m == "cpu_frequency_mhz" and d == "Host"]
-    assert mean == [T0 + i * DT for i in range(1, 7)]
+    # Ticks 1, 4 and 7 (≥ 320 ms - half a tick since the last) read every CPU's clock; the
+    # others only CPU 1's, where thread 102 ran (its threads are read before the host's files).
+    every = list(range(32))
+    assert clocks == [every, [1], [1], every, [1], [1], every]
+    rows = s.take()
+    total = [(t0, t1, v) for _, d, t0, t1, v in host_rows(rows, "host_cpu_usage") if d == "Host"]
+    assert total == [(T0 + (i - 1) * DT, T0 + i * DT, pytest.approx(10.0 * (2 * i - 1))) for i in range(1, 8)]
+    cpu5 = [(t0, t1, v) for _, d, t0, t1, v in host_rows(rows, "host_cpu_usage") if d == "CPU 5"]
+    assert cpu5 == [(T0, T0 + DT, pytest.approx(3.0)), (T0 + DT, T0 + 4 * DT, pytest.approx(100 * (48 - 3) / 300)),
+                    (T0 + 4 * DT, T0 + 7 * DT, pytest.approx(100 * (147 - 48) / 300))]
+    mhz = host_rows(rows, "cpu_frequency_mhz")
+    assert [(d, t1, v) for _, d, _, t1, v in mhz if d == "CPU 1"] == [("CPU 1", T0 + i * DT, 1000 + 100 * i) for i in (1, 4, 7)]
+    assert [(t1, v) for _, d, _, t1, v in mhz if d == "CPU 5"] == [(T0 + i * DT, 1500.0) for i in (1, 4, 7)]
+    assert [(t1, v) for _, d, _, t1, v in mhz if d == "Host"] == [(T0 + i * DT, 1000 + 100 * i) for i in range(1, 8)]
+    pct = [(t1, v) for _, d, _, t1, v in host_rows(rows, "cpu_frequency") if d == "Host"]
+    assert pct == [(T0 + i * DT, pytest.approx(100 * (1000 + 100 * i) / 3000)) for i in range(1, 8)]
+
+
+def test_scenario_broken_max_clock(tmp_path: Path) -> None:
+    """A cpufreq driver that reports a maximum of 0 for a CPU: its MHz rows stay, its % of
+    max is left out (no division by zero losing the flush)."""
+    fake = FakeHost(tmp_path)
+    (fake.sys / "devices/system/cpu/cpu1/cpufreq/cpuinfo_max_freq").write_text("0\n")
+    s = start_scenario(fake)
+    rows = s.sample(T0 + DT)
+    assert {d for _, d, *_ in host_rows(rows, "cpu_frequency_mhz")} >= {"CPU 0", "CPU 1"}
+    pct = {d for _, d, *_ in host_rows(rows, "cpu_frequency")}
+    assert "CPU 0" in pct and "CPU 1" not in pct
+    assert not [e for e in s.state.events if e["event"] == "host-rows-error"]
 
 
 def test_scenario_no_cpufreq_driver(tmp_path: Path) -> None:

@@ -319,12 +319,12 @@ def _dictionary_strings(table: str, data: pa.Table) -> pa.Table:
 
 def _atomic_write_json(path: Path, obj: dict[str, Any], *, compact: bool = False) -> None:
     """Write `obj` as JSON to `path` through a temporary file and a rename; `compact`: on one
-    line, which json's C encoder writes (an indented file takes its pure-Python encoder, ~10×
-    the CPU: too much for a collector's mid-run rewrites)."""
+    line, by `json.dumps`, which takes json's C encoder (`json.dump` to a file, or any indent,
+    takes the pure-Python one: 0.15 against 0.04 ms for a 3 KB collector manifest, warm)."""
     tmp = path.with_name(path.name + ".tmp")
     with open(tmp, "w", encoding="utf-8") as fh:
         if compact:
-            json.dump(obj, fh, separators=(",", ":"), sort_keys=True, default=str)
+            fh.write(json.dumps(obj, separators=(",", ":"), sort_keys=True, default=str))
         else:
             json.dump(obj, fh, indent=2, sort_keys=True, default=str)
         fh.flush()
@@ -461,10 +461,9 @@ class BundleWriter:
         self.manifest.update(fields)
         _atomic_write_json(self.path / MANIFEST, self.manifest, compact=True)
 
-    def close(self, status: str = "complete", fields: dict[str, Any] | None = None) -> Path:
+    def close(self, status: str = "complete") -> Path:
         """Seal the journals, give every table at least one (possibly empty) part, record the
-        files, merge `fields` into the manifest, set status."""
-        self.manifest.update(fields or {})
+        files, set status."""
         for t in TABLES:
             self.seal_journal(t)
             if self._parts[t] == 0:
