@@ -96,11 +96,12 @@ CPUINFO_EVERY_NS = 1_000_000_000  # /proc/cpuinfo clock readings (no cpufreq) at
 # Per-CPU readings (each CPU's cpufreq file read, its /proc/stat line parsed, and their rows)
 # cost in proportion to the CPUs: on a 128-CPU server at 10 Hz they alone took 1.8 % of a core.
 # So they are taken every max(HOST_MIN_NS, CPUs × PER_CPU_NS): every host tick up to 10 CPUs,
-# every 1.28 s on 128, and at the first host tick (a short run has them too); per-CPU rows
-# cover the run up to the last such reading.  /proc/stat is read whole at every host tick all
+# every 1.28 s on 128, at the first host tick (a short run has them too) and at the end
+# (`stop`: the rows cover the run to its end).  /proc/stat is read whole at every host tick all
 # the same (the total is its first line); the host totals and the clocks of the CPUs the
 # target ran on (its frequency mean) stay at every host tick.
 PER_CPU_NS = 10_000_000
+_PER_CPU_ONLY = 2  # a host_ticks entry's per-CPU field: the last per-CPU reading, no host rows
 SECTOR = 512  # /proc/diskstats counts 512-byte sectors whatever the device's block size
 
 
@@ -723,6 +724,16 @@ class HostSampler:
         self._expand_host()
         return self.buf.take()
 
+    def stop(self, t_ns: int) -> dict[str, Any]:
+        """The collection's end (after its last tick): where per-CPU readings are spaced out
+        (more than 10 CPUs), one last one, so that per-CPU rows cover the run to its end; returns
+        every row not taken yet."""
+        if self.per_cpu_ns > HOST_MIN_NS and t_ns > self.per_cpu_stat_ns and self.cpu_prev:
+            self.per_cpu_prev = t_ns
+            self.host_ticks.append((self.host_prev, t_ns, self._read_host_raw("stat"), None, None,
+                                    self._read_frequencies_raw(t_ns, True), set(), -1.0, 0, _PER_CPU_ONLY))
+        return self.take()
+
     def tick(self, t_ns: int) -> None:
         """Read everything once and keep the rows, which cover [previous tick, t_ns], for
         `take`: the collect loop takes them at its flush, not at every tick."""
@@ -1140,16 +1151,17 @@ class HostSampler:
 
     def _host_rows(self, rows: list[tuple[str, str, int, int, float]], t0: int, t1: int, stat: bytes | None,
                    mem: bytes | None, disks: bytes | None, freq_raw: list[tuple[int, bytes]] | bytes | None,
-                   target_cpus: set[int], per_cpu: bool = True) -> None:
-        """Append one host-cadence tick's sample rows over [t0, t1] to `rows`; `per_cpu`: also
-        the per-CPU rows (each over the time since the last per-CPU reading)."""
+                   target_cpus: set[int], per_cpu: int = 1) -> None:
+        """Append one host-cadence tick's sample rows over [t0, t1] to `rows`; `per_cpu`: 1 (or
+        True) also the per-CPU rows (each over the time since the last per-CPU reading), 0 not,
+        _PER_CPU_ONLY (the reading `stop` adds) only those."""
         device = self._device
         if stat is not None:
             try:
                 now = parse_cpu_times(stat if per_cpu else stat[:stat.find(b"\n") % (len(stat) + 1)])
             except (ValueError, IndexError):
                 now = {}
-            total_now = now.get("cpu")
+            total_now = now.get("cpu") if per_cpu != _PER_CPU_ONLY else None
             if total_now is not None:
                 # Deltas span back to the last good reading (the tick before, unless its read failed).
                 p = self.cpu_prev.get("cpu")
@@ -1185,7 +1197,7 @@ class HostSampler:
             rows.append(("cpu_frequency_mhz", dev, t1, t1, mhz))
             if cpu in max_mhz:
                 rows.append(("cpu_frequency", dev, t1, t1, 100.0 * mhz / max_mhz[cpu]))
-        on = [c for c in target_cpus if c in freqs]
+        on = [c for c in target_cpus if c in freqs] if per_cpu != _PER_CPU_ONLY else []
         if on:
             rows.append(("cpu_frequency_mhz", HOST, t1, t1, sum(freqs[c] for c in on) / len(on)))
             pct = [100.0 * freqs[c] / max_mhz[c] for c in on if c in max_mhz]

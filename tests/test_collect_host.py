@@ -466,6 +466,33 @@ def test_scenario_many_cpus_per_cpu_readings_stretched(tmp_path: Path, monkeypat
     assert pct == [(T0 + i * DT, pytest.approx(100 * (1000 + 100 * i) / 3000)) for i in range(1, 8)]
 
 
+def test_scenario_many_cpus_stop_reads_every_cpu_once_more(tmp_path: Path) -> None:
+    """At the collection's end `stop` adds a last per-CPU reading (per-CPU rows then cover the
+    run to its end), and no host-total, memory, disk or process row of its own; on a machine
+    with per-CPU readings at every tick it adds nothing."""
+    fake = FakeHost(tmp_path, cpus=32)
+    s = start_scenario(fake)
+    for i in (1, 2):
+        fake.cpu_times([(100 * i, 1000 * i)] + [(3 * i, 100 * i)] * 32)
+        s.tick(T0 + i * DT)
+    s.take()
+    fake.cpu_times([(900, 3000)] + [(20, 300)] * 32)
+    (fake.sys / "devices/system/cpu/cpu7/cpufreq/scaling_cur_freq").write_text("2700000\n")
+    rows = s.stop(T0 + 2 * DT + DT // 2)
+    usage = host_rows(rows, "host_cpu_usage")
+    assert len(usage) == 32 and {d for _, d, *_ in usage} == {f"CPU {i}" for i in range(32)}
+    # CPU 5 since the first tick's per-CPU reading: (20 - 3) / (300 - 100).
+    assert [r[2:] for r in usage if r[1] == "CPU 5"] == [(T0 + DT, T0 + 2 * DT + DT // 2, pytest.approx(8.5))]
+    assert [r[4] for r in host_rows(rows, "cpu_frequency_mhz") if r[1] == "CPU 7"] == [2700.0]
+    assert not host_rows(rows, "host_mem_used", "disk_read", "process_rss", "process_cpu_usage")
+    assert not [r for r in host_rows(rows, "cpu_frequency_mhz", "cpu_frequency") if r[1] == "Host"]
+    (tmp_path / "small").mkdir()
+    small = start_scenario(FakeHost(tmp_path / "small"))
+    small.tick(T0 + DT)
+    small.take()
+    assert small.stop(T0 + DT + 1) == {}
+
+
 def test_scenario_broken_max_clock(tmp_path: Path) -> None:
     """A cpufreq driver that reports a maximum of 0 for a CPU: its MHz rows stay, its % of
     max is left out (no division by zero losing the flush)."""
