@@ -565,6 +565,8 @@ class HostSampler:
                 "cpu_frequency_source": self.freq_source,
                 "arch": self.arch,
                 "max_threads": self.max_threads,
+                "per_cpu_interval_ns": self.per_cpu_ns,
+                "host_row_errors": self.host_row_errors,  # ticks whose host-wide rows were lost
                 "processes": sorted(self.seen_pids),
                 "disks": sorted(self.disks or self.disk_prev),
             },
@@ -728,7 +730,10 @@ class HostSampler:
         """The collection's end (after its last tick): where per-CPU readings are spaced out
         (more than 10 CPUs), one last one, so that per-CPU rows cover the run to its end; returns
         every row not taken yet."""
-        if self.per_cpu_ns > HOST_MIN_NS and t_ns > self.per_cpu_stat_ns and self.cpu_prev:
+        # Not within HOST_MIN_NS of the last per-CPU reading: /proc/stat counts 10 ms ticks, and
+        # a few ms would give each CPU 0 or 100 %, one sample as heavy as a second-long one.
+        if (self.per_cpu_ns > HOST_MIN_NS and t_ns - self.per_cpu_prev >= HOST_MIN_NS
+                and t_ns > self.t_prev and self.cpu_prev):
             self.per_cpu_prev = t_ns
             self.host_ticks.append((self.host_prev, t_ns, self._read_host_raw("stat"), None, None,
                                     self._read_frequencies_raw(t_ns, True), set(), -1.0, 0, _PER_CPU_ONLY))
@@ -1170,15 +1175,14 @@ class HostSampler:
                 if p is not None and total_now[1] > p[1]:
                     rows.append(("host_cpu_usage", HOST, c0, t1, 100.0 * (total_now[0] - p[0]) / (total_now[1] - p[1])))
             if per_cpu and len(now) > 1:
-                c0, self.per_cpu_stat_ns = self.per_cpu_stat_ns, t1
-                prev = self.cpu_prev
+                c0, prev = self.per_cpu_stat_ns, self.cpu_prev
                 for name, (busy, total) in now.items():
                     p = prev.get(name)
                     if name != "cpu" and p is not None and total > p[1]:
                         rows.append(("host_cpu_usage", device(name), c0, t1, 100.0 * (busy - p[0]) / (total - p[1])))
                 if "cpu" in self.cpu_prev:
                     now["cpu"] = self.cpu_prev["cpu"]
-                self.cpu_prev = now
+                self.cpu_prev, self.per_cpu_stat_ns = now, t1  # baseline and its time together
         if isinstance(freq_raw, bytes):
             try:
                 freqs = parse_cpuinfo_mhz(freq_raw)

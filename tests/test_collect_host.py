@@ -426,6 +426,7 @@ def test_one_unusable_host_reading_loses_its_tick_not_the_flush(fake: FakeHost, 
     assert [r[3] for r in host_rows(rows, "host_cpu_usage") if r[1] == "Host"] == [T0 + DT, T0 + 3 * DT]
     assert [r[3] for r in host_rows(rows, "process_rss")] == [T0 + i * DT for i in (1, 2, 3)]  # not host-wide
     assert [e["event"] for e in s.state.events if e["event"] == "host-rows-error"] == ["host-rows-error"]
+    assert s.manifest()["collector"]["host_row_errors"] == 1
 
 
 def test_scenario_many_cpus_per_cpu_readings_stretched(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
@@ -466,6 +467,32 @@ def test_scenario_many_cpus_per_cpu_readings_stretched(tmp_path: Path, monkeypat
     assert pct == [(T0 + i * DT, pytest.approx(100 * (1000 + 100 * i) / 3000)) for i in range(1, 8)]
 
 
+def test_a_failed_per_cpu_batch_keeps_baseline_and_span_together(tmp_path: Path) -> None:
+    """A per-CPU reading whose rows cannot be made (here: one CPU's label raises) is dropped
+    whole; the next per-CPU rows span back to the reading before it, with its values."""
+    fake = FakeHost(tmp_path, cpus=32)
+    s = start_scenario(fake)
+    label = s._device
+    broken = {"on": False}
+
+    def device(name: str) -> str:
+        if broken["on"] and name == "cpu5":
+            raise RuntimeError("no label")
+        return label(name)
+
+    s._device = device  # type: ignore[method-assign]
+    for i in range(1, 8):
+        fake.cpu_times([(100 * i * i, 1000 * i)] + [(3 * i * i, 100 * i)] * 32)
+        s.tick(T0 + i * DT)
+        if i in (3, 4):
+            broken["on"] = i == 4  # the per-CPU reading of tick 4 fails when the flush parses it
+            s.take()
+            broken["on"] = False
+    cpu6 = [r[2:] for r in host_rows(s.take(), "host_cpu_usage") if r[1] == "CPU 6"]
+    # Since tick 1's reading (3 of 100): (147 - 3) / (700 - 100), over [100, 700] ms.
+    assert cpu6 == [(T0 + DT, T0 + 7 * DT, pytest.approx(100 * 144 / 600))]
+
+
 def test_scenario_many_cpus_stop_reads_every_cpu_once_more(tmp_path: Path) -> None:
     """At the collection's end `stop` adds a last per-CPU reading (per-CPU rows then cover the
     run to its end), and no host-total, memory, disk or process row of its own; on a machine
@@ -491,6 +518,12 @@ def test_scenario_many_cpus_stop_reads_every_cpu_once_more(tmp_path: Path) -> No
     small.tick(T0 + DT)
     small.take()
     assert small.stop(T0 + DT + 1) == {}
+    # Within 100 ms of the last per-CPU reading (a few 10 ms ticks of /proc/stat), or with the
+    # clock stepped back before the last tick: no reading.
+    s.tick(T0 + 6 * DT)  # a per-CPU tick (350 ms after stop's reading)
+    assert [r for r in host_rows(s.take(), "cpu_frequency_mhz") if r[1] == "CPU 5"]  # it was one
+    assert s.stop(T0 + 6 * DT + 3 * MS) == {} and s.stop(T0 + 5 * DT) == {}
+    assert s.manifest()["collector"]["host_row_errors"] == 0
 
 
 def test_scenario_broken_max_clock(tmp_path: Path) -> None:

@@ -441,3 +441,22 @@ print(rc, sorted(seen["end"] - seen["first"]))
         child.wait()
     assert out.returncode == 0, out.stderr
     assert out.stdout.strip() == "0 []", out.stdout
+
+
+def test_stop_sources_hands_the_host_samplers_last_per_cpu_reading_to_the_bundle(tmp_path: Path) -> None:
+    """On 32 (fake) CPUs per-CPU readings come every 320 ms; `stop_sources` after the loop
+    adds a last one, and its rows reach the sealed bundle."""
+    from perfdiff.collectors.host import HostSampler
+
+    (tmp_path / "host").mkdir()
+    fake = FakeHost(tmp_path / "host", cpus=32)
+    host = HostSampler(lambda: set(), interval_ns=100 * MS, procfs=fake.fs(), cpu_clock=None)
+    run, writer, _ = make_run(tmp_path, [host], interval_ms=100, duration_ms=300)
+    status = run.run()
+    time.sleep(0.12)  # the end comes over 100 ms after the last per-CPU reading
+    run.stop_sources()
+    run.finish(status)
+    b = load_bundle(tmp_path / "run")
+    cpu5 = b.samples[(b.samples["metric"] == "cpu_frequency_mhz") & (b.samples["device"] == "CPU 5")]
+    assert len(cpu5) == 2  # the first tick's reading and the last one
+    assert int(cpu5["t_end_ns"].max()) > b.manifest["collection"]["stop_ns"]
