@@ -32,6 +32,7 @@ import subprocess
 import sys
 import tempfile
 from pathlib import Path
+from typing import Any
 
 ROOT = Path(__file__).resolve().parents[1]
 PY = sys.executable
@@ -65,27 +66,38 @@ TARGETS = {
 }
 
 
-def collect_once(target: str, interval: str, seconds: float) -> dict[str, float]:
-    """One `perfdiff collect` run against a fresh target; returns the manifest's loop figures."""
+def collect_pid(pid: int, interval: str, seconds: float) -> tuple[dict[str, Any], dict[str, Any], Any]:
+    """One `perfdiff collect --pid` run: (the manifest's collection entry, its host collector
+    entry, the collector process's rusage)."""
+    with tempfile.TemporaryDirectory(prefix="perfdiff-bench-collect-") as tmp:
+        out = Path(tmp) / "run"
+        c = subprocess.Popen([PY, "-m", "perfdiff", "collect", "--pid", str(pid), "--duration",
+                              f"{seconds}s", "--interval", interval, "-o", str(out)],
+                             stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+        _, status, usage = os.wait4(c.pid, 0)
+        c.returncode = os.waitstatus_to_exitcode(status)
+        err = c.stderr.read() if c.stderr else ""
+        if c.returncode != 0:
+            raise SystemExit(f"collect failed ({c.returncode}): {err}")
+        m = json.loads((out / "manifest.json").read_text())
+    return m["collection"], next(x for x in m["collectors"] if x["name"] == "host"), usage
+
+
+def start_target(target: str) -> subprocess.Popen[str]:
+    """The 64-thread target process (TARGETS), once it is ready."""
     t = subprocess.Popen([PY, "-c", TARGET, target], stdout=subprocess.PIPE, text=True)
     assert t.stdout is not None and t.stdout.readline().strip() == "ready"
+    return t
+
+
+def collect_once(target: str, interval: str, seconds: float) -> dict[str, float]:
+    """One `perfdiff collect` run against a fresh target; returns the manifest's loop figures."""
+    t = start_target(target)
     try:
-        with tempfile.TemporaryDirectory(prefix="perfdiff-bench-collect-") as tmp:
-            out = Path(tmp) / "run"
-            c = subprocess.Popen([PY, "-m", "perfdiff", "collect", "--pid", str(t.pid), "--duration",
-                                  f"{seconds}s", "--interval", interval, "-o", str(out)],
-                                 stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
-            _, status, usage = os.wait4(c.pid, 0)
-            c.returncode = os.waitstatus_to_exitcode(status)
-            err = c.stderr.read() if c.stderr else ""
-            if c.returncode != 0:
-                raise SystemExit(f"collect failed ({c.returncode}): {err}")
-            m = json.loads((out / "manifest.json").read_text())
+        col, host, usage = collect_pid(t.pid, interval, seconds)
     finally:
         t.kill()
         t.wait()
-    col = m["collection"]
-    host = next(x for x in m["collectors"] if x["name"] == "host")
     return {
         "cpu_pct": 100.0 * col["cpu_ns"] / col["wall_ns"],
         "process_cpu_s": usage.ru_utime + usage.ru_stime,
@@ -232,8 +244,7 @@ print(100 * (time.process_time_ns() - cpu0) / (time.monotonic_ns() - t0))
 def floor_rows(repeat: int, seconds: float) -> list[str]:
     """Markdown rows: the bare loop, the flat reads and `perfdiff collect` at 10 Hz against the
     pool target, alternated `repeat` times."""
-    t = subprocess.Popen([PY, "-c", TARGET, "pool"], stdout=subprocess.PIPE, text=True)
-    assert t.stdout is not None and t.stdout.readline().strip() == "ready"
+    t = start_target("pool")
     runs: dict[str, list[float]] = {"bare": [], "flat": [], "collect": []}
     try:
         for _ in range(repeat):
@@ -241,12 +252,8 @@ def floor_rows(repeat: int, seconds: float) -> list[str]:
                 out = subprocess.run([PY, "-c", FLOOR, str(t.pid), mode, str(seconds)], capture_output=True,
                                      text=True, check=True).stdout
                 runs[mode].append(float(out))
-            with tempfile.TemporaryDirectory(prefix="perfdiff-bench-floor-") as tmp:
-                subprocess.run([PY, "-m", "perfdiff", "collect", "--pid", str(t.pid), "--duration", f"{seconds}s",
-                                "--interval", "100ms", "-o", str(Path(tmp) / "run")], check=True,
-                               stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-                c = json.loads((Path(tmp) / "run" / "manifest.json").read_text())["collection"]
-                runs["collect"].append(100.0 * c["cpu_ns"] / c["wall_ns"])
+            col, _, _ = collect_pid(t.pid, "100ms", seconds)
+            runs["collect"].append(100.0 * col["cpu_ns"] / col["wall_ns"])
     finally:
         t.kill()
         t.wait()

@@ -508,13 +508,13 @@ class HostSampler:
         if not self.use_syscall:
             for fn in ("read", "write"):
                 self.state.mark_unsupported(HOST, fn, f"syscall numbers unknown for architecture {self.arch}", t_ns)
-        self._start_cpu_frequency(t_ns)
-        self.per_cpu_ns = max(HOST_MIN_NS, len(self._cpu_names()) * PER_CPU_NS)
-        self.per_cpu_stat_ns = self.cpu_prev_ns = self.disk_prev_ns = t_ns  # the baselines below
+        self._read_cpu_times()  # the baseline, and the CPUs there are
+        cpus = sorted(int(k[3:]) for k in self.cpu_prev if k != "cpu")
+        self._start_cpu_frequency(t_ns, cpus)
+        self.per_cpu_ns = max(HOST_MIN_NS, len(cpus) * PER_CPU_NS)
+        self.per_cpu_stat_ns = self.cpu_prev_ns = self.disk_prev_ns = t_ns  # the baselines' time
         self.per_cpu_prev = t_ns - self.per_cpu_ns  # the first host tick reads every CPU
         self._start_disks(t_ns)
-        self._read_cpu_times()
-        self._read_disks()
         for pid in self.target_pids():
             self._add_process(pid, t_ns)
         self._check_schedstat(t_ns)
@@ -1026,8 +1026,7 @@ class HostSampler:
 
     # ------------------------------------------------------------------ host-wide
 
-    def _start_cpu_frequency(self, t_ns: int) -> None:
-        cpus = sorted(int(k[3:]) for k in self._cpu_names())
+    def _start_cpu_frequency(self, t_ns: int, cpus: list[int]) -> None:
         base = os.path.join(self.fs.sys, "devices/system/cpu")
         for cpu in cpus:
             d = f"{base}/cpu{cpu}/cpufreq/"
@@ -1057,12 +1056,6 @@ class HostSampler:
             self.state.mark_unsupported(
                 HOST, "cpu_frequency", "no cpufreq/cpuinfo_max_freq in /sys: the maximum clock is unknown", t_ns)
 
-    def _cpu_names(self) -> list[str]:
-        try:
-            return [k for k in parse_cpu_times(self.fs.read("stat")) if k != "cpu"]
-        except OSError:
-            return []
-
     def _start_disks(self, t_ns: int) -> None:
         try:
             names = os.listdir(os.path.join(self.fs.sys, "block"))
@@ -1070,8 +1063,8 @@ class HostSampler:
             self.disk_keys = frozenset(n.encode() for n in self.disks)
         except OSError:
             self.disks = None  # no /sys/block: every line of diskstats
-        try:
-            self.fs.read("diskstats")
+        try:  # the baseline
+            self.disk_prev = parse_diskstats(self._read_proc("diskstats"), self.disk_keys)
         except OSError as exc:
             for m in ("disk_usage", "disk_read", "disk_write"):
                 self.state.mark_unsupported(HOST, m, f"cannot read /proc/diskstats: {exc.strerror}", t_ns)
@@ -1084,21 +1077,13 @@ class HostSampler:
             entry = self.host_fds[name] = (self.fds.open(path), path)
         return _read_all(*entry)
 
-    def _read_cpu_times(self) -> dict[str, tuple[int, int]]:
+    def _read_cpu_times(self) -> None:
+        """The /proc/stat baseline (cpu_prev; empty when unreadable)."""
         try:
-            now = parse_cpu_times(self._read_proc("stat"))
+            self.cpu_prev = parse_cpu_times(self._read_proc("stat"))
         except OSError:
-            return {}
-        prev, self.cpu_prev = self.cpu_prev, now
-        return prev
+            self.cpu_prev = {}
 
-    def _read_disks(self) -> dict[str, tuple[int, int, int]]:
-        try:
-            now = parse_diskstats(self._read_proc("diskstats"), self.disk_keys)
-        except OSError:
-            return {}
-        prev, self.disk_prev = self.disk_prev, now
-        return prev
 
     def _read_host_raw(self, name: str) -> bytes | None:
         try:
@@ -1201,7 +1186,7 @@ class HostSampler:
             rows.append(("cpu_frequency_mhz", dev, t1, t1, mhz))
             if cpu in max_mhz:
                 rows.append(("cpu_frequency", dev, t1, t1, 100.0 * mhz / max_mhz[cpu]))
-        on = [c for c in target_cpus if c in freqs] if per_cpu != _PER_CPU_ONLY else []
+        on = [c for c in target_cpus if c in freqs]  # none for `stop`'s reading: it passes no CPUs
         if on:
             rows.append(("cpu_frequency_mhz", HOST, t1, t1, sum(freqs[c] for c in on) / len(on)))
             pct = [100.0 * freqs[c] / max_mhz[c] for c in on if c in max_mhz]

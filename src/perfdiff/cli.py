@@ -118,7 +118,6 @@ def cmd_compare(args: argparse.Namespace) -> int:
     text = render_markdown(comp, findings, (normal.manifest, abnormal.manifest), top=args.top,
                            cycles_csv=csv_name)
     if args.output and args.output != "-":
-        out = Path(args.output)
         _write(out, text)
         assert csv_name is not None and csv_job is not None
         _write(out.with_name(csv_name), csv_job.result())

@@ -18,8 +18,8 @@ import pandas as pd
 from perfdiff.bundle import MISSING, SCHEMAS, empty_table
 
 __all__ = [
-    "COMPARE_UNUSED", "cores_per_run", "set_runs_at_once", "MEMCPY_KINDS", "MEM_KINDS", "Part", "categorical", "concat_parts", "dense_codes",
-    "memcpy_label", "strip_api_version",
+    "COMPARE_UNUSED", "MEMCPY_KINDS", "MEM_KINDS", "Part", "categorical", "concat_parts", "cores_per_run",
+    "dense_codes", "memcpy_label", "set_runs_at_once", "strip_api_version",
 ]
 
 # CUPTI copy kinds and memory kinds, as Kineto names them in "Memcpy HtoD (Pinned -> Device)"

@@ -90,7 +90,8 @@ def import_kineto(path: str | Path, *, group: str = "full", skip: frozenset[str]
 
     Times are wall-clock ns.  `group="short"` names kernels by their base name (template
     arguments, parameters and namespaces removed); `skip`: activity columns left unknown (see
-    concat_parts).  Bad input raises InputError naming the file: unreadable, truncated gzip, invalid JSON, JSON that is not a trace.
+    concat_parts).  Bad input raises InputError naming the file: unreadable, truncated gzip,
+    invalid JSON, JSON that is not a trace.
     """
     p = Path(path)
     if group not in ("full", "short"):
