@@ -2,11 +2,11 @@
 from __future__ import annotations
 
 import json
-import os
 from pathlib import Path
 
 import pytest
 from conftest import ROOT
+from golden import check_golden, first_difference
 
 from perfdiff.cli import main
 
@@ -14,17 +14,7 @@ GOLDEN = ROOT / "tests" / "golden"
 
 
 def _check(name: str, text: str) -> None:
-    golden = GOLDEN / name
-    if os.environ.get("UPDATE_GOLDEN") == "1" or not golden.exists():
-        golden.write_text(text, encoding="utf-8")
-        if os.environ.get("UPDATE_GOLDEN") != "1":
-            pytest.fail(f"golden {golden} was missing and has been written: review and commit it")
-        return
-    expected = golden.read_text(encoding="utf-8")
-    if text != expected:
-        new = golden.with_name(golden.name + ".new")
-        new.write_text(text, encoding="utf-8")
-        pytest.fail(f"report differs from {golden}; new output in {new} (diff them; UPDATE_GOLDEN=1 accepts)")
+    check_golden(GOLDEN / name, text)
 
 
 def test_example_report_is_pinned(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
@@ -55,4 +45,36 @@ def test_shipped_example_report_is_current(example: str, tmp_path: Path, monkeyp
     monkeypatch.chdir(ROOT)
     out = tmp_path / "report.md"
     assert main(["compare", f"examples/{example}/normal", f"examples/{example}/abnormal", "-o", str(out)]) == 0
-    assert out.read_text(encoding="utf-8") == (ROOT / "examples" / example / "report.md").read_text(encoding="utf-8")
+    assert first_difference((ROOT / "examples" / example / "report.md").read_text(encoding="utf-8"),
+                            out.read_text(encoding="utf-8")) is None
+
+
+def _perturbed(text: str, key: str, by: float) -> str:
+    """The golden JSON text with one number `key` scaled by (1 + by)."""
+    data = json.loads(text)
+
+    def walk(x: object) -> bool:
+        if isinstance(x, dict):
+            for k, v in x.items():
+                if k == key and isinstance(v, float) and v != 0:
+                    x[k] = v * (1 + by)
+                    return True
+                if walk(v):
+                    return True
+        if isinstance(x, list):
+            return any(walk(v) for v in x)
+        return False
+
+    assert walk(data), key
+    return json.dumps(data, indent=1, sort_keys=True) + "\n"
+
+
+def test_golden_numbers_compare_at_the_stated_precision() -> None:
+    """A last-bit difference (1e-15 relative, or 2.2e-16 against 0) passes; 1e-3 fails."""
+    golden = (GOLDEN / "cpufreq-report.json").read_text(encoding="utf-8")
+    assert first_difference(golden, _perturbed(golden, "median_us", 1e-15)) is None
+    assert first_difference(golden, _perturbed(golden, "median_us", 1e-3)) is not None
+    assert first_difference('{"x": 0.0}', '{"x": 2.22044605e-16}') is None
+    assert first_difference('{"x": 0.0}', '{"x": 0.001}') is not None
+    assert first_difference("a 1,234.5 µs", "a 1,234.5 ms") is not None  # text still exact
+    assert first_difference("a 1,234.5 µs", "a 1,235.5 µs") is not None

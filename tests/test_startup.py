@@ -8,12 +8,12 @@ import csv
 import io
 import json
 import math
-import os
 import re
 from pathlib import Path
 
 import numpy as np
 import pytest
+from golden import check_golden
 
 from perfdiff.errors import InputError
 from perfdiff.render_startup import escape_md, format_p, format_seconds, render_markdown
@@ -795,17 +795,7 @@ def test_real_log_values(stem):
 
 
 def _golden_check(name: str, text: str) -> None:
-    path = GOLDEN / name
-    if os.environ.get("UPDATE_GOLDEN") == "1":
-        path.parent.mkdir(parents=True, exist_ok=True)
-        path.write_text(text, encoding="utf-8")
-        return
-    if not path.exists() or path.read_text(encoding="utf-8") != text:
-        new = path.with_name(f"{path.stem}.new{path.suffix}")  # *.new.md: git-ignored
-        new.parent.mkdir(parents=True, exist_ok=True)
-        new.write_text(text, encoding="utf-8")
-        pytest.fail(f"{path.name} differs from the golden output; new output in {new} "
-                    "(UPDATE_GOLDEN=1 rewrites the golden)")
+    check_golden(GOLDEN / name, text)
 
 
 def _parser() -> argparse.ArgumentParser:
