@@ -19,10 +19,11 @@ import math
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Protocol, Union
 
+from perfdiff.model.schema import MISSING, SAMPLER_COLUMNS
+
 if TYPE_CHECKING:  # pandas is not imported at run time: `perfdiff collect` must start fast
     import pandas as pd
 
-MISSING = -1  # unknown optional integer; the same value as perfdiff.bundle.MISSING (tested)
 
 Columns = dict[str, list]
 """One table's rows as column lists (the columns of perfdiff.bundle.SCHEMAS[table])."""
@@ -64,11 +65,7 @@ class SamplerState:
         return [vars(u) for u in self.unsupported.values()]
 
 
-TABLE_COLUMNS = {
-    "activity": ("function", "kind", "device", "start_ns", "end_ns", "busy_ns", "bytes"),
-    "samples": ("metric", "device", "t_start_ns", "t_end_ns", "value"),
-    "markers": ("name", "start_ns", "end_ns", "tid", "source"),
-}
+TABLE_COLUMNS = SAMPLER_COLUMNS
 
 
 class RowBuffer:

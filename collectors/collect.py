@@ -21,7 +21,6 @@ import argparse
 import errno
 import gc
 import os
-import re
 import resource
 import select
 import shutil
@@ -42,6 +41,7 @@ from perfdiff.collectors.markers import MarkerReader
 from perfdiff.collectors.nsys_session import add_collect_options as add_kernel_trace_options
 from perfdiff.collectors.nsys_session import check_collect_options as check_kernel_trace_options
 from perfdiff.errors import CollectionError, InputError
+from perfdiff.model.durations import parse_duration_ns
 
 if TYPE_CHECKING:
     import pyarrow as pa
@@ -783,22 +783,6 @@ def _prepare_output(path: Path) -> bool:
     if path.exists() and (not path.is_dir() or any(path.iterdir())):
         raise InputError("output exists and is not an empty directory", path=path)
     return path.exists()
-
-
-_DURATION = re.compile(r"\s*([0-9]*\.?[0-9]+)\s*(ns|us|µs|ms|s|m|min)?\s*")
-_UNIT_NS = {"ns": 1, "us": 1e3, "µs": 1e3, "ms": 1e6, "s": 1e9, "m": 60e9, "min": 60e9}
-
-
-def parse_duration_ns(text: str) -> int:
-    """'100ms', '2s', '500us', '1.5m' → ns (the syntax of compare's --window; a bare number is
-    seconds).  Kept here, not imported from perfdiff.segment, which pulls in pandas."""
-    m = _DURATION.fullmatch(str(text))
-    if not m:
-        raise InputError(f"bad duration {text!r}: use e.g. 100ms, 2s, 500us")
-    ns = int(round(float(m.group(1)) * _UNIT_NS[m.group(2) or "s"]))
-    if ns <= 0:
-        raise InputError(f"bad duration {text!r}: must be positive")
-    return ns
 
 
 def cmd_collect(args: argparse.Namespace) -> int:

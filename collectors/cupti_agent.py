@@ -1160,7 +1160,7 @@ class AgentTraceSource:
         self._discover()
         if not self.spools:
             return {}  # no agent (yet): nothing to read, nothing to import
-        from perfdiff.importers.common import concat_parts
+        from perfdiff.model.tables import concat_parts
 
         activity, markers = [], []
         for sp in self.spools.values():
@@ -1189,7 +1189,7 @@ class AgentTraceSource:
         """Records → activity and markers parts (launch join, wall clock, names)."""
         import numpy as np
 
-        from perfdiff.importers.common import Part
+        from perfdiff.model.tables import Part
 
         good = (recs["start"] > 0) & (recs["end"] >= recs["start"])
         sp.invalid += int((~good).sum())
@@ -1257,7 +1257,8 @@ class AgentTraceSource:
         """Name ids → a categorical of their names (runtime calls without the `_v7000` suffix)."""
         import numpy as np
 
-        from perfdiff.importers.common import categorical, dense_codes, strip_api_version
+        from perfdiff.model.cuda_names import strip_api_version
+        from perfdiff.model.tables import categorical, dense_codes
 
         codes, uniq = dense_codes(np.asarray(name_ids, dtype=np.int64))
         labels = [sp.names.get(int(u), f"<name {int(u)}>") for u in uniq]
@@ -1267,8 +1268,8 @@ class AgentTraceSource:
               launch: np.ndarray | None = None, tid: np.ndarray | None = None) -> Any:
         import numpy as np
 
-        from perfdiff.bundle import MISSING
-        from perfdiff.importers.common import Part, categorical, constant_categorical, dense_codes
+        from perfdiff.model.schema import MISSING
+        from perfdiff.model.tables import Part, categorical, constant_categorical, dense_codes
 
         n = len(recs)
         sp.rows[kind] += n
@@ -1295,7 +1296,7 @@ class AgentTraceSource:
         collect drops its own marks: their cycle lacks samples)."""
         import numpy as np
 
-        from perfdiff.importers.common import Part, constant_categorical
+        from perfdiff.model.tables import Part, constant_categorical
 
         inside = start >= self.t_start_ns
         sp.ranges_before_start += int((~inside).sum())
@@ -1313,8 +1314,8 @@ class AgentTraceSource:
         """All NVTX ranges of the run as kind "cpu" with their self time (needs every range: at stop)."""
         import numpy as np
 
-        from perfdiff.importers.common import Part, constant_categorical
-        from perfdiff.intervals import self_time_ns
+        from perfdiff.model.tables import Part, constant_categorical
+        from perfdiff.model.intervals import self_time_ns
 
         if not sp.ranges:
             return []

@@ -4,7 +4,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from perfdiff.intervals import nesting_parent, self_time_ns
+from perfdiff.model.intervals import nesting_parent, self_time_ns
 
 
 def st(rows: list[tuple[int, int, int]]) -> list[int]:

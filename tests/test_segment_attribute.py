@@ -9,7 +9,8 @@ from perfdiff.analyze import compare_runs
 from perfdiff.attribute import attribute_activity, cycle_means, sample_series
 from perfdiff.bundle import MISSING, RunData, base_manifest, empty_table, normalize_table
 from perfdiff.errors import InputError
-from perfdiff.segment import Cycles, parse_duration_ns, segment_cycles
+from perfdiff.model.durations import parse_duration_ns
+from perfdiff.segment import Cycles, segment_cycles
 
 
 def run_of(rows: list[dict], markers: list[dict] | None = None, samples: list[dict] | None = None) -> RunData:

@@ -19,7 +19,8 @@ from perfdiff.attribute import (CycleMatrix, DeviceRows, SeriesInfo, attribute_a
                                 sample_series)
 from perfdiff.bundle import RunData
 from perfdiff.registry import metric_unit
-from perfdiff.segment import GPU_KINDS, Cycles
+from perfdiff.model.schema import GPU_KINDS
+from perfdiff.segment import Cycles
 
 NS_PER_US = 1e3
 T_FLOOR_US = 1e-3  # own-time Z floor: the 1 ns timer resolution, in µs

@@ -12,7 +12,8 @@ import numpy as np
 import pandas as pd
 
 from perfdiff.bundle import MISSING, RunData
-from perfdiff.segment import GPU_KINDS, Cycles
+from perfdiff.model.schema import GPU_KINDS
+from perfdiff.segment import Cycles
 
 
 @dataclass

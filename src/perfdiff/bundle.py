@@ -44,94 +44,17 @@ import pyarrow.parquet as pq
 
 from perfdiff import __version__
 from perfdiff.errors import InputError
+from perfdiff.model.schema import INTERVAL_COLUMNS as _INTERVALS
+from perfdiff.model.schema import MISSING, SCHEMAS, TABLES
+from perfdiff.model.tables import empty_table, normalize_table
 
 FORMAT_VERSION = 1
 MANIFEST = "manifest.json"
-MISSING = -1  # in-memory marker of an unknown optional integer (null on disk)
-# Journals of part NNNNNN, rows not sealed into it yet: .part-NNNNNN.jsonl holds the rows
-# handed over as column lists (one JSON object of columns per line: a small append costs a
-# fraction of an Arrow batch), .part-NNNNNN.arrows those handed over as Arrow tables (an Arrow
-# IPC stream: large ones, such as kernel traces).
 JOURNAL_SUFFIXES = (".jsonl", ".arrows")
 # A packed journal column (docs/FORMAT.md): {"q": base64 of little-endian int64} for integer
 # columns, {"d": ... float64} for float ones, {"s": the strings joined by STR_SEP}.
 STR_SEP = "\x1f"  # ASCII unit separator: a string column holding it is written as a list
 
-# Column name → (dtype kind, required).  "str" columns are dictionary-encoded on disk and
-# categorical in memory; "i8?" columns are nullable int64 on disk and MISSING in memory.
-SCHEMAS: dict[str, dict[str, str]] = {
-    "activity": {
-        "function": "str",  # kernel name, memcpy kind, cpu range name, host state
-        "kind": "str",  # kernel | memcpy | memset | cpu | host | api
-        "device": "str",  # "GPU 0", "Host"
-        "start_ns": "i8",  # wall clock (CLOCK_REALTIME), ns
-        "end_ns": "i8",
-        "busy_ns": "i8",  # own time: end-start for a kernel, self time for nested cpu ranges,
-        # summed thread time for a host counter interval (may exceed end-start)
-        "launch_ns": "i8?",  # when the CPU launched it (GPU work), ns
-        "tid": "i8?",  # host thread id
-        "stream": "i8?",  # GPU stream id
-        "correlation": "i8?",  # launch correlation id
-        "bytes": "i8?",  # memcpy/memset size
-    },
-    "samples": {
-        "metric": "str",  # name in perfdiff.registry
-        "device": "str",
-        "t_start_ns": "i8",  # interval start; a point reading has t_start_ns == t_end_ns
-        "t_end_ns": "i8",
-        "value": "f8",  # in the registry's unit
-    },
-    "markers": {
-        "name": "str",  # "ProfilerStep#5", a perfdiff.cycle name, an NVTX range name
-        "start_ns": "i8",
-        "end_ns": "i8",
-        "tid": "i8?",
-        "source": "str",  # perfdiff | nvtx | profiler_step | annotation
-    },
-}
-TABLES = tuple(SCHEMAS)
-_INTERVALS = {"activity": ("start_ns", "end_ns"), "samples": ("t_start_ns", "t_end_ns"),
-              "markers": ("start_ns", "end_ns")}
-KINDS = ("kernel", "memcpy", "memset", "cpu", "host", "api")
-
-
-def empty_table(table: str) -> pd.DataFrame:
-    """A zero-row DataFrame with `table`'s columns and in-memory dtypes."""
-    cols: dict[str, Any] = {}
-    for name, kind in SCHEMAS[table].items():
-        if kind == "str":
-            cols[name] = pd.Categorical([])
-        elif kind == "f8":
-            cols[name] = np.array([], dtype=np.float64)
-        else:
-            cols[name] = np.array([], dtype=np.int64)
-    return pd.DataFrame(cols)
-
-
-def normalize_table(table: str, df: pd.DataFrame) -> pd.DataFrame:
-    """Return `df` with exactly `table`'s columns in their in-memory dtypes.
-
-    Optional integer columns that are absent are filled with MISSING; a required column that
-    is absent is a programming error (KeyError).
-    """
-    out: dict[str, Any] = {}
-    n = len(df)
-    for name, kind in SCHEMAS[table].items():
-        if name not in df.columns:
-            if kind == "i8?":
-                out[name] = np.full(n, MISSING, dtype=np.int64)
-                continue
-            raise KeyError(f"{table} needs column {name!r}")
-        col = df[name]
-        if kind == "str":
-            out[name] = col if isinstance(col.dtype, pd.CategoricalDtype) else col.astype(str).astype("category")
-        elif kind == "f8":
-            out[name] = col.to_numpy(dtype=np.float64, na_value=np.nan)
-        elif kind == "i8?":
-            out[name] = pd.to_numeric(col).fillna(MISSING).to_numpy(dtype=np.int64)
-        else:
-            out[name] = col.to_numpy(dtype=np.int64)
-    return pd.DataFrame(out)
 
 
 @dataclass

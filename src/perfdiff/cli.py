@@ -84,7 +84,8 @@ def cmd_compare(args: argparse.Namespace) -> int:
     from perfdiff.bundle import RunData
     from perfdiff.load import open_run
     from perfdiff.pair import input_sizes, map_pair
-    from perfdiff.segment import Cycles, parse_duration_ns, segment_cycles
+    from perfdiff.model.durations import parse_duration_ns
+    from perfdiff.segment import Cycles, segment_cycles
 
     window = parse_duration_ns(args.window) if args.window else None
     _keep_freed_memory()

@@ -9,7 +9,7 @@ import math
 from dataclasses import dataclass, field
 
 from perfdiff.analyze import Comparison, FunctionStats
-from perfdiff.segment import GPU_KINDS
+from perfdiff.model.schema import GPU_KINDS
 from perfdiff.text import fmt_num, fmt_p, fmt_pct, fmt_signed, fmt_time_us, fmt_value, md_name
 
 MAX_CAUSES = 5

@@ -18,8 +18,8 @@ import pandas as pd
 
 from perfdiff.bundle import MISSING, RunData
 from perfdiff.errors import InputError
+from perfdiff.model.schema import GPU_KINDS
 
-GPU_KINDS = ("kernel", "memcpy", "memset")
 DEFAULT_WINDOW_NS = 100_000_000
 MIN_CYCLES = 2
 _SEQ_WINDOW = 200_000  # kernels examined when looking for a repeating sequence
@@ -43,19 +43,6 @@ class Cycles:
     @property
     def dur_ns(self) -> np.ndarray:
         return self.end_ns - self.start_ns
-
-
-def parse_duration_ns(text: str) -> int:
-    """'100ms', '2s', '500us', '1.5m' → ns. Raises InputError for anything else."""
-    m = re.fullmatch(r"\s*([0-9]*\.?[0-9]+)\s*(ns|us|µs|ms|s|m|min)?\s*", str(text))
-    if not m:
-        raise InputError(f"bad duration {text!r}: use e.g. 100ms, 2s, 500us")
-    value = float(m.group(1))
-    scale = {"ns": 1, "us": 1e3, "µs": 1e3, "ms": 1e6, "s": 1e9, "m": 60e9, "min": 60e9}[m.group(2) or "s"]
-    ns = int(round(value * scale))
-    if ns <= 0:
-        raise InputError(f"bad duration {text!r}: must be positive")
-    return ns
 
 
 def _finish(start: np.ndarray, end: np.ndarray, source: str, detail: str) -> Cycles:

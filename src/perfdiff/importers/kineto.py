@@ -55,10 +55,9 @@ import pyarrow as pa
 
 from perfdiff.bundle import MISSING, RunData, base_manifest, empty_table
 from perfdiff.errors import InputError
-from perfdiff.importers.common import (
-    Part, categorical, concat_parts, constant_categorical, cores_per_run, dense_codes,
-)
-from perfdiff.intervals import self_time_ns
+from perfdiff.importers.common import cores_per_run
+from perfdiff.model.tables import Part, categorical, concat_parts, constant_categorical, dense_codes
+from perfdiff.model.intervals import self_time_ns
 
 __all__ = ["import_kineto", "short_kernel_name"]
 

@@ -48,11 +48,10 @@ import pandas as pd
 
 from perfdiff.bundle import MISSING, RunData, base_manifest, empty_table
 from perfdiff.errors import InputError
-from perfdiff.importers.common import (
-    MEM_KINDS, Part, categorical, concat_parts, constant_categorical, cores_per_run, dense_codes,
-    memcpy_label, strip_api_version,
-)
-from perfdiff.intervals import self_time_ns
+from perfdiff.importers.common import cores_per_run
+from perfdiff.model.cuda_names import MEM_KINDS, memcpy_label, strip_api_version
+from perfdiff.model.tables import Part, categorical, concat_parts, constant_categorical, dense_codes
+from perfdiff.model.intervals import self_time_ns
 
 __all__ = ["import_nsys"]
 

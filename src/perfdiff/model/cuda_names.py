@@ -1,0 +1,35 @@
+"""CUDA names as the profilers spell them: CUPTI copy and memory kinds, API version suffixes.
+
+Shared by the importers (nsys, Kineto) and the collectors' CUPTI reader, so one kernel or
+memcpy gets one name whatever recorded it.
+"""
+from __future__ import annotations
+
+import re
+
+__all__ = ["MEMCPY_KINDS", "MEM_KINDS", "memcpy_label", "strip_api_version"]
+
+# CUPTI copy kinds and memory kinds, as Kineto names them in "Memcpy HtoD (Pinned -> Device)"
+# (nsys ENUM_CUDA_MEMCPY_OPER / ENUM_CUDA_MEM_KIND hold the same ids; schema 2.9 lacks them).
+MEMCPY_KINDS = {0: "Unknown", 1: "HtoD", 2: "DtoH", 3: "HtoA", 4: "AtoH", 5: "AtoA", 6: "AtoD",
+                7: "DtoA", 8: "DtoD", 9: "HtoH", 10: "PtoP", 11: "HtoD (UVM)", 12: "DtoH (UVM)",
+                13: "DtoD (UVM)"}
+MEM_KINDS = {0: "Pageable", 1: "Pinned", 2: "Device", 3: "Array", 4: "Managed", 5: "Device Static",
+             6: "Managed Static", 7: "Unknown"}
+
+_API_VERSION = re.compile(r"_v\d+$")
+
+
+def strip_api_version(name: str) -> str:
+    """`cudaLaunchKernel_v7000` → `cudaLaunchKernel` (nsys suffixes the API version)."""
+    return _API_VERSION.sub("", name)
+
+
+def memcpy_label(copy_kind: int, src_kind: int | None, dst_kind: int | None) -> str:
+    """Kineto's memcpy name for CUPTI kinds, e.g. ``Memcpy HtoD (Pinned -> Device)``."""
+    kind = MEMCPY_KINDS.get(int(copy_kind), f"kind {int(copy_kind)}")
+    if src_kind is None or dst_kind is None or src_kind < 0 or dst_kind < 0:
+        return f"Memcpy {kind}"
+    src = MEM_KINDS.get(int(src_kind), f"kind {int(src_kind)}")
+    dst = MEM_KINDS.get(int(dst_kind), f"kind {int(dst_kind)}")
+    return f"Memcpy {kind} ({src} -> {dst})"

@@ -1,0 +1,108 @@
+"""The run tables, their columns and units, and the names every stage shares.
+
+Standard library only: collectors import it at start-up, before numpy or pandas.  The
+on-disk format built from these is docs/FORMAT.md.
+"""
+from __future__ import annotations
+
+from enum import Enum
+
+MISSING = -1
+"""In memory, an optional integer column's unknown value (a Parquet null on disk).  None of
+those columns (launch_ns, tid, stream, correlation, bytes) can be negative."""
+
+# Column name → dtype kind.  "str" columns are dictionary-encoded on disk and categorical in
+# memory; "i8?" columns are nullable int64 on disk and MISSING in memory.  Times are int64 ns
+# of one wall clock (CLOCK_REALTIME).
+SCHEMAS: dict[str, dict[str, str]] = {
+    "activity": {
+        "function": "str",  # kernel name, memcpy kind, cpu range name, host state
+        "kind": "str",  # a Kind
+        "device": "str",  # "GPU 0", "Host"
+        "start_ns": "i8",
+        "end_ns": "i8",
+        # own time: end-start for a kernel, self time for nested cpu ranges, summed thread
+        # time for a host counter interval (may exceed end-start)
+        "busy_ns": "i8",
+        "launch_ns": "i8?",  # when the CPU launched it (GPU work)
+        "tid": "i8?",  # host thread id
+        "stream": "i8?",  # GPU stream id
+        "correlation": "i8?",  # launch correlation id
+        "bytes": "i8?",  # memcpy/memset size
+    },
+    "samples": {
+        "metric": "str",  # a name of perfdiff.registry
+        "device": "str",
+        "t_start_ns": "i8",  # interval start; a point reading has t_start_ns == t_end_ns
+        "t_end_ns": "i8",
+        "value": "f8",  # in the registry's unit
+    },
+    "markers": {
+        "name": "str",  # "ProfilerStep#5", a perfdiff.cycle name, an NVTX range name
+        "start_ns": "i8",
+        "end_ns": "i8",
+        "tid": "i8?",
+        "source": "str",  # a MarkerSource
+    },
+}
+TABLES = tuple(SCHEMAS)
+INTERVAL_COLUMNS = {"activity": ("start_ns", "end_ns"), "samples": ("t_start_ns", "t_end_ns"),
+                    "markers": ("start_ns", "end_ns")}
+
+# The columns a collector's sampler hands over (optional ones it never knows are left out).
+SAMPLER_COLUMNS = {
+    "activity": ("function", "kind", "device", "start_ns", "end_ns", "busy_ns", "bytes"),
+    "samples": ("metric", "device", "t_start_ns", "t_end_ns", "value"),
+    "markers": ("name", "start_ns", "end_ns", "tid", "source"),
+}
+
+
+class Kind(str, Enum):
+    """What an activity row is.  A str, so it compares equal to the stored value."""
+
+    KERNEL = "kernel"
+    MEMCPY = "memcpy"
+    MEMSET = "memset"
+    CPU = "cpu"  # CPU operators, annotations, NVTX ranges
+    HOST = "host"  # host states: oncpu, runq, blocked, iowait, read, write …
+    API = "api"  # CUDA runtime / OS runtime calls
+
+    def __str__(self) -> str:
+        return self.value
+
+
+KINDS = tuple(k.value for k in Kind)
+GPU_KINDS = (Kind.KERNEL.value, Kind.MEMCPY.value, Kind.MEMSET.value)
+
+
+class MarkerSource(str, Enum):
+    """Who wrote a marker row."""
+
+    PERFDIFF = "perfdiff"  # perfdiff.cycle() in the target
+    NVTX = "nvtx"
+    PROFILER_STEP = "profiler_step"
+    ANNOTATION = "annotation"
+
+    def __str__(self) -> str:
+        return self.value
+
+
+class CycleSource(str, Enum):
+    """Where a run's cycles came from, in the order they are preferred (docs/ARCHITECTURE.md)."""
+
+    PERFDIFF_MARKERS = "perfdiff-markers"
+    PROFILER_STEP = "profiler-step"
+    ANNOTATION = "annotation"
+    REGEX = "regex"  # the user's --cycle
+    KERNEL_SEQUENCE = "kernel-sequence"
+    IDLE_GAPS = "idle-gaps"
+    WINDOW = "window"
+
+    def __str__(self) -> str:
+        return self.value
+
+    @property
+    def marked(self) -> bool:
+        """Cycles the process itself delimited (markers, steps, named ranges)."""
+        return self in (CycleSource.PERFDIFF_MARKERS, CycleSource.PROFILER_STEP, CycleSource.ANNOTATION,
+                        CycleSource.REGEX)
