@@ -198,7 +198,7 @@ def test_cycles_csv_ranks_both_runs_slowest_first_and_pads_the_shorter() -> None
 
 
 def test_background_job_returns_or_raises_in_the_caller() -> None:
-    from perfdiff.cli import _Background
+    from perfdiff.cli.compare import _Background
 
     job = _Background(sum, [1, 2])
     job.start()

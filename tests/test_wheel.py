@@ -52,3 +52,13 @@ def test_wheel_in_fresh_venv(tmp_path: Path) -> None:
     assert "## 3. In-depth Core Metric Comparison" in (work / "report.md").read_text()
     proc = subprocess.run([str(env_dir / "bin" / "perfdiff"), "--version"], cwd=work, capture_output=True, text=True)
     assert proc.stdout.startswith("perfdiff "), proc.stderr
+
+
+def test_every_package_is_listed_for_the_wheel() -> None:
+    """pyproject.toml lists the packages by hand (collectors/ and templates/ are mapped in):
+    a new subpackage left out of the list would be missing from the installed perfdiff."""
+    import tomllib
+
+    listed = set(tomllib.loads((ROOT / "pyproject.toml").read_text())["tool"]["setuptools"]["packages"])
+    found = {".".join(p.parent.relative_to(ROOT / "src").parts) for p in (ROOT / "src" / "perfdiff").rglob("__init__.py")}
+    assert found <= listed, sorted(found - listed)

@@ -1,8 +1,4 @@
-"""Command line: `main(argv) -> int`, a thin shell over one function per subcommand.
-
-User errors (PerfdiffError) print one line on stderr and return their exit code; anything
-else is a bug and keeps its traceback.
-"""
+"""`perfdiff compare NORMAL ABNORMAL`: the cross-comparison report."""
 from __future__ import annotations
 
 import argparse
@@ -11,42 +7,8 @@ import sys
 from pathlib import Path
 from typing import Any, Callable
 
-from perfdiff import __version__
-from perfdiff.errors import EXIT_GATE, EXIT_INPUT, InputError, PerfdiffError
-
-
-class _Parser(argparse.ArgumentParser):
-    """argparse that raises instead of exiting, so usage errors are one line and exit 2."""
-
-    def error(self, message: str) -> None:  # type: ignore[override]
-        raise InputError(f"{self.prog}: {message}")
-
-
-def _alpha(text: str) -> float:
-    try:
-        v = float(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"not a number: {text!r}") from None
-    if not 0 < v < 1:
-        raise argparse.ArgumentTypeError("must be between 0 and 1")
-    return v
-
-
-def _positive_int(text: str) -> int:
-    try:
-        v = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"not an integer: {text!r}") from None
-    if v <= 0:
-        raise argparse.ArgumentTypeError("must be positive")
-    return v
-
-
-def _add_trace_options(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--pid", type=int, default=None,
-                   help="nsys export holding several processes: the one to read (default: most GPU work)")
-    p.add_argument("--group", choices=("full", "short"), default="full",
-                   help="kernel names: full demangled names, or grouped by short name")
+from perfdiff.cli.common import add_trace_options, alpha, positive_int, write_output
+from perfdiff.errors import EXIT_GATE
 
 
 def _keep_freed_memory() -> None:
@@ -119,37 +81,19 @@ def cmd_compare(args: argparse.Namespace) -> int:
     text = render_markdown(comp, findings, (normal.manifest, abnormal.manifest), top=args.top,
                            cycles_csv=csv_name)
     if args.output and args.output != "-":
-        _write(out, text)
+        write_output(out, text)
         assert csv_name is not None and csv_job is not None
-        _write(out.with_name(csv_name), csv_job.result())
+        write_output(out.with_name(csv_name), csv_job.result())
     else:
         sys.stdout.write(text)
     if args.json:
-        _write(Path(args.json), json.dumps(to_json(comp, findings), indent=1, allow_nan=False) + "\n")
+        write_output(Path(args.json), json.dumps(to_json(comp, findings), indent=1, allow_nan=False) + "\n")
     if args.fail_on is not None:
         grew = 100.0 * (comp.abnormal.median_us / comp.normal.median_us - 1.0)
         if grew >= args.fail_on and comp.cycle_test.p_mwu <= args.alpha:
             print(f"perfdiff: median cycle time grew {grew:.1f}% (≥ {args.fail_on:g}%, "
                   f"p {comp.cycle_test.p_mwu:.2g})", file=sys.stderr)
             return EXIT_GATE
-    return 0
-
-
-def cmd_import(args: argparse.Namespace) -> int:
-    """perfdiff import TRACE -o DIR: write a trace as a run bundle."""
-    from perfdiff.bundle import write_bundle
-    from perfdiff.load import open_run
-
-    src = Path(args.trace)
-    if src.is_dir() and (src / "manifest.json").exists():
-        raise InputError("is already a run bundle", path=src)
-    run = open_run(src, pid=args.pid, group=args.group)
-    out = Path(args.output)
-    if out.exists() and (not out.is_dir() or any(out.iterdir())):
-        raise InputError("output exists and is not an empty directory", path=out)
-    write_bundle(out, run)
-    print(f"wrote {out} ({len(run.activity):,} activity rows, {len(run.samples):,} samples, "
-          f"{len(run.markers):,} markers)")
     return 0
 
 
@@ -185,85 +129,18 @@ class _Background:
         return self._out[0]
 
 
-def _write(path: Path, text: str | bytes) -> None:
-    try:
-        if path.parent and not path.parent.exists():
-            raise InputError("output folder does not exist", path=path.parent)
-        if isinstance(text, bytes):
-            path.write_bytes(text)
-        else:
-            path.write_text(text, encoding="utf-8")
-    except OSError as exc:
-        raise InputError(f"cannot write: {exc.strerror or exc}", path=path) from None
-
-
-def build_parser() -> argparse.ArgumentParser:
-    """The argument parser with every subcommand."""
-    parser = _Parser(prog="perfdiff", description="Compare a normal and an abnormal run of a GPU process.")
-    parser.add_argument("--version", action="version", version=f"perfdiff {__version__}")
-    sub = parser.add_subparsers(dest="command", metavar="COMMAND", parser_class=_Parser)
-    sub.required = True
-
+def add_parser(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser("compare", help="compare two runs (bundles or traces) and write a report")
     p.add_argument("normal", help="the normal run: a bundle directory or a trace (.sqlite, .json[.gz], .nsys-rep)")
     p.add_argument("abnormal", help="the abnormal run")
     p.add_argument("-o", "--output", default=None, help="Markdown report path (default: stdout)")
     p.add_argument("--json", default=None, help="also write every number as JSON here")
-    p.add_argument("--alpha", type=_alpha, default=0.05, help="false-discovery rate for 'significant' (0.05)")
-    p.add_argument("--top", type=_positive_int, default=25, help="rows of the detailed table (25)")
+    p.add_argument("--alpha", type=alpha, default=0.05, help="false-discovery rate for 'significant' (0.05)")
+    p.add_argument("--top", type=positive_int, default=25, help="rows of the detailed table (25)")
     p.add_argument("--cycle", default=None, metavar="REGEX",
                    help="cycles from marker ranges (or kernel launches) whose name matches REGEX")
     p.add_argument("--window", default=None, metavar="DURATION", help="fixed-window cycles, e.g. 100ms")
     p.add_argument("--fail-on", type=float, default=None, metavar="PCT",
                    help="exit 1 when the median cycle time grew by at least PCT %% and significantly")
-    _add_trace_options(p)
+    add_trace_options(p)
     p.set_defaults(func=cmd_compare)
-
-    p = sub.add_parser("import", help="write a trace (nsys .sqlite/.nsys-rep, Kineto .json[.gz]) as a run bundle")
-    p.add_argument("trace")
-    p.add_argument("-o", "--output", required=True, help="bundle directory to create")
-    _add_trace_options(p)
-    p.set_defaults(func=cmd_import)
-
-    for register in _plugins():
-        register(sub)
-    return parser
-
-
-def _plugins() -> list[Callable[[argparse._SubParsersAction], None]]:
-    """Subcommands that live in their own modules (collect, startup)."""
-    out = []
-    try:
-        from perfdiff.collectors.collect import add_collect_parser
-        out.append(add_collect_parser)
-    except ImportError:
-        pass
-    try:
-        from perfdiff.startup import add_startup_parser
-        out.append(add_startup_parser)
-    except ImportError:
-        pass
-    return out
-
-
-def main(argv: list[str] | None = None) -> int:
-    """Run perfdiff with `argv` (default: sys.argv[1:]); returns the exit code."""
-    try:
-        parser = build_parser()
-        args = parser.parse_args(argv)
-        return int(args.func(args))
-    except PerfdiffError as exc:
-        print(f"perfdiff: {exc}", file=sys.stderr)
-        return exc.code
-    except KeyboardInterrupt:
-        print("perfdiff: interrupted", file=sys.stderr)
-        return 130
-    except BrokenPipeError:
-        return 0
-    except MemoryError:
-        print("perfdiff: out of memory", file=sys.stderr)
-        return EXIT_INPUT
-
-
-if __name__ == "__main__":
-    sys.exit(main())

@@ -1,0 +1,56 @@
+"""Argument types and output helpers the command modules share."""
+from __future__ import annotations
+
+import argparse
+from pathlib import Path
+
+from perfdiff.errors import InputError
+
+
+class Parser(argparse.ArgumentParser):
+    """argparse that raises instead of exiting, so usage errors are one line and exit 2."""
+
+    def error(self, message: str) -> None:  # type: ignore[override]
+        raise InputError(f"{self.prog}: {message}")
+
+
+def alpha(text: str) -> float:
+    """A significance level strictly between 0 and 1."""
+    try:
+        v = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not a number: {text!r}") from None
+    if not 0 < v < 1:
+        raise argparse.ArgumentTypeError("must be between 0 and 1")
+    return v
+
+
+def positive_int(text: str) -> int:
+    try:
+        v = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not an integer: {text!r}") from None
+    if v <= 0:
+        raise argparse.ArgumentTypeError("must be positive")
+    return v
+
+
+def add_trace_options(p: argparse.ArgumentParser) -> None:
+    """Options of commands that read traces (compare, import)."""
+    p.add_argument("--pid", type=int, default=None,
+                   help="nsys export holding several processes: the one to read (default: most GPU work)")
+    p.add_argument("--group", choices=("full", "short"), default="full",
+                   help="kernel names: full demangled names, or grouped by short name")
+
+
+def write_output(path: Path, text: str | bytes) -> None:
+    """Write a report file; an unwritable path is the user's error (exit 2)."""
+    try:
+        if path.parent and not path.parent.exists():
+            raise InputError("output folder does not exist", path=path.parent)
+        if isinstance(text, bytes):
+            path.write_bytes(text)
+        else:
+            path.write_text(text, encoding="utf-8")
+    except OSError as exc:
+        raise InputError(f"cannot write: {exc.strerror or exc}", path=path) from None
