@@ -283,9 +283,9 @@ def lead_cause(result: dict) -> dict:
     """The host function the report's findings name first as a cause, with its statistics."""
     funcs = {(f["name"], f["device"]): f for f in result["functions"]}
     for f in result["findings"]:
-        if f["kind"] == "cause" and f["device"] == "Host":
+        if f["code"] == "cause" and f["device"] == "Host":
             return funcs[(f["function"], f["device"])]
-    raise AssertionError(f"no host cause in the findings: {[f['text'][:80] for f in result['findings']]}")
+    raise AssertionError(f"no host cause in the findings: {[(f['code'], f['function']) for f in result['findings']]}")
 
 
 def significant(f: dict, alpha: float = 0.05) -> bool:
@@ -294,7 +294,7 @@ def significant(f: dict, alpha: float = 0.05) -> bool:
 
 
 def host_causes(result: dict) -> list[str]:
-    return [f["function"] for f in result["findings"] if f["kind"] == "cause" and f["device"] == "Host"]
+    return [f["function"] for f in result["findings"] if f["code"] == "cause" and f["device"] == "Host"]
 
 
 def check_compare_puts_runq_on_top_for_contention(runs: dict[str, Path], cycles: dict[str, pd.DataFrame], tmp: Path) -> None:
@@ -325,7 +325,7 @@ def check_compare_puts_an_io_wait_on_top_for_io_pressure(runs: dict[str, Path], 
 
 def check_compare_two_normal_runs_finds_no_host_cause(runs: dict[str, Path], cycles: dict[str, pd.DataFrame], tmp: Path) -> None:
     result = compare(runs, "twin_a", "twin_b", tmp)
-    assert host_causes(result) == [], [f["text"] for f in result["findings"]]
+    assert host_causes(result) == [], [(f["code"], f["function"]) for f in result["findings"]]
 
 
 CHECKS = [check_contention_shows_as_run_queue_wait, check_stop_duty_cycle_lowers_the_on_cpu_share,

@@ -1,6 +1,8 @@
 """`perfdiff compare` on bundles with GPU samples from the fake-NVML scenarios (issue 5, item 5)."""
 from __future__ import annotations
 
+import re
+
 import json
 from pathlib import Path
 
@@ -18,21 +20,26 @@ def _compare(tmp_path: Path, scenario: str, capsys: pytest.CaptureFixture[str]) 
 
 def test_power_cap_names_throttle_reason_and_clock_drop(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     rep = _compare(tmp_path, "power_cap", capsys)
-    res = [f for f in rep["findings"] if f["kind"] == "resource"]
-    throttle = [f for f in res if "gpu\\_throttle\\_power" in f["text"]]
-    assert throttle and "rose" in throttle[0]["text"] and throttle[0]["q"] <= 0.05
-    clock = [f for f in res if "gpu\\_frequency" in f["text"] or "gpu\\_sm\\_frequency" in f["text"]]
-    assert clock and "fell" in clock[0]["text"] and "MHz" in clock[0]["text"]
+    res = [f for f in rep["findings"] if f["code"] == "resource"]
+    throttle = [f for f in res if f["values"]["metric"] == "gpu_throttle_power"]
+    assert throttle and throttle[0]["values"]["mean_a"] > throttle[0]["values"]["mean_n"] and throttle[0]["q"] <= 0.05
+    clock = [f for f in res if f["values"]["metric"] in ("gpu_frequency", "gpu_sm_frequency")]
+    assert clock and clock[0]["values"]["mean_a"] < clock[0]["values"]["mean_n"]
+    md = (tmp_path / "r.md").read_text()
+    assert re.search(r"Resource: \*\*gpu\\_throttle\\_power\*\*.* rose from", md)
+    assert re.search(r"Resource: \*\*gpu\\_(sm\\_)?frequency\*\*.* fell from [0-9.,]+ MHz", md)
     units = {c["metric"]: c["unit"] for c in rep["context"]}
     assert units["gpu_throttle_power"] == "% of window" and units["gpu_power"] == "W"
     assert all(rep["scope"][k] in ("func", "ctx") for k in rep["scope"])
-    md = (tmp_path / "r.md").read_text()
     assert "% of window" in md
 
 
 def test_competing_process_named(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     rep = _compare(tmp_path, "competing_process", capsys)
-    texts = [f["text"] for f in rep["findings"]]
-    assert any("other\\_process\\_gpu\\_usage" in t and "rose" in t for t in texts)
-    ev = [f for f in rep["findings"] if f["kind"] == "event"]
-    assert ev and "pid 5555" in ev[0]["text"] and "gpu\\_burn" in ev[0]["text"]
+    assert any(f["code"] == "resource" and f["values"]["metric"] == "other_process_gpu_usage"
+               and f["values"]["mean_a"] > f["values"]["mean_n"] for f in rep["findings"])
+    ev = [f for f in rep["findings"] if f["code"] == "event"]
+    assert ev and ev[0]["values"]["pid"] == 5555 and "gpu_burn" in ev[0]["values"]["name"]
+    md = (tmp_path / "r.md").read_text()
+    assert "Resource: **other\\_process\\_gpu\\_usage**" in md
+    assert re.search(r"another process on the GPU on GPU \d: pid 5555 \(gpu\\_burn", md)

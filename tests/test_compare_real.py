@@ -36,7 +36,7 @@ def test_rodinia_fan2_regression(real: Path, tmp_path: Path, capsys: pytest.Capt
     assert fan2["per_call_n_us"] == pytest.approx(187, rel=0.03)
     assert fan2["per_call_a_us"] == pytest.approx(683, rel=0.03)
     assert fan2["per_call_a_us"] / fan2["per_call_n_us"] == pytest.approx(3.6, rel=0.05)
-    first_cause = next(f for f in rep["findings"] if f["kind"] == "cause")
+    first_cause = next(f for f in rep["findings"] if f["code"] == "cause")
     assert first_cause["function"].startswith("Fan2")
 
 
@@ -45,7 +45,7 @@ def test_kineto_dataloader_cause(real: Path, tmp_path: Path, capsys: pytest.Capt
     assert rep["normal"]["cycle_source"] == rep["abnormal"]["cycle_source"] == "profiler-step"
     assert rep["normal"]["median_us"] == pytest.approx(125_000, rel=0.05)
     assert rep["abnormal"]["median_us"] == pytest.approx(176_000, rel=0.05)
-    first_cause = next(f for f in rep["findings"] if f["kind"] == "cause")
+    first_cause = next(f for f in rep["findings"] if f["code"] == "cause")
     assert "DataLoader" in first_cause["function"] and "__next__" in first_cause["function"]
     assert first_cause["q"] <= 0.05
     v = first_cause["values"]
@@ -55,7 +55,7 @@ def test_kineto_dataloader_cause(real: Path, tmp_path: Path, capsys: pytest.Capt
     assert any("MultiProcessing" in a and "SingleProcess" in b for a, b in rep["renames"])
     cm = [c for c in rep["common_mode"] if c["triggered"]]
     assert len(cm) == 1 and cm[0]["ratio"] < 0.85
-    assert any(f["kind"] == "common-mode" for f in rep["findings"])
+    assert any(f["code"] == "common-mode" for f in rep["findings"])
 
 
 def test_kineto_same_config_windows_have_no_kernel_finding(real: Path, tmp_path: Path,
@@ -64,7 +64,7 @@ def test_kineto_same_config_windows_have_no_kernel_finding(real: Path, tmp_path:
     kernels = [f for f in rep["functions"] if f["kind"] == "kernel" and f["tested"]]
     assert kernels
     assert all(f["q_t"] > 0.05 and f["q_beta"] > 0.05 for f in kernels)
-    assert not [f for f in rep["findings"] if f["kind"] == "cause" and f["function"] in {k["name"] for k in kernels}]
+    assert not [f for f in rep["findings"] if f["code"] == "cause" and f["function"] in {k["name"] for k in kernels}]
 
 
 @pytest.mark.parametrize("a,b", [
@@ -79,7 +79,9 @@ def test_other_real_pairs_compare(real: Path, tmp_path: Path, capsys: pytest.Cap
     rep = compare(real, tmp_path, capsys, a, b)
     assert rep["normal"]["n_cycles"] >= 2 and rep["details"]
     if "control" in a:  # an A100 job against a V100 one: said before the findings
-        assert any(x.startswith("GPU model differs") and "A100" in x and "V100" in x for x in rep["comparability"])
+        assert any(x["code"] == "gpu-model" and any("A100" in g for g in x["normal"])
+                   and any("V100" in g for g in x["abnormal"]) for x in rep["comparability"])
+        assert "GPU model differs: NVIDIA A100" in (tmp_path / "r.md").read_text()
     assert (tmp_path / "r.md").read_text().startswith("# Cross Performance Comparison")
 
 

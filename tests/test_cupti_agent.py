@@ -608,7 +608,7 @@ def test_agent_kernels_reach_compare(tmp_path: Path, capsys: pytest.CaptureFixtu
     # cycles from the NVTX ranges the agent recorded; the slowed kernel found, its neighbour not
     assert (rep["normal"]["cycle_source"], rep["normal"]["n_cycles"], rep["abnormal"]["n_cycles"]) == ("annotation", 40, 40)
     assert "decode_step" in rep["normal"]["cycle_detail"]
-    causes = [f["function"] for f in rep["findings"] if f["kind"] == "cause"]
+    causes = [f["function"] for f in rep["findings"] if f["code"] == "cause"]
     assert "gemm_bf16_128x128" in causes and "rms_norm" not in causes
     assert "gemm\\_bf16\\_128x128" in (tmp_path / "r.md").read_text()
 

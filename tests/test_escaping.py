@@ -9,7 +9,7 @@ import pandas as pd
 
 from perfdiff.bundle import RunData, base_manifest, empty_table, normalize_table, write_bundle
 from perfdiff.cli import main
-from perfdiff.text import fmt_beta, fmt_p, fmt_score, fmt_z, md_escape, shorten
+from perfdiff.render.text import fmt_beta, fmt_p, fmt_score, fmt_z, md_escape, shorten
 
 NASTY = [
     "kernel|with|pipes",

@@ -123,7 +123,7 @@ def test_rodinia_fan2_slows_down() -> None:
 @pytest.mark.real
 def test_for_compare_leaves_the_columns_no_comparison_reads_unknown() -> None:
     from perfdiff.importers.common import COMPARE_UNUSED
-    from perfdiff.load import open_run
+    from perfdiff.inputs import open_run
 
     full = open_run(RODINIA / "report3.sqlite")
     lean = open_run(RODINIA / "report3.sqlite", for_compare=True)

@@ -161,8 +161,8 @@ def test_renamed_cpu_range_is_matched_across_runs() -> None:
     loader = [f for f in c.functions if f.name.startswith("enumerate")]
     assert len(loader) == 1 and loader[0].presence == "both"
     assert "⇄" in loader[0].name and loader[0].t_a_us > loader[0].t_n_us
-    assert c.renames == [("enumerate(DataLoader)#_MultiProcessingDataLoaderIter.__next__",
-                          "enumerate(DataLoader)#_SingleProcessDataLoaderIter.__next__")]
+    assert c.renames == (("enumerate(DataLoader)#_MultiProcessingDataLoaderIter.__next__",
+                          "enumerate(DataLoader)#_SingleProcessDataLoaderIter.__next__"),)
 
 
 def test_overlapping_cycles_count_a_row_in_each_it_overlaps() -> None:

@@ -1,9 +1,31 @@
-"""perfdiff: compare a normal and an abnormal run of a GPU process and say what changed and why."""
+"""perfdiff: compare a normal and an abnormal run of a GPU process and say what changed and why.
+
+    import perfdiff
+    c = perfdiff.compare("normal/", "abnormal/")
+    c.functions            # a DataFrame: own time, τ, β, q … per function
+    c.findings, c.warnings # typed records
+    c.to_markdown()        # the report
+
+`perfdiff.cycle()` / `mark_cycle()` are the target-side cycle markers (standard library only).
+The analysis API is imported on first use, so `import perfdiff` in a target stays cheap.
+"""
 from __future__ import annotations
+
+from typing import Any
 
 __version__ = "0.1.0"
 
-# The target-side cycle-marker API (standard library only: importing perfdiff stays cheap).
-from perfdiff.marker import cycle, mark_cycle  # noqa: E402,F401
+from perfdiff.marker import cycle, mark_cycle  # noqa: E402
 
-__all__ = ["__version__", "cycle", "mark_cycle"]
+_API = ("compare", "load", "Comparison", "Run")
+
+
+def __getattr__(name: str) -> Any:
+    if name in _API:
+        from perfdiff import api
+
+        return getattr(api, name)
+    raise AttributeError(f"module 'perfdiff' has no attribute {name!r}")
+
+
+__all__ = ["Comparison", "Run", "__version__", "compare", "cycle", "load", "mark_cycle"]

@@ -11,7 +11,7 @@ from perfdiff.errors import InputError
 def cmd_import(args: argparse.Namespace) -> int:
     """perfdiff import TRACE -o DIR: write a trace as a run bundle."""
     from perfdiff.bundle import write_bundle
-    from perfdiff.load import open_run
+    from perfdiff.inputs import open_run
 
     src = Path(args.trace)
     if src.is_dir() and (src / "manifest.json").exists():

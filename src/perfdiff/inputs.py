@@ -1,4 +1,4 @@
-"""Open one side of a comparison: a run bundle, or a trace imported on the fly."""
+"""Open an input: a run bundle, a directory holding one trace, or a trace file (nsys, Kineto)."""
 from __future__ import annotations
 
 import os
@@ -57,7 +57,7 @@ def export_nsys_rep(path: Path, workdir: Path) -> Path:
 
 
 def open_run(path: str | os.PathLike[str], *, pid: int | None = None, group: str = "full",
-             for_compare: bool = False) -> RunData:
+             for_compare: bool = False, cores: int | None = None) -> RunData:
     """Load `path`: a bundle directory, a directory holding one trace, or a trace file.
 
     `for_compare`: a trace's activity columns that no comparison reads (COMPARE_UNUSED) are
@@ -73,7 +73,10 @@ def open_run(path: str | os.PathLike[str], *, pid: int | None = None, group: str
     if kind is None:
         raise InputError("unknown input: expected a run bundle directory or a trace "
                          "(.sqlite, .json, .json.gz, .nsys-rep)", path=p)
-    from perfdiff.importers.common import COMPARE_UNUSED
+    from perfdiff.importers.common import COMPARE_UNUSED, set_runs_at_once
+
+    if cores is not None:
+        set_runs_at_once(max(1, (os.cpu_count() or 1) // max(1, cores)))
 
     skip = COMPARE_UNUSED if for_compare else frozenset()
     if kind == "kineto":

@@ -1,23 +1,20 @@
-"""Render a Comparison: a Markdown report (Jinja2 templates), a JSON twin, a cycle CSV.
-
-`build_view` turns records into display strings (all escaping and rounding happens here or in
-perfdiff.text); the templates only lay them out and do no arithmetic.
+"""The Markdown report: `build_view` turns an Analysis and its findings into display strings
+(every rounding and escape happens here, in perfdiff.render.text and .wording); the Jinja2
+template (templates/report.md.j2) only lays them out and does no arithmetic.
 """
 from __future__ import annotations
 
 import functools
-import math
 from importlib import resources
 from typing import Any
 
 import jinja2
-import numpy as np
 
 from perfdiff import __version__
-from perfdiff.analyze import Comparison, DetailRow, FunctionStats
-from perfdiff.findings import Finding
-from perfdiff.text import (NA, fmt_beta, fmt_num, fmt_p, fmt_pct, fmt_score, fmt_signed, fmt_time_us,
-                           fmt_value, fmt_z, html_code, md_escape, md_name, shorten)
+from perfdiff.analyze import Analysis, DetailRow, Finding, FindingCode, FunctionStats
+from perfdiff.render.wording import finding_text, notice_text
+from perfdiff.render.text import (NA, fmt_beta, fmt_num, fmt_p, fmt_pct, fmt_score, fmt_signed, fmt_time_us,
+                           fmt_z, html_code, md_escape, md_name, shorten)
 
 NAME_WIDTH = 96
 QUANTILE_ROWS = ("min", "P5", "P10", "P25", "P50", "P75", "P90", "P95", "P99", "max", "mean", "sd")
@@ -53,7 +50,7 @@ def _n(res: Any) -> str:
     return f"{res.n_n}/{res.n_a}" if res is not None else NA
 
 
-def _detail_cells(c: Comparison, row: DetailRow, rank: int) -> list[str]:
+def _detail_cells(c: Analysis, row: DetailRow, rank: int) -> list[str]:
     f = c.functions[row.func]
     m = c.mu[row.mu] if row.mu is not None else None
     t, b = f.t, f.beta
@@ -92,7 +89,7 @@ CONTEXT_HEADER = ["Metric Name", "Device", "Unit", "μ_N", "μ_A", "Δμ", "Chan
                   "interval N/A (ms)"]
 
 
-def build_view(c: Comparison, findings: list[Finding], *, top: int = 25,
+def build_view(c: Analysis, findings: list[Finding], *, top: int = 25,
                cycles_csv: str | None = None) -> dict[str, Any]:
     """Everything the template prints, as strings."""
     N, A = c.normal, c.abnormal
@@ -129,7 +126,7 @@ def build_view(c: Comparison, findings: list[Finding], *, top: int = 25,
                         if shorten(c.functions[r.func].name, NAME_WIDTH) != " ".join(c.functions[r.func].name.split())
                         or c.functions[r.func].name != " ".join(c.functions[r.func].name.split())})
     untested = sorted((c.functions[i] for i in c.untested), key=lambda f: -(f.t_n_us + f.t_a_us))
-    top_cause = next((f for f in findings if f.kind == "cause"), None)
+    top_cause = next((f for f in findings if f.code == FindingCode.CAUSE), None)
     return {
         "version": __version__,
         "title_n": md_escape(N.name), "title_a": md_escape(A.name),
@@ -138,7 +135,7 @@ def build_view(c: Comparison, findings: list[Finding], *, top: int = 25,
         "cycle_mwu": fmt_p(c.cycle_test.p_mwu), "cycle_ks": fmt_num(c.cycle_ks, 3),
         "cycles_csv": md_escape(cycles_csv) if cycles_csv else None,
         "overview": _overview(c, top_cause),
-        "findings": [f.text for f in findings],
+        "findings": [finding_text(c, f) for f in findings],
         "detail_header": DETAIL_HEADER, "details": details, "n_details": len(c.details), "top": top,
         "context_header": CONTEXT_HEADER, "context": context,
         "scope_func": sorted(md_escape(k) for k, v in c.scope.items() if v == "func"),
@@ -148,14 +145,14 @@ def build_view(c: Comparison, findings: list[Finding], *, top: int = 25,
         "constants": [md_escape(x) for x in c.constants],
         "full_names": [html_code(n) for n in shortened],
         "quality": _quality(c),
-        "comparability": [md_escape(x) for x in c.comparability],
+        "comparability": [notice_text(x) for x in c.comparability],
         "renames": [f"{md_name(a, 80)} (normal) ⇄ {md_name(b, 80)} (abnormal)" for a, b in c.renames],
-        "warnings": [md_escape(x) for x in c.warnings],
+        "warnings": [notice_text(x) for x in c.warnings],
         "alpha": f"{c.alpha:g}",
     }
 
 
-def _overview(c: Comparison, top: Finding | None) -> str:
+def _overview(c: Analysis, top: Finding | None) -> str:
     N, A = c.normal, c.abnormal
     rel = 100.0 * (A.median_us - N.median_us) / N.median_us if N.median_us else float("nan")
     s = (f"**{md_escape(A.name)}** (abnormal) against **{md_escape(N.name)}** (normal): median cycle "
@@ -169,7 +166,7 @@ def _overview(c: Comparison, top: Finding | None) -> str:
     return s
 
 
-def _quality(c: Comparison) -> list[list[str]]:
+def _quality(c: Analysis) -> list[list[str]]:
     rows = []
     for label, r in (("normal", c.normal), ("abnormal", c.abnormal)):
         rows.append([label, md_escape(r.name), md_escape(r.status), md_escape(r.cycle_source),
@@ -178,7 +175,7 @@ def _quality(c: Comparison) -> list[list[str]]:
     return rows
 
 
-def render_markdown(c: Comparison, findings: list[Finding], manifests: tuple[dict, dict], *,
+def render_markdown(c: Analysis, findings: list[Finding], manifests: tuple[dict, dict], *,
                     top: int = 25, cycles_csv: str | None = None) -> str:
     """The Markdown report."""
     view = build_view(c, findings, top=top, cycles_csv=cycles_csv)
@@ -204,91 +201,3 @@ def _manifest_view(label: str, m: dict) -> dict[str, Any]:
     }
 
 
-def _clean(x: Any) -> Any:
-    """JSON-safe: NaN/inf → None, numpy → Python."""
-    if isinstance(x, dict):
-        return {str(k): _clean(v) for k, v in x.items()}
-    if isinstance(x, (list, tuple)):
-        return [_clean(v) for v in x]
-    if isinstance(x, np.ndarray):
-        return [_clean(v) for v in x.tolist()]
-    if isinstance(x, (np.integer,)):
-        return int(x)
-    if isinstance(x, (float, np.floating)):
-        return float(x) if math.isfinite(float(x)) else None
-    return x
-
-
-def _two(res: Any) -> dict[str, Any] | None:
-    if res is None:
-        return None
-    return {k: getattr(res, k) for k in res.__dataclass_fields__}
-
-
-def to_json(c: Comparison, findings: list[Finding]) -> dict[str, Any]:
-    """Every number the report shows (unrounded), plus the findings' text."""
-    def run(r: Any) -> dict[str, Any]:
-        return {k: getattr(r, k) for k in ("name", "path", "n_cycles", "cycle_source", "cycle_detail",
-                                           "dropped_cycles", "mean_us", "median_us", "p95_us", "traced_s",
-                                           "status", "notes")}
-    funcs = []
-    for f in c.functions:
-        d = {k: getattr(f, k) for k in f.__dataclass_fields__ if k not in ("t", "beta")}
-        d["t_test"] = _two(f.t)
-        d["beta_test"] = _two(f.beta)
-        funcs.append(d)
-    details = []
-    for r in c.details:
-        f = c.functions[r.func]
-        row: dict[str, Any] = {"function": f.name, "device": f.device, "kind": f.kind, "score": r.score,
-                               "legacy_score": r.legacy_score, "function_index": r.func}
-        if r.mu is not None:
-            m = c.mu[r.mu]
-            row.update({"metric": m.metric, "unit": m.unit, "mu_test": _two(m.res), "z_log_mu": m.z_log, "q_mu": m.q,
-                        "mu_fragile": m.fragile})
-        else:
-            row["metric"] = None
-        details.append(row)
-    ctx = [{"metric": r.metric, "device": r.device, "unit": r.unit, "test": _two(r.res), "z_log_mu": r.z_log,
-            "q_mu": r.q, "aliases": r.aliases, "fragile": r.fragile,
-            "median_interval_ms_n": r.median_interval_ms_n, "median_interval_ms_a": r.median_interval_ms_a}
-           for r in c.context]
-    return _clean({
-        "perfdiff_version": __version__, "alpha": c.alpha,
-        "normal": run(c.normal), "abnormal": run(c.abnormal),
-        "cycle_test": _two(c.cycle_test), "cycle_ks_d": c.cycle_ks,
-        "quantiles": {"normal": c.quantiles_n, "abnormal": c.quantiles_a},
-        "findings": [{"kind": f.kind, "text": f.text, "function": f.function, "device": f.device, "q": f.q,
-                      "values": f.values} for f in findings],
-        "functions": funcs, "details": details, "context": ctx,
-        "common_mode": [vars(cm) for cm in c.common_modes],
-        "constants": c.constants, "aliases": c.aliases, "scope": c.scope,
-        "comparability": c.comparability, "warnings": c.warnings, "renames": c.renames,
-        "untested": [c.functions[i].name for i in c.untested],
-        "n_tests": c.n_tests_t, "min_attainable_p": c.min_p, "cycles_needed": c.cycles_needed,
-    })
-
-
-def cycles_csv(dur_n_ns: np.ndarray, dur_a_ns: np.ndarray) -> bytes:
-    """The CSV beside the report: both runs' cycle durations (µs), rank by rank, slowest first;
-    the shorter run's column ends in empty cells.  Pure numpy and Arrow, which release the GIL:
-    `perfdiff compare` builds it in a thread beside the comparison."""
-    import pyarrow as pa
-    import pyarrow.csv as pacsv
-
-    dn = (np.sort(dur_n_ns)[::-1].astype(np.float64) / 1e3).round(3)
-    da = (np.sort(dur_a_ns)[::-1].astype(np.float64) / 1e3).round(3)
-    k = max(len(dn), len(da))
-
-    def padded(x: np.ndarray) -> pa.Array:
-        return pa.array(np.concatenate([x, np.full(k - len(x), np.nan)]), mask=np.arange(k) >= len(x))
-
-    table = pa.table({"rank": np.arange(1, k + 1), "normal_us": padded(dn), "abnormal_us": padded(da)})
-    sink = pa.BufferOutputStream()
-    sink.write(b"rank,normal_us,abnormal_us\n")
-    # Arrow writes a million rows in C++; strings built in Python took seconds.
-    pacsv.write_csv(table, sink, pacsv.WriteOptions(quoting_style="none", include_header=False))
-    return sink.getvalue().to_pybytes()
-
-
-__all__ = ["render_markdown", "to_json", "cycles_csv", "build_view", "fmt_time_us", "fmt_value"]

@@ -1,4 +1,4 @@
-"""Number formatting and escaping of user data for Markdown/HTML output (STATS.md, Display).
+"""Number formatting and escaping of user data for Markdown/HTML output.
 
 Kernel and NVTX names are user data: they may hold `|`, backticks, `<`, `>`, newlines and
 1,000-character C++ templates.  Everything that reaches the report goes through here.

@@ -1,5 +1,6 @@
-"""perfdiff.pair: both runs loaded in forked workers give the same report as in-process, and
-errors keep their meaning (one line, exit 2) or, for bugs, their traceback."""
+"""perfdiff.parallel: work in forked workers (the two runs, the function tests, the μ tests)
+gives the same report as in this process, and errors keep their meaning (one line, exit 2)
+or, for bugs, their traceback."""
 from __future__ import annotations
 
 import json
@@ -10,7 +11,9 @@ import numpy as np
 import pytest
 from conftest import run_cli
 
-from perfdiff import pair
+from perfdiff import parallel
+from perfdiff.api import compare
+from perfdiff.parallel import Parallel
 from perfdiff.errors import InputError
 
 RODINIA = "kmcho2019/Rodinia_3.1_Gaussian"
@@ -25,52 +28,63 @@ def report(tmp_path: Path, capsys: pytest.CaptureFixture[str], a: Path, b: Path,
     return json.loads((tmp_path / f"{name}.json").read_text())
 
 
+def _same(x: dict, y: dict) -> None:
+    assert x["functions"] == y["functions"] and x["findings"] == y["findings"] and x["context"] == y["context"]
+
+
 @pytest.mark.real
-def test_forked_loading_gives_the_same_report(real: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str],
-                                              monkeypatch: pytest.MonkeyPatch) -> None:
+def test_forked_loading_gives_the_same_report(real: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     a, b = real / RODINIA / "report3.sqlite", real / RODINIA / "report2.sqlite"
     forks = []
     real_fork = os.fork
-    monkeypatch.setattr(pair.os, "fork", lambda: forks.append(1) or real_fork())
-    monkeypatch.setattr(pair, "PARALLEL_MIN_BYTES", 1 << 40)  # in-process
-    serial = report(tmp_path, capsys, a, b, "serial")
+    monkeypatch.setattr(parallel.os, "fork", lambda: forks.append(1) or real_fork())
+    serial = compare(a, b, parallel=Parallel(pair_min_bytes=1 << 40, pool_min_cycles=1 << 40))
     assert not forks
-    monkeypatch.setattr(pair, "PARALLEL_MIN_BYTES", 0)  # two workers
     spool = tmp_path / "spool"
     spool.mkdir()
-    monkeypatch.setattr(pair, "_spool_dir", lambda need: str(spool))
-    forked = report(tmp_path, capsys, a, b, "forked")
+    monkeypatch.setattr(parallel, "_spool_dir", lambda need: str(spool))
+    forked = compare(a, b, parallel=Parallel(cores=2, pair_min_bytes=0, pool_min_cycles=1 << 40))
     assert len(forks) == 2
-    assert forked["functions"] == serial["functions"] and forked["findings"] == serial["findings"]
-    md = [(tmp_path / f"{n}.md").read_text().replace(f"{n}.cycles.csv", "X") for n in ("serial", "forked")]
-    assert md[0] == md[1]
+    _same(forked.to_json(), serial.to_json())
+    assert forked.to_markdown() == serial.to_markdown()
     assert not list(spool.iterdir())  # nothing left behind
 
 
 @pytest.mark.real
-def test_function_tests_in_a_pool_give_the_same_report(real: Path, tmp_path: Path,
-                                                       capsys: pytest.CaptureFixture[str],
-                                                       monkeypatch: pytest.MonkeyPatch) -> None:
-    """The function tests run in a forked pool beside the rest of the comparison (long runs)
-    or serially: the same numbers either way, and the pool is gone afterwards."""
+def test_function_and_mu_tests_in_a_pool_give_the_same_report(real: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The function tests run in a forked pool beside the rest of the comparison (long runs),
+    the μ tests on every core (many), or both serially: the same numbers either way, and the
+    pools are gone afterwards."""
     import multiprocessing
 
-    from perfdiff import analyze
-
     a, b = real / RODINIA / "report3.sqlite", real / RODINIA / "report2.sqlite"
-    monkeypatch.setattr(analyze, "PARALLEL_MIN_CYCLES", 1 << 40)
-    serial = report(tmp_path, capsys, a, b, "serial")
+    serial = compare(a, b, parallel=Parallel.serial())
     pools = []
-    real_pool = analyze._fork_pool
-    monkeypatch.setattr(analyze, "_fork_pool", lambda n: pools.append(n) or real_pool(n))
-    monkeypatch.setattr(analyze, "PARALLEL_MIN_CYCLES", 0)
-    pooled = report(tmp_path, capsys, a, b, "pooled")
-    assert pools and pools[0] >= 2
-    assert pooled["functions"] == serial["functions"] and pooled["findings"] == serial["findings"]
-    assert analyze._FUNCTION_TEST_DATA is None and not multiprocessing.active_children()
+    real_pool = parallel._fork_pool
+    monkeypatch.setattr(parallel, "_fork_pool", lambda n: pools.append(n) or real_pool(n))
+    pooled = compare(a, b, parallel=Parallel(cores=2, pair_min_bytes=1 << 40, pool_min_cycles=0, mu_min_pairs=0))
+    assert len(pools) >= 1 and pools[0] >= 2
+    _same(pooled.to_json(), serial.to_json())
+    assert parallel._SHARED is None and not multiprocessing.active_children()
 
 
-def side(arg: tuple[str, int]) -> dict:
+def test_a_pool_map_hands_its_data_over_by_fork() -> None:
+    """`map` and `start_map` call fn(shared, item) in forked workers: the shared data is not
+    pickled (a lambda's closure could not be) and comes back cleared."""
+    data = np.arange(100)
+    par = Parallel(cores=2)
+    got = par.map(_take, list(range(40)), shared=data, large=True)
+    assert got == [int(data[i]) * 2 for i in range(40)]
+    pending = par.start_map(_take, list(range(5)), shared=data, large=True)
+    assert pending.result() == [0, 2, 4, 6, 8]
+    assert parallel._SHARED is None
+
+
+def _take(shared: np.ndarray, i: int) -> int:
+    return int(shared[i]) * 2
+
+
+def side(arg: tuple[str, int], cores: int) -> dict:
     kind, n = arg
     if kind == "bad":
         raise InputError("not an nsys export (no CUPTI_ACTIVITY_KIND_KERNEL table)", path="/x/b.sqlite")
@@ -80,7 +94,7 @@ def side(arg: tuple[str, int]) -> dict:
 
 
 def test_arrays_come_back_whole_and_writable() -> None:
-    out = pair.map_pair(side, (("a", 1_000_000), ("b", 0)), (1 << 30, 1 << 30))
+    out = Parallel(cores=2, pair_min_bytes=0).map_pair(side, (("a", 1_000_000), ("b", 0)), (1 << 30, 1 << 30))
     assert out[0]["name"] == "a" and np.array_equal(out[0]["values"], np.arange(1_000_000))
     out[0]["values"][0] = 7  # copy-on-write mapping: the result is an ordinary array
     assert out[1]["values"].size == 0
@@ -88,19 +102,19 @@ def test_arrays_come_back_whole_and_writable() -> None:
 
 def test_a_bad_input_in_a_worker_is_the_same_one_line_error(tmp_path: Path) -> None:
     with pytest.raises(InputError) as err:
-        pair.map_pair(side, (("a", 10), ("bad", 10)), (1 << 30, 1 << 30))
+        Parallel(cores=2, pair_min_bytes=0).map_pair(side, (("a", 10), ("bad", 10)), (1 << 30, 1 << 30))
     assert str(err.value) == "/x/b.sqlite: not an nsys export (no CUPTI_ACTIVITY_KIND_KERNEL table)"
     assert err.value.code == 2
 
 
 def test_a_bug_in_a_worker_is_a_bug_with_its_traceback() -> None:
     with pytest.raises(RuntimeError, match=r"(?s)failed in its worker process.*ZeroDivisionError: a bug in a worker"):
-        pair.map_pair(side, (("bug", 1), ("a", 1)), (1 << 30, 1 << 30))
+        Parallel(cores=2, pair_min_bytes=0).map_pair(side, (("bug", 1), ("a", 1)), (1 << 30, 1 << 30))
 
 
 def test_bad_trace_through_the_cli_with_workers(tmp_path: Path, capsys: pytest.CaptureFixture[str],
                                                 monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(pair, "PARALLEL_MIN_BYTES", 0)
+    monkeypatch.setattr(Parallel, "pair_min_bytes", 0)
     bad = tmp_path / "bad.json"
     bad.write_text("{not json")
     code, _, err = run_cli(["compare", bad, bad, "-o", tmp_path / "r.md"], capsys)
@@ -116,10 +130,12 @@ def test_bundles_load_in_process_traces_in_workers(tmp_path: Path) -> None:
                                          empty_table("markers")))
     trace = tmp_path / "t.sqlite"
     trace.write_bytes(b"x" * 1000)
-    assert pair.input_sizes((tmp_path / "b", trace)) == (0, 1000)
+    from perfdiff.api import _input_bytes
+
+    assert (_input_bytes(tmp_path / "b"), _input_bytes(trace)) == (0, 1000)
 
 
-def killed(arg: tuple[str, int]) -> dict:
+def killed(arg: tuple[str, int], cores: int) -> dict:
     if arg[0] == "oom":
         os.kill(os.getpid(), 9)  # as the kernel's OOM killer would
     return {"name": arg[0]}
@@ -129,17 +145,13 @@ def test_a_worker_killed_is_one_line_naming_the_input() -> None:
     from perfdiff.errors import PerfdiffError
 
     with pytest.raises(PerfdiffError, match=r"ended without a result \(killed by signal 9; out of memory\?\)"):
-        pair.map_pair(killed, (("a", 1), ("oom", 1)), (1 << 30, 1 << 30))
+        Parallel(cores=2, pair_min_bytes=0).map_pair(killed, (("a", 1), ("oom", 1)), (1 << 30, 1 << 30))
 
 
 def test_a_worker_has_half_the_cores_for_its_run() -> None:
-    from perfdiff.importers.common import cores_per_run
-
-    cores = os.cpu_count() or 1
-    assert cores_per_run() == cores
-    out = pair.map_pair(lambda _: cores_per_run(), (0, 1), (1 << 30, 1 << 30))
-    assert out == [max(1, cores // 2)] * 2
-    assert cores_per_run() == cores  # the parent's own count is unchanged
+    out = Parallel(cores=8, pair_min_bytes=0).map_pair(lambda _, cores: cores, (0, 1), (1, 1))
+    assert out == [4, 4]
+    assert Parallel(cores=8).map_pair(lambda _, cores: cores, (0, 1), (1, 1)) == [8, 8]  # in-process: all
 
 
 @pytest.mark.real
@@ -166,14 +178,11 @@ def test_nsys_reads_the_runtime_table_without_a_thread_when_no_core_is_spare(
 
 @pytest.mark.real
 @pytest.mark.parametrize("failure", ["submit", "broken"])
-def test_function_tests_run_here_when_the_pool_fails(real: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str],
-                                                     monkeypatch: pytest.MonkeyPatch, failure: str) -> None:
+def test_function_tests_run_here_when_the_pool_fails(real: Path, monkeypatch: pytest.MonkeyPatch, failure: str) -> None:
     """No fork at submit (EAGAIN), or a worker killed (BrokenProcessPool): the tests run in
     this process instead, with the same results, and the pool is shut down."""
     from concurrent.futures import Future
     from concurrent.futures.process import BrokenProcessPool
-
-    from perfdiff import analyze
 
     class FailingPool:
         shut = False
@@ -189,30 +198,32 @@ def test_function_tests_run_here_when_the_pool_fails(real: Path, tmp_path: Path,
             FailingPool.shut = True
 
     a, b = real / RODINIA / "report3.sqlite", real / RODINIA / "report2.sqlite"
-    monkeypatch.setattr(analyze, "PARALLEL_MIN_CYCLES", 1 << 40)
-    serial = report(tmp_path, capsys, a, b, "serial")
-    monkeypatch.setattr(analyze, "PARALLEL_MIN_CYCLES", 0)
-    monkeypatch.setattr(analyze, "_fork_pool", lambda n: FailingPool())
-    failed = report(tmp_path, capsys, a, b, "failed")
-    assert failed["functions"] == serial["functions"] and FailingPool.shut
-    assert analyze._FUNCTION_TEST_DATA is None
+    serial = compare(a, b, parallel=Parallel.serial())
+    monkeypatch.setattr(parallel, "_fork_pool", lambda n: FailingPool())
+    failed = compare(a, b, parallel=Parallel(cores=2, pair_min_bytes=1 << 40, pool_min_cycles=0))
+    _same(failed.to_json(), serial.to_json())
+    assert FailingPool.shut and parallel._SHARED is None
 
 
 @pytest.mark.real
-def test_the_callers_threads_start_after_the_test_pool_forked(real: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    """compare_runs calls `tests_started` once its pool exists: the CSV thread never runs
-    while the pool forks."""
-    from perfdiff import analyze
-    from perfdiff.attribute import attribute_activity
-    from perfdiff.load import open_run
-    from perfdiff.segment import segment_cycles
-
+def test_the_background_thread_starts_after_the_test_pool_forked(real: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The CSV thread never runs while the pool forks: it starts once the pool exists."""
     order = []
-    real_pool = analyze._fork_pool
-    monkeypatch.setattr(analyze, "_fork_pool", lambda n: order.append("pool") or real_pool(n))
-    monkeypatch.setattr(analyze, "PARALLEL_MIN_CYCLES", 0)
-    runs = [open_run(real / RODINIA / f"{n}.sqlite") for n in ("report3", "report2")]
-    cyc = [segment_cycles(r) for r in runs]
-    mats = (attribute_activity(runs[0], cyc[0]), attribute_activity(runs[1], cyc[1]))
-    analyze.compare_runs(runs[0], runs[1], cyc[0], cyc[1], matrices=mats, tests_started=lambda: order.append("started"))
-    assert order == ["pool", "started"]
+    real_pool = parallel._fork_pool
+    monkeypatch.setattr(parallel, "_fork_pool", lambda n: order.append("pool") or real_pool(n))
+    real_start = parallel.Background.start
+    monkeypatch.setattr(parallel.Background, "start", lambda self: order.append("thread") or real_start(self))
+    a, b = real / RODINIA / "report3.sqlite", real / RODINIA / "report2.sqlite"
+    c = compare(a, b, parallel=Parallel(cores=2, pair_min_bytes=1 << 40, pool_min_cycles=0))
+    assert order[:2] == ["pool", "thread"]
+    assert c.cycles_csv().startswith(b"rank,normal_us,abnormal_us\n")
+
+
+def test_background_job_returns_or_raises_in_the_caller() -> None:
+    job = parallel.Background(sum, [1, 2])
+    job.start()
+    job.start()  # once
+    assert job.result() == 3
+    assert parallel.Background(sum, [3]).result() == 3  # never started: runs in result
+    with pytest.raises(ZeroDivisionError):
+        parallel.Background(lambda: 1 / 0).result()

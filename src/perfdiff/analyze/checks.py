@@ -1,0 +1,95 @@
+"""Checks beside the per-function tests: waits, common-mode shifts, and differences between
+the runs that can explain a change by themselves (docs/STATISTICS.md, checks)."""
+from __future__ import annotations
+
+import re
+from typing import Any
+
+import numpy as np
+
+from perfdiff import stats
+from perfdiff.analyze.records import CommonMode, FunctionStats, Notice, NoticeCode
+from perfdiff.bundle import RunData
+from perfdiff.model.schema import GPU_KINDS, CycleSource
+from perfdiff.segment import Cycles
+
+WAIT_PATTERNS = re.compile(
+    r"(Synchronize|cuStreamSynchronize|cuCtxSynchronize|cuEventSynchronize|cudaStreamWaitEvent|"
+    r"hipDeviceSynchronize|hipStreamSynchronize|hipEventSynchronize|"
+    r"^(poll|ppoll|epoll_wait|epoll_pwait|select|pselect6?|futex|pthread_cond_wait|pthread_cond_timedwait|"
+    r"pthread_join|sem_wait|sem_timedwait|nanosleep|clock_nanosleep|usleep|sleep|wait|waitpid)$)")
+HOST_STATES = ("runq", "blocked", "iowait", "oncpu")
+CYCLE_RATIO_MAX = 2.0  # median cycle times further apart than this: warn
+
+
+def is_wait(name: str, kind: str) -> bool:
+    """A wait spends its time waiting for something else: a symptom, not a cause."""
+    if kind not in ("api", "host", "cpu"):
+        return False
+    if kind == "host" and name in HOST_STATES:
+        return False
+    return bool(WAIT_PATTERNS.search(name))
+
+
+def common_modes(functions: list[FunctionStats] | tuple[FunctionStats, ...],
+                 ) -> tuple[list[CommonMode], dict[int, float]]:
+    """Per GPU device, whether all its kernels' β scaled by one ratio; and for the functions
+    of a triggered device, β_A − ratio·β_N (pp) by function index."""
+    out = []
+    beta_vs_common: dict[int, float] = {}
+    devices = sorted({f.device for f in functions if f.kind in GPU_KINDS})
+    for device in devices:
+        idx = [i for i, f in enumerate(functions) if f.device == device and f.kind in GPU_KINDS]
+        bn = np.array([functions[i].beta_n for i in idx])
+        ba = np.array([functions[i].beta_a for i in idx])
+        cm = stats.common_mode_detail(bn, ba, min_beta=0.05)
+        if cm is None:
+            continue
+        out.append(CommonMode(device=device, ratio=cm.ratio, k=cm.k, iqr_log=cm.iqr_log, triggered=cm.triggered))
+        if cm.triggered:
+            for i in idx:
+                beta_vs_common[i] = functions[i].beta_a - cm.ratio * functions[i].beta_n
+    return out, beta_vs_common
+
+
+def cycle_ratio_notice(cn: Cycles, ca: Cycles) -> Notice | None:
+    """A warning when the median cycle times differ by more than ×2: either a real change
+    (both runs' cycles from the same kind of markers) or cycles segmented differently."""
+    med_n, med_a = float(np.median(cn.dur_ns)), float(np.median(ca.dur_ns))
+    ratio = med_a / med_n
+    if 1.0 / CYCLE_RATIO_MAX <= ratio <= CYCLE_RATIO_MAX:
+        return None
+    same_marked = cn.source == ca.source and CycleSource(cn.source).marked
+    return Notice(NoticeCode.CYCLE_RATIO, normal=med_n / 1e3, abnormal=med_a / 1e3,
+                  fields={"ratio": ratio, "same_marked_source": same_marked, "source_n": cn.source,
+                          "source_a": ca.source})
+
+
+def comparability(normal: RunData, abnormal: RunData, cn: Cycles, ca: Cycles) -> list[Notice]:
+    """Differences between the runs that can explain a change by themselves."""
+    out: list[Notice] = []
+
+    def gpus(run: RunData) -> list[dict[str, Any]]:
+        return [g for g in run.manifest.get("gpus", []) or [] if isinstance(g, dict)]
+
+    gn, ga = [str(g.get("name", "?")) for g in gpus(normal)], [str(g.get("name", "?")) for g in gpus(abnormal)]
+    if gn != ga:
+        out.append(Notice(NoticeCode.GPU_MODEL, normal=gn, abnormal=ga))
+    for key, code in (("driver", NoticeCode.GPU_DRIVER), ("max_sm_clock_mhz", NoticeCode.MAX_SM_CLOCK),
+                      ("power_limit_w", NoticeCode.POWER_LIMIT)):
+        vn, va = [g.get(key) for g in gpus(normal)], [g.get(key) for g in gpus(abnormal)]
+        if any(v is not None for v in vn + va) and vn != va:
+            out.append(Notice(code, normal=vn, abnormal=va))
+    hn, ha = normal.manifest.get("host", {}) or {}, abnormal.manifest.get("host", {}) or {}
+    for key, code in (("cpu_model", NoticeCode.CPU_MODEL), ("cores", NoticeCode.CPU_CORES),
+                      ("kernel", NoticeCode.OS_KERNEL)):
+        if hn.get(key) != ha.get(key) and (hn.get(key) is not None or ha.get(key) is not None):
+            out.append(Notice(code, normal=hn.get(key), abnormal=ha.get(key)))
+    if cn.source != ca.source:
+        out.append(Notice(NoticeCode.CYCLE_SOURCE, normal=cn.source, abnormal=ca.source,
+                          fields={"detail_n": cn.detail, "detail_a": ca.detail}))
+    sn = (normal.manifest.get("source") or {}).get("kind")
+    sa = (abnormal.manifest.get("source") or {}).get("kind")
+    if sn != sa:
+        out.append(Notice(NoticeCode.INPUT_SOURCE, normal=sn, abnormal=sa))
+    return out

@@ -1,0 +1,149 @@
+"""Key Findings as records: causes first, then the symptoms and resources that explain them.
+
+Each finding has a stable code, the function or device it names, its q, and the numbers it
+rests on; perfdiff.render words it.  "Significant" means q ≤ α (docs/STATISTICS.md).
+"""
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+from enum import Enum
+from typing import Any
+
+from perfdiff.analyze.records import Analysis, FunctionStats
+from perfdiff.model.schema import GPU_KINDS
+
+MAX_CAUSES = 5
+MAX_SYMPTOMS = 3
+MAX_RESOURCES = 5
+MAX_LISTED = 4  # functions named in a proportional / opposite / common-mode finding
+HOST_SHARE_MIN_REL = 0.10  # a host state is a cause only when its share moved by ≥ 10 % of itself
+EVENT_KINDS = ("gpu-lost", "xid", "ecc", "other-process", "target-exited")
+
+
+class FindingCode(str, Enum):
+    """What a finding says; stable across releases."""
+
+    CYCLE_TIME = "cycle-time"  # the median cycle time moved (always first)
+    CAUSE = "cause"  # a function's own time moved with the cycle time, significantly
+    NO_CAUSE = "no-cause"  # no function's own time did
+    PROPORTIONAL = "proportional"  # host states that grew with the cycle, keeping their share
+    COMMON_MODE = "common-mode"  # every kernel on a device scaled together
+    SYMPTOM = "symptom"  # a wait changed significantly
+    RESOURCE = "resource"  # a context metric changed significantly
+    METRIC_WHILE = "metric-while"  # a metric changed while a cause ran
+    EVENT = "event"  # a timed event in the abnormal run only
+    OPPOSITE = "opposite"  # functions that moved against the cycle-time change
+    CYCLES_NEEDED = "cycles-needed"  # too few cycles for any q to reach α
+
+    def __str__(self) -> str:
+        return self.value
+
+
+@dataclass(frozen=True)
+class Finding:
+    """One finding.  `func` indexes Analysis.functions, `related` lists more function indexes,
+    `ref` indexes Analysis.context (RESOURCE) or Analysis.mu (METRIC_WHILE); `values` holds the
+    numbers the finding rests on, units in their names."""
+
+    code: FindingCode
+    function: str | None = None
+    device: str | None = None
+    q: float = float("nan")
+    func: int | None = None
+    related: tuple[int, ...] = ()
+    ref: int | None = None
+    values: dict[str, Any] = field(default_factory=dict)
+
+
+def significant(q: float | None, alpha: float) -> bool:
+    return q is not None and math.isfinite(q) and q <= alpha
+
+
+def build_findings(c: Analysis) -> list[Finding]:
+    """The ordered Key Findings of a comparison."""
+    a = c.alpha
+    idx = {id(f): i for i, f in enumerate(c.functions)}
+    d_med = c.abnormal.median_us - c.normal.median_us
+    direction = 1.0 if d_med >= 0 else -1.0
+    out = [Finding(FindingCode.CYCLE_TIME, q=c.cycle_test.p_mwu, values={
+        "median_n_us": c.normal.median_us, "median_a_us": c.abnormal.median_us,
+        "change_pct": 100.0 * d_med / c.normal.median_us if c.normal.median_us else float("nan"),
+        "p_mwu": c.cycle_test.p_mwu, "n_n": c.normal.n_cycles, "n_a": c.abnormal.n_cycles})]
+
+    tested = [f for f in c.functions if f.tested]
+    moved = [f for f in tested if not f.wait and significant(f.q_t, a) and f.tau_pp * direction > 0]
+    # A host state summed over threads (oncpu, blocked …) grows with the cycle by itself; it is
+    # a cause only when its share of the cycle moved too.
+    causes = [f for f in moved if f.kind != "host" or _share_moved(f, a, direction)]
+    proportional = [f for f in moved if f not in causes]
+    causes.sort(key=lambda f: -abs(f.tau_pp))
+    for f in causes[:MAX_CAUSES]:
+        out.append(Finding(FindingCode.CAUSE, function=f.name, device=f.device, q=f.q_t, func=idx[id(f)],
+                           values={"tau_pp": f.tau_pp, "t_n_us": f.t_n_us, "t_a_us": f.t_a_us,
+                                   "incl_n_us": f.incl_n_us, "incl_a_us": f.incl_a_us}))
+    if not causes:
+        out.append(Finding(FindingCode.NO_CAUSE, values={"n_tests": c.n_tests_t}))
+    if proportional:
+        out.append(Finding(FindingCode.PROPORTIONAL, related=tuple(idx[id(f)] for f in proportional[:MAX_LISTED])))
+
+    for cm in c.common_modes:
+        if not cm.triggered:
+            continue
+        on_device = [f for f in tested if f.device == cm.device and f.kind in GPU_KINDS]
+        movers = sorted((f for f in on_device if significant(f.q_t, a) and f.tau_pp * direction > 0),
+                        key=lambda f: -abs(f.tau_pp))
+        same_time = [f for f in on_device if not significant(f.q_t, a)]
+        out.append(Finding(FindingCode.COMMON_MODE, device=cm.device, related=tuple(idx[id(f)] for f in movers[:3]),
+                           values={"ratio": cm.ratio, "k": cm.k, "iqr_log": cm.iqr_log,
+                                   "same_time": len(same_time)}))
+
+    waits = sorted((f for f in tested if f.wait and significant(f.q_t, a)), key=lambda f: -abs(f.tau_pp))
+    for f in waits[:MAX_SYMPTOMS]:
+        out.append(Finding(FindingCode.SYMPTOM, function=f.name, device=f.device, q=f.q_t, func=idx[id(f)],
+                           values={"tau_pp": f.tau_pp, "t_n_us": f.t_n_us, "t_a_us": f.t_a_us}))
+
+    res = sorted((i for i, r in enumerate(c.context) if significant(r.q, a)),
+                 key=lambda i: -abs(c.context[i].z_log) if math.isfinite(c.context[i].z_log) else 0.0)
+    for i in res[:MAX_RESOURCES]:
+        r = c.context[i]
+        out.append(Finding(FindingCode.RESOURCE, device=r.device, q=r.q, ref=i,
+                           values={"metric": r.metric, "mean_n": r.res.mean_n, "mean_a": r.res.mean_a}))
+    top_causes = {(f.name, f.device) for f in causes[:MAX_CAUSES]}
+    mus = [j for j, m in enumerate(c.mu)
+           if significant(m.q, a) and (c.functions[m.func].name, c.functions[m.func].device) in top_causes]
+    for j in mus[:MAX_RESOURCES]:
+        m = c.mu[j]
+        f = c.functions[m.func]
+        out.append(Finding(FindingCode.METRIC_WHILE, function=f.name, device=f.device, q=m.q, func=m.func, ref=j,
+                           values={"metric": m.metric, "mean_n": m.res.mean_n, "mean_a": m.res.mean_a}))
+
+    out.extend(_event_findings(c))
+
+    opposite = sorted((f for f in tested if not f.wait and significant(f.q_t, a) and f.tau_pp * direction < 0),
+                      key=lambda f: -abs(f.tau_pp))
+    if opposite:
+        out.append(Finding(FindingCode.OPPOSITE, related=tuple(idx[id(f)] for f in opposite[:3])))
+    if c.cycles_needed is not None:
+        out.append(Finding(FindingCode.CYCLES_NEEDED, values={
+            "n_n": c.normal.n_cycles, "n_a": c.abnormal.n_cycles, "min_p": c.min_p, "n_tests": c.n_tests_t,
+            "cycles_needed": c.cycles_needed}))
+    return out
+
+
+def _event_findings(c: Analysis) -> list[Finding]:
+    """Timed events of the abnormal run that the normal run did not have (by kind and device)."""
+    seen_n = {(e.get("event"), e.get("device"), e.get("pid")) for e in c.events_n}
+    out: list[Finding] = []
+    for e in c.events_a:
+        kind = str(e.get("event"))
+        if kind not in EVENT_KINDS or (kind, e.get("device"), e.get("pid")) in seen_n:
+            continue
+        out.append(Finding(FindingCode.EVENT, device=str(e.get("device")), values=dict(e)))
+    return out[:MAX_RESOURCES]
+
+
+def _share_moved(f: FunctionStats, alpha: float, direction: float) -> bool:
+    """A host state's share of the cycle moved significantly, by ≥ 10 % of its normal share."""
+    return (significant(f.q_beta, alpha) and f.d_beta * direction > 0
+            and abs(f.d_beta) >= HOST_SHARE_MIN_REL * max(f.beta_n, 1e-9))

@@ -1,0 +1,182 @@
+"""The analysis results: frozen records of numbers and stable codes, no prose.
+
+Wording, rounding and escaping happen only in perfdiff.render.  Every quantity carries its
+unit in its name (`_us` µs, `_pp` percentage points, `_ms` ms); unknown is NaN.
+Definitions are in docs/STATISTICS.md.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from enum import Enum
+from typing import Any
+
+import numpy as np
+
+from perfdiff.stats import TwoSample
+
+NAN = float("nan")
+
+
+@dataclass(frozen=True)
+class RunSummary:
+    """One side's cycles and provenance."""
+
+    name: str
+    path: str
+    n_cycles: int
+    cycle_source: str  # a perfdiff.model.schema.CycleSource value
+    cycle_detail: str
+    dropped_cycles: int
+    mean_us: float
+    median_us: float
+    p95_us: float
+    traced_s: float
+    status: str
+    dur_us: np.ndarray = field(repr=False, default_factory=lambda: np.zeros(0))
+    notes: tuple[str, ...] = ()  # the loader's remarks on this input (interrupted, dropped rows …)
+
+
+@dataclass(frozen=True)
+class FunctionStats:
+    """One (function, device): own time, β, calls, and their tests."""
+
+    name: str
+    device: str
+    kind: str
+    wait: bool
+    presence: str  # both | new | vanished
+    tested: bool
+    t_n_us: float  # mean own time per cycle
+    t_a_us: float
+    tau_pp: float
+    t: TwoSample | None
+    q_t: float
+    beta_n: float  # mean share of the cycle, %
+    beta_a: float
+    d_beta: float
+    beta: TwoSample | None
+    q_beta: float
+    presence_n: float  # share of cycles where it ran
+    presence_a: float
+    calls_n: float  # mean calls per cycle
+    calls_a: float
+    per_call_n_us: float  # mean own time per call
+    per_call_a_us: float
+    sampled: bool = False  # a host state read as a counter per interval: rows are not calls
+    incl_n_us: float = NAN  # inclusive time per cycle (CPU ranges: children included)
+    incl_a_us: float = NAN
+    fragile: bool = False
+    beta_vs_common: float = NAN
+
+
+@dataclass(frozen=True)
+class MuStats:
+    """μ of one func-scope metric while one function ran."""
+
+    func: int  # index into Analysis.functions
+    metric: str
+    device: str
+    unit: str
+    res: TwoSample
+    z_log: float
+    q: float = NAN
+    fragile: bool = False
+
+
+@dataclass(frozen=True)
+class ContextStats:
+    """A ctx-scope metric: the run-level signal, compared on its samples."""
+
+    metric: str
+    device: str
+    unit: str
+    res: TwoSample
+    z_log: float
+    median_interval_ms_n: float
+    median_interval_ms_a: float
+    aliases: tuple[str, ...] = ()
+    q: float = NAN
+    fragile: bool = False
+
+
+@dataclass(frozen=True)
+class DetailRow:
+    """A row of the detailed table: a function, optionally paired with a func-scope metric."""
+
+    func: int
+    mu: int | None  # index into Analysis.mu, or None
+    score: float
+    legacy_score: float
+
+
+@dataclass(frozen=True)
+class CommonMode:
+    """A device whose kernels' β all scaled by one ratio (docs/STATISTICS.md, common mode)."""
+
+    device: str
+    ratio: float
+    k: int
+    iqr_log: float
+    triggered: bool
+
+
+class NoticeCode(str, Enum):
+    """What a warning or a comparability problem is about; stable across releases."""
+
+    METRIC_ONE_SIDE = "metric-one-side"  # a metric sampled in one run only
+    CYCLE_RATIO = "cycle-ratio"  # median cycle times differ by more than ×2
+    GPU_MODEL = "gpu-model"
+    GPU_DRIVER = "gpu-driver"
+    MAX_SM_CLOCK = "max-sm-clock"
+    POWER_LIMIT = "power-limit"
+    CPU_MODEL = "cpu-model"
+    CPU_CORES = "cpu-cores"
+    OS_KERNEL = "os-kernel"
+    CYCLE_SOURCE = "cycle-source"
+    INPUT_SOURCE = "input-source"
+
+    def __str__(self) -> str:
+        return self.value
+
+
+@dataclass(frozen=True)
+class Notice:
+    """A warning or a comparability problem: a code and the values it rests on.
+
+    `normal` / `abnormal`: the two runs' values where the notice compares them; `fields`:
+    anything else (a metric's name, a ratio)."""
+
+    code: NoticeCode
+    normal: Any = None
+    abnormal: Any = None
+    fields: dict[str, Any] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class Analysis:
+    """Everything the report shows, unformatted."""
+
+    normal: RunSummary
+    abnormal: RunSummary
+    alpha: float
+    cycle_test: TwoSample
+    cycle_ks: float
+    quantiles_n: dict[str, float]
+    quantiles_a: dict[str, float]
+    functions: tuple[FunctionStats, ...]
+    mu: tuple[MuStats, ...]
+    context: tuple[ContextStats, ...]
+    details: tuple[DetailRow, ...]
+    common_modes: tuple[CommonMode, ...]
+    constants: tuple[str, ...]  # "metric@device" constant in both runs
+    aliases: dict[str, list[str]]  # "metric@device" → metrics with the identical series
+    comparability: tuple[Notice, ...]
+    warnings: tuple[Notice, ...]
+    untested: tuple[int, ...]
+    scope: dict[str, str]  # "metric@device" -> func | ctx
+    n_tests_t: int
+    min_p: float
+    cycles_needed: int | None
+    renames: tuple[tuple[str, str], ...] = ()  # (normal name, abnormal name) matched
+    events_n: tuple[dict[str, Any], ...] = ()  # timed events the collectors recorded
+    events_a: tuple[dict[str, Any], ...] = ()

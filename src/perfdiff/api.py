@@ -1,0 +1,197 @@
+"""The Python API: `compare(normal, abnormal)` and `load(path)`, the pipeline behind the CLI.
+
+    load ──► segment + attribute (per run) ──► analyze ──► findings ──► render
+
+Each stage is one call into its module; the work that can run at once (the two runs, the
+per-function tests, the CSV) is handed to a perfdiff.parallel.Parallel, so this reads as
+the serial pipeline it is.  docs/ARCHITECTURE.md draws it.
+"""
+from __future__ import annotations
+
+import functools
+import os
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pandas as pd
+
+from perfdiff.analyze import Analysis, Finding, Notice, build_findings, compare_runs
+from perfdiff.attribute import CycleMatrix, attribute_activity, keep_rows_for_mu
+from perfdiff.bundle import RunData, is_bundle
+from perfdiff.inputs import open_run
+from perfdiff.model.durations import parse_duration_ns
+from perfdiff.parallel import Background, Parallel
+from perfdiff.segment import Cycles, segment_cycles
+
+Run = RunData
+"""One run in memory: its manifest and its activity, samples and markers tables."""
+
+__all__ = ["Comparison", "Run", "compare", "load"]
+
+
+def load(path: str | os.PathLike[str], *, pid: int | None = None, group: str = "full") -> Run:
+    """A run bundle, or a trace (nsys .sqlite / .nsys-rep, Kineto .json[.gz]) imported.
+
+    `pid`: the process to read from an nsys export holding several; `group`: "short" groups
+    kernels by their short name.  Raises perfdiff.errors.InputError for a bad input."""
+    return open_run(path, pid=pid, group=group)
+
+
+@dataclass(frozen=True)
+class _Options:
+    pid: int | None
+    group: str
+    cycle: str | None
+    window_ns: int | None
+
+
+def _prepare(opts: _Options, path: str | os.PathLike[str], cores: int) -> tuple[RunData, Cycles, CycleMatrix]:
+    """Load one side, cut it into cycles, and sum its activity per (function, cycle)."""
+    run = open_run(path, pid=opts.pid, group=opts.group, for_compare=True, cores=cores)
+    cycles = segment_cycles(run, cycle_regex=opts.cycle, window_ns=opts.window_ns)
+    run, matrix = keep_rows_for_mu(run, attribute_activity(run, cycles))
+    return run, cycles, matrix
+
+
+def _import_later_stages() -> None:
+    """Import the analysis and rendering modules (scipy among them: ~0.5 s) while the
+    workers load the runs."""
+    import perfdiff.analyze  # noqa: F401
+    import perfdiff.render  # noqa: F401
+
+
+def _input_bytes(path: str | os.PathLike[str]) -> int:
+    """Bytes of a trace to import (a file, or everything under a directory holding one); a
+    run bundle counts 0: it loads in about a second, and handing its rows back from a worker
+    costs about as much as loading it."""
+    p = Path(path)
+    try:
+        if is_bundle(p):
+            return 0
+        if p.is_file():
+            return p.stat().st_size
+        return sum(f.stat().st_size for f in p.rglob("*") if f.is_file())
+    except OSError:
+        return 0
+
+
+def compare(normal: str | os.PathLike[str], abnormal: str | os.PathLike[str], *, alpha: float = 0.05,
+            cycle: str | None = None, window: str | int | None = None, pid: int | None = None,
+            group: str = "full", parallel: Parallel | None = None) -> Comparison:
+    """Compare an abnormal run against a normal one.
+
+    `normal`, `abnormal`: run bundles or traces.  `alpha`: the false-discovery rate for
+    "significant".  `cycle`: a regex naming the marker ranges (or kernels) that delimit
+    cycles; `window`: fixed-window cycles instead (ns, or a duration such as "100ms").
+    `pid`, `group`: as for `load`.  `parallel`: how to use the cores (default: all of them;
+    `Parallel.serial()` runs everything in this process).  Raises InputError for bad input."""
+    if not 0.0 < alpha < 1.0:
+        from perfdiff.errors import InputError
+
+        raise InputError(f"alpha {alpha}: must be between 0 and 1")
+    par = parallel or Parallel()
+    window_ns = parse_duration_ns(window) if isinstance(window, str) else window
+    opts = _Options(pid=pid, group=group, cycle=cycle, window_ns=window_ns)
+    paths = (normal, abnormal)
+    (run_n, cyc_n, mat_n), (run_a, cyc_a, mat_a) = par.map_pair(
+        functools.partial(_prepare, opts), paths, (_input_bytes(normal), _input_bytes(abnormal)),
+        while_waiting=_import_later_stages)
+    from perfdiff.render import cycles_csv
+
+    # Built in a thread while the runs are compared (numpy's sort and Arrow's CSV writer
+    # release the GIL), once the tests' pool has forked.
+    csv_job = par.background(cycles_csv, cyc_n.dur_ns, cyc_a.dur_ns)
+    analysis = compare_runs(run_n, run_a, cyc_n, cyc_a, alpha=alpha, matrices=(mat_n, mat_a), parallel=par)
+    return Comparison(analysis, tuple(build_findings(analysis)), (run_n.manifest, run_a.manifest),
+                      (cyc_n, cyc_a), csv_job)
+
+
+class Comparison:
+    """The result of `compare`: tables, findings and warnings as data, and the report."""
+
+    def __init__(self, analysis: Analysis, findings: tuple[Finding, ...], manifests: tuple[dict, dict],
+                 cycles: tuple[Cycles, Cycles], csv_job: Background | None = None):
+        self.analysis = analysis
+        self.findings = findings
+        self.manifests = manifests
+        self._cycles = cycles
+        self._csv_job = csv_job
+
+    @property
+    def warnings(self) -> tuple[Notice, ...]:
+        """Warnings about the comparison itself (typed records; see NoticeCode)."""
+        return self.analysis.warnings
+
+    @property
+    def comparability(self) -> tuple[Notice, ...]:
+        """Differences between the runs that can explain a change by themselves."""
+        return self.analysis.comparability
+
+    @property
+    def functions(self) -> pd.DataFrame:
+        """One row per (function, device, kind): own time per cycle (µs), τ (pp), β (%), calls,
+        q-values, effect sizes, flags."""
+        rows = []
+        for f in self.analysis.functions:
+            d = {k: getattr(f, k) for k in f.__dataclass_fields__ if k not in ("t", "beta")}
+            for prefix, res in (("t", f.t), ("beta", f.beta)):
+                for k in ("z", "p_welch", "p_mwu", "hl", "cliffs_delta"):
+                    d[f"{prefix}_{k}"] = getattr(res, k) if res is not None else float("nan")
+            rows.append(d)
+        return pd.DataFrame(rows)
+
+    @property
+    def metrics(self) -> pd.DataFrame:
+        """One row per metric test: μ while a function ran (scope func) or the run-level series
+        (scope ctx), with both runs' means, Z, p and q."""
+        a = self.analysis
+        rows = []
+        for m in a.mu:
+            rows.append({"scope": "func", "function": a.functions[m.func].name, "metric": m.metric,
+                         "device": m.device, "unit": m.unit, "mean_n": m.res.mean_n, "mean_a": m.res.mean_a,
+                         "z": m.res.z, "z_log": m.z_log, "p_welch": m.res.p_welch, "p_mwu": m.res.p_mwu,
+                         "q": m.q, "fragile": m.fragile})
+        for r in a.context:
+            rows.append({"scope": "ctx", "function": None, "metric": r.metric, "device": r.device,
+                         "unit": r.unit, "mean_n": r.res.mean_n, "mean_a": r.res.mean_a, "z": r.res.z,
+                         "z_log": r.z_log, "p_welch": r.res.p_welch, "p_mwu": r.res.p_mwu, "q": r.q,
+                         "fragile": r.fragile})
+        return pd.DataFrame(rows, columns=["scope", "function", "metric", "device", "unit", "mean_n", "mean_a",
+                                           "z", "z_log", "p_welch", "p_mwu", "q", "fragile"])
+
+    @property
+    def cycles(self) -> pd.DataFrame:
+        """Every cycle of both runs: run (normal/abnormal), index, start_ns, end_ns, dur_us."""
+        parts = []
+        for label, c in zip(("normal", "abnormal"), self._cycles, strict=True):
+            parts.append(pd.DataFrame({"run": label, "index": np.arange(c.n), "start_ns": c.start_ns,
+                                       "end_ns": c.end_ns, "dur_us": c.dur_ns / 1e3}))
+        return pd.concat(parts, ignore_index=True)
+
+    @property
+    def cycle_time_change_pct(self) -> float:
+        """How much the median cycle time grew, % (negative: it fell)."""
+        n, a = self.analysis.normal.median_us, self.analysis.abnormal.median_us
+        return 100.0 * (a / n - 1.0) if n else float("nan")
+
+    def to_markdown(self, *, top: int = 25, cycles_csv: str | None = None) -> str:
+        """The Markdown report; `cycles_csv` names the CSV file written beside it, if any."""
+        from perfdiff.render import render_markdown
+
+        return render_markdown(self.analysis, list(self.findings), self.manifests, top=top, cycles_csv=cycles_csv)
+
+    def to_json(self) -> dict[str, Any]:
+        """Every number, finding and notice as JSON-ready data (format "perfdiff-comparison")."""
+        from perfdiff.render import to_json
+
+        return to_json(self.analysis, list(self.findings))
+
+    def cycles_csv(self) -> bytes:
+        """Both runs' cycle durations (µs), rank by rank, as CSV."""
+        if self._csv_job is not None:
+            return self._csv_job.result()
+        from perfdiff.render import cycles_csv
+
+        return cycles_csv(self._cycles[0].dur_ns, self._cycles[1].dur_ns)

@@ -1,0 +1,351 @@
+"""Every fork, process pool, thread and memory setting of a comparison, in one place.
+
+The pipeline (perfdiff.api) is handed a `Parallel` and asks it to run independent pieces of
+work: the two runs' loading (`map_pair`), the per-function tests (`start_map`), the μ tests
+(`map`), an output built beside the comparison (`background`).  Each runs in forked
+processes when the work is large enough to pay for the fork, else here, in order, with the
+same results.  The statistics therefore read as serial code; `Parallel.serial()` runs
+everything in this process.
+
+Data the workers of a pool need is handed over by fork, never pickled: `start_map` and
+`map` keep it in this module while their pool forks, so `fn(shared, item)` in a worker
+reads the parent's arrays.  The two runs' results come back from their workers through
+pickle protocol 5 with every array out of band, in files under /dev/shm (or the temporary
+directory) that the parent maps copy-on-write: hundreds of MB cross over without a copy.
+Errors keep their meaning: a PerfdiffError in a worker is raised again here with its message
+and exit code; any other failure in a worker is a bug and says so with its traceback.
+"""
+from __future__ import annotations
+
+import mmap
+import os
+import pickle
+import shutil
+import sys
+import tempfile
+import threading
+import traceback
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Callable, Sequence
+
+from perfdiff import errors
+from perfdiff.errors import PerfdiffError
+
+__all__ = ["Background", "Parallel", "Pending", "keep_freed_memory"]
+
+# Data inherited by the forked workers of the pool being started (see the module docstring).
+_SHARED: Any = None
+
+
+def _call_shared(fn: Callable[[Any, Any], Any], item: Any) -> Any:
+    return fn(_SHARED, item)
+
+
+@dataclass
+class Parallel:
+    """How a comparison may use this machine's cores.
+
+    `cores`: cores to use (default: all).  The thresholds say when work is large enough for
+    a fork to pay off: `pair_min_bytes` of trace input for loading the two runs in two
+    workers, `pool_min_cycles` cycles of both runs for the function tests, `mu_min_pairs`
+    (Σ n_N·n_A over the μ tests) for those.  `max_workers` caps a pool."""
+
+    cores: int = field(default_factory=lambda: os.cpu_count() or 1)
+    pair_min_bytes: int = 64 << 20
+    pool_min_cycles: int = 200_000
+    mu_min_pairs: int = 20_000_000
+    max_workers: int = 8
+    _after_fork: list[Callable[[], None]] = field(default_factory=list, repr=False)
+
+    @classmethod
+    def serial(cls) -> Parallel:
+        """Everything in this process, in order."""
+        return cls(cores=1)
+
+    @property
+    def can_fork(self) -> bool:
+        return self.cores >= 2 and hasattr(os, "fork") and sys.platform != "win32"
+
+    # --- the two runs ------------------------------------------------------------------
+
+    def map_pair(self, fn: Callable[[Any, int], Any], args: tuple[Any, Any], sizes: tuple[int, int] | None = None,
+                 while_waiting: Callable[[], None] | None = None) -> list[Any]:
+        """[fn(args[0], cores), fn(args[1], cores)], in two forked workers when `sizes` (the
+        inputs' bytes) add up to `pair_min_bytes`, else here one after the other.
+
+        `cores` is what each call may keep busy (half the cores in a worker).  `while_waiting`
+        is work for this process meanwhile, called once in either case.  The first side's
+        error is the one raised when both fail, as in a serial run."""
+        total = sum(sizes) if sizes else 0
+        if total < self.pair_min_bytes or not self.can_fork:
+            out = [fn(a, self.cores) for a in args]
+            if while_waiting is not None:
+                while_waiting()
+            return out
+        base = Path(tempfile.mkdtemp(prefix="perfdiff-pair-", dir=_spool_dir(total * 4)))
+        cores = max(1, self.cores // 2)
+        try:
+            folders = [base / str(i) for i in range(2)]
+            pids = [_fork_child(fn, arg, cores, folder) for folder, arg in zip(folders, args, strict=True)]
+            if while_waiting is not None:
+                while_waiting()
+            statuses = [os.waitpid(pid, 0)[1] for pid in pids]
+            return [_collect_child(folder, arg, status) for folder, arg, status in zip(folders, args, statuses,
+                                                                                        strict=True)]
+        finally:
+            shutil.rmtree(base, ignore_errors=True)
+
+    # --- pools ---------------------------------------------------------------------------
+
+    def start_map(self, fn: Callable[[Any, Any], Any], items: Sequence[Any], *, shared: Any,
+                  large: bool) -> Pending:
+        """Start [fn(shared, x) for x in items]; `Pending.result()` waits for it.  In a pool
+        of forked workers when `large` and there are cores to spare (the caller goes on
+        meanwhile), else serially inside `result`.  Callbacks of `after_fork` run once the
+        pool has forked, or at once when there is no pool."""
+        workers = min(self.cores, self.max_workers, len(items))
+        pending = Pending(fn, list(items), shared)
+        if large and workers > 1 and self.can_fork:
+            pending.start(workers)
+        for cb in self._after_fork:
+            cb()
+        self._after_fork.clear()
+        return pending
+
+    def map(self, fn: Callable[[Any, Any], Any], items: Sequence[Any], *, shared: Any = None,
+            large: bool) -> list[Any]:
+        """[fn(shared, x) for x in items], on every core when `large` (items are pickled to
+        the workers in chunks; `shared` is inherited)."""
+        workers = min(self.cores, self.max_workers)
+        if large and workers > 1 and self.can_fork and len(items) >= 4 * workers:
+            pool = _fork_pool(workers)
+            if pool is not None:
+                global _SHARED
+                _SHARED = shared
+                try:
+                    with pool:
+                        import functools
+
+                        return list(pool.map(functools.partial(_call_shared, fn), items,
+                                             chunksize=max(1, len(items) // (8 * workers))))
+                finally:
+                    _SHARED = None
+        return [fn(shared, x) for x in items]
+
+    def after_fork(self, callback: Callable[[], None]) -> None:
+        """Run `callback` once the next `start_map` has forked its pool (or decided not to):
+        threads started before a fork would be copied into the workers half-way."""
+        self._after_fork.append(callback)
+
+    def background(self, fn: Callable[..., Any], *args: Any) -> Background:
+        """fn(*args) in a thread, started after the next pool's fork (see `after_fork`)."""
+        job = Background(fn, *args)
+        self.after_fork(job.start)
+        return job
+
+
+class Pending:
+    """A map started by `Parallel.start_map`: `result()` returns its list, `close()` stops a
+    pool never waited for."""
+
+    def __init__(self, fn: Callable[[Any, Any], Any], items: list[Any], shared: Any):
+        self.fn, self.items, self.shared = fn, items, shared
+        self.pool: Any = None
+        self.futures: list[Any] = []
+
+    def start(self, workers: int) -> None:
+        global _SHARED
+        self.pool = _fork_pool(workers)
+        if self.pool is None:
+            return
+        _SHARED = self.shared  # the workers fork at the first submit and inherit it
+        try:
+            self.futures = [self.pool.submit(_call_shared, self.fn, x) for x in self.items]
+        except (OSError, RuntimeError):  # no fork now (EAGAIN, ENOMEM): serially in `result`
+            self.close()
+
+    def result(self) -> list[Any]:
+        from concurrent.futures.process import BrokenProcessPool
+
+        try:
+            if self.pool is not None:
+                try:
+                    return [fu.result() for fu in self.futures]
+                except BrokenProcessPool:  # a worker was killed (out of memory?): here instead
+                    pass
+            return [self.fn(self.shared, x) for x in self.items]
+        finally:
+            self.close()
+
+    def close(self) -> None:
+        global _SHARED
+        _SHARED = None
+        if self.pool is not None:
+            self.pool.shutdown(cancel_futures=True)
+            self.pool = None
+            self.futures = []
+
+
+class Background:
+    """fn(*args) in a thread from `start`; `result` waits and returns it (or raises), and
+    runs it here when it was never started."""
+
+    def __init__(self, fn: Callable[..., Any], *args: Any):
+        self._out: list[Any] = []
+        self._err: list[BaseException] = []
+
+        def run() -> None:
+            try:
+                self._out.append(fn(*args))
+            except BaseException as exc:  # noqa: BLE001 - raised again in the caller's thread
+                self._err.append(exc)
+
+        self._thread = threading.Thread(target=run, name="perfdiff-background", daemon=True)
+        self._started = False
+
+    def start(self) -> None:
+        if not self._started:
+            self._started = True
+            self._thread.start()
+
+    def result(self) -> Any:
+        self.start()
+        self._thread.join()
+        if self._err:
+            raise self._err[0]
+        return self._out[0]
+
+
+def keep_freed_memory() -> None:
+    """Let glibc's malloc keep freed memory for reuse instead of handing it back at once.
+
+    A comparison allocates and frees hundreds of arrays of tens of MB; above 32 MB glibc maps
+    each one fresh and unmaps it on free, so each is page-faulted in again.  Serving them from
+    the heap, never trimmed, is faster at the same peak (docs/PERFORMANCE.md).  Process-wide:
+    the command line calls it, a library user may.  glibc only; elsewhere nothing happens."""
+    import ctypes
+    import platform
+
+    if platform.system() != "Linux" or platform.libc_ver()[0] != "glibc":
+        return
+    try:
+        libc = ctypes.CDLL("libc.so.6")
+        libc.mallopt(-3, 1 << 30)  # M_MMAP_THRESHOLD: below 1 GiB, from the heap
+        libc.mallopt(-1, (1 << 31) - 1)  # M_TRIM_THRESHOLD: never give the heap's top back early
+    except (OSError, AttributeError):
+        pass
+
+
+def _fork_pool(workers: int) -> Any:
+    """A pool of `workers` forked processes, or None where there is no fork."""
+    import concurrent.futures as cf
+    import multiprocessing as mp
+
+    try:
+        ctx = mp.get_context("fork")
+    except ValueError:
+        return None
+    return cf.ProcessPoolExecutor(max_workers=workers, mp_context=ctx)
+
+
+# --- the pair's workers ---------------------------------------------------------------------
+
+def _spool_dir(need_bytes: int) -> str:
+    """/dev/shm when it has room for `need_bytes` twice over (RAM, no disk writes), else the
+    temporary directory (the page cache keeps it in memory all the same)."""
+    shm = "/dev/shm"
+    try:
+        st = os.statvfs(shm)
+        if st.f_bavail * st.f_frsize >= 2 * need_bytes and os.access(shm, os.W_OK):
+            return shm
+    except OSError:
+        pass
+    return tempfile.gettempdir()
+
+
+def _dump(obj: Any, folder: Path) -> None:
+    """Pickle `obj` into `folder`: the pickle stream, and each out-of-band buffer in a file."""
+    buffers: list[pickle.PickleBuffer] = []
+    data = pickle.dumps(obj, protocol=5, buffer_callback=buffers.append)
+    for i, buf in enumerate(buffers):
+        with open(folder / f"{i:06d}.buf", "wb") as fh:
+            fh.write(buf.raw())
+    tmp = folder / "result.pickle.tmp"
+    tmp.write_bytes(data)
+    tmp.rename(folder / "result.pickle")  # last: its presence says the rest is whole
+
+
+def _load(folder: Path) -> Any:
+    """The object `_dump` wrote, its arrays mapped copy-on-write from their files (removed at
+    once: the mappings keep the memory until the arrays are freed)."""
+    buffers: list[Any] = []
+    for f in sorted(folder.glob("*.buf")):
+        size = f.stat().st_size
+        if size == 0:
+            buffers.append(bytearray())
+            continue
+        with open(f, "rb") as fh:
+            buffers.append(mmap.mmap(fh.fileno(), size, access=mmap.ACCESS_COPY))
+        f.unlink()
+    return pickle.loads((folder / "result.pickle").read_bytes(), buffers=buffers)
+
+
+def _fork_child(fn: Callable[[Any, int], Any], arg: Any, cores: int, folder: Path) -> int:
+    """Fork a worker computing fn(arg, cores) into `folder`; returns its pid."""
+    folder.mkdir()
+    sys.stdout.flush()
+    sys.stderr.flush()
+    pid = os.fork()
+    if pid:
+        return pid
+    code = 1  # the child: compute, hand over, leave without running the parent's exit hooks
+    try:
+        try:
+            _dump(fn(arg, cores), folder)
+            code = 0
+        except PerfdiffError as exc:
+            (folder / "error.pickle").write_bytes(pickle.dumps((type(exc).__name__, str(exc), exc.code)))
+            code = 2
+        except MemoryError:
+            (folder / "error.pickle").write_bytes(pickle.dumps(("MemoryError", "out of memory", 2)))
+            code = 2
+        except BaseException:  # noqa: BLE001 - a bug: its traceback goes to the parent
+            (folder / "crash.txt").write_text(traceback.format_exc())
+    finally:
+        sys.stdout.flush()
+        sys.stderr.flush()
+        os._exit(code)
+
+
+def _collect_child(folder: Path, arg: Any, status: int) -> Any:
+    """A finished worker's result, or its error raised here."""
+    err = folder / "error.pickle"
+    if err.exists():
+        name, text, code = pickle.loads(err.read_bytes())
+        if name == "MemoryError":
+            raise MemoryError
+        # The same class (InputError …), its message already whole (path included).
+        cls = getattr(errors, name, PerfdiffError)
+        if not (isinstance(cls, type) and issubclass(cls, PerfdiffError)):
+            cls = PerfdiffError
+        raise cls(text, code=code)
+    crash = folder / "crash.txt"
+    if crash.exists():
+        raise RuntimeError("loading a run failed in its worker process:\n" + crash.read_text())
+    if not (folder / "result.pickle").exists():
+        # Killed (the kernel's OOM killer sends SIGKILL): one line, not a traceback.
+        why = (f"killed by signal {os.WTERMSIG(status)}" if os.WIFSIGNALED(status)
+               else f"exit status {os.waitstatus_to_exitcode(status)}")
+        raise PerfdiffError(f"the worker loading this run ended without a result ({why}; out of memory?)",
+                            path=arg)
+    return _load(folder)
+
+
+def exit_now(code: int) -> None:
+    """Leave the process with `code` once its outputs are flushed, without tearing down the
+    interpreter: after a large comparison, freeing gigabytes object by object takes a
+    noticeable part of the run.  For the command line only."""
+    sys.stdout.flush()
+    sys.stderr.flush()
+    os._exit(code)

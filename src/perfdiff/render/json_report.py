@@ -1,0 +1,114 @@
+"""The JSON twin of the report: every number unrounded, findings and notices as records.
+
+Versioned: `format` is "perfdiff-comparison" and `format_version` says which layout; a reader
+(`read_comparison_json`) rejects any other.  docs/FORMAT.md describes the layout.
+"""
+from __future__ import annotations
+
+import json
+import math
+from enum import Enum
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from perfdiff import __version__
+from perfdiff.analyze import Analysis, Finding
+from perfdiff.errors import InputError
+
+FORMAT = "perfdiff-comparison"
+FORMAT_VERSION = 1
+
+
+def _clean(x: Any) -> Any:
+    """JSON-safe: NaN/inf → None, numpy → Python."""
+    if isinstance(x, dict):
+        return {str(k): _clean(v) for k, v in x.items()}
+    if isinstance(x, (list, tuple)):
+        return [_clean(v) for v in x]
+    if isinstance(x, np.ndarray):
+        return [_clean(v) for v in x.tolist()]
+    if isinstance(x, (np.integer,)):
+        return int(x)
+    if isinstance(x, (float, np.floating)):
+        return float(x) if math.isfinite(float(x)) else None
+    return x
+
+
+def _two(res: Any) -> dict[str, Any] | None:
+    if res is None:
+        return None
+    return {k: getattr(res, k) for k in res.__dataclass_fields__}
+
+
+def _record(x: Any) -> dict[str, Any]:
+    """A frozen record as a dict (enum codes as their values)."""
+    return {k: (v.value if isinstance(v, Enum) else v) for k, v in vars(x).items()}
+
+
+def to_json(c: Analysis, findings: list[Finding]) -> dict[str, Any]:
+    """Every number the report shows (unrounded), the findings and notices as records."""
+    def run(r: Any) -> dict[str, Any]:
+        return {k: getattr(r, k) for k in ("name", "path", "n_cycles", "cycle_source", "cycle_detail",
+                                           "dropped_cycles", "mean_us", "median_us", "p95_us", "traced_s",
+                                           "status", "notes")}
+    funcs = []
+    for f in c.functions:
+        d = {k: getattr(f, k) for k in f.__dataclass_fields__ if k not in ("t", "beta")}
+        d["t_test"] = _two(f.t)
+        d["beta_test"] = _two(f.beta)
+        funcs.append(d)
+    details = []
+    for r in c.details:
+        f = c.functions[r.func]
+        row: dict[str, Any] = {"function": f.name, "device": f.device, "kind": f.kind, "score": r.score,
+                               "legacy_score": r.legacy_score, "function_index": r.func}
+        if r.mu is not None:
+            m = c.mu[r.mu]
+            row.update({"metric": m.metric, "unit": m.unit, "mu_test": _two(m.res), "z_log_mu": m.z_log, "q_mu": m.q,
+                        "mu_fragile": m.fragile})
+        else:
+            row["metric"] = None
+        details.append(row)
+    ctx = [{"metric": r.metric, "device": r.device, "unit": r.unit, "test": _two(r.res), "z_log_mu": r.z_log,
+            "q_mu": r.q, "aliases": r.aliases, "fragile": r.fragile,
+            "median_interval_ms_n": r.median_interval_ms_n, "median_interval_ms_a": r.median_interval_ms_a}
+           for r in c.context]
+    return _clean({
+        "format": FORMAT, "format_version": FORMAT_VERSION,
+        "perfdiff_version": __version__, "alpha": c.alpha,
+        "normal": run(c.normal), "abnormal": run(c.abnormal),
+        "cycle_test": _two(c.cycle_test), "cycle_ks_d": c.cycle_ks,
+        "quantiles": {"normal": c.quantiles_n, "abnormal": c.quantiles_a},
+        "findings": [{**_record(f), "related": [c.functions[i].name for i in f.related]} for f in findings],
+        "functions": funcs, "details": details, "context": ctx,
+        "common_mode": [vars(cm) for cm in c.common_modes],
+        "constants": c.constants, "aliases": c.aliases, "scope": c.scope,
+        "comparability": [_record(n) for n in c.comparability], "warnings": [_record(n) for n in c.warnings],
+        "renames": c.renames,
+        "untested": [c.functions[i].name for i in c.untested],
+        "n_tests": c.n_tests_t, "min_attainable_p": c.min_p, "cycles_needed": c.cycles_needed,
+    })
+
+
+def dumps(data: dict[str, Any]) -> str:
+    """The JSON text of `to_json`'s dict (NaN is never written: it became null)."""
+    return json.dumps(data, indent=1, allow_nan=False) + "\n"
+
+
+def read_comparison_json(path: str | Path) -> dict[str, Any]:
+    """A comparison JSON written by perfdiff; InputError (exit 2) for anything else, including a
+    format version this perfdiff does not know."""
+    p = Path(path)
+    try:
+        data = json.loads(p.read_text(encoding="utf-8"))
+    except (OSError, UnicodeDecodeError, ValueError, RecursionError) as exc:
+        raise InputError(f"not a readable JSON file ({exc.__class__.__name__})", path=p) from None
+    if not isinstance(data, dict) or data.get("format") != FORMAT:
+        raise InputError(f"not a perfdiff comparison (no \"format\": \"{FORMAT}\")", path=p)
+    version = data.get("format_version")
+    if version != FORMAT_VERSION:
+        raise InputError(f"comparison format version {version!r} is not supported by this perfdiff "
+                         f"(it reads version {FORMAT_VERSION})", path=p)
+    return data

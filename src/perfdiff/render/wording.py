@@ -1,0 +1,201 @@
+"""The report's sentences: findings and notices worded in Markdown, user names escaped.
+
+The only place where analysis records become prose (docs/ARCHITECTURE.md, rendering).
+"""
+from __future__ import annotations
+
+import math
+from typing import Any, Callable
+
+from perfdiff.analyze import Analysis, Finding, FindingCode, FunctionStats, Notice, NoticeCode
+from perfdiff.analyze.findings import significant
+from perfdiff.render.text import fmt_num, fmt_p, fmt_pct, fmt_signed, fmt_time_us, fmt_value, md_escape, md_name
+
+EVENT_WORDS = {
+    "gpu-lost": "GPU lost (fell off the bus or stopped answering)",
+    "xid": "XID error",
+    "ecc": "ECC errors",
+    "other-process": "another process on the GPU",
+    "target-exited": "the target exited",
+}
+
+
+def _q_words(q: float, alpha: float) -> str:
+    return f"significant, q {fmt_p(q)}" if significant(q, alpha) else f"not significant, q {fmt_p(q)}"
+
+
+def _fn(f: FunctionStats) -> str:
+    """A function for a sentence: bold, escaped (a code span would show the escapes literally)."""
+    return f"**{md_name(f.name, 80)}** on {md_name(f.device)}"
+
+
+def _calls_vs_slower(f: FunctionStats) -> str:
+    """Whether own time moved through more calls or slower calls."""
+    if f.presence == "new":
+        return "new in the abnormal run"
+    if f.presence == "vanished":
+        return "absent from the abnormal run"
+    if f.sampled:
+        return ""
+    parts = []
+    if f.calls_n > 0 and f.calls_a > 0:
+        rc = f.calls_a / f.calls_n
+        rp = (f.per_call_a_us / f.per_call_n_us) if f.per_call_n_us and f.per_call_n_us > 0 else float("nan")
+        parts.append(f"{fmt_num(f.calls_n, 1)} → {fmt_num(f.calls_a, 1)} calls per cycle, "
+                     f"{fmt_time_us(f.per_call_n_us)} → {fmt_time_us(f.per_call_a_us)} per call")
+        if math.isfinite(rp) and abs(math.log(rp)) > abs(math.log(rc)) + 0.05:
+            parts.append("slower calls" if rp > 1 else "faster calls")
+        elif abs(math.log(rc)) > 0.05:
+            parts.append("more calls" if rc > 1 else "fewer calls")
+    return "; ".join(parts)
+
+
+def _cycle_time(c: Analysis, x: Finding) -> str:
+    v = x.values
+    return (f"Median cycle time {'rose' if v['median_a_us'] >= v['median_n_us'] else 'fell'} from "
+            f"{fmt_time_us(v['median_n_us'])} to {fmt_time_us(v['median_a_us'])} ({fmt_pct(v['change_pct'], 1)}; "
+            f"Mann–Whitney p {fmt_p(v['p_mwu'])}, {v['n_n']} vs {v['n_a']} cycles).")
+
+
+def _cause(c: Analysis, x: Finding) -> str:
+    f = c.functions[x.func]  # type: ignore[index]
+    d_t = f.t_a_us - f.t_n_us
+    how = _calls_vs_slower(f) if f.kind != "host" else (
+        f"its share of the cycle went {fmt_num(f.beta_n)} → {fmt_num(f.beta_a)} % (q(β) {fmt_p(f.q_beta)})")
+    incl = ""
+    if f.kind == "cpu" and abs((f.incl_a_us - f.incl_n_us) - d_t) > 0.05 * abs(d_t):
+        incl = f", inclusive of nested ranges {fmt_time_us(f.incl_n_us)} → {fmt_time_us(f.incl_a_us)}"
+    return (f"{_fn(f)} took {fmt_time_us(abs(d_t))} {'more' if d_t > 0 else 'less'} "
+            f"{'self time ' if incl else ''}per cycle ({fmt_time_us(f.t_n_us)} → {fmt_time_us(f.t_a_us)}{incl}; "
+            f"τ {fmt_signed(f.tau_pp)} pp of the abnormal cycle; {_q_words(f.q_t, c.alpha)})"
+            + (f": {how}." if how else "."))
+
+
+def _no_cause(c: Analysis, x: Finding) -> str:
+    return ("No function's own time changed significantly in the direction of the cycle-time change "
+            f"(q ≤ {c.alpha:g} over {c.n_tests_t} tested functions).")
+
+
+def _proportional(c: Analysis, x: Finding) -> str:
+    names = ", ".join(f"{_fn(f)} ({fmt_time_us(f.t_n_us)} → {fmt_time_us(f.t_a_us)}, β {fmt_num(f.beta_n)} → "
+                      f"{fmt_num(f.beta_a)} %)" for f in (c.functions[i] for i in x.related))
+    return f"Host states that grew with the cycle but kept their share of it (not causes by themselves): {names}."
+
+
+def _common_mode(c: Analysis, x: Finding) -> str:
+    v = x.values
+    text = (f"Common-mode shift: all {v['k']} kernels on {md_name(x.device or '')} scaled ×{v['ratio']:.2f} in β "
+            f"(IQR of ln ratio {v['iqr_log']:.2f}) — a device-wide shift (starvation, clocks, or a "
+            f"cycle-definition change), not {v['k']} separate regressions.")
+    if v["same_time"]:
+        text += (f" {v['same_time']} of them kept their own time per cycle (no significant change): "
+                 "their β fell only because the cycle grew." if v["ratio"] < 1 else
+                 f" {v['same_time']} of them kept their own time per cycle (no significant change).")
+    if x.related:
+        names = ", ".join(f"{_fn(f)} (Δβ vs common {fmt_signed(f.beta_vs_common)} pp, τ {fmt_signed(f.tau_pp)} pp)"
+                          for f in (c.functions[i] for i in x.related))
+        text += f" Deviating from it: {names}."
+    return text
+
+
+def _symptom(c: Analysis, x: Finding) -> str:
+    f = c.functions[x.func]  # type: ignore[index]
+    d_t = f.t_a_us - f.t_n_us
+    meaning = ""
+    if f.kind == "api":
+        meaning = (": the GPU finished sooner relative to the host — the GPU was starved (host-bound)"
+                   if d_t < 0 else ": the host waited longer on the GPU (GPU-bound)")
+    return (f"Symptom: the host waited {fmt_time_us(abs(d_t))} {'more' if d_t > 0 else 'less'} per cycle in "
+            f"{_fn(f)} ({fmt_time_us(f.t_n_us)} → {fmt_time_us(f.t_a_us)}; {_q_words(f.q_t, c.alpha)}){meaning}.")
+
+
+def _resource(c: Analysis, x: Finding) -> str:
+    r = c.context[x.ref]  # type: ignore[index]
+    alias = f" (= {md_name(', '.join(r.aliases))})" if r.aliases else ""
+    delta = r.res.mean_a - r.res.mean_n
+    return (f"Resource: **{md_name(r.metric)}**{alias} on {md_name(r.device)} "
+            f"{'rose' if delta > 0 else 'fell'} from {fmt_value(r.res.mean_n, r.unit)} to "
+            f"{fmt_value(r.res.mean_a, r.unit)} ({_q_words(r.q, c.alpha)}, {r.res.n_n} vs {r.res.n_a} samples).")
+
+
+def _metric_while(c: Analysis, x: Finding) -> str:
+    m = c.mu[x.ref]  # type: ignore[index]
+    f = c.functions[m.func]
+    return (f"While {_fn(f)} ran, **{md_name(m.metric)}** went from {fmt_value(m.res.mean_n, m.unit)} to "
+            f"{fmt_value(m.res.mean_a, m.unit)} ({_q_words(m.q, c.alpha)}).")
+
+
+def _event(c: Analysis, x: Finding) -> str:
+    e = x.values
+    kind = str(e.get("event"))
+    who = ""
+    if kind == "other-process":
+        who = f": pid {e.get('pid')}" + (f" ({md_name(str(e['name']), 40)})" if e.get("name") else "")
+        if e.get("used_gpu_memory_bytes"):
+            who += f", holding {fmt_value(float(e['used_gpu_memory_bytes']), 'bytes')}"
+    elif kind == "xid" and e.get("xid") is not None:
+        who = f" {md_name(str(e.get('xid')))}"
+    return (f"Event in the abnormal run only: {EVENT_WORDS[kind]} on {md_name(str(e.get('device', '?')))}{who}, "
+            f"{fmt_num(e['t_s'], 1)} s after the first cycle.")
+
+
+def _opposite(c: Analysis, x: Finding) -> str:
+    names = ", ".join(f"{_fn(f)} (τ {fmt_signed(f.tau_pp)} pp)" for f in (c.functions[i] for i in x.related))
+    return f"Moved against the cycle-time change: {names}."
+
+
+def _cycles_needed(c: Analysis, x: Finding) -> str:
+    v = x.values
+    return (f"With {v['n_n']} / {v['n_a']} cycles the smallest attainable U-test p is {fmt_p(v['min_p'])}, and the "
+            f"false-discovery control over {v['n_tests']} functions lifts q above {c.alpha:g} whatever the effect: "
+            f"not significant at this sample size; collect ≥ {v['cycles_needed']} cycles per run. The largest "
+            "changes are still ranked below.")
+
+
+FINDING_WORDS: dict[FindingCode, Callable[[Analysis, Finding], str]] = {
+    FindingCode.CYCLE_TIME: _cycle_time, FindingCode.CAUSE: _cause, FindingCode.NO_CAUSE: _no_cause,
+    FindingCode.PROPORTIONAL: _proportional, FindingCode.COMMON_MODE: _common_mode,
+    FindingCode.SYMPTOM: _symptom, FindingCode.RESOURCE: _resource, FindingCode.METRIC_WHILE: _metric_while,
+    FindingCode.EVENT: _event, FindingCode.OPPOSITE: _opposite, FindingCode.CYCLES_NEEDED: _cycles_needed,
+}
+
+
+def finding_text(c: Analysis, x: Finding) -> str:
+    """One finding as a Markdown sentence."""
+    return FINDING_WORDS[x.code](c, x)
+
+
+def _unknown(v: Any) -> str:
+    return "unknown" if v is None else str(v)
+
+
+def notice_text(n: Notice) -> str:
+    """A warning or comparability problem as one Markdown line (values escaped)."""
+    code, f = n.code, n.fields
+    if code == NoticeCode.METRIC_ONE_SIDE:
+        s = f"metric {f['metric']} on {f['device']} was sampled in the {f['side']} run only; not compared"
+    elif code == NoticeCode.CYCLE_RATIO:
+        head = (f"median cycle times differ by ×{f['ratio']:.2f} ({n.normal / 1e3:.3g} ms vs "
+                f"{n.abnormal / 1e3:.3g} ms)")
+        if f["same_marked_source"]:
+            s = (f"{head}: both runs' cycles come from the same kind of markers ({f['source_n']}), so this is "
+                 "probably a real change; if the markers changed meaning, the per-cycle numbers do not compare")
+        else:
+            s = (f"{head}: the two runs were probably segmented differently; check the cycle sources or choose "
+                 "cycles with --cycle / --window")
+    elif code == NoticeCode.GPU_MODEL:
+        s = f"GPU model differs: {', '.join(n.normal) or 'unknown'} vs {', '.join(n.abnormal) or 'unknown'}"
+    elif code == NoticeCode.CYCLE_SOURCE:
+        s = f"cycle source differs: {n.normal} ({f['detail_n']}) vs {n.abnormal} ({f['detail_a']})"
+    elif code == NoticeCode.INPUT_SOURCE:
+        s = f"the runs come from different sources: {n.normal} vs {n.abnormal}"
+    elif code in _DIFFERS_LIST:
+        s = f"{_DIFFERS_LIST[code]} differs: {n.normal} vs {n.abnormal}"
+    else:
+        s = f"{_DIFFERS[code]} differs: {_unknown(n.normal)} vs {_unknown(n.abnormal)}"
+    return md_escape(s)
+
+
+_DIFFERS_LIST = {NoticeCode.GPU_DRIVER: "GPU driver", NoticeCode.MAX_SM_CLOCK: "max SM clock (MHz)",
+                 NoticeCode.POWER_LIMIT: "power limit (W)"}
+_DIFFERS = {NoticeCode.CPU_MODEL: "CPU model", NoticeCode.CPU_CORES: "CPU cores", NoticeCode.OS_KERNEL: "OS kernel"}
