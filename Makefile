@@ -27,9 +27,9 @@ test: $(STAMP)  ## Run all tests (unit, golden, real traces, fake GPUs in parall
 bench: $(STAMP)  ## Measure compare/import time and memory on large generated inputs
 	$(PY) bench/run_bench.py --shared $(SHARED)
 
-lint: $(STAMP)  ## Static checks
-	$(PY) -m pip install -q ruff
-	$(VENV)/bin/ruff check src collectors tests
+lint: $(STAMP)  ## Static checks: ruff, and the import layering contracts of .importlinter
+	$(VENV)/bin/ruff check src collectors tests tools bench
+	$(PY) tools/lint_layers.py
 
 clean:  ## Remove the virtual environment and build outputs
 	rm -rf $(VENV) build dist src/*.egg-info bench/out

@@ -34,7 +34,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Callable
 
-from perfdiff import __version__
+from perfdiff.version import __version__
 from perfdiff.collectors.base import MISSING, RowBuffer, Sampler
 from perfdiff.collectors.host import HostSampler, ProcFS, host_info, parse_task_stat
 from perfdiff.collectors.markers import MarkerReader

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 from typing import Any
 
-__version__ = "0.1.0"
+from perfdiff.version import __version__
 
 from perfdiff.marker import cycle, mark_cycle  # noqa: E402
 

@@ -42,7 +42,7 @@ import pyarrow.compute as pc
 import pyarrow.ipc as ipc
 import pyarrow.parquet as pq
 
-from perfdiff import __version__
+from perfdiff.version import __version__
 from perfdiff.errors import InputError
 from perfdiff.model.schema import INTERVAL_COLUMNS as _INTERVALS
 from perfdiff.model.schema import MISSING, SCHEMAS, TABLES

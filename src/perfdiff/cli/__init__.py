@@ -10,7 +10,7 @@ from __future__ import annotations
 import argparse
 import sys
 
-from perfdiff import __version__
+from perfdiff.version import __version__
 from perfdiff.cli import collect, compare, importcmd, startup
 from perfdiff.cli.common import Parser
 from perfdiff.errors import EXIT_INPUT, PerfdiffError

@@ -13,7 +13,7 @@ from typing import Any
 
 import numpy as np
 
-from perfdiff import __version__
+from perfdiff.version import __version__
 from perfdiff.analyze import Analysis, Finding
 from perfdiff.errors import InputError
 

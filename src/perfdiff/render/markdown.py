@@ -10,7 +10,7 @@ from typing import Any
 
 import jinja2
 
-from perfdiff import __version__
+from perfdiff.version import __version__
 from perfdiff.analyze import Analysis, DetailRow, Finding, FindingCode, FunctionStats
 from perfdiff.render.wording import finding_text, notice_text
 from perfdiff.render.text import (NA, fmt_beta, fmt_num, fmt_p, fmt_pct, fmt_score, fmt_signed, fmt_time_us,
