@@ -85,3 +85,18 @@ def test_import_perfdiff_stays_light() -> None:
             "print(sorted(m for m in ('numpy', 'pandas', 'scipy', 'perfdiff.api') if m in sys.modules))")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
     assert out.strip() == "[]"
+
+
+def test_the_readme_example_runs(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys) -> None:
+    """README's "From Python" block, on the shipped example pair."""
+    import re
+
+    from conftest import ROOT
+
+    text = (ROOT / "README.md").read_text(encoding="utf-8")
+    code = re.search(r"## From Python\n\n```python\n(.*?)```", text, re.S).group(1)
+    code = code.replace('"normal/"', repr(str(PAIR[0]))).replace('"abnormal/"', repr(str(PAIR[1])))
+    monkeypatch.chdir(tmp_path)
+    exec(compile(code, "README.md", "exec"), {})
+    assert (tmp_path / "report.md").read_text().startswith("# Cross Performance Comparison")
+    assert "Scheduler.get_next_batch_to_run" in capsys.readouterr().out
