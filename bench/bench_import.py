@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""Import and compare of large traces made by ../shared/bench's generators (issue 3, item 7).
+"""Import and compare of large traces made by ../shared/bench's generators.
 
 For each size: generate the pair the shared README measured HTA and nsys-ai on (same
 arguments, scaled), time `perfdiff import` of one side (rows/s, MB/s) and `perfdiff compare`

@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""Seeded generator of large run bundles for `make bench` (issue 2, item 9).
+"""Seeded generator of large run bundles for `make bench`.
 
 `--kernels N --cycles K --names F --samples S`: N kernel activities of F distinct names in K
 cycles (with launch times and perfdiff markers), S samples over 10 GPU/host metrics.

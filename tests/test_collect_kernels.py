@@ -1,6 +1,6 @@
 """`perfdiff collect` with kernel traces, end to end: the agent in `-- CMD` and an nsys session.
 
-The fake cupti package and the fake `nsys` executable stand in for the GPU tools (issue 6).
+The fake cupti package and the fake `nsys` executable stand in for the GPU tools.
 """
 from __future__ import annotations
 

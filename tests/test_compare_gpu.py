@@ -1,4 +1,4 @@
-"""`perfdiff compare` on bundles with GPU samples from the fake-NVML scenarios (issue 5, item 5)."""
+"""`perfdiff compare` on bundles with GPU samples from the fake-NVML scenarios."""
 from __future__ import annotations
 
 import re

@@ -1,4 +1,4 @@
-"""`perfdiff compare` on real third-party traces (issue 3, item 6)."""
+"""`perfdiff compare` on real third-party traces."""
 from __future__ import annotations
 
 import json

@@ -1,4 +1,4 @@
-"""User data in names cannot break the Markdown report (issue 2, item 5)."""
+"""User data in names cannot break the Markdown report."""
 from __future__ import annotations
 
 import re

@@ -1,4 +1,4 @@
-"""The one error type users can cause, carrying its exit code (see DESIGN.md, exit codes)."""
+"""The one error type users can cause, carrying its exit code (docs/ARCHITECTURE.md, errors)."""
 from __future__ import annotations
 
 EXIT_OK = 0

@@ -11,7 +11,7 @@ from perfdiff.analyze.records import FunctionStats
 from perfdiff.attribute import SeriesInfo
 
 def z_log(a: np.ndarray, n: np.ndarray, res: float) -> float:
-    """Z(log μ) with ε = max(resolution, 1 % of the median positive μ) (STATS.md)."""
+    """Z(log μ) with ε = max(resolution, 1 % of the median positive μ) (docs/STATISTICS.md)."""
     eps = stats.log_epsilon(a, n)
     eps = eps if math.isfinite(eps) and eps > 0 else 1e-12  # all values 0: any tiny ε keeps ln finite
     return stats.z_log(a, n, eps=eps)
