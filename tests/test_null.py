@@ -8,7 +8,7 @@ import pytest
 from generate_cpufreq import generate_run
 from perfdiff.analyze import compare_runs
 from perfdiff.bundle import load_bundle
-from perfdiff.segment import segment_cycles
+from perfdiff.plan import segment_cycles
 
 ALPHA = 0.05
 

@@ -10,7 +10,8 @@ from perfdiff.attribute import attribute_activity, cycle_means, sample_series
 from perfdiff.bundle import MISSING, RunData, base_manifest, empty_table, normalize_table
 from perfdiff.errors import InputError
 from perfdiff.model.durations import parse_duration_ns
-from perfdiff.segment import Cycles, segment_cycles
+from perfdiff.plan import segment_cycles
+from perfdiff.segment import Cycles
 
 
 def run_of(rows: list[dict], markers: list[dict] | None = None, samples: list[dict] | None = None) -> RunData:

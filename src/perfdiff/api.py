@@ -1,6 +1,6 @@
 """The Python API: `compare(normal, abnormal)` and `load(path)`, the pipeline behind the CLI.
 
-    load ──► segment + attribute (per run) ──► analyze ──► findings ──► render
+    load ──► plan the pair's cycles ──► segment + attribute (per run) ──► analyze ──► findings ──► render
 
 Each stage is one call into its module; the work that can run at once (the two runs, the
 per-function tests, the CSV) is handed to a perfdiff.parallel.Parallel, so this reads as
@@ -23,7 +23,9 @@ from perfdiff.bundle import RunData, is_bundle
 from perfdiff.inputs import open_run
 from perfdiff.model.durations import parse_duration_ns
 from perfdiff.parallel import Background, Parallel
-from perfdiff.segment import Cycles, segment_cycles
+from perfdiff.model.cycles import CyclePlan
+from perfdiff.plan import CycleSummary, plan_pair, summarize_cycles
+from perfdiff.segment import Cycles, cut_cycles
 
 Run = RunData
 """One run in memory: its manifest and its activity, samples and markers tables."""
@@ -47,10 +49,15 @@ class _Options:
     window_ns: int | None
 
 
-def _prepare(opts: _Options, path: str | os.PathLike[str], cores: int) -> tuple[RunData, Cycles, CycleMatrix]:
-    """Load one side, cut it into cycles, and sum its activity per (function, cycle)."""
+def _load_side(opts: _Options, path: str | os.PathLike[str], cores: int) -> tuple[RunData, CycleSummary]:
+    """Load one side and summarise what it offers as cycles."""
     run = open_run(path, pid=opts.pid, group=opts.group, for_compare=True, cores=cores)
-    cycles = segment_cycles(run, cycle_regex=opts.cycle, window_ns=opts.window_ns)
+    return run, summarize_cycles(run)
+
+
+def _cut_side(run: RunData, plan: CyclePlan) -> tuple[RunData, Cycles, CycleMatrix]:
+    """Cut one side into the pair's cycles and sum its activity per (function, cycle)."""
+    cycles = cut_cycles(run, plan)
     run, matrix = keep_rows_for_mu(run, attribute_activity(run, cycles))
     return run, cycles, matrix
 
@@ -95,15 +102,23 @@ def compare(normal: str | os.PathLike[str], abnormal: str | os.PathLike[str], *,
     window_ns = parse_duration_ns(window) if isinstance(window, str) else window
     opts = _Options(pid=pid, group=group, cycle=cycle, window_ns=window_ns)
     paths = (normal, abnormal)
-    (run_n, cyc_n, mat_n), (run_a, cyc_a, mat_a) = par.map_pair(
-        functools.partial(_prepare, opts), paths, (_input_bytes(normal), _input_bytes(abnormal)),
+    plans: list[CyclePlan] = []
+
+    def meet(summaries: list[CycleSummary]) -> CyclePlan:
+        plans.append(plan_pair(summaries[0], summaries[1], cycle_regex=cycle, window_ns=window_ns))
+        return plans[0]
+
+    # Each side loads and summarises its cycle sources; one plan for both; each side is cut by it.
+    (run_n, cyc_n, mat_n), (run_a, cyc_a, mat_a) = par.meet_pair(
+        functools.partial(_load_side, opts), meet, _cut_side, paths, (_input_bytes(normal), _input_bytes(abnormal)),
         while_waiting=_import_later_stages)
     from perfdiff.render import cycles_csv
 
     # Built in a thread while the runs are compared (numpy's sort and Arrow's CSV writer
     # release the GIL), once the tests' pool has forked.
     csv_job = par.background(cycles_csv, cyc_n.dur_ns, cyc_a.dur_ns)
-    analysis = compare_runs(run_n, run_a, cyc_n, cyc_a, alpha=alpha, matrices=(mat_n, mat_a), parallel=par)
+    analysis = compare_runs(run_n, run_a, cyc_n, cyc_a, alpha=alpha, matrices=(mat_n, mat_a), parallel=par,
+                            plan=plans[0])
     return Comparison(analysis, tuple(build_findings(analysis)), (run_n.manifest, run_a.manifest),
                       (cyc_n, cyc_a), csv_job)
 

@@ -77,23 +77,55 @@ class Parallel:
         `cores` is what each call may keep busy (half the cores in a worker).  `while_waiting`
         is work for this process meanwhile, called once in either case.  The first side's
         error is the one raised when both fail, as in a serial run."""
+        return self.meet_pair(lambda a, cores: (fn(a, cores), None), lambda summaries: None,
+                              lambda state, decision: state, args, sizes, while_waiting)
+
+    def meet_pair(self, first: Callable[[Any, int], tuple[Any, Any]], meet: Callable[[list[Any]], Any],
+                  second: Callable[[Any, Any], Any], args: tuple[Any, Any], sizes: tuple[int, int] | None = None,
+                  while_waiting: Callable[[], None] | None = None) -> list[Any]:
+        """Work on two inputs that must agree on something half-way, in two workers as
+        `map_pair` decides: `first(arg, cores)` gives each side's (state, summary); once both
+        summaries are in, `meet([summary_0, summary_1])` gives one decision (in this process);
+        then `second(state, decision)` gives each side's result.  The summaries and the
+        decision cross between processes pickled (keep them small); the states never do."""
         total = sum(sizes) if sizes else 0
         if total < self.pair_min_bytes or not self.can_fork:
-            out = [fn(a, self.cores) for a in args]
+            firsts = [first(a, self.cores) for a in args]
+            decision = meet([f[1] for f in firsts])
+            out = [second(f[0], decision) for f in firsts]
             if while_waiting is not None:
                 while_waiting()
             return out
         base = Path(tempfile.mkdtemp(prefix="perfdiff-pair-", dir=_spool_dir(total * 4)))
         cores = max(1, self.cores // 2)
+        workers: list[_Worker] = []
         try:
-            folders = [base / str(i) for i in range(2)]
-            pids = [_fork_child(fn, arg, cores, folder) for folder, arg in zip(folders, args, strict=True)]
+            for i, arg in enumerate(args):
+                # The second worker must not hold the first one's pipes open: close them in it.
+                workers.append(_Worker.fork(first, second, arg, cores, base / str(i),
+                                            inherited=[fd for w in workers for fd in (w.up, w.down)]))
             if while_waiting is not None:
                 while_waiting()
-            statuses = [os.waitpid(pid, 0)[1] for pid in pids]
-            return [_collect_child(folder, arg, status) for folder, arg, status in zip(folders, args, statuses,
-                                                                                        strict=True)]
+            summaries = [w.summary() for w in workers]
+            if any(s is _FAILED for s in summaries):
+                for w in workers:
+                    w.cancel()
+            else:
+                decision = meet(summaries)
+                for w in workers:
+                    w.decide(decision)
+            statuses = [w.wait() for w in workers]
+            if any(s is _FAILED for s in summaries):  # the first side's error, as in a serial run
+                for w, arg, status in zip(workers, args, statuses, strict=True):
+                    if (w.folder / "error.pickle").exists() or (w.folder / "crash.txt").exists():
+                        _collect_child(w.folder, arg, status)
+                failed = next(i for i, s in enumerate(summaries) if s is _FAILED)
+                _collect_child(workers[failed].folder, args[failed], statuses[failed])  # killed: says so
+            return [_collect_child(w.folder, arg, status) for w, arg, status in zip(workers, args, statuses,
+                                                                                     strict=True)]
         finally:
+            for w in workers:
+                w.close()
             shutil.rmtree(base, ignore_errors=True)
 
     # --- pools ---------------------------------------------------------------------------
@@ -291,31 +323,113 @@ def _load(folder: Path) -> Any:
     return pickle.loads((folder / "result.pickle").read_bytes(), buffers=buffers)
 
 
-def _fork_child(fn: Callable[[Any, int], Any], arg: Any, cores: int, folder: Path) -> int:
-    """Fork a worker computing fn(arg, cores) into `folder`; returns its pid."""
-    folder.mkdir()
-    sys.stdout.flush()
-    sys.stderr.flush()
-    pid = os.fork()
-    if pid:
-        return pid
-    code = 1  # the child: compute, hand over, leave without running the parent's exit hooks
-    try:
-        try:
-            _dump(fn(arg, cores), folder)
-            code = 0
-        except PerfdiffError as exc:
-            (folder / "error.pickle").write_bytes(pickle.dumps((type(exc).__name__, str(exc), exc.code)))
-            code = 2
-        except MemoryError:
-            (folder / "error.pickle").write_bytes(pickle.dumps(("MemoryError", "out of memory", 2)))
-            code = 2
-        except BaseException:  # noqa: BLE001 - a bug: its traceback goes to the parent
-            (folder / "crash.txt").write_text(traceback.format_exc())
-    finally:
+_FAILED = object()  # a worker's summary when its first step failed
+
+
+class _Worker:
+    """One side of `meet_pair` in a forked process: it computes `first`, sends its summary up
+    a pipe, reads the decision from another, computes `second` and leaves its result (or its
+    error) in `folder`."""
+
+    def __init__(self, pid: int, folder: Path, up: int, down: int):
+        self.pid, self.folder, self.up, self.down = pid, folder, up, down
+        self.status: int | None = None
+
+    @classmethod
+    def fork(cls, first: Callable[[Any, int], tuple[Any, Any]], second: Callable[[Any, Any], Any], arg: Any,
+             cores: int, folder: Path, inherited: list[int]) -> _Worker:
+        folder.mkdir()
+        up_r, up_w = os.pipe()
+        down_r, down_w = os.pipe()
         sys.stdout.flush()
         sys.stderr.flush()
-        os._exit(code)
+        pid = os.fork()
+        if pid:
+            os.close(up_w)
+            os.close(down_r)
+            return cls(pid, folder, up_r, down_w)
+        for fd in (up_r, down_w, *inherited):  # the child: compute, hand over, leave without exit hooks
+            os.close(fd)
+        code = 1
+        try:
+            code = _child(first, second, arg, cores, folder, up_w, down_r)
+        finally:
+            sys.stdout.flush()
+            sys.stderr.flush()
+            os._exit(code)
+
+    def summary(self) -> Any:
+        """The worker's summary, or _FAILED when it ended without sending one."""
+        data = _read_all(self.up)
+        return pickle.loads(data) if data else _FAILED
+
+    def decide(self, decision: Any) -> None:
+        try:
+            _write_all(self.down, pickle.dumps(decision))
+        except OSError:  # the worker is gone: its folder says why
+            pass
+        self.cancel()
+
+    def cancel(self) -> None:
+        """Close the decision pipe: a worker still waiting for one ends."""
+        if self.down >= 0:
+            os.close(self.down)
+            self.down = -1
+
+    def wait(self) -> int:
+        if self.status is None:
+            self.status = os.waitpid(self.pid, 0)[1]
+        return self.status
+
+    def close(self) -> None:
+        self.cancel()
+        if self.up >= 0:
+            os.close(self.up)
+            self.up = -1
+        if self.status is None:  # an error in this process: do not leave the worker behind
+            try:
+                os.kill(self.pid, 9)
+            except OSError:
+                pass
+            self.wait()
+
+
+def _child(first: Callable[[Any, int], tuple[Any, Any]], second: Callable[[Any, Any], Any], arg: Any, cores: int,
+           folder: Path, up: int, down: int) -> int:
+    """A worker's life; returns its exit status."""
+    try:
+        state, summary = first(arg, cores)
+        _write_all(up, pickle.dumps(summary))
+        os.close(up)
+        data = _read_all(down)
+        if not data:  # the other side failed: nothing more to do
+            return 0
+        _dump(second(state, pickle.loads(data)), folder)
+        return 0
+    except PerfdiffError as exc:
+        (folder / "error.pickle").write_bytes(pickle.dumps((type(exc).__name__, str(exc), exc.code)))
+        return 2
+    except MemoryError:
+        (folder / "error.pickle").write_bytes(pickle.dumps(("MemoryError", "out of memory", 2)))
+        return 2
+    except BaseException:  # noqa: BLE001 - a bug: its traceback goes to the parent
+        (folder / "crash.txt").write_text(traceback.format_exc())
+        return 1
+
+
+def _read_all(fd: int) -> bytes:
+    chunks = []
+    while True:
+        b = os.read(fd, 1 << 16)
+        if not b:
+            return b"".join(chunks)
+        chunks.append(b)
+
+
+def _write_all(fd: int, data: bytes) -> None:
+    view = memoryview(data)
+    while view:
+        view = view[os.write(fd, view):]
 
 
 def _collect_child(folder: Path, arg: Any, status: int) -> Any:

@@ -18,7 +18,8 @@ import pandas as pd
 
 from perfdiff.bundle import MISSING, RunData
 from perfdiff.errors import InputError
-from perfdiff.model.schema import GPU_KINDS
+from perfdiff.model.cycles import CyclePlan
+from perfdiff.model.schema import GPU_KINDS, CycleSource, MarkerSource
 
 DEFAULT_WINDOW_NS = 100_000_000
 MIN_CYCLES = 2
@@ -65,7 +66,8 @@ def _ranges_to_cycles(m: pd.DataFrame, source: str, detail: str) -> Cycles:
     return _finish(start, end, source, detail)
 
 
-def _timeline(run: RunData) -> tuple[int, int]:
+def timeline_ns(run: RunData) -> tuple[int, int]:
+    """First and last instant (ns) of the run's activity (else of its samples)."""
     a = run.activity
     if len(a) == 0:
         s = run.samples
@@ -77,7 +79,7 @@ def _timeline(run: RunData) -> tuple[int, int]:
 
 def fixed_windows(run: RunData, window_ns: int, reason: str = "") -> Cycles:
     """Consecutive windows of `window_ns` over the run's activity span."""
-    t0, t1 = _timeline(run)
+    t0, t1 = timeline_ns(run)
     if t1 <= t0:
         return _finish(np.array([], np.int64), np.array([], np.int64), "window", "no activity")
     edges = np.arange(t0, t1, window_ns, dtype=np.int64)
@@ -99,8 +101,9 @@ def _kernel_order(run: RunData) -> pd.DataFrame:
     return k.sort_values(["_t", "start_ns"], kind="stable")
 
 
-def kernel_sequence_cycles(run: RunData) -> Cycles | None:
-    """Cycles from the smallest period p with which the kernel-name sequence repeats."""
+def kernel_period(run: RunData) -> tuple[int, str, int] | None:
+    """(period p, the period's first kernel, its launches) when the kernel-name sequence
+    repeats with a smallest period p, else None."""
     k = _kernel_order(run)
     if len(k) < 6:
         return None
@@ -134,36 +137,60 @@ def kernel_sequence_cycles(run: RunData) -> Cycles | None:
         return None
     first_pos = {c: int(np.argmax(codes_all == c)) for c in once}
     anchor = min(first_pos, key=first_pos.get)
-    t = k["_t"].to_numpy()
-    starts = t[codes_all == anchor]
-    name = str(k["function"].cat.categories[anchor])
+    return period, str(k["function"].cat.categories[anchor]), int(counts[anchor])
+
+
+def cut_at_kernel(run: RunData, anchor: str, period: int | None = None) -> Cycles | None:
+    """Cycles that start at each launch of kernel `anchor` (the last, open-ended one dropped)."""
+    k = _kernel_order(run)
+    if len(k) == 0:
+        return None
+    hit = (k["function"] == anchor).to_numpy()
+    starts = k["_t"].to_numpy()[hit]
+    if len(starts) < MIN_CYCLES + 1:
+        return None
     t_end = int(run.activity["end_ns"].max())
     ends = np.append(starts[1:], max(t_end, int(starts[-1]) + 1))
     # The last cycle is open-ended (it may hold the tail of the trace): drop it.
     starts, ends = starts[:-1], ends[:-1]
-    if len(starts) < MIN_CYCLES:
-        return None
-    detail = (f"repeating kernel sequence: period {period} kernel(s), a cycle starts at each "
-              f"launch of {_short(name)}")
+    what = f"period {period} kernel(s), " if period else ""
+    detail = f"repeating kernel sequence: {what}a cycle starts at each launch of {_short(anchor)}"
     return _finish(starts, ends, "kernel-sequence", detail)
 
 
-def idle_gap_cycles(run: RunData) -> Cycles | None:
-    """Cycles split at long GPU idle gaps; the threshold is the widest jump in the gap sizes."""
+GAP_SAMPLE = 200_000  # idle gaps kept per run for the joint threshold (quantiles beyond)
+
+
+def _gpu_busy(run: RunData) -> tuple[np.ndarray, np.ndarray] | None:
+    """Start times and running end (max of ends so far) of the GPU rows, by start."""
     a = run.activity
     g = a[a["kind"].isin(GPU_KINDS)]
     if len(g) < 4:
         return None
     order = np.argsort(g["start_ns"].to_numpy(), kind="stable")
-    s = g["start_ns"].to_numpy()[order]
-    e = np.maximum.accumulate(g["end_ns"].to_numpy()[order])
+    return g["start_ns"].to_numpy()[order], np.maximum.accumulate(g["end_ns"].to_numpy()[order])
+
+
+def idle_gaps_ns(run: RunData) -> np.ndarray:
+    """The run's positive GPU idle gaps (ns), sorted; at most GAP_SAMPLE of them (evenly
+    spaced quantiles beyond that)."""
+    busy = _gpu_busy(run)
+    if busy is None:
+        return np.zeros(0)
+    s, e = busy
     gaps = s[1:] - e[:-1]
-    pos = gaps[gaps > 0]
-    if len(pos) < 3:
+    pos = np.sort(gaps[gaps > 0].astype(np.float64))
+    if len(pos) > GAP_SAMPLE:
+        pos = pos[np.linspace(0, len(pos) - 1, GAP_SAMPLE).astype(np.int64)]
+    return pos
+
+
+def idle_gap_threshold(gaps_ns: np.ndarray) -> float | None:
+    """The gap length (ns) that separates "between iterations" gaps from the launch gaps
+    inside one: the widest jump (at least ×3) among the upper half of the gap sizes."""
+    if len(gaps_ns) < 3:
         return None
-    lg = np.sort(np.log(pos.astype(np.float64)))
-    # Look for the largest jump among the upper half of gap sizes (separating "between
-    # iterations" gaps from the launch gaps inside an iteration).
+    lg = np.sort(np.log(gaps_ns.astype(np.float64)))
     lo = len(lg) // 2
     jumps = np.diff(lg[lo:])
     if len(jumps) == 0:
@@ -171,47 +198,77 @@ def idle_gap_cycles(run: RunData) -> Cycles | None:
     j = int(np.argmax(jumps))
     if jumps[j] < np.log(3.0):
         return None
-    threshold = float(np.exp((lg[lo + j] + lg[lo + j + 1]) / 2))
-    cut = np.flatnonzero(gaps > threshold)
+    return float(np.exp((lg[lo + j] + lg[lo + j + 1]) / 2))
+
+
+def cut_at_gaps(run: RunData, threshold_ns: float) -> Cycles | None:
+    """Cycles split at GPU idle gaps longer than `threshold_ns`; a cycle runs from one burst's
+    start to the next burst's start (the gap belongs to it)."""
+    busy = _gpu_busy(run)
+    if busy is None:
+        return None
+    s, e = busy
+    gaps = s[1:] - e[:-1]
+    cut = np.flatnonzero(gaps > threshold_ns)
     starts = np.concatenate([[s[0]], s[cut + 1]])
     ends = np.concatenate([e[cut], [e[-1]]])
     if len(starts) < 3:
         return None
-    # A cycle runs from one burst's start to the next burst's start (the gap belongs to it).
     cyc_end = np.append(starts[1:], ends[-1])
-    detail = f"GPU idle gaps longer than {threshold / 1e3:.1f} µs split the timeline"
+    detail = f"GPU idle gaps longer than {threshold_ns / 1e3:.1f} µs split the timeline"
     return _finish(starts, cyc_end, "idle-gaps", detail)
 
 
-def _repeating_range(m: pd.DataFrame) -> tuple[str, pd.DataFrame] | None:
-    """The repeated, non-overlapping range name covering the most time."""
+def repeated_ranges(m: pd.DataFrame) -> dict[str, tuple[int, int]]:
+    """Range names that repeat (≥ 3 times) without overlapping: name → (count, covered ns)."""
+    out: dict[str, tuple[int, int]] = {}
     if len(m) == 0:
-        return None
+        return out
     m = m[m["end_ns"] > m["start_ns"]]
-    best = None
     for name, grp in m.groupby("name", observed=True, sort=False):
         if len(grp) < 3:
             continue
-        s = np.sort(grp["start_ns"].to_numpy())
-        e = grp["end_ns"].to_numpy()[np.argsort(grp["start_ns"].to_numpy())]
+        order = np.argsort(grp["start_ns"].to_numpy(), kind="stable")
+        s = grp["start_ns"].to_numpy()[order]
+        e = grp["end_ns"].to_numpy()[order]
         if np.any(s[1:] < e[:-1]):
             continue  # overlapping ranges (several threads, nesting) are not iterations
-        covered = int((e - s).sum())
-        if best is None or covered > best[0]:
-            best = (covered, str(name), grp)
-    if best is None:
-        return None
-    return best[1], best[2]
+        out[str(name)] = (len(grp), int((e - s).sum()))
+    return out
+
+
+def range_rows(m: pd.DataFrame, name: str) -> pd.DataFrame:
+    """The non-empty ranges called `name`."""
+    return m[((m["name"].astype(str) == name) & (m["end_ns"] > m["start_ns"])).to_numpy()]
 
 
 def _short(name: str, width: int = 60) -> str:
     return name if len(name) <= width else name[: width - 1] + "…"
 
 
-def segment_cycles(run: RunData, *, cycle_regex: str | None = None,
-                   window_ns: int | None = None) -> Cycles:
-    """Find the cycles of `run` (see module doc). Raises InputError when fewer than 2 remain."""
-    cycles = _pick_cycles(run, cycle_regex, window_ns)
+def marker_cycles(m: pd.DataFrame, source: CycleSource, name: str | None = None) -> Cycles:
+    """Cycles from marker ranges of one source (ranges as they are; point marks as the spans
+    between consecutive marks)."""
+    if source == CycleSource.PERFDIFF_MARKERS:
+        return _ranges_to_cycles(m, source.value, "perfdiff cycle markers from the target")
+    if source == CycleSource.PROFILER_STEP:
+        return _ranges_to_cycles(m, source.value, f"{len(m)} ProfilerStep#N ranges")
+    return _ranges_to_cycles(m, source.value, f"repeating range {_short(name or '')!r} ({len(m)}×)")
+
+
+def kernel_launch_counts(run: RunData) -> dict[str, int]:
+    """Launches per kernel name."""
+    a = run.activity
+    k = a["function"][(a["kind"] == GPU_KINDS[0]).to_numpy()]
+    if len(k) == 0:
+        return {}
+    counts = k.value_counts(sort=False)
+    return {str(name): int(n) for name, n in counts.items() if n > 0}
+
+
+def cut_cycles(run: RunData, plan: CyclePlan) -> Cycles:
+    """Cut `run` into cycles by `plan`.  Raises InputError when fewer than 2 cycles result."""
+    cycles = _cut(run, plan)
     if cycles.n == 0:
         raise InputError("no cycles found (no markers, no activity to segment)", path=run.path)
     if cycles.n < MIN_CYCLES:
@@ -222,61 +279,61 @@ def segment_cycles(run: RunData, *, cycle_regex: str | None = None,
     return cycles
 
 
-def _pick_cycles(run: RunData, cycle_regex: str | None, window_ns: int | None) -> Cycles:
-    if window_ns is not None:
-        return fixed_windows(run, window_ns, "chosen with --window")
+def _cut(run: RunData, plan: CyclePlan) -> Cycles:
+    src = plan.source
     markers = run.markers
-    if cycle_regex is not None:
-        try:
-            rx = re.compile(cycle_regex)
-        except re.error as exc:
-            raise InputError(f"bad --cycle regular expression {cycle_regex!r}: {exc}") from None
-        names = pd.Series(markers["name"].astype(str))
-        hit = markers[names.str.contains(rx).to_numpy()] if len(markers) else markers
-        if len(hit):
-            return _ranges_to_cycles(hit, "regex", f"marker ranges matching /{cycle_regex}/")
-        k = _kernel_order(run)
-        if len(k):
-            kn = pd.Series(k["function"].astype(str))
-            hk = k[kn.str.contains(rx).to_numpy()]
-            if len(hk) >= 2:
-                t = hk["_t"].to_numpy()
-                end = np.append(t[1:], t[-1])
-                return _finish(t[:-1], end[:-1], "regex",
-                               f"a cycle starts at each launch of a kernel matching /{cycle_regex}/")
-        raise InputError(f"no marker or kernel matches --cycle {cycle_regex!r}", path=run.path)
-    skipped: list[str] = []  # marker sources that gave too few cycles, said in the detail
-    if len(markers):
-        src = markers["source"].astype(str)
-        own = markers[(src == "perfdiff").to_numpy()]
-        if len(own):
-            cyc = _ranges_to_cycles(own, "perfdiff-markers", "perfdiff cycle markers from the target")
-            if cyc.n >= MIN_CYCLES:
-                return cyc
-            skipped.append(f"{cyc.n} perfdiff marker cycle(s)")
+    if src == CycleSource.WINDOW:
+        reason = "chosen with --window" if plan.chosen_by_user else \
+            "no markers, no repeating kernel sequence, no clear GPU idle gaps"
+        return _with_one_sided(fixed_windows(run, int(plan.window_ns or DEFAULT_WINDOW_NS), reason), plan)
+    if src == CycleSource.REGEX:
+        return _regex_cycles(run, str(plan.name))
+    if src in (CycleSource.PERFDIFF_MARKERS, CycleSource.PROFILER_STEP, CycleSource.ANNOTATION):
         names = markers["name"].astype(str)
-        steps = markers[names.str.fullmatch(r"ProfilerStep#\d+").to_numpy()]
-        if len(steps):
-            cyc = _ranges_to_cycles(steps, "profiler-step", f"{len(steps)} ProfilerStep#N ranges")
-            if cyc.n >= MIN_CYCLES:
-                return cyc
-            skipped.append(f"{cyc.n} ProfilerStep#N range(s)")
-        rng = _repeating_range(markers[(src != "perfdiff").to_numpy()])
-        if rng is not None:
-            name, grp = rng
-            return _ranges_to_cycles(grp, "annotation", f"repeating range {_short(name)!r} ({len(grp)}×)")
-    fallback = _fallback_cycles(run)
-    if skipped:
-        return Cycles(fallback.start_ns, fallback.end_ns, fallback.source,
-                      f"{fallback.detail} (only {', '.join(skipped)}: too few to compare)", fallback.dropped)
-    return fallback
+        if src == CycleSource.PERFDIFF_MARKERS:
+            rows = markers[(markers["source"].astype(str) == MarkerSource.PERFDIFF.value).to_numpy()]
+        elif src == CycleSource.PROFILER_STEP:
+            rows = markers[names.str.fullmatch(r"ProfilerStep#\d+").to_numpy()]
+        else:
+            rows = range_rows(markers[(markers["source"].astype(str) != MarkerSource.PERFDIFF.value).to_numpy()],
+                              str(plan.name))
+        return _with_one_sided(marker_cycles(rows, src, plan.name), plan)
+    if src == CycleSource.KERNEL_SEQUENCE:
+        cyc = cut_at_kernel(run, str(plan.name), plan.period)
+    else:
+        cyc = cut_at_gaps(run, float(plan.threshold_ns or 0.0))
+    if cyc is None:
+        cyc = _finish(np.array([], np.int64), np.array([], np.int64), src.value, "no activity")
+    return _with_one_sided(cyc, plan)
 
 
-def _fallback_cycles(run: RunData) -> Cycles:
-    seq = kernel_sequence_cycles(run)
-    if seq is not None:
-        return seq
-    gaps = idle_gap_cycles(run)
-    if gaps is not None:
-        return gaps
-    return fixed_windows(run, DEFAULT_WINDOW_NS, "no markers, no repeating kernel sequence, no clear GPU idle gaps")
+def _with_one_sided(cyc: Cycles, plan: CyclePlan) -> Cycles:
+    """Say in the detail which sources were passed over for having too few cycles."""
+    if not plan.one_sided:
+        return cyc
+    few = ", ".join(f"{n_n}/{n_a} {src} cycle(s)" for src, n_n, n_a in plan.one_sided)
+    return Cycles(cyc.start_ns, cyc.end_ns, cyc.source,
+                  f"{cyc.detail} (only {few} in the normal/abnormal run: too few to compare)", cyc.dropped)
+
+
+def _regex_cycles(run: RunData, cycle_regex: str) -> Cycles:
+    """Cycles from marker ranges (else kernel launches) whose name matches `cycle_regex`."""
+    markers = run.markers
+    try:
+        rx = re.compile(cycle_regex)
+    except re.error as exc:
+        raise InputError(f"bad --cycle regular expression {cycle_regex!r}: {exc}") from None
+    names = pd.Series(markers["name"].astype(str))
+    hit = markers[names.str.contains(rx).to_numpy()] if len(markers) else markers
+    if len(hit):
+        return _ranges_to_cycles(hit, "regex", f"marker ranges matching /{cycle_regex}/")
+    k = _kernel_order(run)
+    if len(k):
+        kn = pd.Series(k["function"].astype(str))
+        hk = k[kn.str.contains(rx).to_numpy()]
+        if len(hk) >= 2:
+            t = hk["_t"].to_numpy()
+            end = np.append(t[1:], t[-1])
+            return _finish(t[:-1], end[:-1], "regex",
+                           f"a cycle starts at each launch of a kernel matching /{cycle_regex}/")
+    raise InputError(f"no marker or kernel matches --cycle {cycle_regex!r}", path=run.path)

@@ -52,14 +52,18 @@ def common_modes(functions: list[FunctionStats] | tuple[FunctionStats, ...],
     return out, beta_vs_common
 
 
-def cycle_ratio_notice(cn: Cycles, ca: Cycles) -> Notice | None:
-    """A warning when the median cycle times differ by more than ×2: either a real change
-    (both runs' cycles from the same kind of markers) or cycles segmented differently."""
+def cycle_ratio_notice(cn: Cycles, ca: Cycles, one_plan: bool) -> Notice | None:
+    """A warning when the median cycle times differ by more than ×2 and the cycles may not
+    mean the same: the runs were not cut by one plan, or by markers the process writes (whose
+    meaning may have changed).  Cut by one structural plan (`one_plan`: a kernel sequence,
+    idle gaps, windows), the change is the process's own: no warning."""
     med_n, med_a = float(np.median(cn.dur_ns)), float(np.median(ca.dur_ns))
     ratio = med_a / med_n
     if 1.0 / CYCLE_RATIO_MAX <= ratio <= CYCLE_RATIO_MAX:
         return None
     same_marked = cn.source == ca.source and CycleSource(cn.source).marked
+    if one_plan and not same_marked:
+        return None
     return Notice(NoticeCode.CYCLE_RATIO, normal=med_n / 1e3, abnormal=med_a / 1e3,
                   fields={"ratio": ratio, "same_marked_source": same_marked, "source_n": cn.source,
                           "source_a": ca.source})

@@ -22,6 +22,7 @@ from perfdiff.analyze.records import (Analysis, ContextStats, DetailRow, Functio
                                       RunSummary)
 from perfdiff.attribute import CycleMatrix, DeviceRows, attribute_activity, device_rows, mu_matrix, sample_series
 from perfdiff.bundle import RunData
+from perfdiff.model.cycles import CyclePlan
 from perfdiff.parallel import Parallel
 from perfdiff.registry import metric_unit
 from perfdiff.segment import Cycles
@@ -80,11 +81,12 @@ def _mu_test(alpha: float, job: tuple) -> tuple[stats.TwoSample, float]:
 
 def compare_runs(normal: RunData, abnormal: RunData, cn: Cycles, ca: Cycles, *,
                  alpha: float = 0.05, matrices: tuple[CycleMatrix, CycleMatrix] | None = None,
-                 parallel: Parallel | None = None) -> Analysis:
+                 parallel: Parallel | None = None, plan: CyclePlan | None = None) -> Analysis:
     """Compare `abnormal` against `normal` over their cycles.
 
     `matrices`: both runs' `attribute_activity` over these cycles when already computed.
-    `parallel`: where independent tests run (default: this process, serially)."""
+    `parallel`: where independent tests run (default: this process, serially).  `plan`: the
+    cycle plan both runs were cut by, for the report."""
     par = parallel or Parallel.serial()
     sn, sa = summarize_run(normal, cn), summarize_run(abnormal, ca)
     Dn, Da = cn.dur_ns.astype(np.float64), ca.dur_ns.astype(np.float64)
@@ -165,7 +167,7 @@ def compare_runs(normal: RunData, abnormal: RunData, cn: Cycles, ca: Cycles, *,
     modes, beta_vs_common = common_modes(functions)
     for i, v in beta_vs_common.items():
         functions[i] = replace(functions[i], beta_vs_common=v)
-    ratio_notice = cycle_ratio_notice(cn, ca)
+    ratio_notice = cycle_ratio_notice(cn, ca, one_plan=plan is not None)
     if ratio_notice is not None:
         warnings.append(ratio_notice)
     m_tests = len(tested_idx)
@@ -181,7 +183,7 @@ def compare_runs(normal: RunData, abnormal: RunData, cn: Cycles, ca: Cycles, *,
         constants=tuple(sorted(f"{m}@{d}" for d, ms in constants.items() for m in ms)), aliases=aliases,
         comparability=tuple(comparable), warnings=tuple(warnings), renames=tuple(renames),
         untested=tuple(i for i, fs in enumerate(functions) if not fs.tested), scope=scope, n_tests_t=m_tests,
-        min_p=min_p, cycles_needed=needed, events_n=_events(normal, cn), events_a=_events(abnormal, ca))
+        min_p=min_p, cycles_needed=needed, events_n=_events(normal, cn), events_a=_events(abnormal, ca), plan=plan)
 
 
 def _mu_test_shared(alpha: float, _shared: Any, job: tuple) -> tuple[stats.TwoSample, float]:

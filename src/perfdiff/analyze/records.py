@@ -12,6 +12,7 @@ from typing import Any
 
 import numpy as np
 
+from perfdiff.model.cycles import CyclePlan
 from perfdiff.stats import TwoSample
 
 NAN = float("nan")
@@ -180,3 +181,4 @@ class Analysis:
     renames: tuple[tuple[str, str], ...] = ()  # (normal name, abnormal name) matched
     events_n: tuple[dict[str, Any], ...] = ()  # timed events the collectors recorded
     events_a: tuple[dict[str, Any], ...] = ()
+    plan: CyclePlan | None = None  # the one cycle definition both runs were cut by

@@ -79,6 +79,7 @@ def to_json(c: Analysis, findings: list[Finding]) -> dict[str, Any]:
         "format": FORMAT, "format_version": FORMAT_VERSION,
         "perfdiff_version": __version__, "alpha": c.alpha,
         "normal": run(c.normal), "abnormal": run(c.abnormal),
+        "cycle_plan": _record(c.plan) if c.plan is not None else None,
         "cycle_test": _two(c.cycle_test), "cycle_ks_d": c.cycle_ks,
         "quantiles": {"normal": c.quantiles_n, "abnormal": c.quantiles_a},
         "findings": [{**_record(f), "related": [c.functions[i].name for i in f.related]} for f in findings],

@@ -12,7 +12,7 @@ import jinja2
 
 from perfdiff.version import __version__
 from perfdiff.analyze import Analysis, DetailRow, Finding, FindingCode, FunctionStats
-from perfdiff.render.wording import finding_text, notice_text
+from perfdiff.render.wording import finding_text, notice_text, plan_text
 from perfdiff.render.text import (NA, fmt_beta, fmt_num, fmt_p, fmt_pct, fmt_score, fmt_signed, fmt_time_us,
                            fmt_z, html_code, md_escape, md_name, shorten)
 
@@ -135,6 +135,7 @@ def build_view(c: Analysis, findings: list[Finding], *, top: int = 25,
         "cycle_mwu": fmt_p(c.cycle_test.p_mwu), "cycle_ks": fmt_num(c.cycle_ks, 3),
         "cycles_csv": md_escape(cycles_csv) if cycles_csv else None,
         "overview": _overview(c, top_cause),
+        "plan": plan_text(c.plan),
         "findings": [finding_text(c, f) for f in findings],
         "detail_header": DETAIL_HEADER, "details": details, "n_details": len(c.details), "top": top,
         "context_header": CONTEXT_HEADER, "context": context,

@@ -9,6 +9,8 @@ from typing import Any, Callable
 
 from perfdiff.analyze import Analysis, Finding, FindingCode, FunctionStats, Notice, NoticeCode
 from perfdiff.analyze.findings import significant
+from perfdiff.model.cycles import CyclePlan
+from perfdiff.model.schema import CycleSource
 from perfdiff.render.text import fmt_num, fmt_p, fmt_pct, fmt_signed, fmt_time_us, fmt_value, md_escape, md_name
 
 EVENT_WORDS = {
@@ -199,3 +201,34 @@ def notice_text(n: Notice) -> str:
 _DIFFERS_LIST = {NoticeCode.GPU_DRIVER: "GPU driver", NoticeCode.MAX_SM_CLOCK: "max SM clock (MHz)",
                  NoticeCode.POWER_LIMIT: "power limit (W)"}
 _DIFFERS = {NoticeCode.CPU_MODEL: "CPU model", NoticeCode.CPU_CORES: "CPU cores", NoticeCode.OS_KERNEL: "OS kernel"}
+
+
+def plan_text(plan: CyclePlan | None) -> str:
+    """The cycle plan in one Markdown sentence (names escaped)."""
+    if plan is None:
+        return "Each run was cut into cycles on its own."
+    src = plan.source
+    if src == CycleSource.PERFDIFF_MARKERS:
+        what = "the perfdiff cycle markers the process wrote"
+    elif src == CycleSource.PROFILER_STEP:
+        what = "the profiler's ProfilerStep#N ranges"
+    elif src == CycleSource.ANNOTATION:
+        what = f"the repeating range **{md_name(plan.name or '', 80)}**"
+    elif src == CycleSource.REGEX:
+        what = f"the ranges or kernels matching /{md_escape(plan.name or '')}/ (--cycle)"
+    elif src == CycleSource.KERNEL_SEQUENCE:
+        what = (f"a repeating kernel sequence ({plan.period} kernels), a cycle starting at each launch of "
+                f"**{md_name(plan.name or '', 80)}**")
+    elif src == CycleSource.IDLE_GAPS:
+        what = f"GPU idle gaps longer than {fmt_time_us((plan.threshold_ns or 0) / 1e3)}"
+    else:
+        what = f"fixed windows of {fmt_time_us((plan.window_ns or 0) / 1e3)}"
+        if not plan.chosen_by_user:
+            what += (": no cycle source exists in both runs, so per-cycle numbers are per window; mark the "
+                     "loop with `perfdiff.cycle()` or choose cycles with `--cycle REGEX`")
+    text = f"Both runs are cut into cycles by one plan: {what}."
+    if plan.one_sided:
+        passed = "; ".join(f"{md_escape(src_)} ({n_n} cycles in the normal run, {n_a} in the abnormal)"
+                           for src_, n_n, n_a in plan.one_sided)
+        text += f" Passed over, not in both runs: {passed}."
+    return text

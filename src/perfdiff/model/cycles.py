@@ -1,0 +1,29 @@
+"""A cycle plan: the one definition of a cycle that both runs of a comparison are cut by.
+
+Standard library only.  perfdiff.plan chooses it from both runs' summaries; perfdiff.segment
+cuts a run by it (docs/STATISTICS.md, cycles).
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from perfdiff.model.schema import CycleSource
+
+
+@dataclass(frozen=True)
+class CyclePlan:
+    """How to cut a run into cycles.
+
+    `name`: the range name (ANNOTATION), the anchor kernel (KERNEL_SEQUENCE) or the regex
+    (REGEX); `period`: kernels per cycle (KERNEL_SEQUENCE); `threshold_ns`: the idle gap that
+    ends a cycle (IDLE_GAPS); `window_ns`: the window (WINDOW).  `chosen_by_user`: --cycle or
+    --window.  `one_sided`: sources that one run had and the other lacked, as (source, cycles
+    in the normal run, cycles in the abnormal run): passed over, never compared."""
+
+    source: CycleSource
+    name: str | None = None
+    period: int | None = None
+    threshold_ns: float | None = None
+    window_ns: int | None = None
+    chosen_by_user: bool = False
+    one_sided: tuple[tuple[str, int, int], ...] = ()

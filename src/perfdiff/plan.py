@@ -1,0 +1,120 @@
+"""Plan the pair's cycles: summarise what each run offers, then choose one definition that
+exists in both.
+
+Cycles mean the same thing in both runs or nothing per cycle compares, so the definition is
+chosen for the pair, never per run: the first source, in this order, that both runs have
+with the same parameters (the same range name, the same anchor kernel, one idle-gap
+threshold from both runs' gaps), unless the user names one (--cycle, --window):
+
+1. perfdiff markers written by the target;
+2. ProfilerStep#N ranges;
+3. a range name that repeats in both runs without overlapping (the one covering the largest
+   share of both runs);
+4. a repeating kernel sequence, cut at the same anchor kernel in both;
+5. GPU idle gaps longer than one threshold found in both runs' gaps pooled;
+6. fixed windows.
+A source present in one run only is passed over and recorded in the plan.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from perfdiff.bundle import RunData
+from perfdiff.model.cycles import CyclePlan
+from perfdiff.model.schema import CycleSource, MarkerSource
+from perfdiff.segment import (DEFAULT_WINDOW_NS, Cycles, cut_cycles, MIN_CYCLES, idle_gap_threshold, idle_gaps_ns, kernel_launch_counts,
+                              kernel_period, marker_cycles, repeated_ranges, timeline_ns)
+
+__all__ = ["CycleSummary", "plan_pair", "segment_cycles", "summarize_cycles"]
+
+
+@dataclass(frozen=True)
+class CycleSummary:
+    """What one run offers as cycles (small: it crosses from a loading worker to the parent)."""
+
+    perfdiff_cycles: int  # cycles its perfdiff markers give
+    step_cycles: int  # cycles its ProfilerStep#N ranges give
+    ranges: dict[str, tuple[int, int]]  # repeated non-overlapping range → (count, covered ns)
+    period: tuple[int, str, int] | None  # repeating kernel sequence: (period, anchor kernel, launches)
+    launches: dict[str, int]  # launches per kernel name
+    gaps_ns: np.ndarray = field(repr=False)  # positive GPU idle gaps, sorted (a sample)
+    span_ns: int = 0  # the timeline's length
+
+
+def summarize_cycles(run: RunData) -> CycleSummary:
+    """What `run` offers as cycles."""
+    m = run.markers
+    src = m["source"].astype(str).to_numpy() if len(m) else np.zeros(0, dtype=object)
+    own = m[src == MarkerSource.PERFDIFF.value] if len(m) else m
+    steps = m[m["name"].astype(str).str.fullmatch(r"ProfilerStep#\d+").to_numpy()] if len(m) else m
+    t0, t1 = timeline_ns(run)
+    return CycleSummary(
+        perfdiff_cycles=marker_cycles(own, CycleSource.PERFDIFF_MARKERS).n if len(own) else 0,
+        step_cycles=marker_cycles(steps, CycleSource.PROFILER_STEP).n if len(steps) else 0,
+        ranges=repeated_ranges(m[src != MarkerSource.PERFDIFF.value] if len(m) else m),
+        period=kernel_period(run), launches=kernel_launch_counts(run), gaps_ns=idle_gaps_ns(run),
+        span_ns=max(0, t1 - t0))
+
+
+def plan_pair(sn: CycleSummary, sa: CycleSummary, *, cycle_regex: str | None = None,
+              window_ns: int | None = None) -> CyclePlan:
+    """The one cycle definition both runs are cut by (see the module docstring)."""
+    if window_ns is not None:
+        return CyclePlan(CycleSource.WINDOW, window_ns=window_ns, chosen_by_user=True)
+    if cycle_regex is not None:
+        return CyclePlan(CycleSource.REGEX, name=cycle_regex, chosen_by_user=True)
+    one_sided: list[tuple[str, int, int]] = []
+
+    def both(source: CycleSource, n_n: int, n_a: int) -> bool:
+        if n_n >= MIN_CYCLES and n_a >= MIN_CYCLES:
+            return True
+        if n_n or n_a:
+            one_sided.append((source.value, n_n, n_a))
+        return False
+
+    if both(CycleSource.PERFDIFF_MARKERS, sn.perfdiff_cycles, sa.perfdiff_cycles):
+        return CyclePlan(CycleSource.PERFDIFF_MARKERS, one_sided=tuple(one_sided))
+    if both(CycleSource.PROFILER_STEP, sn.step_cycles, sa.step_cycles):
+        return CyclePlan(CycleSource.PROFILER_STEP, one_sided=tuple(one_sided))
+    common = set(sn.ranges) & set(sa.ranges)
+    if common:
+        def share(name: str) -> float:
+            return (sn.ranges[name][1] / max(sn.span_ns, 1)) + (sa.ranges[name][1] / max(sa.span_ns, 1))
+        # The largest pooled share; of equals, the one that comes first in the normal run.
+        order = [k for k in sn.ranges if k in common]
+        name = max(order, key=share)
+        return CyclePlan(CycleSource.ANNOTATION, name=name, one_sided=tuple(one_sided))
+    if sn.ranges or sa.ranges:
+        one_sided.append((CycleSource.ANNOTATION.value, len(sn.ranges), len(sa.ranges)))
+    anchor = _common_anchor(sn, sa)
+    if anchor is not None:
+        return CyclePlan(CycleSource.KERNEL_SEQUENCE, name=anchor[0], period=anchor[1], one_sided=tuple(one_sided))
+    threshold = idle_gap_threshold(np.concatenate([sn.gaps_ns, sa.gaps_ns]))
+    if threshold is not None and _gap_cycles(sn, threshold) >= 3 and _gap_cycles(sa, threshold) >= 3:
+        return CyclePlan(CycleSource.IDLE_GAPS, threshold_ns=threshold, one_sided=tuple(one_sided))
+    return CyclePlan(CycleSource.WINDOW, window_ns=DEFAULT_WINDOW_NS, one_sided=tuple(one_sided))
+
+
+def _common_anchor(sn: CycleSummary, sa: CycleSummary) -> tuple[str, int] | None:
+    """An anchor kernel for both runs: the period's first kernel of a run that repeats (the
+    normal run's first), launched at least MIN_CYCLES + 1 times in the other run too."""
+    for own, other in ((sn, sa), (sa, sn)):
+        if own.period is None:
+            continue
+        period, anchor, _ = own.period
+        if other.launches.get(anchor, 0) >= MIN_CYCLES + 1:
+            return anchor, period
+    return None
+
+
+def _gap_cycles(s: CycleSummary, threshold_ns: float) -> int:
+    """Cycles the run's GPU idle gaps longer than `threshold_ns` would give."""
+    return int(np.count_nonzero(s.gaps_ns > threshold_ns)) + 1
+
+
+def segment_cycles(run: RunData, *, cycle_regex: str | None = None, window_ns: int | None = None) -> Cycles:
+    """The cycles of one run on its own: the plan it would share with itself."""
+    s = summarize_cycles(run)
+    return cut_cycles(run, plan_pair(s, s, cycle_regex=cycle_regex, window_ns=window_ns))

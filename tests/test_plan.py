@@ -1,0 +1,142 @@
+"""One cycle plan for the pair: both runs are cut by the same definition, chosen from what
+both offer; a source one run lacks is passed over, never compared."""
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import pytest
+from test_segment_attribute import k, run_of
+
+import perfdiff
+from perfdiff.errors import InputError
+from perfdiff.model.schema import CycleSource
+from perfdiff.parallel import Parallel
+from perfdiff.plan import plan_pair, summarize_cycles
+from perfdiff.render.wording import plan_text
+from perfdiff.segment import cut_cycles
+
+RODINIA = "kmcho2019/Rodinia_3.1_Gaussian"
+
+
+def ranges(name: str, n: int, length: int, t0: int = 0, every: int = 1000) -> list[dict]:
+    return [{"name": name, "start_ns": t0 + i * every, "end_ns": t0 + i * every + length, "source": "nvtx"}
+            for i in range(n)]
+
+
+def kernels(n: int, every: int = 1000) -> list[dict]:
+    return [k("K", i * every + 5, i * every + 15) for i in range(n)]
+
+
+def plan_of(run_n, run_a, **kw):
+    return plan_pair(summarize_cycles(run_n), summarize_cycles(run_a), **kw)
+
+
+def test_repeated_ranges_that_differ_in_count_get_one_plan() -> None:
+    """Each run on its own would take a different range (the one covering most of it); the
+    pair takes one range both have, and both runs are cut by it."""
+    a = run_of(kernels(40), ranges("clear", 7, 5, 0, 5000) + ranges("step", 4, 600, 100, 9000))
+    b = run_of(kernels(40), ranges("clear", 30, 5, 0, 1000) + ranges("step", 4, 90, 100, 9000))
+    assert summarize_cycles(a).ranges["step"][1] > summarize_cycles(a).ranges["clear"][1]
+    assert summarize_cycles(b).ranges["clear"][1] < summarize_cycles(b).ranges["step"][1] * 2
+    plan = plan_of(a, b)
+    assert plan.source == CycleSource.ANNOTATION and plan.name == "step"
+    ca, cb = cut_cycles(a, plan), cut_cycles(b, plan)
+    assert ca.n == cb.n == 4 and "'step'" in ca.detail and "'step'" in cb.detail
+
+
+def test_a_source_one_run_lacks_is_passed_over() -> None:
+    steps = [{"name": f"ProfilerStep#{i}", "start_ns": i * 1000, "end_ns": i * 1000 + 900,
+              "source": "profiler_step"} for i in range(5)]
+    a = run_of(kernels(40), steps)
+    b = run_of(kernels(40))
+    plan = plan_of(a, b)
+    assert plan.source == CycleSource.KERNEL_SEQUENCE and plan.name == "K"
+    assert ("profiler-step", 5, 0) in plan.one_sided
+    assert cut_cycles(a, plan).source == cut_cycles(b, plan).source == "kernel-sequence"
+
+
+def test_kernel_anchor_found_in_one_run_is_used_in_both() -> None:
+    """The abnormal run's kernel order is scrambled (no period), but it launches the normal
+    run's anchor kernel: both are cut at it."""
+    rng = np.random.default_rng(1)
+    a = run_of([k(n, t * 100, t * 100 + 10) for t, n in enumerate(["A", "B", "C"] * 20)])
+    names = ["A"] + list(rng.permutation(["B", "C"] * 19 + ["A"] * 19))
+    b = run_of([k(str(n), t * 100, t * 100 + 10) for t, n in enumerate(names)])
+    assert summarize_cycles(b).period is None
+    plan = plan_of(a, b)
+    assert (plan.source, plan.name, plan.period) == (CycleSource.KERNEL_SEQUENCE, "A", 3)
+    assert cut_cycles(b, plan).n == 19
+
+
+def test_idle_gaps_use_one_threshold_from_both_runs() -> None:
+    def bursts(gap: int, n: int = 20) -> list[dict]:
+        rng = np.random.default_rng(gap)
+        rows, t = [], 0
+        for _ in range(n):
+            for name in rng.permutation(["A", "B", "C", "D", "E"])[: rng.integers(2, 5)]:
+                rows.append(k(str(name), t, t + 100))
+                t += 110
+            t += gap
+        return rows
+    a, b = run_of(bursts(50_000)), run_of(bursts(20_000))
+    plan = plan_of(a, b)
+    assert plan.source == CycleSource.IDLE_GAPS and plan.threshold_ns is not None
+    assert cut_cycles(a, plan).n == 20 and cut_cycles(b, plan).n == 20
+
+
+def test_nothing_in_common_falls_back_to_windows_and_says_why() -> None:
+    a = run_of([k("A", i * 10_000_000, i * 10_000_000 + 10) for i in range(50)])
+    plan = plan_of(a, run_of([k("B", 0, 10), k("C", 900_000_000, 900_000_010)]))
+    assert plan.source == CycleSource.WINDOW and not plan.chosen_by_user
+    md_plan = plan_text(plan)
+    assert "no cycle source exists in both runs" in md_plan and "perfdiff.cycle()" in md_plan
+
+
+def test_user_choice_wins() -> None:
+    a = run_of(kernels(40), ranges("step", 10, 500))
+    assert plan_of(a, a, window_ns=5000).source == CycleSource.WINDOW
+    assert plan_of(a, a, cycle_regex="K").source == CycleSource.REGEX
+    with pytest.raises(InputError, match="no marker or kernel matches"):
+        cut_cycles(a, plan_of(a, a, cycle_regex="nothing"))
+
+
+@pytest.mark.real
+def test_rodinia_pair_is_cut_by_one_kernel_sequence_plan(real: Path) -> None:
+    c = perfdiff.compare(real / RODINIA / "report3.sqlite", real / RODINIA / "report2.sqlite")
+    a = c.analysis
+    assert a.plan is not None and a.plan.source == CycleSource.KERNEL_SEQUENCE and a.plan.name.startswith("Fan1")
+    assert a.normal.cycle_detail == a.abnormal.cycle_detail and a.normal.n_cycles == a.abnormal.n_cycles == 4094
+    assert not c.warnings  # one plan: no "segmented differently", no ratio warning
+    md = c.to_markdown()
+    assert "Both runs are cut into cycles by one plan: a repeating kernel sequence (2 kernels)" in md
+    assert c.to_json()["cycle_plan"]["source"] == "kernel-sequence"
+
+
+def _side(arg: tuple[str, int], cores: int) -> tuple[dict, int]:
+    if arg[0] == "bad-first":
+        raise InputError("bad in the first step", path="/x/a")
+    return {"name": arg[0], "values": np.arange(arg[1])}, arg[1]
+
+
+def _meet(summaries: list[int]) -> int:
+    return sum(summaries)
+
+
+def _finish(state: dict, decision: int) -> dict:
+    if state["name"] == "bad-second":
+        raise InputError("bad in the second step", path="/x/b")
+    return {**state, "total": decision}
+
+
+@pytest.mark.parametrize("par", [Parallel.serial(), Parallel(cores=2, pair_min_bytes=0)], ids=["serial", "forked"])
+def test_meet_pair_hands_the_summaries_over_and_the_decision_back(par: Parallel) -> None:
+    out = par.meet_pair(_side, _meet, _finish, (("a", 10), ("b", 1000)), (1, 1))
+    assert [o["total"] for o in out] == [1010, 1010]
+    assert np.array_equal(out[1]["values"], np.arange(1000))
+    for args, msg in (((("a", 1), ("bad-first", 1)), "/x/a: bad in the first step"),
+                      ((("bad-second", 1), ("bad-first", 1)), "/x/a: bad in the first step"),
+                      ((("bad-second", 1), ("b", 1)), "/x/b: bad in the second step")):
+        with pytest.raises(InputError) as err:
+            par.meet_pair(_side, _meet, _finish, args, (1, 1))
+        assert str(err.value) == msg
