@@ -15,17 +15,18 @@ import numpy as np
 import pytest
 from golden import check_golden
 
+from perfdiff.cli.startup import add_parser as add_startup_parser
 from perfdiff.errors import InputError
-from perfdiff.render_startup import escape_md, format_p, format_seconds, render_markdown
 from perfdiff.startup import (
     REFERENCE_ROWS,
-    add_startup_parser,
     build_startup_table,
-    clean_text,
     column_names,
     parse_phase_regex,
     parse_startup_log,
+    render_markdown,
 )
+from perfdiff.startup.render import escape_md, format_p, format_seconds
+from perfdiff.startup.scan import clean_text
 
 SHARED = Path(__file__).resolve().parents[1].parent / "shared"
 REAL = SHARED / "data" / "real" / "startup_logs"

@@ -8,7 +8,8 @@ import math
 import re
 from typing import Any
 
-from perfdiff.startup import PhaseValue, StartupColumn, StartupGroups, StartupTable
+from perfdiff.startup.group import StartupGroups, StartupTable
+from perfdiff.startup.parse import PhaseValue, StartupColumn
 
 JSON_FORMAT = "perfdiff.startup"
 JSON_VERSION = 1
