@@ -943,5 +943,8 @@ def test_output_never_overwrites_an_input(tmp_path):
 def test_unwritable_output_is_an_input_error(tmp_path):
     f = tmp_path / "run.log"
     f.write_text("INFO 06-02 11:03:11 [x.py:1] Loading weights took 1.0 seconds\n")
-    with pytest.raises(InputError, match="cannot write"):
+    with pytest.raises(InputError, match="output folder does not exist") as e:
         _main(["startup", str(f), "--csv", str(tmp_path / "no" / "such" / "dir.csv")])
+    assert e.value.code == 2
+    with pytest.raises(InputError, match="cannot write"):
+        _main(["startup", str(f), "--csv", str(tmp_path)])  # a directory

@@ -5,6 +5,7 @@ import argparse
 import sys
 from pathlib import Path
 
+from perfdiff.cli.common import write_output
 from perfdiff.errors import InputError
 
 
@@ -40,10 +41,7 @@ def cmd_startup(args: argparse.Namespace) -> int:
     for out, render in outputs:
         if out is None:
             continue
-        try:
-            Path(out).write_text(render(table), encoding="utf-8")
-        except OSError as exc:
-            raise InputError(f"cannot write: {exc.strerror or exc}", path=out) from None
+        write_output(Path(out), render(table))
     return 0
 
 
