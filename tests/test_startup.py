@@ -17,6 +17,7 @@ from golden import check_golden
 
 from perfdiff.cli.startup import add_parser as add_startup_parser
 from perfdiff.errors import InputError
+from perfdiff.text import md_escape
 from perfdiff.startup import (
     REFERENCE_ROWS,
     build_startup_table,
@@ -25,7 +26,7 @@ from perfdiff.startup import (
     parse_startup_log,
     render_markdown,
 )
-from perfdiff.startup.render import escape_md, format_p, format_seconds
+from perfdiff.startup.render import format_p, format_seconds
 from perfdiff.startup.scan import clean_text
 
 SHARED = Path(__file__).resolve().parents[1].parent / "shared"
@@ -484,8 +485,8 @@ def test_model_init_is_derived_from_model_loading_minus_load_weights():
     md = render_markdown(build_startup_table([c]))
     assert re.search(r"\| ~0\.25 \[(\d)\] \|", md)
     note = re.search(r"\| ~0\.25 \[(\d)\] \|", md).group(1)
-    assert f"{note}. model\\_init = model\\_loading - load\\_weights" not in md  # intraword _
-    assert f"{note}. model_init = model_loading - load_weights" in md
+    # md_escape escapes every underscore; a viewer shows "model_init = model_loading - ..."
+    assert f"{note}. model\\_init = model\\_loading - load\\_weights (includes" in md
 
 
 def test_load_weights_is_derived_when_a_loader_does_not_print_it():
@@ -603,7 +604,18 @@ def test_markdown_escapes_pipes_and_backticks_in_file_names():
     header = md.splitlines()[2]
     assert header == r"| phase | a\|b\`c\*\_d\_ |"
     assert len(re.findall(r"(?<!\\)\|", header)) == 3  # only the table's own pipes
-    assert escape_md("x\ny") == "x y" and escape_md("<b>&") == r"\<b\>&amp;"
+    assert md_escape("x\ny") == "x y" and md_escape("<b>&") == "&lt;b&gt;&amp;"
+
+
+def test_markdown_escapes_html_and_markup_in_log_derived_names():
+    name = "run<b>&#1~[x]\n"
+    c = parse_startup_log("INFO 05-01 10:00:00 [x.py:1] Loading weights took 1.00 seconds\n",
+                          name, name + ".log")
+    md = render_markdown(build_startup_table([c]))
+    cell = r"run&lt;b&gt;&amp;\#1\~\[x\] "
+    assert md.splitlines()[2] == f"| phase | {cell} |"
+    assert f"- **{cell.strip()}** ({cell}.log): vLLM" in md
+    assert "<b>" not in md and "\n.log" not in md
 
 
 def test_number_and_p_formats():
@@ -647,7 +659,7 @@ def test_groups_mean_sd_and_two_group_test():
     assert g.comparison["init_engine"].p_note == "all values tied"
     md = render_markdown(t)
     assert "## By configuration" in md and "| load_weights | 4.17 ± 0.17 | 5.25 ± 0.21 |" in md
-    assert "| 1.08 | +25.7 % | 0.029 |" in md and "Left out (never ready): bs16_run9." in md
+    assert "| 1.08 | +25.7 % | 0.029 |" in md and "Left out (never ready): bs16\\_run9." in md
     assert "| model_init | -- | -- | -- | -- | -- |" in md  # no runs show it: nothing to test
 
 
