@@ -17,7 +17,7 @@ from golden import check_golden
 
 from perfdiff.cli.startup import add_parser as add_startup_parser
 from perfdiff.errors import InputError
-from perfdiff.text import md_escape
+from perfdiff.text import fmt_p, md_escape
 from perfdiff.startup import (
     REFERENCE_ROWS,
     build_startup_table,
@@ -26,7 +26,7 @@ from perfdiff.startup import (
     parse_startup_log,
     render_markdown,
 )
-from perfdiff.startup.render import format_p, format_seconds
+from perfdiff.startup.render import format_seconds
 from perfdiff.startup.scan import clean_text
 
 SHARED = Path(__file__).resolve().parents[1].parent / "shared"
@@ -621,8 +621,8 @@ def test_markdown_escapes_html_and_markup_in_log_derived_names():
 def test_number_and_p_formats():
     assert format_seconds(-0.001, 2) == "0.00" and format_seconds(math.nan, 2) == "--"
     assert format_seconds(389.427126, 2) == "389.43" and format_seconds(37.0, 0) == "37"
-    assert format_p(0.0004) == "<0.001" and format_p(0.02857) == "0.029"
-    assert format_p(math.nan) == "n/a"
+    assert fmt_p(0.0004) == "<0.001" and fmt_p(0.02857) == "0.029"
+    assert fmt_p(math.nan) == "n/a" and fmt_p(np.float64(0.5)) == "0.500"  # the U-test's type
 
 
 def test_column_names_are_stems_made_unique_by_their_folders(tmp_path):

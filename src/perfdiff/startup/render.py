@@ -10,7 +10,7 @@ from typing import Any
 
 from perfdiff.startup.group import StartupGroups, StartupTable
 from perfdiff.startup.parse import PhaseValue, StartupColumn
-from perfdiff.text import md_escape
+from perfdiff.text import fmt_p, md_escape
 
 JSON_FORMAT = "perfdiff.startup"
 JSON_VERSION = 1
@@ -50,13 +50,6 @@ def format_seconds(value: float, decimals: int) -> str:
         return "--"
     text = f"{value:.{decimals}f}"
     return text[1:] if re.fullmatch(r"-0(\.0*)?", text) else text
-
-
-def format_p(p: float) -> str:
-    """STATS.md: "<0.001" below 0.001, else 3 decimals; "n/a" when not computable."""
-    if p is None or not math.isfinite(p):
-        return "n/a"
-    return "<0.001" if p < 0.001 else f"{p:.3f}"
 
 
 class _Notes:
@@ -138,7 +131,7 @@ def _group_section(groups: StartupGroups, rows: tuple[str, ...], notes: _Notes) 
             else:
                 dec = max(groups.cells[k][row].decimals for k in keys)
                 pct = "n/a" if not math.isfinite(cmp_.delta_pct) else f"{cmp_.delta_pct:+.1f} %"
-                p = format_p(cmp_.p) + (" " + notes.ref(cmp_.p_note) if cmp_.p_note else "")
+                p = fmt_p(cmp_.p) + (" " + notes.ref(cmp_.p_note) if cmp_.p_note else "")
                 line += [format_seconds(cmp_.delta_s, dec), pct, p]
         body.append(line)
     out += _table(header, [":--"] + ["--:"] * (len(header) - 1), body)
