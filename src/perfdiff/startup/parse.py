@@ -51,7 +51,7 @@ from perfdiff.startup.scan import (
 
 @dataclass(frozen=True)
 class PhaseValue:
-    """One cell: seconds after the reductions of §4, with how it was obtained."""
+    """One cell: seconds after the reduction over lines and ranks, with how it was obtained."""
 
     value_s: float
     decimals: int  # display resolution: what the log printed, 0 for 1 s timestamps
@@ -86,12 +86,12 @@ class StartupColumn:
 
 
 # ---------------------------------------------------------------------------------------------
-# Reduction (§4) and derivation (§5, §6)
+# Reduction and derivation (docs/STARTUP.md: Ranks and repeated lines, Derived values, Totals)
 
 
 def _reduce_rank(row: str, hits: list[Event], compile_took: bool,
                  dynamo_pos: list[tuple[int, str | None]]) -> tuple[float, int, str | None]:
-    """One rank's value of a row: sum, max-per-pass or the last line (§4.3).
+    """One rank's value of a row: sum, max-per-pass or the last line.
 
     Returns (seconds, decimals, warning).
     """
@@ -124,7 +124,7 @@ def _reduce_rank(row: str, hits: list[Event], compile_took: bool,
 
 def _reduce_rows(events: Sequence[Event]) -> tuple[dict[str, PhaseValue], list[str],
                                                    dict[str, dict[str, float]]]:
-    """Per rank, then the maximum across ranks, for every row with a value (§4)."""
+    """Per rank, then the maximum across ranks, for every row with a value."""
     compile_took = any(e.kind == "torch.compile" and e.groups.get("verb") == "took"
                        for e in events)
     by_row: dict[str, dict[str, list[Event]]] = defaultdict(lambda: defaultdict(list))
@@ -254,7 +254,7 @@ def parse_startup_log(raw: bytes | str, name: str, file: str = "",
     if any(e.groups.get("ascend") for e in evs if e.kind == "model_loading"):
         notes.append("model_loading from vllm-ascend's 'Model runner load_model total time' line")
 
-    # Totals (§6)
+    # Totals
     _add_totals(cells, engine, first_h, last_h, ready_ev, inherited, times)
     harness = cells.pop("harness_total", None)
     if harness is not None:
@@ -354,7 +354,7 @@ def _ranks_seen(text: str, lo: int, hi: int, engine: str) -> tuple[str, ...]:
 
 def _derive(cells: dict[str, PhaseValue], per_rank: dict[str, dict[str, float]],
             evs: Sequence[Event], times: dict[int, float], engine: str) -> None:
-    """Fill what the engine did not print, marked derived (§5)."""
+    """Fill what the engine did not print, marked derived."""
     if "model_loading" not in cells:
         if engine == "SGLang":
             v = _ts_phase(evs, "mark:sg_load_begin", "mark:sg_load_end", times,

@@ -14,15 +14,14 @@ from perfdiff.errors import InputError
 # ---------------------------------------------------------------------------------------------
 # Rows
 
-#: The rows users' hand-built tables have, in their order (issue 7).
+#: The rows of the hand-built tables `perfdiff startup` replaces, in their order.
 REFERENCE_ROWS: tuple[str, ...] = (
     "load_weights", "model_init", "model_loading", "dynamo_transform_time",
     "graph_compile_general_shape", "graph_compile_cached", "torch.compile",
     "kv_cache_profiling", "graph_capturing", "kv_cache_init", "init_engine", "tokenizer_init",
     "total_time", "actual_total_time",
 )
-#: Extra rows (STARTUP_LOGS.md §3, §6), shown only when a log has them, placed after the row
-#: they belong to.
+#: Extra rows, shown only when a log has them, placed after the row they belong to.
 EXTRA_ROWS_AFTER: dict[str, str] = {
     "graph_compile_specific": "graph_compile_general_shape",
     "compile_and_profile_run": "torch.compile",
@@ -33,14 +32,14 @@ EXTRA_ROWS_AFTER: dict[str, str] = {
 EXTRA_ROWS_BEFORE: dict[str, str] = {"dist_init": "load_weights"}
 
 # Within one rank, these rows add up repeated lines (separate compile units, drafter models,
-# recompiles after an AOT-load failure: all real time, §4.3); every other row is single-shot.
+# recompiles after an AOT-load failure: all real time); every other row is single-shot.
 SUM_ROWS = frozenset({
     "dynamo_transform_time", "torch.compile", "graph_compile_general_shape",
     "graph_compile_specific", "graph_compile_cached", "graph_capturing",
 })
 
 # ---------------------------------------------------------------------------------------------
-# Line cleaning (§0) and headers (§1)
+# Line cleaning and record headers
 
 ANSI_RE = re.compile(r"(?:\x1b|#033)\[[0-9;]*[A-Za-z]")
 
@@ -62,7 +61,7 @@ SGLANG_RANKS_RE = re.compile(
 UNIT_TAG_RE = re.compile(r"\[(?P<unit>[\w.-]+)\] ")  # 0.32+: "[backbone] Dynamo bytecode..."
 
 # ---------------------------------------------------------------------------------------------
-# Messages (§3).  A rule fires when its keyword occurs in the line and its pattern matches the
+# Messages (docs/STARTUP.md, Phase lines).  A rule fires when its keyword occurs in the line and its pattern matches the
 # message after the header.  Named groups: s = seconds, comp = compilation seconds (init
 # engine 0.20+), lo/hi = compile range, v = version, tp = tensor-parallel size.
 
@@ -94,7 +93,7 @@ RULES: tuple[Rule, ...] = (
     _rule("model_loading", "Model loading took",
           rf"Model loading took [\d.]+ ?(?:GiB|GB)(?: memory)? and {_n('s')} seconds"),
     # vllm-ascend prints no time in "Loading model weights took"; its runner prints this
-    # instead (seen in the vllm-hust log), which times the same load_model() block.
+    # instead, which times the same load_model() block.
     _rule("model_loading", "load_model total time",
           rf"(?P<ascend>Model runner load_model total time): {_n('s')} seconds"),
     # upstream "Initializing model took", internal fork "Initializing Model took"
@@ -150,13 +149,13 @@ RULES: tuple[Rule, ...] = (
     _rule("mark:sg_load_begin", "Load weight begin", r"Load weight begin", "sglang"),
     _rule("mark:sg_load_end", "Load weight end", r"Load weight end", "sglang"),
     _rule("mark:sg_pool_end", "Memory pool end", r"Memory pool end", "sglang"),
-    # Launches (§2)
+    # Launches
     _rule("launch:args", "non-default args:", r"non-default args:", "vllm"),
     _rule("launch:api_version", "vLLM API server version", r"vLLM API server version", "vllm"),
     _rule("launch:server_version", "vLLM server version", r"vLLM server version", "vllm"),
     _rule("launch:banner", "█▄", r"█▄\s+▄█", "vllm"),
     _rule("launch:server_args", "server_args=ServerArgs(", r"server_args=ServerArgs\(", "sglang"),
-    # Readiness (§3, §6)
+    # Readiness
     _rule("ready:vllm_server", "Starting vLLM", r"Starting vLLM (?:API )?server(?: \d+)? on \S+",
           "vllm"),
     _rule("ready:startup_complete", "Application startup complete",
@@ -176,11 +175,11 @@ RULES: tuple[Rule, ...] = (
     _rule("hint:v0", "an LLM engine (", r"Initializing an LLM engine \(", "vllm"),
     _rule("hint:v0", " blocks:", r"# (?:GPU|cuda) blocks:", "vllm"),
 )
-#: Pass 1 reads the whole file for these only: where launches start and end (§2).
+#: Pass 1 reads the whole file for these only: where launches start and end.
 LAUNCH_RULES: tuple[Rule, ...] = tuple(
     r for r in RULES if r.kind.startswith(("launch:", "ready:")) or r.kind == "init_engine")
 
-# Readiness precedence (§6): the first marker kind present wins; its first occurrence is used.
+# Readiness precedence: the first marker kind present wins; its first occurrence is used.
 READY_ORDER = {
     "vllm": ("ready:vllm_server", "ready:startup_complete", "ready:routes", "init_engine"),
     "sglang": ("ready:fired_up", "ready:uvicorn", "ready:startup_complete"),
@@ -194,7 +193,7 @@ READY_LABELS = {
     "ready:uvicorn": "'Uvicorn running on'",
     "harness_total": "the harness's 'initialize_engine took' line",
 }
-# Top-level, non-overlapping blocks that total_time adds (§6; SGLang: its ModelRunner steps).
+# Top-level, non-overlapping blocks that total_time adds (SGLang: its ModelRunner steps).
 TOTAL_PARTS = {
     "vllm": ("model_loading", "init_engine", "tokenizer_init"),
     "sglang": ("dist_init", "model_loading", "kv_cache_init", "graph_capturing"),
