@@ -8,7 +8,9 @@ import math
 import re
 from typing import Any
 
-from perfdiff.startup import PhaseValue, StartupColumn, StartupGroups, StartupTable
+from perfdiff.startup.group import StartupGroups, StartupTable
+from perfdiff.startup.parse import PhaseValue, StartupColumn
+from perfdiff.render.text import fmt_p, md_escape
 
 JSON_FORMAT = "perfdiff.startup"
 JSON_VERSION = 1
@@ -42,34 +44,12 @@ ROW_SEMANTICS = (
      "process spawn)."),
 )
 
-_MD_SPECIAL = re.compile(r"([\\`*\[\]<>|#])")
-
-
-def escape_md(text: str) -> str:
-    """Escape user data for a Markdown table cell or line: no '|', backtick or markup survives.
-
-    An underscore is escaped only where it could open or close emphasis (not inside a word), so
-    file names such as run_tp1 stay readable.
-    """
-    text = re.sub(r"[\r\n\t]+", " ", str(text)).strip()
-    text = text.replace("&", "&amp;")
-    text = _MD_SPECIAL.sub(r"\\\1", text)
-    return re.sub(r"(?<![A-Za-z0-9])_|_(?![A-Za-z0-9])", r"\\_", text)
-
-
 def format_seconds(value: float, decimals: int) -> str:
     """Fixed decimals; "--" when unknown; never "-0"."""
     if value is None or not math.isfinite(value):
         return "--"
     text = f"{value:.{decimals}f}"
     return text[1:] if re.fullmatch(r"-0(\.0*)?", text) else text
-
-
-def format_p(p: float) -> str:
-    """STATS.md: "<0.001" below 0.001, else 3 decimals; "n/a" when not computable."""
-    if p is None or not math.isfinite(p):
-        return "n/a"
-    return "<0.001" if p < 0.001 else f"{p:.3f}"
 
 
 class _Notes:
@@ -125,10 +105,10 @@ def _table(header: list[str], align: list[str], body: list[list[str]]) -> list[s
 def _group_section(groups: StartupGroups, rows: tuple[str, ...], notes: _Notes) -> list[str]:
     out = ["## By configuration", ""]
     keys = groups.keys
-    header = ["phase"] + [f"{escape_md(k)} (n={len(groups.members[k])})" for k in keys]
+    header = ["phase"] + [f"{md_escape(k)} (n={len(groups.members[k])})" for k in keys]
     two = len(keys) == 2
     if two:
-        header += [f"delta {escape_md(keys[1])} - {escape_md(keys[0])}", "delta %", "U-test p"]
+        header += [f"delta {md_escape(keys[1])} - {md_escape(keys[0])}", "delta %", "U-test p"]
     body = []
     for row in rows:
         line = [row]
@@ -151,13 +131,13 @@ def _group_section(groups: StartupGroups, rows: tuple[str, ...], notes: _Notes) 
             else:
                 dec = max(groups.cells[k][row].decimals for k in keys)
                 pct = "n/a" if not math.isfinite(cmp_.delta_pct) else f"{cmp_.delta_pct:+.1f} %"
-                p = format_p(cmp_.p) + (" " + notes.ref(cmp_.p_note) if cmp_.p_note else "")
+                p = fmt_p(cmp_.p) + (" " + notes.ref(cmp_.p_note) if cmp_.p_note else "")
                 line += [format_seconds(cmp_.delta_s, dec), pct, p]
         body.append(line)
     out += _table(header, [":--"] + ["--:"] * (len(header) - 1), body)
     out.append("")
-    text = (f"Groups by `--group` on the file names ({escape_md(groups.regex)}): "
-            + "; ".join(f"{escape_md(k)}: " + ", ".join(escape_md(n) for n in groups.members[k])
+    text = (f"Groups by `--group` on the file names ({md_escape(groups.regex)}): "
+            + "; ".join(f"{md_escape(k)}: " + ", ".join(md_escape(n) for n in groups.members[k])
                         for k in keys) + ". mean ± sd (ddof 1) over the runs that reached "
             "readiness; (n=k) when fewer runs show the phase.")
     if two:
@@ -168,7 +148,7 @@ def _group_section(groups: StartupGroups, rows: tuple[str, ...], notes: _Notes) 
         text += f" Collect at least {groups.runs_needed} runs per group for the test to be able " \
                 f"to reach alpha."
     if groups.left_out:
-        text += " Left out (never ready): " + ", ".join(escape_md(n) for n in groups.left_out) + "."
+        text += " Left out (never ready): " + ", ".join(md_escape(n) for n in groups.left_out) + "."
     out += [text, ""]
     return out
 
@@ -180,7 +160,7 @@ def render_markdown(table: StartupTable) -> str:
     if table.groups is not None:
         out += _group_section(table.groups, table.rows, notes)
         out += ["## Per run", ""]
-    header = ["phase"] + [escape_md(c.name) for c in table.columns]
+    header = ["phase"] + [md_escape(c.name) for c in table.columns]
     body = [[row] + [_cell_text(row, c.phases.get(row), notes) for c in table.columns]
             for row in table.rows]
     body.append(["status"] + [c.status for c in table.columns])
@@ -188,10 +168,11 @@ def render_markdown(table: StartupTable) -> str:
     out += ["", LEGEND, ""]
     if notes.texts:
         out += ["Notes:", ""]
-        out += [f"{i}. {escape_md(t)}" for i, t in enumerate(notes.texts, 1)]
+        out += [f"{i}. {md_escape(t)}" for i, t in enumerate(notes.texts, 1)]
         out.append("")
     out += ["Logs:", ""]
-    out += [f"- **{escape_md(c.name)}** ({escape_md(c.file)}): {escape_md(_column_facts(c))}"
+    # stripped: "**" next to a space would not make bold
+    out += [f"- **{md_escape(c.name.strip())}** ({md_escape(c.file)}): {md_escape(_column_facts(c))}"
             for c in table.columns]
     out += ["", "Reading the rows:", ""]
     out += [f"- {s}" for s in ROW_SEMANTICS]
