@@ -1339,8 +1339,8 @@ class AgentTraceSource:
 def _agent_dir_of(pid: int, proc_root: str) -> str:
     """Where the agent of `pid` listens, as this collector sees it (through /proc/PID/root
     when the target lives in another mount namespace)."""
-    from perfdiff.collectors.markers import _other_mount_ns, _target_env, _target_uid
+    from perfdiff.collectors.markers import other_mount_ns, target_env, target_uid
 
-    root = os.path.join(proc_root, str(pid), "root") if _other_mount_ns(pid, proc_root) else ""
-    env_dir = _target_env(pid, proc_root).get(ENV_DIR)
-    return root + env_dir if env_dir else default_agent_dir(_target_uid(pid, proc_root), root)
+    root = os.path.join(proc_root, str(pid), "root") if other_mount_ns(pid, proc_root) else ""
+    env_dir = target_env(pid, proc_root).get(ENV_DIR)
+    return root + env_dir if env_dir else default_agent_dir(target_uid(pid, proc_root), root)
