@@ -10,6 +10,7 @@ import json
 import os
 import shutil
 import signal
+import socket
 import subprocess
 import sys
 import tempfile
@@ -263,6 +264,11 @@ def test_control_socket_attached_mode(short_dir: Path, monkeypatch: pytest.Monke
         rest = src.stop()
         assert agent.state == "stopped" and "kernel" not in kinds(rest)
         assert wire.request(agent.path("sock"), "bogus")["error"] == "unknown command 'bogus'"
+        with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as peer:  # valid JSON, not an object
+            peer.connect(agent.path("sock"))
+            peer.sendall(b"[1]\n")
+            assert json.loads(peer.makefile("rb").readline())["error"] == "unknown command None"
+        assert wire.request(agent.path("sock"), "status")["state"] == "stopped"  # still answering
         src.close()
         assert not Path(agent.path("rec")).exists()  # the collector removes what it read
         # a later collector attaches to the same agent and gets only what happened since

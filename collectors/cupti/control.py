@@ -93,5 +93,6 @@ class ControlServer:
             if not chunk:
                 break
             data += chunk
-        reply = self.answer(json.loads(data or b"{}").get("cmd"))
+        req = json.loads(data or b"{}")
+        reply = self.answer(req.get("cmd") if isinstance(req, dict) else None)  # else: an unknown command
         conn.sendall(json.dumps(reply, default=str).encode() + b"\n")
