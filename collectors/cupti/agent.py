@@ -49,6 +49,8 @@ from collections import deque
 from operator import attrgetter
 from typing import Any, Callable
 
+# Relative imports: where perfdiff is not importable the bootstrap loads this package by path,
+# under another name.
 from .binding import (api_name, cupti_python_version, cupti_reason, find_libcupti, import_cupti, import_reason,
                       memcpy_label, memory_label)
 from .control import ControlServer

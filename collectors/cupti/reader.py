@@ -14,9 +14,8 @@ import os
 import time
 from typing import TYPE_CHECKING, Any, Callable
 
-from .wire import (ENV_DIR, ENV_FILE, ENV_WIRE, K_API, K_KERNEL, K_MEMCPY, K_MEMSET, K_RANGE, KIND_NAMES, REC,
-                   WIRE_VERSION, default_agent_dir, request)
-
+from perfdiff.collectors.cupti.wire import (ENV_DIR, ENV_FILE, ENV_WIRE, K_API, K_KERNEL, K_MEMCPY, K_MEMSET,
+                                            K_RANGE, KIND_NAMES, REC, WIRE_VERSION, default_agent_dir, request)
 from perfdiff.collectors.markers import other_mount_ns, target_env, target_uid
 
 if TYPE_CHECKING:
