@@ -34,7 +34,8 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "tests"))
 
 import fakes.fake_cupti as fc  # noqa: E402
-from perfdiff.collectors import cupti_agent as ca  # noqa: E402
+from perfdiff.collectors.cupti import agent as ag  # noqa: E402
+from perfdiff.collectors.cupti.reader import AgentTraceSource  # noqa: E402
 
 
 def make_records(n: int, t0: int) -> list:
@@ -74,17 +75,17 @@ def best(fn, repeat: int) -> float:
 
 
 def run(n: int, repeat: int) -> list[str]:
-    os.environ.pop(ca.NVTX_ENV, None)
+    os.environ.pop(ag.NVTX_ENV, None)
     t0 = time.time_ns()
     records = make_records(n, t0)
     shm = "/dev/shm" if os.access("/dev/shm", os.W_OK) else None  # where `collect -- CMD` puts the files
     tmp = tempfile.mkdtemp(prefix="bench-agent-", dir=shm)
     results: dict[str, float] = {}
 
-    def fresh() -> tuple[ca.Agent, object]:
+    def fresh() -> tuple[ag.Agent, object]:
         d = tempfile.mkdtemp(dir=tmp)
         load, m = fc.loader()
-        a = ca.Agent(d, announced=True, load_cupti=load, flush_ns=10**12, handle_signals=False)
+        a = ag.Agent(d, announced=True, load_cupti=load, flush_ns=10**12, handle_signals=False)
         assert a.start_recording(), a.reason
         return a, m
 
@@ -139,7 +140,7 @@ def run(n: int, repeat: int) -> list[str]:
         a, _ = fresh()
         a._buffer_completed(records)
         a.stop_recording()
-        src = ca.AgentTraceSource(a.directory, announced=True, warn=lambda m: None)
+        src = AgentTraceSource(a.directory, announced=True, warn=lambda m: None)
         s = time.perf_counter_ns()
         rows = src.stop()
         e = time.perf_counter_ns() - s

@@ -735,7 +735,7 @@ def _kernel_trace_source(args: argparse.Namespace, cmd: list[str], out: Path, fs
         from perfdiff.collectors.nsys_session import NsysSession
 
         return NsysSession(out / "nsys", warn=warn, trace=args.nsys_trace)
-    from perfdiff.collectors.cupti_agent import AgentTraceSource
+    from perfdiff.collectors.cupti.reader import AgentTraceSource
 
     if cmd:
         return AgentTraceSource.announce(warn)

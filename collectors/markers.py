@@ -103,9 +103,9 @@ class MarkerReader:
     @classmethod
     def attach(cls, pid: int, *, proc_root: str = "/proc") -> "MarkerReader":
         """The reader for an already running target `pid` (its well-known marker directory)."""
-        uid = _target_uid(pid, proc_root)
-        root = os.path.join(proc_root, str(pid), "root") if _other_mount_ns(pid, proc_root) else ""
-        env_dir = _target_env(pid, proc_root).get(ENV_DIR)
+        uid = target_uid(pid, proc_root)
+        root = os.path.join(proc_root, str(pid), "root") if other_mount_ns(pid, proc_root) else ""
+        env_dir = target_env(pid, proc_root).get(ENV_DIR)
         directory = root + env_dir if env_dir else default_marker_dir(uid, root)
         return cls(directory, announced=False, owner_uid=uid)
 
@@ -263,7 +263,7 @@ class MarkerReader:
 # ---------------------------------------------------------------------- /proc helpers
 
 
-def _target_uid(pid: int, proc_root: str) -> int | None:
+def target_uid(pid: int, proc_root: str) -> int | None:
     try:
         with open(os.path.join(proc_root, str(pid), "status"), "rb") as fh:
             for line in fh:
@@ -274,7 +274,7 @@ def _target_uid(pid: int, proc_root: str) -> int | None:
     return None
 
 
-def _target_env(pid: int, proc_root: str) -> dict[str, str]:
+def target_env(pid: int, proc_root: str) -> dict[str, str]:
     """The target's start-up environment (empty when unreadable)."""
     try:
         with open(os.path.join(proc_root, str(pid), "environ"), "rb") as fh:
@@ -289,7 +289,7 @@ def _target_env(pid: int, proc_root: str) -> dict[str, str]:
     return env
 
 
-def _other_mount_ns(pid: int, proc_root: str) -> bool:
+def other_mount_ns(pid: int, proc_root: str) -> bool:
     try:
         return os.readlink(os.path.join(proc_root, "self", "ns", "mnt")) != os.readlink(
             os.path.join(proc_root, str(pid), "ns", "mnt"))

@@ -1,4 +1,4 @@
-"""The CUPTI agent (collectors/cupti_agent.py) against the fake cupti-python, in named scenarios.
+"""The CUPTI agent (collectors/cupti/) against the fake cupti-python, in named scenarios.
 
 In-process tests drive the agent and its collector side directly; subprocess tests run real
 targets started the way `perfdiff collect -- CMD` starts them (the environment and the
@@ -10,7 +10,7 @@ import json
 import os
 import shutil
 import signal
-import struct
+import socket
 import subprocess
 import sys
 import tempfile
@@ -26,7 +26,9 @@ from conftest import run_cli
 
 import fakes.fake_cupti as fake_cupti
 from perfdiff.bundle import MISSING, RunData, base_manifest, empty_table, load_bundle, write_bundle
-from perfdiff.collectors import cupti_agent as ca
+from perfdiff.collectors.cupti import agent as ag
+from perfdiff.collectors.cupti import binding, wire
+from perfdiff.collectors.cupti import reader as rd
 
 KERNELS = [("gemm_bf16_128x128", 300_000), ("rms_norm", 60_000)]
 
@@ -34,7 +36,7 @@ KERNELS = [("gemm_bf16_128x128", 300_000), ("rms_norm", 60_000)]
 @pytest.fixture(autouse=True)
 def _clean_env(monkeypatch: pytest.MonkeyPatch) -> None:
     # The agent sets NVTX_INJECTION64_PATH in os.environ, as it must in a target: undo it here.
-    for var in (ca.NVTX_ENV, ca.ENV_DIR, ca.ENV_ENABLE):
+    for var in (ag.NVTX_ENV, wire.ENV_DIR, wire.ENV_ENABLE):
         monkeypatch.delenv(var, raising=False)
 
 
@@ -47,13 +49,13 @@ def short_dir() -> Path:
 
 
 def make_agent(directory: Path, scenario: str = "kernels_and_markers", *, flush_ns: int = 10**12,
-               **options) -> tuple[ca.Agent, object]:
+               **options) -> tuple[ag.Agent, object]:
     load, module = fake_cupti.loader(scenario, **options)
-    return ca.Agent(str(directory), announced=True, load_cupti=load, flush_ns=flush_ns, handle_signals=False), module
+    return ag.Agent(str(directory), announced=True, load_cupti=load, flush_ns=flush_ns, handle_signals=False), module
 
 
-def source(directory: Path, warnings: list[str]) -> ca.AgentTraceSource:
-    return ca.AgentTraceSource(str(directory), announced=True, warn=warnings.append)
+def source(directory: Path, warnings: list[str]) -> rd.AgentTraceSource:
+    return rd.AgentTraceSource(str(directory), announced=True, warn=warnings.append)
 
 
 def kinds(rows: dict[str, pd.DataFrame]) -> dict[str, int]:
@@ -72,7 +74,7 @@ def test_kernels_memcpys_and_nvtx_ranges_become_bundle_rows(tmp_path: Path) -> N
     fake.synchronize()
     status = agent.stop_recording()
     # what was asked of CUPTI: the five kinds, never KERNEL (it serialises kernels); system tids
-    assert fake.enable_calls == list(ca.ENABLED_KINDS) and "KERNEL" not in fake.enable_calls
+    assert fake.enable_calls == list(ag.ENABLED_KINDS) and "KERNEL" not in fake.enable_calls
     assert fake.thread_id_type == fake_cupti.ActivityThreadIdType.SYSTEM
     assert fake.flush_flags[-1] == fake_cupti.ActivityFlag.FLUSH_FORCED
     assert fake.enabled == set()  # disabled again at stop
@@ -112,7 +114,7 @@ def test_kernels_memcpys_and_nvtx_ranges_become_bundle_rows(tmp_path: Path) -> N
 def test_records_are_copied_in_the_callback_not_kept(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     # Buffers of 4 records, each handed over on the launching thread as it fills; the fake frees a
     # record's fields when the callback returns, so an agent keeping records would fail here.
-    monkeypatch.setattr(ca, "BUFFER_BYTES", 4 * fake_cupti.RECORD_BYTES)
+    monkeypatch.setattr(ag, "BUFFER_BYTES", 4 * fake_cupti.RECORD_BYTES)
     agent, m = make_agent(tmp_path)
     assert agent.start_recording()
     m._fake.play_steps(5, KERNELS)
@@ -120,7 +122,7 @@ def test_records_are_copied_in_the_callback_not_kept(tmp_path: Path, monkeypatch
     status = agent.stop_recording()
     assert status["records"]["kernel"] == 10 and status["errors"] == []
     rec = Path(agent.path("rec")).read_bytes()
-    assert len(rec) % ca.REC.size == 0 and len(rec) // ca.REC.size == sum(
+    assert len(rec) % wire.REC.size == 0 and len(rec) // wire.REC.size == sum(
         v for k, v in status["records"].items() if k not in ("marks", "other"))
 
 
@@ -199,7 +201,7 @@ def test_nvtx_ranges_need_the_injection_before_the_first_nvtx_call(tmp_path: Pat
     m._fake.nvtx_push("too early")  # NVTX initialises now, without NVTX_INJECTION64_PATH
     m._fake.nvtx_pop()
     assert agent.start_recording()
-    assert agent.nvtx["set_by"] == "agent" and os.environ[ca.NVTX_ENV].endswith("libcupti.so.13")
+    assert agent.nvtx["set_by"] == "agent" and os.environ[ag.NVTX_ENV].endswith("libcupti.so.13")
     m._fake.play_steps(2, KERNELS)
     assert agent.stop_recording()["records"]["nvtx"] == 0
 
@@ -242,78 +244,35 @@ def test_cupti_clock_is_aligned_to_the_wall_clock(tmp_path: Path) -> None:
     assert clock["applied"] is True and abs(clock["offset_ns_first"] + m._fake.clock_offset_ns) < 1_000_000
 
 
-def test_cupti_to_wall_with_literal_anchors() -> None:
-    raw = np.array([1_000, 2_000, 3_000], dtype=np.int64)
-    same, info = ca.cupti_to_wall(raw, [{"cupti_ns": 1_000, "realtime_ns": 1_400, "uncertainty_ns": 100}])
-    assert (same == raw).all() and info["applied"] is False  # within tolerance: the same clock
-    anchors = [{"cupti_ns": 1_000, "realtime_ns": 10**18 + 1_000, "uncertainty_ns": 50},
-               {"cupti_ns": 3_000, "realtime_ns": 10**18 + 3_200, "uncertainty_ns": 50}]
-    wall, info = ca.cupti_to_wall(raw, anchors)
-    assert wall.tolist() == [10**18 + 1_000, 10**18 + 2_100, 10**18 + 3_200]  # exact ints, drift interpolated
-    assert info["applied"] and info["drift_ns"] == 200
-    none, info = ca.cupti_to_wall(raw, [])
-    assert (none == raw).all() and "no clock anchors" in info["why"]
-
-
-def _write_spool(d: Path, pid: int, names: dict[int, str], recs: list[tuple], anchors: list[dict]) -> None:
-    with open(d / f"{pid}.names", "a") as fh:
-        fh.writelines(f"{i}\t{n}\n" for i, n in names.items())
-    with open(d / f"{pid}.rec", "ab") as fh:
-        fh.write(b"".join(ca.REC.pack(*r) for r in recs))
-    (d / f"{pid}.status.json").write_text(json.dumps({"state": "recording", "anchors": anchors}))
-
-
-def test_wire_format_partial_records_and_late_launches(tmp_path: Path) -> None:
-    pid, t = 4242, 1_700_000_000_000_000_000
-    anchors = [{"cupti_ns": t, "realtime_ns": t, "uncertainty_ns": 100}]
-    # poll 1: a kernel whose cudaLaunchKernel record has not arrived yet, and half a record
-    _write_spool(tmp_path, pid, {1: "k1"}, [(ca.K_KERNEL, 1, t + 500, t + 900, 77, 3, 1, 0, 0)], anchors)
-    with open(tmp_path / f"{pid}.rec", "ab") as fh:
-        fh.write(ca.REC.pack(ca.K_API, 2, t + 100, t + 150, 77, 0, 0, 31337, 0)[:20])
-    src = source(tmp_path, [])
-    assert src.sample(t) == {}  # the kernel waits one poll for its launch; half a record is not read
-    # poll 2: the rest of the record (its name written first, as the agent does)
-    with open(tmp_path / f"{pid}.names", "a") as fh:
-        fh.write("2\tcudaLaunchKernel_v7000\n")
-    with open(tmp_path / f"{pid}.rec", "ab") as fh:
-        fh.write(ca.REC.pack(ca.K_API, 2, t + 100, t + 150, 77, 0, 0, 31337, 0)[20:])
-    act = src.sample(t)["activity"]
-    k = act[act["kind"] == "kernel"].iloc[0]
-    assert (k["function"], k["device"], k["stream"], k["launch_ns"], k["tid"]) == ("k1", "GPU 1", 3, t + 100, 31337)
-    a = act[act["kind"] == "api"].iloc[0]
-    assert (a["function"], a["device"], a["launch_ns"], a["stream"]) == ("cudaLaunchKernel", "Host", MISSING, MISSING)
-    # a kernel whose launch never comes is written at the next poll without launch_ns
-    _write_spool(tmp_path, pid, {3: "k2"}, [(ca.K_KERNEL, 3, t + 1000, t + 1500, 99, 3, 1, 0, 0)], anchors)
-    assert src.sample(t) == {}
-    act = src.sample(t)["activity"]
-    assert act["function"].astype(str).tolist() == ["k2"] and act["launch_ns"].tolist() == [MISSING]
-    assert src.manifest()["collector"]["agents"][0]["unjoined_launches"] == 1
-
-
 def test_control_socket_attached_mode(short_dir: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     # collect --pid: an idle agent in its well-known directory, started and stopped over its socket
-    monkeypatch.setattr(ca, "default_agent_dir", lambda uid=None, root="": root + str(short_dir))
+    monkeypatch.setattr(rd, "default_agent_dir", lambda uid=None, root="": root + str(short_dir))
     load, m = fake_cupti.loader()
-    agent = ca.Agent(str(short_dir), announced=False, load_cupti=load, handle_signals=False)
+    agent = ag.Agent(str(short_dir), announced=False, load_cupti=load, handle_signals=False)
     try:
         assert agent.serve() and agent.state == "idle"
         assert m._fake.calls == {}  # idle: CUPTI not even loaded
         warnings: list[str] = []
-        src = ca.AgentTraceSource.attach(os.getpid(), warnings.append)
+        src = rd.AgentTraceSource.attach(os.getpid(), warnings.append)
         assert warnings == [] and os.getpid() in src.sockets
         src.start(time.time_ns())
         assert agent.state == "recording"
         m._fake.play_steps(4, KERNELS)
-        assert ca.request(agent.path("sock"), "flush")["state"] == "recording"
+        assert wire.request(agent.path("sock"), "flush")["state"] == "recording"
         rows = src.sample(time.time_ns())
         assert kinds(rows)["kernel"] == 8
         rest = src.stop()
         assert agent.state == "stopped" and "kernel" not in kinds(rest)
-        assert ca.request(agent.path("sock"), "bogus")["error"] == "unknown command 'bogus'"
+        assert wire.request(agent.path("sock"), "bogus")["error"] == "unknown command 'bogus'"
+        with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as peer:  # valid JSON, not an object
+            peer.connect(agent.path("sock"))
+            peer.sendall(b"[1]\n")
+            assert json.loads(peer.makefile("rb").readline())["error"] == "unknown command None"
+        assert wire.request(agent.path("sock"), "status")["state"] == "stopped"  # still answering
         src.close()
         assert not Path(agent.path("rec")).exists()  # the collector removes what it read
         # a later collector attaches to the same agent and gets only what happened since
-        again = ca.AgentTraceSource.attach(os.getpid(), warnings.append)
+        again = rd.AgentTraceSource.attach(os.getpid(), warnings.append)
         again.start(time.time_ns())
         m._fake.play_steps(1, KERNELS)
         assert kinds(again.stop())["kernel"] == 2 and agent.state == "stopped"
@@ -322,27 +281,9 @@ def test_control_socket_attached_mode(short_dir: Path, monkeypatch: pytest.Monke
         agent.close_socket()
 
 
-def test_attach_without_agent_says_so_plainly(short_dir: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(ca, "default_agent_dir", lambda uid=None, root="": root + str(short_dir))
-    proc = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(30)"])
-    try:
-        warnings: list[str] = []
-        src = ca.AgentTraceSource.attach(proc.pid, warnings.append)
-        msg = (f"no perfdiff agent in pid {proc.pid}: no kernel trace possible for that pid; "
-               "collecting host and GPU metrics only")
-        assert warnings == [msg]
-        src.start(time.time_ns())
-        assert src.sample(time.time_ns()) == {} and src.stop() == {}
-        man = src.manifest()
-        assert man["unsupported"][0]["reason"] == msg and man["collector"]["absent"] == msg
-    finally:
-        proc.kill()
-        proc.wait()
-
-
 def test_real_cupti_python_if_installed(tmp_path: Path) -> None:
     cupti = pytest.importorskip("cupti.cupti", reason="cupti-python is not installed here")
-    agent = ca.Agent(str(tmp_path), announced=True, handle_signals=False)
+    agent = ag.Agent(str(tmp_path), announced=True, handle_signals=False)
     ok = agent.start_recording()  # on a machine without a driver: the real binding's refusal, in one line
     try:
         assert ok or (agent.state == "unsupported" and agent.reason and "\n" not in agent.reason)
@@ -399,7 +340,7 @@ def target(tmp_path: Path) -> Path:
     return script
 
 
-def start_target(src: ca.AgentTraceSource, script: Path, args: list[str], tmp_path: Path,
+def start_target(src: rd.AgentTraceSource, script: Path, args: list[str], tmp_path: Path,
                  scenario: str = "kernels_and_markers", **env_over: str) -> subprocess.Popen:
     pkg = fake_cupti.write_package(tmp_path / "pkg", scenario)
     env = {**os.environ, **src.env(), **env_over}
@@ -414,7 +355,7 @@ def test_collect_command_mode_end_to_end(target: Path, tmp_path: Path) -> None:
     chained.mkdir()
     (chained / "sitecustomize.py").write_text(f"open({str(tmp_path / 'chained')!r}, 'w').close()\n")
     warnings: list[str] = []
-    src = ca.AgentTraceSource.announce(warnings.append)
+    src = rd.AgentTraceSource.announce(warnings.append)
     try:
         t0 = time.time_ns()
         src.start(t0)
@@ -445,7 +386,7 @@ def test_collect_command_mode_end_to_end(target: Path, tmp_path: Path) -> None:
 
 
 def test_bootstrap_loads_the_collectors_file_when_versions_differ(target: Path, tmp_path: Path) -> None:
-    src = ca.AgentTraceSource.announce(lambda m: None)
+    src = rd.AgentTraceSource.announce(lambda m: None)
     try:
         proc = start_target(src, target, ["steps", "2"], tmp_path, PERFDIFF_AGENT_WIRE="999")
         assert proc.wait(30) == 0
@@ -457,7 +398,7 @@ def test_bootstrap_loads_the_collectors_file_when_versions_differ(target: Path, 
 
 
 def test_flush_at_exit_and_forked_child_writes_nothing(target: Path, tmp_path: Path) -> None:
-    src = ca.AgentTraceSource.announce(lambda m: None)
+    src = rd.AgentTraceSource.announce(lambda m: None)
     try:
         proc = start_target(src, target, ["fork"], tmp_path)
         assert proc.wait(30) == 0
@@ -473,7 +414,7 @@ def test_flush_at_exit_and_forked_child_writes_nothing(target: Path, tmp_path: P
 
 
 def test_sigterm_flushes_before_the_target_dies(target: Path, tmp_path: Path) -> None:
-    src = ca.AgentTraceSource.announce(lambda m: None)
+    src = rd.AgentTraceSource.announce(lambda m: None)
     ready = tmp_path / "ready"
     try:
         proc = start_target(src, target, ["sigterm", str(ready)], tmp_path)
@@ -514,7 +455,7 @@ def test_collect_pid_mode_with_an_agent_started_by_the_program(tmp_path: Path) -
             time.sleep(0.02)
         assert ready.read_text() == "idle"
         warnings: list[str] = []
-        src = ca.AgentTraceSource.attach(proc.pid, warnings.append)
+        src = rd.AgentTraceSource.attach(proc.pid, warnings.append)
         assert warnings == []
         src.start(time.time_ns())
         time.sleep(0.6)
@@ -532,25 +473,25 @@ def test_collect_pid_mode_with_an_agent_started_by_the_program(tmp_path: Path) -
 
 
 def test_find_libcupti_follows_the_wheel_then_the_toolkit(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(ca, "_loaded_library", lambda fragment, maps="": None)
+    monkeypatch.setattr(binding, "loaded_library", lambda fragment, maps="": None)
     monkeypatch.setattr(sys, "path", [str(tmp_path / "site")])
     monkeypatch.setenv("CUDA_HOME", str(tmp_path / "cuda"))
     monkeypatch.delenv("CUDA_PATH", raising=False)
-    monkeypatch.setattr(ca, "CUDA_ROOTS", ())
-    assert ca.find_libcupti() is None
+    monkeypatch.setattr(binding, "CUDA_ROOTS", ())
+    assert binding.find_libcupti() is None
     toolkit = tmp_path / "cuda" / "extras" / "CUPTI" / "lib64" / "libcupti.so.12"
     toolkit.parent.mkdir(parents=True)
     toolkit.touch()
-    assert ca.find_libcupti() == str(toolkit)
+    assert binding.find_libcupti() == str(toolkit)
     wheel = tmp_path / "site" / "nvidia" / "cu13" / "lib" / "libcupti.so.13"
     wheel.parent.mkdir(parents=True)
     wheel.touch()
-    assert ca.find_libcupti() == str(wheel)
+    assert binding.find_libcupti() == str(wheel)
 
 
 def test_cupti_missing_in_the_target_and_a_program_without_python(target: Path, tmp_path: Path) -> None:
     warnings: list[str] = []
-    src = ca.AgentTraceSource.announce(warnings.append)
+    src = rd.AgentTraceSource.announce(warnings.append)
     try:
         proc = start_target(src, target, ["steps", "1"], tmp_path, scenario="cupti_missing")
         assert proc.wait(30) != 0  # the target itself needs cupti: it fails, the agent did not
@@ -559,7 +500,7 @@ def test_cupti_missing_in_the_target_and_a_program_without_python(target: Path, 
     finally:
         src.close()
     warnings.clear()
-    src = ca.AgentTraceSource.announce(warnings.append)
+    src = rd.AgentTraceSource.announce(warnings.append)
     try:
         env = {**os.environ, **src.env()}
         assert subprocess.run(["/bin/sh", "-c", "exit 0"], env=env).returncode == 0
@@ -611,10 +552,3 @@ def test_agent_kernels_reach_compare(tmp_path: Path, capsys: pytest.CaptureFixtu
     causes = [f["function"] for f in rep["findings"] if f["code"] == "cause"]
     assert "gemm_bf16_128x128" in causes and "rms_norm" not in causes
     assert "gemm\\_bf16\\_128x128" in (tmp_path / "r.md").read_text()
-
-
-def test_rec_layout_is_48_little_endian_bytes() -> None:
-    raw = ca.REC.pack(ca.K_MEMCPY, 7, -1, 2, 3, 4, 5, 6, 2**40)
-    assert len(raw) == 48 and raw[:1] == b"\x02" and struct.unpack_from("<I", raw, 4) == (7,)
-    arr = np.frombuffer(raw, dtype=ca.record_dtype())
-    assert (arr["kind"][0], arr["name"][0], arr["start"][0], arr["bytes"][0]) == (2, 7, -1, 2**40)

@@ -46,6 +46,12 @@ def test_wheel_in_fresh_venv(tmp_path: Path) -> None:
     where, has_template = check.stdout.split()
     assert where.startswith(str(site)), where
     assert has_template == "True"
+    # The CUPTI agent's bootstrap is a file `collect -- CMD` copies out of the installed package.
+    boot = subprocess.run(
+        [str(py), "-c", "from perfdiff.collectors.cupti import reader as r; "
+         "compile(open(r.BOOTSTRAP_FILE).read(), r.BOOTSTRAP_FILE, 'exec'); print(r.BOOTSTRAP_FILE)"],
+        cwd=work, capture_output=True, text=True, check=True).stdout.strip()
+    assert boot == str(site / "perfdiff" / "collectors" / "cupti" / "sitecustomize.py"), boot
     proc = subprocess.run([str(py), "-m", "perfdiff", "compare", "cpufreq/normal", "cpufreq/abnormal",
                            "-o", "report.md"], cwd=work, capture_output=True, text=True)
     assert proc.returncode == 0, proc.stderr
@@ -61,4 +67,5 @@ def test_every_package_is_listed_for_the_wheel() -> None:
 
     listed = set(tomllib.loads((ROOT / "pyproject.toml").read_text())["tool"]["setuptools"]["packages"])
     found = {".".join(p.parent.relative_to(ROOT / "src").parts) for p in (ROOT / "src" / "perfdiff").rglob("__init__.py")}
+    found |= {".".join(("perfdiff", *p.parent.relative_to(ROOT).parts)) for p in (ROOT / "collectors").rglob("__init__.py")}
     assert found <= listed, sorted(found - listed)

@@ -8,9 +8,9 @@ Started without it, the agent waits idle (no CUPTI, no cost) until `perfdiff col
 asks it to record over its socket; $PERFDIFF_AGENT=1 makes the import itself start it so.
 
 Start it before the program's first NVTX call, or NVTX ranges will not reach the trace (see
-perfdiff.collectors.cupti_agent).  Importing this module needs only the standard library:
-without cupti-python (``pip install cupti-python``) the agent just reports why there is no
-kernel trace, and the program runs on.
+perfdiff.collectors.cupti.agent and docs/COLLECTORS.md).  Importing this module needs only
+the standard library: without cupti-python (``pip install cupti-python``) the agent just
+reports why there is no kernel trace, and the program runs on.
 """
 from __future__ import annotations
 
@@ -22,14 +22,14 @@ __all__ = ["start", "stop", "status"]
 
 
 def _impl() -> ModuleType:
-    # The copy `collect`'s bootstrap may have loaded from its own file (a target environment
+    # The copy `collect`'s bootstrap may have loaded from the collector's files (a target environment
     # without perfdiff, or another version of it) holds the running agent: use it, not a second one.
-    loaded = sys.modules.get("_perfdiff_cupti_agent")
+    loaded = sys.modules.get("_perfdiff_cupti_agent.agent")
     if loaded is not None:
         return loaded
-    from perfdiff.collectors import cupti_agent
+    from perfdiff.collectors.cupti import agent
 
-    return cupti_agent
+    return agent
 
 
 def start(directory: str | None = None) -> Any:
