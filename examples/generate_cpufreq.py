@@ -1,8 +1,8 @@
 #!/usr/bin/env python3
 """Seeded generator of the example pair: a CPU-frequency cut that starves the GPU.
 
-The story, with a known answer (it reproduces ../shared/reference/report-cpu-frequency-reduction.md
-without its statistical mistakes):
+The story, with a known answer (the CPU-frequency-reduction case of the reference report
+perfdiff replaces, without that report's statistical mistakes: docs/STATISTICS.md):
 
 * Each cycle the host schedules a batch (CPU work in ``Scheduler.get_next_batch_to_run`` and
   ``TokenizerManager.detokenize``), launching 40 kernels as it goes, then waits in

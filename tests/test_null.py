@@ -1,4 +1,4 @@
-"""Null behaviour: two runs from the same distribution give no significant row (issue 2, item 7)."""
+"""Null behaviour: two runs from the same distribution give no significant row (docs/STATISTICS.md §4, §9)."""
 from __future__ import annotations
 
 from pathlib import Path

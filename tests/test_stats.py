@@ -1,4 +1,4 @@
-"""perfdiff.stats against hand-computed values and scipy on small literal inputs (STATS.md)."""
+"""perfdiff.stats against hand-computed values and scipy on small literal inputs (docs/STATISTICS.md)."""
 from __future__ import annotations
 
 import math
@@ -9,6 +9,7 @@ import pytest
 from scipy import stats as sps
 
 from perfdiff import stats as S
+from perfdiff.stats import effects, mannwhitney, pairwise
 
 NAN = math.nan
 
@@ -104,8 +105,8 @@ def test_hodges_lehmann_by_hand():
 @pytest.mark.parametrize("path", ["matrix", "selection"])
 def test_hodges_lehmann_and_ci_equal_brute_force(m, n, kind, path, monkeypatch):
     if path == "selection":  # force the large-input algorithm onto these small inputs
-        monkeypatch.setattr(S, "_DIRECT_LIMIT", 0)
-        monkeypatch.setattr(S, "_GATHER_LIMIT", 0)
+        monkeypatch.setattr(pairwise, "_DIRECT_LIMIT", 0)
+        monkeypatch.setattr(pairwise, "_GATHER_LIMIT", 0)
     rng = np.random.default_rng(m * 1000 + n)
     a, b = rng.normal(0.2, 1, m), rng.normal(0, 1, n)
     if kind == "integers":
@@ -118,7 +119,7 @@ def test_hodges_lehmann_and_ci_equal_brute_force(m, n, kind, path, monkeypatch):
         a, b = np.full(m, 2.5), np.full(n, 2.5)
     d = brute_differences(a, b)
     assert S.hodges_lehmann(a, b) == np.median(d)
-    k = S._ci_rank(m, n, 0.95)
+    k = effects._ci_rank(m, n, 0.95)
     lo, hi = S.hl_confidence_interval(a, b)
     if k < 1:
         assert math.isnan(lo) and math.isnan(hi)
@@ -129,7 +130,7 @@ def test_hodges_lehmann_and_ci_equal_brute_force(m, n, kind, path, monkeypatch):
 def test_hl_ci_six_against_six_by_hand():
     # U(6,6) counts 1 1 2 3 5 7 11 …: P(U ≤ 5) = 19/924 ≤ 0.025 < P(U ≤ 6) = 30/924 → k = 6.
     # a - n = 10 + (i - j), i, j ∈ 1..6: -5 once, -4 twice, -3 three times → D_(6) = 7.
-    assert S._ci_rank(6, 6, 0.95) == 6
+    assert effects._ci_rank(6, 6, 0.95) == 6
     a = np.arange(1, 7) + 10.0
     n = np.arange(1, 7.0)
     assert S.hodges_lehmann(a, n) == 10.0
@@ -138,7 +139,7 @@ def test_hl_ci_six_against_six_by_hand():
 
 def test_hl_ci_too_few_samples_is_nan():
     # 3 vs 3: P(U = 0) = 1/20 = 0.05 > 0.025, no interval reaches 95 %
-    assert S._ci_rank(3, 3, 0.95) == 0
+    assert effects._ci_rank(3, 3, 0.95) == 0
     lo, hi = S.hl_confidence_interval([1, 2, 3], [4, 5, 6])
     assert math.isnan(lo) and math.isnan(hi)
     # 4 vs 4: P(U = 0) = 1/70 ≤ 0.025 < P(U ≤ 1) = 2/70 → k = 1, the full range
@@ -147,12 +148,12 @@ def test_hl_ci_too_few_samples_is_nan():
 
 def test_hl_ci_rank_exact_coverage_and_normal_approximation():
     for m, n in [(5, 8), (6, 6), (9, 10), (2, 40)]:
-        k = S._ci_rank(m, n, 0.95)
+        k = effects._ci_rank(m, n, 0.95)
         counts = _u_counts_by_enumeration(m, n)
         cdf = np.cumsum(counts) / counts.sum()
         assert cdf[k - 1] <= 0.025 < cdf[k]
     # 30 vs 30 is past the exact limit: floor(450 + 0.5 - 1.959964·sqrt(900·61/12)) = 317
-    assert S._ci_rank(30, 30, 0.95) == 317
+    assert effects._ci_rank(30, 30, 0.95) == 317
 
 
 def _u_counts_by_enumeration(m: int, n: int) -> np.ndarray:
@@ -213,7 +214,7 @@ def test_welch_edge_cases():
 
 
 def test_six_against_six_smallest_p_is_0_0022():
-    """STATS.md: "6 against 6 cycles: the smallest two-sided U-test p is 0.0022"."""
+    """6 against 6 cycles: the smallest two-sided U-test p is 2/C(12, 6) = 0.0022."""
     assert S.min_attainable_p(6, 6) == pytest.approx(2 / 924)
     assert round(S.min_attainable_p(6, 6), 4) == 0.0022
     p, method = S.mann_whitney_p([7, 8, 9, 10, 11, 12], [1, 2, 3, 4, 5, 6])
@@ -262,11 +263,11 @@ def test_exact_permutation_with_ties_matches_exhaustive_scipy_permutation_test(a
 @pytest.mark.parametrize("n, k", [(9, 2), (10, 3), (11, 4), (12, 5), (14, 7)])
 def test_subset_sum_counts_equal_enumeration_with_ties(n, k):
     rng = np.random.default_rng(n + k)
-    scores = np.rint(2 * S._midranks(rng.integers(0, 4, n).astype(float))).astype(int)
+    scores = np.rint(2 * mannwhitney._midranks(rng.integers(0, 4, n).astype(float))).astype(int)
     expected = np.zeros(2 * n * k + 1, int)
     for subset in combinations(scores.tolist(), k):
         expected[sum(subset)] += 1
-    counts = S._subset_sum_counts(scores, k)
+    counts = mannwhitney._subset_sum_counts(scores, k)
     np.testing.assert_array_equal(counts, expected[: counts.size])
     assert counts.sum() == math.comb(n, k)
 
@@ -284,8 +285,8 @@ def test_asymptotic_matches_scipy_asymptotic_with_continuity(seed, ties):
 
 
 def test_exact_limit_boundary():
-    assert S._exact_regime(10, 10)  # C(20, 10) = 184 756
-    assert not S._exact_regime(11, 11)  # C(22, 11) = 705 432
+    assert mannwhitney._exact_regime(10, 10)  # C(20, 10) = 184 756
+    assert not mannwhitney._exact_regime(11, 11)  # C(22, 11) = 705 432
     assert S.mann_whitney_p(np.arange(11.0), np.arange(11.0) + 0.5)[1] == "asymptotic"
 
 
@@ -354,7 +355,7 @@ def test_z_log_by_hand_and_negative_values():
 
 
 # ---------------------------------------------------------------------------------------
-# compare_samples: every edge case of STATS.md
+# compare_samples: every n/a and edge case of docs/STATISTICS.md
 
 
 def test_compare_samples_agrees_with_the_single_functions():
@@ -459,7 +460,7 @@ def test_compare_samples_large_matches_brute_force():
     a, n = rng.lognormal(3.0, 0.5, 2000), rng.lognormal(3.05, 0.5, 1500)
     r = S.compare_samples(a, n, floor=0.01)
     d = brute_differences(a, n)
-    k = S._ci_rank(2000, 1500, 0.95)
+    k = effects._ci_rank(2000, 1500, 0.95)
     assert r.hl == np.median(d)
     assert (r.hl_lo, r.hl_hi) == (d[k - 1], d[d.size - k])
     assert r.mwu_method == "asymptotic"
@@ -568,7 +569,8 @@ def test_huge_inputs_thin_the_pairwise_order_statistics() -> None:
 def test_sorted_fast_paths_equal_the_plain_formulas(seed: int) -> None:
     """compare_samples' one-merge U/δ/tie term and partition-free median/MAD give exactly the
     numbers of the searchsorted/sort/np.median forms they replace (ties, odd and even sizes)."""
-    from perfdiff.stats import _mad_sorted, _median_sorted, _merge_counts, _tie_term, _u_statistic
+    from perfdiff.stats.describe import _mad_sorted, _median_sorted
+    from perfdiff.stats.mannwhitney import _merge_counts, _tie_term, _u_statistic
 
     rng = np.random.default_rng(seed)
     na, nn = int(rng.integers(1, 60)), int(rng.integers(1, 60))

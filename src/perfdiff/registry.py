@@ -21,7 +21,7 @@ class Metric:
 
 
 _METRICS = [
-    # GPU (NVML, COLLECTORS.md)
+    # GPU (NVML; docs/COLLECTORS.md)
     Metric("gpu_usage", "%", "gauge", "GPU utilisation: share of time a kernel ran", "nvmlDeviceGetSamples(GPU_UTILIZATION_SAMPLES)"),
     Metric("process_gpu_usage", "%", "gauge", "GPU utilisation by the target and its children", "nvmlDeviceGetProcessUtilization.smUtil"),
     Metric("gpu_sm_util", "%", "gauge", "SM activity (GPM)", "GPM SM_UTIL"),
@@ -50,7 +50,7 @@ _METRICS = [
     Metric("gpu_throttle_sync_boost", "% of window", "gauge", "clocks held to the sync-boost group", "NVML_FI_DEV_CLOCKS_EVENT_REASON_SYNC_BOOST"),
     Metric("gpu_throttle_hw_slowdown", "% of window", "gauge", "hardware slowdown active (point readings)", "nvmlDeviceGetCurrentClocksEventReasons 0x8"),
     Metric("gpu_throttle_app_clocks", "% of window", "gauge", "clocks held at the application setting (point readings)", "nvmlDeviceGetCurrentClocksEventReasons 0x2"),
-    # Host (psutil, /proc)
+    # Host (/proc and /sys; docs/COLLECTORS.md)
     Metric("cpu_frequency", "% of max", "gauge", "CPU clock as a share of its maximum, mean over the target's CPUs", "/sys/devices/system/cpu/cpu*/cpufreq"),
     Metric("cpu_frequency_mhz", "MHz", "gauge", "CPU clock, mean over the target's CPUs", "/sys/devices/system/cpu/cpu*/cpufreq"),
     Metric("host_cpu_usage", "%", "gauge", "whole-host CPU utilisation", "/proc/stat"),

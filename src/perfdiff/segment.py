@@ -1,6 +1,6 @@
 """Split a run's timeline into cycles (iterations of its main loop).
 
-Sources, in order, unless the user names one (DESIGN.md, Cycles):
+Sources, in order, unless the user names one (docs/STATISTICS.md, "Cycles and functions"):
 1. perfdiff markers written by the target;
 2. annotation ranges: ``ProfilerStep#N``, or an NVTX/annotation range name that repeats;
 3. a repeating kernel sequence (smallest period p; a cycle starts at each occurrence of the

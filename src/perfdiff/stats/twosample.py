@@ -1,0 +1,106 @@
+"""Every two-sample statistic of one row at once (`compare_samples` → `TwoSample`).
+
+`n` is the normal side, `a` the abnormal one; non-finite values are dropped and counted;
+a statistic that cannot be computed is NaN with a reason (docs/STATISTICS.md).
+"""
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+import numpy as np
+
+from perfdiff.stats.describe import _median_sorted, drop_nonfinite
+from perfdiff.stats.effects import _ci_rank, _z_from
+from perfdiff.stats.mannwhitney import _mann_whitney, _merge_counts, min_attainable_p
+from perfdiff.stats.pairwise import _pairwise_order_stats
+from perfdiff.stats.welch import _welch
+
+
+@dataclass(frozen=True)
+class TwoSample:
+    """Result of `compare_samples`: NaN means n/a, and `reasons` says why, one item per field."""
+
+    n_n: int
+    n_a: int
+    dropped: int
+    mean_n: float
+    mean_a: float
+    median_n: float
+    median_a: float
+    z: float
+    p_welch: float
+    p_mwu: float
+    mwu_method: str
+    hl: float
+    hl_lo: float
+    hl_hi: float
+    cliffs_delta: float
+    reasons: tuple[str, ...]
+    p_mwu_min: float = math.nan  # smallest U-test p attainable at these sizes (untied)
+
+
+def compare_samples(a: object, n: object, floor: float, *, alpha: float | None = None,
+                    level: float = 0.95) -> TwoSample:
+    """All two-sample statistics of one row: `n` normal side, `a` abnormal, `floor` in x's unit.
+
+    Non-finite values are dropped and counted in `dropped`.  With `alpha`, the U-test p is
+    n/a when even a perfect separation could not reach it (docs/STATISTICS.md,
+    "smallest attainable p"); without, it is always reported and `p_mwu_min` lets the caller decide.
+    Reasons read "<field>: <why>", e.g. "z: n_N < 3", "p_mwu: all tied (p = 1)".
+    """
+    av, drop_a = drop_nonfinite(a)
+    nv, drop_n = drop_nonfinite(n)
+    av.sort()  # our own copies: sorted once, every statistic below is faster on them
+    nv.sort()
+    reasons: list[str] = []
+    if drop_a or drop_n:
+        reasons.append(f"dropped: {drop_n} non-finite normal, {drop_a} non-finite abnormal")
+    empty = av.size == 0 or nv.size == 0
+    if empty:
+        side = "n_N = 0" if nv.size == 0 else "n_A = 0"
+        reasons.append(f"hl, cliffs_delta, p_mwu: {side}")
+
+    hl = hl_lo = hl_hi = delta = math.nan
+    u = None
+    if not empty:
+        mn = av.size * nv.size
+        k = _ci_rank(av.size, nv.size, level)
+        ranks = [k - 1, mn - k] if k >= 1 else []
+        order_stats = _pairwise_order_stats(av, nv, ranks, median=True, presorted=True)
+        hl = float(order_stats[-1])
+        if k >= 1:
+            hl_lo, hl_hi = float(order_stats[0]), float(order_stats[1])
+        else:
+            reasons.append(f"hl_ci: too few samples for a {level:.0%} CI "
+                           f"({nv.size} / {av.size})")
+        greater, less, ties, tie_term = _merge_counts(av, nv)
+        u = greater + 0.5 * ties
+        delta = (greater - less) / mn
+
+    z, why = _z_from(hl, nv, floor, presorted=True) if nv.size >= 3 else (math.nan, "n_N < 3")
+    if why:
+        reasons.append(f"z: {why}")
+    p_w, why = _welch(av, nv)
+    if why:
+        reasons.append(f"p_welch: {why}")
+    p_u, method = _mann_whitney(av, nv, u, None if empty else tie_term)
+    p_min = min_attainable_p(nv.size, av.size)
+    if method == "all-tied":
+        reasons.append("p_mwu: all tied (p = 1)")
+    if alpha is not None and not empty and p_min > alpha:
+        reasons.append(f"p_mwu: smallest attainable p {p_min:.3g} > α = {alpha:g} "
+                       f"at {nv.size} / {av.size}")
+        p_u, method = math.nan, "n/a"
+
+    return TwoSample(
+        n_n=int(nv.size), n_a=int(av.size), dropped=drop_a + drop_n,
+        mean_n=float(np.mean(nv)) if nv.size else math.nan,
+        mean_a=float(np.mean(av)) if av.size else math.nan,
+        median_n=_median_sorted(nv) if nv.size else math.nan,
+        median_a=_median_sorted(av) if av.size else math.nan,
+        z=z, p_welch=p_w, p_mwu=p_u, mwu_method=method,
+        hl=hl, hl_lo=hl_lo, hl_hi=hl_hi, cliffs_delta=delta,
+        reasons=tuple(reasons), p_mwu_min=p_min,
+    )
+
