@@ -89,3 +89,18 @@ def test_fuser_export_compares(real: Path, tmp_path: Path, capsys: pytest.Captur
     f = "NVIDIA/Fuser/@ee4fcf30/report1.sqlite"
     rep = compare(real, tmp_path, capsys, f, f)
     assert rep["normal"]["n_cycles"] >= 2
+
+
+@pytest.mark.real
+def test_waits_never_rank_above_the_kernel_that_changed(real: Path) -> None:
+    """Rodinia report3 vs report2: Fan2 is the first row, and no wait (pthread_cond_timedwait,
+    cudaThreadSynchronize, poll) comes before a significant non-wait row."""
+    import perfdiff
+
+    rodinia = real / "kmcho2019/Rodinia_3.1_Gaussian"
+    a = perfdiff.compare(rodinia / "report3.sqlite", rodinia / "report2.sqlite").analysis
+    rows = [a.functions[r.func] for r in a.details]
+    assert rows[0].name.startswith("Fan2")
+    waits = [i for i, f in enumerate(rows) if f.wait]
+    significant = [i for i, f in enumerate(rows) if not f.wait and f.q_t <= a.alpha]
+    assert waits and max(significant) < min(waits)

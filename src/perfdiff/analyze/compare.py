@@ -179,7 +179,7 @@ def compare_runs(normal: RunData, abnormal: RunData, cn: Cycles, ca: Cycles, *,
         normal=sn, abnormal=sa, alpha=alpha,
         cycle_test=cycle_test, cycle_ks=cycle_ks, quantiles_n=quantiles[0], quantiles_a=quantiles[1],
         functions=tuple(functions), mu=tuple(mu_rows), context=tuple(ctx_rows),
-        details=tuple(_detail_rows(functions, mu_rows)), common_modes=tuple(modes),
+        details=tuple(_detail_rows(functions, mu_rows, alpha)), common_modes=tuple(modes),
         constants=tuple(sorted(f"{m}@{d}" for d, ms in constants.items() for m in ms)), aliases=aliases,
         comparability=tuple(comparable), warnings=tuple(warnings), renames=tuple(renames),
         untested=tuple(i for i, fs in enumerate(functions) if not fs.tested), scope=scope, n_tests_t=m_tests,
@@ -248,7 +248,10 @@ def _assign_q(functions: list[FunctionStats], tested_idx: list[int], mu_rows: li
     return functions, mu_out, ctx_out
 
 
-def _detail_rows(functions: list[FunctionStats], mu_rows: list[MuStats]) -> list[DetailRow]:
+def _detail_rows(functions: list[FunctionStats], mu_rows: list[MuStats], alpha: float) -> list[DetailRow]:
+    """The detailed table's rows: functions whose own time changed significantly first, waits
+    after them (a wait is a symptom: it never ranks above a function that could be the cause),
+    then the rest; each tier by suspicion score, then |τ|."""
     by_func: dict[int, list[int]] = {}
     for j, r in enumerate(mu_rows):
         by_func.setdefault(r.func, []).append(j)
@@ -264,8 +267,13 @@ def _detail_rows(functions: list[FunctionStats], mu_rows: list[MuStats]) -> list
                 func=i, mu=j,
                 score=stats.suspicion_score(f.tau_pp, z_t, z_lm, func_scope=j is not None),
                 legacy_score=stats.legacy_score(f.d_beta, z_b, z_lm)))
-    rows.sort(key=lambda r: (-_nz(r.score), -abs(functions[r.func].tau_pp), functions[r.func].name,
-                             mu_rows[r.mu].metric if r.mu is not None else ""))
+    def tier(f: FunctionStats) -> int:
+        if not (math.isfinite(f.q_t) and f.q_t <= alpha):
+            return 2
+        return 1 if f.wait else 0
+
+    rows.sort(key=lambda r: (tier(functions[r.func]), -_nz(r.score), -abs(functions[r.func].tau_pp),
+                             functions[r.func].name, mu_rows[r.mu].metric if r.mu is not None else ""))
     return rows
 
 
