@@ -15,7 +15,7 @@ from conftest import assert_contract
 
 from perfdiff.bundle import MISSING
 from perfdiff.errors import InputError
-from perfdiff.importers import kineto as kineto_mod
+from perfdiff.importers.kineto import blocks, general, scan, tables
 from perfdiff.importers.kineto import import_kineto, short_kernel_name
 
 REAL = Path(__file__).resolve().parents[1].parent / "shared" / "data" / "real"
@@ -116,8 +116,8 @@ def test_modern_trace_wall_clock_and_skips() -> None:
 @pytest.mark.parametrize("path", [NW4, HTA / "control" / "control.json.gz", TRACELENS],
                          ids=["legacy-2021", "hta-2022", "modern-2025"])
 def test_fast_scanner_equals_general_parser(path: Path) -> None:
-    fast = kineto_mod._build(path, kineto_mod._FastScan(path).run(), "full")
-    slow = kineto_mod._build(path, kineto_mod._slow_events(path), "full")
+    fast = tables.build(path, scan.FastScan(path).run(), "full")
+    slow = tables.build(path, general.general_events(path), "full")
     for table in ("activity", "markers"):
         a, b = getattr(fast, table), getattr(slow, table)
         cols = list(a.columns)
@@ -133,7 +133,7 @@ def test_small_blocks_give_the_same_result(monkeypatch: pytest.MonkeyPatch) -> N
     """Events cut at block boundaries (the carry) decode exactly as in one block."""
     path = HTA / "control" / "control.json.gz"
     whole = import_kineto(path)
-    monkeypatch.setattr(kineto_mod, "_BLOCK", 50_000)
+    monkeypatch.setattr(blocks, "BLOCK", 50_000)
     pieces = import_kineto(path)
     for table in ("activity", "markers"):
         pd.testing.assert_frame_equal(getattr(whole, table).astype(str), getattr(pieces, table).astype(str))
