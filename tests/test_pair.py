@@ -70,7 +70,7 @@ def test_function_tests_in_a_pool_give_the_same_report(real: Path, tmp_path: Pat
     assert analyze._FUNCTION_TEST_DATA is None and not multiprocessing.active_children()
 
 
-def side(arg: tuple[str, int]) -> dict:
+def side(arg: tuple[str, int], cores: int | None = None) -> dict:
     kind, n = arg
     if kind == "bad":
         raise InputError("not an nsys export (no CUPTI_ACTIVITY_KIND_KERNEL table)", path="/x/b.sqlite")
@@ -119,7 +119,7 @@ def test_bundles_load_in_process_traces_in_workers(tmp_path: Path) -> None:
     assert pair.input_sizes((tmp_path / "b", trace)) == (0, 1000)
 
 
-def killed(arg: tuple[str, int]) -> dict:
+def killed(arg: tuple[str, int], cores: int | None = None) -> dict:
     if arg[0] == "oom":
         os.kill(os.getpid(), 9)  # as the kernel's OOM killer would
     return {"name": arg[0]}
@@ -133,13 +133,13 @@ def test_a_worker_killed_is_one_line_naming_the_input() -> None:
 
 
 def test_a_worker_has_half_the_cores_for_its_run() -> None:
-    from perfdiff.importers.common import cores_per_run
+    from perfdiff.importers.common import resolve_cores
 
     cores = os.cpu_count() or 1
-    assert cores_per_run() == cores
-    out = pair.map_pair(lambda _: cores_per_run(), (0, 1), (1 << 30, 1 << 30))
+    assert resolve_cores(None) == cores
+    out = pair.map_pair(lambda _, cores=None: resolve_cores(cores), (0, 1), (1 << 30, 1 << 30))
     assert out == [max(1, cores // 2)] * 2
-    assert cores_per_run() == cores  # the parent's own count is unchanged
+    assert resolve_cores(None) == cores  # the parent's own count is unchanged
 
 
 @pytest.mark.real
@@ -153,11 +153,9 @@ def test_nsys_reads_the_runtime_table_without_a_thread_when_no_core_is_spare(
     submitted = []
     real_submit = ThreadPoolExecutor.submit
     monkeypatch.setattr(ThreadPoolExecutor, "submit", lambda self, *a, **k: submitted.append(a) or real_submit(self, *a, **k))
-    monkeypatch.setattr(nsys_mod, "cores_per_run", lambda: 2)
-    threaded = nsys_mod.import_nsys(path)
+    threaded = nsys_mod.import_nsys(path, cores=2)
     assert len(submitted) == 1
-    monkeypatch.setattr(nsys_mod, "cores_per_run", lambda: 1)
-    serial = nsys_mod.import_nsys(path)
+    serial = nsys_mod.import_nsys(path, cores=1)
     assert len(submitted) == 1  # no second helper thread
     import pandas as pd
 

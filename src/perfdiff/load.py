@@ -57,11 +57,12 @@ def export_nsys_rep(path: Path, workdir: Path) -> Path:
 
 
 def open_run(path: str | os.PathLike[str], *, pid: int | None = None, group: str = "full",
-             for_compare: bool = False) -> RunData:
+             for_compare: bool = False, cores: int | None = None) -> RunData:
     """Load `path`: a bundle directory, a directory holding one trace, or a trace file.
 
     `for_compare`: a trace's activity columns that no comparison reads (COMPARE_UNUSED) are
-    left unknown instead of copied; a trace to write out as a bundle needs them."""
+    left unknown instead of copied; a trace to write out as a bundle needs them.  `cores`: CPU
+    cores a trace's import may keep busy (None: all of them)."""
     p = Path(path)
     if not p.exists():
         raise InputError("no such file or directory", path=p)
@@ -79,10 +80,10 @@ def open_run(path: str | os.PathLike[str], *, pid: int | None = None, group: str
     if kind == "kineto":
         from perfdiff.importers.kineto import import_kineto
 
-        return import_kineto(p, group=group, skip=skip)
+        return import_kineto(p, group=group, skip=skip, cores=cores)
     from perfdiff.importers.nsys import import_nsys
 
     if kind == "nsys-rep":
         with tempfile.TemporaryDirectory(prefix="perfdiff-") as tmp:
-            return import_nsys(export_nsys_rep(p, Path(tmp)), pid=pid, group=group, skip=skip)
-    return import_nsys(p, pid=pid, group=group, skip=skip)
+            return import_nsys(export_nsys_rep(p, Path(tmp)), pid=pid, group=group, skip=skip, cores=cores)
+    return import_nsys(p, pid=pid, group=group, skip=skip, cores=cores)

@@ -81,11 +81,9 @@ def _load(folder: Path) -> Any:
 
 
 def _child(fn: Callable[..., Any], arg: Any, folder: Path) -> int:
-    from perfdiff.importers.common import set_runs_at_once
-
-    set_runs_at_once(2)  # the other run loads beside this one: no helper threads on 2 cores
     try:
-        _dump(fn(arg), folder)
+        # The other run loads beside this one: half the cores each (no helper threads on 2).
+        _dump(fn(arg, cores=max(1, (os.cpu_count() or 1) // 2)), folder)
         return 0
     except PerfdiffError as exc:
         (folder / "error.pickle").write_bytes(pickle.dumps((type(exc).__name__, str(exc), exc.code)))
@@ -101,6 +99,8 @@ def _child(fn: Callable[..., Any], arg: Any, folder: Path) -> int:
 def map_pair(fn: Callable[[Any], Any], args: tuple[Any, Any], sizes: tuple[int, int] | None = None,
              while_waiting: Callable[[], None] | None = None) -> list[Any]:
     """[fn(args[0]), fn(args[1])], computed in two forked children when worth it.
+
+    In a child, fn is called as fn(arg, cores=n): n is its share of the CPU cores.
 
     `sizes`: the inputs' bytes (decides whether forking pays off; default: in-process).
     `while_waiting`: work for this process meanwhile (imports the next steps need); called

@@ -52,8 +52,8 @@ def cmd_compare(args: argparse.Namespace) -> int:
     window = parse_duration_ns(args.window) if args.window else None
     _keep_freed_memory()
 
-    def load_side(path: str) -> tuple[RunData, Cycles, CycleMatrix]:
-        run = open_run(path, pid=args.pid, group=args.group, for_compare=True)
+    def load_side(path: str, cores: int | None = None) -> tuple[RunData, Cycles, CycleMatrix]:
+        run = open_run(path, pid=args.pid, group=args.group, for_compare=True, cores=cores)
         cycles = segment_cycles(run, cycle_regex=args.cycle, window_ns=window)
         run, matrix = keep_rows_for_mu(run, attribute_activity(run, cycles))
         return run, cycles, matrix

@@ -5,20 +5,7 @@ from __future__ import annotations
 import enum
 import os
 
-__all__ = ["COMPARE_UNUSED", "ClockDomain", "Note", "cores_per_run", "resolve_cores", "set_runs_at_once"]
-
-_RUNS_AT_ONCE = 1  # runs being loaded at the same time on this machine (2 in perfdiff.pair's workers)
-
-
-def set_runs_at_once(n: int) -> None:
-    """Say how many runs load at once (perfdiff.pair's workers: 2), for cores_per_run."""
-    global _RUNS_AT_ONCE
-    _RUNS_AT_ONCE = max(1, n)
-
-
-def cores_per_run() -> int:
-    """CPU cores one run's import may keep busy (the nsys importer, until it takes `cores`)."""
-    return max(1, (os.cpu_count() or 1) // _RUNS_AT_ONCE)
+__all__ = ["COMPARE_UNUSED", "ClockDomain", "Note", "resolve_cores"]
 
 
 def resolve_cores(cores: int | None) -> int:
@@ -26,7 +13,7 @@ def resolve_cores(cores: int | None) -> int:
 
     Importers start helper threads only where this is ≥ 2: on two cores shared with another
     run's import, a helper thread only competes with it (docs/PERFORMANCE.md)."""
-    return cores_per_run() if cores is None else max(1, int(cores))
+    return max(1, (os.cpu_count() or 1) if cores is None else int(cores))
 
 
 class ClockDomain(str, enum.Enum):

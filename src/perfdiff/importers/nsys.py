@@ -48,7 +48,7 @@ import pandas as pd
 
 from perfdiff.bundle import MISSING, RunData, base_manifest, empty_table
 from perfdiff.errors import InputError
-from perfdiff.importers.common import cores_per_run
+from perfdiff.importers.common import resolve_cores
 from perfdiff.model.cuda_names import MEM_KINDS, memcpy_label, strip_api_version
 from perfdiff.model.tables import Part, categorical, concat_parts, constant_categorical, dense_codes
 from perfdiff.model.intervals import self_time_ns
@@ -73,19 +73,20 @@ GPU_METRIC_NAMES = {
 
 
 def import_nsys(path: str | Path, *, pid: int | None = None, group: str = "full",
-                skip: frozenset[str] = frozenset()) -> RunData:
+                skip: frozenset[str] = frozenset(), cores: int | None = None) -> RunData:
     """Read the nsys SQLite export at `path` into a RunData (times: wall-clock ns).
 
     `pid` picks the process when the export holds several (default: the one with most GPU
     work); `group="short"` names kernels by their short name; `skip`: activity columns left
-    unknown (see concat_parts).  Bad input raises InputError naming the file.
+    unknown (see concat_parts); `cores`: CPU cores the import may keep busy (None: all).  Bad
+    input raises InputError naming the file.
     """
     p = Path(path)
     if group not in ("full", "short"):
         raise ValueError(f"group must be 'full' or 'short', not {group!r}")
     con = _connect(p)
     try:
-        return _Import(con, p, pid, group, skip).run()
+        return _Import(con, p, pid, group, skip, cores).run()
     except sqlite3.DatabaseError as exc:
         raise InputError(f"cannot read the SQLite export ({exc})", path=p) from None
     finally:
@@ -123,12 +124,13 @@ class _Import:
     """One import: the connection, the schema found, and the pieces built so far."""
 
     def __init__(self, con: sqlite3.Connection, path: Path, pid: int | None, group: str,
-                 skip: frozenset[str] = frozenset()):
+                 skip: frozenset[str] = frozenset(), cores: int | None = None):
         self.con = con
         self.path = path
         self.want_pid = pid
         self.group = group
         self.skip = skip
+        self.cores = resolve_cores(cores)
         self.tables = {name: int(root or 0) for name, root in
                        con.execute("SELECT name, rootpage FROM sqlite_master WHERE type='table'")}
         self._cols: dict[str, list[str]] = {}
@@ -189,7 +191,7 @@ class _Import:
         # where a second core is free for it.
         with ThreadPoolExecutor(max_workers=1) as pool:
             self.cols(RUNTIME)  # schema probe here, not in the helper thread
-            rt_future = (pool.submit(self._read_runtime) if self.has(RUNTIME) and cores_per_run() >= 2
+            rt_future = (pool.submit(self._read_runtime) if self.has(RUNTIME) and self.cores >= 2
                          else None)
             self.name_col = self._kernel_name_column()
             kern = self.read(KERNEL, ["start", "end", "deviceId", "streamId", "correlationId", "globalPid"]
