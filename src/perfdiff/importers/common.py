@@ -5,7 +5,9 @@ from __future__ import annotations
 import enum
 import os
 
-__all__ = ["COMPARE_UNUSED", "ClockDomain", "Note", "resolve_cores"]
+import pandas as pd
+
+__all__ = ["COMPARE_UNUSED", "ClockDomain", "Note", "canonical", "resolve_cores"]
 
 
 def resolve_cores(cores: int | None) -> int:
@@ -48,3 +50,11 @@ class Note(str):
 # Activity columns a comparison never reads: `perfdiff compare` imports traces without
 # writing them out (each is a copy of 8 bytes a row: 48 MB at 6 M rows).
 COMPARE_UNUSED = frozenset({"stream", "correlation", "bytes"})
+
+
+def canonical(table: pd.DataFrame) -> pd.DataFrame:
+    """`table` with its string columns as plain text and its rows sorted by every column: two
+    tables holding the same rows in any order give equal results (to compare importers)."""
+    out = pd.DataFrame({c: table[c].astype(str) if not pd.api.types.is_numeric_dtype(table[c]) else table[c]
+                        for c in table.columns})
+    return out.sort_values(list(out.columns), kind="stable").reset_index(drop=True)
