@@ -14,7 +14,7 @@ from conftest import assert_contract
 
 from perfdiff.bundle import MISSING
 from perfdiff.errors import InputError
-from perfdiff.importers import nsys as nsys_mod
+from perfdiff.importers.nsys import pages
 from perfdiff.importers.nsys import import_nsys
 
 REAL = Path(__file__).resolve().parents[1].parent / "shared" / "data" / "real"
@@ -163,7 +163,7 @@ def test_group_short_and_fuser_nvtx() -> None:
 def test_page_reader_agrees_with_sqlite(monkeypatch: pytest.MonkeyPatch) -> None:
     path = REAL_EXPORTS[2]
     fast = import_nsys(path)
-    monkeypatch.setattr(nsys_mod._PageReader, "open", classmethod(lambda cls, p: None))
+    monkeypatch.setattr(pages.PageReader, "open", classmethod(lambda cls, p: None))
     slow = import_nsys(path)
     for table in ("activity", "markers", "samples"):
         pd.testing.assert_frame_equal(getattr(fast, table).astype(str), getattr(slow, table).astype(str))
@@ -330,7 +330,7 @@ def test_pid_choice(tmp_path: Path) -> None:
 def test_page_reader_agrees_on_synthetic(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     path = make_export(tmp_path / "tiny.sqlite")
     fast = import_nsys(path)
-    monkeypatch.setattr(nsys_mod._PageReader, "open", classmethod(lambda cls, p: None))
+    monkeypatch.setattr(pages.PageReader, "open", classmethod(lambda cls, p: None))
     slow = import_nsys(path)
     for table in ("activity", "markers", "samples"):
         pd.testing.assert_frame_equal(getattr(fast, table).astype(str), getattr(slow, table).astype(str))
@@ -352,7 +352,7 @@ def test_page_reader_many_rows_and_multibyte_values(tmp_path: Path) -> None:
     con.commit()
     root = con.execute("SELECT rootpage FROM sqlite_master WHERE name='t'").fetchone()[0]
     con.close()
-    reader = nsys_mod._PageReader.open(path)
+    reader = pages.PageReader.open(path)
     got = reader.read_int_columns(root, ["a", "note", "b", "c"], ["a", "b", "c"])
     assert got["a"].tolist() == [r[0] for r in rows]
     assert got["b"].tolist() == [MISSING if r[2] is None else r[2] for r in rows]
