@@ -1,4 +1,4 @@
-"""`perfdiff import` and traces on the command line: round trip, bad traces (issue 3, items 1 and 8)."""
+"""`perfdiff import` and traces on the command line: round trip, bad traces."""
 from __future__ import annotations
 
 import gzip

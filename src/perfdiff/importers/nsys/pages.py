@@ -1,8 +1,8 @@
 """Integer columns of a SQLite table decoded straight from the file's B-tree pages with numpy.
 
-SQLite's own row-by-row engine plus Python tuples cost 2–4 µs per row; this reads the
-millions of rows of an export's integer tables (kernels, runtime calls, memcpy, OSRT,
-scheduling) a whole column at a time.  Anything it does not handle (a live WAL file,
+SQLite's row-by-row engine with a Python tuple per row is slow at millions of rows; this
+reads an export's integer tables (kernels, runtime calls, memcpy, OSRT, scheduling) a whole
+column at a time (docs/PERFORMANCE.md has the figures).  Anything it does not handle (a live WAL file,
 overflow pages, non-integer values, corrupt pages) raises `Unsupported` and the caller
 falls back to a plain SELECT, which also reports a damaged file.  The file is mapped
 read-only, never written.
