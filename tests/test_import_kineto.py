@@ -5,6 +5,7 @@ from __future__ import annotations
 import gzip
 import hashlib
 import json
+import pickle
 from collections import Counter
 from pathlib import Path
 
@@ -15,7 +16,7 @@ from conftest import assert_contract
 
 from perfdiff.bundle import MISSING
 from perfdiff.errors import InputError
-from perfdiff.importers.common import canonical
+from perfdiff.importers.common import ClockDomain, canonical
 from perfdiff.importers.kineto import blocks, general, scan, tables
 from perfdiff.importers.kineto.reference import reference_tables
 from perfdiff.importers.kineto import import_kineto, short_kernel_name
@@ -189,6 +190,9 @@ def test_literal_trace(tmp_path: Path) -> None:
     assert m.loc["ProfilerStep#3", "source"] == "profiler_step" and m.loc["forward", "source"] == "annotation"
     assert run.manifest["dropped"] == {"category python_function (not imported)": 1}
     assert any("relative" in n for n in run.manifest["import"]["notes"])
+    assert run.manifest["clock"]["domain"] == ClockDomain.TRACE_RELATIVE.value
+    assert [n.code for n in run.notes] == ["clock-relative"]
+    assert pickle.loads(pickle.dumps(run.notes))[0].code == "clock-relative"  # pair's workers pickle runs
 
 
 def test_negative_duration_is_dropped(tmp_path: Path) -> None:
@@ -238,6 +242,9 @@ def test_legacy_layout_and_base_time(tmp_path: Path) -> None:
     assert run.manifest["gpus"] == [{"index": 0, "name": "Tesla V100", "sm_count": 80, "compute_capability": "7.0",
                                      "used": True}]
     assert run.manifest["run_name"] == "legacy"
+    assert run.manifest["clock"] == {"domain": ClockDomain.REALTIME.value,
+                                     "anchors": [{"source": "baseTimeNanoseconds", "base_ns": base}]}
+    assert run.notes == []
 
 
 def test_group_short(tmp_path: Path) -> None:
