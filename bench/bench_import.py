@@ -1,9 +1,10 @@
 #!/usr/bin/env python3
-"""Import and compare of large traces made by ../shared/bench's generators.
+"""Import and compare of large traces made by the trace generators in SHARED/bench (--shared).
 
-For each size: generate the pair the shared README measured HTA and nsys-ai on (same
-arguments, scaled), time `perfdiff import` of one side (rows/s, MB/s) and `perfdiff compare`
-of the pair, each in a fresh process (wall time, peak RSS from wait4).  Prints Markdown.
+For each size: generate a pair with the generators (the arguments the reference figures of
+docs/PERFORMANCE.md used, scaled), time `perfdiff import` of one side (rows/s, MB/s) and
+`perfdiff compare` of the pair, each in a fresh process (wall time, peak RSS from wait4).
+Prints Markdown.
 """
 from __future__ import annotations
 
@@ -16,7 +17,7 @@ HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
 from run_bench import OUT, PY, measure  # noqa: E402
 
-FIGURES = {  # from ../shared/bench/README.md, the 2-core reference machine
+FIGURES = {  # other tools on the same pairs, 2-core reference machine (docs/PERFORMANCE.md)
     "kineto": "HTA 0.5.0 TraceDiff: 215 s, 6.2 GiB (1 M kernels)",
     "nsys": "nsys-ai 0.3.0 diff: 88 s, 4.1 GiB (2 M kernels, cache warm)",
 }

@@ -5,6 +5,7 @@ from __future__ import annotations
 import gzip
 import hashlib
 import json
+import pickle
 from collections import Counter
 from pathlib import Path
 
@@ -15,7 +16,9 @@ from conftest import assert_contract
 
 from perfdiff.bundle import MISSING
 from perfdiff.errors import InputError
-from perfdiff.importers import kineto as kineto_mod
+from perfdiff.importers.common import ClockDomain, canonical
+from perfdiff.importers.kineto import blocks, general, scan, tables
+from perfdiff.importers.kineto.reference import reference_tables
 from perfdiff.importers.kineto import import_kineto, short_kernel_name
 
 REAL = Path(__file__).resolve().parents[1].parent / "shared" / "data" / "real"
@@ -116,8 +119,8 @@ def test_modern_trace_wall_clock_and_skips() -> None:
 @pytest.mark.parametrize("path", [NW4, HTA / "control" / "control.json.gz", TRACELENS],
                          ids=["legacy-2021", "hta-2022", "modern-2025"])
 def test_fast_scanner_equals_general_parser(path: Path) -> None:
-    fast = kineto_mod._build(path, kineto_mod._FastScan(path).run(), "full")
-    slow = kineto_mod._build(path, kineto_mod._slow_events(path), "full")
+    fast = tables.build(path, scan.FastScan(path).run(), "full")
+    slow = tables.build(path, general.general_events(path), "full")
     for table in ("activity", "markers"):
         a, b = getattr(fast, table), getattr(slow, table)
         cols = list(a.columns)
@@ -133,7 +136,7 @@ def test_small_blocks_give_the_same_result(monkeypatch: pytest.MonkeyPatch) -> N
     """Events cut at block boundaries (the carry) decode exactly as in one block."""
     path = HTA / "control" / "control.json.gz"
     whole = import_kineto(path)
-    monkeypatch.setattr(kineto_mod, "_BLOCK", 50_000)
+    monkeypatch.setattr(blocks, "BLOCK", 50_000)
     pieces = import_kineto(path)
     for table in ("activity", "markers"):
         pd.testing.assert_frame_equal(getattr(whole, table).astype(str), getattr(pieces, table).astype(str))
@@ -187,6 +190,9 @@ def test_literal_trace(tmp_path: Path) -> None:
     assert m.loc["ProfilerStep#3", "source"] == "profiler_step" and m.loc["forward", "source"] == "annotation"
     assert run.manifest["dropped"] == {"category python_function (not imported)": 1}
     assert any("relative" in n for n in run.manifest["import"]["notes"])
+    assert run.manifest["clock"]["domain"] == ClockDomain.TRACE_RELATIVE.value
+    assert [n.code for n in run.notes] == ["clock-relative"]
+    assert pickle.loads(pickle.dumps(run.notes))[0].code == "clock-relative"  # pair's workers pickle runs
 
 
 def test_negative_duration_is_dropped(tmp_path: Path) -> None:
@@ -210,19 +216,22 @@ def test_layouts_give_the_same_tables(tmp_path: Path) -> None:
         assert run.manifest["source"]["reader"] == ("json" if name.startswith("sorted") else "fast")
 
 
+LEGACY = [
+    {"ph": "X", "cat": "Operator", "name": "ProfilerStep#5", "pid": 7, "tid": "7", "ts": 100, "dur": 50},
+    {"ph": "X", "cat": "Runtime", "name": "cudaLaunchKernel", "pid": 7, "tid": "7", "ts": 110, "dur": 4,
+     "args": {"correlation": 3, "external id": 1}},
+    {"ph": "X", "cat": "Kernel", "name": "volta_sgemm", "pid": 0, "tid": "stream 7", "ts": 120, "dur": 9,
+     "args": {"device": 0, "stream": 7, "correlation": 3}},
+    {"ph": "X", "cat": "Memset", "name": "Memset (Device)", "pid": 1, "tid": "stream 9", "ts": 130, "dur": 1,
+     "args": {"device": 1, "stream": 9, "correlation": 4, "bytes": 64}},
+    {"ph": "f", "id": 3, "pid": 0, "tid": "stream 7", "ts": 120, "cat": "async", "name": "launch", "bp": "e"},
+]
+LEGACY_DOC = {"schemaVersion": 1, "traceEvents": LEGACY, "baseTimeNanoseconds": 1_600_000_000_000_000_000,
+              "deviceProperties": [{"id": 0, "name": "Tesla V100", "numSms": 80, "computeMajor": 7, "computeMinor": 0}]}
+
+
 def test_legacy_layout_and_base_time(tmp_path: Path) -> None:
-    legacy = [
-        {"ph": "X", "cat": "Operator", "name": "ProfilerStep#5", "pid": 7, "tid": "7", "ts": 100, "dur": 50},
-        {"ph": "X", "cat": "Runtime", "name": "cudaLaunchKernel", "pid": 7, "tid": "7", "ts": 110, "dur": 4,
-         "args": {"correlation": 3, "external id": 1}},
-        {"ph": "X", "cat": "Kernel", "name": "volta_sgemm", "pid": 0, "tid": "stream 7", "ts": 120, "dur": 9,
-         "args": {"device": 0, "stream": 7, "correlation": 3}},
-        {"ph": "X", "cat": "Memset", "name": "Memset (Device)", "pid": 1, "tid": "stream 9", "ts": 130, "dur": 1,
-         "args": {"device": 1, "stream": 9, "correlation": 4, "bytes": 64}},
-        {"ph": "f", "id": 3, "pid": 0, "tid": "stream 7", "ts": 120, "cat": "async", "name": "launch", "bp": "e"},
-    ]
-    doc = {"schemaVersion": 1, "traceEvents": legacy, "baseTimeNanoseconds": 1_600_000_000_000_000_000,
-           "deviceProperties": [{"id": 0, "name": "Tesla V100", "numSms": 80, "computeMajor": 7, "computeMinor": 0}]}
+    doc = LEGACY_DOC
     run = import_kineto(write(tmp_path / "legacy.pt.trace.json", doc, indent=2))
     a = run.activity.set_index(run.activity["function"].astype(str))
     base = 1_600_000_000_000_000_000
@@ -233,6 +242,9 @@ def test_legacy_layout_and_base_time(tmp_path: Path) -> None:
     assert run.manifest["gpus"] == [{"index": 0, "name": "Tesla V100", "sm_count": 80, "compute_capability": "7.0",
                                      "used": True}]
     assert run.manifest["run_name"] == "legacy"
+    assert run.manifest["clock"] == {"domain": ClockDomain.REALTIME.value,
+                                     "anchors": [{"source": "baseTimeNanoseconds", "base_ns": base}]}
+    assert run.notes == []
 
 
 def test_group_short(tmp_path: Path) -> None:
@@ -272,3 +284,32 @@ def test_missing_file_and_directory(tmp_path: Path) -> None:
         import_kineto(tmp_path / "nope.json")
     with pytest.raises(InputError, match="not a file"):
         import_kineto(tmp_path)
+
+
+# ------------------------------------------------------------------------------ the plain reference
+
+def assert_same_tables(run, ref: dict[str, pd.DataFrame], name: str) -> None:
+    for table in ("activity", "markers", "samples"):
+        pd.testing.assert_frame_equal(canonical(getattr(run, table)), canonical(ref[table]), obj=f"{name} {table}")
+
+
+@needs_real
+@pytest.mark.real
+@pytest.mark.parametrize("path", REAL_TRACES, ids=lambda p: p.parent.name + "/" + p.name[:24])
+def test_real_trace_equals_the_plain_reference(path: Path) -> None:
+    assert_same_tables(import_kineto(path), reference_tables(path), path.name)
+
+
+def test_literal_traces_equal_the_plain_reference(tmp_path: Path) -> None:
+    bad = dict(EVENTS[3], dur=-5, name="backwards")
+    cases = {
+        "events.json": ({"traceEvents": EVENTS}, {"indent": 1}),
+        "compact.json.gz": ({"traceEvents": EVENTS + [bad]}, {"separators": (",", ":")}),
+        "bare_list.json": (EVENTS, {}),
+        "sorted_keys.json": ({"traceEvents": EVENTS}, {"sort_keys": True}),  # the general reader
+        "legacy.json": (LEGACY_DOC, {"indent": 2}),
+    }
+    for name, (obj, dump) in cases.items():
+        path = write(tmp_path / name, obj, **dump)
+        for group in ("full", "short"):
+            assert_same_tables(import_kineto(path, group=group), reference_tables(path, group), f"{name} {group}")

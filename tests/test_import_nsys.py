@@ -14,8 +14,9 @@ from conftest import assert_contract
 
 from perfdiff.bundle import MISSING
 from perfdiff.errors import InputError
-from perfdiff.importers import nsys as nsys_mod
-from perfdiff.importers.nsys import import_nsys
+from perfdiff.importers.common import canonical
+from perfdiff.importers.nsys import import_nsys, pages
+from perfdiff.importers.nsys.reference import reference_tables
 
 REAL = Path(__file__).resolve().parents[1].parent / "shared" / "data" / "real"
 RODINIA = REAL / "kmcho2019" / "Rodinia_3.1_Gaussian"
@@ -163,7 +164,7 @@ def test_group_short_and_fuser_nvtx() -> None:
 def test_page_reader_agrees_with_sqlite(monkeypatch: pytest.MonkeyPatch) -> None:
     path = REAL_EXPORTS[2]
     fast = import_nsys(path)
-    monkeypatch.setattr(nsys_mod._PageReader, "open", classmethod(lambda cls, p: None))
+    monkeypatch.setattr(pages.PageReader, "open", classmethod(lambda cls, p: None))
     slow = import_nsys(path)
     for table in ("activity", "markers", "samples"):
         pd.testing.assert_frame_equal(getattr(fast, table).astype(str), getattr(slow, table).astype(str))
@@ -330,7 +331,7 @@ def test_pid_choice(tmp_path: Path) -> None:
 def test_page_reader_agrees_on_synthetic(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     path = make_export(tmp_path / "tiny.sqlite")
     fast = import_nsys(path)
-    monkeypatch.setattr(nsys_mod._PageReader, "open", classmethod(lambda cls, p: None))
+    monkeypatch.setattr(pages.PageReader, "open", classmethod(lambda cls, p: None))
     slow = import_nsys(path)
     for table in ("activity", "markers", "samples"):
         pd.testing.assert_frame_equal(getattr(fast, table).astype(str), getattr(slow, table).astype(str))
@@ -352,11 +353,36 @@ def test_page_reader_many_rows_and_multibyte_values(tmp_path: Path) -> None:
     con.commit()
     root = con.execute("SELECT rootpage FROM sqlite_master WHERE name='t'").fetchone()[0]
     con.close()
-    reader = nsys_mod._PageReader.open(path)
+    reader = pages.PageReader.open(path)
     got = reader.read_int_columns(root, ["a", "note", "b", "c"], ["a", "b", "c"])
     assert got["a"].tolist() == [r[0] for r in rows]
     assert got["b"].tolist() == [MISSING if r[2] is None else r[2] for r in rows]
     assert got["c"].tolist() == [r[3] for r in rows]
+
+
+# ------------------------------------------------------------------------------ the plain reference
+
+def assert_same_tables(run, ref: dict[str, pd.DataFrame], name: str) -> None:
+    for table in ("activity", "markers", "samples"):
+        pd.testing.assert_frame_equal(canonical(getattr(run, table)), canonical(ref[table]), obj=f"{name} {table}")
+
+
+@needs_real
+@pytest.mark.real
+@pytest.mark.parametrize("path", REAL_EXPORTS, ids=lambda p: p.parent.name + "/" + p.name)
+def test_real_export_equals_the_plain_reference(path: Path) -> None:
+    assert_same_tables(import_nsys(path), reference_tables(path), path.name)
+    assert_same_tables(import_nsys(path, group="short"), reference_tables(path, group="short"), path.name)
+
+
+def test_synthetic_exports_equal_the_plain_reference(tmp_path: Path) -> None:
+    cases = {"tiny": ({}, {}), "old": ({"cu_device": False}, {}), "other_pid": ({"old_meta": False, "enums": True},
+                                                                                {"pid": 222})}
+    for name, (shape, choice) in cases.items():
+        path = make_export(tmp_path / f"{name}.sqlite", **shape)
+        for group in ("full", "short"):
+            assert_same_tables(import_nsys(path, group=group, **choice),
+                               reference_tables(path, group=group, **choice), f"{name} {group}")
 
 
 # ------------------------------------------------------------------------------ bad input

@@ -165,11 +165,9 @@ def test_nsys_reads_the_runtime_table_without_a_thread_when_no_core_is_spare(
     submitted = []
     real_submit = ThreadPoolExecutor.submit
     monkeypatch.setattr(ThreadPoolExecutor, "submit", lambda self, *a, **k: submitted.append(a) or real_submit(self, *a, **k))
-    monkeypatch.setattr(nsys_mod, "cores_per_run", lambda: 2)
-    threaded = nsys_mod.import_nsys(path)
+    threaded = nsys_mod.import_nsys(path, cores=2)
     assert len(submitted) == 1
-    monkeypatch.setattr(nsys_mod, "cores_per_run", lambda: 1)
-    serial = nsys_mod.import_nsys(path)
+    serial = nsys_mod.import_nsys(path, cores=1)
     assert len(submitted) == 1  # no second helper thread
     import pandas as pd
 

@@ -61,7 +61,8 @@ def open_run(path: str | os.PathLike[str], *, pid: int | None = None, group: str
     """Load `path`: a bundle directory, a directory holding one trace, or a trace file.
 
     `for_compare`: a trace's activity columns that no comparison reads (COMPARE_UNUSED) are
-    left unknown instead of copied; a trace to write out as a bundle needs them."""
+    left unknown instead of copied; a trace to write out as a bundle needs them.  `cores`: CPU
+    cores a trace's import may keep busy (None: all of them)."""
     p = Path(path)
     if not p.exists():
         raise InputError("no such file or directory", path=p)
@@ -73,19 +74,16 @@ def open_run(path: str | os.PathLike[str], *, pid: int | None = None, group: str
     if kind is None:
         raise InputError("unknown input: expected a run bundle directory or a trace "
                          "(.sqlite, .json, .json.gz, .nsys-rep)", path=p)
-    from perfdiff.importers.common import COMPARE_UNUSED, set_runs_at_once
-
-    if cores is not None:
-        set_runs_at_once(max(1, (os.cpu_count() or 1) // max(1, cores)))
+    from perfdiff.importers.common import COMPARE_UNUSED
 
     skip = COMPARE_UNUSED if for_compare else frozenset()
     if kind == "kineto":
         from perfdiff.importers.kineto import import_kineto
 
-        return import_kineto(p, group=group, skip=skip)
+        return import_kineto(p, group=group, skip=skip, cores=cores)
     from perfdiff.importers.nsys import import_nsys
 
     if kind == "nsys-rep":
         with tempfile.TemporaryDirectory(prefix="perfdiff-") as tmp:
-            return import_nsys(export_nsys_rep(p, Path(tmp)), pid=pid, group=group, skip=skip)
-    return import_nsys(p, pid=pid, group=group, skip=skip)
+            return import_nsys(export_nsys_rep(p, Path(tmp)), pid=pid, group=group, skip=skip, cores=cores)
+    return import_nsys(p, pid=pid, group=group, skip=skip, cores=cores)

@@ -1,26 +1,50 @@
-"""What the trace importers share beyond perfdiff.model: the core budget of one import and the
-activity columns a comparison never reads."""
+"""What the trace importers share beyond perfdiff.model: the core budget of one import, the
+clock domains a trace's times can be in, and the activity columns a comparison never reads."""
 from __future__ import annotations
 
+import enum
 import os
 
-__all__ = ["COMPARE_UNUSED", "cores_per_run", "set_runs_at_once"]
+import pandas as pd
 
-_RUNS_AT_ONCE = 1  # runs being loaded at the same time on this machine (2 in perfdiff.pair's workers)
-
-
-def set_runs_at_once(n: int) -> None:
-    """Say how many runs load at once (perfdiff.pair's workers: 2), for cores_per_run."""
-    global _RUNS_AT_ONCE
-    _RUNS_AT_ONCE = max(1, n)
+__all__ = ["COMPARE_UNUSED", "ClockDomain", "Note", "canonical", "resolve_cores"]
 
 
-def cores_per_run() -> int:
-    """CPU cores one run's import may keep busy: all of them, or its share when several runs
-    load at once.  Importers start helper threads only where this is ≥ 2: on two cores, a
-    helper thread competing with the other run's worker cost ~0.5 s of a 2 M-kernel nsys
-    comparison."""
-    return max(1, (os.cpu_count() or 1) // _RUNS_AT_ONCE)
+def resolve_cores(cores: int | None) -> int:
+    """CPU cores one import may keep busy: `cores`, or all of this machine's when None.
+
+    Importers start helper threads only where this is ≥ 2: on two cores shared with another
+    run's import, a helper thread only competes with it (docs/PERFORMANCE.md)."""
+    return max(1, (os.cpu_count() or 1) if cores is None else int(cores))
+
+
+class ClockDomain(str, enum.Enum):
+    """The clock an imported run's times are in (manifest["clock"]["domain"] holds the value)."""
+
+    REALTIME = "CLOCK_REALTIME"  # wall clock, ns since the epoch
+    TRACE_RELATIVE = "trace-relative"  # a Kineto trace with no epoch anchor: ns from its own origin
+    NSYS_SESSION = "nsys session time"  # an nsys export without its session start: ns from it
+
+
+class Note(str):
+    """An import note: its text (what the report shows) with a stable short `code`.
+
+    A str, so everything that handles notes as text keeps working; code says what the note
+    is about without reading the text."""
+
+    code: str
+
+    def __new__(cls, code: str, text: str) -> "Note":
+        self = super().__new__(cls, text)
+        self.code = code
+        return self
+
+    @property
+    def text(self) -> str:
+        return str.__str__(self)
+
+    def __reduce__(self):  # pickled with its code (perfdiff.pair hands runs between processes)
+        return (Note, (self.code, self.text))
 
 
 # Activity columns a comparison never reads: `perfdiff compare` imports traces without
@@ -28,3 +52,9 @@ def cores_per_run() -> int:
 COMPARE_UNUSED = frozenset({"stream", "correlation", "bytes"})
 
 
+def canonical(table: pd.DataFrame) -> pd.DataFrame:
+    """`table` with its string columns as plain text and its rows sorted by every column: two
+    tables holding the same rows in any order give equal results (to compare importers)."""
+    out = pd.DataFrame({c: table[c].astype(str) if not pd.api.types.is_numeric_dtype(table[c]) else table[c]
+                        for c in table.columns})
+    return out.sort_values(list(out.columns), kind="stable").reset_index(drop=True)

@@ -1,0 +1,111 @@
+"""The decompressed bytes of a trace file, in blocks of about BLOCK bytes, read ahead in a thread.
+
+A gzip file is inflated in that thread (zlib releases the GIL), so inflating the next block
+overlaps scanning this one."""
+from __future__ import annotations
+
+import queue
+import threading
+import zlib
+from pathlib import Path
+from typing import Any, Iterator
+
+from perfdiff.errors import InputError
+
+__all__ = ["BLOCK", "blocks"]
+
+BLOCK = 8 << 20  # decompressed bytes per block
+
+
+def blocks(p: Path) -> Iterator[list[bytes]]:
+    """Decompressed content of `p` as lists of pieces totalling about BLOCK bytes.
+
+    A gzip file is inflated in a background thread (zlib releases the GIL), so inflating
+    the next block overlaps scanning this one.
+    """
+    try:
+        fh = open(p, "rb")
+    except OSError as exc:
+        raise InputError(f"cannot read the file ({exc.strerror or exc})", path=p) from None
+    with fh:
+        gz = fh.read(2) == b"\x1f\x8b"
+        fh.seek(0)
+        source = _inflate(fh, p) if gz else _plain(fh, p)
+        yield from _prefetch(source)
+
+
+def _plain(fh: Any, p: Path) -> Iterator[list[bytes]]:
+    while True:
+        try:
+            data = fh.read(BLOCK)
+        except OSError as exc:
+            raise InputError(f"cannot read the file ({exc.strerror or exc})", path=p) from None
+        if not data:
+            return
+        yield [data]
+
+
+def _inflate(fh: Any, p: Path) -> Iterator[list[bytes]]:
+    d = zlib.decompressobj(wbits=47)  # gzip or zlib header, auto-detected
+    pending: list[bytes] = []
+    size = 0
+    while True:
+        try:
+            raw = fh.read(1 << 18)
+        except OSError as exc:
+            raise InputError(f"cannot read the file ({exc.strerror or exc})", path=p) from None
+        try:
+            out = d.decompress(raw) if raw else d.flush()
+            while d.eof and d.unused_data:  # concatenated gzip members
+                rest = d.unused_data
+                d = zlib.decompressobj(wbits=47)
+                out += d.decompress(rest)
+        except zlib.error as exc:
+            raise InputError(f"corrupt gzip data ({exc})", path=p) from None
+        if out:
+            pending.append(out)
+            size += len(out)
+        if size >= BLOCK or (not raw and pending):
+            yield pending
+            pending, size = [], 0
+        if not raw:
+            if not d.eof:
+                raise InputError("truncated gzip file (the compressed stream ends early)", path=p)
+            return
+
+
+def _prefetch(source: Iterator[list[bytes]], depth: int = 2) -> Iterator[list[bytes]]:
+    """Run `source` in a thread, `depth` items ahead; its exceptions re-raise here."""
+    q: queue.Queue = queue.Queue(maxsize=depth)
+    stop = threading.Event()
+    done = object()
+
+    def work() -> None:
+        try:
+            for item in source:
+                while not stop.is_set():
+                    try:
+                        q.put(item, timeout=0.1)
+                        break
+                    except queue.Full:
+                        continue
+                if stop.is_set():
+                    return
+            q.put(done)
+        except BaseException as exc:  # handed to the consumer, which raises it
+            q.put(exc)
+
+    t = threading.Thread(target=work, name="perfdiff-inflate", daemon=True)
+    t.start()
+    try:
+        while True:
+            item = q.get()
+            if item is done:
+                return
+            if isinstance(item, BaseException):
+                raise item
+            yield item
+    finally:
+        stop.set()
+        t.join(timeout=5)
+

@@ -1,0 +1,82 @@
+"""What the Kineto reader extracts before the tables are built: the categories it imports (and
+their roles), the columns of the events read (`Events`), and the signal to switch readers."""
+from __future__ import annotations
+
+import json
+import re
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+
+__all__ = ["ANNOTATION_CATS", "CATEGORIES", "CAT_NAMES", "Events", "NeedSlowPath", "ROLES", "SKIPPED", "STEP"]
+
+# category → (role); roles: kernel, memcpy, memset, api, cpu
+CATEGORIES: dict[str, str] = {
+    "kernel": "kernel", "Kernel": "kernel",
+    "gpu_memcpy": "memcpy", "Memcpy": "memcpy",
+    "gpu_memset": "memset", "Memset": "memset",
+    "cuda_runtime": "api", "cuda_driver": "api", "Runtime": "api", "hip_runtime": "api", "hip_driver": "api",
+    "cpu_op": "cpu", "user_annotation": "cpu", "Operator": "cpu",
+}
+# Categories known and deliberately not imported (counted in manifest["dropped"]).
+SKIPPED = ("python_function", "gpu_user_annotation", "cpu_instant_event", "ac2g", "async", "async_cpu_to_gpu",
+           "Trace", "cuda_sync", "overhead", "fwdbwd", "Python", "memory", "cuda_profiler_range")
+ROLES = ("kernel", "memcpy", "memset", "api", "cpu")
+ANNOTATION_CATS = {"user_annotation"}
+STEP = re.compile(r"^ProfilerStep#\d+$")
+# Every category a reader recognises, in a fixed order: Events.cat holds indexes into it.
+CAT_NAMES = list(CATEGORIES) + list(SKIPPED)
+
+
+class NeedSlowPath(Exception):
+    """The fast scanner met a layout it does not decode; the general parser takes over."""
+
+
+@dataclass
+class Events:
+    """Columns of the imported events (all of them, from every block)."""
+
+    role: list[np.ndarray] = field(default_factory=list)  # index into ROLES
+    cat: list[np.ndarray] = field(default_factory=list)  # index into CAT_NAMES
+    name: list[np.ndarray] = field(default_factory=list)  # global name codes
+    pid: list[np.ndarray] = field(default_factory=list)
+    tid: list[np.ndarray] = field(default_factory=list)
+    ts_ns: list[np.ndarray] = field(default_factory=list)  # µs·1000 + decimals, before the base
+    dur_ns: list[np.ndarray] = field(default_factory=list)
+    corr: list[np.ndarray] = field(default_factory=list)
+    stream: list[np.ndarray] = field(default_factory=list)
+    device: list[np.ndarray] = field(default_factory=list)
+    nbytes: list[np.ndarray] = field(default_factory=list)
+    names: dict[bytes, int] = field(default_factory=dict)  # raw (escaped) name → code
+    header: dict[str, Any] = field(default_factory=dict)
+    dropped: dict[str, int] = field(default_factory=dict)
+    counts: dict[str, int] = field(default_factory=dict)
+    notes: list[str] = field(default_factory=list)
+    path_used: str = "fast"
+    decoded_bytes: int = 0
+
+    def add(self, **cols: np.ndarray) -> None:
+        for k, v in cols.items():
+            getattr(self, k).append(v)
+
+    def column(self, key: str) -> np.ndarray:
+        parts = getattr(self, key)
+        return np.concatenate(parts) if parts else np.empty(0, dtype=np.int64)
+
+    def drop(self, why: str, n: int) -> None:
+        if n:
+            self.dropped[why] = self.dropped.get(why, 0) + int(n)
+
+    def name_labels(self) -> list[str]:
+        labels = [""] * len(self.names)
+        for raw, code in self.names.items():
+            if b"\\" in raw:
+                try:
+                    labels[code] = json.loads(b'"' + raw + b'"')
+                except ValueError:
+                    labels[code] = raw.decode("utf-8", "replace")
+            else:
+                labels[code] = raw.decode("utf-8", "replace")
+        return labels
+

@@ -1,0 +1,133 @@
+"""A plain reader of Kineto traces: ``json.loads`` and one Python loop, slow but easy to check.
+
+It gives the tables import_kineto gives (activity, markers, samples; the same rows in some
+order) by the rules of the package docstring, written out one event at a time, and shares
+nothing with the fast path but the category lists and the helpers of perfdiff.model (self
+time, table dtypes).  Tests compare the importer against it; it is not used to import.
+"""
+from __future__ import annotations
+
+import gzip
+import json
+import re
+from decimal import Decimal
+from pathlib import Path
+from typing import Any
+
+import pandas as pd
+
+from perfdiff.importers.kineto.events import CATEGORIES, STEP
+from perfdiff.importers.kineto.names import short_kernel_name
+from perfdiff.model.intervals import self_time_ns
+from perfdiff.model.schema import MISSING
+from perfdiff.model.tables import empty_table, normalize_table
+
+__all__ = ["reference_tables"]
+
+
+def _ns(v: Any) -> int:
+    """µs (an int or a Decimal) → ns, the decimals beyond the third cut off (towards zero)."""
+    if isinstance(v, bool) or not isinstance(v, (int, Decimal)):
+        raise TypeError(v)
+    return int(v * 1000)
+
+
+def _int(v: Any) -> int:
+    """A pid/tid/args integer: an int, or the first number inside a string ("stream 7")."""
+    if isinstance(v, bool):
+        return MISSING
+    if isinstance(v, int):
+        return v
+    if isinstance(v, str):
+        m = re.search(r"\d+", v)
+        return int(m.group()) if m else MISSING
+    return MISSING
+
+
+def _arg(args: dict[str, Any], key: str) -> int:
+    v = args.get(key)
+    return v if isinstance(v, int) and not isinstance(v, bool) else MISSING
+
+
+def reference_tables(path: str | Path, group: str = "full") -> dict[str, pd.DataFrame]:
+    """{"activity", "markers", "samples"} of the Kineto trace at `path`, read the plain way."""
+    raw = Path(path).read_bytes()
+    if raw[:2] == b"\x1f\x8b":
+        raw = gzip.decompress(raw)
+    doc = json.loads(raw, parse_float=Decimal)
+    events = doc["traceEvents"] if isinstance(doc, dict) else doc
+    header = doc if isinstance(doc, dict) else {}
+    base = header.get("baseTimeNanoseconds")
+    base_ns = int(base) if isinstance(base, (int, float, Decimal)) and not isinstance(base, bool) else 0
+
+    # The events imported, in file order: (role, event, start, end).
+    rows: list[tuple[str, dict[str, Any], int, int]] = []
+    for e in events:
+        if not isinstance(e, dict) or e.get("ph") != "X" or not isinstance(e.get("cat"), str):
+            continue
+        role = CATEGORIES.get(e["cat"])
+        if role is None:
+            continue
+        try:
+            start, dur = _ns(e["ts"]), _ns(e.get("dur", 0))
+        except (KeyError, TypeError):
+            continue
+        if dur < 0:  # an interval that ends before it starts is dropped
+            continue
+        rows.append((role, e, start + base_ns, start + base_ns + dur))
+
+    launches: dict[int, tuple[int, int]] = {}  # correlation id → (start, tid) of its first runtime call
+    for role, e, start, _ in rows:
+        corr = _arg(_args(e), "correlation")
+        if role == "api" and corr >= 0 and corr not in launches:
+            launches[corr] = (start, _int(e.get("tid")))
+
+    activity: list[dict[str, Any]] = []
+    markers: list[dict[str, Any]] = []
+    api: list[dict[str, Any]] = []
+    cpu: list[dict[str, Any]] = []
+    for role, e, start, end in rows:
+        args = _args(e)
+        name = str(e.get("name", ""))
+        pid, tid, corr = _int(e.get("pid")), _int(e.get("tid")), _arg(args, "correlation")
+        if role in ("kernel", "memcpy", "memset"):
+            # A GPU event's pid is its device and its tid its stream, else args says so.
+            device = pid if pid >= 0 else _arg(args, "device")
+            launch, launch_tid = launches.get(corr, (MISSING, MISSING)) if corr >= 0 else (MISSING, MISSING)
+            activity.append({
+                "function": short_kernel_name(name) if group == "short" and role == "kernel" else name,
+                "kind": role, "device": f"GPU {max(device, 0)}", "start_ns": start, "end_ns": end,
+                "busy_ns": end - start, "launch_ns": launch, "tid": launch_tid,
+                "stream": tid if tid >= 0 else _arg(args, "stream"), "correlation": corr,
+                "bytes": MISSING if role == "kernel" else _arg(args, "bytes")})
+            continue
+        step = role == "cpu" and STEP.match(name) is not None
+        if step or e["cat"] == "user_annotation":
+            markers.append({"name": name, "start_ns": start, "end_ns": end, "tid": tid,
+                            "source": "profiler_step" if step else "annotation"})
+        if step:
+            continue
+        row = {"function": name, "kind": role, "device": "Host", "start_ns": start, "end_ns": end,
+               "busy_ns": end - start, "launch_ns": MISSING, "tid": tid, "stream": MISSING, "correlation": corr,
+               "bytes": MISSING}
+        (api if role == "api" else cpu).append(row)
+    # Self time of the CPU ranges, over the runtime calls and CPU ranges of each thread.  The
+    # runtime calls come first: of two identical ranges the first listed is the parent.
+    host = api + cpu
+    if host:
+        busy = self_time_ns(pd.array([r["tid"] for r in host], dtype="int64").to_numpy(),
+                            pd.array([r["start_ns"] for r in host], dtype="int64").to_numpy(),
+                            pd.array([r["end_ns"] for r in host], dtype="int64").to_numpy())
+        for r, b in zip(cpu, busy[len(api):], strict=True):
+            r["busy_ns"] = int(b)
+    activity += host
+    return {"activity": _table("activity", activity), "markers": _table("markers", markers),
+            "samples": empty_table("samples")}
+
+
+def _args(e: dict[str, Any]) -> dict[str, Any]:
+    return e["args"] if isinstance(e.get("args"), dict) else {}
+
+
+def _table(name: str, rows: list[dict[str, Any]]) -> pd.DataFrame:
+    return normalize_table(name, pd.DataFrame(rows)) if rows else empty_table(name)

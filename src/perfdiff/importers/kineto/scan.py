@@ -1,0 +1,615 @@
+"""The fast Kineto reader: the trace's bytes in, event columns (`Events`) out, with numpy only.
+
+A 1 GB trace cannot go through ``json.loads`` (tens of seconds, several GB of Python
+objects).  The reader streams the (decompressed) bytes in blocks (`blocks`) and works on each
+block with numpy: it finds every object key (a ``"`` followed by ``:``), recognises the few
+keys it needs from the 8 bytes before the colon, anchors each event at its ``"ph"`` key, and
+decodes strings and numbers with word-at-a-time (SWAR) arithmetic.  The names are gathered
+through Arrow string views and dictionary-encoded, so no Python object is made per event.
+Two threads decode blocks (numpy and Arrow release the GIL in their loops) where the core
+budget allows.
+
+It relies on what every Kineto writer (and ``json.dump`` of a Kineto trace) does: a complete
+event's first key is ``"ph"``, and keys are written ``"key":`` with no space before the colon.
+Any complete event that does not follow this, or a number it cannot decode, raises
+`NeedSlowPath` and the whole file goes to the general reader (`general`).  It checks the
+fields it reads and the document's start and end (`document`; a truncated file is an error),
+not every byte of the fields it skips.
+"""
+from __future__ import annotations
+
+from collections import deque
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import numpy as np
+import pyarrow as pa
+
+from perfdiff.importers.common import resolve_cores
+from perfdiff.importers.kineto.blocks import blocks
+from perfdiff.importers.kineto.document import explain_not_a_trace, parse_header, parse_trailer
+from perfdiff.importers.kineto.events import CAT_NAMES, CATEGORIES, ROLES, SKIPPED, Events, NeedSlowPath
+from perfdiff.model.schema import MISSING
+
+__all__ = ["FastScan"]
+
+_PAD = 64  # zero bytes after each block, so 8-byte reads never leave the buffer
+_FRONT = b" " * 16  # spaces before each block, so reads before a key never leave it either
+_ZEROS = b"\0" * _PAD
+
+# Keys recognised from the bytes just before their closing quote: (id, text).
+_KEYS = {"ph": 1, "cat": 2, "name": 3, "pid": 4, "tid": 5, "ts": 6, "dur": 7,
+         "correlation": 8, "stream": 9, "device": 10, "bytes": 11}
+_PH, _CAT, _NAME, _PID, _TID, _TS, _DUR, _CORR, _STREAM, _DEVICE, _BYTES = range(1, 12)
+_U = np.uint64
+_ONES = _U(0x0101010101010101)
+_HIGH = _U(0x8080808080808080)
+
+
+def _key_table() -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    """Per key: the last 3 bytes before the closing quote (24-bit), and the full check.
+
+    A key ``"ts"`` is recognised when the 8 bytes ending at its closing quote end in the
+    bytes ``"ts`` (opening quote included, so ``"cts"`` is not ``"ts"``).  Keys longer than
+    7 characters are checked on their last 8 bytes plus the opening quote.
+    """
+    suffix, kid, shift, pattern = [], [], [], []
+    for text, i in _KEYS.items():
+        tail = ('"' + text).encode()[-8:]
+        word = int.from_bytes(tail.rjust(8, b"\0"), "little")
+        suffix.append(word >> 40)
+        kid.append(i)
+        shift.append(64 - 8 * len(tail))
+        pattern.append(word >> (64 - 8 * len(tail)))
+    order = np.argsort(suffix)
+    return (np.array(suffix, dtype=np.uint64)[order], np.array(kid, dtype=np.int64)[order],
+            np.array(shift, dtype=np.uint64)[order], np.array(pattern, dtype=np.uint64)[order])
+
+
+_KEY_SUFFIX, _KEY_ID, _KEY_SHIFT, _KEY_PATTERN = _key_table()
+# Lookup by the last three bytes before the closing quote: key id candidate (0 = none).
+_KEY_LUT = np.zeros(1 << 24, dtype=np.uint8)
+_KEY_LUT[_KEY_SUFFIX.astype(np.int64)] = _KEY_ID
+_SHIFT_BY_ID = np.zeros(len(_KEYS) + 1, dtype=np.uint64)
+_PATTERN_BY_ID = np.zeros(len(_KEYS) + 1, dtype=np.uint64)
+_SHIFT_BY_ID[_KEY_ID] = _KEY_SHIFT
+_PATTERN_BY_ID[_KEY_ID] = _KEY_PATTERN
+_CORR_HEAD = int.from_bytes(b'"cor', "little")  # the 4 bytes before "relation" in "correlation"
+_KEY_LEN = np.zeros(len(_KEYS) + 1, dtype=np.int64)
+for _text, _i in _KEYS.items():
+    _KEY_LEN[_i] = len(_text)
+_SEPARATORS = [_U(c * 0x0101010101010101) for c in b", \n\r\t"]
+_WHITESPACE = _SEPARATORS[1:]
+_MOVEMASK = _U(0x0102040810204080)
+_HIGHEST_BIT = np.array([max(i.bit_length() - 1, -1) for i in range(256)], dtype=np.int64)
+
+
+def _cat_hash(w0: np.ndarray, w1: np.ndarray, w2: np.ndarray, length: np.ndarray) -> np.ndarray:
+    """Hash of a string of at most 24 bytes from its three little-endian words and length."""
+    h = (w0 * _U(0x9E3779B97F4A7C15)) ^ (w1 * _U(0xC2B2AE3D27D4EB4F)) ^ (w2 * _U(0x165667B19E3779F9))
+    return h ^ (length.astype(np.uint64) * _U(0x27D4EB2F165667C5))
+
+
+def _masked_words(le8: np.ndarray, start: np.ndarray, length: np.ndarray) -> list[np.ndarray]:
+    out = []
+    for k in range(3):
+        n = np.clip(length - 8 * k, 0, 8).astype(np.uint64)
+        w = le8[start + 8 * k]
+        mask = np.where(n >= 8, _U(0xFFFFFFFFFFFFFFFF), (_U(1) << (n * _U(8))) - _U(1))
+        out.append(w & mask)
+    return out
+
+
+def _cat_hashes() -> np.ndarray:
+    hashes = []
+    for nm in CAT_NAMES:
+        b = nm.encode().ljust(24, b"\0")
+        ws = [np.array([int.from_bytes(b[8 * k:8 * k + 8], "little")], dtype=np.uint64) for k in range(3)]
+        hashes.append(int(_cat_hash(ws[0], ws[1], ws[2], np.array([len(nm)]))[0]))
+    return np.array(hashes, dtype=np.uint64)
+
+
+_CAT_HASHES = _cat_hashes()
+_ROLE_OF_CAT = np.array([ROLES.index(CATEGORIES[c]) if c in CATEGORIES else -1 for c in CAT_NAMES] + [-1],
+                        dtype=np.int64)
+_CAT_ORDER = np.argsort(_CAT_HASHES)
+_CAT_SORTED = _CAT_HASHES[_CAT_ORDER]
+
+
+def _first_byte(t: np.ndarray) -> np.ndarray:
+    """Index (0..7) of the lowest non-zero byte of each non-zero uint64 (little-endian order)."""
+    low = t & (~t + _U(1))
+    return (np.bitwise_count(low - _U(1)).astype(np.int64)) >> 3
+
+
+def _zero_bytes(w: np.ndarray) -> np.ndarray:
+    """High bit set in the lowest zero byte of each word (and possibly in later bytes)."""
+    return (w - _ONES) & ~w & _HIGH
+
+
+def _eight_digits(x: np.ndarray, n: np.ndarray) -> np.ndarray:
+    """Integer value of the first `n` (0..8) digits of words `x` (bytes already minus '0')."""
+    # Move the n digits to the top bytes (the low bytes become 0, i.e. leading zeros); two
+    # shifts of at most 32 bits each, because a 64-bit shift is undefined for n == 0.
+    s = ((8 - n) * 4).astype(np.uint64)
+    y = (x << s) << s
+    y = (y * _U(10)) + (y >> _U(8))
+    y = (((y & _U(0x000000FF000000FF)) * _U(100 + (1000000 << 32)))
+         + (((y >> _U(16)) & _U(0x000000FF000000FF)) * _U(1 + (10000 << 32)))) >> _U(32)
+    return (y & _U(0xFFFFFFFF)).astype(np.int64)
+
+
+_POW10 = np.array([10 ** i for i in range(19)], dtype=np.int64)
+
+
+def _digit_run(le8: np.ndarray, pos: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """(digit values word, number of leading ASCII digits 0..8) of the 8 bytes at `pos`."""
+    x = le8[pos] ^ _U(0x3030303030303030)
+    # A byte is a digit iff (x ^ '0') < 10: adding 0x76 sets its high bit otherwise.
+    t = ((x + _U(0x7676767676767676)) | x) & _HIGH
+    # bytes before the first non-digit: popcount of the bits below its high bit, / 8;
+    # t == 0 (eight digits) gives (0 - 1) = all ones: 64 bits, 8 digits.
+    n = np.bitwise_count((t & (~t + _U(1))) - _U(1)).astype(np.int64) >> 3
+    return x, n
+
+
+@dataclass
+class _Numbers:
+    value: np.ndarray  # integer part (signed)
+    frac_ns: np.ndarray  # first three decimals as ns (0..999), for µs timestamps
+    ok: np.ndarray
+
+
+def _parse_numbers(le8: np.ndarray, u8: np.ndarray, v: np.ndarray) -> _Numbers:
+    """Decode the JSON numbers starting at positions `v` (int or decimal, no exponent)."""
+    neg = u8[v] == 45
+    p = v + neg
+    value = np.zeros(len(v), dtype=np.int64)
+    ndig = np.zeros(len(v), dtype=np.int64)
+    going = np.ones(len(v), dtype=bool)
+    for _ in range(3):  # up to 24 integer digits (int64 holds 18)
+        idx = np.flatnonzero(going)
+        if len(idx) == 0:
+            break
+        x, n = _digit_run(le8, p[idx] + ndig[idx])
+        value[idx] = value[idx] * _POW10[n] + _eight_digits(x, n)
+        ndig[idx] += n
+        going[idx] = n == 8
+    end = p + ndig
+    after = u8[end]
+    frac = np.zeros(len(v), dtype=np.int64)
+    dot = np.flatnonzero(after == 46)
+    if len(dot):
+        x, n = _digit_run(le8, end[dot] + 1)
+        n3 = np.minimum(n, 3)
+        frac[dot] = _eight_digits(x, n3) * _POW10[3 - n3]
+        # skip the remaining decimals (there may be more than 8)
+        e2 = end[dot] + 1 + n
+        more = n == 8
+        while more.any():
+            x2, n2 = _digit_run(le8, e2[more])
+            e2[more] += n2
+            more[more] = n2 == 8
+        after[dot] = u8[e2]
+    ok = (ndig > 0) & (ndig <= 18) & (after != 101) & (after != 69)  # no exponent
+    value = np.where(neg, -value, value)
+    frac = np.where(neg, -frac, frac)
+    return _Numbers(value, frac, ok)
+
+
+def _exact_zero_bytes(x: np.ndarray) -> np.ndarray:
+    """High bit set in exactly the zero bytes of each word (no false positives)."""
+    return ~(((x & _U(0x7F7F7F7F7F7F7F7F)) + _U(0x7F7F7F7F7F7F7F7F)) | x) & _HIGH
+
+
+def _last_non_separator(le8: np.ndarray, before: np.ndarray, chars: list[np.uint64] = _SEPARATORS) -> np.ndarray:
+    """Position of the last byte before `before` not among `chars` (default ',' and
+    whitespace; -1 when more than 15 bytes back)."""
+    out = np.full(len(before), -1, dtype=np.int64)
+    todo = np.arange(len(before))
+    for back in (8, 16):
+        if len(todo) == 0:
+            break
+        w = le8[before[todo] - back]
+        sep = _exact_zero_bytes(w ^ chars[0])
+        for c in chars[1:]:
+            sep |= _exact_zero_bytes(w ^ c)
+        keep = ~sep & _HIGH  # high bit of each byte that is not a separator
+        mask8 = (((keep >> _U(7)) * _MOVEMASK) >> _U(56)).astype(np.intp)  # bit k: byte k kept
+        hb = _HIGHEST_BIT[mask8]
+        found = hb >= 0
+        out[todo[found]] = before[todo[found]] - back + hb[found]
+        todo = todo[~found]
+    return out
+
+
+def _string_ends(le8: np.ndarray, u8: np.ndarray, start: np.ndarray, limit: int) -> tuple[np.ndarray, np.ndarray]:
+    """(end, escaped): position of the first '"' or '\\' at or after each start.
+
+    `escaped` marks strings where a backslash came first (the caller resolves those).
+    Positions at or beyond `limit` mean the string is not closed inside the block.
+    """
+    n = len(start)
+    end = np.full(n, limit, dtype=np.int64)
+    pos = start.copy()
+    active = np.arange(n)
+    q = _U(0x2222222222222222)
+    b = _U(0x5C5C5C5C5C5C5C5C)
+    while len(active):
+        w = le8[pos[active]]
+        t = _zero_bytes(w ^ q) | _zero_bytes(w ^ b)
+        found = t != 0
+        if found.any():
+            fi = active[found]
+            end[fi] = pos[fi] + _first_byte(t[found])
+        active = active[~found]
+        pos[active] += 8
+        active = active[pos[active] < limit]
+    escaped = u8[np.minimum(end, len(u8) - 1)] == 92
+    return end, escaped
+
+
+@dataclass
+class _Block:
+    """What one block decodes to (pure data, so blocks can be decoded in parallel)."""
+
+    cols: dict[str, np.ndarray] = field(default_factory=dict)
+    names: list[bytes] = field(default_factory=list)  # local dictionary of the name codes
+    dropped: dict[str, int] = field(default_factory=dict)
+    cat_seen: np.ndarray = field(default_factory=lambda: np.zeros(len(CAT_NAMES) + 1, dtype=np.int64))
+    head: bytes | None = None  # first block: the text before the first event
+    tail: bytes = b""  # last block: the last event and what follows the event list
+
+    def drop(self, why: str, n: int) -> None:
+        if n:
+            self.dropped[why] = self.dropped.get(why, 0) + int(n)
+
+
+_WORKERS = 2  # blocks decoded at once (numpy and Arrow release the GIL in their loops)
+
+
+class FastScan:
+    """The numpy scanner: blocks in, event columns out (see the module docstring).
+
+    The main thread cuts the text into blocks that end just before an event's "{" (found
+    with bytes.rfind), two worker threads decode blocks, and results are merged in order.
+    """
+
+    def __init__(self, path: Path, cores: int | None = None):
+        self.path = path
+        self.cores = resolve_cores(cores)
+        self.ev = Events()
+        self.cat_seen = np.zeros(len(CAT_NAMES) + 1, dtype=np.int64)
+
+    def run(self) -> Events:
+        carry = b""
+        total = 0
+        first = True
+        head: bytes | None = None
+        tail = b""
+        # Blocks decoded at once: one on a budget of one core (another run loads beside this
+        # one, and a second thread would only compete with it).
+        workers = min(_WORKERS, self.cores)
+        with ThreadPoolExecutor(max_workers=workers) as pool:
+            inflight: deque = deque()
+            for pieces in blocks(self.path):
+                total += sum(len(x) for x in pieces)
+                buf = b"".join((_FRONT, carry, *pieces, _ZEROS))  # the block's one copy
+                begin, end = len(_FRONT), len(buf) - len(_ZEROS)
+                cut = _find_cut(buf, begin, end)
+                if cut < 0 and not (first and end - begin > (64 << 20)):
+                    carry = buf[begin:end]  # no complete event yet: read more
+                    continue
+                if cut < 0:  # 64 MB without an event: let the decoder explain the file
+                    cut = end
+                inflight.append(pool.submit(_scan_block, buf, begin, cut, first, False))
+                first = False
+                carry = buf[cut:end]
+                while len(inflight) > workers:
+                    head = self._merge(inflight.popleft().result(), head)
+            buf = b"".join((_FRONT, carry, _ZEROS))
+            inflight.append(pool.submit(_scan_block, buf, len(_FRONT), len(buf) - len(_ZEROS), first, True))
+            while inflight:
+                result = inflight.popleft().result()
+                head = self._merge(result, head)
+                tail = result.tail or tail
+        self._finish(head or b"", tail, total)
+        return self.ev
+
+    def _merge(self, block: _Block, head: bytes | None) -> bytes | None:
+        ev = self.ev
+        if block.head is not None and head is None:
+            head = block.head
+        for why, n in block.dropped.items():
+            ev.drop(why, n)
+        self.cat_seen += block.cat_seen
+        if block.cols:
+            names = ev.names
+            mapping = np.array([names.setdefault(v, len(names)) for v in block.names], dtype=np.int64)
+            cols = dict(block.cols)
+            cols["name"] = mapping[cols["name"]] if len(mapping) else cols["name"]
+            ev.add(**cols)
+        return head
+
+
+    def _finish(self, head: bytes, tail: bytes, total: int) -> None:
+        ev = self.ev
+        ev.decoded_bytes = total
+        if not ev.role and not tail.strip():
+            explain_not_a_trace(self.path, head)
+        ev.header.update(parse_header(head))
+        ev.header.update(parse_trailer(tail, self.path))
+        for i, nm in enumerate(CAT_NAMES):
+            if nm in SKIPPED and self.cat_seen[i]:
+                ev.drop(f"category {nm} (not imported)", int(self.cat_seen[i]))
+        if self.cat_seen[len(CAT_NAMES)]:
+            ev.drop("complete events of other categories", int(self.cat_seen[len(CAT_NAMES)]))
+
+
+def _find_cut(buf: bytes, begin: int, end: int) -> int:
+    """Start ("{" or the "ph" key) of the last event in buf[begin:end] that has one before it.
+
+    -1 when the text holds no complete event yet.  A "ph" key is the bytes '"ph"' followed
+    by ':' (a string value "ph" is not followed by ':', an escaped one has a backslash).
+    """
+    pos = buf.rfind(b'"ph"', begin, end)
+    while pos > begin:
+        j = pos + 4
+        while j < end and buf[j] in b" \t\r\n":
+            j += 1
+        if j < end and buf[j] == 58 and buf[pos - 1] != 92:
+            k = pos - 1
+            while k > begin and buf[k] in b" \t\r\n":
+                k -= 1
+            cut = k if buf[k] == 123 else pos
+            return cut if buf.find(b'"ph"', begin, cut) >= 0 else -1
+        pos = buf.rfind(b'"ph"', begin, pos)
+    return -1
+
+
+def _scan_block(padded: bytes, begin: int, end: int, first: bool, final: bool) -> _Block:
+    """Decode the events in padded[begin:end] (whole events, or the file's end when final)."""
+    res = _Block()
+    if end <= begin:
+        if first:
+            res.head = b""
+        return res
+    u8 = np.frombuffer(padded, dtype=np.uint8)
+    le8 = np.ndarray(shape=(len(padded) - 7,), dtype="<u8", buffer=padded, offset=0, strides=(1,))
+    colon = np.flatnonzero(u8[1:end] == 58)  # ':' ...
+    colon = colon[(u8[colon] == 34) & (colon >= begin)]  # ... right after '"': the end of a key
+    kid = _key_ids(le8[colon - 8], le8, colon)
+    ph_keys = np.flatnonzero(kid == _PH)
+    if first:
+        res.head = padded[begin:int(colon[ph_keys[0]]) - 3] if len(ph_keys) else padded[begin:end]
+    if len(ph_keys) == 0:
+        return res
+    if final:
+        last_open = int(colon[ph_keys[-1]]) - 3
+        brace = int(_last_non_separator(le8, np.array([last_open]), _WHITESPACE)[0])
+        res.tail = padded[brace if brace >= begin and u8[brace] == 123 else last_open:end]
+    # Every key from the first "ph" on; in the last block they may run into the trailer.
+    sel = slice(int(ph_keys[0]), len(kid))
+    _decode(res, u8, le8, colon[sel], kid[sel], end, padded)
+    return res
+
+
+def _key_ids(w: np.ndarray, le8: np.ndarray, colon: np.ndarray) -> np.ndarray:
+    """Id of each key (0: a key not read) from the 8 bytes before its closing quote."""
+    kid = _KEY_LUT[(w >> _U(40)).astype(np.intp)]
+    ci = np.flatnonzero(kid)
+    j = kid[ci]
+    ok = (w[ci] >> _SHIFT_BY_ID[j]) == _PATTERN_BY_ID[j]
+    is_corr = np.flatnonzero(j == _CORR)
+    if len(is_corr):  # "correlation" is longer than 7: check its first bytes too
+        head = le8[colon[ci[is_corr]] - 12] & _U(0xFFFFFFFF)
+        ok[is_corr] &= head == _U(_CORR_HEAD)
+    kid[ci[~ok]] = 0
+    return kid
+
+def _decode(res: _Block, u8: np.ndarray, le8: np.ndarray, colon: np.ndarray, kid: np.ndarray, n: int,
+            padded: bytes) -> None:
+    """Decode the events whose keys are `colon`/`kid` into `res` (see the module docstring)."""
+    is_ph = kid == _PH
+    nev_all = int(is_ph.sum())
+    event_of = np.cumsum(is_ph) - 1  # every key belongs to the last "ph" before it
+
+    def string_end(key_index: np.ndarray, start: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """(end, escaped) of the string values of keys `key_index` starting at `start`.
+
+        Usually from the next key of the same object: the value's closing quote is the
+        last byte before that key that is not ',' or whitespace.  Otherwise a scan.
+        """
+        nxt = np.minimum(key_index + 1, len(kid) - 1)
+        known = (key_index + 1 < len(kid)) & (kid[nxt] > 0) & (event_of[nxt] == event_of[key_index])
+        end = np.full(len(key_index), -1, dtype=np.int64)
+        ki = np.flatnonzero(known)
+        if len(ki):
+            open_next = colon[nxt[ki]] - _KEY_LEN[kid[nxt[ki]]] - 1
+            close = _last_non_separator(le8, open_next)
+            good = (close >= start[ki]) & (u8[np.maximum(close, 0)] == 34)
+            end[ki[good]] = close[good]
+        esc = np.zeros(len(key_index), dtype=bool)
+        rest = np.flatnonzero(end < 0)
+        if len(rest):
+            e2, esc2 = _string_ends(le8, u8, start[rest], n)
+            end[rest], esc[rest] = e2, esc2
+        return end, esc
+
+    def value_pos(key_index: np.ndarray) -> np.ndarray:
+        v = colon[key_index] + 2
+        for _ in range(8):  # whitespace after the colon (bytes <= 32 outside strings)
+            ws = u8[v] <= 32
+            if not ws.any():
+                break
+            v += ws
+        return v
+
+    ph_k = np.flatnonzero(kid == _PH)
+    vph = value_pos(ph_k)
+    ph_char = np.where(u8[vph] == 34, u8[vph + 1], 0)
+    for ch in (66, 69):  # 'B' / 'E' begin/end pairs are not Kineto output
+        res.drop(f"ph {chr(ch)} events (begin/end pairs are not read)", int((ph_char == ch).sum()))
+    xe = np.flatnonzero(ph_char == 88)  # event numbers of complete ('X') events
+    if len(xe) == 0:
+        return
+    # Keys are given to the "ph" before them, so a complete event must open with "ph".
+    before = _last_non_separator(le8, colon[ph_k[xe]] - 3, _WHITESPACE)
+    if (u8[np.maximum(before, 0)] != 123).any() or (before < 0).any():
+        raise NeedSlowPath('events whose first key is not "ph"')
+    is_x = np.zeros(nev_all + 1, dtype=bool)
+    is_x[xe] = True
+    table = _first_keys(kid, event_of, nev_all, is_x)
+    cat_k = table[xe, _CAT]
+    has_cat = cat_k >= 0
+    res.drop("complete events without a category", int((~has_cat).sum()))
+    xe, cat_k = xe[has_cat], cat_k[has_cat]
+    vc = value_pos(cat_k)
+    if (u8[vc] != 34).any():
+        raise NeedSlowPath("a category that is not a string")
+    c0 = vc + 1
+    c1, esc = string_end(cat_k, c0)
+    clen = c1 - c0
+    w0, w1, w2 = _masked_words(le8, c0, np.minimum(clen, 24))
+    h = _cat_hash(w0, w1, w2, clen)
+    pos = np.minimum(np.searchsorted(_CAT_SORTED, h), len(_CAT_SORTED) - 1)
+    known = (_CAT_SORTED[pos] == h) & (clen <= 24) & ~esc
+    cat_id = np.where(known, _CAT_ORDER[pos], len(CAT_NAMES))
+    res.cat_seen += np.bincount(cat_id, minlength=len(CAT_NAMES) + 1)
+    role = _ROLE_OF_CAT[cat_id]
+    keep = role >= 0
+    if not keep.any():
+        return
+    xe, role, cat_id = xe[keep], role[keep], cat_id[keep]
+    t = table[xe]  # per imported event: index of its first key of each id (-1: none)
+    for k, label in ((_NAME, "name"), (_TS, "ts"), (_DUR, "dur"), (_PID, "pid"), (_TID, "tid")):
+        if (t[:, k] < 0).any():
+            raise NeedSlowPath(f"an event without \"{label}\" after its \"ph\"")
+    # name
+    vn = value_pos(t[:, _NAME])
+    if (u8[vn] != 34).any():
+        raise NeedSlowPath("a name that is not a string")
+    s0 = vn + 1
+    s1, esc = string_end(t[:, _NAME], s0)
+    if esc.any():
+        s1 = _escaped_ends(padded, s0, s1, esc, n)
+    if (s1 >= n).any():
+        raise NeedSlowPath("a string that the scanner could not close")
+    name_code = _name_codes(res, padded, s0, s1)
+    # numbers
+    ts = _parse_numbers(le8, u8, value_pos(t[:, _TS]))
+    dur = _parse_numbers(le8, u8, value_pos(t[:, _DUR]))
+    if not (ts.ok.all() and dur.ok.all()):
+        raise NeedSlowPath("a ts/dur number in a form the fast reader does not decode")
+    pid = _int_or_string(le8, u8, value_pos(t[:, _PID]), n)
+    tid = _int_or_string(le8, u8, value_pos(t[:, _TID]), n)
+
+    def optional_int(key: int, rows: np.ndarray | None = None) -> np.ndarray:
+        """args integer `key` of the events `rows` (all when None), MISSING when absent."""
+        col = t[:, key] if rows is None else t[rows, key]
+        vals = np.full(len(col), MISSING, dtype=np.int64)
+        has = np.flatnonzero(col >= 0)
+        if len(has):
+            num = _parse_numbers(le8, u8, value_pos(col[has]))
+            good = num.ok & (num.frac_ns == 0)
+            vals[has[good]] = num.value[good]
+        if rows is None:
+            return vals
+        out = np.full(len(t), MISSING, dtype=np.int64)
+        out[rows] = vals
+        return out
+
+    gpu = role <= ROLES.index("memset")
+    corr = optional_int(_CORR)
+    nbytes = optional_int(_BYTES, np.flatnonzero(gpu & (role != ROLES.index("kernel"))))
+    # A GPU event's pid is its device and its tid its stream; args say so too, but are
+    # read only when pid/tid are not numbers (saves two numbers per event).
+    device = optional_int(_DEVICE, np.flatnonzero(gpu & (pid < 0)))
+    stream = optional_int(_STREAM, np.flatnonzero(gpu & (tid < 0)))
+    res.cols = dict(role=role, cat=cat_id, name=name_code, pid=pid, tid=tid,
+                    ts_ns=ts.value * 1000 + ts.frac_ns, dur_ns=dur.value * 1000 + dur.frac_ns,
+                    corr=corr, stream=stream, device=device, nbytes=nbytes)
+
+def _first_keys(kid: np.ndarray, event_of: np.ndarray, nev: int, wanted: np.ndarray) -> np.ndarray:
+    """(events x key ids) table: index of the first key of each id in each event, or -1.
+
+    Only events with `wanted[event]` are filled (flows and metadata are half the keys).
+    """
+    ki = np.flatnonzero((kid > 0) & wanted[event_of])  # event_of == -1 reads wanted[-1]: False
+    kk = kid[ki].astype(np.uint8)
+    by_id = np.argsort(kk, kind="stable")  # radix sort; keeps key order within an id
+    ki, kk = ki[by_id], kk[by_id]
+    ee = event_of[ki]
+    # within one id the events are non-decreasing: keep the first key of each event
+    first = np.r_[True, (ee[1:] != ee[:-1]) | (kk[1:] != kk[:-1])]
+    table = np.full((nev, len(_KEYS) + 1), -1, dtype=np.int64)
+    table[ee[first], kk[first]] = ki[first]
+    return table
+
+
+def _escaped_ends(padded: bytes, s0: np.ndarray, s1: np.ndarray, esc: np.ndarray, n: int) -> np.ndarray:
+    """True closing quotes of the (rare) strings that contain a backslash escape."""
+    s1 = s1.copy()
+    for i in np.flatnonzero(esc):
+        j = int(s1[i])
+        while j < n:
+            if padded[j] == 92:
+                j += 2
+                continue
+            if padded[j] == 34:
+                break
+            j += 1
+        s1[i] = j
+    return s1
+
+def _name_codes(res: _Block, padded: bytes, s0: np.ndarray, s1: np.ndarray) -> np.ndarray:
+    """Global codes of the strings [s0, s1) of the block (dictionary-encoded by Arrow)."""
+    length = (s1 - s0).astype(np.int32)
+    m = len(length)
+    views = np.zeros((m, 4), dtype=np.int32)
+    views[:, 0] = length
+    # Arrow string views: strings of 12 bytes or less are stored inline in the view, longer
+    # ones by (4-byte prefix, buffer 0, offset).
+    u8 = np.frombuffer(padded, dtype=np.uint8)
+    le4 = np.ndarray(shape=(len(padded) - 3,), dtype="<i4", buffer=padded, offset=0, strides=(1,))
+    short = length <= 12
+    long_ = ~short
+    views[long_, 1] = le4[s0[long_]]
+    views[long_, 3] = s0[long_].astype(np.int32)
+    if short.any():
+        si = np.flatnonzero(short)
+        inline = u8[s0[si, None] + np.arange(12)]
+        inline[np.arange(12)[None, :] >= length[si, None]] = 0
+        views[si, 1:] = inline.view(np.int32).reshape(len(si), 3)
+    arr = pa.Array.from_buffers(pa.binary_view(), m, [None, pa.py_buffer(views), pa.py_buffer(padded)])
+    enc = arr.dictionary_encode()
+    local = enc.indices.to_numpy(zero_copy_only=False).astype(np.int64)
+    res.names = enc.dictionary.to_pylist()
+    return local
+
+def _int_or_string(le8: np.ndarray, u8: np.ndarray, v: np.ndarray, n: int) -> np.ndarray:
+    """A pid/tid: a JSON integer, or the last number inside a string ("stream 7")."""
+    out = np.full(len(v), MISSING, dtype=np.int64)
+    quoted = u8[v] == 34
+    num = np.flatnonzero(~quoted)
+    if len(num):
+        got = _parse_numbers(le8, u8, v[num])
+        good = got.ok & (got.frac_ns == 0)
+        out[num[good]] = got.value[good]
+    qi = np.flatnonzero(quoted)
+    if len(qi):
+        s0 = v[qi] + 1
+        s1, _ = _string_ends(le8, u8, s0, n)
+        # first digit inside the first 16 bytes of the string
+        win = u8[s0[:, None] + np.arange(16)]
+        inside = np.arange(16)[None, :] < (s1 - s0)[:, None]
+        digit = (win >= 48) & (win <= 57) & inside
+        has = digit.any(axis=1)
+        at = np.argmax(digit, axis=1)
+        hi = np.flatnonzero(has)
+        if len(hi):
+            got = _parse_numbers(le8, u8, s0[hi] + at[hi])
+            out[qi[hi[got.ok]]] = got.value[got.ok]
+    return out
+

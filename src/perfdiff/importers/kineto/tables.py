@@ -1,0 +1,124 @@
+"""The RunData of a Kineto trace from its event columns (`Events`): the activity table (GPU
+work with its launch, runtime calls, CPU ranges with self time) and the markers (profiler
+steps, user annotations).  Times are ns on the trace's clock (`clock`)."""
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+
+from perfdiff.bundle import RunData
+from perfdiff.errors import InputError
+from perfdiff.importers.common import Note
+from perfdiff.importers.kineto.clock import trace_clock
+from perfdiff.importers.kineto.events import ANNOTATION_CATS, CAT_NAMES, ROLES, STEP, Events
+from perfdiff.importers.kineto.join import correlate
+from perfdiff.importers.kineto.manifest import kineto_manifest
+from perfdiff.importers.kineto.names import short_kernel_name
+from perfdiff.model.intervals import self_time_ns
+from perfdiff.model.schema import MISSING
+from perfdiff.model.tables import Part, categorical, concat_parts, constant_categorical, dense_codes, empty_table
+
+__all__ = ["build"]
+
+
+def build(p: Path, ev: Events, group: str, skip: frozenset[str] = frozenset()) -> RunData:
+    """The RunData of the events `ev` read from `p` (see import_kineto for `group`, `skip`)."""
+    role = ev.column("role")
+    n = len(role)
+    ts = ev.column("ts_ns")
+    clock = trace_clock(ev.header, ts)
+    dur = ev.column("dur_ns")
+    backwards = dur < 0
+    if backwards.any():  # the bundle holds no interval that ends before it starts
+        ev.drop("events with a negative duration", int(backwards.sum()))
+        role = np.where(backwards, -1, role)
+    start = ts + clock.offset_ns()
+    end = start + dur
+    names = ev.name_labels()
+    name_code = ev.column("name")
+    pid, tid = ev.column("pid"), ev.column("tid")
+    corr, stream, device, nbytes = ev.column("corr"), ev.column("stream"), ev.column("device"), ev.column("nbytes")
+    cat = ev.column("cat")
+    notes = list(ev.notes)
+    if clock.note() is not None:
+        notes.append(clock.note())
+    is_step = np.zeros(n, dtype=bool)
+    step_names = np.array([bool(STEP.match(x)) for x in names], dtype=bool)
+    if len(names):
+        is_step = step_names[name_code] & (role == ROLES.index("cpu"))
+
+    parts: list[Part] = []
+    # GPU work
+    api_rows = np.flatnonzero(role == ROLES.index("api"))
+    launch_row = correlate(corr, api_rows, corr)
+    for r_name in ("kernel", "memcpy", "memset"):
+        rows = np.flatnonzero(role == ROLES.index(r_name))
+        if len(rows) == 0:
+            continue
+        lr = launch_row[rows]
+        hit = lr >= 0
+        launch = np.where(hit, start[np.where(hit, lr, 0)], MISSING)
+        ltid = np.where(hit, tid[np.where(hit, lr, 0)], MISSING)
+        # A GPU event's pid is its device and its tid its stream; args.device / args.stream
+        # stand in when they are not numbers.
+        dev = np.where(pid[rows] >= 0, pid[rows], device[rows])
+        dcodes, duniq = dense_codes(np.where(dev >= 0, dev, 0))
+        dev_labels = [f"GPU {int(d)}" for d in duniq]
+        if (dev < 0).any():
+            notes.append(Note("no-device", f"{int((dev < 0).sum())} {r_name} events without a device: put on GPU 0"))
+        strm = np.where(tid[rows] >= 0, tid[rows], stream[rows])
+        fn_codes, fn_labels = _function_codes(name_code[rows], names, short=(group == "short" and r_name == "kernel"))
+        s, e = start[rows], end[rows]
+        cols = {"function": categorical(fn_codes, fn_labels), "kind": constant_categorical(r_name, len(rows)),
+                "device": categorical(dcodes, dev_labels), "start_ns": s, "end_ns": e, "busy_ns": e - s,
+                "launch_ns": launch, "tid": ltid, "stream": strm, "correlation": corr[rows]}
+        if r_name != "kernel":
+            cols["bytes"] = nbytes[rows]
+        parts.append(Part("activity", cols))
+        ev.counts[r_name] = len(rows)
+        ev.counts[f"{r_name}_launch_joined"] = int(hit.sum())
+    # CPU side: runtime calls and CPU ranges, self time over both on each thread
+    cpu_rows = np.flatnonzero((role == ROLES.index("cpu")) & ~is_step)
+    host_rows = np.concatenate((api_rows, cpu_rows))
+    if len(host_rows):
+        busy = self_time_ns(tid[host_rows], start[host_rows], end[host_rows])
+        k = len(api_rows)
+        for rows, b, kind in ((api_rows, end[api_rows] - start[api_rows], "api"), (cpu_rows, busy[k:], "cpu")):
+            if len(rows) == 0:
+                continue
+            fn_codes, fn_labels = _function_codes(name_code[rows], names, short=False)
+            parts.append(Part("activity", {
+                "function": categorical(fn_codes, fn_labels), "kind": constant_categorical(kind, len(rows)),
+                "device": constant_categorical("Host", len(rows)), "start_ns": start[rows], "end_ns": end[rows],
+                "busy_ns": b, "tid": tid[rows], "correlation": corr[rows]}))
+            ev.counts[kind] = len(rows)
+    activity = concat_parts("activity", parts, skip)
+    if len(activity) == 0:
+        found = ", ".join(f"{k}: {v}" for k, v in ev.dropped.items()) or "none"
+        raise InputError(f"trace has no GPU kernels, memcpys, runtime calls or CPU ops (skipped: {found})", path=p)
+    # markers: ProfilerStep#N and user annotations (host side)
+    step_rows = np.flatnonzero(is_step)
+    ann_rows = np.flatnonzero((role == ROLES.index("cpu")) & ~is_step
+                              & np.isin(cat, [CAT_NAMES.index(c) for c in ANNOTATION_CATS]))
+    mparts = []
+    for rows, source in ((step_rows, "profiler_step"), (ann_rows, "annotation")):
+        if len(rows):
+            fn_codes, fn_labels = _function_codes(name_code[rows], names, short=False)
+            mparts.append(Part("markers", {"name": categorical(fn_codes, fn_labels), "start_ns": start[rows],
+                                           "end_ns": end[rows], "tid": tid[rows],
+                                           "source": constant_categorical(source, len(rows))}))
+            ev.counts[f"markers_{source}"] = len(rows)
+    markers = concat_parts("markers", mparts)
+    cat_counts = {CAT_NAMES[int(c)]: int(k) for c, k in zip(*np.unique(cat, return_counts=True), strict=True) if c < len(CAT_NAMES)}
+    manifest = kineto_manifest(p, ev, clock, pid, role, tid, activity, notes, cat_counts)
+    return RunData(manifest=manifest, activity=activity, samples=empty_table("samples"), markers=markers,
+                   path=str(p), notes=notes)
+
+
+def _function_codes(codes: np.ndarray, names: list[str], short: bool) -> tuple[np.ndarray, list[str]]:
+    local, uniq = dense_codes(codes)
+    labels = [names[int(u)] for u in uniq]
+    if short:
+        labels = [short_kernel_name(x) for x in labels]
+    return local, labels

@@ -1,0 +1,127 @@
+"""One nsys import's access to its SQLite export: the connection (read-only), the schema
+found, integer columns read the fastest way available (`pages`, else SQL), and what the import
+found so far (notes, dropped and imported row counts, the clock's anchor, the process)."""
+from __future__ import annotations
+
+import sqlite3
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+
+from perfdiff.errors import InputError
+from perfdiff.importers.common import Note, resolve_cores
+from perfdiff.importers.nsys.pages import PageReader, Unsupported
+from perfdiff.model.schema import MISSING
+
+__all__ = ["KERNEL", "MEMCPY", "MEMSET", "PID_MASK", "RUNTIME", "Export", "connect", "is_null"]
+
+KERNEL = "CUPTI_ACTIVITY_KIND_KERNEL"
+MEMCPY = "CUPTI_ACTIVITY_KIND_MEMCPY"
+MEMSET = "CUPTI_ACTIVITY_KIND_MEMSET"
+RUNTIME = "CUPTI_ACTIVITY_KIND_RUNTIME"
+PID_MASK = 0xFFFFFF  # globalPid / globalTid: the pid in bits 24..47, the tid in bits 0..23
+
+
+def connect(p: Path) -> sqlite3.Connection:
+    """The SQLite file at `p`, opened read-only; InputError when it is not one."""
+    if not p.exists():
+        raise InputError("no such file", path=p)
+    if not p.is_file():
+        raise InputError("not a file", path=p)
+    try:
+        with open(p, "rb") as fh:
+            magic = fh.read(16)
+    except OSError as exc:
+        raise InputError(f"cannot read the file ({exc.strerror or exc})", path=p) from None
+    if magic != b"SQLite format 3\x00":
+        raise InputError("not a SQLite file (export the report with `nsys export --type sqlite`)", path=p)
+    try:
+        # mode=ro: never create, never write; immutable is not used so a live WAL is honoured.
+        # check_same_thread=False: the runtime table may be read (or, on fallback, queried)
+        # from a helper thread; SQLite is built serialized (sqlite3.threadsafety == 3).
+        con = sqlite3.connect(f"file:{p.resolve().as_posix()}?mode=ro", uri=True, check_same_thread=False)
+        # Exports hold strings from the target (kernel names, NVTX text) that need not be UTF-8.
+        con.text_factory = lambda b: b.decode("utf-8", "replace")
+        con.execute("SELECT count(*) FROM sqlite_master").fetchone()
+    except sqlite3.DatabaseError as exc:
+        raise InputError(f"not a readable SQLite database ({exc})", path=p) from None
+    return con
+
+
+def is_null(col: np.ndarray) -> np.ndarray:
+    """Which entries of an object column fetched from SQLite are NULL."""
+    return pd.isna(col) if len(col) else np.zeros(0, dtype=bool)
+
+
+class Export:
+    """One import: the connection, the schema found, and the pieces found so far."""
+
+    def __init__(self, con: sqlite3.Connection, path: Path, pid: int | None, group: str,
+                 skip: frozenset[str] = frozenset(), cores: int | None = None):
+        self.con = con
+        self.path = path
+        self.want_pid = pid
+        self.group = group
+        self.skip = skip
+        self.cores = resolve_cores(cores)
+        self.tables = {name: int(root or 0) for name, root in
+                       con.execute("SELECT name, rootpage FROM sqlite_master WHERE type='table'")}
+        self._cols: dict[str, list[str]] = {}
+        self.dropped: dict[str, int] = {}
+        self.counts: dict[str, int] = {}
+        self.notes: list[str] = []
+        self.reader = PageReader.open(path)
+        self.strings: dict[int, str] = {}  # StringIds
+        self.t0: int | None = None  # the session's start, wall-clock ns (None: unknown)
+        self.pid: int | None = None  # the process imported
+        self.process_counts: dict[int, int] = {}  # pid → GPU activities, of every process with some
+        self.name_col: str | None = None  # the kernel table's name column
+
+    # -- schema probing
+    def has(self, table: str) -> bool:
+        return table in self.tables
+
+    def cols(self, table: str) -> list[str]:
+        if table not in self._cols:
+            self._cols[table] = [r[1] for r in self.con.execute(f'PRAGMA table_info("{table}")')] if self.has(table) else []
+        return self._cols[table]
+
+    def read(self, table: str, columns: list[str], where_sql: str = "") -> dict[str, np.ndarray]:
+        """Integer columns of `table` as int64 arrays (NULL → MISSING), fastest way available."""
+        present = [c for c in columns if c in self.cols(table)]
+        if not where_sql and self.reader is not None:
+            try:
+                return self.reader.read_int_columns(self.tables[table], self.cols(table), present)
+            except Unsupported as why:
+                self.notes.append(Note("page-reader-fallback", f"{table}: page reader fell back to SQL ({why})"))
+            except (IndexError, ValueError) as exc:  # corrupt pages: let SQLite report it
+                self.notes.append(Note("page-reader-fallback",
+                                       f"{table}: page reader fell back to SQL ({exc.__class__.__name__})"))
+        sel = ", ".join(f'"{c}"' for c in present) or "1"
+        rows = self.con.execute(f'SELECT {sel} FROM "{table}" {where_sql}').fetchall()
+        out: dict[str, np.ndarray] = {}
+        if not present:
+            return out
+        arr = np.array(rows, dtype=object).reshape(len(rows), len(present))
+        for i, c in enumerate(present):
+            col = arr[:, i]
+            out[c] = np.where(is_null(col), MISSING, col).astype(np.int64) if len(col) else np.zeros(0, np.int64)
+        return out
+
+    def query(self, sql: str, args: tuple = ()) -> list[tuple]:
+        return self.con.execute(sql, args).fetchall()
+
+    def drop(self, why: str, n: int) -> None:
+        if n:
+            self.dropped[why] = self.dropped.get(why, 0) + n
+
+    # -- the clock
+    def wall(self, t: np.ndarray) -> np.ndarray:
+        return t + self.t0 if self.t0 is not None else t
+
+    def to_wall(self, t: np.ndarray) -> np.ndarray:
+        """`t` (an array this import owns) shifted to wall clock in place: no new memory."""
+        if self.t0 is not None:
+            t += self.t0
+        return t

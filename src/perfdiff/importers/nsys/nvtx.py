@@ -1,0 +1,81 @@
+"""NVTX ranges of an nsys export: push/pop and start/end ranges become markers (source
+"nvtx") and activity kind ``cpu`` with self time.  The name is ``text``, else the registered
+string ``textId``; a range in a non-default domain is named ``domain:text``.  Unclosed ranges
+are dropped and counted."""
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+
+from perfdiff.importers.nsys.db import PID_MASK, Export, is_null
+from perfdiff.model.intervals import self_time_ns
+from perfdiff.model.schema import MISSING
+from perfdiff.model.tables import Part, categorical, concat_parts, constant_categorical, dense_codes, empty_table
+
+__all__ = ["nvtx"]
+
+NVTX_RANGE_TYPES = (59, 60, 70, 71)  # push/pop, start/end, NVTXT push/pop, NVTXT start/end
+NVTX_DOMAIN_CREATE = 75
+
+
+def nvtx(x: Export) -> tuple[Part | None, pd.DataFrame]:
+    """(activity rows, markers) of the imported process's NVTX ranges."""
+    table = "NVTX_EVENTS"
+    cols = x.cols(table)
+    if not {"start", "end", "eventType"} <= set(cols):
+        return None, empty_table("markers")
+    text = "n.text" if "text" in cols else "NULL"
+    textid = "n.textId" if "textId" in cols else "NULL"
+    dom = "n.domainId" if "domainId" in cols else "NULL"
+    gtid = "n.globalTid" if "globalTid" in cols else "NULL"
+    types = ",".join(map(str, NVTX_RANGE_TYPES))
+    rows = x.query(f"SELECT n.start, n.end, {gtid}, {dom}, {text}, {textid} FROM NVTX_EVENTS n "
+                      f"WHERE n.eventType IN ({types})")
+    domains: dict[int, str] = {}
+    if "domainId" in cols and "text" in cols:
+        domains = {int(d): str(t) for d, t in x.query(
+            f"SELECT domainId, text FROM NVTX_EVENTS WHERE eventType = {NVTX_DOMAIN_CREATE} AND text IS NOT NULL")
+            if d is not None}
+    if not rows:
+        return None, empty_table("markers")
+    arr = np.array(rows, dtype=object).reshape(len(rows), 6)
+    start = arr[:, 0].astype(np.int64)
+    end = np.where(is_null(arr[:, 1]), MISSING, arr[:, 1]).astype(np.int64)
+    gt = np.where(is_null(arr[:, 2]), MISSING, arr[:, 2]).astype(np.int64)
+    dom = np.where(is_null(arr[:, 3]), 0, arr[:, 3]).astype(np.int64)
+    # Name: the text, else the registered string (textId), prefixed by a non-default domain.
+    text_code, text_uniq = pd.factorize(arr[:, 4], use_na_sentinel=True)
+    tid_code, tid_uniq = dense_codes(np.where(is_null(arr[:, 5]), MISSING, arr[:, 5]).astype(np.int64))
+    labels_text = [str(t) for t in text_uniq]
+    labels_id = [x.strings.get(int(u), f"<string {int(u)}>") if u != MISSING else "<unnamed range>"
+                 for u in tid_uniq]
+    base = np.where(text_code >= 0, text_code, len(labels_text) + tid_code)
+    base_labels = labels_text + labels_id
+    dcode, duniq = dense_codes(dom)
+    key_code, key_uniq = dense_codes(base * len(duniq) + dcode)
+    labels = []
+    for k in key_uniq.tolist():
+        label, d = base_labels[k // len(duniq)], int(duniq[k % len(duniq)])
+        labels.append(label if d == 0 else f"{domains.get(d, f'domain {d}')}:{label}")
+    mine = ((gt >> 24) & PID_MASK) == x.pid if x.pid is not None else np.ones(len(start), dtype=bool)
+    if (~mine).any():
+        x.dropped["nvtx: other processes"] = int((~mine).sum())
+    unclosed = int(((end < start) & mine).sum())
+    if unclosed:
+        x.dropped["nvtx: ranges never closed"] = unclosed
+    idx = np.flatnonzero((end >= start) & mine)
+    if len(idx) == 0:
+        return None, empty_table("markers")
+    used_code, used = dense_codes(key_code[idx])  # no categories of dropped ranges
+    function = categorical(used_code, [labels[i] for i in used.tolist()])
+    s, e = x.wall(start[idx]), x.wall(end[idx])
+    tid = np.where(gt[idx] >= 0, gt[idx] & PID_MASK, MISSING)
+    busy = self_time_ns(tid, s, e)
+    n = len(idx)
+    part = Part("activity", {"function": function, "kind": constant_categorical("cpu", n),
+                             "device": constant_categorical("Host", n), "start_ns": s, "end_ns": e,
+                             "busy_ns": busy, "tid": tid})
+    markers = concat_parts("markers", [Part("markers", {"name": function, "start_ns": s, "end_ns": e, "tid": tid,
+                                                        "source": constant_categorical("nvtx", n)})])
+    x.counts["nvtx_ranges"] = n
+    return part, markers

@@ -1,0 +1,53 @@
+"""Which process of an nsys export is imported: `pid`, or the one that launched the most GPU
+work; rows of the others (and intervals that end before they start) are dropped and counted."""
+from __future__ import annotations
+
+import numpy as np
+
+from perfdiff.errors import InputError
+from perfdiff.importers.common import Note
+from perfdiff.importers.nsys.db import PID_MASK, Export
+from perfdiff.model.tables import dense_codes
+
+__all__ = ["choose_pid", "only_pid"]
+
+
+def choose_pid(x: Export, gpu_parts: dict[str, dict[str, np.ndarray]]) -> int | None:
+    """The pid to import, from the GPU tables' globalPid (None: the rows carry none)."""
+    pids = np.concatenate([(c["globalPid"] >> 24) & PID_MASK for c in gpu_parts.values() if "globalPid" in c]
+                          or [np.empty(0, np.int64)])
+    if len(pids) == 0:
+        if x.want_pid is not None:
+            x.notes.append(Note("pid-not-applied", f"kernel rows carry no process id: --pid {x.want_pid} not applied"))
+        return None
+    codes, uniq = dense_codes(pids)
+    counts = np.bincount(codes, minlength=len(uniq))
+    x.process_counts = {int(u): int(c) for u, c in zip(uniq, counts, strict=True)}
+    if x.want_pid is not None:
+        if x.want_pid not in x.process_counts:
+            have = ", ".join(f"{u} ({c} GPU activities)" for u, c in sorted(x.process_counts.items()))
+            raise InputError(f"no GPU work of pid {x.want_pid} in the export; processes with GPU work: {have}",
+                             path=x.path)
+        return x.want_pid
+    best = int(uniq[np.argmax(counts)])
+    if len(uniq) > 1:
+        x.notes.append(Note("several-processes", f"{len(uniq)} processes launched GPU work; imported pid {best} "
+                                                 "(the most); choose another with --pid"))
+    return best
+
+
+def only_pid(x: Export, cols: dict[str, np.ndarray], key: str, what: str) -> dict[str, np.ndarray]:
+    """Rows of the imported process (and, when the table has both, with end >= start)."""
+    keep = None
+    if x.pid is not None and key in cols:
+        keep = ((cols[key] >> 24) & PID_MASK) == x.pid
+        if not keep.all():
+            x.drop(f"{what}: other processes", int((~keep).sum()))
+    if "start" in cols and "end" in cols:
+        backwards = cols["end"] < cols["start"]
+        if backwards.any():  # the bundle holds no interval that ends before it starts
+            x.drop(f"{what}: end before start", int((backwards & (keep if keep is not None else True)).sum()))
+            keep = ~backwards if keep is None else keep & ~backwards
+    if keep is None or keep.all():
+        return cols
+    return {k: v[keep] for k, v in cols.items()}
