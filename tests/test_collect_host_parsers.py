@@ -1,0 +1,35 @@
+"""The host sampler's parsers of /proc files, and the /proc seam's NSpid reader."""
+from __future__ import annotations
+
+from fakes.fake_host import stat_line
+
+from perfdiff.collectors import host as H
+
+
+def test_parsers() -> None:
+    st = H.parse_task_stat(stat_line(7, "D", comm="a (b) c", ppid=3, utime=4, stime=5, threads=6,
+                                     start=8, rss=9, cpu=1).encode())
+    assert (st.state, st.ppid, st.utime, st.stime, st.num_threads, st.starttime, st.rss_pages,
+            st.processor) == ("D", 3, 4, 5, 6, 8, 9, 1)
+    assert H.parse_schedstat(b"123 456 7\n") == (123, 456, 7)
+    assert H.parse_syscall(b"running\n") == H.RUNNING
+    assert H.parse_syscall(b"-1 0x7ffc 0x7f00\n") == -1
+    assert H.parse_syscall(b"17 0x3 0x0 0x0\n") == 17
+    assert H.parse_io(b"rchar: 5\nwchar: 6\n") == {"rchar": 5, "wchar": 6}
+    # Only whole keys at a line start: /proc/PID/io has write_bytes and cancelled_write_bytes.
+    io = b"rchar: 1\nwchar: 2\nsyscr: 3\ncancelled_write_bytes: 9\nwrite_bytes: 4\n"
+    assert H.parse_io(io, ("wchar", "write_bytes", "read_bytes")) == {"wchar": 2, "write_bytes": 4}
+    assert H.parse_io(b"wchar: 6") == {"wchar": 6}  # no final newline
+    assert H.parse_diskstats(b"   8 0 sda 1 2 3 4 5 6 7 8 9 10 11\n   8 1 sda1 9 9 9 9 9 9 9 9 9 9 9\n"
+                             b"   7 0 loop0 0 0 0 0 0 0 0 0 0 0 0", frozenset({b"sda", b"loop0"})) == {
+        "sda": (3, 7, 10), "loop0": (0, 0, 0)}
+    assert H.parse_diskstats(b"   8 1 sda1 9 9 9 9 9 9 9 9 9 9 9\n", frozenset({b"sda"})) == {}
+    assert H.parse_cpu_times(b"cpu 1 2 3 4 5 6 7 8 9 10\ncpu0 1 0 0 1 0 0 0 0 0 0\nintr 5\n") == {
+        "cpu": (1 + 2 + 3 + 6 + 7 + 8, 36), "cpu0": (1, 2)}
+    assert H.parse_meminfo(b"MemTotal: 2 kB\nMemAvailable: 1 kB\n") == {"MemTotal": 2048, "MemAvailable": 1024}
+    assert H.parse_cpuinfo_mhz(b"processor\t: 3\ncpu MHz\t\t: 1234.5\n") == {3: 1234.5}
+    assert H.parse_cpuinfo_mhz(b"processor\t: 3\ncpu MHz\t\t: 1234.5") == {3: 1234.5}  # no final newline
+    two = (b"processor\t: 0\nvendor_id\t: X\ncpu MHz\t\t: 1000.0\ncache size\t: 1 KB\n\n"
+           b"processor\t: 1\nmodel name\t: processor Y\ncpu MHz\t\t: 2000.5\nflags\t\t: a b\n\n")
+    assert H.parse_cpuinfo_mhz(two) == {0: 1000.0, 1: 2000.5}
+    assert H.parse_cpuinfo_mhz(b"processor\t: 0\nBogoMIPS\t: 50.00\n\n") == {}  # aarch64: no clock
