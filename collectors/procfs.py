@@ -82,6 +82,11 @@ class ProcFS:
         return ns[-1] if ns else pid
 
 
+def as_procfs(root: str | ProcFS) -> ProcFS:
+    """`root` itself, or a ProcFS on the /proc folder it names (callers that pass a path)."""
+    return root if isinstance(root, ProcFS) else ProcFS(proc=root)
+
+
 # ----------------------------------------------------------------------------- kept descriptors
 
 

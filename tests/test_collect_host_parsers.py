@@ -1,9 +1,14 @@
 """The host sampler's parsers of /proc files, and the /proc seam's NSpid reader."""
 from __future__ import annotations
 
+import os
+from pathlib import Path
+
 from fakes.fake_host import stat_line
 
 from perfdiff.collectors import host as H
+from perfdiff.collectors import procfs
+from perfdiff.collectors.procfs import ProcFS
 
 
 def test_parsers() -> None:
@@ -33,3 +38,25 @@ def test_parsers() -> None:
            b"processor\t: 1\nmodel name\t: processor Y\ncpu MHz\t\t: 2000.5\nflags\t\t: a b\n\n")
     assert H.parse_cpuinfo_mhz(two) == {0: 1000.0, 1: 2000.5}
     assert H.parse_cpuinfo_mhz(b"processor\t: 0\nBogoMIPS\t: 50.00\n\n") == {}  # aarch64: no clock
+
+
+def test_procfs_nspid_is_the_one_reader_of_a_pid_in_each_namespace(tmp_path: Path) -> None:
+    fs = ProcFS(proc=str(tmp_path))
+    (tmp_path / "40").mkdir()
+    (tmp_path / "40" / "status").write_bytes(b"Name:\tpython3\nPid:\t40\nNSpid:\t40\t7\t1\nNSgid:\t40\n")
+    (tmp_path / "41").mkdir()
+    (tmp_path / "41" / "status").write_bytes(b"Name:\told kernel\nPid:\t41\n")  # before Linux 4.1: no NSpid
+    (tmp_path / "42").mkdir()
+    (tmp_path / "42" / "status").write_bytes(b"NSpid:\t42\tx\n")  # torn
+    assert fs.nspid(40) == (40, 7, 1) and fs.inner_pid(40) == 1
+    assert fs.nspid(41) == (41,) and fs.inner_pid(41) == 41
+    assert fs.nspid(42) is None and fs.inner_pid(42) == 42
+    assert fs.nspid(43) is None and fs.inner_pid(43) == 43 and not fs.exists(43)
+    assert procfs.as_procfs(str(tmp_path)) == fs and procfs.as_procfs(fs) is fs
+    assert procfs.field(b"Uid:\t5\t5\nGid:\t6\n", b"Uid") == b"\t5\t5"
+    assert procfs.field(b"Name:\tx\nUid:\t5\n", b"Uid") == b"\t5"
+    assert procfs.field(b"Name:\tx\n", b"Uid") is None
+
+
+def test_procfs_nspid_of_this_process() -> None:
+    assert ProcFS().inner_pid(os.getpid()) == os.getpid()  # the tests run in one PID namespace
