@@ -60,3 +60,11 @@ def test_procfs_nspid_is_the_one_reader_of_a_pid_in_each_namespace(tmp_path: Pat
 
 def test_procfs_nspid_of_this_process() -> None:
     assert ProcFS().inner_pid(os.getpid()) == os.getpid()  # the tests run in one PID namespace
+
+
+def test_host_info_reads_the_cpu_model_through_the_seam(tmp_path: Path) -> None:
+    (tmp_path / "cpuinfo").write_bytes(b"processor\t: 0\nmodel name\t: Fake CPU 9000\ncpu MHz\t\t: 2000.000\n")
+    info = H.host_info(ProcFS(proc=str(tmp_path)))
+    assert info["cpu_model"] == "Fake CPU 9000" and info["cores"] == os.cpu_count()
+    assert info["kernel"] == os.uname().release and info["clk_tck"] == os.sysconf("SC_CLK_TCK")
+    assert H.host_info(ProcFS(proc=str(tmp_path / "absent")))["cpu_model"] == ""

@@ -21,13 +21,15 @@ def cpu_model(fs: ProcFS) -> str:
 def host_info(procfs: ProcFS | None = None) -> dict[str, Any]:
     """The manifest's host entry: name, kernel, architecture, CPU model, logical CPUs, the
     clock-tick rate (Hz) and the page size (bytes)."""
+    import psutil  # here: every perfdiff command imports the collectors for their parsers
+
     u = os.uname()
     return {
         "hostname": u.nodename,
         "kernel": u.release,
         "arch": u.machine,
-        "cpu_model": cpu_model(procfs or ProcFS()),
-        "cores": os.cpu_count(),
+        "cpu_model": cpu_model(procfs or ProcFS()),  # psutil has none
+        "cores": psutil.cpu_count(),
         "clk_tck": os.sysconf("SC_CLK_TCK"),
         "page_size": os.sysconf("SC_PAGE_SIZE"),
     }
