@@ -225,8 +225,6 @@ class HostSampler(TargetReader, HostWideReader):
             "events": list(self.state.events),
         }
 
-    # ------------------------------------------------------------------ processes and threads
-
     # ------------------------------------------------------------------ the tick
 
     def sample(self, t_ns: int) -> dict[str, Any]:
