@@ -14,58 +14,42 @@ process's pid in each namespace, outermost (the one that mounted this procfs) fi
 A pid that exists in this /proc is always taken literally, so a container-local pid that
 collides with an unrelated host pid never matches.  When no NVML pid matches, the devices the
 target has open as /dev/nvidiaN (links in /proc/PID/fd; N = nvmlDeviceGetMinorNumber) are
-used instead (COLLECTORS.md).
+used instead (docs/COLLECTORS.md).
 """
 from __future__ import annotations
 
-import os
 import re
 from collections.abc import Iterable
+
+from perfdiff.collectors.procfs import ProcFS
+from perfdiff.collectors.procfs import as_procfs as _fs
 
 _DEV_NVIDIA = re.compile(r"^/dev/nvidia(\d+)$")
 
 
-def read_nspid(proc_root: str, pid: int) -> tuple[int, ...] | None:
-    """The NSpid line of /proc/PID/status (outermost namespace first), or None if unreadable."""
-    try:
-        with open(f"{proc_root}/{pid}/status", encoding="ascii", errors="replace") as fh:
-            for line in fh:
-                if line.startswith("NSpid:"):
-                    return tuple(int(x) for x in line.split()[1:])
-    except (OSError, ValueError):
-        return None
-    return (pid,) if pid_exists(proc_root, pid) else None  # kernels before 4.1 have no NSpid
-
-
-def pid_exists(proc_root: str, pid: int) -> bool:
-    """True when /proc/PID exists in this procfs."""
-    return os.path.isdir(f"{proc_root}/{pid}")
-
-
-def read_comm(proc_root: str, pid: int) -> str | None:
+def read_comm(proc_root: str | ProcFS, pid: int) -> str | None:
     """The command name of `pid` (/proc/PID/comm), or None when it is not visible."""
     try:
-        with open(f"{proc_root}/{pid}/comm", encoding="utf-8", errors="replace") as fh:
-            return fh.read().strip() or None
+        return _fs(proc_root).read(pid, "comm").decode("utf-8", "replace").strip() or None
     except OSError:
         return None
 
 
-def nvidia_minors_open(proc_root: str, pids: Iterable[int]) -> set[int]:
+def nvidia_minors_open(proc_root: str | ProcFS, pids: Iterable[int]) -> set[int]:
     """Minor numbers N of the /dev/nvidiaN files that `pids` hold open (/proc/PID/fd links).
 
     Processes we may not inspect (another user's, hidepid) are skipped: this is a fallback.
     """
+    fs = _fs(proc_root)
     minors: set[int] = set()
     for pid in pids:
-        fd_dir = f"{proc_root}/{pid}/fd"
         try:
-            names = os.listdir(fd_dir)
+            names = fs.listdir(pid, "fd")
         except OSError:
             continue
         for name in names:
             try:
-                target = os.readlink(f"{fd_dir}/{name}")
+                target = fs.readlink(pid, "fd", name)
             except OSError:
                 continue
             m = _DEV_NVIDIA.match(target)
@@ -77,8 +61,8 @@ def nvidia_minors_open(proc_root: str, pids: Iterable[int]) -> set[int]:
 class PidMatcher:
     """Decides, with a cache, whether an NVML-reported pid belongs to the target set."""
 
-    def __init__(self, proc_root: str):
-        self.proc_root = proc_root
+    def __init__(self, proc_root: str | ProcFS):
+        self.fs = _fs(proc_root)
         self._targets: frozenset[int] = frozenset()
         self._inner_alias: dict[int, int] = {}  # rule 2: inner-namespace pid → target pid
         self._absent_targets: set[int] = set()  # rule 3: target pids not in this /proc
@@ -95,11 +79,15 @@ class PidMatcher:
         self._inner_alias = {}
         self._absent_targets = set()
         for t in targets:
-            ns = read_nspid(self.proc_root, t)
+            ns = self.fs.nspid(t)
             if ns is None:
                 self._absent_targets.add(t)
             else:
                 self._inner_alias.update((x, t) for x in ns[1:] if x != t)
+
+    @property
+    def proc_root(self) -> str:
+        return self.fs.proc
 
     @property
     def targets(self) -> frozenset[int]:
@@ -112,7 +100,7 @@ class PidMatcher:
             return hit
         hit = pid in self._targets
         if not hit:
-            ns = read_nspid(self.proc_root, pid)
+            ns = self.fs.nspid(pid)
             if ns is None and pid in self._inner_alias:
                 hit = True
                 self.aliases[pid] = self._inner_alias[pid]
@@ -124,4 +112,4 @@ class PidMatcher:
 
     def visible(self, pid: int) -> bool:
         """True when `pid` exists in this /proc (NVML and /proc share the namespace)."""
-        return pid_exists(self.proc_root, pid)
+        return self.fs.exists(pid)

@@ -23,7 +23,9 @@ import time
 from dataclasses import dataclass, field
 from typing import Any
 
+from perfdiff.collectors import procfs
 from perfdiff.collectors.base import RowBuffer
+from perfdiff.collectors.procfs import ProcFS
 from perfdiff.marker import ENV_DIR, STALE_NS, SUFFIX, default_marker_dir
 
 READ_CHUNK = 1 << 20  # bytes read per file per call; the rest waits for the next call
@@ -101,11 +103,12 @@ class MarkerReader:
         return {ENV_DIR: self.directory}
 
     @classmethod
-    def attach(cls, pid: int, *, proc_root: str = "/proc") -> "MarkerReader":
+    def attach(cls, pid: int, *, proc_root: str | ProcFS = "/proc") -> "MarkerReader":
         """The reader for an already running target `pid` (its well-known marker directory)."""
-        uid = target_uid(pid, proc_root)
-        root = os.path.join(proc_root, str(pid), "root") if other_mount_ns(pid, proc_root) else ""
-        env_dir = target_env(pid, proc_root).get(ENV_DIR)
+        fs = procfs.as_procfs(proc_root)
+        uid = target_uid(pid, fs)
+        root = fs.path(pid, "root") if other_mount_ns(pid, fs) else ""
+        env_dir = target_env(pid, fs).get(ENV_DIR)
         directory = root + env_dir if env_dir else default_marker_dir(uid, root)
         return cls(directory, announced=False, owner_uid=uid)
 
@@ -263,22 +266,18 @@ class MarkerReader:
 # ---------------------------------------------------------------------- /proc helpers
 
 
-def target_uid(pid: int, proc_root: str) -> int | None:
+def target_uid(pid: int, proc_root: str | ProcFS) -> int | None:
     try:
-        with open(os.path.join(proc_root, str(pid), "status"), "rb") as fh:
-            for line in fh:
-                if line.startswith(b"Uid:"):
-                    return int(line.split()[1])  # real uid
+        uid = procfs.field(procfs.as_procfs(proc_root).read(pid, "status"), b"Uid")
+        return int(uid.split()[0]) if uid is not None else None  # real uid
     except (OSError, ValueError, IndexError):
-        pass
-    return None
+        return None
 
 
-def target_env(pid: int, proc_root: str) -> dict[str, str]:
+def target_env(pid: int, proc_root: str | ProcFS) -> dict[str, str]:
     """The target's start-up environment (empty when unreadable)."""
     try:
-        with open(os.path.join(proc_root, str(pid), "environ"), "rb") as fh:
-            raw = fh.read()
+        raw = procfs.as_procfs(proc_root).read(pid, "environ")
     except OSError:
         return {}
     env = {}
@@ -289,9 +288,9 @@ def target_env(pid: int, proc_root: str) -> dict[str, str]:
     return env
 
 
-def other_mount_ns(pid: int, proc_root: str) -> bool:
+def other_mount_ns(pid: int, proc_root: str | ProcFS) -> bool:
+    fs = procfs.as_procfs(proc_root)
     try:
-        return os.readlink(os.path.join(proc_root, "self", "ns", "mnt")) != os.readlink(
-            os.path.join(proc_root, str(pid), "ns", "mnt"))
+        return fs.readlink("self", "ns", "mnt") != fs.readlink(pid, "ns", "mnt")
     except OSError:
         return False

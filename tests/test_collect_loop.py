@@ -17,7 +17,7 @@ from perfdiff.collectors import collect as C
 from perfdiff.collectors.base import RowBuffer, SamplerState
 from perfdiff.errors import CollectionError, EXIT_COLLECT
 
-from test_collect_host import FakeHost, stat_line
+from fakes.fake_host import FakeHost, stat_line
 
 MS = 1_000_000
 
