@@ -148,7 +148,7 @@ def test_writer_refuses_non_empty_dir(tmp_path: Path) -> None:
 def journaled_writer(tmp_path: Path, batches: int = 3) -> tuple[BundleWriter, Path]:
     """A collector-style writer: empty first parts, then `batches` journal appends of 2 rows."""
     from perfdiff.bundle import columns_to_arrow
-    from perfdiff.collectors.collect import open_writer
+    from perfdiff.bundle import open_writer
 
     w = open_writer(tmp_path / "b", {"run_name": "j"})
     for i in range(batches):
@@ -214,7 +214,7 @@ def test_close_seals_journals_and_append_keeps_their_order(tmp_path: Path) -> No
 
 def columns_writer(tmp_path: Path) -> tuple[BundleWriter, Path]:
     """Collector-style appends of column lists (the host sampler's form): a JSON-lines journal."""
-    from perfdiff.collectors.collect import open_writer
+    from perfdiff.bundle import open_writer
 
     w = open_writer(tmp_path / "b", {"run_name": "j"})
     for i in range(3):
@@ -258,7 +258,7 @@ def test_journal_packs_columns_and_falls_back_to_lists(tmp_path: Path) -> None:
     """Numbers go to the journal as base64 of their bytes and strings joined by STR_SEP; what
     does not fit (a string holding STR_SEP, NaN and infinities go packed) loads back the same."""
     from perfdiff.bundle import STR_SEP
-    from perfdiff.collectors.collect import open_writer
+    from perfdiff.bundle import open_writer
 
     w = open_writer(tmp_path / "b", {"run_name": "p"})
     names = ["a" + STR_SEP + "b", "`|<c>`", ""]
@@ -281,7 +281,7 @@ def test_journal_packs_columns_and_falls_back_to_lists(tmp_path: Path) -> None:
 
 
 def test_both_journals_seal_into_one_part(tmp_path: Path) -> None:
-    from perfdiff.collectors.collect import journal_rows
+    from perfdiff.bundle import journal_rows
 
     w, journal = columns_writer(tmp_path)
     frame = normalize_table("activity", pd.DataFrame({

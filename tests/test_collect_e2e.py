@@ -14,7 +14,7 @@ import numpy as np
 import pytest
 
 from perfdiff.bundle import load_bundle
-from perfdiff.collectors import collect as C
+from perfdiff.collectors import targets as T
 from perfdiff.collectors.host import HOST_FUNCTIONS
 from perfdiff.errors import CollectionError
 
@@ -200,7 +200,7 @@ def test_no_permission_is_one_line_exit_3() -> None:
     """Another user's process: the kernel says EPERM, perfdiff says so in one line."""
     if os.geteuid() != 0:
         with pytest.raises(CollectionError, match="no permission to collect from pid 1"):
-            C.check_target(1)
+            T.check_target(1)
         return
     r, w = os.pipe()
     pid = os.fork()
@@ -210,7 +210,7 @@ def test_no_permission_is_one_line_exit_3() -> None:
             os.close(r)
             os.setgid(65534)
             os.setuid(65534)
-            C.check_target(os.getppid())
+            T.check_target(os.getppid())
             os.write(w, b"no error")
         except CollectionError as exc:
             os.write(w, f"{exc.code}|{exc}".encode())

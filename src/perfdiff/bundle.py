@@ -399,6 +399,45 @@ class BundleWriter:
         return self.path
 
 
+def _frame_to_arrow(table: str, df: Any) -> pa.Table:
+    """A sampler's DataFrame in the journal schema of `table`; NaN samples dropped (unknown)."""
+    df = normalize_table(table, df)
+    if table == "samples":
+        df = df[np.isfinite(df["value"].to_numpy())]
+    arrays = []
+    for col, kind in SCHEMAS[table].items():
+        values = df[col]
+        if kind == "str":
+            arrays.append(pa.array(values.astype(str).to_numpy(dtype=object), type=pa.string()))
+        elif kind == "i8?":
+            v = values.to_numpy(dtype=np.int64)
+            arrays.append(pa.array(v, type=pa.int64(), mask=v == MISSING))
+        else:
+            arrays.append(pa.array(values.to_numpy(), type=journal_schema(table).field(col).type))
+    return pa.Table.from_arrays(arrays, schema=journal_schema(table))
+
+
+def journal_rows(table: str, chunks: list[Any]) -> tuple[dict[str, list[Any]], pa.Table | None]:
+    """Buffered chunks of one table → (the Columns chunks merged into one, every column there
+    with MISSING for an absent one, or a lone Columns chunk as it is; the DataFrame chunks as
+    one Arrow table in the journal schema or None): what BundleWriter.journal takes."""
+    columns = [c for c in chunks if isinstance(c, dict)]
+    frames = [_frame_to_arrow(table, c) for c in chunks if not isinstance(c, dict)]
+    if len(columns) == 1 and len(frames) == 0:
+        return columns[0], None  # the usual flush (the host sampler's rows): no copy
+    merged = merge_columns(table, columns, unknown=MISSING) if columns else {}
+    return merged, (pa.concat_tables(frames) if frames else None)
+
+
+def open_writer(path: Path, manifest: dict[str, Any]) -> BundleWriter:
+    """A BundleWriter whose every table has a part from the start, so a bundle killed at any
+    moment loads (the loader needs at least one part per table)."""
+    writer = BundleWriter(path, manifest)
+    for table in SCHEMAS:
+        writer.append(table, empty_table(table))
+    return writer
+
+
 def write_bundle(path: str | os.PathLike[str], run: RunData, status: str | None = None) -> Path:
     """Write a whole in-memory run as a bundle at `path` (which must be absent or empty)."""
     writer = BundleWriter(path, dict(run.manifest))
