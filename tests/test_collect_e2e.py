@@ -53,13 +53,11 @@ def wait_until(cond, timeout: float, what: str) -> None:
 
 def sample_flushes(out: Path) -> int:
     """How many times the collector has flushed samples so far: the records in the samples
-    journals (a JSON line or an Arrow batch per flush) plus the sealed parts after the first."""
+    journals (an Arrow batch per flush) plus the sealed parts after the first."""
     import pyarrow as pa
     import pyarrow.ipc as ipc
 
     n = max(0, len(list((out / "samples").glob("part-*.parquet"))) - 1)
-    for journal in (out / "samples").glob(".part-*.jsonl"):
-        n += journal.read_bytes().count(b"\n")
     for journal in (out / "samples").glob(".part-*.arrows"):
         try:
             reader = ipc.open_stream(pa.memory_map(str(journal)))
