@@ -370,9 +370,9 @@ def test_only_marks_wholly_inside_the_collection_are_kept(tmp_path: Path) -> Non
 
 
 def test_the_real_gpu_sampler_on_fake_nvml_runs_in_the_loop(tmp_path: Path) -> None:
-    """collectors/gpu.py's sampler (fake H100 driver) under this loop: rows and manifest merge."""
+    """collectors/gpu/'s sampler (fake H100 driver) under this loop: rows and manifest merge."""
     fake_nvml = pytest.importorskip("fakes.fake_nvml", reason="tests/fakes/fake_nvml.py absent")
-    gpu_mod = pytest.importorskip("perfdiff.collectors.gpu", reason="collectors/gpu.py absent")
+    gpu_mod = pytest.importorskip("perfdiff.collectors.gpu", reason="collectors/gpu/ absent")
     sc = fake_nvml.make_scenario("h100_gpm", t0_ns=time.time_ns(), target_pid=4242)
     sc.fake.set_time(time.time_ns())
     root = sc.write_proc(tmp_path / "proc")

@@ -14,7 +14,7 @@ process's pid in each namespace, outermost (the one that mounted this procfs) fi
 A pid that exists in this /proc is always taken literally, so a container-local pid that
 collides with an unrelated host pid never matches.  When no NVML pid matches, the devices the
 target has open as /dev/nvidiaN (links in /proc/PID/fd; N = nvmlDeviceGetMinorNumber) are
-used instead (COLLECTORS.md).
+used instead (docs/COLLECTORS.md).
 """
 from __future__ import annotations
 
