@@ -1,4 +1,4 @@
-"""Collection overhead: collector CPU, tick jitter and marker cost (issue 4, item 5).
+"""Collection overhead: collector CPU, tick jitter and marker cost.
 
     .venv/bin/python bench/bench_collect.py [--quick] [--seconds 10] [--repeat 3]
 
@@ -18,7 +18,7 @@ a 64-thread Python target and prints Markdown tables:
 
 Two targets: "pool": 60 threads blocked on an event and 4 threads that compute 1 ms every
 10 ms (a server's worker pool); "busy pool": all 64 threads compute 0.1 ms every 10 ms (every
-thread has run at every tick, the sampler's worst case).  Budgets (DESIGN.md): under 1 % of
+thread has run at every tick, the sampler's worst case).  Budgets (docs/PERFORMANCE.md): under 1 % of
 a core at 10 Hz, under 5 % at 100 Hz, jitter p99 under 5 ms, a mark under 5 µs (20 µs with a
 collector listening).
 """

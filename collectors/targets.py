@@ -120,8 +120,8 @@ class TargetSet:
     def root_alive(self) -> bool:
         """False once the root process has exited (a zombie counts as exited).
 
-        Asked every tick: with a pidfd (Linux 5.3+) that is a zero-timeout poll, ~1 µs; else
-        a read and parse of the root's stat."""
+        Asked every tick: with a pidfd (Linux 5.3+) that is a zero-timeout poll; else a read
+        and parse of the root's stat."""
         if self._pidfd >= 0:
             if not self._poll.poll(0):
                 return True  # readable once the process has exited

@@ -463,3 +463,15 @@ def test_stop_sources_hands_the_host_samplers_last_per_cpu_reading_to_the_bundle
     cpu5 = b.samples[(b.samples["metric"] == "cpu_frequency_mhz") & (b.samples["device"] == "CPU 5")]
     assert len(cpu5) == 2  # the first tick's reading and the last one
     assert int(cpu5["t_end_ns"].max()) > b.manifest["collection"]["stop_ns"]
+
+
+def test_the_command_the_api_and_the_loop_import_no_numpy_pandas_or_pyarrow() -> None:
+    """`perfdiff collect --pid 123` answers "no such process" at once: the data libraries are
+    imported with the bundle writer, once the target is known to exist."""
+    import subprocess
+
+    code = ("import sys, perfdiff.cli, perfdiff.cli.collect, perfdiff.collectors.run, perfdiff.collectors.loop, "
+            "perfdiff.collectors.targets; print(sorted(m for m in ('numpy', 'pandas', 'pyarrow') if m in sys.modules))")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.strip() == "[]"
