@@ -141,7 +141,7 @@ print(min(res), sorted(res)[2])
 
 MANY_CPUS = """
 import os, pathlib, sys, tempfile, time
-from perfdiff.collectors.collect import open_writer
+from perfdiff.bundle import open_writer
 from perfdiff.collectors.host import HostSampler, ProcFS
 n, seconds = int(sys.argv[1]), float(sys.argv[2])
 root = pathlib.Path(tempfile.mkdtemp(prefix="perfdiff-bench-cpus-"))

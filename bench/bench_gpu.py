@@ -2,7 +2,7 @@
 
     .venv/bin/python bench/bench_gpu.py [--gpus 8] [--hz 10] [--seconds 10]
 
-The loop sleeps until each tick's deadline on the monotonic clock (as collectors/collect.py
+The loop sleeps until each tick's deadline on the monotonic clock (as collectors/loop.py
 does), stamps the tick with CLOCK_REALTIME and calls `sample`.  It prints a Markdown table:
 tick jitter (how late each tick started, p50/p99/max), the cost of one `sample` call (wall
 and CPU time of this thread, p50/p99) and the share of one core, then the per-call latency

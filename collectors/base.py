@@ -3,15 +3,15 @@
 A sampler is created with its hardware seam as a parameter (the NVML module, a /proc root),
 so tests pass fakes.  The collect loop calls `start` once, then `sample(t_ns)` at every tick
 (t_ns = CLOCK_REALTIME ns of the tick), and `close` at the end.  `sample` returns new rows
-for the bundle's tables (DataFrames with the columns of perfdiff.bundle.SCHEMAS; missing
+for the bundle's tables (DataFrames with the columns of perfdiff.model.schema.SCHEMAS; missing
 tables may be omitted).  A sampler never raises from `sample` for a per-(device, metric)
 failure: it records it with `mark_unsupported` and goes on; unknown values are NaN rows
 dropped before writing, never 0.
 
-Building a DataFrame costs ~100 µs, too much at 100 Hz, so a table's rows may also be handed
-over as `Columns` (column name → list, the columns of SCHEMAS, optional ones may be left
-out); `RowBuffer` builds them one row at a time for a few hundred ns a row.  The collect loop
-turns both forms into Parquet parts at most about every half second.
+A DataFrame per tick costs too much at 100 Hz, so a table's rows may also be handed over as
+`Columns` (column name → list, the columns of SCHEMAS, optional ones may be left out);
+`RowBuffer` builds them one row at a time.  The collect loop (loop.py) appends both forms to
+the bundle's journals at every flush and seals them into Parquet parts.
 """
 from __future__ import annotations
 
@@ -26,7 +26,7 @@ if TYPE_CHECKING:  # pandas is not imported at run time: `perfdiff collect` must
 
 
 Columns = dict[str, list]
-"""One table's rows as column lists (the columns of perfdiff.bundle.SCHEMAS[table])."""
+"""One table's rows as column lists (the columns of perfdiff.model.schema.SCHEMAS[table])."""
 
 TableRows = Union["pd.DataFrame", Columns]
 
@@ -71,7 +71,7 @@ TABLE_COLUMNS = SAMPLER_COLUMNS
 class RowBuffer:
     """Rows of the three tables kept until `take` hands them over as column lists.
 
-    Units as in perfdiff.bundle.SCHEMAS: ns of CLOCK_REALTIME, values in the registry's unit.
+    Units as in perfdiff.model.schema.SCHEMAS: ns of CLOCK_REALTIME, values in the registry's unit.
     A sample whose value is NaN (unknown) is dropped here: unknown is never written.  A row
     is one tuple appended (the collector's tick adds a few dozen, each costing a cold CPU
     more than its size suggests); `take` turns them into columns with one zip.

@@ -3,11 +3,13 @@ from __future__ import annotations
 
 import json
 import math
+import sys
 from pathlib import Path
 
 import numpy as np
 import pandas as pd
 import pyarrow as pa
+import pyarrow.ipc  # noqa: F401 (pa.ipc)
 import pyarrow.parquet as pq
 import pytest
 
@@ -148,7 +150,7 @@ def test_writer_refuses_non_empty_dir(tmp_path: Path) -> None:
 def journaled_writer(tmp_path: Path, batches: int = 3) -> tuple[BundleWriter, Path]:
     """A collector-style writer: empty first parts, then `batches` journal appends of 2 rows."""
     from perfdiff.bundle import columns_to_arrow
-    from perfdiff.collectors.collect import open_writer
+    from perfdiff.bundle import open_writer
 
     w = open_writer(tmp_path / "b", {"run_name": "j"})
     for i in range(batches):
@@ -213,25 +215,64 @@ def test_close_seals_journals_and_append_keeps_their_order(tmp_path: Path) -> No
 
 
 def columns_writer(tmp_path: Path) -> tuple[BundleWriter, Path]:
-    """Collector-style appends of column lists (the host sampler's form): a JSON-lines journal."""
-    from perfdiff.collectors.collect import open_writer
+    """Collector-style appends of column lists (the host sampler's form): Arrow batches."""
+    from perfdiff.bundle import open_writer
 
     w = open_writer(tmp_path / "b", {"run_name": "j"})
     for i in range(3):
         w.journal("activity", {"function": ["oncpu", "runq|<x>"], "kind": ["host", "host"],
                                "device": ["Host", "Host"], "start_ns": [10 * i] * 2,
                                "end_ns": [10 * i + 10] * 2, "busy_ns": [7, 2], "bytes": [MISSING, 4096]})
-    return w, tmp_path / "b" / "activity" / ".part-000001.jsonl"
+    return w, tmp_path / "b" / "activity" / ".part-000001.arrows"
 
 
-def test_column_rows_journal_as_json_lines_and_load_after_a_kill(tmp_path: Path) -> None:
+def test_column_rows_journal_as_arrow_batches_and_load_after_a_kill(tmp_path: Path) -> None:
     w, journal = columns_writer(tmp_path)
-    assert journal.read_text().count("\n") == 3
+    with pa.ipc.open_stream(journal.read_bytes()) as reader:
+        assert sum(1 for _ in reader) == 3  # one batch per append
     back = load_bundle(tmp_path / "b")
     a = back.activity
     assert list(a["function"].astype(str)) == ["oncpu", "runq|<x>"] * 3
     assert a["bytes"].tolist() == [MISSING, 4096] * 3 and a["tid"].tolist() == [MISSING] * 6
+    assert any("6 rows read from the unsealed journal .part-000001.arrows" in n for n in back.notes)
+    # a kill in the middle of the last batch: the whole batches are kept
+    journal.write_bytes(journal.read_bytes()[:-25])
+    back = load_bundle(tmp_path / "b")
+    assert len(back.activity) == 4 and any("half-written batch dropped" in n for n in back.notes)
+
+
+def _packed(code: str, values: list) -> dict:
+    """A packed column of an older collector's .jsonl journal (docs/FORMAT.md)."""
+    import base64
+    from array import array
+
+    raw = array(code, values)
+    if sys.byteorder == "big":
+        raw.byteswap()
+    return {code: base64.b64encode(raw.tobytes()).decode("ascii")}
+
+
+def test_older_json_lines_journals_still_load(tmp_path: Path) -> None:
+    """A bundle of an older collector, killed with `.jsonl` journals of packed columns."""
+    from perfdiff.bundle import open_writer
+
+    open_writer(tmp_path / "b", {"run_name": "old"})
+    journal = tmp_path / "b" / "activity" / ".part-000001.jsonl"
+    line = {"function": ["oncpu", "a\x1fb"], "kind": {"s": "host\x1fhost"}, "device": {"s": "Host\x1fHost"},
+            "start_ns": _packed("q", [1, 2**62]), "end_ns": _packed("q", [5, 2**62 + 1]),
+            "busy_ns": _packed("q", [7, 2]), "bytes": _packed("q", [MISSING, 4096])}
+    journal.write_text((json.dumps(line) + "\n") * 3)
+    (tmp_path / "b" / "samples" / ".part-000001.jsonl").write_text(json.dumps(
+        {"metric": {"s": "m\x1fm"}, "device": {"s": "Host\x1fCPU 0"}, "t_start_ns": [1, 2], "t_end_ns": [1, 2],
+         "value": _packed("d", [1.5, float("nan")])}) + "\n")
+    back = load_bundle(tmp_path / "b")
+    a = back.activity
+    assert list(a["function"].astype(str)) == ["oncpu", "a\x1fb"] * 3
+    assert a["start_ns"].tolist() == [1, 2**62] * 3 and a["bytes"].tolist() == [MISSING, 4096] * 3
+    assert a["tid"].tolist() == [MISSING] * 6
     assert any("6 rows read from the unsealed journal .part-000001.jsonl" in n for n in back.notes)
+    v = back.samples["value"].tolist()
+    assert v[0] == 1.5 and math.isnan(v[1])
     # a kill in the middle of the last line: the whole lines are kept
     journal.write_bytes(journal.read_bytes()[:-25])
     back = load_bundle(tmp_path / "b")
@@ -254,23 +295,17 @@ def test_column_rows_journal_as_json_lines_and_load_after_a_kill(tmp_path: Path)
             load_bundle(tmp_path / "b")
 
 
-def test_journal_packs_columns_and_falls_back_to_lists(tmp_path: Path) -> None:
-    """Numbers go to the journal as base64 of their bytes and strings joined by STR_SEP; what
-    does not fit (a string holding STR_SEP, NaN and infinities go packed) loads back the same."""
-    from perfdiff.bundle import STR_SEP
-    from perfdiff.collectors.collect import open_writer
+def test_journal_keeps_every_value_as_it_was(tmp_path: Path) -> None:
+    """Strings holding U+001F, int64 extremes, MISSING, NaN and -0.0 load back the same."""
+    from perfdiff.bundle import open_writer
 
     w = open_writer(tmp_path / "b", {"run_name": "p"})
-    names = ["a" + STR_SEP + "b", "`|<c>`", ""]
+    names = ["a\x1fb", "`|<c>`", ""]
     w.journal("activity", {"function": names, "kind": ["host"] * 3, "device": ["Host"] * 3,
                            "start_ns": [1, 2, 2**62], "end_ns": [5, 6, 2**62 + 1], "busy_ns": [0, -1, 7],
                            "bytes": [MISSING, 4096, 2**40]})
     w.journal("samples", {"metric": ["m", "m", "m"], "device": ["Host", "CPU 0", "Host"],
                           "t_start_ns": [1, 2, 3], "t_end_ns": [1, 2, 3], "value": [1.5, float("nan"), -0.0]})
-    line = json.loads((tmp_path / "b" / "activity" / ".part-000001.jsonl").read_text())
-    assert line["function"] == names and set(line["start_ns"]) == {"q"} and line["kind"] == {"s": STR_SEP.join(["host"] * 3)}
-    smp = json.loads((tmp_path / "b" / "samples" / ".part-000001.jsonl").read_text())
-    assert set(smp["value"]) == {"d"}  # NaN needs no Arrow fallback once packed
     back = load_bundle(tmp_path / "b")
     a = back.activity
     assert list(a["function"].astype(str)) == names
@@ -280,18 +315,18 @@ def test_journal_packs_columns_and_falls_back_to_lists(tmp_path: Path) -> None:
     assert v[0] == 1.5 and math.isnan(v[1]) and str(v[2]) == "-0.0"
 
 
-def test_both_journals_seal_into_one_part(tmp_path: Path) -> None:
-    from perfdiff.collectors.collect import journal_rows
+def test_column_and_frame_rows_share_one_journal_and_part(tmp_path: Path) -> None:
+    from perfdiff.bundle import journal_rows
 
     w, journal = columns_writer(tmp_path)
     frame = normalize_table("activity", pd.DataFrame({
         "function": ["k"], "kind": ["kernel"], "device": ["GPU 0"], "start_ns": [5], "end_ns": [9],
         "busy_ns": [4], "launch_ns": [3]}))
-    w.journal("activity", journal_rows("activity", [frame])[1])  # a DataFrame chunk: the Arrow journal
-    assert (journal.parent / ".part-000001.arrows").is_file()
-    assert len(load_bundle(tmp_path / "b").activity) == 7  # both journals read before sealing
+    w.journal("activity", journal_rows("activity", [frame])[1])  # a DataFrame chunk
+    assert [p.name for p in journal.parent.glob(".part-*")] == [journal.name]
+    assert len(load_bundle(tmp_path / "b").activity) == 7  # every row read before sealing
     w.journal("samples", {"metric": ["m"], "device": ["Host"], "t_start_ns": [1], "t_end_ns": [2],
-                          "value": [float("nan")]})  # JSON has no NaN: journaled as Arrow
+                          "value": [float("nan")]})
     w.close()
     assert not list((tmp_path / "b").rglob(".part-*"))
     back = load_bundle(tmp_path / "b")

@@ -13,8 +13,11 @@ import pandas as pd
 import pytest
 
 from perfdiff.bundle import BundleWriter, load_bundle
-from perfdiff.collectors import collect as C
+from perfdiff.bundle import journal_rows, open_writer
+from perfdiff.collectors import loop as L
+from perfdiff.collectors import targets as T
 from perfdiff.collectors.base import RowBuffer, SamplerState
+from perfdiff.collectors.run import gpu_sampler
 from perfdiff.errors import CollectionError, EXIT_COLLECT
 
 from fakes.fake_host import FakeHost, stat_line
@@ -119,9 +122,9 @@ class BrokenSampler:
 
 def make_run(tmp_path: Path, samplers: list, *, interval_ms: int = 10, duration_ms: int | None = 200,
              poll_exit=lambda: None, pids: set[int] | None = None):
-    writer = C.open_writer(tmp_path / "run", {"target": {"pid": 4242}})
+    writer = open_writer(tmp_path / "run", {"target": {"pid": 4242}})
     warnings: list[str] = []
-    run = C.Collection(writer, StubTargets(pids or {4242}), samplers, interval_ns=interval_ms * MS,
+    run = L.Collection(writer, StubTargets(pids or {4242}), samplers, interval_ns=interval_ms * MS,
                        duration_ns=duration_ms * MS if duration_ms else None, markers=None,
                        poll_exit=poll_exit, warn=warnings.append)
     return run, writer, warnings
@@ -157,7 +160,7 @@ def test_sampler_errors_are_recorded_not_fatal(tmp_path: Path) -> None:
     assert len(b.activity) == len(good.ticks) > 10  # the good sampler kept going
     events = [e for e in b.manifest["events"] if e.get("device") == "broken"]
     kinds = [e["event"] for e in events]
-    assert kinds.count("sampler-error") >= C.MAX_SAMPLER_ERRORS and "sampler-disabled" in kinds
+    assert kinds.count("sampler-error") >= L.MAX_SAMPLER_ERRORS and "sampler-disabled" in kinds
     assert "ValueError: bug in a sampler" in events[0]["error"] and "test_collect_loop.py" in events[0]["at"]
     broken = [c for c in b.manifest["collectors"] if c["name"] == "broken"][0]
     assert broken["disabled"] and "manifest_error" in broken
@@ -175,7 +178,7 @@ class BrokenTicker(BrokenSampler):
 
 
 def test_a_buffered_sampler_failing_every_tick_is_switched_off(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(C, "FLUSH_NS", 20 * MS)  # a good take between fewer than 10 failing ticks
+    monkeypatch.setattr(L, "FLUSH_NS", 20 * MS)  # a good take between fewer than 10 failing ticks
     good, bad = CountingSampler(10 * MS), BrokenTicker()
     run, _, _ = make_run(tmp_path, [bad, good], duration_ms=300)
     run.finish(run.run())
@@ -195,7 +198,7 @@ def test_gpu_plugin_gets_live_pids_and_its_manifest_is_merged(tmp_path: Path,
     fake_mod.open_gpu_sampler = open_gpu_sampler
     monkeypatch.setitem(sys.modules, "perfdiff.collectors.gpu", fake_mod)
     targets = StubTargets({4242})
-    gpu = C._gpu_sampler(targets.pids, [0, 1], 20 * MS, print)
+    gpu = gpu_sampler(targets.pids, [0, 1], 20 * MS, print)
     assert calls == {"gpus": [0, 1], "interval_ns": 20 * MS}
     run, writer, _ = make_run(tmp_path, [gpu], interval_ms=20, duration_ms=200)
     run.finish(run.run())
@@ -213,7 +216,7 @@ def test_gpu_plugin_gets_live_pids_and_its_manifest_is_merged(tmp_path: Path,
 def test_missing_gpu_module_means_no_gpu_sampler(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setitem(sys.modules, "perfdiff.collectors.gpu", None)  # import raises ImportError
     warned: list[str] = []
-    assert C._gpu_sampler(lambda: set(), None, MS, warned.append) is None
+    assert gpu_sampler(lambda: set(), None, MS, warned.append) is None
 
 
 def test_target_exit_ends_the_run_with_status_target_exited(tmp_path: Path) -> None:
@@ -232,8 +235,8 @@ def test_target_exit_ends_the_run_with_status_target_exited(tmp_path: Path) -> N
 
 
 def test_rows_reach_the_journal_while_running_and_parts_at_each_seal(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(C, "FLUSH_NS", 50 * MS)
-    monkeypatch.setattr(C, "SEAL_NS", 150 * MS)
+    monkeypatch.setattr(L, "FLUSH_NS", 50 * MS)
+    monkeypatch.setattr(L, "SEAL_NS", 150 * MS)
     s = CountingSampler(10 * MS)
     run, writer, _ = make_run(tmp_path, [s], duration_ms=400)
     run.run()
@@ -275,15 +278,15 @@ def test_journal_rows_keep_columns_apart_from_frames() -> None:
     buf = RowBuffer()
     buf.sample("gpu_usage", "GPU 0", 1, 2, 3.0)
     df = pd.DataFrame({"metric": ["x"], "device": ["Host"], "t_start_ns": [5], "t_end_ns": [6], "value": [7.0]})
-    merged, frames = C.journal_rows("samples", [buf.take()["samples"], df])
+    merged, frames = journal_rows("samples", [buf.take()["samples"], df])
     assert merged["metric"] == ["gpu_usage"] and frames.column("metric").to_pylist() == ["x"]
     assert merged["value"] == [3.0] and frames.column("value").to_pylist() == [7.0]
     buf.activity("oncpu", "host", "Host", 1, 2, 3)
-    merged, frames = C.journal_rows("activity", [buf.take()["activity"]])
+    merged, frames = journal_rows("activity", [buf.take()["activity"]])
     assert frames is None and merged["bytes"] == [MISSING] and "tid" not in merged  # one chunk: as it is
     a = columns_to_arrow("activity", [merged])
     assert a.column("bytes").to_pylist() == [None] and a.column("tid").to_pylist() == [None]
-    merged, _ = C.journal_rows("activity", [merged, {**merged, "busy_ns": [4]}])
+    merged, _ = journal_rows("activity", [merged, {**merged, "busy_ns": [4]}])
     assert merged["busy_ns"] == [3, 4] and merged["tid"] == [MISSING, MISSING]  # absent: unknown
 
 
@@ -299,13 +302,13 @@ def test_target_set_finds_children_recursively_and_later(tmp_path: Path, monkeyp
     proc(101, 100, 11)
     proc(102, 101, 12)  # grandchild
     proc(200, 1, 13)  # unrelated
-    ts = C.TargetSet(100, procfs=fake.fs(), exclude={os.getpid()})
+    ts = T.TargetSet(100, procfs=fake.fs(), exclude={os.getpid()})
     assert ts.pids() == {100, 101, 102}
     assert ts.processes[102].cmdline == ["prog", "102"] and ts.processes[102].nspid == 12
     fake.write("loadavg", "0.10 0.20 0.30 1/80 300\n")  # the last pid handed out: 300
     scans = []
-    real_listdir = C.os.listdir
-    monkeypatch.setattr(C.os, "listdir", lambda d: scans.append(d) or real_listdir(d))
+    real_listdir = T.os.listdir
+    monkeypatch.setattr(T.os, "listdir", lambda d: scans.append(d) or real_listdir(d))
     ts.discover(1)
     assert len(scans) == 1
     assert ts.discover(1) == [] and len(scans) == 1  # no pid handed out since: no scan
@@ -330,11 +333,11 @@ def test_check_target_errors(tmp_path: Path) -> None:
     fake = FakeHost(tmp_path)
     fake.write("300/stat", stat_line(300, "Z"))
     with pytest.raises(CollectionError, match="no such process: pid 999"):
-        C.check_target(999, fake.fs())
+        T.check_target(999, fake.fs())
     with pytest.raises(CollectionError, match="already exited"):
-        C.check_target(300, fake.fs())
+        T.check_target(300, fake.fs())
     with pytest.raises(CollectionError, match="this collector"):
-        C.check_target(os.getpid())
+        T.check_target(os.getpid())
 
 
 def test_only_marks_wholly_inside_the_collection_are_kept(tmp_path: Path) -> None:
@@ -352,8 +355,8 @@ def test_only_marks_wholly_inside_the_collection_are_kept(tmp_path: Path) -> Non
                     fh.write(b"%d %d 7 inside\n" % (t_ns - 5 * MS, t_ns - MS))
             return super().sample(t_ns)
 
-    writer = C.open_writer(tmp_path / "run", {})
-    run = C.Collection(writer, StubTargets({4242}), [Marking(10 * MS)], interval_ns=10 * MS,
+    writer = open_writer(tmp_path / "run", {})
+    run = L.Collection(writer, StubTargets({4242}), [Marking(10 * MS)], interval_ns=10 * MS,
                        duration_ns=100 * MS, markers=MarkerReader(str(marks_dir), announced=True),
                        poll_exit=lambda: None, warn=print)
     status = run.run()
@@ -367,9 +370,9 @@ def test_only_marks_wholly_inside_the_collection_are_kept(tmp_path: Path) -> Non
 
 
 def test_the_real_gpu_sampler_on_fake_nvml_runs_in_the_loop(tmp_path: Path) -> None:
-    """collectors/gpu.py's sampler (fake H100 driver) under this loop: rows and manifest merge."""
+    """collectors/gpu/'s sampler (fake H100 driver) under this loop: rows and manifest merge."""
     fake_nvml = pytest.importorskip("fakes.fake_nvml", reason="tests/fakes/fake_nvml.py absent")
-    gpu_mod = pytest.importorskip("perfdiff.collectors.gpu", reason="collectors/gpu.py absent")
+    gpu_mod = pytest.importorskip("perfdiff.collectors.gpu", reason="collectors/gpu/ absent")
     sc = fake_nvml.make_scenario("h100_gpm", t0_ns=time.time_ns(), target_pid=4242)
     sc.fake.set_time(time.time_ns())
     root = sc.write_proc(tmp_path / "proc")
@@ -392,7 +395,7 @@ def test_root_alive_on_a_live_process_sees_the_zombie_as_exited() -> None:
     import subprocess
 
     child = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(30)"])
-    ts = C.TargetSet(child.pid)
+    ts = T.TargetSet(child.pid)
     try:
         assert ts.root_alive() and ts.root_alive()
         assert (ts._pidfd >= 0) == hasattr(os, "pidfd_open")
@@ -419,16 +422,16 @@ def test_the_collect_loop_imports_nothing_after_its_first_tick(tmp_path: Path) -
     code = r"""
 import sys
 from perfdiff import cli
-from perfdiff.collectors import collect as C
+from perfdiff.collectors import loop as L
 seen = {}
-tick, loop = C.Collection._tick, C.Collection._loop
+tick, loop = L.Collection._tick, L.Collection._loop
 def _tick(self, t_ns):
     seen.setdefault("first", set(sys.modules))
     return tick(self, t_ns)
 def _loop(self):
     loop(self)
     seen["end"] = set(sys.modules)
-C.Collection._tick, C.Collection._loop = _tick, _loop
+L.Collection._tick, L.Collection._loop = _tick, _loop
 rc = cli.main(["collect", "--pid", sys.argv[1], "--duration", "1.2s", "--interval", "50ms", "-o", sys.argv[2]])
 print(rc, sorted(seen["end"] - seen["first"]))
 """
@@ -460,3 +463,15 @@ def test_stop_sources_hands_the_host_samplers_last_per_cpu_reading_to_the_bundle
     cpu5 = b.samples[(b.samples["metric"] == "cpu_frequency_mhz") & (b.samples["device"] == "CPU 5")]
     assert len(cpu5) == 2  # the first tick's reading and the last one
     assert int(cpu5["t_end_ns"].max()) > b.manifest["collection"]["stop_ns"]
+
+
+def test_the_command_the_api_and_the_loop_import_no_numpy_pandas_or_pyarrow() -> None:
+    """`perfdiff collect --pid 123` answers "no such process" at once: the data libraries are
+    imported with the bundle writer, once the target is known to exist."""
+    import subprocess
+
+    code = ("import sys, perfdiff.cli, perfdiff.cli.collect, perfdiff.collectors.run, perfdiff.collectors.loop, "
+            "perfdiff.collectors.targets; print(sorted(m for m in ('numpy', 'pandas', 'pyarrow') if m in sys.modules))")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.strip() == "[]"

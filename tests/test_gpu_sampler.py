@@ -1,4 +1,7 @@
-"""The NVML sampler (collectors/gpu.py) against the fake NVML's named scenarios.
+"""The NVML sampler (collectors/gpu/) against the fake NVML's named scenarios.
+
+(The fake itself and the NVML door: test_gpu_nvml.py; bundles and `perfdiff collect` with the
+fake driver: test_gpu_collect.py.)
 
 Each test drives the sampler over simulated ticks (the fake's clock is set to each tick's
 t_ns and runs on with the monotonic clock while the sampler works) and checks values, units,
@@ -6,11 +9,8 @@ timestamps and the unsupported reasons in the rows and the manifest.
 """
 from __future__ import annotations
 
-import ast
 import contextlib
-import inspect
 import json
-import re
 import sys
 import time
 import types
@@ -24,22 +24,18 @@ import pandas as pd
 import pynvml
 import pytest
 
-from fakes import make_scenario_bundle
 from fakes.fake_nvml import (CONTAINER_PID, GIB, HOST_PID, OTHER_PID, RESERVED_BYTES, T0_NS, TARGET_PID,
                              Change, FakeNvml, FakeProc, ProcEntry, Scenario, a100, busy_a100, make_scenario)
-from perfdiff.bundle import SCHEMAS, load_bundle
-from perfdiff.collectors import gpu as gpu_mod
-from perfdiff.collectors import nvml_query
+from perfdiff.bundle import SCHEMAS
 from perfdiff.collectors.gpu import NO_DRIVER_LINE, open_gpu_sampler
-from perfdiff.collectors.gpu_device import Names, Rows
-from perfdiff.collectors.gpu_metrics import NEW_METRICS
-from perfdiff.collectors.nvml_query import STATE_CHANGING, NvmlQuery
+from perfdiff.collectors.gpu import context as gpu_context
+from perfdiff.collectors.gpu import nvml_query
+from perfdiff.collectors.gpu.metrics import NEW_METRICS
 from perfdiff.errors import InputError
 from perfdiff.registry import METRICS
 
 MS = 1_000_000
 TICK = 100 * MS
-COLLECTORS = Path(gpu_mod.__file__).resolve().parent
 
 
 @dataclass
@@ -78,7 +74,7 @@ def frozen_clock(sc: Scenario):
     the load on this machine."""
     sc.fake.follow_real_time = False
     frozen = types.SimpleNamespace(perf_counter_ns=lambda: 0, time_ns=time.time_ns)
-    with mock.patch.object(gpu_mod, "time", frozen), mock.patch.object(nvml_query, "time", frozen):
+    with mock.patch.object(gpu_context, "time", frozen), mock.patch.object(nvml_query, "time", frozen):
         yield
 
 
@@ -125,87 +121,6 @@ def assert_contiguous(d: pd.DataFrame) -> None:
     """Interval rows: each starts where the previous ended, and covers a window."""
     assert (d["t_start_ns"] < d["t_end_ns"]).all()
     assert (d["t_start_ns"].to_numpy()[1:] == d["t_end_ns"].to_numpy()[:-1]).all()
-
-
-# ---------------------------------------------------------------------------- the fake itself
-
-
-def test_fake_has_pynvml_signatures_structures_and_errors():
-    sc = make_scenario("h100_gpm")
-    mod = sc.nvml
-    implemented = sc.fake.implemented()
-    assert len(implemented) > 40
-    for name in implemented:
-        assert inspect.signature(getattr(mod, name)) == inspect.signature(getattr(pynvml, name)), name
-    # Errors, structures and constants are the real module's objects.
-    assert mod.NVMLError_NotSupported is pynvml.NVMLError_NotSupported
-    assert mod.c_nvmlFieldValue_t is pynvml.c_nvmlFieldValue_t
-    assert mod.NVML_FI_DEV_NVLINK_THROUGHPUT_DATA_TX == pynvml.NVML_FI_DEV_NVLINK_THROUGHPUT_DATA_TX
-    with pytest.raises(pynvml.NVMLError_Uninitialized):
-        mod.nvmlDeviceGetCount()
-    mod.nvmlInit()
-    h = mod.nvmlDeviceGetHandleByIndex(0)
-    assert isinstance(h, pynvml.c_nvmlDevice_t)
-    util = mod.nvmlDeviceGetUtilizationRates(h)
-    assert isinstance(util, pynvml.c_nvmlUtilization_t) and (util.gpu, util.memory) == (98, 52)
-    mem = mod.nvmlDeviceGetMemoryInfo(h, version=pynvml.nvmlMemory_v2)
-    assert isinstance(mem, pynvml.c_nvmlMemory_v2_t) and mem.used == 70 * GIB and mem.total == 80 * GIB
-    assert mod.nvmlDeviceGetPowerUsage(h) == 640_000  # mW
-    assert mod.nvmlDeviceGetClockInfo(h, pynvml.NVML_CLOCK_SM) == 1980  # MHz
-    procs = mod.nvmlDeviceGetComputeRunningProcesses(h)
-    assert isinstance(procs[0], pynvml.nvmlFriendlyObject)
-    assert (procs[0].pid, procs[0].usedGpuMemory) == (TARGET_PID, 70 * GIB)
-    with pytest.raises(pynvml.NVMLError_NotFound):  # no sample newer than "now" yet
-        mod.nvmlDeviceGetProcessUtilization(h, 0)
-    sc.fake.set_time(T0_NS + 500 * MS)
-    samples = mod.nvmlDeviceGetProcessUtilization(h, 0)
-    assert isinstance(samples[0], pynvml.c_nvmlProcessUtilizationSample_t)
-    assert samples[0].timeStamp == (T0_NS + 1_000_000_000 // 6) // 1000  # µs since the epoch
-    vtype, util_samples = mod.nvmlDeviceGetSamples(h, pynvml.NVML_GPU_UTILIZATION_SAMPLES, 0)
-    assert vtype == pynvml.NVML_VALUE_TYPE_UNSIGNED_INT and util_samples[0].sampleValue.uiVal == 98
-    energy = mod.nvmlDeviceGetTotalEnergyConsumption(h)
-    assert energy == pytest.approx(640 * 500, rel=0.05)  # mJ after 0.5 s at 640 W
-    fv = mod.nvmlDeviceGetFieldValues(h, [(pynvml.NVML_FI_DEV_NVLINK_THROUGHPUT_DATA_TX, 0xFFFFFFFF)])
-    assert fv[0].nvmlReturn == pynvml.NVML_SUCCESS
-    assert fv[0].value.ullVal == pytest.approx(120e9 * 0.5 / 1024, rel=0.05)  # KiB
-    with pytest.raises(pynvml.NVMLError_Timeout):
-        mod.nvmlEventSetWait_v2(mod.nvmlEventSetCreate(), 0)
-    with pytest.raises(NotImplementedError):
-        mod.nvmlDeviceGetBoardId(h)
-
-
-def test_fake_refuses_every_state_changing_function():
-    sc = make_scenario("a100_nvlink")
-    mod = sc.nvml
-    mod.nvmlInit()
-    h = mod.nvmlDeviceGetHandleByIndex(0)
-    with pytest.raises(AssertionError, match="never change GPU state"):
-        mod.nvmlDeviceSetPowerManagementLimit(h, 250_000)
-    with pytest.raises(AssertionError):
-        mod.nvmlDeviceResetGpuLockedClocks(h)
-    assert sc.fake.state_changing_calls == ["nvmlDeviceSetPowerManagementLimit", "nvmlDeviceResetGpuLockedClocks"]
-    setters = [n for n, v in vars(pynvml).items() if inspect.isfunction(v) and STATE_CHANGING.match(n)]
-    assert "nvmlDeviceSetPersistenceMode" in setters and "nvmlGpmSetStreamingEnabled" in setters
-    assert "nvmlEventSetCreate" not in setters and "nvmlSystemGetTopologyGpuSet" not in setters
-    for name in setters:
-        with pytest.raises(AssertionError):
-            getattr(mod, name)()
-
-
-def test_the_sampler_code_names_no_state_changing_function():
-    """No NVML name in collectors/gpu*.py or nvml_query.py is a setter, reset or clear."""
-    used = set()
-    for path in [*COLLECTORS.glob("gpu*.py"), COLLECTORS / "nvml_query.py"]:
-        for node in ast.walk(ast.parse(path.read_text())):
-            if isinstance(node, ast.Constant) and isinstance(node.value, str):
-                used.update(re.findall(r"\bnvml[A-Z]\w+", node.value))
-            elif isinstance(node, ast.Attribute) and node.attr.startswith("nvml"):
-                used.add(node.attr)
-    assert "nvmlDeviceGetFieldValues" in used
-    assert sorted(n for n in used if STATE_CHANGING.match(n)) == []
-    with pytest.raises(RuntimeError, match="never changes GPU state"):
-        NvmlQuery(make_scenario("a100_nvlink").nvml).call("nvmlDeviceSetApplicationsClocks", None, 1, 1)
-
 
 # ---------------------------------------------------------------------------- scenarios
 
@@ -532,136 +447,3 @@ def test_transient_errors_are_counted_and_unknown_means_lost(tmp_path):
     (ev,) = run.events("gpu-lost")
     assert ev["device"] == "GPU 2" and "Unknown Error" in ev["error"]
     assert run.df[run.df["device"] == "GPU 2"].empty and len(run.rows("gpu_sm_frequency", "GPU 1")) == 5
-
-
-def test_failures_are_classified_once():
-    q = NvmlQuery(make_scenario("a100_nvlink").nvml, driver="470.82.01", binding="13.615.71")
-    cases = {pynvml.NVML_ERROR_NOT_SUPPORTED: "unsupported", pynvml.NVML_ERROR_NO_PERMISSION: "unsupported",
-             pynvml.NVML_ERROR_FUNCTION_NOT_FOUND: "unsupported", pynvml.NVML_ERROR_GPU_IS_LOST: "lost",
-             pynvml.NVML_ERROR_UNKNOWN: "lost", pynvml.NVML_ERROR_NOT_FOUND: "empty",
-             pynvml.NVML_ERROR_TIMEOUT: "empty", pynvml.NVML_SUCCESS: "empty",
-             pynvml.NVML_ERROR_INSUFFICIENT_SIZE: "transient"}
-    for code, kind in cases.items():
-        f = q._classify("nvmlDeviceGetX", pynvml.NVMLError(code))
-        assert f.kind == kind and f.func == "nvmlDeviceGetX", (code, f.kind)
-    f = q._classify("nvmlGpmSampleGet", pynvml.NVMLError_FunctionNotFound())
-    assert f.reason == ("nvmlGpmSampleGet: Function Not Found: driver 470.82.01 is older than "
-                        "nvidia-ml-py 13.615.71 (NVMLError_FunctionNotFound)")
-    f = q._classify("nvmlDeviceGetComputeRunningProcesses", pynvml.NVMLLibraryMismatchError("x"))
-    assert f.kind == "unsupported" and "older than" in f.reason
-    bug = ValueError("not an NVML error")
-    assert q._classify("nvmlDeviceGetX", bug) is bug  # a bug surfaces, it is not swallowed
-
-
-def test_bench_script_prints_its_table():
-    sys.path.insert(0, str(COLLECTORS.parent / "bench"))
-    import bench_gpu
-
-    result = bench_gpu.run(2, 20.0, 0.3)
-    text = bench_gpu.render(result, 2, 20.0, 0.3)
-    assert result["n"] == 6 and "| tick jitter (ms late) |" in text and "nvmlDeviceGetFieldValues" in text
-
-
-def test_rows_frame_drops_unknown_and_keeps_schema():
-    rows = Rows(Names(), Names())
-    rows.add("gpu_power", "GPU 0", 10, 20, 300.0)
-    rows.add("process_gpu_mem_used", "GPU 0", 15, 15, float("nan"))  # usedGpuMemory not available
-    rows.add("gpu_power", "GPU 1", 30, 20, 1.0)  # never an interval with end < start
-    df = rows.frame()
-    assert list(df["metric"]) == ["gpu_power", "gpu_power"] and list(df["t_start_ns"]) == [10, 20]
-    assert str(df["metric"].dtype) == "category" and df["t_end_ns"].dtype == np.int64
-    assert list(df["metric"].cat.categories) == ["gpu_power", "process_gpu_mem_used"]
-
-
-# ---------------------------------------------------------------------------- bundles for compare
-
-
-def test_scenario_bundle_pair_power_cap(tmp_path):
-    normal, abnormal = make_scenario_bundle("power_cap", tmp_path, seed=3, duration_s=6)
-    n, a = load_bundle(normal), load_bundle(abnormal)
-    assert n.manifest["status"] == "complete" and a.manifest["gpus"][0]["name"] == "NVIDIA H100 80GB HBM3"
-    assert len(n.markers) > 100 and set(n.activity["device"]) == {"GPU 0"}
-
-    def mean(run, metric):
-        return run.samples.loc[run.samples["metric"] == metric, "value"].mean()
-
-    assert mean(n, "gpu_throttle_power") == 0 and mean(a, "gpu_throttle_power") == pytest.approx(50, abs=3)
-    assert mean(n, "gpu_sm_frequency") > 1950 and mean(a, "gpu_sm_frequency") < 1700
-    gemm = "ampere_bf16_s16816gemm_relu_256x128_32x3_nn"
-    dur = {k: r.activity.loc[r.activity["function"] == gemm, "busy_ns"].mean() for k, r in (("n", n), ("a", a))}
-    assert dur["a"] > 1.15 * dur["n"]
-    again, _ = make_scenario_bundle("power_cap", tmp_path / "again", seed=3, duration_s=6)
-    pd.testing.assert_frame_equal(load_bundle(again).samples, n.samples)  # same seed, same bundle
-
-
-def test_scenario_bundle_pair_competing_process(tmp_path):
-    normal, abnormal = make_scenario_bundle("competing_process", tmp_path, seed=1, duration_s=6)
-    a = load_bundle(abnormal)
-    (ev,) = [e for e in a.manifest["events"] if e["event"] == "other-process"]
-    assert (ev["pid"], ev["name"]) == (OTHER_PID, "gpu_burn")
-    other = a.samples[a.samples["metric"] == "other_process_gpu_usage"]
-    assert other["value"].max() > 40 and load_bundle(normal).samples.query(
-        "metric == 'other_process_gpu_usage'")["value"].max() == 0
-
-
-# ---------------------------------------------------------------------------- perfdiff collect end to end
-
-E2E = {  # scenario → what the bundle must show
-    "a100_nvlink": {"metrics": {"gpu_link_transmit", "gpu_usage", "process_gpu_usage", "gpu_throttle_power"},
-                    "unsupported": ("GPU 0", "gpu_sm_util", "isSupportedDevice = 0")},
-    "h100_gpm": {"metrics": {"gpu_sm_util", "gpu_sm_occupancy", "gpu_power"}},
-    "pcie_no_nvlink": {"metrics": {"gpu_pcie_transmit"},
-                       "unsupported": ("GPU 0", "gpu_link_receive", "NVML_FI_DEV_NVLINK_THROUGHPUT_DATA_RX")},
-    "one_not_supported": {"metrics": {"gpu_power"}, "unsupported": ("GPU 1", "gpu_power", "Not Supported")},
-    "gpu_lost": {"metrics": {"gpu_sm_frequency"}, "event": ("GPU 1", "gpu-lost")},
-    "old_driver": {"metrics": {"gpu_mem_used", "gpu_throttle_thermal"},
-                   "unsupported": ("GPU 0", "gpu_sm_util", "Function Not Found")},
-    "power_cap": {"metrics": {"gpu_throttle_power", "gpu_power_limit"}},
-    "competing_process": {"metrics": {"other_process_gpu_usage"}, "event": ("GPU 0", "other-process")},
-    "xid_and_ecc": {"metrics": {"gpu_temperature"}, "event": ("GPU 0", "xid")},
-    "no_driver": {"metrics": set()},
-}
-
-
-@pytest.mark.parametrize("name", sorted(E2E))
-def test_collect_end_to_end_with_the_fake_driver(name, tmp_path, monkeypatch, capsys):
-    """`perfdiff collect --pid` on a live process, `import pynvml` answered by the fake."""
-    import subprocess
-
-    from perfdiff.cli import main
-
-    child = subprocess.Popen(["sleep", "30"])
-    try:
-        sc = make_scenario(name, duration_ns=800 * MS, t0_ns=time.time_ns(), target_pid=child.pid)
-        sc.fake.set_time(time.time_ns())  # the fake's clock now runs with the wall clock
-        monkeypatch.setitem(sys.modules, "pynvml", sc.nvml)
-        out = tmp_path / "run"
-        code = main(["collect", "--pid", str(child.pid), "--duration", "800ms", "--interval", "100ms",
-                     "-o", str(out)])
-    finally:
-        child.kill()
-        child.wait()
-    err = capsys.readouterr().err
-    assert code == 0, err
-    run = load_bundle(out)
-    m = run.manifest
-    assert m["status"] == "complete"
-    gpu_rows = run.samples[run.samples["device"].astype(str).str.startswith("GPU")]
-    want = E2E[name]
-    if name == "no_driver":
-        assert gpu_rows.empty and NO_DRIVER_LINE in err and NO_DRIVER_LINE in m["warnings"]
-        return
-    assert want["metrics"] <= set(gpu_rows["metric"].astype(str)), sorted(set(gpu_rows["metric"].astype(str)))
-    assert (gpu_rows["t_start_ns"] <= gpu_rows["t_end_ns"]).all()
-    assert gpu_rows["t_end_ns"].between(m["collection"]["start_ns"] - TICK, m["collection"]["stop_ns"] + TICK).all()
-    nvml = next(c for c in m["collectors"] if c["name"] == "nvml")
-    assert nvml["interval_ns"] == TICK and nvml["call_latency_us"]
-    assert any(g["sampled"] and g["name"] == sc.fake.gpus[0].name for g in m["gpus"])
-    if "unsupported" in want:
-        dev, metric, text = want["unsupported"]
-        reasons = [u["reason"] for u in m["unsupported"] if u["device"] == dev and u["metric"] == metric]
-        assert reasons and text in reasons[0], m["unsupported"]
-    if "event" in want:
-        dev, what = want["event"]
-        assert any(e["device"] == dev and e["event"] == what for e in m["events"]), m["events"]
-    assert sc.fake.state_changing_calls == [] and sc.fake.blocking_waits == 0

@@ -2,7 +2,7 @@
 
 `make_scenario_bundle("power_cap" | "competing_process", out_dir, seed)` writes a normal and an
 abnormal bundle through perfdiff.bundle.write_bundle.  The GPU samples come from the real
-NVML sampler (collectors/gpu.py) reading the fake driver tick by tick; the kernels and cycle
+NVML sampler (collectors/gpu/) reading the fake driver tick by tick; the kernels and cycle
 markers are synthesised so that their durations follow what the fake GPU does (clocks capped,
 or the GPU shared with another process), as a real workload's would.
 """
@@ -118,14 +118,15 @@ def _samples(scenario: str, abnormal: bool, t0: int, duration_ns: int,
     monotonic clock is frozen, so every call is stamped at the tick and the bundle does not
     depend on this machine's speed (call latencies read 0).
     """
-    from perfdiff.collectors import gpu, nvml_query
+    from perfdiff.collectors import gpu
+    from perfdiff.collectors.gpu import context, nvml_query
 
     sc = make_scenario(scenario, abnormal=abnormal, duration_ns=duration_ns, t0_ns=t0,
                        changes=_jitter(scenario, abnormal, duration_ns, rng))
     sc.fake.follow_real_time = False
     frozen = types.SimpleNamespace(perf_counter_ns=lambda: 0, time_ns=lambda: t0)
     with tempfile.TemporaryDirectory(prefix="perfdiff-proc-") as tmp, \
-            mock.patch.object(gpu, "time", frozen), mock.patch.object(nvml_query, "time", frozen):
+            mock.patch.object(context, "time", frozen), mock.patch.object(nvml_query, "time", frozen):
         root = sc.write_proc(tmp)
         sampler = gpu.open_gpu_sampler(lambda: sc.target_pids, gpus=None, interval_ns=INTERVAL_NS,
                                        nvml=sc.nvml, proc_root=root)

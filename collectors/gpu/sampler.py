@@ -1,4 +1,4 @@
-"""The GPU side of `perfdiff collect`: an NVML sampler (COLLECTORS.md, GPU and Timestamps).
+"""The GPU side of `perfdiff collect`: an NVML sampler (docs/COLLECTORS.md, GPU and Timestamps).
 
 `open_gpu_sampler` is the entry point the collect loop calls.  The sampler finds the GPUs the
 target uses (NVML process lists of the target and its children, pid namespaces, the
@@ -19,20 +19,21 @@ from __future__ import annotations
 
 import ctypes
 import importlib
-import time
 from collections.abc import Callable
 from types import ModuleType
 from typing import Any
 
 import pandas as pd
 
+from perfdiff.collectors.base import SamplerState
 from perfdiff.errors import InputError
 
-from .base import SamplerState
-from .gpu_device import GpuDevice, Names, Rows
-from .gpu_pids import PidMatcher, nvidia_minors_open, read_comm
-from .gpu_read import DeviceReader
+from .context import GpuContext, TickClock, try_call
+from .device import GpuDevice
 from .nvml_query import NO_DRIVER, NvmlFailure, NvmlQuery
+from .pids import PidMatcher, nvidia_minors_open, read_comm
+from .read import DeviceReader
+from .rows import Names, Rows
 
 NO_DRIVER_LINE = "no NVIDIA driver found; collecting host metrics only"
 DISCOVERY_NS = 1_000_000_000  # how often GPUs the target does not use yet are re-checked
@@ -122,33 +123,20 @@ class GpuSampler:
         self.nvml_version = self._system_string("nvmlSystemGetNVMLVersion")
         self.q.driver = self.driver
         self.q.binding = _binding_version(self.nvml)
-        self.reader = DeviceReader(self)
-        self.devices = [GpuDevice.open(self, i) for i in range(count)]
+        self.clock = TickClock()
+        self.ctx = GpuContext(query, self.clock, self.state, self.matcher, self._note_other_process,
+                              self._shared_event_set, self.driver)
+        self.reader = DeviceReader(self.ctx)
+        self.devices = [GpuDevice.open(self.ctx, i) for i in range(count)]
         self._by_address = {d.address: d for d in self.devices if d.address is not None}
         self._event_set: Any = None  # None: not created yet; False: NVML could not create one
         self.event_set_reason = ""
         self._started = False
         self._closed = False
-        self._tick_t = 0
-        self._tick_mono = time.perf_counter_ns()
         self.prev_tick_ns: int | None = None
         self._last_discovery_ns = 0
-        self._other_seen: set[tuple[int, int]] = set()
+        self._other_seen: set[tuple[str, int]] = set()
         self._names = (Names(), Names())  # metric and device codes shared by every tick's Rows
-
-    # ------------------------------------------------------------------ clock
-
-    def begin_tick(self, t_ns: int) -> None:
-        """Anchor midpoint stamps of this tick: t_ns plus the monotonic time since now."""
-        self._tick_t = int(t_ns)
-        self._tick_mono = time.perf_counter_ns()
-
-    def stamp(self, mono_ns: int) -> int:
-        """CLOCK_REALTIME ns of a perf_counter_ns reading taken during this tick."""
-        return self._tick_t + (mono_ns - self._tick_mono)
-
-    def now(self) -> int:
-        return self.stamp(time.perf_counter_ns())
 
     # ------------------------------------------------------------------ contract
 
@@ -157,7 +145,7 @@ class GpuSampler:
         if self._started:
             return
         self._started = True
-        self.begin_tick(t_ns)
+        self.clock.begin(t_ns)
         for dev in self.devices:
             if dev.lost:  # lost while opening: record it with this run's first time
                 self.state.event(t_ns, dev.name, "gpu-lost", call=dev.lost_call, error=dev.lost_reason)
@@ -176,7 +164,7 @@ class GpuSampler:
         if not self._started:
             self.start(t_ns)
             return {"samples": Rows(*self._names).frame()}
-        self.begin_tick(t_ns)
+        self.clock.begin(t_ns)
         rows = Rows(*self._names)
         self.matcher.set_targets(self._targets())
         for dev in self.devices:
@@ -229,30 +217,27 @@ class GpuSampler:
 
     # ------------------------------------------------------------------ helpers for devices
 
-    def try_call(self, func: str, *args: Any, **kwargs: Any) -> Any:
+    def try_call(self, func: str, *args: Any) -> Any:
         """Call for clean-up or static information: the value, or None on any NVML failure."""
-        try:
-            return self.q.call(func, *args, **kwargs)[0]
-        except NvmlFailure:
-            return None
+        return try_call(self.q, func, *args)
 
-    def event_set(self) -> Any:
-        """The shared XID event set, created on first use (None when NVML cannot create one)."""
+    def _shared_event_set(self) -> tuple[Any, str]:
+        """The shared XID event set, created on first use, or (None, why NVML could not create one)."""
         if self._event_set is None:
             try:
                 self._event_set = self.q.call("nvmlEventSetCreate")[0]
             except NvmlFailure as f:
                 self._event_set = False
                 self.event_set_reason = f.reason
-        return self._event_set or None
+        return self._event_set or None, self.event_set_reason
 
-    def note_other_process(self, dev: GpuDevice, pid: int, t_ns: int, **detail: Any) -> None:
+    def _note_other_process(self, device: str, pid: int, t_ns: int, **detail: Any) -> None:
         """Record once per (device, pid) that a process other than the target uses the GPU."""
-        key = (dev.index, pid)
+        key = (device, pid)
         if key in self._other_seen:
             return
         self._other_seen.add(key)
-        self.state.event(t_ns, dev.name, "other-process", pid=pid, name=read_comm(self._proc_root, pid), **detail)
+        self.state.event(t_ns, device, "other-process", pid=pid, name=read_comm(self._proc_root, pid), **detail)
 
     def _system_string(self, func: str) -> str:
         value = self.try_call(func)
@@ -270,6 +255,8 @@ class GpuSampler:
         if announce:
             self.state.event(t_ns, dev.name, "gpu-attached", reason=why)
         dev.attach(t_ns, why)
+        if dev.sampled:
+            self.reader.prime(dev)
 
     def _discover(self, *, announce: bool) -> None:
         """Attach the GPUs whose NVML process lists hold a target pid; else the /dev/nvidiaN ones."""
@@ -285,8 +272,8 @@ class GpuSampler:
             hits = sorted(p for p in procs if self.matcher.is_target(p))
             if hits:
                 found_any = True
-                self._attach(dev, self.now(), f"NVML process list: pids {hits}", announce=announce)
-        # Fallback (COLLECTORS.md): the target's open /dev/nvidiaN files, for the devices whose
+                self._attach(dev, self.clock.now(), f"NVML process list: pids {hits}", announce=announce)
+        # Fallback (docs/COLLECTORS.md): the target's open /dev/nvidiaN files, for the devices whose
         # lists could not be read, or all of them when no list showed the target.
         candidates = [d for d in self.devices if not d.sampled and not d.lost] if not found_any else unreadable
         if candidates:
@@ -294,7 +281,7 @@ class GpuSampler:
             for dev in candidates:
                 if dev.minor is not None and dev.minor in minors:
                     dev.by_fd = True
-                    self._attach(dev, self.now(), f"/proc/PID/fd holds /dev/nvidia{dev.minor}", announce=announce)
+                    self._attach(dev, self.clock.now(), f"/proc/PID/fd holds /dev/nvidia{dev.minor}", announce=announce)
 
     # ------------------------------------------------------------------ events
 
@@ -307,7 +294,7 @@ class GpuSampler:
                 data, t0, t1 = self.q.call("nvmlEventSetWait_v2", self._event_set, 0)
             except NvmlFailure:
                 return  # Timeout: nothing pending; a lost GPU shows in its own calls
-            t = self.stamp((t0 + t1) // 2)
+            t = self.clock.stamp((t0 + t1) // 2)
             dev = self._device_of(data.device)
             if dev is None:
                 continue

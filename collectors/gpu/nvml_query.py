@@ -1,7 +1,7 @@
 """The one door to NVML: every call is timed and its failure classified once.
 
 As nvitop's `nvmlQuery` does, but a failure is not turned into a default value: it comes
-back as an `NvmlFailure` whose `kind` tells the caller what to do (COLLECTORS.md,
+back as an `NvmlFailure` whose `kind` tells the caller what to do (docs/COLLECTORS.md,
 Robustness):
 
 - ``unsupported``: NotSupported, NoPermission, FunctionNotFound (the binding is newer than
@@ -25,7 +25,7 @@ import numpy as np
 
 UINT_MAX = 0xFFFFFFFF  # scopeId for "all links" of an NVLink field
 
-# Functions that change device or driver state: perfdiff never calls them (COLLECTORS.md:
+# Functions that change device or driver state: perfdiff never calls them (docs/COLLECTORS.md:
 # "Never change device state").  Creating an event set and registering for events are reads.
 STATE_CHANGING = re.compile(
     r"^nvml(?!EventSet|SystemEventSet)(?!\w*Get)\w*?"
@@ -41,7 +41,7 @@ _LOST = ("NVML_ERROR_GPU_IS_LOST", "NVML_ERROR_UNKNOWN", "NVML_ERROR_GPU_NOT_FOU
 # NVMLError(NVML_SUCCESS): pynvml's nvmlDeviceGetProcessUtilization raises it when the sizing
 # call succeeds instead of asking for a buffer (no sample to return).
 _EMPTY = ("NVML_ERROR_NOT_FOUND", "NVML_ERROR_TIMEOUT", "NVML_SUCCESS")
-# Init failures that mean "no usable NVIDIA driver here" (COLLECTORS.md).
+# Init failures that mean "no usable NVIDIA driver here" (docs/COLLECTORS.md).
 NO_DRIVER = ("NVML_ERROR_LIBRARY_NOT_FOUND", "NVML_ERROR_DRIVER_NOT_LOADED",
              "NVML_ERROR_LIB_RM_VERSION_MISMATCH")
 

@@ -5,30 +5,29 @@ reason, a fallback to an older call, or a lost device — and never raises it (b
 """
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
-from .gpu_device import FieldSpec, GpmState, GpuDevice, Rows
-from .gpu_metrics import (ECC_FIELDS, GPM_METRICS, POINT_GETTERS, PROCESS_LISTS, PROCESS_METRICS,
-                          PROCESS_UTIL_METRICS, RATE_FIELDS, REASON_FUNCS, THROTTLE_REASONS, UTIL_SAMPLES,
-                          XID_MEANING)
+from .context import GpuContext
+from .device import FieldSpec, GpmState, GpuDevice
+from .metrics import (ECC_FIELDS, GPM_METRICS, POINT_GETTERS, PROCESS_LISTS, PROCESS_METRICS, PROCESS_UTIL_METRICS,
+                      RATE_FIELDS, REASON_FUNCS, THROTTLE_REASONS, UTIL_SAMPLES, XID_MEANING)
 from .nvml_query import FIELD_VALUE_ATTR, FIELD_VALUE_BITS, NvmlFailure, field_values_dtype, read_field_values
-
-if TYPE_CHECKING:
-    from .gpu import GpuSampler
+from .rows import Rows
 
 DRY_NS = 1_000_000_000  # no buffered utilisation sample for this long: read the current rate
 LIST_REFRESH_NS = 1_000_000_000  # graphics and MPS process lists are re-read this often
-GPM_MIN_NS = 100_000_000  # GPM metrics need two samples at least 100 ms apart (COLLECTORS.md)
+GPM_MIN_NS = 100_000_000  # GPM metrics need two samples at least 100 ms apart (docs/COLLECTORS.md)
 _NAN = float("nan")
 
 
 class DeviceReader:
-    """Reads GPUs for a GpuSampler; holds the NVML constants resolved once."""
+    """Reads GPUs through a GpuContext; holds the NVML constants resolved once."""
 
-    def __init__(self, sampler: GpuSampler):
-        self.s = sampler
-        self.q = sampler.q
-        nvml = sampler.nvml
+    def __init__(self, ctx: GpuContext):
+        self.ctx = ctx
+        self.clock = ctx.clock
+        self.q = ctx.query
+        nvml = ctx.nvml
         self.nvml = nvml
         self.success = getattr(nvml, "NVML_SUCCESS", 0)
         self.fnf = getattr(nvml, "NVML_ERROR_FUNCTION_NOT_FOUND", 13)
@@ -49,9 +48,9 @@ class DeviceReader:
             value, t0, t1 = self.q.call(func, *args, **kwargs)
         except NvmlFailure as f:
             if f.kind == "lost":
-                dev.lose(self.s.now(), f)
+                dev.lose(self.clock.now(), f)
             raise
-        return value, self.s.stamp((t0 + t1) // 2)
+        return value, self.clock.stamp((t0 + t1) // 2)
 
     def fail(self, dev: GpuDevice, metrics: tuple[str, ...], f: NvmlFailure, prefix: str = "") -> None:
         """Unsupported → recorded once per metric; transient → counted; lost → already recorded."""
@@ -141,7 +140,7 @@ class DeviceReader:
             if f.kind != "empty":
                 self.fail(dev, (metric,), f)
                 return True
-            samples, stamp = [], self.s.now()
+            samples, stamp = [], self.clock.now()
         attr = FIELD_VALUE_ATTR.get(int(vtype), "uiVal") if samples else "uiVal"
         new = sorted((int(x.timeStamp), getattr(x.sampleValue, attr)) for x in samples if x.timeStamp > last)
         dev.sources.setdefault(metric, "nvmlDeviceGetSamples(" + stype_name + ")")
@@ -208,11 +207,11 @@ class DeviceReader:
         ok = self._attributable(dev, per_pid)
         target = other = 0.0
         for pid, (total, n) in per_pid.items():
-            if self.s.matcher.is_target(pid):
+            if self.ctx.matcher.is_target(pid):
                 target += total / n
             else:
                 other += total / n
-                self.s.note_other_process(dev, pid, t1, seen_in="nvmlDeviceGetProcessUtilization",
+                self.ctx.other_process(dev.name, pid, t1, seen_in="nvmlDeviceGetProcessUtilization",
                                           sm_util_pct=total / n)
         if ok:
             rows.add(PROCESS_UTIL_METRICS[0], dev.name, t0, t1, target)
@@ -220,7 +219,7 @@ class DeviceReader:
 
     def _attributable(self, dev: GpuDevice, pids: Any) -> bool:
         """Whether NVML's pids on `dev` can be split into target and others (pid namespaces)."""
-        m = self.s.matcher
+        m = self.ctx.matcher
         for pid in pids:
             if m.is_target(pid):
                 dev.target_seen = True
@@ -247,7 +246,7 @@ class DeviceReader:
             dev.list_cache = [{} for _ in PROCESS_LISTS]
         out: dict[int, int | None] = {}
         first = last = None
-        now = self.s.now()
+        now = self.clock.now()
         refresh = now - dev.lists_refreshed_ns >= LIST_REFRESH_NS
         if refresh:
             dev.lists_refreshed_ns = now
@@ -263,7 +262,7 @@ class DeviceReader:
                     procs, t0, t1 = self.q.call(func, dev.handle)
                 except NvmlFailure as f:
                     if f.kind == "lost":
-                        dev.lose(self.s.now(), f)
+                        dev.lose(self.clock.now(), f)
                         return None
                     if f.kind == "unsupported":
                         reasons.append(f.reason)
@@ -290,7 +289,7 @@ class DeviceReader:
                         dev.unsupported(metric, "; ".join(reasons))
         if not dev.list_chains[0] or first is None:
             return None
-        dev.list_stamp = self.s.stamp((first + last) // 2)
+        dev.list_stamp = self.clock.stamp((first + last) // 2)
         return out
 
     def _processes(self, dev: GpuDevice, rows: Rows) -> None:
@@ -302,11 +301,11 @@ class DeviceReader:
         ok = self._attributable(dev, procs)
         target = other = 0.0
         for pid, used in procs.items():
-            if self.s.matcher.is_target(pid):
+            if self.ctx.matcher.is_target(pid):
                 target += _NAN if used is None else used
             else:
                 other += _NAN if used is None else used
-                self.s.note_other_process(dev, pid, t, seen_in="process list", used_gpu_memory_bytes=used)
+                self.ctx.other_process(dev.name, pid, t, seen_in="process list", used_gpu_memory_bytes=used)
         if ok:
             rows.add(PROCESS_METRICS[0], dev.name, t, t, target)
             rows.add(PROCESS_METRICS[1], dev.name, t, t, other)
@@ -457,7 +456,7 @@ class DeviceReader:
                 rows.add(spec.metric, dev.name, prev[0], ts, pct)
                 dev.sources[spec.metric] = spec.const + " (ns counter)"
             elif delta > 0:
-                self.s.state.event(ts, dev.name, "ecc", kind=spec.metric, count=int(delta), total=int(raw),
+                self.ctx.state.event(ts, dev.name, "ecc", kind=spec.metric, count=int(delta), total=int(raw),
                                    window_start_ns=prev[0], field=spec.const)
         if dropped:
             self._drop_fields(dev, dropped)
@@ -536,7 +535,7 @@ class DeviceReader:
                 bufs.append(self.get(dev, "nvmlGpmSampleAlloc")[0])
         except NvmlFailure as f:
             for buf in bufs:
-                self.s.try_call("nvmlGpmSampleFree", buf)
+                self.ctx.try_call("nvmlGpmSampleFree", buf)
             self.fail(dev, tuple(metrics), f)
             return
         request = self.nvml.c_nvmlGpmMetricsGet_t()
@@ -561,7 +560,7 @@ class DeviceReader:
         g = dev.gpm
         if g is None:
             return
-        if g.prev_stamp is not None and self.s.now() - g.prev_stamp < GPM_MIN_NS:
+        if g.prev_stamp is not None and self.clock.now() - g.prev_stamp < GPM_MIN_NS:
             return
         nxt = 0 if g.prev_i is None else 1 - g.prev_i
         try:
@@ -594,9 +593,9 @@ class DeviceReader:
         """Register the GPU for XID events on the shared event set (polled each tick)."""
         metric = "xid_events"
         xid_bit = self.const("nvmlEventTypeXidCriticalError")
-        event_set = self.s.event_set()
+        event_set, why_not = self.ctx.event_set()
         if xid_bit is None or event_set is None:
-            dev.unsupported(metric, self.s.event_set_reason or "the NVML binding has no XID events")
+            dev.unsupported(metric, why_not or "the NVML binding has no XID events")
             return
         try:
             supported, _ = self.get(dev, "nvmlDeviceGetSupportedEventTypes", dev.handle)

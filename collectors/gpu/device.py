@@ -1,94 +1,18 @@
-"""One GPU as the sampler sees it: static facts, what is being read, and the rows it yields."""
+"""One GPU as the sampler sees it: static facts, the per-source reading state, its book-keeping."""
 from __future__ import annotations
 
 import ctypes
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
-import numpy as np
-import pandas as pd
-
-from .gpu_metrics import PROCESS_METRICS, PROCESS_UTIL_METRICS
+from .context import GpuContext
+from .metrics import PROCESS_METRICS, PROCESS_UTIL_METRICS
 from .nvml_query import NvmlFailure
-
-if TYPE_CHECKING:
-    from .gpu import GpuSampler
 
 # A buffered or field timestamp further than this from the call's wall time is not
 # CLOCK_REALTIME µs (one report says GetSamples stamps µs since boot on some systems,
 # polarsignals/gpu-metrics-agent#37): it is then shifted onto the call's wall time.
 TS_TOLERANCE_NS = 60_000_000_000
-
-
-class Rows:
-    """Accumulates sample rows of one tick; `frame` turns them into a `samples` DataFrame.
-
-    Metric and device names are kept as codes into `Names` tables shared across ticks, so the
-    frame's categorical columns are built without re-hashing every string each tick.
-    """
-
-    __slots__ = ("metrics", "devices", "metric", "device", "t0", "t1", "value")
-
-    def __init__(self, metrics: Names | None = None, devices: Names | None = None) -> None:
-        self.metrics = metrics if metrics is not None else Names()
-        self.devices = devices if devices is not None else Names()
-        self.metric: list[int] = []
-        self.device: list[int] = []
-        self.t0: list[int] = []
-        self.t1: list[int] = []
-        self.value: list[float] = []
-
-    def add(self, metric: str, device: str, t0: int, t1: int, value: float) -> None:
-        """One row: `value` in the registry unit over [t0, t1] ns (t0 == t1: a point reading)."""
-        self.metric.append(self.metrics.code(metric))
-        self.device.append(self.devices.code(device))
-        self.t0.append(t0 if t0 <= t1 else t1)
-        self.t1.append(t1)
-        self.value.append(value)
-
-    def __len__(self) -> int:
-        return len(self.value)
-
-    def frame(self) -> pd.DataFrame:
-        """The rows as a DataFrame with the `samples` columns and in-memory dtypes (categorical
-        names, int64 ns, float64 values); NaN and inf values dropped."""
-        value = np.asarray(self.value, dtype=np.float64)
-        keep = np.isfinite(value)
-        metric = np.asarray(self.metric, dtype=np.int32)
-        device = np.asarray(self.device, dtype=np.int32)
-        t0 = np.asarray(self.t0, dtype=np.int64)
-        t1 = np.asarray(self.t1, dtype=np.int64)
-        if not keep.all():
-            metric, device, t0, t1, value = metric[keep], device[keep], t0[keep], t1[keep], value[keep]
-        return pd.DataFrame({
-            "metric": pd.Categorical.from_codes(metric, dtype=self.metrics.categories()),
-            "device": pd.Categorical.from_codes(device, dtype=self.devices.categories()),
-            "t_start_ns": t0,
-            "t_end_ns": t1,
-            "value": value,
-        })
-
-
-class Names:
-    """String → small-int code table shared by a sampler's Rows (one categorical dtype)."""
-
-    __slots__ = ("_codes", "_dtype")
-
-    def __init__(self) -> None:
-        self._codes: dict[str, int] = {}
-        self._dtype: pd.CategoricalDtype | None = None
-
-    def code(self, name: str) -> int:
-        c = self._codes.get(name)
-        if c is None:
-            c = self._codes[name] = len(self._codes)
-            self._dtype = None
-        return c
-
-    def categories(self) -> pd.CategoricalDtype:
-        if self._dtype is None:
-            self._dtype = pd.CategoricalDtype(list(self._codes))
-        return self._dtype
 
 
 @dataclass
@@ -119,7 +43,7 @@ class FieldSpec:
 class GpuDevice:
     """A GPU: static facts for the manifest plus the per-source reading state."""
 
-    sampler: GpuSampler
+    ctx: GpuContext
     index: int
     handle: Any = None
     address: int | None = None
@@ -180,10 +104,10 @@ class GpuDevice:
     # ------------------------------------------------------------------ opening
 
     @classmethod
-    def open(cls, sampler: GpuSampler, index: int) -> GpuDevice:
+    def open(cls, ctx: GpuContext, index: int) -> GpuDevice:
         """Get the handle and the static facts (name, uuid, max clocks, memory, power limit)."""
-        dev = cls(sampler, index)
-        q = sampler.q
+        dev = cls(ctx, index)
+        q = ctx.query
         try:
             dev.handle = q.call("nvmlDeviceGetHandleByIndex", index)[0]
         except NvmlFailure as f:
@@ -199,7 +123,7 @@ class GpuDevice:
         dev.uuid = dev._static("uuid", "nvmlDeviceGetUUID")
         dev.model = dev._static("name", "nvmlDeviceGetName")
         dev.minor = dev._static("minor", "nvmlDeviceGetMinorNumber")
-        nvml = sampler.nvml
+        nvml = ctx.nvml
         for key, const in (("graphics", "NVML_CLOCK_GRAPHICS"), ("sm", "NVML_CLOCK_SM"), ("mem", "NVML_CLOCK_MEM")):
             clk = getattr(nvml, const, None)
             dev.max_clock_mhz[key] = None if clk is None else dev._static(
@@ -214,7 +138,7 @@ class GpuDevice:
         if self.lost:
             return None
         try:
-            value = self.sampler.q.call(func, self.handle, *args)[0]
+            value = self.ctx.query.call(func, self.handle, *args)[0]
         except NvmlFailure as f:
             self.static_errors[key] = f.reason
             if f.kind == "lost":
@@ -223,24 +147,23 @@ class GpuDevice:
         return value.decode() if isinstance(value, bytes) else value
 
     def attach(self, t_ns: int, why: str) -> None:
-        """Start sampling this GPU: first readings of every source, no rows."""
+        """Mark this GPU sampled (the reader then primes it); unsupported without a handle."""
         if self.handle is None:
             self.unsupported("device", self.open_error or "no NVML handle", t_ns)
             return
         self.sampled = True
         self.selected_by = why
         self.attached_ns = t_ns
-        self.sampler.reader.prime(self)
 
     # ------------------------------------------------------------------ book-keeping
 
     def unsupported(self, metric: str, reason: str, t_ns: int | None = None) -> None:
         """Record once that `metric` cannot be read on this GPU, and why."""
-        s = self.sampler
-        s.state.mark_unsupported(self.name, metric, reason, s.now() if t_ns is None else t_ns)
+        ctx = self.ctx
+        ctx.state.mark_unsupported(self.name, metric, reason, ctx.clock.now() if t_ns is None else t_ns)
 
     def is_unsupported(self, metric: str) -> bool:
-        return self.sampler.state.is_unsupported(self.name, metric)
+        return self.ctx.state.is_unsupported(self.name, metric)
 
     def count_transient(self, metric: str) -> None:
         self.transient[metric] = self.transient.get(metric, 0) + 1
@@ -250,7 +173,7 @@ class GpuDevice:
         if self.lost:
             return
         self.lost, self.lost_call, self.lost_reason = True, failure.func, failure.reason
-        self.sampler.state.event(t_ns, self.name, "gpu-lost", call=failure.func, error=failure.reason)
+        self.ctx.state.event(t_ns, self.name, "gpu-lost", call=failure.func, error=failure.reason)
 
     def wall_ns(self, source: str, ts_us: int, ref_ns: int, newest_us: int) -> int:
         """CLOCK_REALTIME ns of an NVML µs timestamp of `source` (offset fixed at first use)."""
@@ -266,7 +189,7 @@ class GpuDevice:
         if not self.sampled or self.target_seen or not self.ambiguous_pids:
             return
         pids = sorted(self.ambiguous_pids)[:5]
-        reason = (f"NVML lists pids {pids} that {self.sampler.matcher.proc_root} does not show and none "
+        reason = (f"NVML lists pids {pids} that {self.ctx.matcher.proc_root} does not show and none "
                   f"resolves to the target through NSpid: per-process use cannot be attributed "
                   f"(pid namespace); run the collector in the host's pid namespace")
         for metric in PROCESS_UTIL_METRICS + PROCESS_METRICS:
@@ -276,7 +199,7 @@ class GpuDevice:
         """Give the GPM buffers back to NVML."""
         if self.gpm is not None:
             for buf in self.gpm.bufs:
-                self.sampler.try_call("nvmlGpmSampleFree", buf)
+                self.ctx.try_call("nvmlGpmSampleFree", buf)
             self.gpm = None
 
     def info(self) -> dict[str, Any]:
@@ -285,7 +208,7 @@ class GpuDevice:
             "index": self.index,
             "uuid": self.uuid,
             "name": self.model,
-            "driver": self.sampler.driver,
+            "driver": self.ctx.driver,
             "minor": self.minor,
             "max_graphics_clock_mhz": self.max_clock_mhz.get("graphics"),
             "max_sm_clock_mhz": self.max_clock_mhz.get("sm"),

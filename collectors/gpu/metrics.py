@@ -1,4 +1,4 @@
-"""What the GPU sampler reads, declared as tables (COLLECTORS.md, GPU).
+"""What the GPU sampler reads, declared as tables (docs/COLLECTORS.md, GPU).
 
 Each row names the registry metric, the NVML call or constant it comes from, and the unit
 conversion to the registry's stored unit, with the `nvidia-smi --query-gpu` equivalent where

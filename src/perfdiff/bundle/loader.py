@@ -1,0 +1,122 @@
+"""Loading a bundle: `load_bundle` validates it and returns a `RunData` (docs/FORMAT.md).
+
+Every table's Parquet parts are read, then the journals of parts never sealed (a collector
+killed while it ran); any problem is an InputError naming the file.
+"""
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+import pyarrow as pa
+import pyarrow.compute as pc
+import pyarrow.parquet as pq
+
+from perfdiff.bundle.journal import SUFFIXES, check_schema, read_journal
+from perfdiff.bundle.manifest import MANIFEST, RunData, read_manifest
+from perfdiff.errors import InputError
+from perfdiff.model.schema import INTERVAL_COLUMNS as _INTERVALS
+from perfdiff.model.schema import MISSING, SCHEMAS, TABLES
+from perfdiff.model.tables import empty_table
+
+
+def is_bundle(path: str | os.PathLike[str]) -> bool:
+    """True when `path` is a directory holding a bundle manifest."""
+    return (Path(path) / MANIFEST).is_file()
+
+
+def _read_table(path: Path, table: str, notes: list[str] | None = None) -> pd.DataFrame:
+    tdir = path / table
+    if not tdir.is_dir():
+        raise InputError(f"missing table {table!r} (no folder {table}/)", path=path)
+    parts = sorted(p for p in tdir.glob("part-*.parquet"))
+    if not parts:
+        raise InputError(f"missing table {table!r} (no part-*.parquet in it)", path=tdir)
+    str_cols = [c for c, k in SCHEMAS[table].items() if k == "str"]
+    tables = []
+    for part in parts:
+        try:
+            pf = pq.ParquetFile(part)
+            cols = check_schema(table, pf.schema_arrow, part)
+            tables.append(pq.read_table(part, columns=cols, read_dictionary=str_cols))
+        except InputError:
+            raise
+        except (pa.ArrowException, OSError) as exc:
+            raise InputError(f"corrupt or truncated Parquet file ({exc})", path=part) from None
+    # Journals of parts never sealed (the collector was killed): rows written but not yet in
+    # Parquet.  One whose part exists was sealed and its removal interrupted: already read.
+    sealed = {p.name for p in parts}
+    journals = sorted(j for j in tdir.glob(".part-*") if j.suffix in SUFFIXES)
+    for journal in journals:
+        if journal.name[1:-len(journal.suffix)] + ".parquet" in sealed:
+            continue
+        data, torn = read_journal(table, journal)
+        tables.append(data)
+        if notes is not None:
+            notes.append(f"{table}: {data.num_rows:,} rows read from the unsealed journal {journal.name}"
+                         + (" (its last, half-written batch dropped)" if torn else ""))
+    df = _arrow_to_frame(table, tables)
+    start, end = _INTERVALS[table]
+    bad = df[end].to_numpy() < df[start].to_numpy()
+    if bad.any():
+        i = int(np.flatnonzero(bad)[0])
+        raise InputError(f"{int(bad.sum())} row(s) with {end} < {start} (first at row {i})", path=tdir)
+    return df
+
+
+def _arrow_to_frame(table: str, tables: list[pa.Table]) -> pd.DataFrame:
+    schema = SCHEMAS[table]
+    n = sum(t.num_rows for t in tables)
+    columns: list[pa.ChunkedArray] = []
+    for col, kind in schema.items():
+        chunks = []
+        for t in tables:
+            if col in t.column_names:
+                c = t.column(col)
+                if kind == "i8?":
+                    # Nulls would turn the column into float64 and lose ns precision.
+                    c = pc.fill_null(c.cast(pa.int64()), MISSING)
+                elif kind in ("i8",):
+                    c = c.cast(pa.int64())
+                elif kind == "f8":
+                    c = c.cast(pa.float64())
+                elif not pa.types.is_dictionary(c.type):
+                    c = pc.dictionary_encode(c.cast(pa.string()))
+                else:
+                    c = c.cast(pa.dictionary(pa.int32(), pa.string()))
+                chunks.extend(c.chunks)
+            else:
+                chunks.append(pa.array(np.full(t.num_rows, MISSING, dtype=np.int64)))
+        if not chunks:
+            typ = pa.dictionary(pa.int32(), pa.string()) if kind == "str" else (
+                pa.float64() if kind == "f8" else pa.int64())
+            columns.append(pa.chunked_array([], type=typ))
+        else:
+            columns.append(pa.chunked_array(chunks))
+    combined = pa.Table.from_arrays(columns, names=list(schema))
+    if combined.num_rows == 0:
+        return empty_table(table)
+    combined = combined.unify_dictionaries()
+    df = combined.to_pandas()
+    assert len(df) == n
+    return df
+
+
+def load_bundle(path: str | os.PathLike[str]) -> RunData:
+    """Load and validate the bundle at `path`; raises InputError naming the file on bad input."""
+    p = Path(path)
+    if not p.exists():
+        raise InputError("no such file or directory", path=p)
+    if not p.is_dir():
+        raise InputError("not a directory", path=p)
+    manifest = read_manifest(p)
+    notes: list[str] = []
+    tables = {t: _read_table(p, t, notes) for t in TABLES}
+    run = RunData(manifest=manifest, path=str(p), notes=notes, **tables)
+    status = manifest.get("status")
+    if status == "running":
+        run.notes.append("the collector did not finish (status still 'running'): treated as interrupted")
+        manifest["status"] = "interrupted"
+    return run

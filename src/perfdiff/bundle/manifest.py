@@ -1,0 +1,93 @@
+"""The bundle's manifest and its in-memory run: `RunData`, `base_manifest`, reading and
+writing manifest.json (docs/FORMAT.md, manifest)."""
+from __future__ import annotations
+
+import json
+import os
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from perfdiff.version import __version__
+from perfdiff.errors import InputError
+
+if TYPE_CHECKING:
+    import pandas as pd
+
+FORMAT_VERSION = 1
+MANIFEST = "manifest.json"
+
+
+@dataclass
+class RunData:
+    """One run in memory: the manifest and the three tables (columns as in SCHEMAS)."""
+
+    manifest: dict[str, Any]
+    activity: pd.DataFrame
+    samples: pd.DataFrame
+    markers: pd.DataFrame
+    path: str = ""
+    notes: list[str] = field(default_factory=list)  # load-time remarks (interrupted, dropped rows)
+
+    @property
+    def name(self) -> str:
+        """The run's label in the report: the manifest's run_name, else the path's last part."""
+        return str(self.manifest.get("run_name") or Path(self.path).name or "run")
+
+
+def base_manifest(**fields: Any) -> dict[str, Any]:
+    """A manifest with every v1 key present, updated with `fields`."""
+    manifest: dict[str, Any] = {
+        "format_version": FORMAT_VERSION,
+        "perfdiff_version": __version__,
+        "run_name": "",
+        "created_ns": time.time_ns(),
+        "source": {"kind": "unknown"},
+        "target": {},
+        "host": {},
+        "gpus": [],
+        "clock": {"domain": "CLOCK_REALTIME", "anchors": []},
+        "collectors": [],
+        "unsupported": [],
+        "dropped": {},
+        "status": "complete",
+        "files": {},
+    }
+    manifest.update(fields)
+    return manifest
+
+
+def write_manifest(path: Path, obj: dict[str, Any], *, compact: bool = False) -> None:
+    """Write `obj` as JSON to `path` through a temporary file, an fsync and a rename; `compact`:
+    on one line, by `json.dumps`, which takes json's C encoder (`json.dump` to a file, or any
+    indent, takes the pure-Python one, several times slower)."""
+    tmp = path.with_name(path.name + ".tmp")
+    with open(tmp, "w", encoding="utf-8") as fh:
+        if compact:
+            fh.write(json.dumps(obj, separators=(",", ":"), sort_keys=True, default=str))
+        else:
+            json.dump(obj, fh, indent=2, sort_keys=True, default=str)
+        fh.flush()
+        os.fsync(fh.fileno())
+    os.replace(tmp, path)
+
+
+def read_manifest(path: Path) -> dict[str, Any]:
+    """The manifest of the bundle at `path`; InputError when absent, not JSON or of another version."""
+    mpath = path / MANIFEST
+    try:
+        manifest = json.loads(mpath.read_text(encoding="utf-8"))
+    except FileNotFoundError:
+        raise InputError("not a perfdiff run bundle (no manifest.json)", path=path) from None
+    except (json.JSONDecodeError, UnicodeDecodeError) as exc:
+        raise InputError(f"manifest is not valid JSON ({exc.__class__.__name__}: {exc})", path=mpath) from None
+    if not isinstance(manifest, dict):
+        raise InputError("manifest is not a JSON object", path=mpath)
+    version = manifest.get("format_version")
+    if version != FORMAT_VERSION:
+        raise InputError(
+            f"unknown format_version {version!r} (this perfdiff {__version__} reads {FORMAT_VERSION})",
+            path=mpath,
+        )
+    return manifest
