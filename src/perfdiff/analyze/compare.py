@@ -65,13 +65,14 @@ def _total(v: np.ndarray, i: int) -> float:
 
 
 def _function_tests(data: tuple, f: int) -> tuple[stats.TwoSample, stats.TwoSample]:
-    """(own time per cycle, share of the cycle) tests of aligned function `f`."""
-    mn, ma, idx_n, idx_a, Dn, Da, alpha = data
+    """(own time per cycle, share of the cycle) tests of aligned function `f`: paired over
+    matched cycles, else independent."""
+    mn, ma, idx_n, idx_a, Dn, Da, alpha, matched = data
     tn = _row(mn.own_ns, idx_n[f], len(Dn)) / NS_PER_US
     ta = _row(ma.own_ns, idx_a[f], len(Da)) / NS_PER_US
-    return (stats.compare_samples(ta, tn, floor=T_FLOOR_US, alpha=alpha),
-            stats.compare_samples(100.0 * ta * NS_PER_US / Da, 100.0 * tn * NS_PER_US / Dn,
-                                  floor=BETA_FLOOR_PP, alpha=alpha))
+    test = stats.compare_paired if matched else stats.compare_samples
+    return (test(ta, tn, floor=T_FLOOR_US, alpha=alpha),
+            test(100.0 * ta * NS_PER_US / Da, 100.0 * tn * NS_PER_US / Dn, floor=BETA_FLOOR_PP, alpha=alpha))
 
 
 def _mu_test(alpha: float, job: tuple) -> tuple[stats.TwoSample, float]:
@@ -105,7 +106,9 @@ def compare_runs(normal: RunData, abnormal: RunData, cn: Cycles, ca: Cycles, *,
     to_test = [f for f in range(len(keys)) if own_sum[f] / (Kn + Ka) >= TEST_MIN_SHARE * pooled_cycle_us]
     # Largest first (a test's cost grows with the cycles it is present in), so workers finish together.
     to_test.sort(key=lambda f: -(sums_n[f][2] + sums_a[f][2]))
-    pending = par.start_map(_function_tests, to_test, shared=(mn, ma, idx_n, idx_a, Dn, Da, alpha),
+    # Matched cycles (cycle i of both runs does the same work): paired tests.
+    matched, rho = stats.cycles_match(Dn, Da)
+    pending = par.start_map(_function_tests, to_test, shared=(mn, ma, idx_n, idx_a, Dn, Da, alpha, matched),
                             large=Kn + Ka >= par.pool_min_cycles)
     tested_set = set(to_test)
     try:
@@ -155,7 +158,8 @@ def compare_runs(normal: RunData, abnormal: RunData, cn: Cycles, ca: Cycles, *,
                                                                 "side": "normal" if key in ser_n else "abnormal"})
                     for key in sorted(set(ser_n) ^ set(ser_a))]
         # Everything left that does not need the function tests, while the pool finishes them.
-        cycle_test = stats.compare_samples(sa.dur_us, sn.dur_us, floor=T_FLOOR_US)
+        cycle_test = (stats.compare_paired(sa.dur_us, sn.dur_us, floor=T_FLOOR_US) if matched
+                      else stats.compare_samples(sa.dur_us, sn.dur_us, floor=T_FLOOR_US))
         cycle_ks = stats.ks_statistic(sa.dur_us, sn.dur_us)
         quantiles = stats.quantile_table(sn.dur_us), stats.quantile_table(sa.dur_us)
         comparable = comparability(normal, abnormal, cn, ca)
@@ -171,10 +175,11 @@ def compare_runs(normal: RunData, abnormal: RunData, cn: Cycles, ca: Cycles, *,
     if ratio_notice is not None:
         warnings.append(ratio_notice)
     m_tests = len(tested_idx)
-    min_p = stats.min_attainable_p(Kn, Ka)
+    # The smallest p a test can reach: the signed-rank test's 2^(1−K) over matched cycles.
+    min_p = 2.0 ** (1 - Kn) if matched else stats.min_attainable_p(Kn, Ka)
     needed = None
     if m_tests and min_p * m_tests > alpha and not any(f.q_t <= alpha for f in functions if f.tested):
-        needed = stats.cycles_needed(m_tests, alpha)
+        needed = (math.ceil(1 + math.log2(m_tests / alpha)) if matched else stats.cycles_needed(m_tests, alpha))
     return Analysis(
         normal=sn, abnormal=sa, alpha=alpha,
         cycle_test=cycle_test, cycle_ks=cycle_ks, quantiles_n=quantiles[0], quantiles_a=quantiles[1],
@@ -183,7 +188,8 @@ def compare_runs(normal: RunData, abnormal: RunData, cn: Cycles, ca: Cycles, *,
         constants=tuple(sorted(f"{m}@{d}" for d, ms in constants.items() for m in ms)), aliases=aliases,
         comparability=tuple(comparable), warnings=tuple(warnings), renames=tuple(renames),
         untested=tuple(i for i, fs in enumerate(functions) if not fs.tested), scope=scope, n_tests_t=m_tests,
-        min_p=min_p, cycles_needed=needed, events_n=_events(normal, cn), events_a=_events(abnormal, ca), plan=plan)
+        min_p=min_p, cycles_needed=needed, events_n=_events(normal, cn), events_a=_events(abnormal, ca), plan=plan,
+        matched=matched, match_rho=rho)
 
 
 def _mu_test_shared(alpha: float, _shared: Any, job: tuple) -> tuple[stats.TwoSample, float]:

@@ -69,7 +69,8 @@ def build_findings(c: Analysis) -> list[Finding]:
     out = [Finding(FindingCode.CYCLE_TIME, q=c.cycle_test.p_mwu, values={
         "median_n_us": c.normal.median_us, "median_a_us": c.abnormal.median_us,
         "change_pct": 100.0 * d_med / c.normal.median_us if c.normal.median_us else float("nan"),
-        "p_mwu": c.cycle_test.p_mwu, "n_n": c.normal.n_cycles, "n_a": c.abnormal.n_cycles})]
+        "p_mwu": c.cycle_test.p_mwu, "n_n": c.normal.n_cycles, "n_a": c.abnormal.n_cycles,
+        "paired": c.matched})]
 
     tested = [f for f in c.functions if f.tested]
     moved = [f for f in tested if not f.wait and significant(f.q_t, a) and f.tau_pp * direction > 0]

@@ -182,3 +182,5 @@ class Analysis:
     events_n: tuple[dict[str, Any], ...] = ()  # timed events the collectors recorded
     events_a: tuple[dict[str, Any], ...] = ()
     plan: CyclePlan | None = None  # the one cycle definition both runs were cut by
+    matched: bool = False  # cycle i of both runs does the same work: paired tests
+    match_rho: float = NAN  # Spearman ρ of the two runs' cycle durations, cycle by cycle

@@ -12,7 +12,7 @@ import jinja2
 
 from perfdiff.version import __version__
 from perfdiff.analyze import Analysis, DetailRow, Finding, FindingCode, FunctionStats
-from perfdiff.render.wording import finding_text, notice_text, plan_text
+from perfdiff.render.wording import finding_text, matching_text, notice_text, plan_text, test_name
 from perfdiff.render.text import (NA, fmt_beta, fmt_num, fmt_p, fmt_pct, fmt_score, fmt_signed, fmt_time_us,
                            fmt_z, html_code, md_escape, md_name, shorten)
 
@@ -127,6 +127,7 @@ def build_view(c: Analysis, findings: list[Finding], *, top: int = 25,
                         or c.functions[r.func].name != " ".join(c.functions[r.func].name.split())})
     untested = sorted((c.functions[i] for i in c.untested), key=lambda f: -(f.t_n_us + f.t_a_us))
     top_cause = next((f for f in findings if f.code == FindingCode.CAUSE), None)
+    header = [h.replace("U-test p(β)", "signed-rank p(β)") for h in DETAIL_HEADER] if c.matched else DETAIL_HEADER
     return {
         "version": __version__,
         "title_n": md_escape(N.name), "title_a": md_escape(A.name),
@@ -136,8 +137,10 @@ def build_view(c: Analysis, findings: list[Finding], *, top: int = 25,
         "cycles_csv": md_escape(cycles_csv) if cycles_csv else None,
         "overview": _overview(c, top_cause),
         "plan": plan_text(c.plan),
+        "matching": matching_text(c),
+        "cycle_test_name": test_name(c.matched),
         "findings": [finding_text(c, f) for f in findings],
-        "detail_header": DETAIL_HEADER, "details": details, "n_details": len(c.details), "top": top,
+        "detail_header": header, "details": details, "n_details": len(c.details), "top": top,
         "context_header": CONTEXT_HEADER, "context": context,
         "scope_func": sorted(md_escape(k) for k, v in c.scope.items() if v == "func"),
         "untested": [f"{md_name(f.name, 60)} ({md_escape(f.device)}, {fmt_time_us(max(f.t_n_us, f.t_a_us))}/cycle)"

@@ -22,6 +22,20 @@ EVENT_WORDS = {
 }
 
 
+def test_name(paired: bool) -> str:
+    """The rank test behind p_mwu: Wilcoxon signed-rank over matched cycles, else Mann–Whitney."""
+    return "Wilcoxon signed-rank" if paired else "Mann–Whitney"
+
+
+def matching_text(c: Analysis) -> str:
+    """Whether the cycles are matched, and so how the functions are tested."""
+    if c.matched:
+        return (f"Cycles are matched: cycle i of one run does the same work as cycle i of the other (Spearman ρ of "
+                f"the cycle times {fmt_num(c.match_rho, 3)} over {c.normal.n_cycles:,} cycles), so every function "
+                "is tested on its paired differences (Wilcoxon signed-rank, paired t test).")
+    return ""
+
+
 def _q_words(q: float, alpha: float) -> str:
     return f"significant, q {fmt_p(q)}" if significant(q, alpha) else f"not significant, q {fmt_p(q)}"
 
@@ -56,7 +70,7 @@ def _cycle_time(c: Analysis, x: Finding) -> str:
     v = x.values
     return (f"Median cycle time {'rose' if v['median_a_us'] >= v['median_n_us'] else 'fell'} from "
             f"{fmt_time_us(v['median_n_us'])} to {fmt_time_us(v['median_a_us'])} ({fmt_pct(v['change_pct'], 1)}; "
-            f"Mann–Whitney p {fmt_p(v['p_mwu'])}, {v['n_n']} vs {v['n_a']} cycles).")
+            f"{test_name(v.get('paired', False))} p {fmt_p(v['p_mwu'])}, {v['n_n']} vs {v['n_a']} cycles).")
 
 
 def _cause(c: Analysis, x: Finding) -> str:
@@ -148,7 +162,8 @@ def _opposite(c: Analysis, x: Finding) -> str:
 
 def _cycles_needed(c: Analysis, x: Finding) -> str:
     v = x.values
-    return (f"With {v['n_n']} / {v['n_a']} cycles the smallest attainable U-test p is {fmt_p(v['min_p'])}, and the "
+    return (f"With {v['n_n']} / {v['n_a']} cycles the smallest attainable {'signed-rank' if c.matched else 'U-test'} p "
+            f"is {fmt_p(v['min_p'])}, and the "
             f"false-discovery control over {v['n_tests']} functions lifts q above {c.alpha:g} whatever the effect: "
             f"not significant at this sample size; collect ≥ {v['cycles_needed']} cycles per run. The largest "
             "changes are still ranked below.")

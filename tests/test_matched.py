@@ -1,0 +1,123 @@
+"""Matched cycles: when cycle i of both runs does the same work, functions are tested on their
+paired differences.  Simulations where the truth is known: a triangular loop (Gaussian
+elimination: the work of cycle i falls with i) replayed with independent noise stays quiet,
+and finds an 8 % change in one of its kernels that independent tests miss."""
+from __future__ import annotations
+
+import math
+from pathlib import Path
+
+import numpy as np
+import pytest
+from test_segment_attribute import k, run_of
+
+from perfdiff import stats
+from perfdiff.analyze import FindingCode, build_findings, compare_runs
+from perfdiff.attribute import attribute_activity
+from perfdiff.plan import plan_pair, summarize_cycles
+from perfdiff.segment import cut_cycles
+
+CYCLES = 300
+
+
+def triangular_run(seed: int, fan2_scale: float = 1.0, noise: float = 0.03) -> object:
+    """Fan1 (constant) then Fan2 (work ∝ cycles left) each cycle, both with independent noise."""
+    rng = np.random.default_rng(seed)
+    rows, t = [], 1_000
+    for i in range(CYCLES):
+        fan1 = 5_000 * (1 + noise * rng.standard_normal())
+        fan2 = 2_000 * (CYCLES - i) * fan2_scale * (1 + noise * rng.standard_normal())
+        rows.append(k("Fan1", t, t + int(fan1)))
+        t += int(fan1) + 2_000
+        rows.append(k("Fan2", t, t + int(fan2)))
+        t += int(fan2) + 2_000
+    return run_of(rows)
+
+
+def compare(a, b):
+    plan = plan_pair(summarize_cycles(a), summarize_cycles(b))
+    cn, ca = cut_cycles(a, plan), cut_cycles(b, plan)
+    c = compare_runs(a, b, cn, ca, plan=plan, matrices=(attribute_activity(a, cn), attribute_activity(b, ca)))
+    return c
+
+
+def fan2(c):
+    return next(f for f in c.functions if f.name == "Fan2")
+
+
+def test_a_replayed_triangular_loop_is_matched_and_finds_an_8_percent_kernel_change() -> None:
+    c = compare(triangular_run(1), triangular_run(2, fan2_scale=0.92))
+    assert c.matched and c.match_rho > 0.99
+    f = fan2(c)
+    assert f.t.mwu_method == "signed-rank" and f.q_t <= 1e-10 and f.t.hl < 0
+    causes = [x for x in build_findings(c) if x.code == FindingCode.CAUSE]
+    assert causes and causes[0].function == "Fan2"
+    # The same rows tested as independent samples: the triangular spread hides the change.
+    from perfdiff.analyze.compare import NS_PER_US
+
+    from perfdiff.plan import segment_cycles
+    a, b = triangular_run(1), triangular_run(2, fan2_scale=0.92)
+    ma, mb = attribute_activity(a, segment_cycles(a)), attribute_activity(b, segment_cycles(b))
+    row = list(ma.keys["name"]).index("Fan2")
+    unpaired = stats.compare_samples(mb.own_ns[row] / NS_PER_US, ma.own_ns[row] / NS_PER_US, floor=1e-3)
+    assert unpaired.p_mwu > 0.05
+
+
+@pytest.mark.parametrize("seed", range(20))
+def test_replayed_null_pairs_stay_quiet(seed: int) -> None:
+    """The same program twice with independent noise: matched, and no function named in at
+    least 19 of 20 seeds (checked one seed per case: each must be quiet at q ≤ α, which
+    the 20 together hold to a family-wise rate far below 1 in 20)."""
+    c = compare(triangular_run(100 + 2 * seed), triangular_run(101 + 2 * seed))
+    assert c.matched
+    assert not [f.name for f in c.functions if f.tested and f.q_t <= c.alpha]
+
+
+def test_independent_cycles_are_not_matched() -> None:
+    """Stationary work with independent noise: cycle i of one run has nothing to do with cycle
+    i of the other (ρ ≈ 0), so the tests stay independent."""
+    def flat(seed: int) -> object:
+        rng = np.random.default_rng(seed)
+        rows, t = [], 0
+        for _ in range(CYCLES):
+            d = int(50_000 * (1 + 0.1 * rng.standard_normal()))
+            rows += [k("A", t, t + 5_000), k("B", t + 6_000, t + 6_000 + d)]
+            t += d + 10_000
+        return run_of(rows)
+    c = compare(flat(1), flat(2))
+    assert not c.matched and abs(c.match_rho) < 0.3
+    assert fan_method(c) == "exact" or fan_method(c) == "asymptotic"
+
+
+def fan_method(c) -> str:
+    return next(f for f in c.functions if f.name == "B").t.mwu_method
+
+
+def test_unequal_cycle_counts_are_not_matched() -> None:
+    matched, rho = stats.cycles_match(np.arange(20.0), np.arange(21.0))
+    assert not matched and math.isnan(rho)
+
+
+def test_paired_statistics_on_literal_pairs() -> None:
+    n = np.array([10.0, 20.0, 30.0, 40.0, 50.0, 60.0, 70.0, 80.0, 90.0, 100.0])
+    a = n * 1.1
+    r = stats.compare_paired(a, n, floor=0.0)
+    # every difference positive: the exact two-sided signed-rank p is 2 / 2^10
+    assert r.p_mwu == pytest.approx(2 / 2**10) and r.mwu_method == "signed-rank"
+    assert r.hl == pytest.approx(np.median([(x + y) / 2 for i, x in enumerate(a - n) for y in (a - n)[i:]]))
+    assert r.cliffs_delta == 1.0 and r.hl_lo <= r.hl <= r.hl_hi
+    same = stats.compare_paired(n, n, floor=0.0)
+    assert same.p_mwu == 1.0 and same.mwu_method == "all-tied" and same.hl == 0.0
+    with pytest.raises(ValueError):
+        stats.compare_paired(n, n[:5], floor=0.0)
+
+
+@pytest.mark.real
+def test_rodinia_pair_is_matched_and_tested_paired(real: Path) -> None:
+    import perfdiff
+
+    rodinia = real / "kmcho2019/Rodinia_3.1_Gaussian"
+    c = perfdiff.compare(rodinia / "report3.sqlite", rodinia / "report2.sqlite")
+    assert c.analysis.matched and c.analysis.match_rho > 0.9
+    md = c.to_markdown()
+    assert "Cycles are matched" in md and "Wilcoxon signed-rank p" in md and "signed-rank p(β)" in md
