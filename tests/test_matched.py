@@ -121,3 +121,28 @@ def test_rodinia_pair_is_matched_and_tested_paired(real: Path) -> None:
     assert c.analysis.matched and c.analysis.match_rho > 0.9
     md = c.to_markdown()
     assert "Cycles are matched" in md and "Wilcoxon signed-rank p" in md and "signed-rank p(β)" in md
+
+
+@pytest.mark.parametrize("seed", range(6))
+def test_signed_rank_p_agrees_with_scipy(seed: int) -> None:
+    import scipy.stats as sps
+
+    rng = np.random.default_rng(seed)
+    small = rng.standard_normal(12) + 0.3  # untied: the exact distribution
+    assert stats.paired.signed_rank_p(small) == pytest.approx(
+        sps.wilcoxon(small, method="exact").pvalue, rel=1e-9)
+    big = np.round(rng.standard_normal(400) + 0.1, 1)  # ties: the corrected normal approximation
+    big = big[big != 0]
+    assert stats.paired.signed_rank_p(big) == pytest.approx(
+        sps.wilcoxon(big, method="approx", correction=True).pvalue, rel=1e-9)
+
+
+def test_ranks_and_match_p_agree_with_scipy() -> None:
+    import scipy.stats as sps
+
+    rng = np.random.default_rng(3)
+    x = np.round(rng.standard_normal(500), 1)  # many ties
+    assert np.array_equal(stats.paired.average_ranks(x), sps.rankdata(x))
+    y = x + rng.standard_normal(500)
+    matched, rho = stats.cycles_match(x, y)
+    assert rho == pytest.approx(sps.spearmanr(x, y).statistic, rel=1e-12) and matched

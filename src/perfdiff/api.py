@@ -12,20 +12,22 @@ import functools
 import os
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import pandas as pd
 
-from perfdiff.analyze import Analysis, Finding, Notice, build_findings, compare_runs
 from perfdiff.attribute import CycleMatrix, attribute_activity, keep_rows_for_mu
 from perfdiff.bundle import RunData, is_bundle
 from perfdiff.inputs import open_run
+from perfdiff.model.cycles import CyclePlan
 from perfdiff.model.durations import parse_duration_ns
 from perfdiff.parallel import Background, Parallel
-from perfdiff.model.cycles import CyclePlan
 from perfdiff.plan import CycleSummary, plan_pair, summarize_cycles
 from perfdiff.segment import Cycles, cut_cycles
+
+if TYPE_CHECKING:  # the analysis (scipy) is imported while the runs load: see _import_later_stages
+    from perfdiff.analyze import Analysis, Finding, Notice
 
 Run = RunData
 """One run in memory: its manifest and its activity, samples and markers tables."""
@@ -112,6 +114,7 @@ def compare(normal: str | os.PathLike[str], abnormal: str | os.PathLike[str], *,
     (run_n, cyc_n, mat_n), (run_a, cyc_a, mat_a) = par.meet_pair(
         functools.partial(_load_side, opts), meet, _cut_side, paths, (_input_bytes(normal), _input_bytes(abnormal)),
         while_waiting=_import_later_stages)
+    from perfdiff.analyze import build_findings, compare_runs
     from perfdiff.render import cycles_csv
 
     # Built in a thread while the runs are compared (numpy's sort and Arrow's CSV writer

@@ -13,9 +13,8 @@ from __future__ import annotations
 import math
 
 import numpy as np
-from scipy import special, stats as sps
+from scipy import special
 
-from perfdiff.stats.describe import _median_sorted
 from perfdiff.stats.effects import _z_from
 from perfdiff.stats.twosample import TwoSample
 
@@ -32,9 +31,31 @@ def cycles_match(x_n: np.ndarray, x_a: np.ndarray) -> tuple[bool, float]:
         return False, math.nan
     if np.ptp(x_n) == 0 or np.ptp(x_a) == 0:
         return False, math.nan
-    res = sps.spearmanr(x_n, x_a)
-    rho, p = float(res.statistic), float(res.pvalue)
-    return bool(math.isfinite(rho) and rho >= MATCH_MIN_RHO and p <= MATCH_MAX_P), rho
+    rho = float(np.corrcoef(average_ranks(x_n), average_ranks(x_a))[0, 1])
+    if not math.isfinite(rho):
+        return False, math.nan
+    # p of ρ through Student's t with K − 2 degrees of freedom (as scipy.stats.spearmanr).
+    k = len(x_n)
+    t = rho * math.sqrt((k - 2) / max(1e-300, 1.0 - rho * rho))
+    p = float(2.0 * special.stdtr(k - 2, -abs(t)))
+    return bool(rho >= MATCH_MIN_RHO and p <= MATCH_MAX_P), rho
+
+
+def average_ranks(x: np.ndarray) -> np.ndarray:
+    """Ranks 1..n of `x`, ties given their average rank (scipy.stats.rankdata's "average")."""
+    return _ranks_and_ties(np.asarray(x, dtype=np.float64))[0]
+
+
+def _ranks_and_ties(x: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """(average ranks of `x`, the size of each group of equal values), from one sort."""
+    order = np.argsort(x, kind="stable")
+    s = x[order]
+    starts = np.flatnonzero(np.r_[True, s[1:] != s[:-1]])
+    ends = np.r_[starts[1:], len(s)]  # each tie group is [start, end)
+    avg = (starts + ends + 1) / 2.0  # mean of the ranks start+1 … end
+    ranks = np.empty(len(x))
+    ranks[order] = np.repeat(avg, ends - starts)
+    return ranks, ends - starts
 
 
 def _walsh_averages(d: np.ndarray) -> tuple[np.ndarray, int]:
@@ -69,7 +90,6 @@ def compare_paired(a: object, n: object, floor: float, *, alpha: float | None = 
     reasons: list[str] = []
     if dropped:
         reasons.append(f"dropped: {dropped} pairs with a non-finite side")
-    ns = np.sort(nv)
     hl = hl_lo = hl_hi = delta = p_w = p_s = math.nan
     method = "signed-rank"
     if k == 0:
@@ -92,7 +112,7 @@ def compare_paired(a: object, n: object, floor: float, *, alpha: float | None = 
             p_s, method = 1.0, "all-tied"
             reasons.append("p_mwu: every difference is 0 (p = 1)")
         else:
-            p_s = float(sps.wilcoxon(nz, zero_method="wilcox", alternative="two-sided").pvalue)
+            p_s = signed_rank_p(nz)
         if k >= 2 and np.ptp(d) > 0:
             t = float(np.mean(d)) / (float(np.std(d, ddof=1)) / math.sqrt(k))
             p_w = float(min(1.0, 2.0 * special.stdtr(k - 1, -abs(t))))
@@ -102,7 +122,7 @@ def compare_paired(a: object, n: object, floor: float, *, alpha: float | None = 
                 reasons.append("p_welch: every difference is the same non-zero value")
         else:
             reasons.append("p_welch: fewer than 2 pairs")
-    z, why = _z_from(hl, ns, floor, presorted=True) if k >= 3 else (math.nan, "fewer than 3 pairs")
+    z, why = _z_from(hl, nv, floor) if k >= 3 else (math.nan, "fewer than 3 pairs")
     if why:
         reasons.append(f"z: {why}")
     p_min = 2.0 ** (1 - k) if k else math.nan  # every difference of one sign: the exact smallest p
@@ -112,10 +132,44 @@ def compare_paired(a: object, n: object, floor: float, *, alpha: float | None = 
     return TwoSample(
         n_n=k, n_a=k, dropped=dropped,
         mean_n=float(np.mean(nv)) if k else math.nan, mean_a=float(np.mean(av)) if k else math.nan,
-        median_n=_median_sorted(ns) if k else math.nan,
-        median_a=_median_sorted(np.sort(av)) if k else math.nan,
+        median_n=float(np.median(nv)) if k else math.nan, median_a=float(np.median(av)) if k else math.nan,
         z=z, p_welch=p_w, p_mwu=p_s, mwu_method=method, hl=hl, hl_lo=hl_lo, hl_hi=hl_hi,
         cliffs_delta=delta, reasons=tuple(reasons), p_mwu_min=p_min)
+
+
+SIGNED_RANK_EXACT_MAX = 50  # untied differences up to this many: the exact distribution
+
+
+def signed_rank_p(d: np.ndarray) -> float:
+    """Two-sided Wilcoxon signed-rank p of the non-zero differences `d` (zeros dropped by the
+    caller, Wilcoxon's convention): exact when they are at most SIGNED_RANK_EXACT_MAX and
+    untied (as ``scipy.stats.wilcoxon(method="exact")``), else the normal approximation with
+    the tie correction of the variance and a continuity correction (as ``method="approx",
+    correction=True``)."""
+    n = len(d)
+    if n == 0:
+        return 1.0
+    ranks, counts = _ranks_and_ties(np.abs(d))
+    w_plus = float(ranks[d > 0].sum())
+    tied = bool((counts > 1).any())
+    if n <= SIGNED_RANK_EXACT_MAX and not tied:
+        # The number of subsets of {1..n} with each rank sum: the null distribution of W+.
+        total = n * (n + 1) // 2
+        dist = np.zeros(total + 1)
+        dist[0] = 1.0
+        for r in range(1, n + 1):
+            dist[r:] = dist[r:] + dist[:-r].copy()
+        cdf = np.cumsum(dist) / 2.0**n
+        w = int(round(w_plus))
+        lower = cdf[w]
+        upper = 1.0 - (cdf[w - 1] if w >= 1 else 0.0)
+        return float(min(1.0, 2.0 * min(lower, upper)))
+    mean = n * (n + 1) / 4.0
+    var = n * (n + 1) * (2 * n + 1) / 24.0 - float(((counts**3) - counts).sum()) / 48.0
+    if var <= 0:
+        return 1.0
+    z = (abs(w_plus - mean) - 0.5) / math.sqrt(var)
+    return float(min(1.0, 2.0 * special.ndtr(-max(z, 0.0))))
 
 
 def _signed_rank_ci_rank(k: int, level: float) -> int:
