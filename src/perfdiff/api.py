@@ -19,6 +19,7 @@ import pandas as pd
 
 from perfdiff.attribute import CycleMatrix, attribute_activity, keep_rows_for_mu
 from perfdiff.bundle import RunData, is_bundle
+from perfdiff.errors import InputError
 from perfdiff.inputs import open_run
 from perfdiff.model.cycles import CyclePlan
 from perfdiff.model.durations import parse_duration_ns
@@ -97,8 +98,6 @@ def compare(normal: str | os.PathLike[str], abnormal: str | os.PathLike[str], *,
     `pid`, `group`: as for `load`.  `parallel`: how to use the cores (default: all of them;
     `Parallel.serial()` runs everything in this process).  Raises InputError for bad input."""
     if not 0.0 < alpha < 1.0:
-        from perfdiff.errors import InputError
-
         raise InputError(f"alpha {alpha}: must be between 0 and 1")
     par = parallel or Parallel()
     window_ns = parse_duration_ns(window) if isinstance(window, str) else window
