@@ -100,3 +100,33 @@ def test_the_readme_example_runs(tmp_path: Path, monkeypatch: pytest.MonkeyPatch
     exec(compile(code, "README.md", "exec"), {})
     assert (tmp_path / "report.md").read_text().startswith("# Cross Performance Comparison")
     assert "Scheduler.get_next_batch_to_run" in capsys.readouterr().out
+
+
+def test_identical_inputs_say_so_and_name_nothing(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    import shutil
+
+    copy = tmp_path / "copy"
+    shutil.copytree(PAIR[0], copy)
+    for other in (PAIR[0], copy):  # the same path, and a copy of the same bytes
+        c = perfdiff.compare(PAIR[0], other)
+        assert [f.code for f in c.findings] == [FindingCode.IDENTICAL]
+        assert "Identical inputs" in c.to_markdown()
+    code, _, err = run_cli(["compare", PAIR[0], copy, "-o", tmp_path / "r.md"], capsys)
+    assert code == 0 and err.strip().startswith("perfdiff: identical inputs:") and err.count("\n") == 1
+    (copy / "manifest.json").write_text((copy / "manifest.json").read_text().replace('"', '"', 1) + " ")
+    assert [f.code for f in perfdiff.compare(PAIR[0], copy).findings] != [FindingCode.IDENTICAL]
+
+
+def test_runs_with_nothing_in_common_are_refused_unless_forced(tmp_path: Path,
+                                                              capsys: pytest.CaptureFixture[str]) -> None:
+    from test_segment_attribute import k, run_of
+
+    from perfdiff.bundle import write_bundle
+
+    for name, kernel in (("a", "gemm"), ("b", "conv")):
+        write_bundle(tmp_path / name, run_of([k(kernel, i * 10_000_000, i * 10_000_000 + 5_000_000) for i in range(50)]))
+    code, _, err = run_cli(["compare", tmp_path / "a", tmp_path / "b", "-o", tmp_path / "r.md"], capsys)
+    assert code == 2 and "have nothing in common (no function runs in both)" in err and err.count("\n") == 1
+    assert "--force" in err and not (tmp_path / "r.md").exists()
+    code, _, err = run_cli(["compare", tmp_path / "a", tmp_path / "b", "-o", tmp_path / "r.md", "--force"], capsys)
+    assert code == 0, err

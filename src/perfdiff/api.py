@@ -20,7 +20,7 @@ import pandas as pd
 from perfdiff.attribute import CycleMatrix, attribute_activity, keep_rows_for_mu
 from perfdiff.bundle import RunData, is_bundle
 from perfdiff.errors import InputError
-from perfdiff.inputs import open_run
+from perfdiff.inputs import open_run, same_content
 from perfdiff.model.cycles import CyclePlan
 from perfdiff.model.durations import parse_duration_ns
 from perfdiff.parallel import Background, Parallel
@@ -89,14 +89,16 @@ def _input_bytes(path: str | os.PathLike[str]) -> int:
 
 def compare(normal: str | os.PathLike[str], abnormal: str | os.PathLike[str], *, alpha: float = 0.05,
             cycle: str | None = None, window: str | int | None = None, pid: int | None = None,
-            group: str = "full", parallel: Parallel | None = None) -> Comparison:
+            group: str = "full", force: bool = False, parallel: Parallel | None = None) -> Comparison:
     """Compare an abnormal run against a normal one.
 
     `normal`, `abnormal`: run bundles or traces.  `alpha`: the false-discovery rate for
     "significant".  `cycle`: a regex naming the marker ranges (or kernels) that delimit
     cycles; `window`: fixed-window cycles instead (ns, or a duration such as "100ms").
     `pid`, `group`: as for `load`.  `parallel`: how to use the cores (default: all of them;
-    `Parallel.serial()` runs everything in this process).  Raises InputError for bad input."""
+    `Parallel.serial()` runs everything in this process).  Raises InputError for bad input,
+    and for runs with nothing in common (no function in both, or median cycles more than
+    ×50 apart) unless `force`.  Inputs with the same bytes give the one finding IDENTICAL."""
     if not 0.0 < alpha < 1.0:
         raise InputError(f"alpha {alpha}: must be between 0 and 1")
     par = parallel or Parallel()
@@ -121,8 +123,28 @@ def compare(normal: str | os.PathLike[str], abnormal: str | os.PathLike[str], *,
     csv_job = par.background(cycles_csv, cyc_n.dur_ns, cyc_a.dur_ns)
     analysis = compare_runs(run_n, run_a, cyc_n, cyc_a, alpha=alpha, matrices=(mat_n, mat_a), parallel=par,
                             plan=plans[0])
-    return Comparison(analysis, tuple(build_findings(analysis)), (run_n.manifest, run_a.manifest),
+    if not force:
+        _check_in_common(analysis, normal, abnormal)
+    identical = same_content(normal, abnormal)
+    return Comparison(analysis, tuple(build_findings(analysis, identical=identical)), (run_n.manifest, run_a.manifest),
                       (cyc_n, cyc_a), csv_job)
+
+
+MAX_CYCLE_RATIO = 50.0  # median cycles further apart than this: nothing in common
+
+
+def _check_in_common(a: Analysis, normal: Any, abnormal: Any) -> None:
+    """InputError when the two runs share no function or their median cycles are more than
+    ×50 apart: such runs are not two runs of one process, and a report would mislead."""
+    ratio = a.abnormal.median_us / a.normal.median_us if a.normal.median_us > 0 else float("inf")
+    why = None
+    if not any(f.presence == "both" for f in a.functions):
+        why = "no function runs in both"
+    elif not 1.0 / MAX_CYCLE_RATIO <= ratio <= MAX_CYCLE_RATIO:
+        why = f"their median cycles are ×{ratio:.3g} apart"
+    if why:
+        raise InputError(f"{normal} and {abnormal} have nothing in common ({why}): not compared; "
+                         "--force compares them anyway")
 
 
 class Comparison:

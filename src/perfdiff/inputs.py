@@ -87,3 +87,36 @@ def open_run(path: str | os.PathLike[str], *, pid: int | None = None, group: str
         with tempfile.TemporaryDirectory(prefix="perfdiff-") as tmp:
             return import_nsys(export_nsys_rep(p, Path(tmp)), pid=pid, group=group, skip=skip, cores=cores)
     return import_nsys(p, pid=pid, group=group, skip=skip, cores=cores)
+
+
+_CHUNK = 1 << 20
+
+
+def same_content(a: str | os.PathLike[str], b: str | os.PathLike[str]) -> bool:
+    """Whether two inputs hold the same bytes: one path, two equal files, or two folders with
+    the same files (names, sizes, bytes).  Reads stop at the first difference."""
+    pa, pb = Path(a), Path(b)
+    try:
+        if pa.resolve() == pb.resolve():
+            return True
+        if pa.is_file() and pb.is_file():
+            return _same_file(pa, pb)
+        if pa.is_dir() and pb.is_dir():
+            fa = sorted(f.relative_to(pa) for f in pa.rglob("*") if f.is_file())
+            fb = sorted(f.relative_to(pb) for f in pb.rglob("*") if f.is_file())
+            return fa == fb and all(_same_file(pa / f, pb / f) for f in fa)
+    except OSError:
+        return False
+    return False
+
+
+def _same_file(a: Path, b: Path) -> bool:
+    if a.stat().st_size != b.stat().st_size:
+        return False
+    with open(a, "rb") as fa, open(b, "rb") as fb:
+        while True:
+            x, y = fa.read(_CHUNK), fb.read(_CHUNK)
+            if x != y:
+                return False
+            if not x:
+                return True

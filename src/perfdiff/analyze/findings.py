@@ -35,6 +35,7 @@ class FindingCode(str, Enum):
     EVENT = "event"  # a timed event in the abnormal run only
     OPPOSITE = "opposite"  # functions that moved against the cycle-time change
     CYCLES_NEEDED = "cycles-needed"  # too few cycles for any q to reach α
+    IDENTICAL = "identical"  # the two inputs hold the same bytes: nothing to find
 
     def __str__(self) -> str:
         return self.value
@@ -60,8 +61,10 @@ def significant(q: float | None, alpha: float) -> bool:
     return q is not None and math.isfinite(q) and q <= alpha
 
 
-def build_findings(c: Analysis) -> list[Finding]:
-    """The ordered Key Findings of a comparison."""
+def build_findings(c: Analysis, *, identical: bool = False) -> list[Finding]:
+    """The ordered Key Findings of a comparison; for `identical` inputs, that one fact."""
+    if identical:
+        return [Finding(FindingCode.IDENTICAL)]
     a = c.alpha
     idx = {id(f): i for i, f in enumerate(c.functions)}
     d_med = c.abnormal.median_us - c.normal.median_us

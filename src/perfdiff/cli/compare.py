@@ -12,12 +12,15 @@ from perfdiff.errors import EXIT_GATE
 
 def cmd_compare(args: argparse.Namespace) -> int:
     """Compare, write the report (+ its cycles CSV, + JSON), and apply the --fail-on gate."""
+    from perfdiff.analyze import FindingCode
     from perfdiff.api import compare
     from perfdiff.parallel import keep_freed_memory
 
     keep_freed_memory()
     comp = compare(args.normal, args.abnormal, alpha=args.alpha, cycle=args.cycle, window=args.window,
-                   pid=args.pid, group=args.group)
+                   pid=args.pid, group=args.group, force=args.force)
+    if comp.findings and comp.findings[0].code == FindingCode.IDENTICAL:
+        print(f"perfdiff: identical inputs: {args.normal} and {args.abnormal} hold the same bytes", file=sys.stderr)
     if args.output and args.output != "-":
         out = Path(args.output)
         csv_name = out.with_suffix("").name + ".cycles.csv"
@@ -46,6 +49,8 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--cycle", default=None, metavar="REGEX",
                    help="cycles from marker ranges (or kernel launches) whose name matches REGEX")
     p.add_argument("--window", default=None, metavar="DURATION", help="fixed-window cycles, e.g. 100ms")
+    p.add_argument("--force", action="store_true",
+                   help="compare runs that have nothing in common (no shared function, cycles ×50 apart)")
     p.add_argument("--fail-on", type=float, default=None, metavar="PCT",
                    help="exit 1 when the median cycle time grew by at least PCT %% and significantly")
     add_trace_options(p)

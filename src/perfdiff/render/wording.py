@@ -169,7 +169,12 @@ def _cycles_needed(c: Analysis, x: Finding) -> str:
             "changes are still ranked below.")
 
 
+def _identical(c: Analysis, x: Finding) -> str:
+    return "Identical inputs: both runs hold the same bytes, so nothing changed and nothing is named."
+
+
 FINDING_WORDS: dict[FindingCode, Callable[[Analysis, Finding], str]] = {
+    FindingCode.IDENTICAL: _identical,
     FindingCode.CYCLE_TIME: _cycle_time, FindingCode.CAUSE: _cause, FindingCode.NO_CAUSE: _no_cause,
     FindingCode.PROPORTIONAL: _proportional, FindingCode.COMMON_MODE: _common_mode,
     FindingCode.SYMPTOM: _symptom, FindingCode.RESOURCE: _resource, FindingCode.METRIC_WHILE: _metric_while,
