@@ -143,6 +143,26 @@ def test_ranks_and_match_p_agree_with_scipy() -> None:
     rng = np.random.default_rng(3)
     x = np.round(rng.standard_normal(500), 1)  # many ties
     assert np.array_equal(stats.paired.average_ranks(x), sps.rankdata(x))
+    x = np.round(rng.standard_normal(500), 3)  # a few ties
     y = x + rng.standard_normal(500)
     matched, rho = stats.cycles_match(x, y)
     assert rho == pytest.approx(sps.spearmanr(x, y).statistic, rel=1e-12) and matched
+
+
+def test_fixed_windows_are_not_matched() -> None:
+    """Windows are all one length but the last: their ranks are ties, whose correlation of 1
+    says nothing about the work."""
+    assert stats.cycles_match(np.array([1e8] * 20 + [7e7]), np.array([1e8] * 20 + [6e7])) == (False, pytest.approx(
+        float("nan"), nan_ok=True))
+
+
+def test_the_paired_ci_narrows_with_the_cycles() -> None:
+    """Beyond the exact Walsh averages (thinned to quantiles) the CI still shrinks as 1/√K."""
+    rng = np.random.default_rng(0)
+    widths = []
+    for size in (5_000, 100_000):
+        n = np.full(size, 10.0)
+        r = stats.compare_paired(n + rng.normal(0.1, 1.0, size), n, floor=0.0)
+        widths.append(r.hl_hi - r.hl_lo)
+        assert r.hl_lo < 0.1 < r.hl_hi
+    assert widths[1] < widths[0] / 3

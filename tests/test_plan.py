@@ -140,3 +140,76 @@ def test_meet_pair_hands_the_summaries_over_and_the_decision_back(par: Parallel)
         with pytest.raises(InputError) as err:
             par.meet_pair(_side, _meet, _finish, args, (1, 1))
         assert str(err.value) == msg
+
+
+def test_an_anchor_launched_twice_per_step_in_the_other_run_is_not_used() -> None:
+    """The normal run's period starts at A; the abnormal run launches A twice a step: cutting
+    it at A would halve its cycles, so the plan does not use A there."""
+    a = run_of([k(n, t * 100, t * 100 + 10) for t, n in enumerate(["A", "B", "C"] * 20)])
+    b = run_of([k(n, t * 100, t * 100 + 10) for t, n in enumerate(["A", "B", "A", "C"] * 20)])
+    plan = plan_of(a, b)
+    assert not (plan.source == CycleSource.KERNEL_SEQUENCE and plan.name == "A")
+    if plan.source == CycleSource.KERNEL_SEQUENCE:
+        assert cut_cycles(a, plan).n == cut_cycles(b, plan).n
+
+
+def test_iteration_gaps_beyond_the_gap_sample_still_give_cycles() -> None:
+    """Many small launch gaps and a few long iteration gaps: the long ones are kept exactly in
+    the summary, so the pair is cut at them."""
+    from perfdiff import segment
+
+    rng = np.random.default_rng(7)
+    rows, t = [], 0
+    for _ in range(25):
+        for name in rng.choice(["A", "B", "C", "D", "E"], size=int(rng.integers(300, 500))):
+            rows.append(k(str(name), t, t + 100))
+            t += 100 + int(rng.integers(1, 2_000))
+        t += 5_000_000
+    run = run_of(rows)
+    small = segment.GAP_SAMPLE, segment.GAP_TOP
+    try:
+        segment.GAP_SAMPLE, segment.GAP_TOP = 200, 50  # the sample far smaller than the gaps
+        plan = plan_of(run, run)
+    finally:
+        segment.GAP_SAMPLE, segment.GAP_TOP = small
+    assert plan.source == CycleSource.IDLE_GAPS
+    assert cut_cycles(run, plan).n == 25
+
+
+def test_one_sided_ranges_are_worded_as_ranges_not_cycles() -> None:
+    a = run_of(kernels(40), ranges("fwd", 20, 100, 0, 1000))
+    b = run_of(kernels(40), ranges("forward", 20, 100, 0, 1000))
+    plan = plan_of(a, b)
+    assert (CycleSource.ANNOTATION.value, 20, 20) in plan.one_sided
+    assert "no name in both" in plan_text(plan) and "annotation (20 cycles" not in plan_text(plan)
+
+
+def _side_killed_first(arg: tuple[str, int], cores: int) -> tuple[dict, int]:
+    import os
+
+    if arg[0] == "oom":
+        os.kill(os.getpid(), 9)  # as the kernel's OOM killer would, in the first step
+    return _side(arg, cores)
+
+
+def test_meet_pair_raises_the_first_sides_failure_even_when_it_was_killed() -> None:
+    from perfdiff.errors import PerfdiffError
+
+    par = Parallel(cores=2, pair_min_bytes=0)
+    with pytest.raises(PerfdiffError, match=r"killed by signal 9"):
+        par.meet_pair(_side_killed_first, _meet, _finish, (("oom", 1), ("bad-first", 1)), (1, 1))
+
+
+def test_meet_pair_runs_here_when_it_cannot_fork(monkeypatch: pytest.MonkeyPatch) -> None:
+    import os
+
+    from perfdiff import parallel
+
+    def no_fork() -> int:
+        raise OSError(11, "Resource temporarily unavailable")
+
+    monkeypatch.setattr(parallel.os, "fork", no_fork)
+    fds_before = len(os.listdir("/proc/self/fd"))
+    out = Parallel(cores=2, pair_min_bytes=0).meet_pair(_side, _meet, _finish, (("a", 3), ("b", 4)), (1, 1))
+    assert [o["total"] for o in out] == [7, 7]
+    assert len(os.listdir("/proc/self/fd")) == fds_before  # no pipe left open

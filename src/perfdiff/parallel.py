@@ -100,10 +100,16 @@ class Parallel:
         cores = max(1, self.cores // 2)
         workers: list[_Worker] = []
         try:
-            for i, arg in enumerate(args):
-                # The second worker must not hold the first one's pipes open: close them in it.
-                workers.append(_Worker.fork(first, second, arg, cores, base / str(i),
-                                            inherited=[fd for w in workers for fd in (w.up, w.down)]))
+            try:
+                for i, arg in enumerate(args):
+                    # The second worker must not hold the first one's pipes open: close them in it.
+                    workers.append(_Worker.fork(first, second, arg, cores, base / str(i),
+                                                inherited=[fd for w in workers for fd in (w.up, w.down)]))
+            except OSError:  # no fork now (EAGAIN, ENOMEM): stop what started, then here, in order
+                for w in workers:
+                    w.close()
+                workers = []
+                return Parallel.serial().meet_pair(first, meet, second, args, None, while_waiting)
             if while_waiting is not None:
                 while_waiting()
             summaries = [w.summary() for w in workers]
@@ -116,11 +122,10 @@ class Parallel:
                     w.decide(decision)
             statuses = [w.wait() for w in workers]
             if any(s is _FAILED for s in summaries):  # the first side's error, as in a serial run
-                for w, arg, status in zip(workers, args, statuses, strict=True):
-                    if (w.folder / "error.pickle").exists() or (w.folder / "crash.txt").exists():
-                        _collect_child(w.folder, arg, status)
-                failed = next(i for i, s in enumerate(summaries) if s is _FAILED)
-                _collect_child(workers[failed].folder, args[failed], statuses[failed])  # killed: says so
+                for w, arg, status, summary in zip(workers, args, statuses, summaries, strict=True):
+                    # A side that sent its summary and was then cancelled left nothing: skip it.
+                    if summary is _FAILED or (w.folder / "error.pickle").exists() or (w.folder / "crash.txt").exists():
+                        _collect_child(w.folder, arg, status)  # raises (a killed worker: says so)
             return [_collect_child(w.folder, arg, status) for w, arg, status in zip(workers, args, statuses,
                                                                                      strict=True)]
         finally:
@@ -134,15 +139,11 @@ class Parallel:
                   large: bool) -> Pending:
         """Start [fn(shared, x) for x in items]; `Pending.result()` waits for it.  In a pool
         of forked workers when `large` and there are cores to spare (the caller goes on
-        meanwhile), else serially inside `result`.  Callbacks of `after_fork` run once the
-        pool has forked, or at once when there is no pool."""
+        meanwhile), else serially inside `result`."""
         workers = min(self.cores, self.max_workers, len(items))
         pending = Pending(fn, list(items), shared)
         if large and workers > 1 and self.can_fork:
             pending.start(workers)
-        for cb in self._after_fork:
-            cb()
-        self._after_fork.clear()
         return pending
 
     def map(self, fn: Callable[[Any, Any], Any], items: Sequence[Any], *, shared: Any = None,
@@ -166,12 +167,18 @@ class Parallel:
         return [fn(shared, x) for x in items]
 
     def after_fork(self, callback: Callable[[], None]) -> None:
-        """Run `callback` once the next `start_map` has forked its pool (or decided not to):
-        threads started before a fork would be copied into the workers half-way."""
+        """Run `callback` at `forks_done`: threads started before a fork would be copied into
+        the workers half-way."""
         self._after_fork.append(callback)
 
+    def forks_done(self) -> None:
+        """The caller will fork no more pools: run the `after_fork` callbacks (once)."""
+        callbacks, self._after_fork = self._after_fork, []
+        for cb in callbacks:
+            cb()
+
     def background(self, fn: Callable[..., Any], *args: Any) -> Background:
-        """fn(*args) in a thread, started after the next pool's fork (see `after_fork`)."""
+        """fn(*args) in a thread, started at `forks_done` (see `after_fork`)."""
         job = Background(fn, *args)
         self.after_fork(job.start)
         return job
@@ -343,19 +350,31 @@ class _Worker:
         down_r, down_w = os.pipe()
         sys.stdout.flush()
         sys.stderr.flush()
-        pid = os.fork()
+        try:
+            pid = os.fork()
+        except OSError:
+            for fd in (up_r, up_w, down_r, down_w):
+                os.close(fd)
+            raise
         if pid:
             os.close(up_w)
             os.close(down_r)
             return cls(pid, folder, up_r, down_w)
-        for fd in (up_r, down_w, *inherited):  # the child: compute, hand over, leave without exit hooks
-            os.close(fd)
+        # The child: compute, hand over, and always leave through os._exit (never return into
+        # the parent's code, never run its exit hooks).
         code = 1
         try:
+            for fd in (up_r, down_w, *inherited):
+                os.close(fd)
             code = _child(first, second, arg, cores, folder, up_w, down_r)
+        except BaseException:  # noqa: BLE001 - nothing may escape the child
+            pass
         finally:
-            sys.stdout.flush()
-            sys.stderr.flush()
+            try:
+                sys.stdout.flush()
+                sys.stderr.flush()
+            except BaseException:  # noqa: BLE001 - a closed pipe: leave all the same
+                pass
             os._exit(code)
 
     def summary(self) -> Any:

@@ -87,25 +87,36 @@ def plan_pair(sn: CycleSummary, sa: CycleSummary, *, cycle_regex: str | None = N
         name = max(order, key=share)
         return CyclePlan(CycleSource.ANNOTATION, name=name, one_sided=tuple(one_sided))
     if sn.ranges or sa.ranges:
-        one_sided.append((CycleSource.ANNOTATION.value, len(sn.ranges), len(sa.ranges)))
+        def most(s: CycleSummary) -> int:
+            return max((c for c, _ in s.ranges.values()), default=0)
+        one_sided.append((CycleSource.ANNOTATION.value, most(sn), most(sa)))
     anchor = _common_anchor(sn, sa)
     if anchor is not None:
-        return CyclePlan(CycleSource.KERNEL_SEQUENCE, name=anchor[0], period=anchor[1], one_sided=tuple(one_sided))
+        return CyclePlan(CycleSource.KERNEL_SEQUENCE, name=anchor[0], period=anchor[1], one_sided=tuple(one_sided),
+                         confirmed=anchor[2])
     threshold = idle_gap_threshold(np.concatenate([sn.gaps_ns, sa.gaps_ns]))
     if threshold is not None and _gap_cycles(sn, threshold) >= 3 and _gap_cycles(sa, threshold) >= 3:
         return CyclePlan(CycleSource.IDLE_GAPS, threshold_ns=threshold, one_sided=tuple(one_sided))
     return CyclePlan(CycleSource.WINDOW, window_ns=DEFAULT_WINDOW_NS, one_sided=tuple(one_sided))
 
 
-def _common_anchor(sn: CycleSummary, sa: CycleSummary) -> tuple[str, int] | None:
-    """An anchor kernel for both runs: the period's first kernel of a run that repeats (the
-    normal run's first), launched at least MIN_CYCLES + 1 times in the other run too."""
+def _common_anchor(sn: CycleSummary, sa: CycleSummary) -> tuple[str, int, bool] | None:
+    """(anchor kernel, period, confirmed) for both runs: the period's first kernel of a run
+    that repeats (the normal run's first).  Where the other run repeats too, the anchor must
+    be launched once per its period there as well (else it would cut the other run into part
+    iterations); where it does not, at least MIN_CYCLES + 1 launches, unconfirmed."""
     for own, other in ((sn, sa), (sa, sn)):
         if own.period is None:
             continue
         period, anchor, _ = own.period
-        if other.launches.get(anchor, 0) >= MIN_CYCLES + 1:
-            return anchor, period
+        launches = other.launches.get(anchor, 0)
+        if other.period is not None:
+            per_period = other.period[2]  # launches of the other run's own once-per-period kernel
+            if abs(launches - per_period) <= max(1.0, 0.02 * per_period):
+                return anchor, period, True
+            continue
+        if launches >= MIN_CYCLES + 1:
+            return anchor, period, False
     return None
 
 

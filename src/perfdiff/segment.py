@@ -158,7 +158,8 @@ def cut_at_kernel(run: RunData, anchor: str, period: int | None = None) -> Cycle
     return _finish(starts, ends, "kernel-sequence", detail)
 
 
-GAP_SAMPLE = 200_000  # idle gaps kept per run for the joint threshold (quantiles beyond)
+GAP_SAMPLE = 200_000  # idle gaps kept per run for the joint threshold
+GAP_TOP = 20_000  # of them, the longest kept exactly
 
 
 def _gpu_busy(run: RunData) -> tuple[np.ndarray, np.ndarray] | None:
@@ -172,8 +173,9 @@ def _gpu_busy(run: RunData) -> tuple[np.ndarray, np.ndarray] | None:
 
 
 def idle_gaps_ns(run: RunData) -> np.ndarray:
-    """The run's positive GPU idle gaps (ns), sorted; at most GAP_SAMPLE of them (evenly
-    spaced quantiles beyond that)."""
+    """The run's positive GPU idle gaps (ns), sorted; at most GAP_SAMPLE of them: the
+    GAP_TOP longest exactly (the gaps between iterations are among them) and evenly spaced
+    quantiles of the rest."""
     busy = _gpu_busy(run)
     if busy is None:
         return np.zeros(0)
@@ -181,7 +183,9 @@ def idle_gaps_ns(run: RunData) -> np.ndarray:
     gaps = s[1:] - e[:-1]
     pos = np.sort(gaps[gaps > 0].astype(np.float64))
     if len(pos) > GAP_SAMPLE:
-        pos = pos[np.linspace(0, len(pos) - 1, GAP_SAMPLE).astype(np.int64)]
+        body, top = pos[:-GAP_TOP], pos[-GAP_TOP:]
+        body = body[np.linspace(0, len(body) - 1, GAP_SAMPLE - GAP_TOP).astype(np.int64)]
+        pos = np.concatenate([body, top])
     return pos
 
 
@@ -311,7 +315,10 @@ def _with_one_sided(cyc: Cycles, plan: CyclePlan) -> Cycles:
     """Say in the detail which sources were passed over for having too few cycles."""
     if not plan.one_sided:
         return cyc
-    few = ", ".join(f"{n_n}/{n_a} {src} cycle(s)" for src, n_n, n_a in plan.one_sided)
+    few = ", ".join(f"{n_n}/{n_a} {src} cycle(s)" for src, n_n, n_a in plan.one_sided
+                    if src != CycleSource.ANNOTATION.value)
+    if not few:
+        return cyc
     return Cycles(cyc.start_ns, cyc.end_ns, cyc.source,
                   f"{cyc.detail} (only {few} in the normal/abnormal run: too few to compare)", cyc.dropped)
 

@@ -53,6 +53,7 @@ def common_modes(functions: list[FunctionStats] | tuple[FunctionStats, ...],
 
 
 def cycle_ratio_notice(cn: Cycles, ca: Cycles, one_plan: bool) -> Notice | None:
+    # `one_plan`: both runs were cut by one definition that each run finds on its own.
     """A warning when the median cycle times differ by more than ×2 and the cycles may not
     mean the same: the runs were not cut by one plan, or by markers the process writes (whose
     meaning may have changed).  Cut by one structural plan (`one_plan`: a kernel sequence,

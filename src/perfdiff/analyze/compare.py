@@ -23,6 +23,7 @@ from perfdiff.analyze.records import (Analysis, ContextStats, DetailRow, Functio
 from perfdiff.attribute import CycleMatrix, DeviceRows, attribute_activity, device_rows, mu_matrix, sample_series
 from perfdiff.bundle import RunData
 from perfdiff.model.cycles import CyclePlan
+from perfdiff.model.schema import CycleSource
 from perfdiff.parallel import Parallel
 from perfdiff.registry import metric_unit
 from perfdiff.segment import Cycles
@@ -108,6 +109,8 @@ def compare_runs(normal: RunData, abnormal: RunData, cn: Cycles, ca: Cycles, *,
     to_test.sort(key=lambda f: -(sums_n[f][2] + sums_a[f][2]))
     # Matched cycles (cycle i of both runs does the same work): paired tests.
     matched, rho = stats.cycles_match(Dn, Da)
+    if plan is not None and plan.source == CycleSource.WINDOW:
+        matched = False  # windows cut the timeline, not the work
     pending = par.start_map(_function_tests, to_test, shared=(mn, ma, idx_n, idx_a, Dn, Da, alpha, matched),
                             large=Kn + Ka >= par.pool_min_cycles)
     tested_set = set(to_test)
@@ -152,6 +155,7 @@ def compare_runs(normal: RunData, abnormal: RunData, cn: Cycles, ca: Cycles, *,
                     aliases=tuple(aliases.get(label, []))))
         mu_res = par.map(functools.partial(_mu_test_shared, alpha), jobs,
                          large=sum(len(j[3]) * len(j[4]) for j in jobs) >= par.mu_min_pairs)
+        par.forks_done()  # the last pool has forked: threads may start (the report's CSV)
         mu_rows = [MuStats(func=j[0], metric=j[1], device=j[2], unit=metric_unit(j[1]), res=r, z_log=z)
                    for j, (r, z) in zip(jobs, mu_res, strict=True)]
         warnings = [Notice(NoticeCode.METRIC_ONE_SIDE, fields={"metric": key[0], "device": key[1],
@@ -171,7 +175,7 @@ def compare_runs(normal: RunData, abnormal: RunData, cn: Cycles, ca: Cycles, *,
     modes, beta_vs_common = common_modes(functions)
     for i, v in beta_vs_common.items():
         functions[i] = replace(functions[i], beta_vs_common=v)
-    ratio_notice = cycle_ratio_notice(cn, ca, one_plan=plan is not None)
+    ratio_notice = cycle_ratio_notice(cn, ca, one_plan=plan is not None and plan.confirmed)
     if ratio_notice is not None:
         warnings.append(ratio_notice)
     m_tests = len(tested_idx)

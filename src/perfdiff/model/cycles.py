@@ -18,7 +18,10 @@ class CyclePlan:
     (REGEX); `period`: kernels per cycle (KERNEL_SEQUENCE); `threshold_ns`: the idle gap that
     ends a cycle (IDLE_GAPS); `window_ns`: the window (WINDOW).  `chosen_by_user`: --cycle or
     --window.  `one_sided`: sources that one run had and the other lacked, as (source, cycles
-    in the normal run, cycles in the abnormal run): passed over, never compared."""
+    in the normal run, cycles in the abnormal run; for repeating ranges, the most repeats of a
+    name in each run): passed over, never compared.  `confirmed`: each run on its own finds
+    this definition (a kernel anchor launched once per period in both runs); when False, one
+    run's definition was applied to the other."""
 
     source: CycleSource
     name: str | None = None
@@ -27,3 +30,4 @@ class CyclePlan:
     window_ns: int | None = None
     chosen_by_user: bool = False
     one_sided: tuple[tuple[str, int, int], ...] = ()
+    confirmed: bool = True

@@ -247,8 +247,13 @@ def plan_text(plan: CyclePlan | None) -> str:
             what += (": no cycle source exists in both runs, so per-cycle numbers are per window; mark the "
                      "loop with `perfdiff.cycle()` or choose cycles with `--cycle REGEX`")
     text = f"Both runs are cut into cycles by one plan: {what}."
+    if not plan.confirmed:
+        text += " Only one run repeats this sequence on its own: check that the other run's cycles are whole iterations."
     if plan.one_sided:
-        passed = "; ".join(f"{md_escape(src_)} ({n_n} cycles in the normal run, {n_a} in the abnormal)"
-                           for src_, n_n, n_a in plan.one_sided)
+        passed = "; ".join(
+            f"repeating ranges (up to {n_n} repeats of a name in the normal run, {n_a} in the abnormal; no "
+            "name in both)" if src_ == CycleSource.ANNOTATION.value else
+            f"{md_escape(src_)} ({n_n} cycles in the normal run, {n_a} in the abnormal)"
+            for src_, n_n, n_a in plan.one_sided)
         text += f" Passed over, not in both runs: {passed}."
     return text

@@ -29,7 +29,9 @@ def cycles_match(x_n: np.ndarray, x_a: np.ndarray) -> tuple[bool, float]:
     rank correlation of their per-cycle values (cycle durations).  Needs equal counts."""
     if len(x_n) != len(x_a) or len(x_n) < MATCH_MIN_CYCLES:
         return False, math.nan
-    if np.ptp(x_n) == 0 or np.ptp(x_a) == 0:
+    # Mostly equal values (fixed windows: all one length but the last) rank as ties, and a
+    # correlation of ties says nothing about the work.
+    if min(len(np.unique(x_n)), len(np.unique(x_a))) < len(x_n) / 2:
         return False, math.nan
     rho = float(np.corrcoef(average_ranks(x_n), average_ranks(x_a))[0, 1])
     if not math.isfinite(rho):
@@ -96,15 +98,20 @@ def compare_paired(a: object, n: object, floor: float, *, alpha: float | None = 
         reasons.append("hl, cliffs_delta, p_mwu: no pairs")
     else:
         delta = float((np.count_nonzero(d > 0) - np.count_nonzero(d < 0)) / k)
-        walsh, k_w = _walsh_averages(d)
+        walsh, _ = _walsh_averages(d)
         m = len(walsh)
-        r = _signed_rank_ci_rank(k_w, level)
+        # The CI's ranks among all K(K+1)/2 Walsh averages; over a thinned set, the same
+        # quantiles of it.
+        m_all = k * (k + 1) // 2
+        r = _signed_rank_ci_rank(k, level)
+        lo_i = min(m - 1, max(0, int(round((r - 1) / max(m_all - 1, 1) * (m - 1))))) if r >= 1 else 0
+        hi_i = m - 1 - lo_i
         # Order statistics by partition (linear time): the median and the CI's two ranks.
-        ranks = sorted({(m - 1) // 2, m // 2} | ({r - 1, m - r} if r >= 1 else set()))
+        ranks = sorted({(m - 1) // 2, m // 2} | ({lo_i, hi_i} if r >= 1 else set()))
         part = np.partition(walsh, ranks)
         hl = float((part[(m - 1) // 2] + part[m // 2]) / 2.0)
         if r >= 1:
-            hl_lo, hl_hi = float(part[r - 1]), float(part[m - r])
+            hl_lo, hl_hi = float(part[lo_i]), float(part[hi_i])
         else:
             reasons.append(f"hl_ci: too few pairs for a {level:.0%} CI ({k})")
         nz = d[d != 0]
