@@ -23,6 +23,7 @@ from perfdiff.errors import InputError
 from perfdiff.inputs import open_run, same_content
 from perfdiff.model.cycles import CyclePlan
 from perfdiff.model.durations import parse_duration_ns
+from perfdiff.nesting import Nesting, nesting_of
 from perfdiff.parallel import Background, Parallel
 from perfdiff.plan import CycleSummary, plan_pair, summarize_cycles
 from perfdiff.segment import Cycles, cut_cycles
@@ -58,11 +59,14 @@ def _load_side(opts: _Options, path: str | os.PathLike[str], cores: int) -> tupl
     return run, summarize_cycles(run)
 
 
-def _cut_side(run: RunData, plan: CyclePlan) -> tuple[RunData, Cycles, CycleMatrix]:
-    """Cut one side into the pair's cycles and sum its activity per (function, cycle)."""
+def _cut_side(run: RunData, plan: CyclePlan) -> tuple[RunData, Cycles, CycleMatrix, Nesting]:
+    """Cut one side into the pair's cycles, sum its activity per (function, cycle), and note
+    which CPU ranges run inside which."""
     cycles = cut_cycles(run, plan)
-    run, matrix = keep_rows_for_mu(run, attribute_activity(run, cycles))
-    return run, cycles, matrix
+    matrix = attribute_activity(run, cycles)
+    nesting = nesting_of(run, matrix)
+    run, matrix = keep_rows_for_mu(run, matrix)
+    return run, cycles, matrix, nesting
 
 
 def _import_later_stages() -> None:
@@ -112,7 +116,7 @@ def compare(normal: str | os.PathLike[str], abnormal: str | os.PathLike[str], *,
         return plans[0]
 
     # Each side loads and summarises its cycle sources; one plan for both; each side is cut by it.
-    (run_n, cyc_n, mat_n), (run_a, cyc_a, mat_a) = par.meet_pair(
+    (run_n, cyc_n, mat_n, nest_n), (run_a, cyc_a, mat_a, nest_a) = par.meet_pair(
         functools.partial(_load_side, opts), meet, _cut_side, paths, (_input_bytes(normal), _input_bytes(abnormal)),
         while_waiting=_import_later_stages)
     from perfdiff.analyze import build_findings, compare_runs
@@ -122,7 +126,7 @@ def compare(normal: str | os.PathLike[str], abnormal: str | os.PathLike[str], *,
     # release the GIL), once the tests' pool has forked.
     csv_job = par.background(cycles_csv, cyc_n.dur_ns, cyc_a.dur_ns)
     analysis = compare_runs(run_n, run_a, cyc_n, cyc_a, alpha=alpha, matrices=(mat_n, mat_a), parallel=par,
-                            plan=plans[0])
+                            plan=plans[0], nesting=(nest_n, nest_a))
     if not force:
         _check_in_common(analysis, normal, abnormal)
     identical = same_content(normal, abnormal)

@@ -24,6 +24,7 @@ from perfdiff.attribute import CycleMatrix, DeviceRows, attribute_activity, devi
 from perfdiff.bundle import RunData
 from perfdiff.model.cycles import CyclePlan
 from perfdiff.model.schema import CycleSource
+from perfdiff.nesting import Nesting
 from perfdiff.parallel import Parallel
 from perfdiff.registry import metric_unit
 from perfdiff.segment import Cycles
@@ -83,12 +84,14 @@ def _mu_test(alpha: float, job: tuple) -> tuple[stats.TwoSample, float]:
 
 def compare_runs(normal: RunData, abnormal: RunData, cn: Cycles, ca: Cycles, *,
                  alpha: float = 0.05, matrices: tuple[CycleMatrix, CycleMatrix] | None = None,
-                 parallel: Parallel | None = None, plan: CyclePlan | None = None) -> Analysis:
+                 parallel: Parallel | None = None, plan: CyclePlan | None = None,
+                 nesting: tuple[Nesting, Nesting] | None = None) -> Analysis:
     """Compare `abnormal` against `normal` over their cycles.
 
     `matrices`: both runs' `attribute_activity` over these cycles when already computed.
     `parallel`: where independent tests run (default: this process, serially).  `plan`: the
-    cycle plan both runs were cut by, for the report."""
+    cycle plan both runs were cut by, for the report.  `nesting`: which CPU ranges run inside
+    which, in each run (perfdiff.nesting), so findings can put nested work under its parent."""
     par = parallel or Parallel.serial()
     sn, sa = summarize_run(normal, cn), summarize_run(abnormal, ca)
     Dn, Da = cn.dur_ns.astype(np.float64), ca.dur_ns.astype(np.float64)
@@ -193,7 +196,7 @@ def compare_runs(normal: RunData, abnormal: RunData, cn: Cycles, ca: Cycles, *,
         comparability=tuple(comparable), warnings=tuple(warnings), renames=tuple(renames),
         untested=tuple(i for i, fs in enumerate(functions) if not fs.tested), scope=scope, n_tests_t=m_tests,
         min_p=min_p, cycles_needed=needed, events_n=_events(normal, cn), events_a=_events(abnormal, ca), plan=plan,
-        matched=matched, match_rho=rho)
+        matched=matched, match_rho=rho, inside=_inside(nesting[1], ma, idx_a) if nesting else {})
 
 
 def _mu_test_shared(alpha: float, _shared: Any, job: tuple) -> tuple[stats.TwoSample, float]:
@@ -223,6 +226,25 @@ def _function_row(key: tuple[str, str, str], sums_n: tuple[float, float, int], s
         incl_n_us=_total(mn.incl_total_ns, i_n) / Kn / NS_PER_US,
         incl_a_us=_total(ma.incl_total_ns, i_a) / Ka / NS_PER_US,
         sampled=bool((i_n >= 0 and mn.keys["sampled"].iloc[i_n]) or (i_a >= 0 and ma.keys["sampled"].iloc[i_a])))
+
+
+INSIDE_MIN_SHARE = 0.5  # shares kept in the record (the findings use 0.9)
+
+
+def _inside(nest: Nesting, ma: CycleMatrix, idx_a: np.ndarray) -> dict[int, dict[int, float]]:
+    """For each aligned function, the share of its own time in the abnormal run spent inside
+    each enclosing function (aligned indexes; shares ≥ INSIDE_MIN_SHARE)."""
+    keys_a = list(map(tuple, ma.keys[["name", "device", "kind"]].to_numpy().tolist()))
+    aligned = {keys_a[i]: f for f, i in enumerate(idx_a.tolist()) if i >= 0}
+    out: dict[int, dict[int, float]] = {}
+    for (fk, ak) in nest.inside_ns:
+        f, a = aligned.get(fk), aligned.get(ak)
+        if f is None or a is None:
+            continue
+        share = nest.share(fk, ak)
+        if share >= INSIDE_MIN_SHARE:
+            out.setdefault(f, {})[a] = share
+    return out
 
 
 def _events(run: RunData, cycles: Cycles) -> tuple[dict[str, Any], ...]:

@@ -82,10 +82,20 @@ def build_findings(c: Analysis, *, identical: bool = False) -> list[Finding]:
     causes = [f for f in moved if f.kind != "host" or _share_moved(f, a, direction)]
     proportional = [f for f in moved if f not in causes]
     causes.sort(key=lambda f: -abs(f.tau_pp))
+    # Work that runs (almost) all inside another cause's range is part of that cause: it is
+    # listed under its parent, not as a cause of its own.
+    nested_in = _nested_causes(c, [idx[id(f)] for f in causes])
+    children: dict[int, list[int]] = {}
+    for child, parent in nested_in.items():
+        children.setdefault(parent, []).append(child)
+    causes = [f for f in causes if idx[id(f)] not in nested_in]
     for f in causes[:MAX_CAUSES]:
-        out.append(Finding(FindingCode.CAUSE, function=f.name, device=f.device, q=f.q_t, func=idx[id(f)],
+        i = idx[id(f)]
+        out.append(Finding(FindingCode.CAUSE, function=f.name, device=f.device, q=f.q_t, func=i,
+                           related=tuple(children.get(i, ())[:MAX_LISTED]),
                            values={"tau_pp": f.tau_pp, "t_n_us": f.t_n_us, "t_a_us": f.t_a_us,
-                                   "incl_n_us": f.incl_n_us, "incl_a_us": f.incl_a_us}))
+                                   "incl_n_us": f.incl_n_us, "incl_a_us": f.incl_a_us,
+                                   "nested": len(children.get(i, ()))}))
     if not causes:
         out.append(Finding(FindingCode.NO_CAUSE, values={"n_tests": c.n_tests_t}))
     if proportional:
@@ -132,6 +142,33 @@ def build_findings(c: Analysis, *, identical: bool = False) -> list[Finding]:
         out.append(Finding(FindingCode.CYCLES_NEEDED, values={
             "n_n": c.normal.n_cycles, "n_a": c.abnormal.n_cycles, "min_p": c.min_p, "n_tests": c.n_tests_t,
             "cycles_needed": c.cycles_needed}))
+    return out
+
+
+NESTED_MIN_SHARE = 0.9  # a cause inside another cause's range for at least this share of its time
+
+
+def _nested_causes(c: Analysis, causes: list[int]) -> dict[int, int]:
+    """{child: parent} among the causes (ordered by |τ|): a CPU-side cause whose own time in
+    the abnormal run lies ≥ 90 % inside another cause's range goes under the outermost such
+    parent that is itself not nested."""
+    cause_set = set(causes)
+    parent_of: dict[int, int] = {}
+    for f in causes:
+        if c.functions[f].kind != "cpu":
+            continue
+        parents = [(share, a) for a, share in c.inside.get(f, {}).items()
+                   if a in cause_set and a != f and share >= NESTED_MIN_SHARE]
+        if parents:
+            parent_of[f] = max(parents)[1]
+    out = {}
+    for f, a in parent_of.items():
+        seen = {f}
+        while a in parent_of and a not in seen:  # climb to a parent that is a cause of its own
+            seen.add(a)
+            a = parent_of[a]
+        if a not in seen:
+            out[f] = a
     return out
 
 

@@ -184,3 +184,5 @@ class Analysis:
     plan: CyclePlan | None = None  # the one cycle definition both runs were cut by
     matched: bool = False  # cycle i of both runs does the same work: paired tests
     match_rho: float = NAN  # Spearman ρ of the two runs' cycle durations, cycle by cycle
+    # inside[f][a]: share of function f's own time in the abnormal run spent inside range a
+    inside: dict[int, dict[int, float]] = field(default_factory=dict)

@@ -81,10 +81,16 @@ def _cause(c: Analysis, x: Finding) -> str:
     incl = ""
     if f.kind == "cpu" and abs((f.incl_a_us - f.incl_n_us) - d_t) > 0.05 * abs(d_t):
         incl = f", inclusive of nested ranges {fmt_time_us(f.incl_n_us)} → {fmt_time_us(f.incl_a_us)}"
-    return (f"{_fn(f)} took {fmt_time_us(abs(d_t))} {'more' if d_t > 0 else 'less'} "
+    text = (f"{_fn(f)} took {fmt_time_us(abs(d_t))} {'more' if d_t > 0 else 'less'} "
             f"{'self time ' if incl else ''}per cycle ({fmt_time_us(f.t_n_us)} → {fmt_time_us(f.t_a_us)}{incl}; "
             f"τ {fmt_signed(f.tau_pp)} pp of the abnormal cycle; {_q_words(f.q_t, c.alpha)})"
             + (f": {how}." if how else "."))
+    if x.related:
+        inner = ", ".join(f"**{md_name(g.name, 60)}** ({fmt_signed((g.t_a_us - g.t_n_us) / 1e3)} ms/cycle)"
+                          for g in (c.functions[i] for i in x.related))
+        more = x.values.get("nested", 0) - len(x.related)
+        text += f" Inside it, also slower: {inner}" + (f" and {more} more" if more > 0 else "") + "."
+    return text
 
 
 def _no_cause(c: Analysis, x: Finding) -> str:
