@@ -39,8 +39,13 @@ def nesting_of(run: RunData, matrix: CycleMatrix) -> Nesting:
     a = run.activity
     if len(a) == 0:
         return Nesting()
-    cpu = (a["kind"].astype(str).to_numpy() == Kind.CPU.value) & (a["tid"].to_numpy() != MISSING)
+    cats = list(a["kind"].cat.categories)
+    if Kind.CPU.value not in cats:
+        return Nesting()
+    # From the categorical codes: no string per row (millions of kernel rows in a trace).
+    cpu = a["kind"].cat.codes.to_numpy() == cats.index(Kind.CPU.value)
     rows = np.flatnonzero(cpu)
+    rows = rows[a["tid"].to_numpy()[rows] != MISSING]
     if len(rows) == 0:
         return Nesting()
     func = matrix.row_func[rows]
