@@ -166,3 +166,25 @@ def test_the_paired_ci_narrows_with_the_cycles() -> None:
         widths.append(r.hl_hi - r.hl_lo)
         assert r.hl_lo < 0.1 < r.hl_hi
     assert widths[1] < widths[0] / 3
+
+
+def test_a_significant_but_tiny_change_is_negligible_not_a_cause() -> None:
+    """Back-to-back runs differ a little for real: a 10 % slower function worth 0.5 % of the
+    cycle is significant with 300 cycles, but it is no cause ("no material cause")."""
+    def run(seed: int, tiny_us: float):
+        rng = np.random.default_rng(seed)
+        rows, t = [], 0
+        for _ in range(CYCLES):
+            big = int(1_000_000 * (1 + 0.02 * rng.standard_normal()))
+            tiny = int(tiny_us * 1_000 * (1 + 0.01 * rng.standard_normal()))
+            rows += [k("mark", t, t + 1_000), k("big", t + 2_000, t + 2_000 + big),
+                     k("tiny", t + 3_000 + big, t + 3_000 + big + tiny)]
+            t += big + tiny + 10_000
+        return run_of(rows)
+    c = compare(run(1, 5.0), run(2, 5.5))
+    tiny = next(f for f in c.functions if f.name == "tiny")
+    assert tiny.q_t <= 0.05 and abs(tiny.tau_pp) < 1.0
+    found = build_findings(c)
+    assert not [x for x in found if x.code == FindingCode.CAUSE and x.function == "tiny"]
+    neg = [x for x in found if x.code == FindingCode.NEGLIGIBLE]
+    assert neg and c.functions[neg[0].related[0]].name == "tiny"

@@ -36,6 +36,7 @@ class FindingCode(str, Enum):
     OPPOSITE = "opposite"  # functions that moved against the cycle-time change
     CYCLES_NEEDED = "cycles-needed"  # too few cycles for any q to reach α
     IDENTICAL = "identical"  # the two inputs hold the same bytes: nothing to find
+    NEGLIGIBLE = "negligible"  # significant changes too small to be a cause
 
     def __str__(self) -> str:
         return self.value
@@ -79,6 +80,9 @@ def build_findings(c: Analysis, *, identical: bool = False) -> list[Finding]:
     moved = [f for f in tested if not f.wait and significant(f.q_t, a) and f.tau_pp * direction > 0]
     # A host state summed over threads (oncpu, blocked …) grows with the cycle by itself; it is
     # a cause only when its share of the cycle moved too.
+    # Significant is not enough: a cause must also be material (docs/STATISTICS.md).
+    negligible = [f for f in moved if not material(f)]
+    moved = [f for f in moved if material(f)]
     causes = [f for f in moved if f.kind != "host" or _share_moved(f, a, direction)]
     proportional = [f for f in moved if f not in causes]
     causes.sort(key=lambda f: -abs(f.tau_pp))
@@ -97,7 +101,12 @@ def build_findings(c: Analysis, *, identical: bool = False) -> list[Finding]:
                                    "incl_n_us": f.incl_n_us, "incl_a_us": f.incl_a_us,
                                    "nested": len(children.get(i, ()))}))
     if not causes:
-        out.append(Finding(FindingCode.NO_CAUSE, values={"n_tests": c.n_tests_t}))
+        out.append(Finding(FindingCode.NO_CAUSE, values={"n_tests": c.n_tests_t, "negligible": len(negligible)}))
+    if negligible:
+        negligible.sort(key=lambda f: -abs(f.tau_pp))
+        out.append(Finding(FindingCode.NEGLIGIBLE, related=tuple(idx[id(f)] for f in negligible[:MAX_LISTED]),
+                           values={"count": len(negligible), "tau_min_pp": MATERIAL_TAU_PP,
+                                   "delta_min": MATERIAL_DELTA}))
     if proportional:
         out.append(Finding(FindingCode.PROPORTIONAL, related=tuple(idx[id(f)] for f in proportional[:MAX_LISTED])))
 
@@ -143,6 +152,16 @@ def build_findings(c: Analysis, *, identical: bool = False) -> list[Finding]:
             "n_n": c.normal.n_cycles, "n_a": c.abnormal.n_cycles, "min_p": c.min_p, "n_tests": c.n_tests_t,
             "cycles_needed": c.cycles_needed}))
     return out
+
+
+MATERIAL_TAU_PP = 1.0  # a cause moves at least 1 % of the abnormal cycle …
+MATERIAL_DELTA = 0.147  # … with at least a small effect size, |Cliff's δ| (Romano et al. 2006)
+
+
+def material(f: FunctionStats) -> bool:
+    """A change large enough to be a cause: |τ| ≥ 1 pp and |δ(t)| ≥ 0.147 (δ unknown: τ alone)."""
+    delta = f.t.cliffs_delta if f.t is not None else float("nan")
+    return abs(f.tau_pp) >= MATERIAL_TAU_PP and not (math.isfinite(delta) and abs(delta) < MATERIAL_DELTA)
 
 
 NESTED_MIN_SHARE = 0.9  # a cause inside another cause's range for at least this share of its time

@@ -94,8 +94,21 @@ def _cause(c: Analysis, x: Finding) -> str:
 
 
 def _no_cause(c: Analysis, x: Finding) -> str:
+    if x.values.get("negligible"):
+        return ("No material cause: no function's own time changed both significantly and materially in the "
+                f"direction of the cycle-time change (q ≤ {c.alpha:g} over {c.n_tests_t} tested functions, "
+                "|τ| ≥ 1 pp and |δ| ≥ 0.147).")
     return ("No function's own time changed significantly in the direction of the cycle-time change "
             f"(q ≤ {c.alpha:g} over {c.n_tests_t} tested functions).")
+
+
+def _negligible(c: Analysis, x: Finding) -> str:
+    v = x.values
+    names = ", ".join(f"{_fn(f)} (τ {fmt_signed(f.tau_pp)} pp, δ {fmt_num(f.t.cliffs_delta if f.t else None)})"
+                      for f in (c.functions[i] for i in x.related))
+    more = v["count"] - len(x.related)
+    return (f"Significant but negligible (|τ| < {v['tau_min_pp']:g} pp of the abnormal cycle or |δ| < "
+            f"{v['delta_min']:g}): {names}" + (f" and {more} more" if more > 0 else "") + ".")
 
 
 def _proportional(c: Analysis, x: Finding) -> str:
@@ -180,7 +193,7 @@ def _identical(c: Analysis, x: Finding) -> str:
 
 
 FINDING_WORDS: dict[FindingCode, Callable[[Analysis, Finding], str]] = {
-    FindingCode.IDENTICAL: _identical,
+    FindingCode.IDENTICAL: _identical, FindingCode.NEGLIGIBLE: _negligible,
     FindingCode.CYCLE_TIME: _cycle_time, FindingCode.CAUSE: _cause, FindingCode.NO_CAUSE: _no_cause,
     FindingCode.PROPORTIONAL: _proportional, FindingCode.COMMON_MODE: _common_mode,
     FindingCode.SYMPTOM: _symptom, FindingCode.RESOURCE: _resource, FindingCode.METRIC_WHILE: _metric_while,
