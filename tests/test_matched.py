@@ -188,3 +188,31 @@ def test_a_significant_but_tiny_change_is_negligible_not_a_cause() -> None:
     assert not [x for x in found if x.code == FindingCode.CAUSE and x.function == "tiny"]
     neg = [x for x in found if x.code == FindingCode.NEGLIGIBLE]
     assert neg and c.functions[neg[0].related[0]].name == "tiny"
+
+
+def test_a_quarter_of_the_cycles_stalling_is_headlined_by_throughput_and_tail() -> None:
+    """The abnormal run: most cycles as before, every fourth one 5x longer, spent in one
+    function; the median holds.  The headline says throughput and tail got worse and the
+    function that holds the stall is the first cause (not "moved against" the change)."""
+    from perfdiff.render.wording import finding_text
+
+    def run(seed: int, stall: bool):
+        rng = np.random.default_rng(seed)
+        rows, t = [], 0
+        for i in range(CYCLES):
+            # the abnormal run's ordinary cycles 2 % faster: its median falls a little
+            work = int((980_000 if stall else 1_000_000) * (1 + 0.01 * rng.standard_normal()))
+            rows += [k("mark", t, t + 1_000), k("work", t + 2_000, t + 2_000 + work)]
+            t += 2_000 + work
+            wait = 4_000_000 if stall and i % 4 == 0 else 0
+            rows.append(k("stall", t, t + wait + 1_000))
+            t += wait + 1_000 + 10_000
+        return run_of(rows)
+    c = compare(run(1, False), run(2, True))
+    found = build_findings(c)
+    head = finding_text(c, found[0])
+    assert -5 < found[0].values["change_pct"] < 0 and found[0].values["throughput_change_pct"] < -40
+    assert "throughput -" in head and "changed shape" in head
+    causes = [x for x in found if x.code == FindingCode.CAUSE]
+    assert causes and causes[0].function == "stall"
+    assert not [x for x in found if x.code == FindingCode.OPPOSITE and c.functions[x.related[0]].name == "stall"]

@@ -196,7 +196,7 @@ def compare_runs(normal: RunData, abnormal: RunData, cn: Cycles, ca: Cycles, *,
         comparability=tuple(comparable), warnings=tuple(warnings), renames=tuple(renames),
         untested=tuple(i for i, fs in enumerate(functions) if not fs.tested), scope=scope, n_tests_t=m_tests,
         min_p=min_p, cycles_needed=needed, events_n=_events(normal, cn), events_a=_events(abnormal, ca), plan=plan,
-        matched=matched, match_rho=rho, inside=_inside(nesting[1], ma, idx_a) if nesting else {})
+        matched=matched, match_rho=rho, cycle_ks_p=stats.ks_pvalue(cycle_ks, Kn, Ka), inside=_inside(nesting[1], ma, idx_a) if nesting else {})
 
 
 def _mu_test_shared(alpha: float, _shared: Any, job: tuple) -> tuple[stats.TwoSample, float]:

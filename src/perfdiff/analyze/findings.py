@@ -69,12 +69,20 @@ def build_findings(c: Analysis, *, identical: bool = False) -> list[Finding]:
     a = c.alpha
     idx = {id(f): i for i, f in enumerate(c.functions)}
     d_med = c.abnormal.median_us - c.normal.median_us
-    direction = 1.0 if d_med >= 0 else -1.0
+    # The direction of the change is the mean cycle's (throughput, what users feel): a quarter
+    # of the cycles stalling leaves the median where it was and still costs throughput.
+    d_mean = c.abnormal.mean_us - c.normal.mean_us
+    direction = 1.0 if d_mean >= 0 else -1.0
     out = [Finding(FindingCode.CYCLE_TIME, q=c.cycle_test.p_mwu, values={
         "median_n_us": c.normal.median_us, "median_a_us": c.abnormal.median_us,
         "change_pct": 100.0 * d_med / c.normal.median_us if c.normal.median_us else float("nan"),
         "p_mwu": c.cycle_test.p_mwu, "n_n": c.normal.n_cycles, "n_a": c.abnormal.n_cycles,
-        "paired": c.matched})]
+        "paired": c.matched, "mean_n_us": c.normal.mean_us, "mean_a_us": c.abnormal.mean_us,
+        "throughput_change_pct": (100.0 * (c.normal.mean_us / c.abnormal.mean_us - 1.0)
+                                  if c.abnormal.mean_us else float("nan")),
+        "p95_n_us": c.quantiles_n.get("P95", float("nan")), "p95_a_us": c.quantiles_a.get("P95", float("nan")),
+        "p99_n_us": c.quantiles_n.get("P99", float("nan")), "p99_a_us": c.quantiles_a.get("P99", float("nan")),
+        "ks_d": c.cycle_ks, "ks_p": c.cycle_ks_p})]
 
     tested = [f for f in c.functions if f.tested]
     moved = [f for f in tested if not f.wait and significant(f.q_t, a) and f.tau_pp * direction > 0]

@@ -161,7 +161,7 @@ class Analysis:
     abnormal: RunSummary
     alpha: float
     cycle_test: TwoSample
-    cycle_ks: float
+    cycle_ks: float  # Kolmogorov–Smirnov D of the cycle durations
     quantiles_n: dict[str, float]
     quantiles_a: dict[str, float]
     functions: tuple[FunctionStats, ...]
@@ -184,5 +184,6 @@ class Analysis:
     plan: CyclePlan | None = None  # the one cycle definition both runs were cut by
     matched: bool = False  # cycle i of both runs does the same work: paired tests
     match_rho: float = NAN  # Spearman ρ of the two runs' cycle durations, cycle by cycle
+    cycle_ks_p: float = NAN  # its asymptotic p: a changed shape (a tail) the median test misses
     # inside[f][a]: share of function f's own time in the abnormal run spent inside range a
     inside: dict[int, dict[int, float]] = field(default_factory=dict)

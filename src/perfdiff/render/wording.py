@@ -66,11 +66,27 @@ def _calls_vs_slower(f: FunctionStats) -> str:
     return "; ".join(parts)
 
 
+SHAPE_MEDIAN_PCT = 5.0  # the median moved less than this …
+SHAPE_TAIL_RATIO = 1.5  # … while P95 grew by this factor and the KS test rejects: a stall
+
+
 def _cycle_time(c: Analysis, x: Finding) -> str:
     v = x.values
-    return (f"Median cycle time {'rose' if v['median_a_us'] >= v['median_n_us'] else 'fell'} from "
+    text = (f"Median cycle time {'rose' if v['median_a_us'] >= v['median_n_us'] else 'fell'} from "
             f"{fmt_time_us(v['median_n_us'])} to {fmt_time_us(v['median_a_us'])} ({fmt_pct(v['change_pct'], 1)}; "
             f"{test_name(v.get('paired', False))} p {fmt_p(v['p_mwu'])}, {v['n_n']} vs {v['n_a']} cycles).")
+    if "mean_n_us" not in v:
+        return text
+    tail = v["p95_a_us"] / v["p95_n_us"] if v["p95_n_us"] else float("nan")
+    text += (f" Mean cycle {fmt_time_us(v['mean_n_us'])} → {fmt_time_us(v['mean_a_us'])}: throughput "
+             f"{fmt_pct(v['throughput_change_pct'], 1)}; P95 {fmt_time_us(v['p95_n_us'])} → "
+             f"{fmt_time_us(v['p95_a_us'])} (×{fmt_num(tail)}); Kolmogorov–Smirnov D {fmt_num(v['ks_d'], 3)}, "
+             f"p {fmt_p(v['ks_p'])}.")
+    if (abs(v["change_pct"]) < SHAPE_MEDIAN_PCT and tail >= SHAPE_TAIL_RATIO
+            and significant(v["ks_p"], c.alpha)):
+        text += (" The median held but the distribution changed shape: a share of the cycles stall, and the "
+                 "causes below are what those cycles spend their time on.")
+    return text
 
 
 def _cause(c: Analysis, x: Finding) -> str:
