@@ -404,10 +404,55 @@ def test_sqlite_that_is_not_nsys(tmp_path: Path) -> None:
         import_nsys(p)
 
 
-def test_export_without_kernel_table(tmp_path: Path) -> None:
+def test_export_without_kernel_table_reads_its_nvtx_ranges(tmp_path: Path) -> None:
+    """An NVTX-only export (no kernel table): its ranges as CPU-side functions and markers,
+    its API calls and host tables, with a note saying so."""
     p = make_export(tmp_path / "cpu_only.sqlite", kernels=False)
-    with pytest.raises(InputError, match=r"cpu_only\.sqlite.*no CUDA kernel table.*NVTX ranges"):
+    run = import_nsys(p)
+    kinds = set(run.activity["kind"].astype(str))
+    assert "kernel" not in kinds and "cpu" in kinds and len(run.markers) > 0
+    assert any(n.code == "nvtx-only" for n in run.notes)
+
+
+def test_export_without_kernels_or_ranges_is_refused(tmp_path: Path) -> None:
+    p = make_export(tmp_path / "cpu_only.sqlite", kernels=False)
+    con = sqlite3.connect(p)
+    con.execute("DROP TABLE NVTX_EVENTS")
+    con.commit()
+    con.close()
+    with pytest.raises(InputError, match=r"cpu_only\.sqlite.*neither a CUDA kernel table.*nor NVTX ranges"):
         import_nsys(p)
+
+
+@pytest.mark.real
+def test_nvtx_only_exports_compare(real: Path, tmp_path: Path) -> None:
+    """Two NVTX-only exports (a real capture with its GPU tables dropped, in copies; in the
+    second, one nested range takes 3x as long) compare: cycles from a range that repeats in
+    both, the ranges as functions, and the stretched one slower."""
+    import shutil
+
+    import perfdiff
+
+    src = real / "NVIDIA/Fuser/@ee4fcf30/report1.sqlite"
+    copies = []
+    for name in ("a", "b"):
+        dst = tmp_path / f"{name}.sqlite"
+        shutil.copy(src, dst)
+        con = sqlite3.connect(dst)
+        for t in ("CUPTI_ACTIVITY_KIND_KERNEL", "CUPTI_ACTIVITY_KIND_MEMCPY", "CUPTI_ACTIVITY_KIND_MEMSET"):
+            con.execute(f"DROP TABLE IF EXISTS {t}")
+        if name == "b":
+            con.execute("UPDATE NVTX_EVENTS SET start = start - (end - start) * 2 "
+                        "WHERE text = 'getTerminatingOutputs'")
+        con.commit()
+        con.close()
+        copies.append(dst)
+    c = perfdiff.compare(*copies)
+    a = c.analysis
+    assert a.plan.source.value == "annotation" and not [f for f in a.functions if f.kind == "kernel"]
+    f = next(f for f in a.functions if f.name == "getTerminatingOutputs")
+    assert f.kind == "cpu" and f.t_a_us > 2 * f.t_n_us
+    assert "getTerminatingOutputs" in c.to_markdown()
 
 
 def test_missing_and_unreadable(tmp_path: Path) -> None:

@@ -24,7 +24,8 @@ What is read (docs/FORMATS.md has the tables):
   (``TARGET_INFO_SYSTEM_ENV``, ``META_DATA_CAPTURE``) are never read.
 
 Only one process is imported: ``pid``, or by default the one that launched the most GPU
-work.  An export without a kernel table is refused (InputError): perfdiff compares GPU runs.
+work.  An export without a kernel table is read for its NVTX ranges and CPU-side tables
+(an NVTX-only export); one with neither is refused (InputError).
 
 The modules, one job each: `db` (the read-only connection, the schema, integer columns read
 through `pages` — numpy straight from the SQLite B-tree pages — else SQL), `strings`, `process`
@@ -42,6 +43,7 @@ import pandas as pd
 
 from perfdiff.bundle import RunData
 from perfdiff.errors import InputError
+from perfdiff.importers.common import Note
 from perfdiff.importers.nsys.db import KERNEL, MEMCPY, RUNTIME, Export, connect
 from perfdiff.importers.nsys.gpu import gpu_part, kernel_name_column, read_gpu_tables
 from perfdiff.importers.nsys.host import osrt, sched
@@ -82,15 +84,17 @@ def _run(x: Export) -> RunData:
     meta = export_meta(x)
     if not (x.has("StringIds") or meta or any(t.startswith(("CUPTI_", "NVTX_", "TARGET_INFO_")) for t in x.tables)):
         raise InputError("SQLite file is not an Nsight Systems export (no StringIds, no CUPTI/NVTX tables)", path=x.path)
-    if not x.has(KERNEL):
-        others = [label for table, label in ((RUNTIME, "CUDA API calls"), ("NVTX_EVENTS", "NVTX ranges"),
-                                             ("OSRT_API", "OS runtime calls"), (MEMCPY, "memcpys"))
-                  if x.has(table)]
+    nvtx_only = not x.has(KERNEL)
+    if nvtx_only and not x.has("NVTX_EVENTS"):
+        others = [label for table, label in ((RUNTIME, "CUDA API calls"), ("OSRT_API", "OS runtime calls"),
+                                             (MEMCPY, "memcpys")) if x.has(table)]
         has = f" (it has {', '.join(others)})" if others else ""
-        raise InputError(f"export has no CUDA kernel table {KERNEL}{has}: perfdiff compares GPU runs; "
-                         "capture with `nsys profile --trace=cuda`", path=x.path)
+        raise InputError(f"export has neither a CUDA kernel table {KERNEL} nor NVTX ranges{has}: nothing to "
+                         "compare; capture with `nsys profile --trace=cuda,nvtx`", path=x.path)
     x.strings = string_ids(x)
     x.t0 = session_start(x)
+    if nvtx_only:
+        return _nvtx_only(x, meta)
     # The runtime table is the biggest (launches, syncs, copies): read it in a second
     # thread while this one reads the GPU tables (numpy releases the GIL in its loops),
     # where a second core is free for it.
@@ -133,4 +137,32 @@ def _run(x: Export) -> RunData:
     samples = gpu_metrics(x)
     manifest = nsys_manifest(x, meta, activity, tids)
     return RunData(manifest=manifest, activity=activity, samples=samples, markers=markers,
+                   path=str(x.path), notes=list(x.notes))
+
+
+def _nvtx_only(x: Export, meta: dict) -> RunData:
+    """An export without GPU activity: its NVTX ranges (as CPU-side functions and markers),
+    CUDA API calls and host tables.  Users who time their stages with NVTX alone compare
+    those; the process is the one --pid names, else every process's ranges are read."""
+    x.notes.append(Note("nvtx-only", "no CUDA kernel table: NVTX ranges and CPU-side tables only"))
+    x.pid = x.want_pid
+    parts: list[Part] = []
+    runtime = runtime_rows(x, read_runtime(x)) if x.has(RUNTIME) else None
+    if runtime is not None:
+        api = api_part(x, runtime)
+        parts.append(api)
+        x.counts["api"] = len(api)
+    nvtx_part, markers = nvtx(x)
+    if nvtx_part is not None:
+        parts.append(nvtx_part)
+        x.counts["cpu"] = len(nvtx_part)
+    for part, label in ((osrt(x), "host_osrt"), (sched(x), "host_oncpu")):
+        if part is not None:
+            parts.append(part)
+            x.counts[label] = len(part)
+    activity = concat_parts("activity", parts, x.skip)
+    host = activity["tid"].to_numpy()
+    tids = sorted(int(t) for t in pd.unique(host[host != MISSING]))
+    manifest = nsys_manifest(x, meta, activity, tids)
+    return RunData(manifest=manifest, activity=activity, samples=gpu_metrics(x), markers=markers,
                    path=str(x.path), notes=list(x.notes))
