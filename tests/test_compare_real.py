@@ -81,7 +81,11 @@ def test_other_real_pairs_compare(real: Path, tmp_path: Path, capsys: pytest.Cap
     if "control" in a:  # an A100 job against a V100 one: said before the findings
         assert any(x["code"] == "gpu-model" and any("A100" in g for g in x["normal"])
                    and any("V100" in g for g in x["abnormal"]) for x in rep["comparability"])
-        assert "GPU model differs: NVIDIA A100" in (tmp_path / "r.md").read_text()
+        md = (tmp_path / "r.md").read_text()
+        top = md[:md.index("## 1.")]  # before any finding: at the top of the report
+        assert "GPU model differs: 8 × NVIDIA A100-PG509-200 vs 2 × Tesla V100-SXM2-16GB" in top
+        assert "world size differs: 8 (rank 3) vs 2 (rank 1)" in top
+        assert any(x["code"] == "world-size" and x["normal"] == 8 and x["abnormal"] == 2 for x in rep["comparability"])
     assert (tmp_path / "r.md").read_text().startswith("# Cross Performance Comparison")
 
 

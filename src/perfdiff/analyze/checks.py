@@ -90,6 +90,14 @@ def comparability(normal: RunData, abnormal: RunData, cn: Cycles, ca: Cycles) ->
                       ("kernel", NoticeCode.OS_KERNEL)):
         if hn.get(key) != ha.get(key) and (hn.get(key) is not None or ha.get(key) is not None):
             out.append(Notice(code, normal=hn.get(key), abnormal=ha.get(key)))
+    dn = ((normal.manifest.get("target") or {}).get("distributed") or {})
+    da = ((abnormal.manifest.get("target") or {}).get("distributed") or {})
+    if dn.get("world_size") != da.get("world_size") and (dn or da):
+        out.append(Notice(NoticeCode.WORLD_SIZE, normal=dn.get("world_size"), abnormal=da.get("world_size"),
+                          fields={"rank_n": dn.get("rank"), "rank_a": da.get("rank")}))
+    elif dn.get("rank") != da.get("rank") and (dn or da):
+        out.append(Notice(NoticeCode.RANK, normal=dn.get("rank"), abnormal=da.get("rank"),
+                          fields={"world_size": dn.get("world_size")}))
     if cn.source != ca.source:
         out.append(Notice(NoticeCode.CYCLE_SOURCE, normal=cn.source, abnormal=ca.source,
                           fields={"detail_n": cn.detail, "detail_a": ca.detail}))

@@ -133,6 +133,8 @@ class NoticeCode(str, Enum):
     CPU_MODEL = "cpu-model"
     CPU_CORES = "cpu-cores"
     OS_KERNEL = "os-kernel"
+    WORLD_SIZE = "world-size"  # distributed runs of different sizes (or one distributed, one not)
+    RANK = "rank"  # the same world size, another rank
     CYCLE_SOURCE = "cycle-source"
     INPUT_SOURCE = "input-source"
 

@@ -222,6 +222,16 @@ def finding_text(c: Analysis, x: Finding) -> str:
     return FINDING_WORDS[x.code](c, x)
 
 
+def _counted(names: list[str]) -> str:
+    """GPU models as "8 × NVIDIA A100": each model once, with its count."""
+    if not names:
+        return "unknown"
+    seen: dict[str, int] = {}
+    for x in names:
+        seen[x] = seen.get(x, 0) + 1
+    return ", ".join(f"{k} × {x}" if k > 1 else x for x, k in seen.items())
+
+
 def _unknown(v: Any) -> str:
     return "unknown" if v is None else str(v)
 
@@ -241,7 +251,13 @@ def notice_text(n: Notice) -> str:
             s = (f"{head}: the two runs were probably segmented differently; check the cycle sources or choose "
                  "cycles with --cycle / --window")
     elif code == NoticeCode.GPU_MODEL:
-        s = f"GPU model differs: {', '.join(n.normal) or 'unknown'} vs {', '.join(n.abnormal) or 'unknown'}"
+        s = f"GPU model differs: {_counted(n.normal)} vs {_counted(n.abnormal)}"
+    elif code == NoticeCode.WORLD_SIZE:
+        s = (f"world size differs: {_unknown(n.normal)} (rank {_unknown(f['rank_n'])}) vs {_unknown(n.abnormal)} "
+             f"(rank {_unknown(f['rank_a'])}): collectives and the work per rank change with it")
+    elif code == NoticeCode.RANK:
+        s = (f"another rank: {_unknown(n.normal)} vs {_unknown(n.abnormal)} of {_unknown(f['world_size'])}: "
+             "ranks can do different work")
     elif code == NoticeCode.CYCLE_SOURCE:
         s = f"cycle source differs: {n.normal} ({f['detail_n']}) vs {n.abnormal} ({f['detail_a']})"
     elif code == NoticeCode.INPUT_SOURCE:
