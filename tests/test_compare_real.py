@@ -86,6 +86,11 @@ def test_other_real_pairs_compare(real: Path, tmp_path: Path, capsys: pytest.Cap
         assert "GPU model differs: 8 × NVIDIA A100-PG509-200 vs 2 × Tesla V100-SXM2-16GB" in top
         assert "world size differs: 8 (rank 3) vs 2 (rank 1)" in top
         assert any(x["code"] == "world-size" and x["normal"] == 8 and x["abnormal"] == 2 for x in rep["comparability"])
+        # rank 3's GPU 3 against rank 1's GPU 1: matched by role, so each NCCL kernel is one row
+        assert rep["cycle_plan"]["device_map"] == [["GPU 1", "GPU 3"]]
+        nccl = [f for f in rep["functions"] if f["name"].startswith("ncclKernel")]
+        assert nccl and all(f["presence"] == "both" and f["device"] == "GPU 3" for f in nccl)
+        assert "matched by their order of activity: the abnormal run's GPU 1 as GPU 3" in top
     assert (tmp_path / "r.md").read_text().startswith("# Cross Performance Comparison")
 
 

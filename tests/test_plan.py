@@ -213,3 +213,19 @@ def test_meet_pair_runs_here_when_it_cannot_fork(monkeypatch: pytest.MonkeyPatch
     out = Parallel(cores=2, pair_min_bytes=0).meet_pair(_side, _meet, _finish, (("a", 3), ("b", 4)), (1, 1))
     assert [o["total"] for o in out] == [7, 7]
     assert len(os.listdir("/proc/self/fd")) == fds_before  # no pipe left open
+
+
+def test_devices_are_matched_by_activity_only_when_the_indexes_differ() -> None:
+    from perfdiff.plan import match_devices
+
+    def on(device: str, n: int) -> list[dict]:
+        return [k("K", i * 1000, i * 1000 + 500, device=device) for i in range(n)]
+    a = run_of(on("GPU 3", 40) + on("GPU 5", 10))
+    b = run_of(on("GPU 1", 40) + on("GPU 0", 10))
+    assert match_devices(summarize_cycles(a), summarize_cycles(b)) == (("GPU 1", "GPU 3"), ("GPU 0", "GPU 5"))
+    assert match_devices(summarize_cycles(a), summarize_cycles(a)) == ()
+    assert match_devices(summarize_cycles(a), summarize_cycles(run_of(on("GPU 0", 40)))) == ()  # 2 vs 1 GPU
+    from perfdiff.segment import rename_devices
+
+    renamed = rename_devices(b, (("GPU 1", "GPU 3"), ("GPU 0", "GPU 5")))
+    assert sorted(set(renamed.activity["device"].astype(str))) == ["GPU 3", "GPU 5"]

@@ -26,7 +26,7 @@ from perfdiff.model.durations import parse_duration_ns
 from perfdiff.nesting import Nesting, nesting_of
 from perfdiff.parallel import Background, Parallel
 from perfdiff.plan import CycleSummary, plan_pair, summarize_cycles
-from perfdiff.segment import Cycles, cut_cycles
+from perfdiff.segment import Cycles, cut_cycles, rename_devices
 
 if TYPE_CHECKING:  # the analysis (scipy) is imported while the runs load: see _import_later_stages
     from perfdiff.analyze import Analysis, Finding, Notice
@@ -53,15 +53,21 @@ class _Options:
     window_ns: int | None
 
 
-def _load_side(opts: _Options, path: str | os.PathLike[str], cores: int) -> tuple[RunData, CycleSummary]:
-    """Load one side and summarise what it offers as cycles."""
+def _load_side(opts: _Options, side: tuple[int, str | os.PathLike[str]],
+               cores: int) -> tuple[tuple[int, RunData], CycleSummary]:
+    """Load one side (0 normal, 1 abnormal) and summarise what it offers as cycles."""
+    index, path = side
     run = open_run(path, pid=opts.pid, group=opts.group, for_compare=True, cores=cores)
-    return run, summarize_cycles(run)
+    return (index, run), summarize_cycles(run)
 
 
-def _cut_side(run: RunData, plan: CyclePlan) -> tuple[RunData, Cycles, CycleMatrix, Nesting]:
-    """Cut one side into the pair's cycles, sum its activity per (function, cycle), and note
-    which CPU ranges run inside which."""
+def _cut_side(state: tuple[int, RunData], plan: CyclePlan) -> tuple[RunData, Cycles, CycleMatrix, Nesting]:
+    """Cut one side into the pair's cycles (the abnormal one's GPUs renamed to their
+    counterparts first), sum its activity per (function, cycle), and note which CPU ranges
+    run inside which."""
+    index, run = state
+    if index == 1:
+        run = rename_devices(run, plan.device_map)
     cycles = cut_cycles(run, plan)
     matrix = attribute_activity(run, cycles)
     nesting = nesting_of(run, matrix)
@@ -108,7 +114,7 @@ def compare(normal: str | os.PathLike[str], abnormal: str | os.PathLike[str], *,
     par = parallel or Parallel()
     window_ns = parse_duration_ns(window) if isinstance(window, str) else window
     opts = _Options(pid=pid, group=group, cycle=cycle, window_ns=window_ns)
-    paths = (normal, abnormal)
+    paths = ((0, normal), (1, abnormal))
     plans: list[CyclePlan] = []
 
     def meet(summaries: list[CycleSummary]) -> CyclePlan:

@@ -17,6 +17,7 @@ A source present in one run only is passed over and recorded in the plan.
 """
 from __future__ import annotations
 
+import dataclasses
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -24,7 +25,7 @@ import numpy as np
 from perfdiff.bundle import RunData
 from perfdiff.model.cycles import CyclePlan
 from perfdiff.model.schema import CycleSource, MarkerSource
-from perfdiff.segment import (DEFAULT_WINDOW_NS, Cycles, cut_cycles, MIN_CYCLES, idle_gap_threshold, idle_gaps_ns, kernel_launch_counts,
+from perfdiff.segment import (DEFAULT_WINDOW_NS, Cycles, cut_cycles, gpu_busy_by_device, MIN_CYCLES, idle_gap_threshold, idle_gaps_ns, kernel_launch_counts,
                               kernel_period, marker_cycles, repeated_ranges, timeline_ns)
 
 __all__ = ["CycleSummary", "plan_pair", "segment_cycles", "summarize_cycles"]
@@ -41,6 +42,7 @@ class CycleSummary:
     launches: dict[str, int]  # launches per kernel name
     gaps_ns: np.ndarray = field(repr=False)  # positive GPU idle gaps, sorted (a sample)
     span_ns: int = 0  # the timeline's length
+    gpu_busy_ns: dict[str, float] = field(default_factory=dict)  # GPU device → busy ns of its GPU work
 
 
 def summarize_cycles(run: RunData) -> CycleSummary:
@@ -55,12 +57,30 @@ def summarize_cycles(run: RunData) -> CycleSummary:
         step_cycles=marker_cycles(steps, CycleSource.PROFILER_STEP).n if len(steps) else 0,
         ranges=repeated_ranges(m[src != MarkerSource.PERFDIFF.value] if len(m) else m),
         period=kernel_period(run), launches=kernel_launch_counts(run), gaps_ns=idle_gaps_ns(run),
-        span_ns=max(0, t1 - t0))
+        span_ns=max(0, t1 - t0), gpu_busy_ns=gpu_busy_by_device(run))
 
 
 def plan_pair(sn: CycleSummary, sa: CycleSummary, *, cycle_regex: str | None = None,
               window_ns: int | None = None) -> CyclePlan:
-    """The one cycle definition both runs are cut by (see the module docstring)."""
+    """The one cycle definition both runs are cut by (see the module docstring), with the
+    abnormal run's GPU devices matched to the normal run's (see `match_devices`)."""
+    plan = _plan_cycles(sn, sa, cycle_regex, window_ns)
+    devices = match_devices(sn, sa)
+    return dataclasses.replace(plan, device_map=devices) if devices else plan
+
+
+def match_devices(sn: CycleSummary, sa: CycleSummary) -> tuple[tuple[str, str], ...]:
+    """When the runs' busy GPUs carry other indexes (rank 3's GPU 3 against rank 1's GPU 1),
+    pair them by their order of activity (busiest with busiest) as (abnormal, normal) names;
+    nothing when the runs use the same devices or a different number of them."""
+    dn = sorted(sn.gpu_busy_ns, key=lambda d: -sn.gpu_busy_ns[d])
+    da = sorted(sa.gpu_busy_ns, key=lambda d: -sa.gpu_busy_ns[d])
+    if set(dn) == set(da) or len(dn) != len(da) or not dn:
+        return ()
+    return tuple((a, n) for a, n in zip(da, dn, strict=True) if a != n)
+
+
+def _plan_cycles(sn: CycleSummary, sa: CycleSummary, cycle_regex: str | None, window_ns: int | None) -> CyclePlan:
     if window_ns is not None:
         return CyclePlan(CycleSource.WINDOW, window_ns=window_ns, chosen_by_user=True)
     if cycle_regex is not None:

@@ -10,6 +10,7 @@ Sources, in order, unless the user names one (docs/STATISTICS.md, "Cycles and fu
 """
 from __future__ import annotations
 
+import dataclasses
 import re
 from dataclasses import dataclass
 
@@ -258,6 +259,38 @@ def marker_cycles(m: pd.DataFrame, source: CycleSource, name: str | None = None)
     if source == CycleSource.PROFILER_STEP:
         return _ranges_to_cycles(m, source.value, f"{len(m)} ProfilerStep#N ranges")
     return _ranges_to_cycles(m, source.value, f"repeating range {_short(name or '')!r} ({len(m)}×)")
+
+
+def gpu_busy_by_device(run: RunData) -> dict[str, float]:
+    """Busy ns of the GPU work (kernels, memcpys, memsets) on each device."""
+    a = run.activity
+    g = a[a["kind"].isin(GPU_KINDS).to_numpy()]
+    if len(g) == 0:
+        return {}
+    sums = g.groupby("device", observed=True)["busy_ns"].sum()
+    return {str(d): float(v) for d, v in sums.items() if v > 0}
+
+
+def rename_devices(run: RunData, device_map: tuple[tuple[str, str], ...]) -> RunData:
+    """`run` with its devices renamed (old, new) in the activity and samples tables."""
+    if not device_map:
+        return run
+    mapping = dict(device_map)
+    tables = {}
+    for name in ("activity", "samples"):
+        df = getattr(run, name)
+        if len(df) == 0:
+            continue
+        cats = [str(c) for c in df["device"].cat.categories]
+        # A new name may already be a category (another device's): rebuild from the codes.
+        renamed = [mapping.get(c, c) for c in cats]
+        uniq = list(dict.fromkeys(renamed))
+        lookup = np.array([uniq.index(r) for r in renamed], dtype=np.int64)
+        codes = df["device"].cat.codes.to_numpy()
+        new = pd.Categorical.from_codes(np.where(codes >= 0, lookup[np.maximum(codes, 0)], -1),
+                                        categories=pd.Index(pd.array(uniq, dtype=str)))
+        tables[name] = df.assign(device=new)
+    return dataclasses.replace(run, **tables)
 
 
 def kernel_launch_counts(run: RunData) -> dict[str, int]:

@@ -31,3 +31,6 @@ class CyclePlan:
     chosen_by_user: bool = False
     one_sided: tuple[tuple[str, int, int], ...] = ()
     confirmed: bool = True
+    # GPU devices of the abnormal run renamed to their counterparts in the normal run, as
+    # (abnormal name, normal name), when the runs used other device indexes (matched by role)
+    device_map: tuple[tuple[str, str], ...] = ()

@@ -300,6 +300,9 @@ def plan_text(plan: CyclePlan | None) -> str:
     text = f"Both runs are cut into cycles by one plan: {what}."
     if not plan.confirmed:
         text += " Only one run repeats this sequence on its own: check that the other run's cycles are whole iterations."
+    if plan.device_map:
+        pairs = ", ".join(f"{md_escape(a)} as {md_escape(n)}" for a, n in plan.device_map)
+        text += f" The runs used other GPU indexes; matched by their order of activity: the abnormal run's {pairs}."
     if plan.one_sided:
         passed = "; ".join(
             f"repeating ranges (up to {n_n} repeats of a name in the normal run, {n_a} in the abnormal; no "
