@@ -216,3 +216,32 @@ def test_a_quarter_of_the_cycles_stalling_is_headlined_by_throughput_and_tail() 
     causes = [x for x in found if x.code == FindingCode.CAUSE]
     assert causes and causes[0].function == "stall"
     assert not [x for x in found if x.code == FindingCode.OPPOSITE and c.functions[x.related[0]].name == "stall"]
+
+
+def test_every_kernel_slower_per_call_is_one_device_wide_finding() -> None:
+    """A GPU-bound loop whose every kernel runs x1.35 per call (a clock cut): one device-wide
+    finding comes first, not five kernel regressions, and the host's wait is a symptom."""
+    names = ["k1", "k2", "k3", "k4", "k5"]
+    per_call = [300_000, 200_000, 500_000, 100_000, 400_000]
+
+    def run(seed: int, scale: float):
+        rng = np.random.default_rng(seed)
+        rows, t = [], 0
+        for _ in range(CYCLES):
+            t0 = t
+            for name, d in zip(names, per_call, strict=True):
+                dur = int(d * scale * (1 + 0.01 * rng.standard_normal()))
+                rows.append(k(name, t, t + dur))
+                t += dur + 1_000
+            rows.append(k("cudaStreamSynchronize", t0, t, kind="api", device="Host"))
+            t += 20_000
+        return run_of(rows)
+    c = compare(run(1, 1.0), run(2, 1.35))
+    found = build_findings(c)
+    assert found[1].code == FindingCode.DEVICE_WIDE and found[1].device == "GPU 0"
+    assert 1.3 < found[1].values["ratio"] < 1.4 and found[1].values["absorbed"] == 5
+    assert not [x for x in found if x.code == FindingCode.CAUSE and x.function in names]
+    assert not [x for x in found if x.code == FindingCode.NO_CAUSE]
+    from perfdiff.render.wording import finding_text
+
+    assert "Device-wide: every busy kernel on GPU 0 took ×1.35 per call" in finding_text(c, found[1])

@@ -2,6 +2,7 @@
 the runs that can explain a change by themselves (docs/STATISTICS.md, checks)."""
 from __future__ import annotations
 
+import math
 import re
 from typing import Any
 
@@ -45,11 +46,42 @@ def common_modes(functions: list[FunctionStats] | tuple[FunctionStats, ...],
         cm = stats.common_mode_detail(bn, ba, min_beta=0.05)
         if cm is None:
             continue
-        out.append(CommonMode(device=device, ratio=cm.ratio, k=cm.k, iqr_log=cm.iqr_log, triggered=cm.triggered))
+        out.append(CommonMode(device=device, ratio=cm.ratio, k=cm.k, iqr_log=cm.iqr_log, triggered=cm.triggered,
+                              median_log=cm.median_log))
         if cm.triggered:
             for i in idx:
                 beta_vs_common[i] = functions[i].beta_a - cm.ratio * functions[i].beta_n
-    return out, beta_vs_common
+    return out + per_call_modes(functions), beta_vs_common
+
+
+SAME_CALLS_LOG = 0.05  # call counts within ±5 %: a per-call ratio compares like with like
+PER_CALL_MIN_BETA = 0.05  # pp of the cycle a function must hold to take part
+
+
+def per_call_modes(functions: list[FunctionStats] | tuple[FunctionStats, ...]) -> list[CommonMode]:
+    """Per device, whether every busy function got slower (or faster) per call by one ratio:
+    a clock, power or thermal cut scales every kernel, and the host's CPU-side operators scale
+    together when the CPU slows.  On each GPU its kernels, memcpys and memsets; on the host its
+    CPU-side ranges; only functions in both runs with the same calls per cycle."""
+    groups: dict[str, list[FunctionStats]] = {}
+    for f in functions:
+        if f.presence != "both" or f.wait or f.sampled or f.beta_n < PER_CALL_MIN_BETA:
+            continue
+        if not (f.kind in GPU_KINDS or f.kind == "cpu"):
+            continue
+        if not (f.calls_n > 0 and f.calls_a > 0 and abs(math.log(f.calls_a / f.calls_n)) <= SAME_CALLS_LOG):
+            continue
+        if not (f.per_call_n_us > 0 and f.per_call_a_us > 0):
+            continue
+        groups.setdefault(f.device, []).append(f)
+    out = []
+    for device in sorted(groups):
+        fs = groups[device]
+        cm = stats.common_mode_detail([f.per_call_n_us for f in fs], [f.per_call_a_us for f in fs], min_beta=0.0)
+        if cm.k >= 3:
+            out.append(CommonMode(device=device, ratio=cm.ratio, k=cm.k, iqr_log=cm.iqr_log,
+                                  triggered=cm.triggered, basis="per-call", median_log=cm.median_log))
+    return out
 
 
 def cycle_ratio_notice(cn: Cycles, ca: Cycles, one_plan: bool) -> Notice | None:

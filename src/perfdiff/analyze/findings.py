@@ -10,7 +10,7 @@ from dataclasses import dataclass, field
 from enum import Enum
 from typing import Any
 
-from perfdiff.analyze.records import Analysis, FunctionStats
+from perfdiff.analyze.records import Analysis, CommonMode, FunctionStats
 from perfdiff.model.schema import GPU_KINDS
 
 MAX_CAUSES = 5
@@ -37,6 +37,7 @@ class FindingCode(str, Enum):
     CYCLES_NEEDED = "cycles-needed"  # too few cycles for any q to reach α
     IDENTICAL = "identical"  # the two inputs hold the same bytes: nothing to find
     NEGLIGIBLE = "negligible"  # significant changes too small to be a cause
+    DEVICE_WIDE = "device-wide"  # every busy function of a device changed per call by one ratio
 
     def __str__(self) -> str:
         return self.value
@@ -101,6 +102,22 @@ def build_findings(c: Analysis, *, identical: bool = False) -> list[Finding]:
     for child, parent in nested_in.items():
         children.setdefault(parent, []).append(child)
     causes = [f for f in causes if idx[id(f)] not in nested_in]
+    # A device-wide change per call (every kernel ×1.35: a clock cut) is one finding, before
+    # the causes it explains; only the functions that deviate from it stay causes.
+    for cm in c.common_modes:
+        if not (cm.triggered and cm.basis == "per-call"):
+            continue
+        absorbed = [f for f in causes if _follows(f, cm)]
+        if not absorbed:
+            continue
+        causes = [f for f in causes if not _follows(f, cm)]
+        deviating = [f for f in causes if f.device == cm.device]
+        out.append(Finding(FindingCode.DEVICE_WIDE, device=cm.device,
+                           related=tuple(idx[id(f)] for f in deviating[:3]),
+                           values={"ratio": cm.ratio, "k": cm.k, "iqr_log": cm.iqr_log, "absorbed": len(absorbed),
+                                   "tau_pp": sum(f.tau_pp for f in absorbed),
+                                   "host": cm.device == "Host"}))
+    device_wide = any(x.code == FindingCode.DEVICE_WIDE for x in out)
     for f in causes[:MAX_CAUSES]:
         i = idx[id(f)]
         out.append(Finding(FindingCode.CAUSE, function=f.name, device=f.device, q=f.q_t, func=i,
@@ -108,7 +125,7 @@ def build_findings(c: Analysis, *, identical: bool = False) -> list[Finding]:
                            values={"tau_pp": f.tau_pp, "t_n_us": f.t_n_us, "t_a_us": f.t_a_us,
                                    "incl_n_us": f.incl_n_us, "incl_a_us": f.incl_a_us,
                                    "nested": len(children.get(i, ()))}))
-    if not causes:
+    if not causes and not device_wide:
         out.append(Finding(FindingCode.NO_CAUSE, values={"n_tests": c.n_tests_t, "negligible": len(negligible)}))
     if negligible:
         negligible.sort(key=lambda f: -abs(f.tau_pp))
@@ -119,7 +136,7 @@ def build_findings(c: Analysis, *, identical: bool = False) -> list[Finding]:
         out.append(Finding(FindingCode.PROPORTIONAL, related=tuple(idx[id(f)] for f in proportional[:MAX_LISTED])))
 
     for cm in c.common_modes:
-        if not cm.triggered:
+        if not cm.triggered or cm.basis != "share":
             continue
         on_device = [f for f in tested if f.device == cm.device and f.kind in GPU_KINDS]
         movers = sorted((f for f in on_device if significant(f.q_t, a) and f.tau_pp * direction > 0),
@@ -162,8 +179,16 @@ def build_findings(c: Analysis, *, identical: bool = False) -> list[Finding]:
     return out
 
 
+DEVICE_WIDE_BAND = 0.1  # |ln r| from the device's median ratio within which a function follows it
 MATERIAL_TAU_PP = 1.0  # a cause moves at least 1 % of the abnormal cycle …
 MATERIAL_DELTA = 0.147  # … with at least a small effect size, |Cliff's δ| (Romano et al. 2006)
+
+
+def _follows(f: FunctionStats, cm: CommonMode) -> bool:
+    """f is on cm's device and its per-call ratio lies within the band around cm's median."""
+    band = max(DEVICE_WIDE_BAND, cm.iqr_log)
+    return (f.device == cm.device and f.per_call_n_us > 0 and f.per_call_a_us > 0
+            and abs(math.log(f.per_call_a_us / f.per_call_n_us) - cm.median_log) <= band)
 
 
 def material(f: FunctionStats) -> bool:

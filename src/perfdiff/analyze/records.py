@@ -112,13 +112,16 @@ class DetailRow:
 
 @dataclass(frozen=True)
 class CommonMode:
-    """A device whose kernels' β all scaled by one ratio (docs/STATISTICS.md, common mode)."""
+    """A device whose functions all scaled by one ratio (docs/STATISTICS.md, common mode):
+    their shares of the cycle (`basis` "share"), or their own time per call ("per-call")."""
 
     device: str
     ratio: float
     k: int
     iqr_log: float
     triggered: bool
+    basis: str = "share"
+    median_log: float = NAN
 
 
 class NoticeCode(str, Enum):

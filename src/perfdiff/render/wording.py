@@ -204,12 +204,29 @@ def _cycles_needed(c: Analysis, x: Finding) -> str:
             "changes are still ranked below.")
 
 
+def _device_wide(c: Analysis, x: Finding) -> str:
+    v = x.values
+    what = "CPU-side operator" if v.get("host") else "kernel"
+    why = ("the CPU itself got slower (clock, contention, fewer threads)" if v.get("host") and v["ratio"] > 1
+           else "clocks, power or thermal limits, or another process on the GPU" if v["ratio"] > 1 else
+           "a device-wide speed-up")
+    text = (f"Device-wide: every busy {what} on {md_name(x.device or '')} took ×{fmt_num(v['ratio'])} per call "
+            f"({v['k']} functions at unchanged call counts, IQR of ln ratio {fmt_num(v['iqr_log'])}), accounting for "
+            f"{fmt_signed(v['tau_pp'])} pp of the abnormal cycle: one change — {why} — not {v['absorbed']} "
+            "separate regressions.")
+    if x.related:
+        names = ", ".join(f"{_fn(f)} (×{fmt_num(f.per_call_a_us / f.per_call_n_us)} per call)"
+                          for f in (c.functions[i] for i in x.related) if f.per_call_n_us)
+        text += f" Deviating from it: {names}."
+    return text
+
+
 def _identical(c: Analysis, x: Finding) -> str:
     return "Identical inputs: both runs hold the same bytes, so nothing changed and nothing is named."
 
 
 FINDING_WORDS: dict[FindingCode, Callable[[Analysis, Finding], str]] = {
-    FindingCode.IDENTICAL: _identical, FindingCode.NEGLIGIBLE: _negligible,
+    FindingCode.IDENTICAL: _identical, FindingCode.NEGLIGIBLE: _negligible, FindingCode.DEVICE_WIDE: _device_wide,
     FindingCode.CYCLE_TIME: _cycle_time, FindingCode.CAUSE: _cause, FindingCode.NO_CAUSE: _no_cause,
     FindingCode.PROPORTIONAL: _proportional, FindingCode.COMMON_MODE: _common_mode,
     FindingCode.SYMPTOM: _symptom, FindingCode.RESOURCE: _resource, FindingCode.METRIC_WHILE: _metric_while,
