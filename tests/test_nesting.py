@@ -55,3 +55,13 @@ def test_dataloader_holds_the_ops_it_calls(real: Path) -> None:
     assert {"aten::copy_", "aten::div", "aten::_cat"} <= inner
     assert not {"aten::copy_", "aten::div", "aten::_cat"} & {f.function for f in causes}
     assert "Inside it, also slower: **aten::copy\\_**" in c.to_markdown()
+
+
+@pytest.mark.real
+def test_two_windows_of_one_run_name_no_cause(real: Path) -> None:
+    """Kineto num_workers 4, window 1 against window 2 (steps #5-#10 and #16-#21 of one job):
+    no cause is named."""
+    base = real / KINETO / "resnet50_num_workers_4"
+    c = perfdiff.compare(base / "worker0.1623212756351.pt.trace.json.gz", base / "worker0.1623213129365.pt.trace.json.gz")
+    assert not [f for f in c.findings if f.code in (FindingCode.CAUSE, FindingCode.DEVICE_WIDE)]
+    assert any(f.code == FindingCode.NO_CAUSE for f in c.findings)
