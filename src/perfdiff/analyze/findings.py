@@ -10,6 +10,7 @@ from dataclasses import dataclass, field
 from enum import Enum
 from typing import Any
 
+from perfdiff import stats
 from perfdiff.analyze.records import Analysis, CommonMode, FunctionStats
 from perfdiff.model.schema import GPU_KINDS
 
@@ -83,7 +84,8 @@ def build_findings(c: Analysis, *, identical: bool = False) -> list[Finding]:
                                   if c.abnormal.mean_us else float("nan")),
         "p95_n_us": c.quantiles_n.get("P95", float("nan")), "p95_a_us": c.quantiles_a.get("P95", float("nan")),
         "p99_n_us": c.quantiles_n.get("P99", float("nan")), "p99_a_us": c.quantiles_a.get("P99", float("nan")),
-        "ks_d": c.cycle_ks, "ks_p": c.cycle_ks_p})]
+        "ks_d": c.cycle_ks, "ks_p": c.cycle_ks_p,
+        **_tail_cis(c)})]
 
     tested = [f for f in c.functions if f.tested]
     moved = [f for f in tested if not f.wait and significant(f.q_t, a) and f.tau_pp * direction > 0]
@@ -182,6 +184,16 @@ def build_findings(c: Analysis, *, identical: bool = False) -> list[Finding]:
 DEVICE_WIDE_BAND = 0.1  # |ln r| from the device's median ratio within which a function follows it
 MATERIAL_TAU_PP = 1.0  # a cause moves at least 1 % of the abnormal cycle …
 MATERIAL_DELTA = 0.147  # … with at least a small effect size, |Cliff's δ| (Romano et al. 2006)
+
+
+def _tail_cis(c: Analysis) -> dict[str, float]:
+    """95 % distribution-free CIs of both runs' P95 and P99 cycle times (µs)."""
+    out = {}
+    for q, name in ((0.95, "p95"), (0.99, "p99")):
+        for side, run in (("n", c.normal), ("a", c.abnormal)):
+            lo, hi = stats.quantile_ci(run.dur_us, q)
+            out[f"{name}_{side}_lo_us"], out[f"{name}_{side}_hi_us"] = lo, hi
+    return out
 
 
 def _follows(f: FunctionStats, cm: CommonMode) -> bool:

@@ -66,6 +66,14 @@ def _calls_vs_slower(f: FunctionStats) -> str:
     return "; ".join(parts)
 
 
+def _ci(v: dict, key: str) -> str:
+    """" [lo–hi]" of a 95 % CI in the values, or nothing when it is unknown."""
+    lo, hi = v.get(f"{key}_lo_us"), v.get(f"{key}_hi_us")
+    if lo is None or hi is None or not (math.isfinite(lo) and math.isfinite(hi)):
+        return ""
+    return f" [{fmt_time_us(lo)}–{fmt_time_us(hi)}]"
+
+
 SHAPE_MEDIAN_PCT = 5.0  # the median moved less than this …
 SHAPE_TAIL_RATIO = 1.5  # … while P95 grew by this factor and the KS test rejects: a stall
 
@@ -79,10 +87,11 @@ def _cycle_time(c: Analysis, x: Finding) -> str:
         return text
     tail = v["p95_a_us"] / v["p95_n_us"] if v["p95_n_us"] else float("nan")
     text += (f" Mean cycle {fmt_time_us(v['mean_n_us'])} → {fmt_time_us(v['mean_a_us'])}: throughput "
-             f"{fmt_pct(v['throughput_change_pct'], 1)}; P95 {fmt_time_us(v['p95_n_us'])} → "
-             f"{fmt_time_us(v['p95_a_us'])} (×{fmt_num(tail)}); Kolmogorov–Smirnov D {fmt_num(v['ks_d'], 3)}, "
-             f"p {fmt_p(v['ks_p'])}.")
-    if (abs(v["change_pct"]) < SHAPE_MEDIAN_PCT and tail >= SHAPE_TAIL_RATIO
+             f"{fmt_pct(v['throughput_change_pct'], 1)}; P95 {fmt_time_us(v['p95_n_us'])}{_ci(v, 'p95_n')} → "
+             f"{fmt_time_us(v['p95_a_us'])}{_ci(v, 'p95_a')} (×{fmt_num(tail)}); Kolmogorov–Smirnov D "
+             f"{fmt_num(v['ks_d'], 3)}, p {fmt_p(v['ks_p'])}.")
+    apart = v.get("p95_a_lo_us", float("nan")) > v.get("p95_n_hi_us", float("nan"))  # NaN: False
+    if (abs(v["change_pct"]) < SHAPE_MEDIAN_PCT and tail >= SHAPE_TAIL_RATIO and apart
             and significant(v["ks_p"], c.alpha)):
         text += (" The median held but the distribution changed shape: a share of the cycles stall, and the "
                  "causes below are what those cycles spend their time on.")

@@ -25,8 +25,8 @@ from __future__ import annotations
 
 from perfdiff.stats.common_mode import (COMMON_MAX_IQR, COMMON_MIN_BETA, COMMON_MIN_SHIFT, CommonMode,
                                         CommonModeDetail, common_mode, common_mode_detail, delta_vs_common)
-from perfdiff.stats.describe import (MAD_TO_SD, QUANTILE_KEYS, drop_nonfinite, log_epsilon, quantile_table,
-                                     resolution, robust_scale)
+from perfdiff.stats.describe import (MAD_TO_SD, QUANTILE_KEYS, drop_nonfinite, log_epsilon, quantile_ci,
+                                     quantile_table, resolution, robust_scale)
 from perfdiff.stats.effects import (MEDIAN_SHARE, cliffs_delta, hl_confidence_interval, hodges_lehmann,
                                     ks_pvalue, ks_statistic, z_log, z_score)
 from perfdiff.stats.mannwhitney import EXACT_LIMIT, mann_whitney_p, min_attainable_p
@@ -46,6 +46,6 @@ __all__ = [
     "bh_qvalues", "cliffs_delta", "common_mode", "common_mode_detail", "compare_paired", "compare_samples",
     "cycles_match", "cycles_needed",
     "delta_vs_common", "drop_nonfinite", "hl_confidence_interval", "hodges_lehmann", "is_fragile",
-    "ks_pvalue", "ks_statistic", "legacy_score", "log_epsilon", "mann_whitney_p", "min_attainable_p", "quantile_table",
+    "ks_pvalue", "ks_statistic", "legacy_score", "log_epsilon", "mann_whitney_p", "min_attainable_p", "quantile_ci", "quantile_table",
     "resolution", "robust_scale", "suspicion_score", "welch_p", "z_log", "z_score",
 ]

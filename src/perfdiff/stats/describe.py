@@ -116,3 +116,24 @@ def quantile_table(x: object) -> dict[str, float]:
     out["n"] = int(v.size)
     return out
 
+
+
+def quantile_ci(x: object, q: float, level: float = 0.95) -> tuple[float, float]:
+    """Distribution-free CI of the q-quantile: the order statistics [x_(l), x_(u)] whose ranks
+    bound the Binomial(n, q) count below the quantile, for a coverage of about `level` (Hahn &
+    Meeker 1991; the binomial by its normal approximation with a continuity correction).
+    (NaN, NaN) when the sample is too small to reach `level` on either side."""
+    v, _ = drop_nonfinite(x)
+    n = v.size
+    if n == 0 or not 0.0 < q < 1.0:
+        return math.nan, math.nan
+    from scipy import special
+
+    z = float(special.ndtri(1.0 - (1.0 - level) / 2.0))
+    half = z * math.sqrt(n * q * (1.0 - q))
+    lo = int(math.floor(n * q - half - 0.5))  # 0-based ranks
+    hi = int(math.ceil(n * q + half + 0.5)) - 1
+    if lo < 0 or hi > n - 1:
+        return math.nan, math.nan
+    part = np.partition(v, [lo, hi])
+    return float(part[lo]), float(part[hi])
