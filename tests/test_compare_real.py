@@ -91,6 +91,8 @@ def test_other_real_pairs_compare(real: Path, tmp_path: Path, capsys: pytest.Cap
         nccl = [f for f in rep["functions"] if f["name"].startswith("ncclKernel")]
         assert nccl and all(f["presence"] == "both" and f["device"] == "GPU 3" for f in nccl)
         assert "matched by their order of activity: the abnormal run's GPU 1 as GPU 3" in top
+        assert "rank 3 of 8" in top and "rank 1 of 2" in top
+        assert "The runs are not like for like (see the top of this report)" in md
     assert (tmp_path / "r.md").read_text().startswith("# Cross Performance Comparison")
 
 

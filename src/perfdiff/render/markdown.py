@@ -168,6 +168,9 @@ def _overview(c: Analysis, top: Finding | None) -> str:
               f"whose own-time change accounts for {fmt_signed(top.values.get('tau_pp'))} pp of the abnormal cycle.")
     else:
         s += " No function's own time changed significantly in the direction of the cycle-time change."
+    if c.comparability:
+        s += (" The runs are not like for like (see the top of this report): the change may come from those "
+              "differences rather than from the functions named.")
     return s
 
 
@@ -185,7 +188,16 @@ def render_markdown(c: Analysis, findings: list[Finding], manifests: tuple[dict,
     """The Markdown report."""
     view = build_view(c, findings, top=top, cycles_csv=cycles_csv)
     view["collection"] = [_manifest_view(label, m) for label, m in zip(("normal", "abnormal"), manifests, strict=True)]
+    view["dist_n"], view["dist_a"] = (_distributed(m) for m in manifests)
     return _env().get_template("report.md.j2").render(**view)
+
+
+def _distributed(m: dict) -> str:
+    """", rank r of w" for a run of a distributed job (Kineto distributedInfo), else nothing."""
+    d = (m.get("target") or {}).get("distributed") or {}
+    if d.get("rank") is None and d.get("world_size") is None:
+        return ""
+    return f", rank {md_escape(str(d.get('rank', '?')))} of {md_escape(str(d.get('world_size', '?')))}"
 
 
 def _manifest_view(label: str, m: dict) -> dict[str, Any]:
