@@ -229,3 +229,30 @@ def test_devices_are_matched_by_activity_only_when_the_indexes_differ() -> None:
 
     renamed = rename_devices(b, (("GPU 1", "GPU 3"), ("GPU 0", "GPU 5")))
     assert sorted(set(renamed.activity["device"].astype(str))) == ["GPU 3", "GPU 5"]
+
+
+def test_runs_without_a_common_cycle_source_are_compared_as_rates() -> None:
+    """Fixed windows the tool had to choose: the headline says the runs are compared as rates
+    and the causes speak of time per window of wall clock, not per cycle."""
+    from perfdiff.analyze import build_findings, compare_runs
+    from perfdiff.attribute import attribute_activity
+    from perfdiff.render.wording import finding_text
+
+    def run(seed: int, slow: float):
+        rng = np.random.default_rng(seed)
+        rows, t = [], 0
+        while t < 2_000_000_000:  # 2 s of work in no repeating order, no idle gaps
+            name = str(rng.choice(["A", "B", "C", "D"]))
+            d = int(rng.integers(1_000_000, 3_000_000) * (slow if name == "B" else 1.0))
+            rows.append(k(name, t, t + d))
+            t += d
+        return run_of(rows)
+    a, b = run(1, 1.0), run(2, 2.0)
+    plan = plan_of(a, b)
+    assert plan.source == CycleSource.WINDOW and not plan.chosen_by_user
+    cn, ca = cut_cycles(a, plan), cut_cycles(b, plan)
+    c = compare_runs(a, b, cn, ca, plan=plan, matrices=(attribute_activity(a, cn), attribute_activity(b, ca)))
+    found = build_findings(c)
+    assert "compared as rates" in finding_text(c, found[0])
+    causes = [x for x in found if x.code.value == "cause"]
+    assert causes and causes[0].function == "B" and "per 100 ms of wall clock" in finding_text(c, causes[0])
