@@ -469,3 +469,31 @@ def test_truncated_export(tmp_path: Path) -> None:
     p.write_bytes((RODINIA / "report3.sqlite").read_bytes()[: 600_000])
     with pytest.raises(InputError, match=r"cut\.sqlite"):
         import_nsys(p)
+
+
+@pytest.mark.real
+def test_two_exports_whose_repeated_ranges_differ_in_count_get_one_plan(real: Path, tmp_path: Path) -> None:
+    """Copies of a real export, the second with half of one repeated NVTX range's events
+    removed (so each run on its own could prefer another range): both are cut by one plan,
+    by one range name, with equal detail on both sides."""
+    import shutil
+
+    import perfdiff
+
+    src = real / "NVIDIA/Fuser/@ee4fcf30/report1.sqlite"
+    a, b = tmp_path / "a.sqlite", tmp_path / "b.sqlite"
+    shutil.copy(src, a)
+    shutil.copy(src, b)
+    con = sqlite3.connect(b)
+    con.execute("DELETE FROM NVTX_EVENTS WHERE text = 'registry.cpp::checkCanSchedule<T>' AND rowid % 2 = 0")
+    con.commit()
+    con.close()
+    from perfdiff.plan import segment_cycles
+
+    alone = [segment_cycles(perfdiff.load(p)).detail for p in (a, b)]
+    assert alone[0] != alone[1]  # each run on its own would take another range
+    c = perfdiff.compare(a, b, force=True)
+    plan = c.analysis.plan
+    assert plan is not None and plan.source.value == "annotation" and plan.name
+    assert plan.name in c.analysis.normal.cycle_detail and plan.name in c.analysis.abnormal.cycle_detail
+    assert not [w for w in c.warnings if w.code.value == "cycle-ratio" and not w.fields["same_marked_source"]]

@@ -256,3 +256,4 @@ def test_runs_without_a_common_cycle_source_are_compared_as_rates() -> None:
     assert "compared as rates" in finding_text(c, found[0])
     causes = [x for x in found if x.code.value == "cause"]
     assert causes and causes[0].function == "B" and "per 100 ms of wall clock" in finding_text(c, causes[0])
+    assert "calls per 100 ms of wall clock" in finding_text(c, causes[0])  # a rate of calls too

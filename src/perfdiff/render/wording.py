@@ -45,7 +45,7 @@ def _fn(f: FunctionStats) -> str:
     return f"**{md_name(f.name, 80)}** on {md_name(f.device)}"
 
 
-def _calls_vs_slower(f: FunctionStats) -> str:
+def _calls_vs_slower(f: FunctionStats, per: str = "per cycle") -> str:
     """Whether own time moved through more calls or slower calls."""
     if f.presence == "new":
         return "new in the abnormal run"
@@ -57,7 +57,7 @@ def _calls_vs_slower(f: FunctionStats) -> str:
     if f.calls_n > 0 and f.calls_a > 0:
         rc = f.calls_a / f.calls_n
         rp = (f.per_call_a_us / f.per_call_n_us) if f.per_call_n_us and f.per_call_n_us > 0 else float("nan")
-        parts.append(f"{fmt_num(f.calls_n, 1)} → {fmt_num(f.calls_a, 1)} calls per cycle, "
+        parts.append(f"{fmt_num(f.calls_n, 1)} → {fmt_num(f.calls_a, 1)} calls {per}, "
                      f"{fmt_time_us(f.per_call_n_us)} → {fmt_time_us(f.per_call_a_us)} per call")
         if math.isfinite(rp) and abs(math.log(rp)) > abs(math.log(rc)) + 0.05:
             parts.append("slower calls" if rp > 1 else "faster calls")
@@ -117,7 +117,7 @@ def _per(c: Analysis) -> str:
 def _cause(c: Analysis, x: Finding) -> str:
     f = c.functions[x.func]  # type: ignore[index]
     d_t = f.t_a_us - f.t_n_us
-    how = _calls_vs_slower(f) if f.kind != "host" else (
+    how = _calls_vs_slower(f, _per(c)) if f.kind != "host" else (
         f"its share of the cycle went {fmt_num(f.beta_n)} → {fmt_num(f.beta_a)} % (q(β) {fmt_p(f.q_beta)})")
     incl = ""
     if f.kind == "cpu" and abs((f.incl_a_us - f.incl_n_us) - d_t) > 0.05 * abs(d_t):
