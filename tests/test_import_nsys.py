@@ -497,3 +497,11 @@ def test_two_exports_whose_repeated_ranges_differ_in_count_get_one_plan(real: Pa
     assert plan is not None and plan.source.value == "annotation" and plan.name
     assert plan.name in c.analysis.normal.cycle_detail and plan.name in c.analysis.abnormal.cycle_detail
     assert not [w for w in c.warnings if w.code.value == "cycle-ratio" and not w.fields["same_marked_source"]]
+
+
+@pytest.mark.real
+def test_rank_and_world_size_from_the_launcher_variables(real: Path) -> None:
+    """The CloverLeaf capture ran under a job launcher: nsys recorded PMI_RANK / SLURM_NTASKS
+    in META_DATA_CAPTURE; the manifest gets rank 0 of 1 and nothing else of the environment."""
+    run = import_nsys(real / "hpcgroup/pipit/pipit/tests/data/cloverleaf-nsys/perlmutter-cloverleaf-cuda.sqlite")
+    assert run.manifest["target"]["distributed"] == {"rank": 0, "world_size": 1}

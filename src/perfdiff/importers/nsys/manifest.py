@@ -72,6 +72,9 @@ def nsys_manifest(x: Export, meta: dict[str, str], activity: pd.DataFrame, tids:
         target["name"] = str(proc_name)
     if len(x.process_counts) > 1:
         target["other_pids_with_gpu_work"] = sorted(p for p in x.process_counts if p != x.pid)
+    dist = distributed_info(x)
+    if dist:
+        target["distributed"] = dist
     anchors = ([{"source": "TARGET_INFO_SESSION_START_TIME.utcEpochNs", "utc_epoch_ns": x.t0}]
                if x.t0 is not None else [])
     domain = ClockDomain.REALTIME if x.t0 is not None else ClockDomain.NSYS_SESSION
@@ -80,3 +83,33 @@ def nsys_manifest(x: Export, meta: dict[str, str], activity: pd.DataFrame, tids:
     imported["notes"] = [str(n) for n in x.notes]
     return base_manifest(run_name=x.path.stem, source=source, target=target, gpus=gpu_list(x, used),
                          clock=clock, dropped=dict(x.dropped), **{"import": imported})
+
+
+# Launcher variables that give a process's rank and the job's size, most specific first.
+RANK_VARS = ("RANK", "OMPI_COMM_WORLD_RANK", "PMI_RANK", "PMIX_RANK", "SLURM_PROCID")
+SIZE_VARS = ("WORLD_SIZE", "OMPI_COMM_WORLD_SIZE", "PMI_SIZE", "SLURM_NTASKS")
+
+
+def distributed_info(x: Export) -> dict[str, Any]:
+    """Rank and world size of the captured process, from the launcher variables nsys recorded
+    in META_DATA_CAPTURE (PROCESS_n:ENVIRONMENT_VARIABLE rows); only these variables are read,
+    never the rest of the environment.  Empty when absent."""
+    if not x.has("META_DATA_CAPTURE") or not {"name", "value"} <= set(x.cols("META_DATA_CAPTURE")):
+        return {}
+    wanted = set(RANK_VARS) | set(SIZE_VARS)
+    found: dict[str, int] = {}
+    for (value,) in x.query("SELECT value FROM META_DATA_CAPTURE WHERE name LIKE 'PROCESS_%:ENVIRONMENT_VARIABLE'"):
+        key, _, raw = str(value).partition("=")
+        if key in wanted and key not in found:
+            try:
+                found[key] = int(raw.strip().strip('"'))
+            except ValueError:
+                continue
+    rank = next((found[k] for k in RANK_VARS if k in found), None)
+    size = next((found[k] for k in SIZE_VARS if k in found), None)
+    out: dict[str, Any] = {}
+    if rank is not None:
+        out["rank"] = rank
+    if size is not None:
+        out["world_size"] = size
+    return out
