@@ -108,6 +108,8 @@ def test_rodinia_pair_is_cut_by_one_kernel_sequence_plan(real: Path) -> None:
     assert a.plan is not None and a.plan.source == CycleSource.KERNEL_SEQUENCE and a.plan.name.startswith("Fan1")
     assert a.normal.cycle_detail == a.abnormal.cycle_detail and a.normal.n_cycles == a.abnormal.n_cycles == 4094
     assert not c.warnings  # one plan: no "segmented differently", no ratio warning
+    causes = [f for f in c.findings if f.code.value == "cause"]
+    assert causes and causes[0].function.startswith("Fan2")
     md = c.to_markdown()
     assert "Both runs are cut into cycles by one plan: a repeating kernel sequence (2 kernels)" in md
     assert c.to_json()["cycle_plan"]["source"] == "kernel-sequence"
