@@ -119,25 +119,7 @@ def _run(x: Export) -> RunData:
         part = gpu_part(x, kind, cols, runtime)
         parts.append(part)
         x.counts[kind] = len(part)
-    if runtime is not None:
-        api = api_part(x, runtime)
-        parts.append(api)
-        x.counts["api"] = len(api)
-    nvtx_part, markers = nvtx(x)
-    if nvtx_part is not None:
-        parts.append(nvtx_part)
-        x.counts["cpu"] = len(nvtx_part)
-    for part, label in ((osrt(x), "host_osrt"), (sched(x), "host_oncpu")):
-        if part is not None:
-            parts.append(part)
-            x.counts[label] = len(part)
-    activity = concat_parts("activity", parts, x.skip)
-    host = activity["tid"].to_numpy()
-    tids = sorted(int(t) for t in pd.unique(host[host != MISSING]))
-    samples = gpu_metrics(x)
-    manifest = nsys_manifest(x, meta, activity, tids)
-    return RunData(manifest=manifest, activity=activity, samples=samples, markers=markers,
-                   path=str(x.path), notes=list(x.notes))
+    return _with_cpu_side(x, meta, parts, runtime)
 
 
 def _nvtx_only(x: Export, meta: dict) -> RunData:
@@ -146,8 +128,12 @@ def _nvtx_only(x: Export, meta: dict) -> RunData:
     those; the process is the one --pid names, else every process's ranges are read."""
     x.notes.append(Note("nvtx-only", "no CUDA kernel table: NVTX ranges and CPU-side tables only"))
     x.pid = x.want_pid
-    parts: list[Part] = []
     runtime = runtime_rows(x, read_runtime(x)) if x.has(RUNTIME) else None
+    return _with_cpu_side(x, meta, [], runtime)
+
+
+def _with_cpu_side(x: Export, meta: dict, parts: list[Part], runtime: dict | None) -> RunData:
+    """The run: `parts` (GPU work) with the CUDA API calls, NVTX ranges and host tables added."""
     if runtime is not None:
         api = api_part(x, runtime)
         parts.append(api)
@@ -163,6 +149,7 @@ def _nvtx_only(x: Export, meta: dict) -> RunData:
     activity = concat_parts("activity", parts, x.skip)
     host = activity["tid"].to_numpy()
     tids = sorted(int(t) for t in pd.unique(host[host != MISSING]))
+    samples = gpu_metrics(x)  # before the manifest: its notes go into the manifest too
     manifest = nsys_manifest(x, meta, activity, tids)
-    return RunData(manifest=manifest, activity=activity, samples=gpu_metrics(x), markers=markers,
+    return RunData(manifest=manifest, activity=activity, samples=samples, markers=markers,
                    path=str(x.path), notes=list(x.notes))
