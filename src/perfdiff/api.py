@@ -169,6 +169,13 @@ class Comparison:
         self._csv_job = csv_job
 
     @property
+    def verdict(self) -> list[Any]:
+        """What changed, as VerdictClass records (perfdiff.analyze.verdict), the largest first."""
+        from perfdiff.analyze.verdict import build_verdict
+
+        return build_verdict(self.analysis, list(self.findings))
+
+    @property
     def warnings(self) -> tuple[Notice, ...]:
         """Warnings about the comparison itself (typed records; see NoticeCode)."""
         return self.analysis.warnings

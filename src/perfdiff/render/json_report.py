@@ -15,6 +15,7 @@ import numpy as np
 
 from perfdiff.version import __version__
 from perfdiff.analyze import Analysis, Finding
+from perfdiff.analyze.verdict import build_verdict
 from perfdiff.errors import InputError
 
 FORMAT = "perfdiff-comparison"
@@ -82,6 +83,7 @@ def to_json(c: Analysis, findings: list[Finding]) -> dict[str, Any]:
         "cycle_plan": _record(c.plan) if c.plan is not None else None,
         "cycle_test": _two(c.cycle_test), "cycle_ks_d": c.cycle_ks,
         "quantiles": {"normal": c.quantiles_n, "abnormal": c.quantiles_a},
+        "verdict": [_record(v) for v in build_verdict(c, findings)],
         "findings": [{**_record(f), "related": [c.functions[i].name for i in f.related]} for f in findings],
         "functions": funcs, "details": details, "context": ctx,
         "common_mode": [vars(cm) for cm in c.common_modes],

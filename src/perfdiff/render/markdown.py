@@ -12,7 +12,8 @@ import jinja2
 
 from perfdiff.version import __version__
 from perfdiff.analyze import Analysis, DetailRow, Finding, FindingCode, FunctionStats
-from perfdiff.render.wording import finding_text, matching_text, notice_text, plan_text, test_name
+from perfdiff.analyze.verdict import build_verdict
+from perfdiff.render.wording import finding_text, matching_text, notice_text, plan_text, test_name, verdict_text
 from perfdiff.render.text import (NA, fmt_beta, fmt_num, fmt_p, fmt_pct, fmt_score, fmt_signed, fmt_time_us,
                            fmt_z, html_code, md_escape, md_name, shorten)
 
@@ -138,6 +139,7 @@ def build_view(c: Analysis, findings: list[Finding], *, top: int = 25,
         "overview": (finding_text(c, findings[0]) if findings and findings[0].code == FindingCode.IDENTICAL
                      else _overview(c, top_cause)),
         "plan": plan_text(c.plan),
+        "verdict": verdict_text(c, build_verdict(c, findings), findings),
         "matching": matching_text(c),
         "cycle_test_name": test_name(c.matched),
         "findings": [finding_text(c, f) for f in findings],

@@ -9,6 +9,7 @@ from typing import Any, Callable
 
 from perfdiff.analyze import Analysis, Finding, FindingCode, FunctionStats, Notice, NoticeCode
 from perfdiff.analyze.findings import significant
+from perfdiff.analyze.verdict import VerdictClass, VerdictCode
 from perfdiff.model.cycles import CyclePlan
 from perfdiff.model.schema import CycleSource
 from perfdiff.render.text import fmt_num, fmt_p, fmt_pct, fmt_signed, fmt_time_us, fmt_value, md_escape, md_name
@@ -353,3 +354,43 @@ def plan_text(plan: CyclePlan | None) -> str:
             for src_, n_n, n_a in plan.one_sided)
         text += f" Passed over, not in both runs: {passed}."
     return text
+
+
+VERDICT_WORDS = {
+    VerdictCode.CPU_CLOCK: "host CPU clock reduced",
+    VerdictCode.CPU_CONTENTION: "host CPU contention",
+    VerdictCode.IO_WAIT: "host I/O wait",
+    VerdictCode.INPUT_PIPELINE: "input pipeline stall",
+    VerdictCode.GPU_DEVICE_WIDE: "device-wide GPU slowdown",
+    VerdictCode.GPU_KERNEL: "GPU kernel regression",
+    VerdictCode.OTHER_PROCESS: "another process on the GPU",
+    VerdictCode.TRANSFER: "transfer growth",
+    VerdictCode.NEW_WORK: "new or added work",
+    VerdictCode.CPU_WORK: "CPU-side work slower",
+    VerdictCode.NO_MATERIAL: "no material change",
+}
+
+
+def verdict_text(c: Analysis, verdict: list[VerdictClass], findings: list[Finding]) -> str:
+    """The verdict paragraph: each class with the share it explains and its evidence."""
+    parts = []
+    for v in verdict:
+        if v.code == VerdictCode.NO_MATERIAL:
+            parts.append("**no material change**: no function's own time changed both significantly and materially")
+            continue
+        names = [findings[i].function for i in v.evidence if findings[i].function]
+        who = ", ".join(f"**{md_name(n, 60)}**" for n in dict.fromkeys(names)) if names else ""
+        text = f"**{VERDICT_WORDS[v.code]}**"
+        if v.code == VerdictCode.CPU_CLOCK:
+            text += (f" (CPU clock {fmt_num(v.values['clock_n'])} → {fmt_num(v.values['clock_a'])}"
+                     f"{' %' if v.values['clock_n'] <= 100 else ' MHz'}; slower at unchanged calls: {who})")
+        elif v.code == VerdictCode.GPU_DEVICE_WIDE:
+            text += f" (every kernel on {md_name(str(v.values.get('device')))} ×{fmt_num(v.values.get('ratio'))} per call)"
+        elif who:
+            text += f" ({who})"
+        if v.tau_pp:
+            text += f", {fmt_signed(v.tau_pp)} pp of the abnormal cycle"
+        if math.isfinite(v.q):
+            text += f", q {fmt_p(v.q)}"
+        parts.append(text)
+    return "**Verdict:** " + "; ".join(parts) + "."

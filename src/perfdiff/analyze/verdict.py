@@ -1,0 +1,136 @@
+"""The verdict: what changed, as classes with their evidence, ordered by the share of the
+cycle they explain (docs/STATISTICS.md, "Verdict").
+
+Built from the findings and the analysis only, never from prose: each class names the
+findings it rests on (indexes into the findings list), the share of the abnormal cycle it
+explains (τ, pp) and how sure it is (the smallest q of its evidence).
+"""
+from __future__ import annotations
+
+import math
+import re
+from dataclasses import dataclass, field
+from enum import Enum
+from typing import Any
+
+from perfdiff.analyze.findings import Finding, FindingCode, significant
+from perfdiff.analyze.records import Analysis, FunctionStats
+from perfdiff.model.schema import GPU_KINDS
+
+CLOCK_DROP_REL = 0.10  # the host CPU clock fell by at least 10 % of itself
+INPUT_PATTERN = re.compile(r"DataLoader|dataloader|data_loader|input_pipeline|prefetch|collate", re.I)
+HOST_CPU_STATES = ("oncpu",)
+CONTENTION_STATES = ("runq",)
+IO_STATES = ("iowait", "blocked", "read", "write")
+
+
+class VerdictCode(str, Enum):
+    """A class of change; stable across releases."""
+
+    CPU_CLOCK = "cpu-clock-reduced"  # CPU-side work slower at unchanged calls while the CPU clock fell
+    CPU_CONTENTION = "cpu-contention"  # the target's threads waited for a CPU (runq grew)
+    IO_WAIT = "io-wait"  # threads blocked on I/O
+    INPUT_PIPELINE = "input-pipeline"  # data-loading ranges grew
+    GPU_DEVICE_WIDE = "gpu-device-wide"  # every kernel of a GPU slower per call (clocks, power, thermal)
+    GPU_KERNEL = "gpu-kernel-regression"  # named kernels slower per call
+    OTHER_PROCESS = "other-process"  # another process used the GPU
+    TRANSFER = "transfer-growth"  # memcpy / memset time grew
+    NEW_WORK = "new-work"  # work present in the abnormal run only, or more calls per cycle
+    CPU_WORK = "cpu-work"  # CPU-side ranges slower, with no host-wide reason found
+    NO_MATERIAL = "no-material-change"  # nothing significant and material
+
+    def __str__(self) -> str:
+        return self.value
+
+
+@dataclass(frozen=True)
+class VerdictClass:
+    """One class of the verdict: its evidence (indexes into the findings), the share of the
+    abnormal cycle it explains (pp) and the smallest q among its evidence."""
+
+    code: VerdictCode
+    tau_pp: float = 0.0
+    q: float = math.nan
+    evidence: tuple[int, ...] = ()
+    values: dict[str, Any] = field(default_factory=dict)
+
+
+def build_verdict(c: Analysis, findings: list[Finding]) -> list[VerdictClass]:
+    """The verdict's classes, the one explaining most of the cycle first."""
+    causes = [(i, x) for i, x in enumerate(findings) if x.code == FindingCode.CAUSE]
+    fn = {i: c.functions[x.func] for i, x in causes if x.func is not None}
+    used: set[int] = set()
+    out: list[VerdictClass] = []
+
+    def take(code: VerdictCode, idx: list[int], extra: list[int] | None = None, **values: Any) -> None:
+        if not idx and not extra:
+            return
+        used.update(idx)
+        qs = [findings[i].q for i in idx + (extra or []) if math.isfinite(findings[i].q)]
+        out.append(VerdictClass(code, tau_pp=sum(fn[i].tau_pp for i in idx if i in fn),
+                                q=min(qs) if qs else math.nan, evidence=tuple(idx + (extra or [])), values=values))
+
+    clock = _clock_drop(c)
+    resources = [i for i, x in enumerate(findings) if x.code == FindingCode.RESOURCE]
+    if clock is not None:
+        slower_same_calls = [i for i, _ in causes if i in fn and _cpu_side(fn[i]) and _same_calls(fn[i])]
+        clock_ev = [i for i in resources if findings[i].values.get("metric") in ("cpu_frequency", "cpu_frequency_mhz")]
+        if slower_same_calls:
+            take(VerdictCode.CPU_CLOCK, slower_same_calls, clock_ev[:1], clock_n=clock[0], clock_a=clock[1])
+    for i, x in enumerate(findings):
+        if x.code == FindingCode.DEVICE_WIDE and not x.values.get("host"):
+            throttle = [j for j in resources if str(findings[j].values.get("metric", "")).startswith("gpu_throttle")]
+            out.append(VerdictClass(VerdictCode.GPU_DEVICE_WIDE, tau_pp=float(x.values.get("tau_pp", 0.0)),
+                                    evidence=(i, *throttle[:2]), values={"device": x.device,
+                                                                        "ratio": x.values.get("ratio")}))
+    take(VerdictCode.INPUT_PIPELINE, [i for i, _ in causes if i in fn and i not in used
+                                      and INPUT_PATTERN.search(fn[i].name)])
+    take(VerdictCode.CPU_CONTENTION, [i for i, _ in causes if i in fn and i not in used and fn[i].kind == "host"
+                                      and fn[i].name in CONTENTION_STATES])
+    take(VerdictCode.IO_WAIT, [i for i, _ in causes if i in fn and i not in used and fn[i].kind == "host"
+                               and fn[i].name in IO_STATES])
+    take(VerdictCode.NEW_WORK, [i for i, _ in causes if i in fn and i not in used and _new_work(fn[i])])
+    take(VerdictCode.GPU_KERNEL, [i for i, _ in causes if i in fn and i not in used and fn[i].kind == "kernel"])
+    take(VerdictCode.TRANSFER, [i for i, _ in causes if i in fn and i not in used and fn[i].kind in GPU_KINDS])
+    other = [i for i, x in enumerate(findings)
+             if (x.code == FindingCode.EVENT and x.values.get("event") == "other-process")
+             or (x.code == FindingCode.RESOURCE and x.values.get("metric") == "other_process_gpu_usage"
+                 and x.values.get("mean_a", 0) > x.values.get("mean_n", 0))]
+    if other:
+        out.append(VerdictClass(VerdictCode.OTHER_PROCESS, evidence=tuple(other),
+                                q=min((findings[i].q for i in other if math.isfinite(findings[i].q)), default=math.nan)))
+    take(VerdictCode.CPU_WORK, [i for i, _ in causes if i in fn and i not in used and _cpu_side(fn[i])])
+    if not out:
+        neg = [i for i, x in enumerate(findings) if x.code in (FindingCode.NO_CAUSE, FindingCode.NEGLIGIBLE,
+                                                                FindingCode.IDENTICAL)]
+        out.append(VerdictClass(VerdictCode.NO_MATERIAL, evidence=tuple(neg)))
+    out.sort(key=lambda v: -abs(v.tau_pp))
+    return out
+
+
+def _clock_drop(c: Analysis) -> tuple[float, float] | None:
+    """(normal, abnormal) mean host CPU clock when it fell significantly by ≥ 10 %."""
+    for r in c.context:
+        if r.metric in ("cpu_frequency", "cpu_frequency_mhz") and r.device == "Host" and significant(r.q, c.alpha):
+            n, a = r.res.mean_n, r.res.mean_a
+            if n > 0 and (n - a) >= CLOCK_DROP_REL * n:
+                return n, a
+    return None
+
+
+def _cpu_side(f: FunctionStats) -> bool:
+    return f.kind == "cpu" or (f.kind == "host" and f.name in HOST_CPU_STATES)
+
+
+def _same_calls(f: FunctionStats) -> bool:
+    """Calls per cycle unchanged (±5 %), or a host state (no calls)."""
+    if f.sampled or f.kind == "host":
+        return True
+    return f.calls_n > 0 and f.calls_a > 0 and abs(math.log(f.calls_a / f.calls_n)) <= 0.05
+
+
+def _new_work(f: FunctionStats) -> bool:
+    """New in the abnormal run, or at least 25 % more calls per cycle."""
+    if f.presence == "new":
+        return True
+    return not f.sampled and f.calls_n > 0 and f.calls_a >= 1.25 * f.calls_n

@@ -1,0 +1,81 @@
+"""The verdict names the right class of change on labelled pairs: the shipped examples, real
+traces, fake-GPU scenarios and simulations; null pairs give "no material change"."""
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+from conftest import EXAMPLES
+
+import perfdiff
+from perfdiff.analyze.verdict import VerdictCode
+
+KINETO = "pytorch/kineto/tb_plugin/samples"
+
+
+def codes(c: perfdiff.Comparison) -> list[VerdictCode]:
+    return [v.code for v in c.verdict]
+
+
+def named(c: perfdiff.Comparison, code: VerdictCode) -> list[str]:
+    v = next(v for v in c.verdict if v.code == code)
+    return [c.findings[i].function for i in v.evidence if c.findings[i].function]
+
+
+def test_cpufreq_example_names_the_clock_cut_and_the_kernel() -> None:
+    c = perfdiff.compare(EXAMPLES / "cpufreq" / "normal", EXAMPLES / "cpufreq" / "abnormal")
+    assert codes(c)[0] == VerdictCode.CPU_CLOCK
+    assert "Scheduler.get_next_batch_to_run" in named(c, VerdictCode.CPU_CLOCK)
+    assert any(n.startswith("void flash::flash_fwd_kernel") for n in named(c, VerdictCode.GPU_KERNEL))
+    assert "**Verdict:** **host CPU clock reduced** (CPU clock 85.86 → 22.50 %" in c.to_markdown()
+
+
+def test_contention_example_names_cpu_contention() -> None:
+    c = perfdiff.compare(EXAMPLES / "contention" / "normal", EXAMPLES / "contention" / "abnormal")
+    assert codes(c) == [VerdictCode.CPU_CONTENTION] and named(c, VerdictCode.CPU_CONTENTION) == ["runq"]
+
+
+@pytest.mark.real
+def test_real_traces(real: Path) -> None:
+    k = real / KINETO
+    c = perfdiff.compare(k / "resnet50_num_workers_4/worker0.1623212756351.pt.trace.json.gz",
+                         k / "resnet50_num_workers_0/worker0.1623143089861.pt.trace.json.gz")
+    assert codes(c)[0] == VerdictCode.INPUT_PIPELINE
+    r = real / "kmcho2019/Rodinia_3.1_Gaussian"
+    c = perfdiff.compare(r / "report3.sqlite", r / "report2.sqlite")
+    assert codes(c) == [VerdictCode.GPU_KERNEL] and named(c, VerdictCode.GPU_KERNEL)[0].startswith("Fan2")
+    c = perfdiff.compare(k / "resnet50_num_workers_4/worker0.1623212756351.pt.trace.json.gz",
+                         k / "resnet50_num_workers_4/worker0.1623213129365.pt.trace.json.gz")
+    assert codes(c) == [VerdictCode.NO_MATERIAL]
+    assert c.to_json()["verdict"][0]["code"] == "no-material-change"
+
+
+def test_fake_gpu_scenario_with_another_process(tmp_path: Path) -> None:
+    from fakes import make_scenario_bundle
+
+    n, a = make_scenario_bundle("competing_process", tmp_path / "s", seed=3)
+    c = perfdiff.compare(n, a)
+    assert VerdictCode.OTHER_PROCESS in codes(c)
+
+
+def test_simulated_clock_cut_on_the_gpu_is_device_wide() -> None:
+    from test_matched import CYCLES, compare, k, run_of
+
+    import numpy as np
+
+    from perfdiff.analyze import build_findings
+    from perfdiff.analyze.verdict import build_verdict
+
+    def run(seed: int, scale: float):
+        rng = np.random.default_rng(seed)
+        rows, t = [], 0
+        for _ in range(CYCLES):
+            for name, d in zip(["k1", "k2", "k3", "k4"], [300_000, 200_000, 500_000, 400_000], strict=True):
+                dur = int(d * scale * (1 + 0.01 * rng.standard_normal()))
+                rows.append(k(name, t, t + dur))
+                t += dur + 1_000
+            t += 20_000
+        return run_of(rows)
+    c = compare(run(1, 1.0), run(2, 1.35))
+    v = build_verdict(c, build_findings(c))
+    assert [x.code for x in v] == [VerdictCode.GPU_DEVICE_WIDE] and 1.3 < v[0].values["ratio"] < 1.4
