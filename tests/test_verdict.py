@@ -27,7 +27,7 @@ def test_cpufreq_example_names_the_clock_cut_and_the_kernel() -> None:
     assert codes(c)[0] == VerdictCode.CPU_CLOCK
     assert "Scheduler.get_next_batch_to_run" in named(c, VerdictCode.CPU_CLOCK)
     assert any(n.startswith("void flash::flash_fwd_kernel") for n in named(c, VerdictCode.GPU_KERNEL))
-    assert "**Verdict:** **host CPU clock reduced** (CPU clock 85.86 → 22.50 %" in c.to_markdown()
+    assert "- **host CPU clock reduced**: CPU clock 85.86 → 22.50 %" in c.to_markdown()
 
 
 def test_contention_example_names_cpu_contention() -> None:

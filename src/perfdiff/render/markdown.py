@@ -13,7 +13,7 @@ import jinja2
 from perfdiff.version import __version__
 from perfdiff.analyze import Analysis, DetailRow, Finding, FindingCode, FunctionStats
 from perfdiff.analyze.verdict import build_verdict
-from perfdiff.render.wording import finding_text, matching_text, notice_text, plan_text, test_name, verdict_text
+from perfdiff.render.wording import finding_text, matching_text, notice_text, plan_text, test_name, verdict_lines
 from perfdiff.render.text import (NA, fmt_beta, fmt_num, fmt_p, fmt_pct, fmt_score, fmt_signed, fmt_time_us,
                            fmt_z, html_code, md_escape, md_name, shorten)
 
@@ -79,6 +79,34 @@ def _detail_cells(c: Analysis, row: DetailRow, rank: int) -> list[str]:
     return cells
 
 
+TOP_ROWS = 10
+TOP_HEADER = ["#", "Function", "Device", "τ (pp)", "own time N → A", "per call N → A", "calls N → A", "q(t)",
+              "Cliff's δ", "flags"]
+
+
+def _top(c: Analysis) -> list[DetailRow]:
+    """The first TOP_ROWS functions of the detailed table, each once (the table may pair one
+    function with several metrics)."""
+    seen, out = set(), []
+    for r in c.details:
+        if r.func not in seen:
+            seen.add(r.func)
+            out.append(r)
+        if len(out) == TOP_ROWS:
+            break
+    return out
+
+
+def _top_cells(c: Analysis, row: DetailRow, rank: int) -> list[str]:
+    """A row of the first screen's table: ten columns, names shortened, times in their unit."""
+    f = c.functions[row.func]
+    calls = "—" if f.sampled else f"{fmt_num(f.calls_n, 1)} → {fmt_num(f.calls_a, 1)}"
+    per_call = "—" if f.sampled else f"{fmt_time_us(f.per_call_n_us)} → {fmt_time_us(f.per_call_a_us)}"
+    return [str(rank), md_name(f.name, 60), md_escape(f.device), fmt_signed(f.tau_pp),
+            f"{fmt_time_us(f.t_n_us)} → {fmt_time_us(f.t_a_us)}", per_call, calls, fmt_p(f.q_t),
+            fmt_num(f.t.cliffs_delta if f.t else None), _flags(f)]
+
+
 DETAIL_HEADER = [
     "#", "Function Name", "Device", "Metric Name", "Suspicion Score", "τ(pp)", "t_N → t_A (µs/cycle)",
     "Z(t)", "q(t)", "β_N(%)", "β_A(%)", "Δβ(pp)", "Z-Score(β)", "p-value(β)", "U-test p(β)", "q(β)",
@@ -139,7 +167,11 @@ def build_view(c: Analysis, findings: list[Finding], *, top: int = 25,
         "overview": (finding_text(c, findings[0]) if findings and findings[0].code == FindingCode.IDENTICAL
                      else _overview(c, top_cause)),
         "plan": plan_text(c.plan),
-        "verdict": verdict_text(c, build_verdict(c, findings), findings),
+        "verdict": verdict_lines(c, build_verdict(c, findings), findings),
+        "top_header": TOP_HEADER, "top_rows": [_top_cells(c, r, i + 1) for i, r in enumerate(_top(c))],
+        "per": "100 ms window" if c.plan is not None and c.plan.source.value == "window" and not c.plan.chosen_by_user
+               else "cycle",
+        "short_path_n": md_escape(shorten(N.path, 60)), "short_path_a": md_escape(shorten(A.path, 60)),
         "matching": matching_text(c),
         "cycle_test_name": test_name(c.matched),
         "findings": [finding_text(c, f) for f in findings],

@@ -31,9 +31,8 @@ def test_name(paired: bool) -> str:
 def matching_text(c: Analysis) -> str:
     """Whether the cycles are matched, and so how the functions are tested."""
     if c.matched:
-        return (f"Cycles are matched: cycle i of one run does the same work as cycle i of the other (Spearman ρ of "
-                f"the cycle times {fmt_num(c.match_rho, 3)} over {c.normal.n_cycles:,} cycles), so every function "
-                "is tested on its paired differences (Wilcoxon signed-rank, paired t test).")
+        return (f"Cycles are matched (cycle i does the same work in both runs: Spearman ρ {fmt_num(c.match_rho, 3)} "
+                f"over {c.normal.n_cycles:,} cycles): functions are tested on paired differences.")
     return ""
 
 
@@ -288,11 +287,10 @@ def notice_text(n: Notice) -> str:
         head = (f"median cycle times differ by ×{f['ratio']:.2f} ({n.normal / 1e3:.3g} ms vs "
                 f"{n.abnormal / 1e3:.3g} ms)")
         if f["same_marked_source"]:
-            s = (f"{head}: both runs' cycles come from the same kind of markers ({f['source_n']}), so this is "
-                 "probably a real change; if the markers changed meaning, the per-cycle numbers do not compare")
+            s = (f"{head}: both runs' cycles are the process's own markers ({f['source_n']}), so probably a real "
+                 "change, unless the markers changed meaning")
         else:
-            s = (f"{head}: the two runs were probably segmented differently; check the cycle sources or choose "
-                 "cycles with --cycle / --window")
+            s = f"{head}: probably segmented differently; choose cycles with --cycle / --window"
     elif code == NoticeCode.GPU_MODEL:
         s = f"GPU model differs: {_counted(n.normal)} vs {_counted(n.abnormal)}"
     elif code == NoticeCode.WORLD_SIZE:
@@ -371,26 +369,30 @@ VERDICT_WORDS = {
 }
 
 
-def verdict_text(c: Analysis, verdict: list[VerdictClass], findings: list[Finding]) -> str:
-    """The verdict paragraph: each class with the share it explains and its evidence."""
-    parts = []
+def verdict_lines(c: Analysis, verdict: list[VerdictClass], findings: list[Finding]) -> list[str]:
+    """The verdict as short Markdown lines, one per class: the share it explains and its
+    evidence (at most two names, shortened)."""
+    lines = []
     for v in verdict:
         if v.code == VerdictCode.NO_MATERIAL:
-            parts.append("**no material change**: no function's own time changed both significantly and materially")
+            lines.append("**no material change**: no function's own time changed both significantly and materially.")
             continue
-        names = [findings[i].function for i in v.evidence if findings[i].function]
-        who = ", ".join(f"**{md_name(n, 60)}**" for n in dict.fromkeys(names)) if names else ""
+        names = list(dict.fromkeys(findings[i].function for i in v.evidence if findings[i].function))
+        who = ", ".join(f"**{md_name(n, 48)}**" for n in names[:2]) + (f" and {len(names) - 2} more"
+                                                                          if len(names) > 2 else "")
         text = f"**{VERDICT_WORDS[v.code]}**"
         if v.code == VerdictCode.CPU_CLOCK:
-            text += (f" (CPU clock {fmt_num(v.values['clock_n'])} → {fmt_num(v.values['clock_a'])}"
-                     f"{' %' if v.values['clock_n'] <= 100 else ' MHz'}; slower at unchanged calls: {who})")
+            unit = " %" if v.values["clock_n"] <= 100 else " MHz"
+            text += (f": CPU clock {fmt_num(v.values['clock_n'])} → {fmt_num(v.values['clock_a'])}{unit}; slower at "
+                     f"unchanged calls: {who}")
         elif v.code == VerdictCode.GPU_DEVICE_WIDE:
-            text += f" (every kernel on {md_name(str(v.values.get('device')))} ×{fmt_num(v.values.get('ratio'))} per call)"
+            text += f": every kernel on {md_name(str(v.values.get('device')))} ×{fmt_num(v.values.get('ratio'))} per call"
         elif who:
-            text += f" ({who})"
+            text += f": {who}"
         if v.tau_pp:
-            text += f", {fmt_signed(v.tau_pp)} pp of the abnormal cycle"
-        if math.isfinite(v.q):
-            text += f", q {fmt_p(v.q)}"
-        parts.append(text)
-    return "**Verdict:** " + "; ".join(parts) + "."
+            text += f" ({fmt_signed(v.tau_pp)} pp of the abnormal cycle" + (
+                f", q {fmt_p(v.q)})" if math.isfinite(v.q) else ")")
+        elif math.isfinite(v.q):
+            text += f" (q {fmt_p(v.q)})"
+        lines.append(text + ".")
+    return lines

@@ -1,0 +1,40 @@
+"""The first screen of a report is ticket-sized: the verdict and the top table within about 40
+lines, no line in it wider than ~200 characters, on the examples and on real traces."""
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+from conftest import EXAMPLES
+
+import perfdiff
+
+SCREEN = 45  # lines
+WIDTH = 220  # characters
+
+
+def check_first_screen(md: str) -> None:
+    lines = md.splitlines()
+    screen = lines[:SCREEN]
+    text = "\n".join(screen)
+    assert "**Verdict:**" in text and "| # | Function | Device | τ (pp) |" in text, text
+    wide = [ln for ln in screen if len(ln) > WIDTH]
+    assert not wide, wide
+    assert "p 0 " not in md and "p 0," not in md and "[" not in screen[2]  # no list reprs in the header
+
+
+@pytest.mark.parametrize("example", ["cpufreq", "contention"])
+def test_examples(example: str) -> None:
+    check_first_screen(perfdiff.compare(EXAMPLES / example / "normal", EXAMPLES / example / "abnormal").to_markdown())
+
+
+@pytest.mark.real
+@pytest.mark.parametrize("pair", [
+    ("kmcho2019/Rodinia_3.1_Gaussian/report3.sqlite", "kmcho2019/Rodinia_3.1_Gaussian/report2.sqlite"),
+    ("pytorch/kineto/tb_plugin/samples/resnet50_num_workers_4/worker0.1623212756351.pt.trace.json.gz",
+     "pytorch/kineto/tb_plugin/samples/resnet50_num_workers_0/worker0.1623143089861.pt.trace.json.gz"),
+    ("facebookresearch/HolisticTraceAnalysis/tests/data/trace_diff/control/control.json.gz",
+     "facebookresearch/HolisticTraceAnalysis/tests/data/trace_diff/test/test.json.gz"),
+], ids=["rodinia", "kineto", "hta"])
+def test_real_traces(real: Path, pair: tuple[str, str]) -> None:
+    check_first_screen(perfdiff.compare(real / pair[0], real / pair[1]).to_markdown())
