@@ -90,7 +90,7 @@ def main(argv: list[str] | None = None) -> int:
             t_alone = importer_alone(kind, a)
             rate = (f"{n / t_alone / 1e6:.2f} M kernel rows/s" if kind == "nsys"
                     else f"{json_bytes(a) / t_alone / 1e6:.0f} MB/s of JSON")
-            runs = [measure([PY, "-m", "perfdiff", "compare", str(a), str(b), "-o", str(OUT / f"report_{kind}_{n}.md")])
+            runs = [measure([PY, "-m", "perfdiff", "compare", str(a), str(b), "--no-plots", "-o", str(OUT / f"report_{kind}_{n}.md")])
                     for _ in range(3)]
             t_cmp = min(r[0] for r in runs)
             rss_cmp, tree_cmp = max(r[1] for r in runs), max(r[3] for r in runs)

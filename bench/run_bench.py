@@ -104,7 +104,7 @@ def bench_compare(sizes: list[int]) -> list[str]:
                                check=True)
         best = None
         for _ in range(3):
-            wall, rss, _, tree = measure([PY, "-m", "perfdiff", "compare", str(a), str(b), "-o",
+            wall, rss, _, tree = measure([PY, "-m", "perfdiff", "compare", str(a), str(b), "--no-plots", "-o",
                                           str(OUT / f"report_{n}.md"), "--json", str(OUT / f"report_{n}.json")])
             best = (wall, rss, tree) if best is None or wall < best[0] else best
         rows.append(f"| {n:,} | {cycles:,} | {int(100_000 * n / 5_000_000):,} | {best[0]:.2f} | {best[1]:,.0f} | "

@@ -232,11 +232,21 @@ class Comparison:
         n, a = self.analysis.normal.median_us, self.analysis.abnormal.median_us
         return 100.0 * (a / n - 1.0) if n else float("nan")
 
-    def to_markdown(self, *, top: int = 25, cycles_csv: str | None = None) -> str:
-        """The Markdown report; `cycles_csv` names the CSV file written beside it, if any."""
+    def to_markdown(self, *, top: int = 25, cycles_csv: str | None = None, plots: list[str] | None = None,
+                    plots_note: str | None = None) -> str:
+        """The Markdown report; `cycles_csv` and `plots` name the files written beside it (see
+        `write_plots`), `plots_note` says why there are none."""
         from perfdiff.render import render_markdown
 
-        return render_markdown(self.analysis, list(self.findings), self.manifests, top=top, cycles_csv=cycles_csv)
+        return render_markdown(self.analysis, list(self.findings), self.manifests, top=top, cycles_csv=cycles_csv,
+                               plots=plots or [], plots_note=plots_note)
+
+    def write_plots(self, folder: str | os.PathLike[str], stem: str) -> list[str]:
+        """Write the report's pictures (PNG) into `folder` as `stem`.*.png and return their
+        names; perfdiff.render.plots.PlotsUnavailable without matplotlib."""
+        from perfdiff.render.plots import write_plots
+
+        return write_plots(self.analysis, Path(folder), stem)
 
     def to_json(self) -> dict[str, Any]:
         """Every number, finding and notice as JSON-ready data (format "perfdiff-comparison")."""

@@ -23,8 +23,17 @@ def cmd_compare(args: argparse.Namespace) -> int:
         print(f"perfdiff: identical inputs: {args.normal} and {args.abnormal} hold the same bytes", file=sys.stderr)
     if args.output and args.output != "-":
         out = Path(args.output)
-        csv_name = out.with_suffix("").name + ".cycles.csv"
-        write_output(out, comp.to_markdown(top=args.top, cycles_csv=csv_name))
+        stem = out.with_suffix("").name
+        csv_name = stem + ".cycles.csv"
+        plots, note = [], None
+        if not args.no_plots and out.parent.is_dir():
+            from perfdiff.render.plots import PlotsUnavailable
+
+            try:
+                plots = comp.write_plots(out.parent, stem)
+            except PlotsUnavailable as exc:
+                note = str(exc)
+        write_output(out, comp.to_markdown(top=args.top, cycles_csv=csv_name, plots=plots, plots_note=note))
         write_output(out.with_name(csv_name), comp.cycles_csv())
     else:
         sys.stdout.write(comp.to_markdown(top=args.top))
@@ -49,6 +58,7 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--cycle", default=None, metavar="REGEX",
                    help="cycles from marker ranges (or kernel launches) whose name matches REGEX")
     p.add_argument("--window", default=None, metavar="DURATION", help="fixed-window cycles, e.g. 100ms")
+    p.add_argument("--no-plots", action="store_true", help="write no pictures beside the report")
     p.add_argument("--force", action="store_true",
                    help="compare runs that have nothing in common (no shared function, cycles ×50 apart)")
     p.add_argument("--fail-on", type=float, default=None, metavar="PCT",

@@ -217,10 +217,17 @@ def _quality(c: Analysis) -> list[list[str]]:
     return rows
 
 
+PLOT_TITLES = {"cycles": "cycle-time distribution", "timeline": "cycle time, cycle by cycle"}
+
+
 def render_markdown(c: Analysis, findings: list[Finding], manifests: tuple[dict, dict], *,
-                    top: int = 25, cycles_csv: str | None = None) -> str:
-    """The Markdown report."""
+                    top: int = 25, cycles_csv: str | None = None, plots: list[str] | None = None,
+                    plots_note: str | None = None) -> str:
+    """The Markdown report; `plots`: picture files beside it, linked by relative path."""
     view = build_view(c, findings, top=top, cycles_csv=cycles_csv)
+    view["plots"] = [(PLOT_TITLES.get(p.rsplit(".", 2)[-2], p), md_escape(p).replace(" ", "%20"))
+                     for p in plots or []]
+    view["plots_note"] = md_escape(plots_note) if plots_note else None
     view["collection"] = [_manifest_view(label, m) for label, m in zip(("normal", "abnormal"), manifests, strict=True)]
     view["dist_n"], view["dist_a"] = (_distributed(m) for m in manifests)
     return _env().get_template("report.md.j2").render(**view)

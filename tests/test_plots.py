@@ -1,0 +1,50 @@
+"""Pictures beside the report: valid, small, deterministic PNGs linked by relative path;
+none with --no-plots; a clear note without matplotlib."""
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+import pytest
+from conftest import EXAMPLES, run_cli
+
+PAIR = (EXAMPLES / "cpufreq" / "normal", EXAMPLES / "cpufreq" / "abnormal")
+PNG = b"\x89PNG\r\n\x1a\n"
+
+
+def test_plots_are_linked_valid_small_and_deterministic(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    for run in ("one", "two"):
+        (tmp_path / run).mkdir()
+        code, _, err = run_cli(["compare", *PAIR, "-o", tmp_path / run / "r.md"], capsys)
+        assert code == 0, err
+    md = (tmp_path / "one" / "r.md").read_text()
+    linked = re.findall(r"\]\(([^)]+\.png)\)", md)
+    assert set(linked) == {"r.cycles.png", "r.timeline.png"}
+    for name in set(linked):
+        data = (tmp_path / "one" / name).read_bytes()
+        assert data.startswith(PNG) and len(data) < 200_000
+        assert data == (tmp_path / "two" / name).read_bytes()  # the same input, the same bytes
+
+
+def test_no_plots_writes_none(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    code, _, err = run_cli(["compare", *PAIR, "-o", tmp_path / "r.md", "--no-plots"], capsys)
+    assert code == 0, err
+    assert not list(tmp_path.glob("*.png")) and ".png" not in (tmp_path / "r.md").read_text()
+
+
+def test_without_matplotlib_the_report_says_how_to_get_plots(tmp_path: Path, capsys: pytest.CaptureFixture[str],
+                                                             monkeypatch: pytest.MonkeyPatch) -> None:
+    import builtins
+
+    real_import = builtins.__import__
+
+    def no_matplotlib(name, *args, **kwargs):
+        if name.startswith("matplotlib"):
+            raise ImportError("No module named 'matplotlib'")
+        return real_import(name, *args, **kwargs)
+
+    monkeypatch.setattr(builtins, "__import__", no_matplotlib)
+    code, _, err = run_cli(["compare", *PAIR, "-o", tmp_path / "r.md"], capsys)
+    assert code == 0, err
+    assert "Pictures: plots need matplotlib: pip install 'perfdiff\\[plot\\]'" in (tmp_path / "r.md").read_text()
+    assert not list(tmp_path.glob("*.png"))
