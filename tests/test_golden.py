@@ -78,3 +78,13 @@ def test_golden_numbers_compare_at_the_stated_precision() -> None:
     assert first_difference('{"x": 0.0}', '{"x": 0.001}') is not None
     assert first_difference("a 1,234.5 µs", "a 1,234.5 ms") is not None  # text still exact
     assert first_difference("a 1,234.5 µs", "a 1,235.5 µs") is not None
+
+
+def test_the_readmes_first_screen_is_the_shipped_reports() -> None:
+    """README shows the first screen of examples/cpufreq/report.md: it must stay that report's."""
+    import re
+
+    readme = (ROOT / "README.md").read_text(encoding="utf-8")
+    shown = re.search(r"The first screen of the shipped example.*?```text\n(.*?)\n```", readme, re.S).group(1)
+    report = (ROOT / "examples" / "cpufreq" / "report.md").read_text(encoding="utf-8")
+    assert report.startswith(shown + "\n")
