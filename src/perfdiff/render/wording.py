@@ -304,7 +304,8 @@ def notice_text(n: Notice) -> str:
     elif code == NoticeCode.INPUT_SOURCE:
         s = f"the runs come from different sources: {n.normal} vs {n.abnormal}"
     elif code in _DIFFERS_LIST:
-        s = f"{_DIFFERS_LIST[code]} differs: {n.normal} vs {n.abnormal}"
+        s = f"{_DIFFERS_LIST[code]} differs: {_counted([_unknown(x) for x in n.normal or []])} vs " \
+            f"{_counted([_unknown(x) for x in n.abnormal or []])}"
     else:
         s = f"{_DIFFERS[code]} differs: {_unknown(n.normal)} vs {_unknown(n.abnormal)}"
     return md_escape(s)
