@@ -122,7 +122,8 @@ class Collection:
 
     def __init__(self, writer: BundleWriter, targets: TargetSet, samplers: list[Any], *,
                  interval_ns: int, duration_ns: int | None, markers: MarkerReader | None,
-                 poll_exit: Callable[[], str | None], warn: Callable[[str], None]):
+                 poll_exit: Callable[[], str | None], warn: Callable[[str], None],
+                 status: Callable[[dict[str, Any]], None] | None = None):
         self.writer = writer
         self.targets = targets
         self.slots = [_SamplerSlot(s, max(1, round((getattr(s, "interval_ns", 0) or interval_ns) / interval_ns)),
@@ -133,6 +134,7 @@ class Collection:
         self.markers = markers
         self.poll_exit = poll_exit
         self.warn = warn
+        self.status = status  # called after each flush (about once a second) with the run's progress
         self.pending: dict[str, list[Any]] = {t: [] for t in TABLES}
         self.marks = RowBuffer()
         self.stats = CollectStats(interval_ns)
@@ -232,6 +234,8 @@ class Collection:
                 if seal:
                     next_seal = mono + SEAL_NS
                 self.flush(seal)
+                if self.status is not None:
+                    self.status(self.progress(mono - mono0))
             if mono >= next_anchor:
                 next_anchor = mono + ANCHOR_NS
                 self._anchor()
@@ -355,6 +359,11 @@ class Collection:
             except OSError as exc:
                 raise write_error(exc, self.writer.path) from None
         self.stats.flushes += 1
+
+    def progress(self, elapsed_ns: int) -> dict[str, Any]:
+        """What the run has done so far: elapsed ns, rows of each table, ticks, late ticks."""
+        return {"elapsed_ns": elapsed_ns, "ticks": self.stats.ticks, "overruns": self.stats.overruns,
+                **{table: self.writer.rows(table) for table in TABLES}}
 
     def manifest_fields(self) -> dict[str, Any]:
         """The manifest entries that change during the run."""

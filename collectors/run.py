@@ -54,6 +54,8 @@ class CollectOptions:
     no_kernel_trace: bool = False
     argv: tuple[str, ...] = ()  # recorded in the manifest's source
     warn: Callable[[str], None] | None = field(default=None, compare=False)
+    # called about once a second with the run's progress (Collection.progress) plus "warnings"
+    status: Callable[[dict[str, Any]], None] | None = field(default=None, compare=False)
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "output", Path(self.output))
@@ -209,8 +211,12 @@ def _run(writer: BundleWriter, targets: TargetSet, samplers: list[Any], markers:
             return "command-exited" if child.poll() is not None else None
         return None if targets.root_alive() else "target-exited"
 
+    def status(progress: dict[str, Any]) -> None:
+        if o.status is not None:
+            o.status({**progress, "warnings": len(warnings)})
+
     run = Collection(writer, targets, samplers, interval_ns=o.interval_ns, duration_ns=o.duration_ns,
-                     markers=markers, poll_exit=poll_exit, warn=warn)
+                     markers=markers, poll_exit=poll_exit, warn=warn, status=status if o.status else None)
     try:
         status = run.run()
         run.stop_sources()

@@ -134,6 +134,10 @@ class BundleWriter:
             j = self._journals[table] = Journal(path, journal_schema(table))
         j.append(data)
 
+    def rows(self, table: str) -> int:
+        """Rows of `table` written so far: sealed parts and the journal."""
+        return self._rows[table] + self.journaled_rows(table)
+
     def journaled_rows(self, table: str) -> int:
         """Rows in `table`'s journal, not sealed yet."""
         j = self._journals.get(table)

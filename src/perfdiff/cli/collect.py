@@ -53,6 +53,16 @@ def _warn(msg: str) -> None:
     print(f"perfdiff: warning: {msg}", file=sys.stderr, flush=True)
 
 
+def _status_line(p: dict) -> None:
+    """One line on the terminal, rewritten in place: elapsed, ticks, rows, warnings."""
+    late = f", {p['overruns']:,} late" if p["overruns"] else ""
+    warned = f", {p['warnings']} warning(s)" if p["warnings"] else ""
+    sys.stderr.write(f"\rperfdiff collect: {p['elapsed_ns'] / 1e9:,.1f} s, {p['ticks']:,} ticks{late}, "
+                     f"{p['markers']:,} marks, {p['activity']:,} activity rows, {p['samples']:,} samples{warned}"
+                     "\x1b[K")
+    sys.stderr.flush()
+
+
 def cmd_collect(args: argparse.Namespace) -> int:
     """perfdiff collect (--pid PID | -- CMD ARGS...) -o DIR: returns the exit code (0)."""
     from perfdiff.collectors.run import CollectOptions, collect
@@ -70,8 +80,10 @@ def cmd_collect(args: argparse.Namespace) -> int:
         duration_ns=parse_duration_ns(args.duration) if args.duration else None,
         gpus=None if args.gpus is None else tuple(args.gpus),
         nsys=args.nsys, nsys_trace=args.nsys_trace, no_kernel_trace=args.no_kernel_trace,
-        argv=tuple(sys.argv), warn=_warn)
+        argv=tuple(sys.argv), warn=_warn, status=_status_line if sys.stderr.isatty() else None)
     result = collect(options)
+    if sys.stderr.isatty():
+        sys.stderr.write("\r\x1b[K")  # the status line gives way to the summary
     c = result.manifest["collection"]
     print(f"perfdiff: wrote {result.path} (status {result.status}, {c['end_reason']}: {c['ticks']} ticks of "
           f"{interval_ns / 1e6:g} ms, {result.rows('activity'):,} activity rows, "
