@@ -79,3 +79,13 @@ def test_simulated_clock_cut_on_the_gpu_is_device_wide() -> None:
     c = compare(run(1, 1.0), run(2, 1.35))
     v = build_verdict(c, build_findings(c))
     assert [x.code for x in v] == [VerdictCode.GPU_DEVICE_WIDE] and 1.3 < v[0].values["ratio"] < 1.4
+
+
+def test_fake_gpu_power_cap_is_named_as_power_throttling(tmp_path: Path) -> None:
+    from fakes import make_scenario_bundle
+
+    n, a = make_scenario_bundle("power_cap", tmp_path / "s", seed=3)
+    c = perfdiff.compare(n, a)
+    v = next(v for v in c.verdict if v.code == VerdictCode.GPU_THROTTLING)
+    assert v.values["reason"] == "power" and codes(c)[0] == VerdictCode.GPU_THROTTLING
+    assert "**GPU throttling** (power)" in c.to_markdown()

@@ -32,6 +32,7 @@ class VerdictCode(str, Enum):
     IO_WAIT = "io-wait"  # threads blocked on I/O
     INPUT_PIPELINE = "input-pipeline"  # data-loading ranges grew
     GPU_DEVICE_WIDE = "gpu-device-wide"  # every kernel of a GPU slower per call (clocks, power, thermal)
+    GPU_THROTTLING = "gpu-throttling"  # kernels slower while the GPU's clocks fell or throttle reasons rose
     GPU_KERNEL = "gpu-kernel-regression"  # named kernels slower per call
     OTHER_PROCESS = "other-process"  # another process used the GPU
     TRANSFER = "transfer-growth"  # memcpy / memset time grew
@@ -90,7 +91,12 @@ def build_verdict(c: Analysis, findings: list[Finding]) -> list[VerdictClass]:
     take(VerdictCode.IO_WAIT, [i for i, _ in causes if i in fn and i not in used and fn[i].kind == "host"
                                and fn[i].name in IO_STATES])
     take(VerdictCode.NEW_WORK, [i for i, _ in causes if i in fn and i not in used and _new_work(fn[i])])
-    take(VerdictCode.GPU_KERNEL, [i for i, _ in causes if i in fn and i not in used and fn[i].kind == "kernel"])
+    kernels = [i for i, _ in causes if i in fn and i not in used and fn[i].kind == "kernel"]
+    throttled = _gpu_throttle(findings, {fn[i].device for i in kernels})
+    if throttled:
+        take(VerdictCode.GPU_THROTTLING, kernels, [throttled[0][0]], reason=throttled[0][1])
+    else:
+        take(VerdictCode.GPU_KERNEL, kernels)
     take(VerdictCode.TRANSFER, [i for i, _ in causes if i in fn and i not in used and fn[i].kind in GPU_KINDS])
     other = [i for i, x in enumerate(findings)
              if (x.code == FindingCode.EVENT and x.values.get("event") == "other-process")
@@ -134,3 +140,23 @@ def _new_work(f: FunctionStats) -> bool:
     if f.presence == "new":
         return True
     return not f.sampled and f.calls_n > 0 and f.calls_a >= 1.25 * f.calls_n
+
+
+THROTTLE_REASONS = {"gpu_throttle_power": "power", "gpu_throttle_thermal": "thermal",
+                    "gpu_throttle_hw_slowdown": "hardware slowdown", "gpu_throttle_sw_thermal": "thermal"}
+CLOCKS = ("gpu_sm_frequency", "gpu_frequency")
+
+
+def _gpu_throttle(findings: list[Finding], devices: set[str]) -> list[tuple[int, str]]:
+    """(finding index, reason) of the evidence that the GPUs of `devices` were held back: a
+    throttle-reason metric that rose (power, thermal …), else a GPU clock that fell."""
+    rose, fell = [], []
+    for i, x in enumerate(findings):
+        if x.code != FindingCode.RESOURCE or x.device not in devices:
+            continue
+        metric, n, a = x.values.get("metric"), x.values.get("mean_n", 0.0), x.values.get("mean_a", 0.0)
+        if metric in THROTTLE_REASONS and a > n:
+            rose.append((i, THROTTLE_REASONS[metric]))
+        elif metric in CLOCKS and a < n:
+            fell.append((i, "clock"))
+    return rose or fell

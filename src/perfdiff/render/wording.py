@@ -361,6 +361,7 @@ VERDICT_WORDS = {
     VerdictCode.IO_WAIT: "host I/O wait",
     VerdictCode.INPUT_PIPELINE: "input pipeline stall",
     VerdictCode.GPU_DEVICE_WIDE: "device-wide GPU slowdown",
+    VerdictCode.GPU_THROTTLING: "GPU throttling",
     VerdictCode.GPU_KERNEL: "GPU kernel regression",
     VerdictCode.OTHER_PROCESS: "another process on the GPU",
     VerdictCode.TRANSFER: "transfer growth",
@@ -386,6 +387,8 @@ def verdict_lines(c: Analysis, verdict: list[VerdictClass], findings: list[Findi
             unit = " %" if v.values["clock_n"] <= 100 else " MHz"
             text += (f": CPU clock {fmt_num(v.values['clock_n'])} → {fmt_num(v.values['clock_a'])}{unit}; slower at "
                      f"unchanged calls: {who}")
+        elif v.code == VerdictCode.GPU_THROTTLING:
+            text += f" ({v.values['reason']}): kernels slower while the GPU was held back: {who}"
         elif v.code == VerdictCode.GPU_DEVICE_WIDE:
             text += f": every kernel on {md_name(str(v.values.get('device')))} ×{fmt_num(v.values.get('ratio'))} per call"
         elif who:
