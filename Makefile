@@ -18,7 +18,7 @@ $(STAMP): pyproject.toml
 
 demo: $(STAMP)  ## Compare the shipped example pair and write report.md (+ report.json)
 	$(PY) -m perfdiff compare examples/cpufreq/normal examples/cpufreq/abnormal -o report.md --json report.json
-	@echo "wrote report.md and report.json"
+	@echo "wrote report.md (+ its pictures and cycles CSV) and report.json"
 
 test: $(STAMP)  ## Run all tests (unit, golden, real traces, fake GPUs in parallel; then live host runs alone)
 	$(PY) -m pytest -q -n 2 --durations=10 -m "not live"
