@@ -19,6 +19,7 @@ from typing import TYPE_CHECKING, Any, Callable
 
 from perfdiff.version import __version__
 from perfdiff.collectors.base import Sampler
+from perfdiff.collectors.host.cgroup import CgroupCpuSampler
 from perfdiff.collectors.host import HostSampler, ProcFS, host_info
 from perfdiff.collectors.loop import MIN_INTERVAL_NS, Collection
 from perfdiff.collectors.markers import MarkerReader
@@ -79,6 +80,9 @@ class CollectResult:
         return int(self.manifest["files"][table]["rows"])
 
 
+CGROUP_INTERVAL_NS = 1_000_000_000  # cpu.stat once a second: throttling is a per-period count
+
+
 def collect(options: CollectOptions) -> CollectResult:
     """Collect from `options.pid` or a started `options.cmd` into the bundle `options.output`."""
     o = options
@@ -107,7 +111,9 @@ def collect(options: CollectOptions) -> CollectResult:
         return holder[0].pids() if holder else set()
 
     gpus = None if o.gpus is None else list(o.gpus)
-    samplers: list[Any] = [HostSampler(pids, interval_ns=o.interval_ns, procfs=fs)]
+    samplers: list[Any] = [HostSampler(pids, interval_ns=o.interval_ns, procfs=fs),
+                           CgroupCpuSampler(lambda: holder[0].root if holder else None, procfs=fs,
+                                            interval_ns=max(o.interval_ns, CGROUP_INTERVAL_NS))]
     gpu = gpu_sampler(pids, gpus, o.interval_ns, warn, proc_root=fs.proc)  # a bad --gpus raises before any output
     if gpu is not None:
         samplers.append(gpu)

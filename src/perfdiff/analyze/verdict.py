@@ -28,6 +28,7 @@ class VerdictCode(str, Enum):
     """A class of change; stable across releases."""
 
     CPU_CLOCK = "cpu-clock-reduced"  # CPU-side work slower at unchanged calls while the CPU clock fell
+    CPU_QUOTA = "cpu-quota-throttling"  # the target's cgroup hit its CPU quota (CFS throttling grew)
     CPU_CONTENTION = "cpu-contention"  # the target's threads waited for a CPU (runq grew)
     IO_WAIT = "io-wait"  # threads blocked on I/O
     INPUT_PIPELINE = "input-pipeline"  # data-loading ranges grew
@@ -86,6 +87,16 @@ def build_verdict(c: Analysis, findings: list[Finding]) -> list[VerdictClass]:
                                                                         "ratio": x.values.get("ratio")}))
     take(VerdictCode.INPUT_PIPELINE, [i for i, _ in causes if i in fn and i not in used
                                       and INPUT_PATTERN.search(fn[i].name)])
+    quota = [i for i in resources if findings[i].values.get("metric") in ("cgroup_cpu_throttled",
+                                                                          "cgroup_cpu_throttled_time")
+             and findings[i].values.get("mean_a", 0.0) > findings[i].values.get("mean_n", 0.0)]
+    if quota:
+        waiting = [i for i, _ in causes if i in fn and i not in used and fn[i].kind == "host"
+                   and fn[i].name in CONTENTION_STATES + HOST_CPU_STATES]
+        timed = [findings[i].values for i in quota if findings[i].values.get("metric") == "cgroup_cpu_throttled_time"]
+        take(VerdictCode.CPU_QUOTA, waiting, quota,
+             throttled_ms_per_s_n=timed[0]["mean_n"] if timed else math.nan,
+             throttled_ms_per_s_a=timed[0]["mean_a"] if timed else math.nan)
     take(VerdictCode.CPU_CONTENTION, [i for i, _ in causes if i in fn and i not in used and fn[i].kind == "host"
                                       and fn[i].name in CONTENTION_STATES])
     take(VerdictCode.IO_WAIT, [i for i, _ in causes if i in fn and i not in used and fn[i].kind == "host"

@@ -357,6 +357,7 @@ def plan_text(plan: CyclePlan | None) -> str:
 
 VERDICT_WORDS = {
     VerdictCode.CPU_CLOCK: "host CPU clock reduced",
+    VerdictCode.CPU_QUOTA: "CPU quota throttling",
     VerdictCode.CPU_CONTENTION: "host CPU contention",
     VerdictCode.IO_WAIT: "host I/O wait",
     VerdictCode.INPUT_PIPELINE: "input pipeline stall",
@@ -387,6 +388,9 @@ def verdict_lines(c: Analysis, verdict: list[VerdictClass], findings: list[Findi
             unit = " %" if v.values["clock_n"] <= 100 else " MHz"
             text += (f": CPU clock {fmt_num(v.values['clock_n'])} → {fmt_num(v.values['clock_a'])}{unit}; slower at "
                      f"unchanged calls: {who}")
+        elif v.code == VerdictCode.CPU_QUOTA:
+            text += (f": the target's cgroup was throttled {fmt_num(v.values['throttled_ms_per_s_n'])} → "
+                     f"{fmt_num(v.values['throttled_ms_per_s_a'])} ms per s" + (f"; {who}" if who else ""))
         elif v.code == VerdictCode.GPU_THROTTLING:
             text += f" ({v.values['reason']}): kernels slower while the GPU was held back: {who}"
         elif v.code == VerdictCode.GPU_DEVICE_WIDE:
