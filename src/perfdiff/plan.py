@@ -24,9 +24,10 @@ import numpy as np
 
 from perfdiff.bundle import RunData
 from perfdiff.model.cycles import CyclePlan
-from perfdiff.model.schema import CycleSource, MarkerSource
-from perfdiff.segment import (DEFAULT_WINDOW_NS, Cycles, cut_cycles, gpu_busy_by_device, MIN_CYCLES, idle_gap_threshold, idle_gaps_ns, kernel_launch_counts,
-                              kernel_period, marker_cycles, repeated_ranges, timeline_ns)
+from perfdiff.model.schema import CycleSource
+from perfdiff.segment import (DEFAULT_WINDOW_NS, MIN_CYCLES, Cycles, cut_cycles, gpu_busy_by_device,
+                              idle_gap_threshold, idle_gaps_ns, kernel_launch_counts, kernel_period, marker_cycles,
+                              repeated_ranges, source_rows, timeline_ns)
 
 __all__ = ["CycleSummary", "plan_pair", "segment_cycles", "summarize_cycles"]
 
@@ -48,14 +49,13 @@ class CycleSummary:
 def summarize_cycles(run: RunData) -> CycleSummary:
     """What `run` offers as cycles."""
     m = run.markers
-    src = m["source"].astype(str).to_numpy() if len(m) else np.zeros(0, dtype=object)
-    own = m[src == MarkerSource.PERFDIFF.value] if len(m) else m
-    steps = m[m["name"].astype(str).str.fullmatch(r"ProfilerStep#\d+").to_numpy()] if len(m) else m
+    own = source_rows(m, CycleSource.PERFDIFF_MARKERS)
+    steps = source_rows(m, CycleSource.PROFILER_STEP)
     t0, t1 = timeline_ns(run)
     return CycleSummary(
         perfdiff_cycles=marker_cycles(own, CycleSource.PERFDIFF_MARKERS).n if len(own) else 0,
         step_cycles=marker_cycles(steps, CycleSource.PROFILER_STEP).n if len(steps) else 0,
-        ranges=repeated_ranges(m[src != MarkerSource.PERFDIFF.value] if len(m) else m),
+        ranges=repeated_ranges(source_rows(m, CycleSource.ANNOTATION)),
         period=kernel_period(run), launches=kernel_launch_counts(run), gaps_ns=idle_gaps_ns(run),
         span_ns=max(0, t1 - t0), gpu_busy_ns=gpu_busy_by_device(run))
 

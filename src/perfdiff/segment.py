@@ -251,6 +251,20 @@ def _short(name: str, width: int = 60) -> str:
     return name if len(name) <= width else name[: width - 1] + "…"
 
 
+STEP_NAME = r"ProfilerStep#\d+"
+
+
+def source_rows(markers: pd.DataFrame, source: CycleSource) -> pd.DataFrame:
+    """The marker rows a cycle source reads: the target's perfdiff markers, the profiler's
+    ProfilerStep#N ranges, or (ANNOTATION) every range not written by perfdiff."""
+    if len(markers) == 0:
+        return markers
+    if source == CycleSource.PROFILER_STEP:
+        return markers[markers["name"].astype(str).str.fullmatch(STEP_NAME).to_numpy()]
+    own = (markers["source"].astype(str) == MarkerSource.PERFDIFF.value).to_numpy()
+    return markers[own if source == CycleSource.PERFDIFF_MARKERS else ~own]
+
+
 def marker_cycles(m: pd.DataFrame, source: CycleSource, name: str | None = None) -> Cycles:
     """Cycles from marker ranges of one source (ranges as they are; point marks as the spans
     between consecutive marks)."""
@@ -326,14 +340,9 @@ def _cut(run: RunData, plan: CyclePlan) -> Cycles:
     if src == CycleSource.REGEX:
         return _regex_cycles(run, str(plan.name))
     if src in (CycleSource.PERFDIFF_MARKERS, CycleSource.PROFILER_STEP, CycleSource.ANNOTATION):
-        names = markers["name"].astype(str)
-        if src == CycleSource.PERFDIFF_MARKERS:
-            rows = markers[(markers["source"].astype(str) == MarkerSource.PERFDIFF.value).to_numpy()]
-        elif src == CycleSource.PROFILER_STEP:
-            rows = markers[names.str.fullmatch(r"ProfilerStep#\d+").to_numpy()]
-        else:
-            rows = range_rows(markers[(markers["source"].astype(str) != MarkerSource.PERFDIFF.value).to_numpy()],
-                              str(plan.name))
+        rows = source_rows(markers, src)
+        if src == CycleSource.ANNOTATION:
+            rows = range_rows(rows, str(plan.name))
         return _with_one_sided(marker_cycles(rows, src, plan.name), plan)
     if src == CycleSource.KERNEL_SEQUENCE:
         cyc = cut_at_kernel(run, str(plan.name), plan.period)
