@@ -30,6 +30,7 @@ from perfdiff.segment import Cycles, cut_cycles, rename_devices
 
 if TYPE_CHECKING:  # the analysis (scipy) is imported while the runs load: see _import_later_stages
     from perfdiff.analyze import Analysis, Finding, Notice
+    from perfdiff.analyze.verdict import VerdictClass
 
 Run = RunData
 """One run in memory: its manifest and its activity, samples and markers tables."""
@@ -126,6 +127,7 @@ def compare(normal: str | os.PathLike[str], abnormal: str | os.PathLike[str], *,
         functools.partial(_load_side, opts), meet, _cut_side, paths, (_input_bytes(normal), _input_bytes(abnormal)),
         while_waiting=_import_later_stages)
     from perfdiff.analyze import build_findings, compare_runs
+    from perfdiff.analyze.verdict import build_verdict
     from perfdiff.render import cycles_csv
 
     # Built in a thread while the runs are compared (numpy's sort and Arrow's CSV writer
@@ -136,8 +138,9 @@ def compare(normal: str | os.PathLike[str], abnormal: str | os.PathLike[str], *,
     if not force:
         _check_in_common(analysis, normal, abnormal)
     identical = same_content(normal, abnormal)
-    return Comparison(analysis, tuple(build_findings(analysis, identical=identical)), (run_n.manifest, run_a.manifest),
-                      (cyc_n, cyc_a), csv_job)
+    findings = build_findings(analysis, identical=identical)
+    return Comparison(analysis, tuple(findings), (run_n.manifest, run_a.manifest), (cyc_n, cyc_a), csv_job,
+                      verdict=tuple(build_verdict(analysis, findings)))
 
 
 MAX_CYCLE_RATIO = 50.0  # median cycles further apart than this: nothing in common
@@ -161,19 +164,14 @@ class Comparison:
     """The result of `compare`: tables, findings and warnings as data, and the report."""
 
     def __init__(self, analysis: Analysis, findings: tuple[Finding, ...], manifests: tuple[dict, dict],
-                 cycles: tuple[Cycles, Cycles], csv_job: Background | None = None):
+                 cycles: tuple[Cycles, Cycles], csv_job: Background | None = None, *,
+                 verdict: tuple[VerdictClass, ...] = ()):
         self.analysis = analysis
         self.findings = findings
+        self.verdict = verdict  # what changed, as VerdictClass records, the largest first
         self.manifests = manifests
         self._cycles = cycles
         self._csv_job = csv_job
-
-    @property
-    def verdict(self) -> list[Any]:
-        """What changed, as VerdictClass records (perfdiff.analyze.verdict), the largest first."""
-        from perfdiff.analyze.verdict import build_verdict
-
-        return build_verdict(self.analysis, list(self.findings))
 
     @property
     def warnings(self) -> tuple[Notice, ...]:
@@ -238,7 +236,8 @@ class Comparison:
         `write_plots`), `plots_note` says why there are none."""
         from perfdiff.render import render_markdown
 
-        return render_markdown(self.analysis, list(self.findings), self.manifests, top=top, cycles_csv=cycles_csv,
+        return render_markdown(self.analysis, list(self.findings), list(self.verdict), self.manifests, top=top,
+                               cycles_csv=cycles_csv,
                                plots=plots or [], plots_note=plots_note)
 
     def write_plots(self, folder: str | os.PathLike[str], stem: str) -> list[str]:
@@ -252,7 +251,7 @@ class Comparison:
         """Every number, finding and notice as JSON-ready data (format "perfdiff-comparison")."""
         from perfdiff.render import to_json
 
-        return to_json(self.analysis, list(self.findings))
+        return to_json(self.analysis, list(self.findings), list(self.verdict))
 
     def cycles_csv(self) -> bytes:
         """Both runs' cycle durations (µs), rank by rank, as CSV."""

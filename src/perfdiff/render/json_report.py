@@ -15,7 +15,7 @@ import numpy as np
 
 from perfdiff.version import __version__
 from perfdiff.analyze import Analysis, Finding
-from perfdiff.analyze.verdict import build_verdict
+from perfdiff.analyze.verdict import VerdictClass
 from perfdiff.errors import InputError
 
 FORMAT = "perfdiff-comparison"
@@ -48,8 +48,8 @@ def _record(x: Any) -> dict[str, Any]:
     return {k: (v.value if isinstance(v, Enum) else v) for k, v in vars(x).items()}
 
 
-def to_json(c: Analysis, findings: list[Finding]) -> dict[str, Any]:
-    """Every number the report shows (unrounded), the findings and notices as records."""
+def to_json(c: Analysis, findings: list[Finding], verdict: list[VerdictClass]) -> dict[str, Any]:
+    """Every number the report shows (unrounded), the verdict, findings and notices as records."""
     def run(r: Any) -> dict[str, Any]:
         return {k: getattr(r, k) for k in ("name", "path", "n_cycles", "cycle_source", "cycle_detail",
                                            "dropped_cycles", "mean_us", "median_us", "p95_us", "traced_s",
@@ -83,7 +83,7 @@ def to_json(c: Analysis, findings: list[Finding]) -> dict[str, Any]:
         "cycle_plan": _record(c.plan) if c.plan is not None else None,
         "cycle_test": _two(c.cycle_test), "cycle_ks_d": c.cycle_ks,
         "quantiles": {"normal": c.quantiles_n, "abnormal": c.quantiles_a},
-        "verdict": [_record(v) for v in build_verdict(c, findings)],
+        "verdict": [_record(v) for v in verdict],
         "findings": [{**_record(f), "related": [c.functions[i].name for i in f.related]} for f in findings],
         "functions": funcs, "details": details, "context": ctx,
         "common_mode": [vars(cm) for cm in c.common_modes],

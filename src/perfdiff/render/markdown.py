@@ -12,7 +12,7 @@ import jinja2
 
 from perfdiff.version import __version__
 from perfdiff.analyze import Analysis, DetailRow, Finding, FindingCode, FunctionStats
-from perfdiff.analyze.verdict import build_verdict
+from perfdiff.analyze.verdict import VerdictClass
 from perfdiff.render.wording import finding_text, matching_text, notice_text, plan_text, test_name, verdict_lines
 from perfdiff.render.text import (NA, fmt_beta, fmt_num, fmt_p, fmt_pct, fmt_score, fmt_signed, fmt_time_us,
                            fmt_z, html_code, md_escape, md_name, shorten)
@@ -118,7 +118,7 @@ CONTEXT_HEADER = ["Metric Name", "Device", "Unit", "μ_N", "μ_A", "Δμ", "Chan
                   "interval N/A (ms)"]
 
 
-def build_view(c: Analysis, findings: list[Finding], *, top: int = 25,
+def build_view(c: Analysis, findings: list[Finding], verdict: list[VerdictClass], *, top: int = 25,
                cycles_csv: str | None = None) -> dict[str, Any]:
     """Everything the template prints, as strings."""
     N, A = c.normal, c.abnormal
@@ -167,7 +167,7 @@ def build_view(c: Analysis, findings: list[Finding], *, top: int = 25,
         "overview": (finding_text(c, findings[0]) if findings and findings[0].code == FindingCode.IDENTICAL
                      else _overview(c, top_cause)),
         "plan": plan_text(c.plan),
-        "verdict": verdict_lines(c, build_verdict(c, findings), findings),
+        "verdict": verdict_lines(c, verdict, findings),
         "top_header": TOP_HEADER, "top_rows": [_top_cells(c, r, i + 1) for i, r in enumerate(_top(c))],
         "per": "100 ms window" if c.plan is not None and c.plan.source.value == "window" and not c.plan.chosen_by_user
                else "cycle",
@@ -220,11 +220,11 @@ def _quality(c: Analysis) -> list[list[str]]:
 PLOT_TITLES = {"cycles": "cycle-time distribution", "timeline": "cycle time, cycle by cycle"}
 
 
-def render_markdown(c: Analysis, findings: list[Finding], manifests: tuple[dict, dict], *,
+def render_markdown(c: Analysis, findings: list[Finding], verdict: list[VerdictClass], manifests: tuple[dict, dict], *,
                     top: int = 25, cycles_csv: str | None = None, plots: list[str] | None = None,
                     plots_note: str | None = None) -> str:
     """The Markdown report; `plots`: picture files beside it, linked by relative path."""
-    view = build_view(c, findings, top=top, cycles_csv=cycles_csv)
+    view = build_view(c, findings, verdict, top=top, cycles_csv=cycles_csv)
     view["plots"] = [(PLOT_TITLES.get(p.rsplit(".", 2)[-2], p), md_escape(p).replace(" ", "%20"))
                      for p in plots or []]
     view["plots_note"] = md_escape(plots_note) if plots_note else None
