@@ -7,7 +7,6 @@ runs them here or in forked workers with the same results.
 """
 from __future__ import annotations
 
-import functools
 import math
 from dataclasses import replace
 from typing import Any
@@ -78,6 +77,7 @@ def _function_tests(data: tuple, f: int) -> tuple[stats.TwoSample, stats.TwoSamp
 
 
 def _mu_test(alpha: float, job: tuple) -> tuple[stats.TwoSample, float]:
+    """One μ test (Parallel.map's fn(shared, item): the shared value is α)."""
     _, _, _, va, vn, floor = job
     return stats.compare_samples(va, vn, floor=floor, alpha=alpha), z_log(va, vn, floor)
 
@@ -156,7 +156,7 @@ def compare_runs(normal: RunData, abnormal: RunData, cn: Cycles, ca: Cycles, *,
                     median_interval_ms_n=s_n.median_interval_ns / 1e6,
                     median_interval_ms_a=s_a.median_interval_ns / 1e6,
                     aliases=tuple(aliases.get(label, []))))
-        mu_res = par.map(functools.partial(_mu_test_shared, alpha), jobs,
+        mu_res = par.map(_mu_test, jobs, shared=alpha,
                          large=sum(len(j[3]) * len(j[4]) for j in jobs) >= par.mu_min_pairs)
         par.forks_done()  # the last pool has forked: threads may start (the report's CSV)
         mu_rows = [MuStats(func=j[0], metric=j[1], device=j[2], unit=metric_unit(j[1]), res=r, z_log=z)
@@ -197,10 +197,6 @@ def compare_runs(normal: RunData, abnormal: RunData, cn: Cycles, ca: Cycles, *,
         untested=tuple(i for i, fs in enumerate(functions) if not fs.tested), scope=scope, n_tests_t=m_tests,
         min_p=min_p, cycles_needed=needed, events_n=_events(normal, cn), events_a=_events(abnormal, ca), plan=plan,
         matched=matched, match_rho=rho, cycle_ks_p=stats.ks_pvalue(cycle_ks, Kn, Ka), inside=_inside(nesting[1], ma, idx_a) if nesting else {})
-
-
-def _mu_test_shared(alpha: float, _shared: Any, job: tuple) -> tuple[stats.TwoSample, float]:
-    return _mu_test(alpha, job)
 
 
 def _function_row(key: tuple[str, str, str], sums_n: tuple[float, float, int], sums_a: tuple[float, float, int],
