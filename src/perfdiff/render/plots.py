@@ -45,38 +45,34 @@ def _ms(us: np.ndarray) -> np.ndarray:
 def write_plots(c: Analysis, folder: Path, stem: str) -> list[str]:
     """Write the report's pictures into `folder` as `stem`.*.png; returns their file names."""
     plt = _pyplot()
-    names = []
-    runs = (("normal", c.normal), ("abnormal", c.abnormal))
+    runs = tuple(zip((("normal", c.normal), ("abnormal", c.abnormal)), COLORS, strict=True))
 
     fig, ax = plt.subplots(figsize=SIZE_IN, dpi=DPI)
-    for (label, r), color in zip(runs, COLORS, strict=True):
+    for (label, r), color in runs:
         x = np.sort(_ms(r.dur_us))
         y = np.arange(1, len(x) + 1) / max(len(x), 1)
         ax.step(_thin(x), _thin(y), where="post", color=color, label=f"{label} ({r.n_cycles:,} cycles)")
-    ax.set_xlabel("cycle time (ms)")
-    ax.set_ylabel("share of cycles ≤ x")
-    ax.set_title("Cycle-time distribution (ECDF)")
-    ax.grid(alpha=0.3)
-    ax.legend(loc="lower right", fontsize=8)
-    names.append(_save(fig, plt, folder, f"{stem}.cycles.png"))
+    ecdf = _save(fig, ax, plt, folder / f"{stem}.cycles.png", "Cycle-time distribution (ECDF)",
+                 "cycle time (ms)", "share of cycles ≤ x", "lower right")
 
     fig, ax = plt.subplots(figsize=SIZE_IN, dpi=DPI)
-    for (label, r), color in zip(runs, COLORS, strict=True):
+    for (label, r), color in runs:
         y = _ms(r.dur_us)
-        x = np.arange(len(y))
-        ax.plot(_thin(x), _thin(y), color=color, linewidth=0.8, label=label)
-    ax.set_xlabel("cycle")
-    ax.set_ylabel("cycle time (ms)")
-    ax.set_title("Cycle time, cycle by cycle")
+        ax.plot(_thin(np.arange(len(y))), _thin(y), color=color, linewidth=0.8, label=label)
+    timeline = _save(fig, ax, plt, folder / f"{stem}.timeline.png", "Cycle time, cycle by cycle", "cycle",
+                     "cycle time (ms)", "upper right")
+    return [ecdf, timeline]
+
+
+def _save(fig, ax, plt, path: Path, title: str, xlabel: str, ylabel: str, legend: str) -> str:
+    """Label, lay out and write one figure; returns its file name."""
+    ax.set_title(title)
+    ax.set_xlabel(xlabel)
+    ax.set_ylabel(ylabel)
     ax.grid(alpha=0.3)
-    ax.legend(loc="upper right", fontsize=8)
-    names.append(_save(fig, plt, folder, f"{stem}.timeline.png"))
-    return names
-
-
-def _save(fig, plt, folder: Path, name: str) -> str:
+    ax.legend(loc=legend, fontsize=8)
     fig.tight_layout()
     # No software or date metadata: the same input gives the same bytes.
-    fig.savefig(folder / name, dpi=DPI, metadata={"Software": None})
+    fig.savefig(path, dpi=DPI, metadata={"Software": None})
     plt.close(fig)
-    return name
+    return path.name
