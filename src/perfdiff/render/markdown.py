@@ -13,7 +13,8 @@ import jinja2
 from perfdiff.version import __version__
 from perfdiff.analyze import Analysis, DetailRow, Finding, FindingCode, FunctionStats
 from perfdiff.analyze.verdict import VerdictClass
-from perfdiff.render.wording import finding_text, matching_text, notice_text, plan_text, test_name, verdict_lines
+from perfdiff.render.wording import (finding_text, matching_text, notice_text, per_unit, plan_text, test_name,
+                                     verdict_lines)
 from perfdiff.render.text import (NA, fmt_beta, fmt_num, fmt_p, fmt_pct, fmt_score, fmt_signed, fmt_time_us,
                            fmt_z, html_code, md_escape, md_name, shorten)
 
@@ -169,8 +170,7 @@ def build_view(c: Analysis, findings: list[Finding], verdict: list[VerdictClass]
         "plan": plan_text(c.plan),
         "verdict": verdict_lines(c, verdict, findings),
         "top_header": TOP_HEADER, "top_rows": [_top_cells(c, r, i + 1) for i, r in enumerate(_top(c))],
-        "per": "100 ms window" if c.plan is not None and c.plan.source.value == "window" and not c.plan.chosen_by_user
-               else "cycle",
+        "per": per_unit(c),
         "short_path_n": md_escape(shorten(N.path, 60)), "short_path_a": md_escape(shorten(A.path, 60)),
         "matching": matching_text(c),
         "cycle_test_name": test_name(c.matched),

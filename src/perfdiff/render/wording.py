@@ -80,9 +80,9 @@ SHAPE_TAIL_RATIO = 1.5  # … while P95 grew by this factor and the KS test reje
 
 def _cycle_time(c: Analysis, x: Finding) -> str:
     v = x.values
-    if _windows(c):
+    if compared_as_rates(c):
         return (f"No cycle source exists in both runs, so they are compared as rates: every number below is "
-                f"time {_per(c)} ({v['n_n']} vs {v['n_a']} windows), not per iteration. Mark the main loop with "
+                f"time {per_unit(c)} ({v['n_n']} vs {v['n_a']} windows), not per iteration. Mark the main loop with "
                 "`perfdiff.cycle()` or name its ranges with `--cycle REGEX` for per-iteration causes.")
     text = (f"Median cycle time {'rose' if v['median_a_us'] >= v['median_n_us'] else 'fell'} from "
             f"{fmt_time_us(v['median_n_us'])} to {fmt_time_us(v['median_a_us'])} ({fmt_pct(v['change_pct'], 1)}; "
@@ -102,14 +102,15 @@ def _cycle_time(c: Analysis, x: Finding) -> str:
     return text
 
 
-def _windows(c: Analysis) -> bool:
+def compared_as_rates(c: Analysis) -> bool:
     """No cycle source in both runs: cycles are fixed windows the tool chose, so per-cycle
     numbers are rates (time per window of wall clock)."""
     return c.plan is not None and c.plan.source == CycleSource.WINDOW and not c.plan.chosen_by_user
 
 
-def _per(c: Analysis) -> str:
-    if _windows(c) and c.plan is not None:
+def per_unit(c: Analysis) -> str:
+    """What own times are per: "per cycle", or per window of wall clock when compared as rates."""
+    if compared_as_rates(c) and c.plan is not None:
         return f"per {fmt_time_us((c.plan.window_ns or 0) / 1e3)} of wall clock"
     return "per cycle"
 
@@ -117,13 +118,13 @@ def _per(c: Analysis) -> str:
 def _cause(c: Analysis, x: Finding) -> str:
     f = c.functions[x.func]  # type: ignore[index]
     d_t = f.t_a_us - f.t_n_us
-    how = _calls_vs_slower(f, _per(c)) if f.kind != "host" else (
+    how = _calls_vs_slower(f, per_unit(c)) if f.kind != "host" else (
         f"its share of the cycle went {fmt_num(f.beta_n)} → {fmt_num(f.beta_a)} % (q(β) {fmt_p(f.q_beta)})")
     incl = ""
     if f.kind == "cpu" and abs((f.incl_a_us - f.incl_n_us) - d_t) > 0.05 * abs(d_t):
         incl = f", inclusive of nested ranges {fmt_time_us(f.incl_n_us)} → {fmt_time_us(f.incl_a_us)}"
     text = (f"{_fn(f)} took {fmt_time_us(abs(d_t))} {'more' if d_t > 0 else 'less'} "
-            f"{'self time ' if incl else ''}{_per(c)} ({fmt_time_us(f.t_n_us)} → {fmt_time_us(f.t_a_us)}{incl}; "
+            f"{'self time ' if incl else ''}{per_unit(c)} ({fmt_time_us(f.t_n_us)} → {fmt_time_us(f.t_a_us)}{incl}; "
             f"τ {fmt_signed(f.tau_pp)} pp of the abnormal cycle; {_q_words(f.q_t, c.alpha)})"
             + (f": {how}." if how else "."))
     if x.related:
@@ -181,7 +182,7 @@ def _symptom(c: Analysis, x: Finding) -> str:
     if f.kind == "api":
         meaning = (": the GPU finished sooner relative to the host — the GPU was starved (host-bound)"
                    if d_t < 0 else ": the host waited longer on the GPU (GPU-bound)")
-    return (f"Symptom: the host waited {fmt_time_us(abs(d_t))} {'more' if d_t > 0 else 'less'} {_per(c)} in "
+    return (f"Symptom: the host waited {fmt_time_us(abs(d_t))} {'more' if d_t > 0 else 'less'} {per_unit(c)} in "
             f"{_fn(f)} ({fmt_time_us(f.t_n_us)} → {fmt_time_us(f.t_a_us)}; {_q_words(f.q_t, c.alpha)}){meaning}.")
 
 
