@@ -64,6 +64,11 @@ _METRICS = [
     Metric("disk_usage", "%", "gauge", "disk busy time", "/proc/diskstats"),
     Metric("disk_read", "B/s", "gauge", "disk read rate", "/proc/diskstats"),
     Metric("disk_write", "B/s", "gauge", "disk write rate", "/proc/diskstats"),
+    # Framework steps (the agent's adapters; one sample per step, its interval the step's)
+    Metric("step_requests", "requests", "gauge", "requests the engine step carried (scheduled)", "framework scheduler output"),
+    Metric("step_tokens", "tokens", "gauge", "tokens the engine step computed (prefill + decode)", "framework scheduler output"),
+    Metric("step_prefill_tokens", "tokens", "gauge", "prompt (prefill) tokens the step computed", "framework scheduler output"),
+    Metric("step_decode_tokens", "tokens", "gauge", "decode tokens the step computed", "framework scheduler output"),
 ]
 
 METRICS: dict[str, Metric] = {m.name: m for m in _METRICS}
