@@ -16,7 +16,7 @@ from perfdiff.analyze.verdict import VerdictClass
 from perfdiff.render.wording import (finding_text, matching_text, notice_text, per_unit, plan_text, test_name,
                                      verdict_lines)
 from perfdiff.render.text import (NA, fmt_beta, fmt_num, fmt_p, fmt_pct, fmt_score, fmt_signed, fmt_time_us,
-                           fmt_z, html_code, md_escape, md_name, shorten)
+                           fmt_z, html_code, md_escape, md_name, shorten, shorten_set)
 
 NAME_WIDTH = 96
 QUANTILE_ROWS = ("min", "P5", "P10", "P25", "P50", "P75", "P90", "P95", "P99", "max", "mean", "sd")
@@ -52,12 +52,12 @@ def _n(res: Any) -> str:
     return f"{res.n_n}/{res.n_a}" if res is not None else NA
 
 
-def _detail_cells(c: Analysis, row: DetailRow, rank: int) -> list[str]:
+def _detail_cells(c: Analysis, row: DetailRow, rank: int, short: dict[str, str]) -> list[str]:
     f = c.functions[row.func]
     m = c.mu[row.mu] if row.mu is not None else None
     t, b = f.t, f.beta
     cells = [
-        str(rank), md_name(f.name, NAME_WIDTH), md_escape(f.device),
+        str(rank), md_escape(short[f.name]), md_escape(f.device),
         md_escape(m.metric) if m else "—", fmt_score(row.score),
         fmt_signed(f.tau_pp), f"{fmt_num(f.t_n_us)} → {fmt_num(f.t_a_us)}",
         fmt_z(t.z if t else None), fmt_p(f.q_t),
@@ -81,6 +81,7 @@ def _detail_cells(c: Analysis, row: DetailRow, rank: int) -> list[str]:
 
 
 TOP_ROWS = 10
+TOP_NAME_WIDTH = 60
 TOP_HEADER = ["#", "Function", "Device", "τ (pp)", "own time N → A", "per call N → A", "calls N → A", "q(t)",
               "Cliff's δ", "flags"]
 
@@ -98,12 +99,12 @@ def _top(c: Analysis) -> list[DetailRow]:
     return out
 
 
-def _top_cells(c: Analysis, row: DetailRow, rank: int) -> list[str]:
+def _top_cells(c: Analysis, row: DetailRow, rank: int, short: dict[str, str]) -> list[str]:
     """A row of the first screen's table: ten columns, names shortened, times in their unit."""
     f = c.functions[row.func]
     calls = "—" if f.sampled else f"{fmt_num(f.calls_n, 1)} → {fmt_num(f.calls_a, 1)}"
     per_call = "—" if f.sampled else f"{fmt_time_us(f.per_call_n_us)} → {fmt_time_us(f.per_call_a_us)}"
-    return [str(rank), md_name(f.name, 60), md_escape(f.device), fmt_signed(f.tau_pp),
+    return [str(rank), md_escape(short[f.name]), md_escape(f.device), fmt_signed(f.tau_pp),
             f"{fmt_time_us(f.t_n_us)} → {fmt_time_us(f.t_a_us)}", per_call, calls, fmt_p(f.q_t),
             fmt_num(f.t.cliffs_delta if f.t else None), _flags(f)]
 
@@ -142,7 +143,11 @@ def build_view(c: Analysis, findings: list[Finding], verdict: list[VerdictClass]
         dist.append([q, fmt_num(vn), fmt_num(va), d, pct if q != "sd" else "-"])
     dist.append(["n", f"{N.n_cycles:,}", f"{A.n_cycles:,}", f"{A.n_cycles - N.n_cycles:+,}", "-"])
 
-    details = [_detail_cells(c, r, i + 1) for i, r in enumerate(c.details[:top])]
+    shown = c.details[:top]
+    short = shorten_set([c.functions[r.func].name for r in shown], NAME_WIDTH)
+    details = [_detail_cells(c, r, i + 1, short) for i, r in enumerate(shown)]
+    top_rows = _top(c)
+    short_top = shorten_set([c.functions[r.func].name for r in top_rows], TOP_NAME_WIDTH)
     context = []
     for r in c.context:
         res = r.res
@@ -152,9 +157,7 @@ def build_view(c: Analysis, findings: list[Finding], verdict: list[VerdictClass]
                         fmt_num(res.mean_a), d, pct, fmt_z(res.z), fmt_z(r.z_log), fmt_p(res.p_welch),
                         fmt_p(res.p_mwu), fmt_p(r.q), f"{res.n_n}/{res.n_a}",
                         f"{fmt_num(r.median_interval_ms_n)}/{fmt_num(r.median_interval_ms_a)}"])
-    shortened = sorted({c.functions[r.func].name for r in c.details[:top]
-                        if shorten(c.functions[r.func].name, NAME_WIDTH) != " ".join(c.functions[r.func].name.split())
-                        or c.functions[r.func].name != " ".join(c.functions[r.func].name.split())})
+    shortened = sorted({n for n, sh in {**short, **short_top}.items() if sh != n})
     untested = sorted((c.functions[i] for i in c.untested), key=lambda f: -(f.t_n_us + f.t_a_us))
     top_cause = next((f for f in findings if f.code == FindingCode.CAUSE), None)
     header = [h.replace("U-test p(β)", "signed-rank p(β)") for h in DETAIL_HEADER] if c.matched else DETAIL_HEADER
@@ -169,7 +172,7 @@ def build_view(c: Analysis, findings: list[Finding], verdict: list[VerdictClass]
                      else _overview(c, top_cause)),
         "plan": plan_text(c.plan),
         "verdict": verdict_lines(c, verdict, findings),
-        "top_header": TOP_HEADER, "top_rows": [_top_cells(c, r, i + 1) for i, r in enumerate(_top(c))],
+        "top_header": TOP_HEADER, "top_rows": [_top_cells(c, r, i + 1, short_top) for i, r in enumerate(top_rows)],
         "per": per_unit(c),
         "short_path_n": md_escape(shorten(N.path, 60)), "short_path_a": md_escape(shorten(A.path, 60)),
         "matching": matching_text(c),

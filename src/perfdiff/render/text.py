@@ -120,6 +120,60 @@ def shorten(name: str, width: int = 96) -> str:
     return s[:head].rstrip() + " … " + s[-tail:].lstrip()
 
 
+def _common_prefix(a: str, b: str) -> int:
+    n = min(len(a), len(b))
+    i = 0
+    while i < n and a[i] == b[i]:
+        i += 1
+    return i
+
+
+def _keeps(s: str, width: int, lo: int, hi: int) -> bool:
+    """Does shorten(s, width) keep some of s[lo:hi], the part where s differs from a neighbour?"""
+    head = int(width * 0.7)
+    tail = width - head - 3
+    return lo < head or hi > len(s) - tail
+
+
+def _around(s: str, width: int, lo: int) -> str:
+    """`head … part from lo … tail` in `width` characters: a shortening that keeps s[lo:]'s start."""
+    edge = max(8, width // 5)
+    window = width - 2 * edge - 6
+    start = max(edge, min(lo - window // 3, len(s) - edge - window))
+    cuts = [i for i in (s.find(sep, start, lo) for sep in " <,:(") if i >= 0]
+    start = min(cuts) + 1 if cuts else start  # begin at a token where one is near
+    out = s[:edge].rstrip() + " … " + s[start:start + window].strip()
+    return out + " … " + s[-edge:].lstrip() if start + window < len(s) - edge else out + s[start + window:]
+
+
+def shorten_set(names: list[str], width: int = 96) -> dict[str, str]:
+    """Each name shortened to about `width` characters so that names shown together stay
+    distinguishable: where two long names differ only in a part the plain `head … tail`
+    shortening would cut (template arguments in the middle of a kernel name), the shortening
+    keeps a window around the first character where a name differs from its closest
+    neighbour."""
+    flat = {n: " ".join(str(n).split()) for n in names}
+    uniq = sorted(set(flat.values()))
+    out: dict[str, str] = {}
+    for raw, s in flat.items():
+        if len(s) <= width:
+            out[raw] = s
+            continue
+        # The closest neighbour shares the longest prefix: a neighbour of s in sorted order.
+        best_lo, best_hi = -1, len(s)
+        k = uniq.index(s)
+        for t in uniq[max(0, k - 1):k] + uniq[k + 1:k + 2]:
+            lo = _common_prefix(s, t)
+            hi = len(s) - _common_prefix(s[::-1], t[::-1])
+            if lo > best_lo:
+                best_lo, best_hi = lo, max(hi, lo + 1)
+        if best_lo < 0 or _keeps(s, width, best_lo, best_hi):
+            out[raw] = shorten(s, width)
+        else:
+            out[raw] = _around(s, width, best_lo)
+    return out
+
+
 def md_name(name: str, width: int = 96) -> str:
     """A function name for a table cell: shortened, then escaped."""
     return md_escape(shorten(name, width))
