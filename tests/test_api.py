@@ -47,7 +47,8 @@ def test_cli_writes_what_the_api_renders(comparison: perfdiff.Comparison, tmp_pa
     code, _, err = run_cli(["compare", *PAIR, "-o", out, "--json", js], capsys)
     assert code == 0, err
     assert out.read_text() == comparison.to_markdown(cycles_csv="r.cycles.csv",
-                                                     plots=["r.cycles.png", "r.timeline.png"])
+                                                     plots=["r.cycles.png", "r.timeline.png",
+                                                            "r.suspects.png", "r.context.png"])
     assert json.loads(js.read_text()) == json.loads(json.dumps(comparison.to_json()))
     assert (tmp_path / "r.cycles.csv").read_bytes() == comparison.cycles_csv()
 

@@ -19,7 +19,7 @@ def test_plots_are_linked_valid_small_and_deterministic(tmp_path: Path, capsys: 
         assert code == 0, err
     md = (tmp_path / "one" / "r.md").read_text()
     linked = re.findall(r"\]\(([^)]+\.png)\)", md)
-    assert set(linked) == {"r.cycles.png", "r.timeline.png"}
+    assert set(linked) == {"r.cycles.png", "r.timeline.png", "r.suspects.png", "r.context.png"}
     for name in set(linked):
         data = (tmp_path / "one" / name).read_bytes()
         assert data.startswith(PNG) and len(data) < 200_000
@@ -48,3 +48,38 @@ def test_without_matplotlib_the_report_says_how_to_get_plots(tmp_path: Path, cap
     assert code == 0, err
     assert "Pictures: plots need matplotlib: pip install 'perfdiff\\[plot\\]'" in (tmp_path / "r.md").read_text()
     assert not list(tmp_path.glob("*.png"))
+
+
+def test_suspects_and_context_panels_follow_the_analysis() -> None:
+    """The suspects' panels are the significant functions of the table, in its order; the
+    context panels the significant context metrics; a null pair has neither."""
+    import perfdiff
+
+    c = perfdiff.compare(*PAIR)
+    a = c.analysis
+    suspects = [t for t in a.traces if t.kind == "function"]
+    firsts = []
+    for r in a.details:
+        f = a.functions[r.func]
+        if f.q_t <= a.alpha and (f.name, f.device) not in firsts:
+            firsts.append((f.name, f.device))
+    assert [(t.name, t.device) for t in suspects] == firsts[:4]
+    assert len(suspects[0].y_n) == a.normal.n_cycles and len(suspects[0].y_a) == a.abnormal.n_cycles
+    assert abs(suspects[0].y_a.mean() - a.functions[a.details[0].func].t_a_us) < 1e-6 * suspects[0].y_a.mean()
+    context = {t.name for t in a.traces if t.kind == "metric"}
+    assert "cpu_frequency" in context
+    null = perfdiff.compare(PAIR[0], PAIR[0])
+    assert null.analysis.traces == ()
+
+
+def test_a_dollar_in_a_name_is_plain_text(tmp_path: Path) -> None:
+    """Names are user data: '$' must not switch matplotlib into mathtext."""
+    import numpy as np
+
+    from perfdiff.analyze.records import Trace
+    from perfdiff.render.plots import _panels, _pyplot
+
+    x = np.arange(3.0)
+    t = Trace("function", r"op$\\nosuch{x}$ & $a_{$", "GPU 0", "µs", x, x, x, x * 2)
+    assert _panels(_pyplot(), [t], tmp_path / "p.png", "t", "cycle") == "p.png"
+    assert (tmp_path / "p.png").read_bytes().startswith(PNG)

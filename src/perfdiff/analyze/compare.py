@@ -18,7 +18,7 @@ from perfdiff.analyze.align import align
 from perfdiff.analyze.checks import common_modes, comparability, cycle_ratio_notice, is_wait
 from perfdiff.analyze.metrics import aliases_and_constants, mu_jobs, z_log
 from perfdiff.analyze.records import (Analysis, ContextStats, DetailRow, FunctionStats, MuStats, Notice, NoticeCode,
-                                      RunSummary)
+                                      RunSummary, Trace)
 from perfdiff.attribute import CycleMatrix, DeviceRows, attribute_activity, device_rows, mu_matrix, sample_series
 from perfdiff.bundle import RunData
 from perfdiff.model.cycles import CyclePlan
@@ -187,16 +187,20 @@ def compare_runs(normal: RunData, abnormal: RunData, cn: Cycles, ca: Cycles, *,
     needed = None
     if m_tests and min_p * m_tests > alpha and not any(f.q_t <= alpha for f in functions if f.tested):
         needed = (math.ceil(1 + math.log2(m_tests / alpha)) if matched else stats.cycles_needed(m_tests, alpha))
+    details = _detail_rows(functions, mu_rows, alpha)
+    traces = (_suspect_traces(functions, details, mn, ma, idx_n, idx_a, Kn, Ka, alpha)
+              + _context_traces(ctx_rows, ser_n, ser_a, cn, ca, alpha))
     return Analysis(
         normal=sn, abnormal=sa, alpha=alpha,
         cycle_test=cycle_test, cycle_ks=cycle_ks, quantiles_n=quantiles[0], quantiles_a=quantiles[1],
         functions=tuple(functions), mu=tuple(mu_rows), context=tuple(ctx_rows),
-        details=tuple(_detail_rows(functions, mu_rows, alpha)), common_modes=tuple(modes),
+        details=tuple(details), common_modes=tuple(modes),
         constants=tuple(sorted(f"{m}@{d}" for d, ms in constants.items() for m in ms)), aliases=aliases,
         comparability=tuple(comparable), warnings=tuple(warnings), renames=tuple(renames),
         untested=tuple(i for i, fs in enumerate(functions) if not fs.tested), scope=scope, n_tests_t=m_tests,
         min_p=min_p, cycles_needed=needed, events_n=_events(normal, cn), events_a=_events(abnormal, ca), plan=plan,
-        matched=matched, match_rho=rho, cycle_ks_p=stats.ks_pvalue(cycle_ks, Kn, Ka), inside=_inside(nesting[1], ma, idx_a) if nesting else {})
+        matched=matched, match_rho=rho, cycle_ks_p=stats.ks_pvalue(cycle_ks, Kn, Ka), inside=_inside(nesting[1], ma, idx_a) if nesting else {},
+        traces=traces)
 
 
 def _function_row(key: tuple[str, str, str], sums_n: tuple[float, float, int], sums_a: tuple[float, float, int],
@@ -222,6 +226,38 @@ def _function_row(key: tuple[str, str, str], sums_n: tuple[float, float, int], s
         incl_n_us=_total(mn.incl_total_ns, i_n) / Kn / NS_PER_US,
         incl_a_us=_total(ma.incl_total_ns, i_a) / Ka / NS_PER_US,
         sampled=bool((i_n >= 0 and mn.keys["sampled"].iloc[i_n]) or (i_a >= 0 and ma.keys["sampled"].iloc[i_a])))
+
+
+TRACE_PANELS = 4  # suspects and context metrics drawn, each
+
+
+def _suspect_traces(functions: list[FunctionStats], details: list[DetailRow], mn: CycleMatrix, ma: CycleMatrix,
+                    idx_n: np.ndarray, idx_a: np.ndarray, Kn: int, Ka: int, alpha: float) -> tuple[Trace, ...]:
+    """Own time per cycle (µs) of the first TRACE_PANELS significant functions of the table."""
+    out: list[Trace] = []
+    for r in details:
+        f = functions[r.func]
+        if len(out) == TRACE_PANELS or not (math.isfinite(f.q_t) and f.q_t <= alpha):
+            break
+        if any(t.name == f.name and t.device == f.device for t in out):
+            continue
+        out.append(Trace("function", f.name, f.device, "µs", np.arange(Kn), _row(mn.own_ns, idx_n[r.func], Kn) / NS_PER_US,
+                         np.arange(Ka), _row(ma.own_ns, idx_a[r.func], Ka) / NS_PER_US))
+    return tuple(out)
+
+
+def _context_traces(ctx_rows: list[ContextStats], ser_n: dict, ser_a: dict, cn: Cycles, ca: Cycles,
+                    alpha: float) -> tuple[Trace, ...]:
+    """The samples over time (s since the first cycle) of the TRACE_PANELS context metrics
+    that changed most (significant, by |Z(log μ)|)."""
+    changed = [r for r in ctx_rows if math.isfinite(r.q) and r.q <= alpha]
+    changed.sort(key=lambda r: -abs(r.z_log) if math.isfinite(r.z_log) else 0.0)
+    out = []
+    for r in changed[:TRACE_PANELS]:
+        s_n, s_a = ser_n[(r.metric, r.device)], ser_a[(r.metric, r.device)]
+        out.append(Trace("metric", r.metric, r.device, r.unit, (s_n.t0 - int(cn.start_ns[0])) / 1e9, s_n.value,
+                         (s_a.t0 - int(ca.start_ns[0])) / 1e9, s_a.value))
+    return tuple(out)
 
 
 INSIDE_MIN_SHARE = 0.5  # shares kept in the record (the findings use 0.9)

@@ -159,6 +159,22 @@ class Notice:
 
 
 @dataclass(frozen=True)
+class Trace:
+    """One panel of the pictures, both runs: a suspect's own time per cycle (µs; x = cycle
+    index) or a context metric over time (its registry unit; x = s since the run's first
+    cycle)."""
+
+    kind: str  # "function" | "metric"
+    name: str
+    device: str
+    unit: str
+    x_n: np.ndarray = field(repr=False)
+    y_n: np.ndarray = field(repr=False)
+    x_a: np.ndarray = field(repr=False)
+    y_a: np.ndarray = field(repr=False)
+
+
+@dataclass(frozen=True)
 class Analysis:
     """Everything the report shows, unformatted."""
 
@@ -192,3 +208,4 @@ class Analysis:
     cycle_ks_p: float = NAN  # its asymptotic p: a changed shape (a tail) the median test misses
     # inside[f][a]: share of function f's own time in the abnormal run spent inside range a
     inside: dict[int, dict[int, float]] = field(default_factory=dict)
+    traces: tuple[Trace, ...] = ()  # the top suspects' and changed context metrics' series

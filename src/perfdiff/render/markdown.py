@@ -220,7 +220,8 @@ def _quality(c: Analysis) -> list[list[str]]:
     return rows
 
 
-PLOT_TITLES = {"cycles": "cycle-time distribution", "timeline": "cycle time, cycle by cycle"}
+PLOT_TITLES = {"cycles": "cycle-time distribution", "timeline": "cycle time, cycle by cycle",
+               "suspects": "top suspects", "context": "changed metrics"}
 
 
 def render_markdown(c: Analysis, findings: list[Finding], verdict: list[VerdictClass], manifests: tuple[dict, dict], *,

@@ -1,6 +1,7 @@
 """Pictures beside the report (matplotlib, no display): the two runs' cycle-time
-distributions, and their cycle times cycle by cycle.  Small deterministic PNGs, linked from
-the Markdown by relative path so they show when the folder is attached to a ticket.
+distributions, their cycle times cycle by cycle, the top suspects' own time per cycle and the
+context metrics that changed, over time.  Small deterministic PNGs, linked from the Markdown
+by relative path so they show when the folder is attached to a ticket.
 
 matplotlib is the optional extra `perfdiff[plot]`; without it `write_plots` raises
 PlotsUnavailable and the report says how to get them.
@@ -12,6 +13,8 @@ from pathlib import Path
 import numpy as np
 
 from perfdiff.analyze import Analysis
+from perfdiff.analyze.records import Trace
+from perfdiff.render.text import shorten
 
 DPI = 80
 SIZE_IN = (7.0, 3.2)
@@ -61,7 +64,46 @@ def write_plots(c: Analysis, folder: Path, stem: str) -> list[str]:
         ax.plot(_thin(np.arange(len(y))), _thin(y), color=color, linewidth=0.8, label=label)
     timeline = _save(fig, ax, plt, folder / f"{stem}.timeline.png", "Cycle time, cycle by cycle", "cycle",
                      "cycle time (ms)", "upper right")
-    return [ecdf, timeline]
+    out = [ecdf, timeline]
+    for kind, name, title, xlabel in (
+        ("function", "suspects", "Top suspects: own time per cycle", "cycle"),
+        ("metric", "context", "Context metrics that changed, over time", "s since the first cycle"),
+    ):
+        traces = [t for t in c.traces if t.kind == kind]
+        if traces:
+            out.append(_panels(plt, traces, folder / f"{stem}.{name}.png", title, xlabel))
+    return out
+
+
+def _label(text: str) -> str:
+    """A user string as plain text in matplotlib (no mathtext between dollar signs)."""
+    return text.replace("$", r"\$")
+
+
+def _panels(plt, traces: list[Trace], path: Path, title: str, xlabel: str) -> str:
+    """One small panel per trace, two per row, both runs in each; returns the file name."""
+    rows = (len(traces) + 1) // 2
+    fig, axes = plt.subplots(rows, 2, figsize=(SIZE_IN[0], 0.4 + 2.1 * rows), dpi=DPI, squeeze=False)
+    for ax, t in zip(axes.flat, traces, strict=False):
+        unit, scale = t.unit, 1.0
+        if unit == "µs" and max(np.max(t.y_n, initial=0.0), np.max(t.y_a, initial=0.0)) >= 2e3:
+            unit, scale = "ms", 1e-3
+        for (label, x, y), color in zip((("normal", t.x_n, t.y_n), ("abnormal", t.x_a, t.y_a)), COLORS, strict=True):
+            ax.plot(_thin(np.asarray(x, dtype=np.float64)), _thin(np.asarray(y, dtype=np.float64) * scale),
+                    color=color, linewidth=0.7, label=label)
+        ax.set_title(_label(f"{shorten(t.name, 44)} · {t.device}"), fontsize=7)
+        ax.set_ylabel(_label(unit), fontsize=7)
+        ax.set_xlabel(xlabel, fontsize=7)
+        ax.tick_params(labelsize=6)
+        ax.grid(alpha=0.3)
+    for ax in list(axes.flat)[len(traces):]:
+        ax.set_visible(False)
+    axes.flat[0].legend(loc="upper right", fontsize=6)
+    fig.suptitle(title, fontsize=9)
+    fig.tight_layout()
+    fig.savefig(path, dpi=DPI, metadata={"Software": None})
+    plt.close(fig)
+    return path.name
 
 
 def _save(fig, ax, plt, path: Path, title: str, xlabel: str, ylabel: str, legend: str) -> str:
