@@ -125,17 +125,17 @@ def build_view(c: Analysis, findings: list[Finding], verdict: list[VerdictClass]
     """Everything the template prints, as strings."""
     N, A = c.normal, c.abnormal
     summary = []
-    for label, vn, va, fmt in (
-        ("Total Cycles", N.n_cycles, A.n_cycles, lambda x: f"{x:,}"),
-        ("Avg Cycle Time (us)", N.mean_us, A.mean_us, fmt_num),
-        ("Median Cycle Time (us)", N.median_us, A.median_us, fmt_num),
-        ("P95 Cycle Time (us)", N.p95_us, A.p95_us, fmt_num),
-        ("Traced Time (s)", N.traced_s, A.traced_s, lambda x: fmt_num(x, 3)),
+    summary.append(["Total Cycles", f"{N.n_cycles:,}", f"{A.n_cycles:,}", f"{A.n_cycles - N.n_cycles:+,}", "-"])
+    for label, vn, va in (  # durations in µs, each printed in the unit that reads best
+        ("Avg Cycle Time", N.mean_us, A.mean_us),
+        ("Median Cycle Time", N.median_us, A.median_us),
+        ("P95 Cycle Time", N.p95_us, A.p95_us),
+        ("Traced Time", N.traced_s * 1e6, A.traced_s * 1e6),
     ):
         d, pct = _change(float(vn), float(va))
-        if label == "Total Cycles":
-            d, pct = f"{va - vn:+,}", "-"
-        summary.append([label, fmt(vn), fmt(va), d, pct])
+        delta = fmt_time_us(va - vn)
+        summary.append([label, fmt_time_us(vn), fmt_time_us(va), delta if delta.startswith("-") else "+" + delta,
+                        pct])
     dist = []
     for q in QUANTILE_ROWS:
         vn, va = c.quantiles_n[q], c.quantiles_a[q]
