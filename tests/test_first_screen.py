@@ -38,3 +38,11 @@ def test_examples(example: str) -> None:
 ], ids=["rodinia", "kineto", "hta"])
 def test_real_traces(real: Path, pair: tuple[str, str]) -> None:
     check_first_screen(perfdiff.compare(real / pair[0], real / pair[1]).to_markdown())
+
+
+def test_identical_gpus_are_collapsed() -> None:
+    from perfdiff.render.markdown import gpu_list
+
+    gpus = [{"name": "NVIDIA A100-SXM4-80GB"}] * 8 + [{"name": "T4"}, "junk"]
+    assert gpu_list(gpus) == "8 × NVIDIA A100-SXM4-80GB, T4"
+    assert gpu_list(None) == "" and gpu_list([{"index": 0}]) == "?"

@@ -31,6 +31,16 @@ def _env() -> jinja2.Environment:
     return env
 
 
+def gpu_list(gpus: object) -> str:
+    """A manifest's GPUs by name, identical ones collapsed: "8 × A100-SXM4-80GB, 1 × T4"."""
+    counts: dict[str, int] = {}
+    for g in gpus if isinstance(gpus, list) else []:
+        if isinstance(g, dict):
+            name = str(g.get("name", "?"))
+            counts[name] = counts.get(name, 0) + 1
+    return ", ".join(name if n == 1 else f"{n} × {name}" for name, n in counts.items())
+
+
 def _change(n: float, a: float) -> tuple[str, str]:
     d = a - n
     pct = 100.0 * d / n if n else float("nan")
@@ -259,7 +269,7 @@ def _manifest_view(label: str, m: dict) -> dict[str, Any]:
         "unsupported": [f"{md_escape(str(u.get('metric')))} on {md_escape(str(u.get('device')))}: "
                         f"{md_escape(str(u.get('reason')))}" for u in unsupported if isinstance(u, dict)],
         "dropped": [f"{md_escape(str(k))}: {md_escape(str(v))}" for k, v in dropped.items()],
-        "gpus": md_escape(", ".join(str(g.get("name", "?")) for g in (m.get("gpus") or []) if isinstance(g, dict))) or "—",
+        "gpus": md_escape(gpu_list(m.get("gpus"))) or "—",
     }
 
 
