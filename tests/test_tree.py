@@ -10,6 +10,8 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 from conftest import run_cli
 from test_segment_attribute import run_of
 
@@ -297,3 +299,42 @@ def test_kineto_windows_of_one_config_stay_quiet(real: Path) -> None:
     base = real / KINETO / "resnet50_num_workers_4"
     t = perfdiff.tree(base / "worker0.1623212756351.pt.trace.json.gz", base / "worker0.1623213129365.pt.trace.json.gz")
     assert t.diff.n_material == 0 and tree_lines(t.diff) == [f"- … {len(t.diff.nodes)} paths unchanged"]
+
+
+def _nested_ranges(rng: np.random.Generator, n_threads: int) -> tuple[list[dict], list[dict]]:
+    """Well-nested random ranges (names from a small set) on a few threads, and kernels
+    launched at random instants of those threads."""
+    rows, kernels = [], []
+    for tid in range(1, n_threads + 1):
+        stack = [(0, 10_000, 0)]
+        while stack:
+            s, e, depth = stack.pop()
+            if e - s < 4 or depth > 5:
+                continue
+            a, b = sorted(rng.integers(s, e, size=2).tolist())
+            if b > a:
+                rows.append(cpu(f"r{rng.integers(0, 3)}_{rng.integers(0, 40)}", a, b, tid=tid))
+                stack += [(a, b, depth + 1), (b, e, depth)]
+        for t in rng.integers(0, 10_000, size=5).tolist():
+            kernels.append(kernel(20_000, 20_000 + t % 7 + 1, launch=t, tid=tid))
+    return rows, kernels
+
+
+@given(st.integers(0, 2**31 - 1), st.integers(1, 3))
+@settings(max_examples=25, deadline=None)
+def test_tree_totals_add_up(seed: int, n_threads: int) -> None:
+    """For well-nested ranges: the paths' self times add up to the top-level ranges' time; one
+    cycle over everything gives the totals; the roots' GPU time is that of the kernels launched
+    inside some range; names fold (`r1_7` → `r1_*`)."""
+    rows, kernels = _nested_ranges(np.random.default_rng(seed), n_threads)
+    if not rows:
+        return
+    p = range_profile(run_of(rows + kernels), Cycles(np.array([0]), np.array([10_000]), "test", ""))
+    roots = p.parent < 0
+    assert p.self_ns.sum() == pytest.approx(p.incl_ns[roots].sum())
+    assert p.incl_cyc_ns.tolist() == pytest.approx(p.incl_ns.tolist())
+    assert p.calls.sum() == len(rows) and p.calls_cyc.sum() == len(rows)
+    inside = sum(k["busy_ns"] for k in kernels
+                 if any(r["tid"] == k["tid"] and r["start_ns"] <= k["launch_ns"] < r["end_ns"] for r in rows))
+    assert p.gpu_ns[roots].sum() == pytest.approx(inside)
+    assert set(p.name) <= {"r0_*", "r1_*", "r2_*"}

@@ -187,19 +187,29 @@ def _gpu_rows(run: RunData) -> tuple[np.ndarray, np.ndarray, np.ndarray] | str:
     return tid[ok], launch[ok], a["busy_ns"].to_numpy()[rows].astype(np.float64)
 
 
-def _launch_parent(tid: np.ndarray, start: np.ndarray, end: np.ndarray, g_tid: np.ndarray,
+def _launch_parent(tid: np.ndarray, start: np.ndarray, end: np.ndarray, parent: np.ndarray, g_tid: np.ndarray,
                    g_launch: np.ndarray) -> np.ndarray:
-    """The innermost range open on the launching thread at each launch (-1: none)."""
-    n = len(tid)
-    parent, _ = nesting_parent(np.concatenate([tid, g_tid]), np.concatenate([start, g_launch]),
-                               np.concatenate([end, g_launch]))
-    out = parent[n:]
-    # A launch at the very instant of an earlier one on its thread nests in it: take that one's range.
+    """The innermost range open on the launching thread at each launch (-1: none): the last
+    range of the thread to start at or before it (of equal starts the shortest), or the first
+    of its ancestors still open then.  One search per thread, then one step up per level."""
+    out = np.full(len(g_tid), -1, dtype=np.int64)
+    order = np.lexsort((-end, start, tid))
+    t_sorted = tid[order]
+    threads, first = np.unique(t_sorted, return_index=True)
+    bounds = np.append(first, len(order))
+    for k, t in enumerate(threads.tolist()):
+        mine = np.flatnonzero(g_tid == t)
+        if len(mine) == 0:
+            continue
+        rows = order[bounds[k]:bounds[k + 1]]
+        pos = np.searchsorted(start[rows], g_launch[mine], side="right") - 1
+        out[mine] = np.where(pos >= 0, rows[np.maximum(pos, 0)], -1)
     for _ in range(MAX_DEPTH):
-        point = out >= n
-        if not point.any():
+        closed = np.flatnonzero(out >= 0)
+        closed = closed[end[out[closed]] <= g_launch[closed]]
+        if len(closed) == 0:
             break
-        out[point] = parent[out[point]]
+        out[closed] = parent[out[closed]]
     return out
 
 
@@ -233,7 +243,7 @@ def range_profile(run: RunData, cycles: Cycles | None = None) -> RangeProfile:
         reason = gpu
     else:
         g_tid, g_launch, g_busy = gpu
-        g_parent = _launch_parent(tid, start, end, g_tid, g_launch)
+        g_parent = _launch_parent(tid, start, end, parent, g_tid, g_launch)
         g_path = np.where(g_parent >= 0, path[np.maximum(g_parent, 0)], -1)
         inside = g_path >= 0
         gpu_ns = _up(np.bincount(g_path[inside], weights=g_busy[inside], minlength=P), p_parent, p_depth)
