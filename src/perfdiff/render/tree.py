@@ -130,9 +130,13 @@ def _basis_text(d: TreeDiff, labels: TreeLabels) -> str:
 
 def _notes(d: TreeDiff) -> list[str]:
     out = []
-    for side, reason in zip(("normal", "abnormal"), d.gpu_reason, strict=True):
-        if reason and reason != "no ranges":
-            out.append(f"GPU time unknown in the {side} run: {md_escape(reason)}.")
+    rn, ra = (r if r != "no ranges" else None for r in d.gpu_reason)
+    if rn and rn == ra:
+        out.append(f"GPU time unknown in both runs: {md_escape(rn)}.")
+    else:
+        for side, reason in (("normal", rn), ("abnormal", ra)):
+            if reason:
+                out.append(f"GPU time unknown in the {side} run: {md_escape(reason)}.")
     for side, k in zip(("normal", "abnormal"), d.too_deep, strict=True):
         if k:
             out.append(f"{k:,} ranges of the {side} run nested too deep were left out.")
