@@ -188,9 +188,11 @@ NVTX_COLUMNS = ("start INTEGER NOT NULL, end INTEGER, eventType INTEGER NOT NULL
                 "textId INTEGER, domainId INTEGER")
 
 
-def make_nvtx_export(path: Path, *, slow: float, seed: int) -> Path:
-    """An NVTX-only nsys export: 12 iterations of a three-level push/pop tree on one thread
-    (as _iterations), with a start/end range and a range in a named domain inside forward."""
+def make_nvtx_export(path: Path, *, slow: float, seed: int, kernels: bool = False) -> Path:
+    """An nsys export, NVTX-only unless `kernels`: 12 iterations of a three-level push/pop tree
+    on one thread (as _iterations), with a start/end range and a range in a named domain inside
+    norm; with `kernels`, each attention launches one 40 µs kernel (runtime call and kernel
+    joined by correlation id)."""
     rows, _ = _iterations(np.random.default_rng(seed), 12, slow, t0=1_000_000)
     gtid = (4242 << 24) | 4243
     con = sqlite3.connect(path)
@@ -209,6 +211,19 @@ def make_nvtx_export(path: Path, *, slow: float, seed: int) -> Path:
     events += [(r["start_ns"] + 6_000, r["start_ns"] + 9_000, 59, None, None, None, "fuse", gtid, None, None, 7)
                for r in norm]
     con.executemany("INSERT INTO NVTX_EVENTS VALUES (?,?,?,?,?,?,?,?,?,?,?)", events)
+    if kernels:
+        attn = [r for r in rows if r["function"] == "attention"]
+        con.execute("INSERT INTO StringIds VALUES (2, 'cudaLaunchKernel_v7000'), (3, 'attn_kernel')")
+        con.execute("CREATE TABLE CUPTI_ACTIVITY_KIND_RUNTIME (start INTEGER NOT NULL, end INTEGER NOT NULL, "
+                    "eventClass INTEGER, globalTid INTEGER, correlationId INTEGER, nameId INTEGER)")
+        con.executemany("INSERT INTO CUPTI_ACTIVITY_KIND_RUNTIME VALUES (?,?,?,?,?,?)",
+                        [(r["start_ns"] + 100, r["start_ns"] + 200, 0, gtid, i, 2) for i, r in enumerate(attn)])
+        con.execute("CREATE TABLE CUPTI_ACTIVITY_KIND_KERNEL (start INTEGER NOT NULL, end INTEGER NOT NULL, "
+                    "deviceId INTEGER NOT NULL, streamId INTEGER, correlationId INTEGER, globalPid INTEGER, "
+                    "demangledName INTEGER, shortName INTEGER)")
+        con.executemany("INSERT INTO CUPTI_ACTIVITY_KIND_KERNEL VALUES (?,?,?,?,?,?,?,?)",
+                        [(r["start_ns"] + 500, r["start_ns"] + 40_500, 0, 7, i, 4242 << 24, 3, 3)
+                         for i, r in enumerate(attn)])
     con.commit()
     con.close()
     return path
@@ -235,6 +250,16 @@ def test_tree_of_two_nsys_exports(tmp_path: Path, capsys: pytest.CaptureFixture[
     assert float(paths["iteration;forward;attention"]["ratio"]) == pytest.approx(10.0, rel=0.1)
     assert "iteration;forward;norm;load weights" in paths and "iteration;forward;norm;MyDomain:fuse" in paths
     assert paths["iteration"]["gpu_N_ms"] == ""  # NVTX only: GPU time unknown, not 0
+
+
+def test_gpu_time_of_kernels_launched_inside_a_range(tmp_path: Path) -> None:
+    """A kernel launched inside attention counts in attention and its ancestors, not in mlp."""
+    a = make_nvtx_export(tmp_path / "normal.sqlite", slow=1.0, seed=1, kernels=True)
+    b = make_nvtx_export(tmp_path / "abnormal.sqlite", slow=1.0, seed=2, kernels=True)
+    paths = {n.path[-1]: n for n in perfdiff.tree(a, b).diff.nodes}
+    for name in ("attention", "forward", "iteration"):
+        assert paths[name].gpu_n_us == pytest.approx(40.0) and paths[name].gpu_a_us == pytest.approx(40.0)
+    assert paths["mlp"].gpu_n_us == 0 and paths["backward"].gpu_a_us == 0
 
 
 def test_compare_report_has_a_range_tree_section(tmp_path: Path) -> None:

@@ -160,8 +160,8 @@ def tree_report(d: TreeDiff, labels: TreeLabels) -> str:
     notes = _notes(d)
     if labels.csv_name:
         notes.append(f"Every path, every column: {md_escape(labels.csv_name)}.")
-    if notes:
-        out += [*notes, ""]
+    for note in notes:
+        out += [note, ""]
     return "\n".join(out)
 
 
