@@ -26,16 +26,18 @@ from perfdiff.model.durations import parse_duration_ns
 from perfdiff.nesting import Nesting, nesting_of
 from perfdiff.parallel import Background, Parallel
 from perfdiff.plan import CycleSummary, plan_pair, summarize_cycles
+from perfdiff.rangetree import RangeProfile, range_profile
 from perfdiff.segment import Cycles, cut_cycles, rename_devices
 
 if TYPE_CHECKING:  # the analysis (scipy) is imported while the runs load: see _import_later_stages
     from perfdiff.analyze import Analysis, Finding, Notice
+    from perfdiff.analyze.tree import TreeDiff
     from perfdiff.analyze.verdict import VerdictClass
 
 Run = RunData
 """One run in memory: its manifest and its activity, samples and markers tables."""
 
-__all__ = ["Comparison", "Run", "compare", "load"]
+__all__ = ["Comparison", "RangeTree", "Run", "compare", "load", "tree"]
 
 
 def load(path: str | os.PathLike[str], *, pid: int | None = None, group: str = "full") -> Run:
@@ -62,18 +64,20 @@ def _load_side(opts: _Options, side: tuple[int, str | os.PathLike[str]],
     return (index, run), summarize_cycles(run)
 
 
-def _cut_side(state: tuple[int, RunData], plan: CyclePlan) -> tuple[RunData, Cycles, CycleMatrix, Nesting]:
+def _cut_side(state: tuple[int, RunData], plan: CyclePlan
+              ) -> tuple[RunData, Cycles, CycleMatrix, Nesting, RangeProfile]:
     """Cut one side into the pair's cycles (the abnormal one's GPUs renamed to their
-    counterparts first), sum its activity per (function, cycle), and note which CPU ranges
-    run inside which."""
+    counterparts first), sum its activity per (function, cycle), note which CPU ranges
+    run inside which, and build its range tree."""
     index, run = state
     if index == 1:
         run = rename_devices(run, plan.device_map)
     cycles = cut_cycles(run, plan)
     matrix = attribute_activity(run, cycles)
     nesting = nesting_of(run, matrix)
+    ranges = range_profile(run, cycles)
     run, matrix = keep_rows_for_mu(run, matrix)
-    return run, cycles, matrix, nesting
+    return run, cycles, matrix, nesting, ranges
 
 
 def _import_later_stages() -> None:
@@ -123,7 +127,7 @@ def compare(normal: str | os.PathLike[str], abnormal: str | os.PathLike[str], *,
         return plans[0]
 
     # Each side loads and summarises its cycle sources; one plan for both; each side is cut by it.
-    (run_n, cyc_n, mat_n, nest_n), (run_a, cyc_a, mat_a, nest_a) = par.meet_pair(
+    (run_n, cyc_n, mat_n, nest_n, tree_n), (run_a, cyc_a, mat_a, nest_a, tree_a) = par.meet_pair(
         functools.partial(_load_side, opts), meet, _cut_side, paths, (_input_bytes(normal), _input_bytes(abnormal)),
         while_waiting=_import_later_stages)
     from perfdiff.analyze import build_findings, compare_runs
@@ -139,8 +143,14 @@ def compare(normal: str | os.PathLike[str], abnormal: str | os.PathLike[str], *,
         _check_in_common(analysis, normal, abnormal)
     identical = same_content(normal, abnormal)
     findings = build_findings(analysis, identical=identical)
+    tree_diff = None
+    if tree_n.nested or tree_a.nested:  # only where the process's own ranges nest
+        from perfdiff.analyze.tree import diff_trees
+
+        tree_diff = diff_trees(tree_n, tree_a, alpha=alpha, cycle_ns=(cyc_n.dur_ns, cyc_a.dur_ns),
+                               matched=analysis.matched)
     return Comparison(analysis, tuple(findings), (run_n.manifest, run_a.manifest), (cyc_n, cyc_a), csv_job,
-                      verdict=tuple(build_verdict(analysis, findings)))
+                      verdict=tuple(build_verdict(analysis, findings)), tree=tree_diff)
 
 
 MAX_CYCLE_RATIO = 50.0  # median cycles further apart than this: nothing in common
@@ -165,8 +175,9 @@ class Comparison:
 
     def __init__(self, analysis: Analysis, findings: tuple[Finding, ...], manifests: tuple[dict, dict],
                  cycles: tuple[Cycles, Cycles], csv_job: Background | None = None, *,
-                 verdict: tuple[VerdictClass, ...] = ()):
+                 verdict: tuple[VerdictClass, ...] = (), tree: TreeDiff | None = None):
         self.analysis = analysis
+        self.tree = tree  # the range-tree diff (TreeDiff) when either run's own ranges nest, else None
         self.findings = findings
         self.verdict = verdict  # what changed, as VerdictClass records, the largest first
         self.manifests = manifests
@@ -238,7 +249,7 @@ class Comparison:
 
         return render_markdown(self.analysis, list(self.findings), list(self.verdict), self.manifests, top=top,
                                cycles_csv=cycles_csv,
-                               plots=plots or [], plots_note=plots_note)
+                               plots=plots or [], plots_note=plots_note, tree=self.tree)
 
     def write_plots(self, folder: str | os.PathLike[str], stem: str) -> list[str]:
         """Write the report's pictures (PNG) into `folder` as `stem`.*.png and return their
@@ -260,3 +271,83 @@ class Comparison:
         from perfdiff.render import cycles_csv
 
         return cycles_csv(self._cycles[0].dur_ns, self._cycles[1].dur_ns)
+
+
+def tree(normal: str | os.PathLike[str], abnormal: str | os.PathLike[str], *, alpha: float = 0.05,
+         cycle: str | None = None, total: bool = False, pid: int | None = None, group: str = "full") -> RangeTree:
+    """The range-tree diff of two runs: both runs' ranges nested by containment, matched by
+    name path, each path's change (perfdiff.analyze.tree).
+
+    Per cycle, with tests, when the pair can be cut into cycles marked by the process
+    (perfdiff markers, ProfilerStep#N, a repeating range, `cycle`: a regex as for `compare`);
+    in total otherwise, or with `total`.  Raises InputError for a bad input or when neither
+    run has ranges."""
+    from perfdiff.analyze.tree import diff_trees
+
+    if not 0.0 < alpha < 1.0:
+        raise InputError(f"alpha {alpha}: must be between 0 and 1")
+    runs = [open_run(p, pid=pid, group=group, for_compare=True) for p in (normal, abnormal)]
+    cycles: list[Cycles | None] = [None, None]
+    detail = "no cycles asked for (--total)" if total else ""
+    if not total:
+        plan = plan_pair(summarize_cycles(runs[0]), summarize_cycles(runs[1]), cycle_regex=cycle)
+        if plan.source.marked:
+            runs[1] = rename_devices(runs[1], plan.device_map)
+            cycles = [cut_cycles(r, plan) for r in runs]
+            detail = cycles[0].detail if cycles[0] is not None else ""
+        else:
+            detail = "the runs share no cycles the process marked"
+    profiles = [range_profile(r, c) for r, c in zip(runs, cycles, strict=True)]
+    if not profiles[0].n_paths and not profiles[1].n_paths:
+        raise InputError(f"{normal} and {abnormal} hold no ranges (NVTX, profiler annotations or operators, "
+                         "perfdiff cycle ranges): no tree to compare")
+    cn, ca = cycles
+    matched = False
+    if cn is not None and ca is not None:
+        from perfdiff import stats
+
+        matched = stats.cycles_match(cn.dur_ns.astype(np.float64), ca.dur_ns.astype(np.float64))[0]
+    diff = diff_trees(profiles[0], profiles[1], alpha=alpha, matched=matched,
+                      cycle_ns=(cn.dur_ns, ca.dur_ns) if cn is not None and ca is not None else None)
+    return RangeTree(diff, tuple(runs), detail)
+
+
+class RangeTree:
+    """The result of `tree`: the diff as records (`diff`, a TreeDiff), as a DataFrame
+    (`paths`), and rendered (`to_markdown`, `to_csv`)."""
+
+    def __init__(self, diff: TreeDiff, runs: tuple[RunData, ...], cycles_detail: str):
+        self.diff = diff
+        self._labels = (runs[0].name, runs[1].name, runs[0].path, runs[1].path, cycles_detail)
+
+    @property
+    def paths(self) -> pd.DataFrame:
+        """One row per range path (pre-order, children by |Δ|): its names, presence, inclusive,
+        self and GPU time (µs, per cycle or total), calls, q, Cliff's δ, material."""
+        rows = []
+        for n in self.diff.nodes:
+            rows.append({"path": n.path, "leaf": n.name, "depth": n.depth, "presence": n.presence,
+                         "renamed_to": n.name_a, "incl_n_us": n.incl_n_us, "incl_a_us": n.incl_a_us,
+                         "delta_us": n.delta_us, "ratio": n.ratio, "self_n_us": n.self_n_us,
+                         "self_a_us": n.self_a_us, "gpu_n_us": n.gpu_n_us, "gpu_a_us": n.gpu_a_us,
+                         "calls_n": n.calls_n, "calls_a": n.calls_a, "q": n.q,
+                         "cliffs_delta": n.test.cliffs_delta if n.test else float("nan"),
+                         "material": n.material})
+        return pd.DataFrame(rows)
+
+    def _labels_for(self, csv_name: str | None):
+        from perfdiff.render.tree import TreeLabels
+
+        return TreeLabels(*self._labels, csv_name=csv_name)
+
+    def to_markdown(self, *, csv_name: str | None = None) -> str:
+        """The Markdown report; `csv_name`: the CSV written beside it, to name."""
+        from perfdiff.render.tree import tree_report
+
+        return tree_report(self.diff, self._labels_for(csv_name))
+
+    def to_csv(self) -> bytes:
+        """Every path, every column (docs/TREE.md)."""
+        from perfdiff.render.tree import tree_csv
+
+        return tree_csv(self.diff)

@@ -12,10 +12,11 @@ import sys
 
 from perfdiff.version import __version__
 from perfdiff.cli import collect, compare, importcmd, startup
+from perfdiff.cli import tree
 from perfdiff.cli.common import Parser
 from perfdiff.errors import EXIT_INPUT, PerfdiffError
 
-COMMANDS = (compare, importcmd, collect, startup)
+COMMANDS = (compare, importcmd, collect, startup, tree)
 
 
 def build_parser() -> argparse.ArgumentParser:

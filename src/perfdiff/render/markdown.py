@@ -12,7 +12,9 @@ import jinja2
 
 from perfdiff.version import __version__
 from perfdiff.analyze import Analysis, DetailRow, Finding, FindingCode, FunctionStats
+from perfdiff.analyze.tree import TreeDiff
 from perfdiff.analyze.verdict import VerdictClass
+from perfdiff.render.tree import TreeLabels, tree_section
 from perfdiff.render.wording import (finding_text, matching_text, notice_text, per_unit, plan_text, test_name,
                                      verdict_lines)
 from perfdiff.render.text import (NA, fmt_beta, fmt_num, fmt_p, fmt_pct, fmt_score, fmt_signed, fmt_time_us,
@@ -236,9 +238,13 @@ PLOT_TITLES = {"cycles": "cycle-time distribution", "timeline": "cycle time, cyc
 
 def render_markdown(c: Analysis, findings: list[Finding], verdict: list[VerdictClass], manifests: tuple[dict, dict], *,
                     top: int = 25, cycles_csv: str | None = None, plots: list[str] | None = None,
-                    plots_note: str | None = None) -> str:
-    """The Markdown report; `plots`: picture files beside it, linked by relative path."""
+                    plots_note: str | None = None, tree: TreeDiff | None = None) -> str:
+    """The Markdown report; `plots`: picture files beside it, linked by relative path;
+    `tree`: the range-tree diff, for its section."""
     view = build_view(c, findings, verdict, top=top, cycles_csv=cycles_csv)
+    view["range_tree"] = (tree_section(tree, TreeLabels(c.normal.name, c.abnormal.name, c.normal.path,
+                                                        c.abnormal.path, c.normal.cycle_detail))
+                          if tree is not None else None)
     view["plots"] = [(PLOT_TITLES.get(p.rsplit(".", 2)[-2], p), md_escape(p).replace(" ", "%20"))
                      for p in plots or []]
     view["plots_note"] = md_escape(plots_note) if plots_note else None

@@ -1,0 +1,285 @@
+"""One run's range tree: its ranges nested by containment on each thread, folded into name
+paths, with each path's calls, inclusive, self and GPU time, in total and per cycle.
+
+Ranges are the CPU-side ranges of the run (NVTX push/pop and start/end ranges, Kineto
+``cpu_op`` / ``user_annotation`` / ``record_function`` ranges: activity rows of kind ``cpu``
+with a thread) and the cycle markers the profiler or the target wrote on a thread
+(``ProfilerStep#N``, perfdiff cycle ranges).  A range's parent is the innermost range of its
+thread open when it starts (perfdiff.model.intervals.nesting_parent).  Its path is the names
+from its thread's outermost range down to it, each name folded (`fold_name`: the number of a
+step or an iteration replaced by ``*``); ranges with one path, on any thread, are one node
+(repeated siblings become calls of one node).
+
+Times are ns.  Self time is the inclusive time minus that of the ranges directly inside it.
+GPU time is that of the kernels, memcpys and memsets launched (by their launch time and
+thread) inside the range or inside ranges nested in it, as Nsight Systems projects GPU work
+onto NVTX ranges; unknown (None) when the run has no GPU work with a launch thread.  Per
+cycle, a range counts in every cycle it overlaps with the overlapped part of its inclusive
+time (its self time prorated alike), its call in the cycle it starts in, and its GPU work in
+the cycle it was launched in.  Everything is vectorised: Python loops run over nesting levels.
+"""
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+
+import numpy as np
+
+from perfdiff.bundle import RunData
+from perfdiff.model.intervals import nesting_parent
+from perfdiff.model.schema import GPU_KINDS, MISSING, Kind, MarkerSource
+from perfdiff.segment import Cycles
+
+__all__ = ["MAX_DEPTH", "RangeProfile", "fold_name", "range_profile"]
+
+MAX_DEPTH = 256  # ranges nested deeper than this are left out (counted in RangeProfile.too_deep)
+# A trailing number after '#', a separator or '=' is the step's or iteration's number.
+_NUMBER_SUFFIX = re.compile(r"(?<=[#_\-. :=])\d+$")
+_CYCLE_MARKERS = (MarkerSource.PROFILER_STEP.value, MarkerSource.PERFDIFF.value)
+
+
+def fold_name(name: str) -> str:
+    """`name` with its trailing step or iteration number folded: ``ProfilerStep#12`` →
+    ``ProfilerStep#*``, ``layer_3`` → ``layer_*``; a number glued to letters (``conv2d``)
+    stays."""
+    return _NUMBER_SUFFIX.sub("*", name)
+
+
+@dataclass(frozen=True)
+class RangeProfile:
+    """A run's range paths (row p of every array) and what they hold.
+
+    Totals are over the whole run; `*_cyc` arrays over its cycles only (None without cycles).
+    `incl_coo`: (path, cycle, inclusive ns) of every (path, cycle) with time, sorted by path
+    then cycle, for the per-cycle tests.  `gpu_*` is None when the run's GPU time inside
+    ranges is unknown (`gpu_reason` says why).  `nested`: some range of the process's own
+    (not a cycle marker) runs inside another of its own."""
+
+    parent: np.ndarray  # (P,) parent path, -1 for a root
+    name: tuple[str, ...]  # (P,) folded leaf name
+    depth: np.ndarray  # (P,)
+    calls: np.ndarray  # (P,) ranges
+    incl_ns: np.ndarray  # (P,) float64
+    self_ns: np.ndarray  # (P,) float64
+    gpu_ns: np.ndarray | None  # (P,) float64, inclusive of nested ranges
+    threads: np.ndarray  # (P,) distinct threads the path ran on
+    n_cycles: int = 0
+    calls_cyc: np.ndarray | None = None
+    incl_cyc_ns: np.ndarray | None = None
+    self_cyc_ns: np.ndarray | None = None
+    gpu_cyc_ns: np.ndarray | None = None
+    incl_coo: tuple[np.ndarray, np.ndarray, np.ndarray] | None = None
+    nested: bool = False
+    gpu_reason: str | None = None
+    too_deep: int = 0
+
+    @property
+    def n_paths(self) -> int:
+        return len(self.name)
+
+    @property
+    def cycle_share(self) -> float:
+        """The share of the top-level ranges' time that lies inside the cycles (NaN without
+        cycles or ranges)."""
+        if self.incl_cyc_ns is None:
+            return float("nan")
+        roots = self.parent < 0
+        total = float(self.incl_ns[roots].sum())
+        return float(self.incl_cyc_ns[roots].sum()) / total if total > 0 else float("nan")
+
+
+def _ranges(run: RunData) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, list[str], np.ndarray]:
+    """(tid, start, end, name code, folded labels, own) of the run's ranges; `own` is False
+    for the cycle markers."""
+    a, m = run.activity, run.markers
+    parts: list[tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, list[str], bool]] = []
+    if len(a) and Kind.CPU.value in list(a["kind"].cat.categories):
+        codes = a["kind"].cat.codes.to_numpy()
+        rows = np.flatnonzero((codes == list(a["kind"].cat.categories).index(Kind.CPU.value))
+                              & (a["tid"].to_numpy() != MISSING))
+        if len(rows):
+            parts.append((a["tid"].to_numpy()[rows], a["start_ns"].to_numpy()[rows], a["end_ns"].to_numpy()[rows],
+                          a["function"].cat.codes.to_numpy()[rows].astype(np.int64),
+                          [str(c) for c in a["function"].cat.categories], True))
+    if len(m):
+        src = m["source"].astype(str).to_numpy()
+        keep = np.isin(src, _CYCLE_MARKERS) & (m["tid"].to_numpy() != MISSING) & \
+            (m["end_ns"].to_numpy() > m["start_ns"].to_numpy())
+        rows = np.flatnonzero(keep)
+        if len(rows):
+            parts.append((m["tid"].to_numpy()[rows], m["start_ns"].to_numpy()[rows], m["end_ns"].to_numpy()[rows],
+                          m["name"].cat.codes.to_numpy()[rows].astype(np.int64),
+                          [str(c) for c in m["name"].cat.categories], False))
+    labels: dict[str, int] = {}
+    code_parts, own = [], []
+    for *_, codes, cats, is_own in parts:
+        lookup = np.array([labels.setdefault(fold_name(c), len(labels)) for c in cats] or [0], dtype=np.int64)
+        code_parts.append(lookup[codes])
+        own.append(np.full(len(codes), is_own))
+
+    def cat(i: int) -> np.ndarray:
+        return np.concatenate([p[i] for p in parts]).astype(np.int64) if parts else np.zeros(0, np.int64)
+
+    return (cat(0), cat(1), np.maximum(cat(2), cat(1)),
+            np.concatenate(code_parts) if parts else np.zeros(0, np.int64), list(labels),
+            np.concatenate(own) if parts else np.zeros(0, dtype=bool))
+
+
+def _paths(parent: np.ndarray, depth: np.ndarray, code: np.ndarray, n_labels: int
+           ) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    """(path of each range, path parent, path name code, path depth): one np.unique per level."""
+    path = np.full(len(code), -1, dtype=np.int64)
+    p_parent, p_code, p_depth = [], [], []
+    order = np.argsort(depth, kind="stable")
+    bounds = np.searchsorted(depth[order], np.arange(int(depth.max(initial=-1)) + 2))
+    n = 0
+    for d in range(min(len(bounds) - 1, MAX_DEPTH)):
+        idx = order[bounds[d]:bounds[d + 1]]
+        if len(idx) == 0:
+            continue
+        up = np.where(parent[idx] >= 0, path[np.maximum(parent[idx], 0)], -1)
+        key = (up + 1) * n_labels + code[idx]
+        uniq, inv = np.unique(key, return_inverse=True)
+        path[idx] = n + inv
+        p_parent.append(uniq // n_labels - 1)
+        p_code.append(uniq % n_labels)
+        p_depth.append(np.full(len(uniq), d, dtype=np.int64))
+        n += len(uniq)
+    if not p_parent:
+        e = np.zeros(0, np.int64)
+        return path, e, e, e
+    return path, np.concatenate(p_parent), np.concatenate(p_code), np.concatenate(p_depth)
+
+
+def _self_ns(parent: np.ndarray, start: np.ndarray, end: np.ndarray) -> np.ndarray:
+    """Each range's duration minus the part of its direct children inside it (as
+    perfdiff.model.intervals.self_time_ns, from parents already found)."""
+    child = np.flatnonzero(parent >= 0)
+    overlap = np.maximum(np.minimum(end[child], end[parent[child]]) - start[child], 0)
+    inner = np.bincount(parent[child], weights=overlap.astype(np.float64), minlength=len(start))
+    return np.maximum((end - start).astype(np.float64) - inner, 0.0)
+
+
+def _up(values: np.ndarray, p_parent: np.ndarray, p_depth: np.ndarray) -> np.ndarray:
+    """Per-path values summed over each path's subtree (deepest level first)."""
+    out = values.astype(np.float64).copy()
+    for d in range(int(p_depth.max(initial=0)), 0, -1):
+        ids = np.flatnonzero(p_depth == d)
+        np.add.at(out, p_parent[ids], out[ids])
+    return out
+
+
+def _gpu_rows(run: RunData) -> tuple[np.ndarray, np.ndarray, np.ndarray] | str:
+    """(thread, launch ns, busy ns) of the GPU work with a known launch, or why there is none."""
+    a = run.activity
+    if len(a) == 0:
+        return "no GPU work in the run"
+    cats = list(a["kind"].cat.categories)
+    want = [cats.index(k) for k in GPU_KINDS if k in cats]
+    if not want:
+        return "no GPU work in the run"
+    rows = np.flatnonzero(np.isin(a["kind"].cat.codes.to_numpy(), want))
+    launch, tid = a["launch_ns"].to_numpy()[rows], a["tid"].to_numpy()[rows]
+    ok = (launch != MISSING) & (tid != MISSING)
+    if not ok.any():
+        return "no GPU work with a known launch time and thread"
+    rows = rows[ok]
+    return tid[ok], launch[ok], a["busy_ns"].to_numpy()[rows].astype(np.float64)
+
+
+def _launch_parent(tid: np.ndarray, start: np.ndarray, end: np.ndarray, parent: np.ndarray, g_tid: np.ndarray,
+                   g_launch: np.ndarray) -> np.ndarray:
+    """The innermost range open on the launching thread at each launch (-1: none): the last
+    range of the thread to start at or before it (of equal starts the shortest), or the first
+    of its ancestors still open then.  One search per thread, then one step up per level."""
+    out = np.full(len(g_tid), -1, dtype=np.int64)
+    order = np.lexsort((-end, start, tid))
+    t_sorted = tid[order]
+    threads, first = np.unique(t_sorted, return_index=True)
+    bounds = np.append(first, len(order))
+    for k, t in enumerate(threads.tolist()):
+        mine = np.flatnonzero(g_tid == t)
+        if len(mine) == 0:
+            continue
+        rows = order[bounds[k]:bounds[k + 1]]
+        pos = np.searchsorted(start[rows], g_launch[mine], side="right") - 1
+        out[mine] = np.where(pos >= 0, rows[np.maximum(pos, 0)], -1)
+    for _ in range(MAX_DEPTH):
+        closed = np.flatnonzero(out >= 0)
+        closed = closed[end[out[closed]] <= g_launch[closed]]
+        if len(closed) == 0:
+            break
+        out[closed] = parent[out[closed]]
+    return out
+
+
+def range_profile(run: RunData, cycles: Cycles | None = None) -> RangeProfile:
+    """The run's range tree (see the module docstring); per cycle too when `cycles` are given."""
+    tid, start, end, code, labels, own = _ranges(run)
+    if len(tid) == 0:
+        e = np.zeros(0)
+        return RangeProfile(np.zeros(0, np.int64), (), np.zeros(0, np.int64), np.zeros(0, np.int64), e, e, None,
+                            np.zeros(0, np.int64), n_cycles=cycles.n if cycles is not None else 0,
+                            gpu_reason="no ranges")
+    parent, depth = nesting_parent(tid, start, end)
+    nested = bool(np.any((parent >= 0) & own & own[np.maximum(parent, 0)]))
+    path, p_parent, p_code, p_depth = _paths(parent, depth, code, max(len(labels), 1))
+    P = len(p_parent)
+    kept = path >= 0
+    dur = (end - start).astype(np.float64)
+    self_ns = _self_ns(parent, start, end)
+    pk = path[kept]
+    calls = np.bincount(pk, minlength=P)
+    incl = np.bincount(pk, weights=dur[kept], minlength=P)
+    self_total = np.bincount(pk, weights=self_ns[kept], minlength=P)
+    tcode = np.unique(tid, return_inverse=True)[1].astype(np.int64)
+    pairs = np.unique(pk * (int(tcode.max()) + 1) + tcode[kept])
+    threads = np.bincount(pairs // (int(tcode.max()) + 1), minlength=P)
+
+    gpu = _gpu_rows(run)
+    gpu_ns = g_path = g_busy = g_launch = None
+    reason = None
+    if isinstance(gpu, str):
+        reason = gpu
+    else:
+        g_tid, g_launch, g_busy = gpu
+        g_parent = _launch_parent(tid, start, end, parent, g_tid, g_launch)
+        g_path = np.where(g_parent >= 0, path[np.maximum(g_parent, 0)], -1)
+        inside = g_path >= 0
+        gpu_ns = _up(np.bincount(g_path[inside], weights=g_busy[inside], minlength=P), p_parent, p_depth)
+
+    names = tuple(labels[c] for c in p_code.tolist())
+    base = dict(parent=p_parent, name=names, depth=p_depth, calls=calls, incl_ns=incl, self_ns=self_total,
+                gpu_ns=gpu_ns, threads=threads, nested=nested, gpu_reason=reason, too_deep=int((~kept).sum()))
+    if cycles is None or cycles.n == 0:
+        return RangeProfile(**base)
+    cs, ce = cycles.start_ns, cycles.end_ns
+    K = cycles.n
+    r = np.flatnonzero(kept)
+    s, e, pr = start[r], end[r], path[r]
+    # Calls: the cycle each range starts in.
+    c_start = np.searchsorted(cs, s, side="right") - 1
+    in_cyc = (c_start >= 0) & (s < ce[np.maximum(c_start, 0)])
+    calls_cyc = np.bincount(pr[in_cyc], minlength=P)
+    # Inclusive and self time: one piece per (range, cycle it overlaps).
+    first = np.searchsorted(ce, s, side="right")
+    last = np.searchsorted(cs, e, side="left") - 1
+    span = np.maximum(last - first + 1, 0)
+    rep = np.repeat(np.arange(len(r)), span)
+    offs = np.cumsum(span) - span
+    cyc = first[rep] + (np.arange(len(rep)) - offs[rep])
+    overlap = (np.minimum(e[rep], ce[cyc]) - np.maximum(s[rep], cs[cyc])).clip(0).astype(np.float64)
+    d = dur[r][rep]
+    share = np.divide(overlap, d, out=np.zeros_like(overlap), where=d > 0)
+    incl_cyc = np.bincount(pr[rep], weights=overlap, minlength=P)
+    self_cyc = np.bincount(pr[rep], weights=self_ns[r][rep] * share, minlength=P)
+    key = pr[rep] * K + cyc
+    ukey, inv = np.unique(key[overlap > 0], return_inverse=True)
+    coo = (ukey // K, ukey % K, np.bincount(inv, weights=overlap[overlap > 0], minlength=len(ukey)))
+    gpu_cyc = None
+    if g_path is not None:
+        gc = np.searchsorted(cs, g_launch, side="right") - 1
+        ok = (g_path >= 0) & (gc >= 0) & (g_launch < ce[np.maximum(gc, 0)])
+        gpu_cyc = _up(np.bincount(g_path[ok], weights=g_busy[ok], minlength=P), p_parent, p_depth)
+    return RangeProfile(**base, n_cycles=K, calls_cyc=calls_cyc, incl_cyc_ns=incl_cyc, self_cyc_ns=self_cyc,
+                        gpu_cyc_ns=gpu_cyc, incl_coo=coo)
