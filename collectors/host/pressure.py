@@ -242,9 +242,14 @@ class PressureSampler:
             self.state.mark_unsupported(DEVICE, m, f"cgroup v1 has no {what}", t_ns)
 
     def _vmstat(self, raw: bytes) -> Reading:
-        d = parse_keyed(raw)
-        return {m: (True, float(d[k] * self.page_size)) for m, k in (("host_swap_in", "pswpin"),
-                                                                     ("host_swap_out", "pswpout")) if k in d}
+        """pswpin / pswpout of /proc/vmstat, found by name (the file has ~200 lines) → bytes."""
+        out: Reading = {}
+        for m, key in (("host_swap_in", b"\npswpin "), ("host_swap_out", b"\npswpout ")):
+            i = raw.find(key)
+            if i >= 0:
+                j = i + len(key)
+                out[m] = (True, float(int(raw[j:raw.find(b"\n", j) % (len(raw) + 1)]) * self.page_size))
+        return out
 
     # ------------------------------------------------------------------ the tick
 
