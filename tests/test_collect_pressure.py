@@ -138,8 +138,17 @@ def test_absent_files_are_unsupported_with_the_reason_never_zero(tmp_path: Path)
     assert why["host_pressure_memory_some"].startswith("no /proc/pressure: a kernel without PSI")
     assert why["host_swap_in"].endswith("vmstat does not give it")
     assert why["cgroup_pressure_io_full"] == "the target has no cgroup v2 folder (cgroup v1 only)"
-    assert why["cgroup_mem_events_oom_kill"] == "the target has no memory cgroup in /proc/PID/cgroup"
+    assert why["cgroup_mem_events_oom_kill"].startswith("the target has no memory cgroup")
     assert "host_pressure_cpu_full" not in why  # never collected: the kernel reports host-wide cpu full as 0
+
+
+def test_no_target_process(tmp_path: Path) -> None:
+    Tree(tmp_path, "0::/\n")
+    s = PressureSampler(set, lambda: None, procfs=ProcFS(proc=str(tmp_path / "proc"), sys=str(tmp_path / "sys")))
+    s.start(0)
+    assert "process_major_faults" not in values(s.sample(S))
+    why = reasons(s)
+    assert why["cgroup_pressure_cpu_some"] == why["cgroup_mem_current"] == "no target process"
 
 
 def test_major_faults_follow_the_target_processes(tmp_path: Path) -> None:

@@ -152,7 +152,6 @@ class PressureSampler:
         self.last: dict[str, tuple[int, float]] = {}  # counter → (when read, ns; value)
         self.t_last = 0
         self.majflt: dict[int, tuple[int, int]] = {}  # pid → (kept stat descriptor, last majflt)
-        self.faults_ok = True
 
     # ------------------------------------------------------------------ what there is
 
@@ -184,15 +183,19 @@ class PressureSampler:
                       "no /proc/pressure: a kernel without PSI (CONFIG_PSI, or booted with psi=0)")
         self._add(self.fs.path("vmstat"), self._vmstat, ("host_swap_in", "host_swap_out"), t_ns)
         root = self._root() if callable(self._root) else self._root
+        lines: list[tuple[str, str]] = []
+        no_cgroup = "no target process"
         try:
-            lines = cgroup_lines(self.fs, root) if root is not None else []
-        except OSError:
-            lines = []
+            if root is not None:
+                lines = cgroup_lines(self.fs, root)
+        except OSError as exc:
+            no_cgroup = f"/proc/{root}/cgroup unreadable ({exc.strerror})"
         self.unified = unified_folder(self.fs, lines)
         cg_psi = tuple(f"cgroup_pressure_{r}_{k}" for r in PSI for k in ("some", "full"))
         if self.unified is None:
+            why = "the target has no cgroup v2 folder (cgroup v1 only)" if lines else no_cgroup
             for m in cg_psi:
-                self.state.mark_unsupported(DEVICE, m, "the target has no cgroup v2 folder (cgroup v1 only)", t_ns)
+                self.state.mark_unsupported(DEVICE, m, why, t_ns)
         elif next(p for c, p in lines if c == "") == "":
             for m in cg_psi:
                 self.state.mark_unsupported(DEVICE, m, "the target is in the root cgroup: its pressure is the "
@@ -201,13 +204,13 @@ class PressureSampler:
             for r in PSI:
                 self._add(os.path.join(sysfs, self.unified, f"{r}.pressure"), _psi(f"cgroup_pressure_{r}", True),
                           (f"cgroup_pressure_{r}_some", f"cgroup_pressure_{r}_full"), t_ns)
-        self._start_memory(lines, t_ns)
+        self._start_memory(lines, t_ns, no_cgroup)
         for pid in self.target_pids():
             self._fault_count(pid)
         self.last = {m: (t_ns, v) for m, (counter, v) in self._reading().items() if counter}
         self.t_last = t_ns
 
-    def _start_memory(self, lines: list[tuple[str, str]], t_ns: int) -> None:
+    def _start_memory(self, lines: list[tuple[str, str]], t_ns: int, no_cgroup: str) -> None:
         """The memory cgroup: v2 where the unified folder has memory.current, else v1's `memory`."""
         sysfs = self.fs.sys
         if self.unified is not None and os.path.exists(os.path.join(sysfs, self.unified, "memory.current")):
@@ -223,7 +226,8 @@ class PressureSampler:
             return
         v1 = next((f"fs/cgroup/{c}{p}" for c, p in lines if "memory" in c.split(",")), None)
         if v1 is None:
-            reason = "the target has no memory cgroup in /proc/PID/cgroup"
+            reason = (no_cgroup if not lines else
+                      "the target has no memory cgroup (no memory.current in its v2 folder, no v1 memory line)")
             for m in (*(f"cgroup_mem_events_{k}" for k in EVENTS), "cgroup_mem_under_oom", "cgroup_mem_current",
                       "cgroup_swap_current", "cgroup_mem_max", "cgroup_mem_high"):
                 self.state.mark_unsupported(DEVICE, m, reason, t_ns)
