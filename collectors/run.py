@@ -20,6 +20,7 @@ from typing import TYPE_CHECKING, Any, Callable
 from perfdiff.version import __version__
 from perfdiff.collectors.base import Sampler
 from perfdiff.collectors.host.cgroup import CgroupCpuSampler
+from perfdiff.collectors.host.pressure import PressureSampler
 from perfdiff.collectors.host import HostSampler, ProcFS, host_info
 from perfdiff.collectors.loop import MIN_INTERVAL_NS, Collection
 from perfdiff.collectors.markers import MarkerReader
@@ -113,7 +114,9 @@ def collect(options: CollectOptions) -> CollectResult:
     gpus = None if o.gpus is None else list(o.gpus)
     samplers: list[Any] = [HostSampler(pids, interval_ns=o.interval_ns, procfs=fs),
                            CgroupCpuSampler(lambda: holder[0].root if holder else None, procfs=fs,
-                                            interval_ns=max(o.interval_ns, CGROUP_INTERVAL_NS))]
+                                            interval_ns=max(o.interval_ns, CGROUP_INTERVAL_NS)),
+                           PressureSampler(pids, lambda: holder[0].root if holder else None, procfs=fs,
+                                           interval_ns=max(o.interval_ns, CGROUP_INTERVAL_NS))]
     gpu = gpu_sampler(pids, gpus, o.interval_ns, warn, proc_root=fs.proc)  # a bad --gpus raises before any output
     if gpu is not None:
         samplers.append(gpu)

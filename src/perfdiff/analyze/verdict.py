@@ -29,6 +29,7 @@ class VerdictCode(str, Enum):
 
     CPU_CLOCK = "cpu-clock-reduced"  # CPU-side work slower at unchanged calls while the CPU clock fell
     CPU_QUOTA = "cpu-quota-throttling"  # the target's cgroup hit its CPU quota (CFS throttling grew)
+    MEMORY_PRESSURE = "host-memory-pressure"  # memory stalls, swap, major faults or cgroup limit events grew
     CPU_CONTENTION = "cpu-contention"  # the target's threads waited for a CPU (runq grew)
     IO_WAIT = "io-wait"  # threads blocked on I/O
     INPUT_PIPELINE = "input-pipeline"  # data-loading ranges grew
@@ -97,6 +98,8 @@ def build_verdict(c: Analysis, findings: list[Finding]) -> list[VerdictClass]:
         take(VerdictCode.CPU_QUOTA, waiting, quota,
              throttled_ms_per_s_n=timed[0]["mean_n"] if timed else math.nan,
              throttled_ms_per_s_a=timed[0]["mean_a"] if timed else math.nan)
+    mem_causes, mem_evidence, mem_values = _memory_pressure(c, findings, fn, used)
+    take(VerdictCode.MEMORY_PRESSURE, mem_causes, mem_evidence, **mem_values)
     take(VerdictCode.CPU_CONTENTION, [i for i, _ in causes if i in fn and i not in used and fn[i].kind == "host"
                                       and fn[i].name in CONTENTION_STATES])
     take(VerdictCode.IO_WAIT, [i for i, _ in causes if i in fn and i not in used and fn[i].kind == "host"
@@ -151,6 +154,51 @@ def _new_work(f: FunctionStats) -> bool:
     if f.presence == "new":
         return True
     return not f.sampled and f.calls_n > 0 and f.calls_a >= 1.25 * f.calls_n
+
+
+# Memory-pressure signals (docs/STATISTICS.md, "Verdict"): each metric and the least rise of its
+# mean, in its registry unit, that counts; the cgroup's limit events count from any rise.
+MEMORY_SIGNALS = {
+    "host_pressure_memory_some": 1.0, "host_pressure_memory_full": 1.0,  # pp of time stalled
+    "cgroup_pressure_memory_some": 1.0, "cgroup_pressure_memory_full": 1.0,
+    "host_swap_in": 4096.0, "host_swap_out": 4096.0,  # B/s: a page a second
+    "process_major_faults": 1.0,  # per second
+    "cgroup_mem_events_high": 0.0, "cgroup_mem_events_max": 0.0, "cgroup_mem_events_oom": 0.0,
+    "cgroup_mem_events_oom_kill": 0.0, "cgroup_mem_under_oom": 0.0,
+}
+MEMORY_STATES = ("oncpu", "blocked", "iowait")  # host states reclaim, swap-in and faults make grow
+
+
+def _memory_pressure(c: Analysis, findings: list[Finding], fn: dict[int, FunctionStats],
+                     used: set[int]) -> tuple[list[int], list[int], dict[str, Any]]:
+    """(causes claimed, evidence findings, values) of host memory pressure, or ([], [], {}).
+
+    A signal is a memory metric of MEMORY_SIGNALS whose mean rose significantly by at least its
+    floor (a run-level context metric, or its μ while a function ran), or a cgroup limit event
+    that appeared (never in the normal run, some in the abnormal).  With a signal, the causes it
+    explains are the unclaimed host states of MEMORY_STATES and CPU-side ranges; without such
+    a cause there is no class (a signal alone did not slow the cycle)."""
+    best: dict[str, tuple[float, float, float]] = {}  # metric → (q, mean_n, mean_a)
+    for metric, res, q in [(r.metric, r.res, r.q) for r in c.context] + [(m.metric, m.res, m.q) for m in c.mu]:
+        floor = MEMORY_SIGNALS.get(metric)
+        if floor is None:
+            continue
+        n, a = res.mean_n, res.mean_a
+        rose = significant(q, c.alpha) and a > n and a - n >= floor
+        appeared = metric.startswith("cgroup_mem_") and n == 0 and a > 0
+        if (rose or appeared) and (metric not in best or not q >= best[metric][0]):
+            best[metric] = (q, n, a)
+    if not best:
+        return [], [], {}
+    claimed = [i for i, x in enumerate(findings) if x.code == FindingCode.CAUSE and i in fn and i not in used
+               and (fn[i].kind == "cpu" or (fn[i].kind == "host" and fn[i].name in MEMORY_STATES))]
+    if not claimed:
+        return [], [], {}
+    evidence = [i for i, x in enumerate(findings) if x.code in (FindingCode.RESOURCE, FindingCode.METRIC_WHILE)
+                and x.values.get("metric") in best]
+    signals = tuple({"metric": m, "mean_n": n, "mean_a": a, "q": q} for m, (q, n, a) in
+                    sorted(best.items(), key=lambda kv: list(MEMORY_SIGNALS).index(kv[0])))
+    return claimed, evidence, {"signals": signals}
 
 
 THROTTLE_REASONS = {"gpu_throttle_power": "power", "gpu_throttle_thermal": "thermal",

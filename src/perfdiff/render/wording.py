@@ -359,6 +359,7 @@ def plan_text(plan: CyclePlan | None) -> str:
 VERDICT_WORDS = {
     VerdictCode.CPU_CLOCK: "host CPU clock reduced",
     VerdictCode.CPU_QUOTA: "CPU quota throttling",
+    VerdictCode.MEMORY_PRESSURE: "host memory pressure",
     VerdictCode.CPU_CONTENTION: "host CPU contention",
     VerdictCode.IO_WAIT: "host I/O wait",
     VerdictCode.INPUT_PIPELINE: "input pipeline stall",
@@ -371,6 +372,40 @@ VERDICT_WORDS = {
     VerdictCode.CPU_WORK: "CPU-side work slower",
     VerdictCode.NO_MATERIAL: "no material change",
 }
+
+
+MEMORY_SIGNAL_WORDS = {  # metric → (group, what, unit as printed); one signal per group is worded
+    "cgroup_mem_events_oom_kill": ("events", "OOM kills", "/s"),
+    "cgroup_mem_events_oom": ("events", "cgroup OOMs", "/s"),
+    "cgroup_mem_under_oom": ("events", "under OOM", "% of readings"),
+    "cgroup_mem_events_max": ("events", "memory limit hits", "/s"),
+    "cgroup_mem_events_high": ("events", "memory.high hits", "/s"),
+    "host_pressure_memory_some": ("psi", "memory stalls (some)", "% of time"),
+    "cgroup_pressure_memory_some": ("psi", "cgroup memory stalls (some)", "% of time"),
+    "host_pressure_memory_full": ("psi", "memory stalls (full)", "% of time"),
+    "cgroup_pressure_memory_full": ("psi", "cgroup memory stalls (full)", "% of time"),
+    "host_swap_in": ("swap", "swap-in", "B/s"),
+    "host_swap_out": ("swap", "swap-out", "B/s"),
+    "process_major_faults": ("faults", "major faults", "/s"),
+}
+
+
+def _memory_signals(signals: Any) -> str:
+    """"memory limit hits 0 → 4.01 /s, memory stalls (some) 0.29 → 17.95 % of time, swap-in 0 B/s
+    → 4.95 MiB/s": the first signal of each group in MEMORY_SIGNAL_WORDS's order, at most three."""
+    order = list(MEMORY_SIGNAL_WORDS)
+    parts, groups = [], set()
+    for sig in sorted(signals, key=lambda x: order.index(x["metric"]) if x["metric"] in order else len(order)):
+        group, what, unit = MEMORY_SIGNAL_WORDS.get(sig["metric"], (sig["metric"], md_name(sig["metric"]), ""))
+        if group in groups or len(parts) == 3:
+            continue
+        groups.add(group)
+        n, a = sig["mean_n"], sig["mean_a"]
+        if unit in ("bytes", "B/s"):
+            parts.append(f"{what} {fmt_value(n, unit)} → {fmt_value(a, unit)}")
+        else:
+            parts.append(f"{what} {fmt_num(n)} → {fmt_value(a, unit)}")
+    return ", ".join(parts)
 
 
 def verdict_lines(c: Analysis, verdict: list[VerdictClass], findings: list[Finding]) -> list[str]:
@@ -392,6 +427,8 @@ def verdict_lines(c: Analysis, verdict: list[VerdictClass], findings: list[Findi
         elif v.code == VerdictCode.CPU_QUOTA:
             text += (f": the target's cgroup was throttled {fmt_num(v.values['throttled_ms_per_s_n'])} → "
                      f"{fmt_num(v.values['throttled_ms_per_s_a'])} ms per s" + (f"; {who}" if who else ""))
+        elif v.code == VerdictCode.MEMORY_PRESSURE:
+            text += f": {_memory_signals(v.values['signals'])}" + (f"; {who}" if who else "")
         elif v.code == VerdictCode.GPU_THROTTLING:
             text += f" ({v.values['reason']}): kernels slower while the GPU was held back: {who}"
         elif v.code == VerdictCode.GPU_DEVICE_WIDE:
