@@ -117,7 +117,8 @@ def build_findings(c: Analysis, *, identical: bool = False) -> list[Finding]:
         explained = [f for f in raw_moved if f not in moved and f not in negligible]
         explained.sort(key=lambda f: -abs(f.tau_pp))
         out.append(Finding(FindingCode.LOAD, q=c.load.p, related=tuple(idx[id(f)] for f in explained[:MAX_LISTED]),
-                           values={"x0_tokens": c.load.x0_tokens, "cycle_n_us": c.load.cycle_n_us,
+                           values={"x0_tokens": c.load.x0_tokens, "n_strata": c.load.n_strata,
+                                   "cycle_n_us": c.load.cycle_n_us,
                                    "cycle_a_us": c.load.cycle_a_us, "change_us": c.load.change_us,
                                    "change_lo_us": c.load.change_lo_us, "change_hi_us": c.load.change_hi_us,
                                    "change_pct": c.load.change_pct, "p": c.load.p,

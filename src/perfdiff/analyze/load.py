@@ -11,7 +11,7 @@ median load (perfdiff.stats.adjusted).
 from __future__ import annotations
 
 import math
-from dataclasses import replace
+from dataclasses import dataclass, replace
 
 import numpy as np
 
@@ -20,10 +20,12 @@ from perfdiff.analyze.records import CycleLoad, FunctionLoad, LoadComparison, No
 from perfdiff.attribute import CycleMatrix
 from perfdiff.bundle import RunData
 from perfdiff.segment import Cycles
-from perfdiff.stats.adjusted import MIN_POINTS, adjusted_difference, fit_lines
+from perfdiff.stats.adjusted import MIN_POINTS, AdjustedDifference, adjusted_difference, fit_strata
 
 NAN = float("nan")
 STEP_METRICS = ("step_requests", "step_tokens", "step_prefill_tokens", "step_decode_tokens")
+STRATA = 4  # equal-frequency load strata per phase (fewer when a run has few cycles)
+STRATUM_MIN = 30  # cycles of each run a stratum needs: the HAC variance is poor on fewer
 SUPPORT_QUANTILES = (0.05, 0.95)  # each run's central 90 % of load; the common support is their overlap
 MATERIAL_DELTA = 0.147  # |Cliff's δ| of a "small" effect (Romano et al. 2006), as for causes
 FUNCTION_CHUNK = 256  # functions fitted at once: bounds the (functions × cycles) copy
@@ -132,36 +134,92 @@ def compare_load(ln: CycleLoad, la: CycleLoad, dur_n_us: np.ndarray, dur_a_us: n
     if not (lo <= hi) or in_n.sum() < MIN_POINTS or in_a.sum() < MIN_POINTS:
         return _replace(base, reason=f"the runs' loads overlap in fewer than {MIN_POINTS} cycles of each run")
     x0 = float(np.median(np.concatenate([ln.tokens[in_n], la.tokens[in_a]])))
-    xn, xa = ln.tokens[in_n], la.tokens[in_a]
-    fn, fa = fit_lines(dur_n_us[in_n], xn, x0), fit_lines(dur_a_us[in_a], xa, x0)
-    assert fn is not None and fa is not None  # both have ≥ MIN_POINTS
-    d = adjusted_difference(fn, fa)
-    cycle_a = float(fa.at_x0[0])
-    functions = _function_fits(own, tested, in_n, in_a, xn, xa, x0, cycle_a) if own is not None else ()
-    return _replace(base, x0_tokens=x0, cycle_n_us=float(fn.at_x0[0]), cycle_a_us=cycle_a,
+    strata = _strata(ln, la, in_n, in_a)
+    d = _compare(strata, dur_n_us[strata.of_n >= 0], dur_a_us[strata.of_a >= 0])
+    # One line per run over the whole support, for its slope (µs per token).
+    whole_n = fit_strata(dur_n_us[in_n], ln.tokens[in_n], np.zeros(int(in_n.sum()), dtype=np.int64), x0)
+    whole_a = fit_strata(dur_a_us[in_a], la.tokens[in_a], np.zeros(int(in_a.sum()), dtype=np.int64), x0)
+    assert whole_n is not None and whole_a is not None  # both have ≥ MIN_POINTS
+    cycle_n, cycle_a = float(d.at_n[0]), float(d.at_a[0])
+    functions = _function_fits(own, tested, strata, cycle_a) if own is not None else ()
+    return _replace(base, x0_tokens=x0, n_strata=len(strata.x0), cycle_n_us=cycle_n, cycle_a_us=cycle_a,
                     change_us=float(d.diff[0]), change_lo_us=float(d.lo[0]), change_hi_us=float(d.hi[0]),
-                    change_pct=100.0 * float(d.diff[0]) / float(fn.at_x0[0]) if fn.at_x0[0] > 0 else NAN,
-                    p=float(d.p[0]), slope_n_us=float(fn.slope[0]), slope_a_us=float(fa.slope[0]),
+                    change_pct=100.0 * float(d.diff[0]) / cycle_n if cycle_n > 0 else NAN,
+                    p=float(d.p[0]), slope_n_us=float(whole_n.slope[0, 0]), slope_a_us=float(whole_a.slope[0, 0]),
                     functions=functions)
 
 
+@dataclass(frozen=True)
+class Strata:
+    """Load strata of the common support: each cycle's stratum in each run (−1: in none), and
+    each stratum's load x0 (pooled median tokens) and weight (its share of the pooled cycles)."""
+
+    of_n: np.ndarray
+    of_a: np.ndarray
+    x0: np.ndarray
+    weight: np.ndarray
+    tokens_n: np.ndarray  # each cycle's tokens, the covariate
+    tokens_a: np.ndarray
+
+
+def _strata(ln: CycleLoad, la: CycleLoad, in_n: np.ndarray, in_a: np.ndarray) -> Strata:
+    """The common support cut into strata: by phase (cycles with prefill tokens and decode-only
+    cycles, when both runs have enough of each), then into up to STRATA equal-frequency bins
+    of the pooled tokens; a stratum needs STRATUM_MIN cycles of each run (the whole support is
+    one stratum when none has)."""
+    phases = [(in_n, in_a)]
+    pre_n, pre_a = ln.prefill_tokens > 0, la.prefill_tokens > 0  # NaN compares False: decode-only
+    split = [(in_n & pre_n, in_a & pre_a), (in_n & ~pre_n, in_a & ~pre_a)]
+    if all(m_n.sum() >= 2 * STRATUM_MIN and m_a.sum() >= 2 * STRATUM_MIN for m_n, m_a in split):
+        phases = split
+    of_n, of_a = np.full(len(ln.tokens), -1), np.full(len(la.tokens), -1)
+    x0: list[float] = []
+    weight: list[float] = []
+    for p_n, p_a in phases:
+        bins = max(1, min(STRATA, int(min(p_n.sum(), p_a.sum()) // (2 * STRATUM_MIN))))
+        pooled = np.concatenate([ln.tokens[p_n], la.tokens[p_a]])
+        edges = np.unique(np.quantile(pooled, np.linspace(0.0, 1.0, bins + 1)))
+        last = max(len(edges) - 2, 0)
+        # Bin b holds [edges[b], edges[b+1]), the last one closed; ties stay in one bin.
+        b_n = np.clip(np.searchsorted(edges, ln.tokens, side="right") - 1, 0, last)
+        b_a = np.clip(np.searchsorted(edges, la.tokens, side="right") - 1, 0, last)
+        for b in range(last + 1):
+            m_n, m_a = p_n & (b_n == b), p_a & (b_a == b)
+            if m_n.sum() < STRATUM_MIN or m_a.sum() < STRATUM_MIN:
+                continue
+            of_n[m_n], of_a[m_a] = len(x0), len(x0)
+            x0.append(float(np.median(np.concatenate([ln.tokens[m_n], la.tokens[m_a]]))))
+            weight.append(float(m_n.sum() + m_a.sum()))
+    if not x0:  # no stratum holds enough of both runs: the whole support as one
+        of_n, of_a = np.where(in_n, 0, -1), np.where(in_a, 0, -1)
+        x0, weight = [float(np.median(np.concatenate([ln.tokens[in_n], la.tokens[in_a]])))], [1.0]
+    return Strata(of_n=of_n, of_a=of_a, x0=np.array(x0), weight=np.array(weight), tokens_n=ln.tokens,
+                  tokens_a=la.tokens)
+
+
+def _compare(strata: Strata, y_n: np.ndarray, y_a: np.ndarray) -> AdjustedDifference:
+    """Responses over each run's cycles in a stratum (in time order), fitted within the strata
+    and compared standardised to the strata's weights."""
+    keep_n, keep_a = strata.of_n >= 0, strata.of_a >= 0
+    fn = fit_strata(y_n, strata.tokens_n[keep_n], strata.of_n[keep_n], strata.x0, strata.weight)
+    fa = fit_strata(y_a, strata.tokens_a[keep_a], strata.of_a[keep_a], strata.x0, strata.weight)
+    assert fn is not None and fa is not None  # every stratum holds ≥ STRATUM_MIN of each run
+    return adjusted_difference(fn, fa)
+
+
 def _function_fits(own: tuple[CycleMatrix, CycleMatrix, np.ndarray, np.ndarray], tested: list[int] | tuple[int, ...],
-                   in_n: np.ndarray, in_a: np.ndarray, xn: np.ndarray, xa: np.ndarray, x0: float,
-                   cycle_a_us: float) -> tuple[FunctionLoad, ...]:
-    """Each tested function's own time per cycle (µs) fitted on load in each run and compared
-    at x0, FUNCTION_CHUNK functions at a time; q by Benjamini–Hochberg over them."""
+                   strata: Strata, cycle_a_us: float) -> tuple[FunctionLoad, ...]:
+    """Each tested function's own time per cycle (µs) compared at the common load as the cycle
+    time is, FUNCTION_CHUNK functions at a time; q by Benjamini–Hochberg over them."""
     mn, ma, idx_n, idx_a = own
     tested = list(tested)
     rows: list[tuple[int, float, float, float, float, float, float]] = []
     for start in range(0, len(tested), FUNCTION_CHUNK):
         chunk = tested[start:start + FUNCTION_CHUNK]
-        yn = _rows(mn.own_ns, [int(idx_n[f]) for f in chunk], in_n)
-        ya = _rows(ma.own_ns, [int(idx_a[f]) for f in chunk], in_a)
-        fn, fa = fit_lines(yn, xn, x0), fit_lines(ya, xa, x0)
-        assert fn is not None and fa is not None
-        d = adjusted_difference(fn, fa)
+        rn, ra = [int(idx_n[f]) for f in chunk], [int(idx_a[f]) for f in chunk]
+        d = _compare(strata, _rows(mn.own_ns, rn, strata.of_n >= 0), _rows(ma.own_ns, ra, strata.of_a >= 0))
         for j, f in enumerate(chunk):
-            rows.append((f, float(fn.at_x0[j]), float(fa.at_x0[j]), float(d.diff[j]), float(d.lo[j]),
+            rows.append((f, float(d.at_n[j]), float(d.at_a[j]), float(d.diff[j]), float(d.lo[j]),
                          float(d.hi[j]), float(d.p[j])))
     q = stats.bh_qvalues(np.array([r[6] for r in rows], dtype=float)) if rows else np.zeros(0)
     return tuple(FunctionLoad(func=f, t_n_us=tn, t_a_us=ta, diff_us=df, lo_us=lo, hi_us=hi, p=p, q=float(qv),

@@ -217,17 +217,18 @@ class LoadComparison:
     basis: tuple[str, ...]  # "tokens", "requests", "prefill-share"
     support_lo_tokens: float = NAN  # common support: the overlap of both runs' central 90 %
     support_hi_tokens: float = NAN
-    x0_tokens: float = NAN  # the common load: pooled median tokens per cycle within the support
+    x0_tokens: float = NAN  # pooled median tokens per cycle within the support
+    n_strata: int = 0  # load strata the comparison at a common load is standardised over
     n_support_n: int = 0
     n_support_a: int = 0
-    cycle_n_us: float = NAN  # fitted cycle time at x0
+    cycle_n_us: float = NAN  # cycle time standardised to the pooled load (µs)
     cycle_a_us: float = NAN
     change_us: float = NAN
     change_lo_us: float = NAN
     change_hi_us: float = NAN
     change_pct: float = NAN
     p: float = NAN
-    slope_n_us: float = NAN  # µs per token
+    slope_n_us: float = NAN  # µs per token, one line over the common support
     slope_a_us: float = NAN
     reason: str = ""  # why the adjusted comparison is n/a ("" when made)
     functions: tuple[FunctionLoad, ...] = ()

@@ -142,7 +142,7 @@ def _cause_at_load(c: Analysis, x: Finding, f: FunctionStats) -> str:
     v = x.values
     d_t = v["t_a_us"] - v["t_n_us"]
     return (f"{_fn(f)} took {fmt_time_us(abs(d_t))} {'more' if d_t > 0 else 'less'} {per_unit(c)} at a common "
-            f"load of {fmt_num(v['x0_tokens'], 1)} tokens ({fmt_time_us(v['t_n_us'])} → {fmt_time_us(v['t_a_us'])}; "
+            f"load ({fmt_time_us(v['t_n_us'])} → {fmt_time_us(v['t_a_us'])}; "
             f"τ {fmt_signed(v['tau_pp'])} pp of the abnormal cycle at that load; {_q_words(x.q, c.alpha)}); "
             f"as measured, {fmt_time_us(f.t_n_us)} → {fmt_time_us(f.t_a_us)} {per_unit(c)}.")
 
@@ -151,8 +151,9 @@ def _load(c: Analysis, x: Finding) -> str:
     """The runs carried different load: the cycle time at a common load, and what load explains."""
     v = x.values
     text = (f"Different load: median tokens per cycle {fmt_num(v['median_tokens_n'], 1)} → "
-            f"{fmt_num(v['median_tokens_a'], 1)}. Compared at a common load of {fmt_num(v['x0_tokens'], 1)} tokens "
-            f"(each run's cycle time fitted on its tokens over the load range both runs cover), the cycle time "
+            f"{fmt_num(v['median_tokens_a'], 1)}. Compared at a common load (over the load range both runs cover, "
+            f"in {v['n_strata']} load strata: each run's cycle time fitted on its tokens within each stratum, the "
+            f"strata weighted by both runs' cycles; median {fmt_num(v['x0_tokens'], 1)} tokens), the cycle time "
             f"went {fmt_time_us(v['cycle_n_us'])} → {fmt_time_us(v['cycle_a_us'])} ({fmt_pct(v['change_pct'], 1)}; "
             f"{_ci_pct(100.0 * v['change_lo_us'] / v['cycle_n_us'], 100.0 * v['change_hi_us'] / v['cycle_n_us'])}, "
             f"p {fmt_p(v['p'])}); own times below are compared at that load.")
@@ -355,7 +356,8 @@ def _load_notice(n: Notice) -> str:
          f"{fmt_num(f['prefill_share_a_pct'], 1)} % of tokens; cycle times grow with load, so they are not "
          "comparable as they stand")
     if f["adjusted"]:
-        s += (f". At a common load of {fmt_num(f['x0_tokens'], 1)} tokens per cycle the cycle time changed "
+        s += (f". At a common load (both runs' cycles weighted to their pooled load, median "
+              f"{fmt_num(f['x0_tokens'], 1)} tokens per cycle) the cycle time changed "
               f"{fmt_pct(f['change_pct'], 1)} ({fmt_time_us(f['cycle_n_us'])} → {fmt_time_us(f['cycle_a_us'])}; "
               f"{_ci_pct(f['change_lo_pct'], f['change_hi_pct'])}, p {fmt_p(f['p'])}), and the findings compare "
               "own times at that load")
