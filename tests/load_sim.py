@@ -17,10 +17,12 @@ GAP_NS = 2_000
 
 
 def step_run(seed: int, steps: int = 400, load: float = 1.0, per_token: dict[str, float] | None = None,
-             noise: float = 0.05, prefill_every: int = 8, samples: bool = True) -> RunData:
+             noise: float = 0.05, prefill_every: int = 8, samples: bool = True, attn_quadratic_ns: float = 0.0,
+             ) -> RunData:
     """`steps` engine steps; requests per step uniform on 8..64 times `load`; every
     `prefill_every`-th step also prefills 64..256 tokens times `load`.  `per_token` scales a
-    function's time per token (1.1: 10 % slower per token)."""
+    function's time per token (1.1: 10 % slower per token); `attn_quadratic_ns` adds that many
+    ns per token² to attention (a cost convex in the load)."""
     rng = np.random.default_rng(seed)
     scale = per_token or {}
     requests = np.round(rng.integers(8, 65, steps) * load)
@@ -28,7 +30,8 @@ def step_run(seed: int, steps: int = 400, load: float = 1.0, per_token: dict[str
     tokens = requests + prefill
     durs = []
     for name, _, _, fixed, per in WORK:
-        d = (fixed + per * scale.get(name, 1.0) * tokens) * (1 + noise * rng.standard_normal(steps))
+        quad = attn_quadratic_ns * tokens ** 2 if name == "attn" else 0.0
+        d = (fixed + per * scale.get(name, 1.0) * tokens + quad) * (1 + noise * rng.standard_normal(steps))
         durs.append(np.maximum(d, 1_000).astype(np.int64))
     step_len = sum(durs) + GAP_NS * (len(WORK) + 1)
     start = 1_000_000 + np.concatenate([[0], np.cumsum(step_len)[:-1]])

@@ -21,7 +21,7 @@ from perfdiff.analyze.load import NO_SAMPLE, cycle_load
 from perfdiff.analyze.verdict import VerdictCode, build_verdict
 from perfdiff.bundle import write_bundle
 from perfdiff.segment import Cycles
-from perfdiff.stats.adjusted import adjusted_difference, fit_lines, newey_west_lag
+from perfdiff.stats.adjusted import adjusted_difference, fit_strata, newey_west_lag
 
 
 def s(metric: str, t0: int, t1: int, v: float) -> dict:
@@ -51,34 +51,50 @@ def test_join_adds_prefill_and_decode_when_tokens_are_not_recorded() -> None:
     assert not none.recorded and np.isnan(none.tokens).all() and "no step load" in none.reason
 
 
-def test_lines_and_their_variance_match_a_direct_computation() -> None:
+def _newey_west_by_definition(X: np.ndarray, y: np.ndarray, c: np.ndarray) -> tuple[float, float]:
+    """cᵀβ̂ and its Newey–West variance cᵀ(X'X)⁻¹ (Σ_l w_l Σ_t u_t u_{t-l} x_t x_{t-l}') (X'X)⁻¹ c
+    · n/(n − p), for the least-squares fit of y on the design X."""
+    beta = np.linalg.lstsq(X, y, rcond=None)[0]
+    u = y - X @ beta
+    bread = np.linalg.inv(X.T @ X)
+    n, p = X.shape
+    L = newey_west_lag(n)
+    meat = (X * u[:, None]).T @ (X * u[:, None])
+    for k in range(1, L + 1):
+        g = (X[k:] * u[k:, None]).T @ (X[:-k] * u[:-k, None])
+        meat += (1 - k / (L + 1)) * (g + g.T)
+    return float(c @ beta), float(c @ bread @ meat @ bread @ c * n / (n - p))
+
+
+def test_strata_fits_and_their_variance_match_the_definition() -> None:
     rng = np.random.default_rng(0)
     x = rng.uniform(10, 100, 200)
     y = np.vstack([3.0 + 2.0 * x + rng.standard_normal(200), 7.0 + 0.0 * x + rng.standard_normal(200)])
-    fit = fit_lines(y, x, 50.0)
-    assert fit is not None
+    one = fit_strata(y, x, np.zeros(200, dtype=int), 50.0)
+    assert one is not None
+    X = np.column_stack([np.ones_like(x), x])
     for r in range(2):
-        slope, intercept = np.polyfit(x, y[r], 1)
-        assert fit.slope[r] == pytest.approx(slope) and fit.intercept[r] == pytest.approx(intercept)
-        # Newey–West by its definition: X'X⁻¹ · (Σ_l w_l Σ_t u_t u_{t-l} x_t x_{t-l}') · X'X⁻¹, at x0.
-        X = np.column_stack([np.ones_like(x), x])
-        u = y[r] - X @ np.array([intercept, slope])
-        bread = np.linalg.inv(X.T @ X)
-        L = newey_west_lag(len(x))
-        meat = (X * u[:, None]).T @ (X * u[:, None])
-        for k in range(1, L + 1):
-            g = (X[k:] * u[k:, None]).T @ (X[:-k] * u[:-k, None])
-            meat += (1 - k / (L + 1)) * (g + g.T)
-        x0 = np.array([1.0, 50.0])
-        var = x0 @ bread @ meat @ bread @ x0 * len(x) / (len(x) - 2)
-        assert fit.var_at_x0[r] == pytest.approx(var)
-    assert fit_lines(y[:, :5], x[:5], 50.0) is None  # too few points
-    flat = fit_lines(np.arange(20.0), np.full(20, 4.0), 4.0)  # constant covariate: the mean
-    assert flat is not None and flat.at_x0[0] == pytest.approx(9.5) and flat.slope[0] == 0.0
+        assert one.slope[r, 0] == pytest.approx(np.polyfit(x, y[r], 1)[0])
+        at, var = _newey_west_by_definition(X, y[r], np.array([1.0, 50.0]))
+        assert one.at[r] == pytest.approx(at) and one.var[r] == pytest.approx(var)
+    # Two strata (interleaved in time, one observation left out), weights 1:3, each at its own x0.
+    st = (x > 55).astype(int)
+    st[7] = -1
+    two = fit_strata(y, x, st, [30.0, 80.0], [1.0, 3.0])
+    assert two is not None
+    keep = st >= 0
+    s1 = st[keep].astype(float)
+    Xs = np.column_stack([1 - s1, (1 - s1) * x[keep], s1, s1 * x[keep]])
+    at, var = _newey_west_by_definition(Xs, y[0][keep], np.array([0.25, 0.25 * 30.0, 0.75, 0.75 * 80.0]))
+    assert two.at[0] == pytest.approx(at) and two.var[0] == pytest.approx(var)
+    assert fit_strata(y[:, :5], x[:5], np.zeros(5, dtype=int), 50.0) is None  # too few points
+    flat = fit_strata(np.arange(20.0), np.full(20, 4.0), np.zeros(20, dtype=int), 4.0)  # no slope: the mean
+    assert flat is not None and flat.at[0] == pytest.approx(9.5) and flat.slope[0, 0] == 0.0
 
 
 def test_the_interval_at_a_common_load_covers_the_truth() -> None:
-    """Heteroscedastic, autocorrelated noise; the two runs' loads differ by ×2; 400 pairs."""
+    """Heteroscedastic, autocorrelated noise; the two runs' loads differ by ×2; two strata of
+    unequal size; 400 pairs."""
     rng = np.random.default_rng(7)
     covered = 0
     for _ in range(400):
@@ -89,7 +105,8 @@ def test_the_interval_at_a_common_load_covers_the_truth() -> None:
             shocks = rng.standard_normal(300)
             for t in range(1, 300):  # AR(1), ρ = 0.3
                 e[t] = 0.3 * e[t - 1] + shocks[t]
-            fits.append(fit_lines(50.0 + 2.0 * x + e * (1 + x / 50), x, 80.0))
+            st = np.where((x > 60) & (x < 100), 1, np.where((x >= 20) & (x <= 60), 0, -1))
+            fits.append(fit_strata(50.0 + 2.0 * x + e * (1 + x / 50), x, st, [40.0, 80.0], [2.0, 1.0]))
         d = adjusted_difference(fits[0], fits[1])
         covered += bool(d.lo[0] <= 0.0 <= d.hi[0])
     assert 0.92 <= covered / 400 <= 0.98
@@ -112,9 +129,19 @@ def test_same_cost_per_token_under_twice_the_load_is_no_regression(seed: int) ->
     assert abs(c.load.change_pct) < 2.0
 
 
+@pytest.mark.parametrize("seed", range(4))
+def test_a_cost_convex_in_the_load_is_no_regression_either(seed: int) -> None:
+    """Attention's cost grows with the square of the tokens: one line per run over the whole
+    load range would compare two different secants; within load strata it does not."""
+    c = compare(step_run(60 + 2 * seed, attn_quadratic_ns=3.0), step_run(61 + 2 * seed, load=2.0, attn_quadratic_ns=3.0))
+    assert c.load is not None and c.load.n_strata >= 2
+    assert [v.code for v in build_verdict(c, build_findings(c))] == [VerdictCode.LOAD]
+
+
 @pytest.mark.parametrize("seed", range(3))
 def test_a_ten_percent_per_token_slowdown_under_twice_the_load_is_found(seed: int) -> None:
-    c = compare(step_run(30 + 2 * seed), step_run(31 + 2 * seed, load=2.0, per_token={"gemm": 1.1}))
+    c = compare(step_run(30 + 2 * seed, steps=800),
+                step_run(31 + 2 * seed, steps=800, load=2.0, per_token={"gemm": 1.1}))
     findings = build_findings(c)
     causes = [x for x in findings if x.code == FindingCode.CAUSE]
     assert [x.function for x in causes] == ["gemm"] and causes[0].values["load_adjusted"]
@@ -150,12 +177,14 @@ def test_the_report_says_the_load_differed(tmp_path: Path) -> None:
     assert "> **Not like for like:**" in top
     assert ("> - the runs carried different load: median tokens per cycle 41.5 → 82.0, requests per cycle "
             "36.0 → 74.0, prefill share 34.1 → 34.5 % of tokens") in top
-    assert "At a common load of 56.0 tokens per cycle the cycle time changed +2.3%" in top
+    assert ("At a common load (both runs' cycles weighted to their pooled load, median 56.0 tokens per cycle) the "
+            "cycle time changed +1.9% (330 µs → 336 µs; 95 % CI +0.9% to +2.9%, p 0.001)") in top
     assert "- **different load**: median tokens per cycle 41.5 → 82.0" in md
-    assert "**gemm** on GPU 0 took 7.42 µs more per cycle at a common load of 56.0 tokens" in md
+    assert "**gemm** on GPU 0 took 7.99 µs more per cycle at a common load (196 µs → 204 µs" in md
     js = json.loads(json.dumps(c.to_json()))
     assert js["load"]["differs"] and js["load"]["x0_tokens"] == 56.0
-    assert [f["function"] for f in js["load"]["functions"] if f["q"] <= 0.05][:1] == ["gemm"]
+    gemm = next(f for f in js["load"]["functions"] if f["function"] == "gemm")
+    assert gemm["q"] <= 0.05 and gemm["lo_us"] > 0 and js["load"]["n_strata"] >= 2
     assert js["comparability"][0]["code"] == "load"
     cyc = c.cycles
     assert {"tokens", "requests", "prefill_tokens", "decode_tokens", "load_note"} <= set(cyc.columns)
