@@ -28,7 +28,7 @@ STRATA = 4  # equal-frequency load strata per phase (fewer when a run has few cy
 STRATUM_MIN = 30  # cycles of each run a stratum needs: the HAC variance is poor on fewer
 SUPPORT_QUANTILES = (0.05, 0.95)  # each run's central 90 % of load; the common support is their overlap
 MATERIAL_DELTA = 0.147  # |Cliff's δ| of a "small" effect (Romano et al. 2006), as for causes
-FUNCTION_CHUNK = 256  # functions fitted at once: bounds the (functions × cycles) copy
+CHUNK_CELLS = 2_000_000  # (functions × cycles) fitted at once: bounds the copies of the own-time rows
 NO_SAMPLE = "no step sample in this cycle"
 
 
@@ -210,12 +210,13 @@ def _compare(strata: Strata, y_n: np.ndarray, y_a: np.ndarray) -> AdjustedDiffer
 def _function_fits(own: tuple[CycleMatrix, CycleMatrix, np.ndarray, np.ndarray], tested: list[int] | tuple[int, ...],
                    strata: Strata, cycle_a_us: float) -> tuple[FunctionLoad, ...]:
     """Each tested function's own time per cycle (µs) compared at the common load as the cycle
-    time is, FUNCTION_CHUNK functions at a time; q by Benjamini–Hochberg over them."""
+    time is, a chunk of functions at a time; q by Benjamini–Hochberg over them."""
     mn, ma, idx_n, idx_a = own
     tested = list(tested)
     rows: list[tuple[int, float, float, float, float, float, float]] = []
-    for start in range(0, len(tested), FUNCTION_CHUNK):
-        chunk = tested[start:start + FUNCTION_CHUNK]
+    per_chunk = max(1, CHUNK_CELLS // max(int((strata.of_n >= 0).sum() + (strata.of_a >= 0).sum()), 1))
+    for start in range(0, len(tested), per_chunk):
+        chunk = tested[start:start + per_chunk]
         rn, ra = [int(idx_n[f]) for f in chunk], [int(idx_a[f]) for f in chunk]
         d = _compare(strata, _rows(mn.own_ns, rn, strata.of_n >= 0), _rows(ma.own_ns, ra, strata.of_a >= 0))
         for j, f in enumerate(chunk):
@@ -232,7 +233,8 @@ def _rows(own_ns: np.ndarray, idx: list[int], keep: np.ndarray) -> np.ndarray:
     out = np.zeros((len(idx), int(keep.sum())))
     present = [j for j, i in enumerate(idx) if i >= 0]
     if present:
-        out[present] = own_ns[[idx[j] for j in present]][:, keep] / 1e3
+        out[present] = own_ns[np.ix_([idx[j] for j in present], np.flatnonzero(keep))]
+        out /= 1e3
     return out
 
 

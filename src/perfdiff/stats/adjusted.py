@@ -52,7 +52,8 @@ def fit_strata(y: object, x: object, stratum: object, x0: object, weights: objec
     S = len(x0s)
     w = np.full(S, 1.0 / S) if weights is None else np.asarray(weights, dtype=np.float64) / np.sum(weights)
     keep = st >= 0
-    yy, xx, st = yy[:, keep], xx[keep], st[keep]
+    if not keep.all():
+        yy, xx, st = yy[:, keep], xx[keep], st[keep]
     n = xx.size
     counts = np.bincount(st, minlength=S).astype(np.float64)
     if n == 0 or counts.min() < MIN_POINTS:
