@@ -131,14 +131,18 @@ def compare(normal: str | os.PathLike[str], abnormal: str | os.PathLike[str], *,
         functools.partial(_load_side, opts), meet, _cut_side, paths, (_input_bytes(normal), _input_bytes(abnormal)),
         while_waiting=_import_later_stages)
     from perfdiff.analyze import build_findings, compare_runs
+    from perfdiff.analyze.load import cycle_load
     from perfdiff.analyze.verdict import build_verdict
     from perfdiff.render import cycles_csv
 
+    # What each cycle carried (the framework's step load), when the runs recorded it.
+    loads = cycle_load(run_n, cyc_n), cycle_load(run_a, cyc_a)
+    csv_load = _load_columns(loads) if any(x.recorded for x in loads) else (None, None)
     # Built in a thread while the runs are compared (numpy's sort and Arrow's CSV writer
     # release the GIL), once the tests' pool has forked.
-    csv_job = par.background(cycles_csv, cyc_n.dur_ns, cyc_a.dur_ns)
+    csv_job = par.background(cycles_csv, cyc_n.dur_ns, cyc_a.dur_ns, *csv_load)
     analysis = compare_runs(run_n, run_a, cyc_n, cyc_a, alpha=alpha, matrices=(mat_n, mat_a), parallel=par,
-                            plan=plans[0], nesting=(nest_n, nest_a))
+                            plan=plans[0], nesting=(nest_n, nest_a), loads=loads)
     if not force:
         _check_in_common(analysis, normal, abnormal)
     identical = same_content(normal, abnormal)
@@ -151,6 +155,16 @@ def compare(normal: str | os.PathLike[str], abnormal: str | os.PathLike[str], *,
                                matched=analysis.matched)
     return Comparison(analysis, tuple(findings), (run_n.manifest, run_a.manifest), (cyc_n, cyc_a), csv_job,
                       verdict=tuple(build_verdict(analysis, findings)), tree=tree_diff)
+
+
+def _load_dict(x: Any) -> dict[str, np.ndarray]:
+    """One run's per-cycle load (perfdiff.analyze.records.CycleLoad) as named columns."""
+    return {"tokens": x.tokens, "requests": x.requests, "prefill_tokens": x.prefill_tokens,
+            "decode_tokens": x.decode_tokens}
+
+
+def _load_columns(loads: tuple[Any, Any]) -> tuple[dict[str, np.ndarray], dict[str, np.ndarray]]:
+    return _load_dict(loads[0]), _load_dict(loads[1])
 
 
 MAX_CYCLE_RATIO = 50.0  # median cycles further apart than this: nothing in common
@@ -228,11 +242,22 @@ class Comparison:
 
     @property
     def cycles(self) -> pd.DataFrame:
-        """Every cycle of both runs: run (normal/abnormal), index, start_ns, end_ns, dur_us."""
+        """Every cycle of both runs: run (normal/abnormal), index, start_ns, end_ns, dur_us; when
+        the runs recorded their engine steps' load, also the load each cycle carried (tokens,
+        requests, prefill_tokens, decode_tokens; NaN where unknown, `load_note` says why)."""
+        load = self.analysis.load
         parts = []
-        for label, c in zip(("normal", "abnormal"), self._cycles, strict=True):
-            parts.append(pd.DataFrame({"run": label, "index": np.arange(c.n), "start_ns": c.start_ns,
-                                       "end_ns": c.end_ns, "dur_us": c.dur_ns / 1e3}))
+        for side, (label, c) in enumerate(zip(("normal", "abnormal"), self._cycles, strict=True)):
+            df = pd.DataFrame({"run": label, "index": np.arange(c.n), "start_ns": c.start_ns, "end_ns": c.end_ns,
+                               "dur_us": c.dur_ns / 1e3})
+            if load is not None:
+                from perfdiff.analyze.load import NO_SAMPLE
+
+                cl = load.abnormal if side else load.normal
+                for name, values in _load_dict(cl).items():
+                    df[name] = values
+                df["load_note"] = np.where(np.isfinite(cl.tokens), "", cl.reason or NO_SAMPLE)
+            parts.append(df)
         return pd.concat(parts, ignore_index=True)
 
     @property
@@ -270,7 +295,9 @@ class Comparison:
             return self._csv_job.result()
         from perfdiff.render import cycles_csv
 
-        return cycles_csv(self._cycles[0].dur_ns, self._cycles[1].dur_ns)
+        load = self.analysis.load
+        columns = _load_columns((load.normal, load.abnormal)) if load is not None else (None, None)
+        return cycles_csv(self._cycles[0].dur_ns, self._cycles[1].dur_ns, *columns)
 
 
 def tree(normal: str | os.PathLike[str], abnormal: str | os.PathLike[str], *, alpha: float = 0.05,

@@ -16,9 +16,10 @@ import numpy as np
 from perfdiff import stats
 from perfdiff.analyze.align import align
 from perfdiff.analyze.checks import common_modes, comparability, cycle_ratio_notice, is_wait
+from perfdiff.analyze.load import compare_load, cycle_load, is_step_metric, load_notice
 from perfdiff.analyze.metrics import aliases_and_constants, mu_jobs, z_log
-from perfdiff.analyze.records import (Analysis, ContextStats, DetailRow, FunctionStats, MuStats, Notice, NoticeCode,
-                                      RunSummary, Trace)
+from perfdiff.analyze.records import (Analysis, ContextStats, CycleLoad, DetailRow, FunctionStats, MuStats, Notice,
+                                      NoticeCode, RunSummary, Trace)
 from perfdiff.attribute import CycleMatrix, DeviceRows, attribute_activity, device_rows, mu_matrix, sample_series
 from perfdiff.bundle import RunData
 from perfdiff.model.cycles import CyclePlan
@@ -85,13 +86,15 @@ def _mu_test(alpha: float, job: tuple) -> tuple[stats.TwoSample, float]:
 def compare_runs(normal: RunData, abnormal: RunData, cn: Cycles, ca: Cycles, *,
                  alpha: float = 0.05, matrices: tuple[CycleMatrix, CycleMatrix] | None = None,
                  parallel: Parallel | None = None, plan: CyclePlan | None = None,
-                 nesting: tuple[Nesting, Nesting] | None = None) -> Analysis:
+                 nesting: tuple[Nesting, Nesting] | None = None,
+                 loads: tuple[CycleLoad, CycleLoad] | None = None) -> Analysis:
     """Compare `abnormal` against `normal` over their cycles.
 
     `matrices`: both runs' `attribute_activity` over these cycles when already computed.
     `parallel`: where independent tests run (default: this process, serially).  `plan`: the
     cycle plan both runs were cut by, for the report.  `nesting`: which CPU ranges run inside
-    which, in each run (perfdiff.nesting), so findings can put nested work under its parent."""
+    which, in each run (perfdiff.nesting), so findings can put nested work under its parent.
+    `loads`: both runs' `cycle_load` over these cycles when already computed."""
     par = parallel or Parallel.serial()
     sn, sa = summarize_run(normal, cn), summarize_run(abnormal, ca)
     Dn, Da = cn.dur_ns.astype(np.float64), ca.dur_ns.astype(np.float64)
@@ -124,6 +127,10 @@ def compare_runs(normal: RunData, abnormal: RunData, cn: Cycles, ca: Cycles, *,
 
         # --- metrics: scope, aliases, constants; μ per function or the context series
         ser_n, ser_a = sample_series(normal), sample_series(abnormal)
+        # The engine steps' load is a covariate (analyze/load.py), not a resource metric.
+        one_side = [(key, "normal" if key in ser_n else "abnormal") for key in sorted(set(ser_n) ^ set(ser_a))]
+        ser_n = {k: v for k, v in ser_n.items() if not is_step_metric(k[0])}
+        ser_a = {k: v for k, v in ser_a.items() if not is_step_metric(k[0])}
         aliases, alias_of, constants = aliases_and_constants(ser_n, ser_a)
         min_cycle_ns = min(float(np.median(Dn)), float(np.median(Da)))
         scope: dict[str, str] = {}
@@ -162,8 +169,8 @@ def compare_runs(normal: RunData, abnormal: RunData, cn: Cycles, ca: Cycles, *,
         mu_rows = [MuStats(func=j[0], metric=j[1], device=j[2], unit=metric_unit(j[1]), res=r, z_log=z)
                    for j, (r, z) in zip(jobs, mu_res, strict=True)]
         warnings = [Notice(NoticeCode.METRIC_ONE_SIDE, fields={"metric": key[0], "device": key[1],
-                                                                "side": "normal" if key in ser_n else "abnormal"})
-                    for key in sorted(set(ser_n) ^ set(ser_a))]
+                                                                "side": side})
+                    for key, side in one_side]
         # Everything left that does not need the function tests, while the pool finishes them.
         cycle_test = (stats.compare_paired(sa.dur_us, sn.dur_us, floor=T_FLOOR_US) if matched
                       else stats.compare_samples(sa.dur_us, sn.dur_us, floor=T_FLOOR_US))
@@ -178,6 +185,12 @@ def compare_runs(normal: RunData, abnormal: RunData, cn: Cycles, ca: Cycles, *,
     modes, beta_vs_common = common_modes(functions)
     for i, v in beta_vs_common.items():
         functions[i] = replace(functions[i], beta_vs_common=v)
+    ln, la = loads or (cycle_load(normal, cn), cycle_load(abnormal, ca))
+    load = compare_load(ln, la, sn.dur_us, sa.dur_us, alpha=alpha,
+                        own=(mn, ma, idx_n, idx_a), tested=tested_idx)
+    notice = load_notice(load)
+    if notice is not None:
+        comparable.append(notice)
     ratio_notice = cycle_ratio_notice(cn, ca, one_plan=plan is not None and plan.confirmed)
     if ratio_notice is not None:
         warnings.append(ratio_notice)
@@ -200,7 +213,8 @@ def compare_runs(normal: RunData, abnormal: RunData, cn: Cycles, ca: Cycles, *,
         untested=tuple(i for i, fs in enumerate(functions) if not fs.tested), scope=scope, n_tests_t=m_tests,
         min_p=min_p, cycles_needed=needed, events_n=_events(normal, cn), events_a=_events(abnormal, ca), plan=plan,
         matched=matched, match_rho=rho, cycle_ks_p=stats.ks_pvalue(cycle_ks, Kn, Ka), inside=_inside(nesting[1], ma, idx_a) if nesting else {},
-        traces=traces)
+        traces=traces,
+        load=load)
 
 
 def _function_row(key: tuple[str, str, str], sums_n: tuple[float, float, int], sums_a: tuple[float, float, int],

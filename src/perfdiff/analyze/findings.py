@@ -11,7 +11,7 @@ from enum import Enum
 from typing import Any
 
 from perfdiff import stats
-from perfdiff.analyze.records import Analysis, CommonMode, FunctionStats
+from perfdiff.analyze.records import Analysis, CommonMode, FunctionLoad, FunctionStats
 from perfdiff.model.schema import GPU_KINDS
 
 MAX_CAUSES = 5
@@ -39,6 +39,7 @@ class FindingCode(str, Enum):
     IDENTICAL = "identical"  # the two inputs hold the same bytes: nothing to find
     NEGLIGIBLE = "negligible"  # significant changes too small to be a cause
     DEVICE_WIDE = "device-wide"  # every busy function of a device changed per call by one ratio
+    LOAD = "load"  # the runs carried different load: the cycle time compared at a common load
 
     def __str__(self) -> str:
         return self.value
@@ -88,15 +89,44 @@ def build_findings(c: Analysis, *, identical: bool = False) -> list[Finding]:
         **_tail_cis(c)})]
 
     tested = [f for f in c.functions if f.tested]
-    moved = [f for f in tested if not f.wait and significant(f.q_t, a) and f.tau_pp * direction > 0]
+    # Under different load, own times are compared at a common load (analyze/load.py): what
+    # load alone explains is no cause.
+    at_load = _at_common_load(c)
+    if at_load is not None:
+        assert c.load is not None
+        raw_moved = [f for f in tested if not f.wait and significant(f.q_t, a) and f.tau_pp * direction > 0]
+        direction = 1.0 if c.load.change_us >= 0 else -1.0
+
+    def q_of(f: FunctionStats) -> float:
+        return at_load[idx[id(f)]].q if at_load is not None else f.q_t
+
+    def tau_of(f: FunctionStats) -> float:
+        return at_load[idx[id(f)]].tau_pp if at_load is not None else f.tau_pp
+
+    def is_material(f: FunctionStats) -> bool:
+        return abs(tau_of(f)) >= MATERIAL_TAU_PP if at_load is not None else material(f)
+
+    moved = [f for f in tested if not f.wait and significant(q_of(f), a) and tau_of(f) * direction > 0]
     # A host state summed over threads (oncpu, blocked …) grows with the cycle by itself; it is
     # a cause only when its share of the cycle moved too.
     # Significant is not enough: a cause must also be material (docs/STATISTICS.md).
-    negligible = [f for f in moved if not material(f)]
-    moved = [f for f in moved if material(f)]
+    negligible = [f for f in moved if not is_material(f)]
+    moved = [f for f in moved if is_material(f)]
+    if at_load is not None:
+        assert c.load is not None
+        explained = [f for f in raw_moved if f not in moved and f not in negligible]
+        explained.sort(key=lambda f: -abs(f.tau_pp))
+        out.append(Finding(FindingCode.LOAD, q=c.load.p, related=tuple(idx[id(f)] for f in explained[:MAX_LISTED]),
+                           values={"x0_tokens": c.load.x0_tokens, "n_strata": c.load.n_strata,
+                                   "cycle_n_us": c.load.cycle_n_us,
+                                   "cycle_a_us": c.load.cycle_a_us, "change_us": c.load.change_us,
+                                   "change_lo_us": c.load.change_lo_us, "change_hi_us": c.load.change_hi_us,
+                                   "change_pct": c.load.change_pct, "p": c.load.p,
+                                   "median_tokens_n": c.load.median_tokens_n,
+                                   "median_tokens_a": c.load.median_tokens_a, "explained": len(explained)}))
     causes = [f for f in moved if f.kind != "host" or _share_moved(f, a, direction)]
     proportional = [f for f in moved if f not in causes]
-    causes.sort(key=lambda f: -abs(f.tau_pp))
+    causes.sort(key=lambda f: -abs(tau_of(f)))
     # Work that runs (almost) all inside another cause's range is part of that cause: it is
     # listed under its parent, not as a cause of its own.
     nested_in = _nested_causes(c, [idx[id(f)] for f in causes])
@@ -106,7 +136,10 @@ def build_findings(c: Analysis, *, identical: bool = False) -> list[Finding]:
     causes = [f for f in causes if idx[id(f)] not in nested_in]
     # A device-wide change per call (every kernel ×1.35: a clock cut) is one finding, before
     # the causes it explains; only the functions that deviate from it stay causes.
-    for cm in c.common_modes:
+    # Per-call times and shares move with the load: under different load the device-wide
+    # checks compare nothing like for like.
+    modes = c.common_modes if at_load is None else ()
+    for cm in modes:
         if not (cm.triggered and cm.basis == "per-call"):
             continue
         absorbed = [f for f in causes if _follows(f, cm)]
@@ -122,11 +155,14 @@ def build_findings(c: Analysis, *, identical: bool = False) -> list[Finding]:
     device_wide = any(x.code == FindingCode.DEVICE_WIDE for x in out)
     for f in causes[:MAX_CAUSES]:
         i = idx[id(f)]
-        out.append(Finding(FindingCode.CAUSE, function=f.name, device=f.device, q=f.q_t, func=i,
-                           related=tuple(children.get(i, ())[:MAX_LISTED]),
-                           values={"tau_pp": f.tau_pp, "t_n_us": f.t_n_us, "t_a_us": f.t_a_us,
-                                   "incl_n_us": f.incl_n_us, "incl_a_us": f.incl_a_us,
-                                   "nested": len(children.get(i, ()))}))
+        values = {"tau_pp": f.tau_pp, "t_n_us": f.t_n_us, "t_a_us": f.t_a_us, "incl_n_us": f.incl_n_us,
+                  "incl_a_us": f.incl_a_us, "nested": len(children.get(i, ()))}
+        if at_load is not None:
+            fl = at_load[i]
+            values.update({"tau_pp": fl.tau_pp, "t_n_us": fl.t_n_us, "t_a_us": fl.t_a_us, "load_adjusted": True,
+                           "x0_tokens": c.load.x0_tokens if c.load else float("nan")})
+        out.append(Finding(FindingCode.CAUSE, function=f.name, device=f.device, q=q_of(f), func=i,
+                           related=tuple(children.get(i, ())[:MAX_LISTED]), values=values))
     if not causes and not device_wide:
         out.append(Finding(FindingCode.NO_CAUSE, values={"n_tests": c.n_tests_t, "negligible": len(negligible)}))
     if negligible:
@@ -137,7 +173,7 @@ def build_findings(c: Analysis, *, identical: bool = False) -> list[Finding]:
     if proportional:
         out.append(Finding(FindingCode.PROPORTIONAL, related=tuple(idx[id(f)] for f in proportional[:MAX_LISTED])))
 
-    for cm in c.common_modes:
+    for cm in modes:
         if not cm.triggered or cm.basis != "share":
             continue
         on_device = [f for f in tested if f.device == cm.device and f.kind in GPU_KINDS]
@@ -148,9 +184,9 @@ def build_findings(c: Analysis, *, identical: bool = False) -> list[Finding]:
                            values={"ratio": cm.ratio, "k": cm.k, "iqr_log": cm.iqr_log,
                                    "same_time": len(same_time)}))
 
-    waits = sorted((f for f in tested if f.wait and significant(f.q_t, a)), key=lambda f: -abs(f.tau_pp))
+    waits = sorted((f for f in tested if f.wait and significant(q_of(f), a)), key=lambda f: -abs(tau_of(f)))
     for f in waits[:MAX_SYMPTOMS]:
-        out.append(Finding(FindingCode.SYMPTOM, function=f.name, device=f.device, q=f.q_t, func=idx[id(f)],
+        out.append(Finding(FindingCode.SYMPTOM, function=f.name, device=f.device, q=q_of(f), func=idx[id(f)],
                            values={"tau_pp": f.tau_pp, "t_n_us": f.t_n_us, "t_a_us": f.t_a_us}))
 
     res = sorted((i for i, r in enumerate(c.context) if significant(r.q, a)),
@@ -170,10 +206,11 @@ def build_findings(c: Analysis, *, identical: bool = False) -> list[Finding]:
 
     out.extend(_event_findings(c))
 
-    opposite = sorted((f for f in tested if not f.wait and significant(f.q_t, a) and f.tau_pp * direction < 0),
-                      key=lambda f: -abs(f.tau_pp))
+    opposite = sorted((f for f in tested if not f.wait and significant(q_of(f), a) and tau_of(f) * direction < 0),
+                      key=lambda f: -abs(tau_of(f)))
     if opposite:
-        out.append(Finding(FindingCode.OPPOSITE, related=tuple(idx[id(f)] for f in opposite[:3])))
+        out.append(Finding(FindingCode.OPPOSITE, related=tuple(idx[id(f)] for f in opposite[:3]),
+                           values={"tau_pp": [tau_of(f) for f in opposite[:3]]} if at_load is not None else {}))
     if c.cycles_needed is not None:
         out.append(Finding(FindingCode.CYCLES_NEEDED, values={
             "n_n": c.normal.n_cycles, "n_a": c.abnormal.n_cycles, "min_p": c.min_p, "n_tests": c.n_tests_t,
@@ -184,6 +221,14 @@ def build_findings(c: Analysis, *, identical: bool = False) -> list[Finding]:
 DEVICE_WIDE_BAND = 0.1  # |ln r| from the device's median ratio within which a function follows it
 MATERIAL_TAU_PP = 1.0  # a cause moves at least 1 % of the abnormal cycle …
 MATERIAL_DELTA = 0.147  # … with at least a small effect size, |Cliff's δ| (Romano et al. 2006)
+
+
+def _at_common_load(c: Analysis) -> dict[int, FunctionLoad] | None:
+    """The tested functions' comparisons at a common load, by function index, when the runs
+    carried materially different load and that comparison could be made; else None."""
+    if c.load is None or not (c.load.differs and c.load.adjusted):
+        return None
+    return {fl.func: fl for fl in c.load.functions}
 
 
 def _tail_cis(c: Analysis) -> dict[str, float]:

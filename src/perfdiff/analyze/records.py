@@ -140,6 +140,7 @@ class NoticeCode(str, Enum):
     RANK = "rank"  # the same world size, another rank
     CYCLE_SOURCE = "cycle-source"
     INPUT_SOURCE = "input-source"
+    LOAD = "load"  # the runs' engine steps carried materially different load
 
     def __str__(self) -> str:
         return self.value
@@ -172,6 +173,86 @@ class Trace:
     y_n: np.ndarray = field(repr=False)
     x_a: np.ndarray = field(repr=False)
     y_a: np.ndarray = field(repr=False)
+
+
+@dataclass(frozen=True)
+class CycleLoad:
+    """What each cycle of one run carried (docs/STATISTICS.md, "Load as a covariate"): the
+    summed step_* samples whose interval's midpoint lies in the cycle; NaN where no step
+    sample does (`reason` says why a whole run has none)."""
+
+    requests: np.ndarray = field(repr=False)  # requests per cycle
+    tokens: np.ndarray = field(repr=False)  # tokens per cycle (prefill + decode)
+    prefill_tokens: np.ndarray = field(repr=False)
+    decode_tokens: np.ndarray = field(repr=False)
+    reason: str = ""  # why the run has no load ("" when it has)
+
+    @property
+    def recorded(self) -> bool:
+        """Whether any cycle carries a known token count."""
+        return bool(np.isfinite(self.tokens).any())
+
+
+@dataclass(frozen=True)
+class FunctionLoad:
+    """One tested function's own time per cycle at the common load (µs), both runs' lines
+    compared there: the difference, its 95 % CI, p, BH q over the tested functions, and τ at
+    that load (pp of the abnormal cycle at that load)."""
+
+    func: int  # index into Analysis.functions
+    t_n_us: float
+    t_a_us: float
+    diff_us: float
+    lo_us: float
+    hi_us: float
+    p: float
+    q: float
+    tau_pp: float
+
+
+@dataclass(frozen=True)
+class LoadComparison:
+    """The two runs' load and the step-time comparison at a common load.
+
+    `differs`: the load differs materially (`basis` names which quantities did).  The
+    adjusted comparison is NaN with `reason` when it cannot be made (no overlap of the
+    loads, too few cycles)."""
+
+    normal: CycleLoad
+    abnormal: CycleLoad
+    median_tokens_n: float
+    median_tokens_a: float
+    median_requests_n: float
+    median_requests_a: float
+    prefill_share_n_pct: float  # Σ prefill tokens / Σ tokens, %
+    prefill_share_a_pct: float
+    tokens_test: TwoSample | None
+    requests_test: TwoSample | None
+    prefill_test: TwoSample | None  # the per-cycle prefill share
+    differs: bool
+    basis: tuple[str, ...]  # "tokens", "requests", "prefill-share"
+    support_lo_tokens: float = NAN  # common support: the overlap of both runs' central 90 %
+    support_hi_tokens: float = NAN
+    x0_tokens: float = NAN  # pooled median tokens per cycle within the support
+    n_strata: int = 0  # load strata the comparison at a common load is standardised over
+    n_support_n: int = 0
+    n_support_a: int = 0
+    cycle_n_us: float = NAN  # cycle time standardised to the pooled load (µs)
+    cycle_a_us: float = NAN
+    change_us: float = NAN
+    change_lo_us: float = NAN
+    change_hi_us: float = NAN
+    change_pct: float = NAN
+    p: float = NAN
+    slope_n_us: float = NAN  # µs per token, one line over the common support
+    slope_a_us: float = NAN
+    reason: str = ""  # why the adjusted comparison is n/a ("" when made)
+    functions: tuple[FunctionLoad, ...] = ()
+
+    @property
+    def adjusted(self) -> bool:
+        """Whether the step-time comparison at the common load was made."""
+        return not self.reason
 
 
 @dataclass(frozen=True)
@@ -209,3 +290,4 @@ class Analysis:
     # inside[f][a]: share of function f's own time in the abnormal run spent inside range a
     inside: dict[int, dict[int, float]] = field(default_factory=dict)
     traces: tuple[Trace, ...] = ()  # the top suspects' and changed context metrics' series
+    load: LoadComparison | None = None  # the runs' engine-step load, when they recorded it

@@ -40,6 +40,7 @@ class VerdictCode(str, Enum):
     TRANSFER = "transfer-growth"  # memcpy / memset time grew
     NEW_WORK = "new-work"  # work present in the abnormal run only, or more calls per cycle
     CPU_WORK = "cpu-work"  # CPU-side ranges slower, with no host-wide reason found
+    LOAD = "load-change"  # the runs carried different load; step times compared at a common load
     NO_MATERIAL = "no-material-change"  # nothing significant and material
 
     def __str__(self) -> str:
@@ -70,7 +71,8 @@ def build_verdict(c: Analysis, findings: list[Finding]) -> list[VerdictClass]:
             return
         used.update(idx)
         qs = [findings[i].q for i in idx + (extra or []) if math.isfinite(findings[i].q)]
-        out.append(VerdictClass(code, tau_pp=sum(fn[i].tau_pp for i in idx if i in fn),
+        # A cause's τ as its finding states it (at the common load when the load differed).
+        out.append(VerdictClass(code, tau_pp=sum(findings[i].values.get("tau_pp", fn[i].tau_pp) for i in idx if i in fn),
                                 q=min(qs) if qs else math.nan, evidence=tuple(idx + (extra or [])), values=values))
 
     clock = _clock_drop(c)
@@ -120,6 +122,12 @@ def build_verdict(c: Analysis, findings: list[Finding]) -> list[VerdictClass]:
         out.append(VerdictClass(VerdictCode.OTHER_PROCESS, evidence=tuple(other),
                                 q=min((findings[i].q for i in other if math.isfinite(findings[i].q)), default=math.nan)))
     take(VerdictCode.CPU_WORK, [i for i, _ in causes if i in fn and i not in used and _cpu_side(fn[i])])
+    load = [i for i, x in enumerate(findings) if x.code == FindingCode.LOAD]
+    if load:
+        v = findings[load[0]].values
+        out.append(VerdictClass(VerdictCode.LOAD, evidence=tuple(load),
+                                values={"median_tokens_n": v["median_tokens_n"], "median_tokens_a": v["median_tokens_a"],
+                                        "change_pct": v["change_pct"], "p": v["p"], "explained": not out}))
     if not out:
         neg = [i for i, x in enumerate(findings) if x.code in (FindingCode.NO_CAUSE, FindingCode.NEGLIGIBLE,
                                                                 FindingCode.IDENTICAL)]

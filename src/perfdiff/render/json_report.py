@@ -76,6 +76,7 @@ def to_json(c: Analysis, findings: list[Finding], verdict: list[VerdictClass]) -
             "q_mu": r.q, "aliases": r.aliases, "fragile": r.fragile,
             "median_interval_ms_n": r.median_interval_ms_n, "median_interval_ms_a": r.median_interval_ms_a}
            for r in c.context]
+    extra = {"load": _load(c)} if c.load is not None else {}  # runs without step load: no key
     return _clean({
         "format": FORMAT, "format_version": FORMAT_VERSION,
         "perfdiff_version": __version__, "alpha": c.alpha,
@@ -92,7 +93,23 @@ def to_json(c: Analysis, findings: list[Finding], verdict: list[VerdictClass]) -
         "renames": c.renames,
         "untested": [c.functions[i].name for i in c.untested],
         "n_tests": c.n_tests_t, "min_attainable_p": c.min_p, "cycles_needed": c.cycles_needed,
+        **extra,
     })
+
+
+def _load(c: Analysis) -> dict[str, Any]:
+    """The load record (docs/STATISTICS.md, "Load as a covariate") without its per-cycle
+    arrays, which the cycles CSV carries; the functions by name."""
+    assert c.load is not None
+    lc = c.load
+    d = {k: getattr(lc, k) for k in lc.__dataclass_fields__
+         if k not in ("normal", "abnormal", "functions", "tokens_test", "requests_test", "prefill_test")}
+    d["reason_normal"], d["reason_abnormal"] = lc.normal.reason, lc.abnormal.reason
+    d["tests"] = {"tokens": _two(lc.tokens_test), "requests": _two(lc.requests_test),
+                  "prefill_share": _two(lc.prefill_test)}
+    d["functions"] = [{"function": c.functions[f.func].name, "device": c.functions[f.func].device,
+                       **{k: v for k, v in vars(f).items() if k != "func"}} for f in lc.functions]
+    return d
 
 
 def dumps(data: dict[str, Any]) -> str:

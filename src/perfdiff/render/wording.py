@@ -123,6 +123,8 @@ def _cause(c: Analysis, x: Finding) -> str:
     incl = ""
     if f.kind == "cpu" and abs((f.incl_a_us - f.incl_n_us) - d_t) > 0.05 * abs(d_t):
         incl = f", inclusive of nested ranges {fmt_time_us(f.incl_n_us)} → {fmt_time_us(f.incl_a_us)}"
+    if x.values.get("load_adjusted"):
+        return _cause_at_load(c, x, f)
     text = (f"{_fn(f)} took {fmt_time_us(abs(d_t))} {'more' if d_t > 0 else 'less'} "
             f"{'self time ' if incl else ''}{per_unit(c)} ({fmt_time_us(f.t_n_us)} → {fmt_time_us(f.t_a_us)}{incl}; "
             f"τ {fmt_signed(f.tau_pp)} pp of the abnormal cycle; {_q_words(f.q_t, c.alpha)})"
@@ -132,6 +134,35 @@ def _cause(c: Analysis, x: Finding) -> str:
                           for g in (c.functions[i] for i in x.related))
         more = x.values.get("nested", 0) - len(x.related)
         text += f" Inside it, also slower: {inner}" + (f" and {more} more" if more > 0 else "") + "."
+    return text
+
+
+def _cause_at_load(c: Analysis, x: Finding, f: FunctionStats) -> str:
+    """A cause under different load: its own time compared at the common load."""
+    v = x.values
+    d_t = v["t_a_us"] - v["t_n_us"]
+    return (f"{_fn(f)} took {fmt_time_us(abs(d_t))} {'more' if d_t > 0 else 'less'} {per_unit(c)} at a common "
+            f"load ({fmt_time_us(v['t_n_us'])} → {fmt_time_us(v['t_a_us'])}; "
+            f"τ {fmt_signed(v['tau_pp'])} pp of the abnormal cycle at that load; {_q_words(x.q, c.alpha)}); "
+            f"as measured, {fmt_time_us(f.t_n_us)} → {fmt_time_us(f.t_a_us)} {per_unit(c)}.")
+
+
+def _load(c: Analysis, x: Finding) -> str:
+    """The runs carried different load: the cycle time at a common load, and what load explains."""
+    v = x.values
+    text = (f"Different load: median tokens per cycle {fmt_num(v['median_tokens_n'], 1)} → "
+            f"{fmt_num(v['median_tokens_a'], 1)}. Compared at a common load (over the load range both runs cover, "
+            f"in {v['n_strata']} load strata: each run's cycle time fitted on its tokens within each stratum, the "
+            f"strata weighted by both runs' cycles; median {fmt_num(v['x0_tokens'], 1)} tokens), the cycle time "
+            f"went {fmt_time_us(v['cycle_n_us'])} → {fmt_time_us(v['cycle_a_us'])} ({fmt_pct(v['change_pct'], 1)}; "
+            f"{_ci_pct(100.0 * v['change_lo_us'] / v['cycle_n_us'], 100.0 * v['change_hi_us'] / v['cycle_n_us'])}, "
+            f"p {fmt_p(v['p'])}); own times below are compared at that load.")
+    if x.related:
+        names = ", ".join(f"{_fn(g)} ({fmt_time_us(g.t_n_us)} → {fmt_time_us(g.t_a_us)})"
+                          for g in (c.functions[i] for i in x.related))
+        more = v["explained"] - len(x.related)
+        text += (" Grew with the load alone (significant as measured, not at a common load): " + names
+                 + (f" and {more} more" if more > 0 else "") + ".")
     return text
 
 
@@ -217,7 +248,8 @@ def _event(c: Analysis, x: Finding) -> str:
 
 
 def _opposite(c: Analysis, x: Finding) -> str:
-    names = ", ".join(f"{_fn(f)} (τ {fmt_signed(f.tau_pp)} pp)" for f in (c.functions[i] for i in x.related))
+    taus = x.values.get("tau_pp") or [c.functions[i].tau_pp for i in x.related]  # at a common load, if given
+    names = ", ".join(f"{_fn(c.functions[i])} (τ {fmt_signed(t)} pp)" for i, t in zip(x.related, taus, strict=True))
     return f"Moved against the cycle-time change: {names}."
 
 
@@ -257,6 +289,7 @@ FINDING_WORDS: dict[FindingCode, Callable[[Analysis, Finding], str]] = {
     FindingCode.PROPORTIONAL: _proportional, FindingCode.COMMON_MODE: _common_mode,
     FindingCode.SYMPTOM: _symptom, FindingCode.RESOURCE: _resource, FindingCode.METRIC_WHILE: _metric_while,
     FindingCode.EVENT: _event, FindingCode.OPPOSITE: _opposite, FindingCode.CYCLES_NEEDED: _cycles_needed,
+    FindingCode.LOAD: _load,
 }
 
 
@@ -304,12 +337,38 @@ def notice_text(n: Notice) -> str:
         s = f"cycle source differs: {n.normal} ({f['detail_n']}) vs {n.abnormal} ({f['detail_a']})"
     elif code == NoticeCode.INPUT_SOURCE:
         s = f"the runs come from different sources: {n.normal} vs {n.abnormal}"
+    elif code == NoticeCode.LOAD:
+        return _load_notice(n)
     elif code in _DIFFERS_LIST:
         s = f"{_DIFFERS_LIST[code]} differs: {_counted([_unknown(x) for x in n.normal or []])} vs " \
             f"{_counted([_unknown(x) for x in n.abnormal or []])}"
     else:
         s = f"{_DIFFERS[code]} differs: {_unknown(n.normal)} vs {_unknown(n.abnormal)}"
     return md_escape(s)
+
+
+def _load_notice(n: Notice) -> str:
+    """The runs carried different load: the numbers, and the cycle time at a common load."""
+    f = n.fields
+    s = (f"the runs carried different load: median tokens per cycle {fmt_num(n.normal, 1)} → "
+         f"{fmt_num(n.abnormal, 1)}, requests per cycle {fmt_num(f['requests_n'], 1)} → "
+         f"{fmt_num(f['requests_a'], 1)}, prefill share {fmt_num(f['prefill_share_n_pct'], 1)} → "
+         f"{fmt_num(f['prefill_share_a_pct'], 1)} % of tokens; cycle times grow with load, so they are not "
+         "comparable as they stand")
+    if f["adjusted"]:
+        s += (f". At a common load (both runs' cycles weighted to their pooled load, median "
+              f"{fmt_num(f['x0_tokens'], 1)} tokens per cycle) the cycle time changed "
+              f"{fmt_pct(f['change_pct'], 1)} ({fmt_time_us(f['cycle_n_us'])} → {fmt_time_us(f['cycle_a_us'])}; "
+              f"{_ci_pct(f['change_lo_pct'], f['change_hi_pct'])}, p {fmt_p(f['p'])}), and the findings compare "
+              "own times at that load")
+    else:
+        s += f"; they could not be compared at a common load: {f['reason']}"
+    return md_escape(s)
+
+
+def _ci_pct(lo: float, hi: float) -> str:
+    """"95 % CI +1.7% to +2.8%"."""
+    return f"95 % CI {fmt_pct(lo, 1)} to {fmt_pct(hi, 1)}"
 
 
 _DIFFERS_LIST = {NoticeCode.GPU_DRIVER: "GPU driver", NoticeCode.MAX_SM_CLOCK: "max SM clock (MHz)",
@@ -370,6 +429,7 @@ VERDICT_WORDS = {
     VerdictCode.TRANSFER: "transfer growth",
     VerdictCode.NEW_WORK: "new or added work",
     VerdictCode.CPU_WORK: "CPU-side work slower",
+    VerdictCode.LOAD: "different load",
     VerdictCode.NO_MATERIAL: "no material change",
 }
 
@@ -431,6 +491,12 @@ def verdict_lines(c: Analysis, verdict: list[VerdictClass], findings: list[Findi
             text += f": {_memory_signals(v.values['signals'])}" + (f"; {who}" if who else "")
         elif v.code == VerdictCode.GPU_THROTTLING:
             text += f" ({v.values['reason']}): kernels slower while the GPU was held back: {who}"
+        elif v.code == VerdictCode.LOAD:
+            text += (f": median tokens per cycle {fmt_num(v.values['median_tokens_n'], 1)} → "
+                     f"{fmt_num(v.values['median_tokens_a'], 1)}; at a common load the cycle time changed "
+                     f"{fmt_pct(v.values['change_pct'], 1)} (p {fmt_p(v.values['p'])})"
+                     + ("; no function changed materially at that load: the load explains the change"
+                        if v.values["explained"] else ""))
         elif v.code == VerdictCode.GPU_DEVICE_WIDE:
             text += f": every kernel on {md_name(str(v.values.get('device')))} ×{fmt_num(v.values.get('ratio'))} per call"
         elif who:
