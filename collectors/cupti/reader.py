@@ -14,8 +14,9 @@ import os
 import time
 from typing import TYPE_CHECKING, Any, Callable
 
-from perfdiff.collectors.cupti.wire import (ENV_DIR, ENV_FILE, ENV_WIRE, K_API, K_KERNEL, K_MEMCPY, K_MEMSET,
+from perfdiff.collectors.cupti.wire import (ENV_DIR, ENV_FILE, ENV_MARKER_FILE, ENV_WIRE, K_API, K_KERNEL, K_MEMCPY, K_MEMSET,
                                             K_RANGE, KIND_NAMES, REC, WIRE_VERSION, default_agent_dir, request)
+from perfdiff import marker as _marker
 from perfdiff.collectors.markers import other_mount_ns, target_env, target_uid
 
 if TYPE_CHECKING:
@@ -27,6 +28,7 @@ __all__ = ["AgentTraceSource", "BOOTSTRAP_FILE", "cupti_to_wall", "record_dtype"
 _HERE = os.path.dirname(os.path.abspath(__file__))
 BOOTSTRAP_FILE = os.path.join(_HERE, "sitecustomize.py")  # copied into the command's PYTHONPATH
 AGENT_FILE = os.path.join(_HERE, "agent.py")  # loaded by path where perfdiff is not importable
+MARKER_FILE = _marker.__file__  # likewise, for the framework adapters' records
 
 POLL_NS = 500_000_000  # the collector reads the files this often
 RETAIN_API = 1 << 20  # runtime calls kept for the launch join of GPU records arriving later
@@ -187,7 +189,7 @@ class AgentTraceSource:
         boot = os.path.join(self.directory, "boot")
         pythonpath = os.pathsep.join(p for p in (boot, base.get("PYTHONPATH", "")) if p)
         return {ENV_DIR: self.directory, ENV_FILE: AGENT_FILE, ENV_WIRE: str(WIRE_VERSION),
-                "PYTHONPATH": pythonpath}
+                ENV_MARKER_FILE: MARKER_FILE, "PYTHONPATH": pythonpath}
 
     @classmethod
     def attach(cls, pid: int, warn: Callable[[str], None], *, proc_root: str = "/proc",
