@@ -156,3 +156,52 @@ def test_unknown_sglang_version_one_warning(tmp_path: Path) -> None:
     warnings = agent_warnings(err)
     assert len(warnings) == 1 and "Scheduler.run_batch" in warnings[0], err
     assert "markers" not in tables and "Scheduler.recv_requests" not in phases(tables)
+
+
+def _real_torch() -> str | None:
+    """Why the real PyTorch cannot run here (None when it can)."""
+    env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
+    r = subprocess.run([PY, "-c", "import torch"], capture_output=True, text=True, env=env)
+    return None if r.returncode == 0 else (r.stderr.strip().splitlines() or ["import torch failed"])[-1]
+
+
+@pytest.mark.parametrize("profile", [False, True])
+def test_pytorch_optimizer_steps_end_cycles(tmp_path: Path, profile: bool) -> None:
+    tables, err = run_under_agent(tmp_path, [str(FRAMEWORKS / "train_torch.py"), "12", *(["p"] if profile else [])])
+    assert agent_warnings(err) == [], err
+    m = tables["markers"]
+    # the first boundary only begins a cycle
+    assert m["name"] == ["profiler.step" if profile else "Optimizer.step"] * 11
+    assert phases(tables) == {"Optimizer.step": 12}
+    assert "samples" not in tables  # no load in training
+
+
+def test_pytorch_without_step_hooks_one_warning(tmp_path: Path) -> None:
+    tables, err = run_under_agent(tmp_path, [str(FRAMEWORKS / "train_torch.py"), "4"], FAKE_TORCH_OLD="1")
+    warnings = agent_warnings(err)
+    assert len(warnings) == 1 and "register_optimizer_step_pre_hook" in warnings[0], err
+    assert tables == {}
+
+
+def test_real_pytorch_optimizer(tmp_path: Path) -> None:
+    why = _real_torch()
+    if why is not None:
+        pytest.skip(f"PyTorch is not installed here (not in the test extra): {why}")
+    script = tmp_path / "train.py"
+    script.write_text("import torch\nw = torch.nn.Parameter(torch.zeros(4))\nopt = torch.optim.SGD([w], lr=0.1)\n"
+                      "for _ in range(5):\n    (w.sum() - 1).backward()\n    opt.step()\n    opt.zero_grad()\n")
+    src = rd.AgentTraceSource.announce(lambda m: None)
+    marks = tmp_path / "marks"
+    marks.mkdir()
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("PERFDIFF", "NVTX_", "RANK"))}
+    env.update(src.env(env), PERFDIFF_MARKER_DIR=str(marks))
+    try:
+        r = subprocess.run([PY, str(script)], env=env, capture_output=True, text=True, timeout=300)
+    finally:
+        src.close()
+    assert r.returncode == 0 and agent_warnings(r.stderr) == [], r.stderr
+    out = RowBuffer()
+    for f in marks.glob("*.marks"):
+        parse_marks(f.read_bytes(), out)
+    tables = out.take()
+    assert tables["markers"]["name"] == ["Optimizer.step"] * 4 and phases(tables) == {"Optimizer.step": 5}
