@@ -30,9 +30,19 @@ _time_ns = time.time_ns
 _native_id = threading.get_native_id
 
 MAX_ERRORS = 20  # error texts kept in the status
+MAX_PHASES = 10_000  # phases one cycle keeps (a cycle never closed must not grow without bound)
 
 Load = tuple  # (requests, tokens, prefill tokens, decode tokens); None where unknown
 WRAPPED = "__perfdiff_wrapped__"  # attribute of a wrapper: the function it wraps
+
+
+class _Thread(threading.local):
+    """Per-thread state; class attributes are the defaults each thread starts with."""
+
+    buf: list | None = None  # the open cycle's phases, (start, end, own ns, name) each
+    load: Load | None = None  # the open cycle's load
+    stack: list[int] | None = None  # ns of nested phases, per phase open on this thread
+    tid = 0
 
 
 class Recorder:
@@ -47,7 +57,7 @@ class Recorder:
         self._active = marker.active
         self._emit = marker.emit
         self._range = marker.range_line
-        self.tls = threading.local()
+        self.tls = _Thread()
         self.enabled = True
         self.errors = 0
         self.error_texts: list[str] = []
@@ -144,11 +154,12 @@ class Recorder:
     def enter(self) -> int:
         """Start timing a phase on this thread; its start ns, or 0 when nothing is recorded."""
         try:
-            if not self.enabled or not self._active():
-                return 0
-            stack = self.tls.__dict__.get("stack")
+            tls = self.tls
+            if tls.buf is None and (not self.enabled or not self._active()):
+                return 0  # inside an open cycle the listener was checked when it opened
+            stack = tls.stack
             if stack is None:
-                stack = self.tls.stack = []
+                stack = tls.stack = []
             stack.append(0)  # ns of nested phases, subtracted from this one's own time
             return _time_ns()
         except Exception as exc:  # noqa: BLE001
@@ -160,32 +171,38 @@ class Recorder:
         """End the phase begun at `t0` (``enter``), record it, then hand `result` to `on_result`."""
         t1 = _time_ns()
         try:
+            tls = self.tls
             dur = t1 - t0
             child = 0
             if nested:
-                stack = self.tls.stack
+                stack = tls.stack
                 child = stack.pop()
                 if stack:
                     stack[-1] += dur
-            line = self._range(t0, t1, _native_id(), max(0, dur - child), name)
-            buf = self.tls.__dict__.get("buf")
+            own = dur - child if dur > child else 0
+            buf = tls.buf
             if buf is not None:
-                buf.append(line)
+                if len(buf) < MAX_PHASES:
+                    buf.append((t0, t1, own, name))  # written when the cycle closes
             else:
-                self._emit(line)
+                self._emit(self._range(t0, t1, _native_id(), own, name))
             if on_result is not None:
                 on_result(result)
         except Exception as exc:  # noqa: BLE001
             self.fault("leave", exc)
 
     def phase(self, name: str, fn: Callable[..., Any], on_result: Callable[[Any], None] | None = None,
-              before: Callable[..., None] | None = None) -> Callable[..., Any]:
+              before: Callable[..., None] | None = None, standalone: bool = False) -> Callable[..., Any]:
         """`fn` timed as the phase `name`.  `before(*args)` sees the arguments, `on_result` the
-        return value (both only when recording).  A coroutine function gets a coroutine wrapper
-        (its time is the wall time until it completes, other tasks' included)."""
+        return value (both only when recording).  A phase of an engine step (`standalone`
+        False) is recorded only inside a cycle open on its thread, so outside one it costs an
+        attribute read; a `standalone` one (an API server's output processing) whenever a
+        collector listens.  A coroutine function gets a coroutine wrapper (its time is the
+        wall time until it completes, other tasks' included)."""
         nb = self.name(name)
         enter, leave = self.enter, self.leave
         fault = self.fault
+        tls = self.tls
 
         if inspect.iscoroutinefunction(fn):
             async def awrapper(*args: Any, **kwargs: Any) -> Any:
@@ -208,6 +225,8 @@ class Recorder:
             return awrapper
 
         def wrapper(*args: Any, **kwargs: Any) -> Any:
+            if not standalone and tls.buf is None:
+                return fn(*args, **kwargs)
             t0 = enter()
             if not t0:
                 return fn(*args, **kwargs)
@@ -236,10 +255,12 @@ class Recorder:
             if not self.enabled or not self._active():
                 return 0
             tls = self.tls
-            if tls.__dict__.get("buf") is not None:
+            if tls.buf is not None:
                 return 0
             tls.buf = []
             tls.load = None
+            if not tls.tid:
+                tls.tid = _native_id()
             return _time_ns()
         except Exception as exc:  # noqa: BLE001
             self.fault("open_cycle", exc)
@@ -255,18 +276,20 @@ class Recorder:
         t1 = _time_ns()
         try:
             tls = self.tls
-            buf, load = tls.__dict__.get("buf"), tls.__dict__.get("load")
+            buf, load, tid = tls.buf, tls.load, tls.tid
             tls.buf = tls.load = None
             if buf is None or not keep:
                 return
             m = self.marker
+            rng = self._range
+            lines = [rng(s, e, tid, own, nb) for s, e, own, nb in buf]
             if primary:
-                buf.append(m.cycle_line(t0, t1, _native_id(), name))
+                lines.append(m.cycle_line(t0, t1, tid, name))
                 if load is not None:
-                    buf.append(m.load_line(t0, t1, *load))
+                    lines.append(m.load_line(t0, t1, *load))
                 self.steps += 1
-            if buf:
-                self._emit(b"".join(buf))
+            if lines:
+                self._emit(b"".join(lines))
         except Exception as exc:  # noqa: BLE001
             self.fault("close_cycle", exc)
 

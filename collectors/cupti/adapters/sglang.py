@@ -90,7 +90,7 @@ def _phase(module: Any, rec: Recorder, cls_name: str, meth: str) -> list[str]:
     fn = getattr(cls, meth, None) if cls is not None else None
     if not callable(fn):
         return [f"{cls_name}.{meth}"]
-    rec.patch(FRAMEWORK, cls, meth, rec.phase(f"{cls_name}.{meth}", fn))
+    rec.patch(FRAMEWORK, cls, meth, rec.phase(f"{cls_name}.{meth}", fn, standalone=True))
     return []
 
 

@@ -77,7 +77,7 @@ def patch_output(module: Any, rec: Recorder) -> list[str]:
     fn = vars(cls).get("process_outputs") if cls is not None else None
     if not callable(fn):
         return ["OutputProcessor.process_outputs"]
-    rec.patch(FRAMEWORK, cls, "process_outputs", rec.phase("OutputProcessor.process_outputs", fn))
+    rec.patch(FRAMEWORK, cls, "process_outputs", rec.phase("OutputProcessor.process_outputs", fn, standalone=True))
     return []
 
 
@@ -110,7 +110,25 @@ def _setup(rec: Recorder, engine: Any) -> bool:
 
 def _waiter(rec: Recorder, name: str) -> Any:
     """on_result: a Future returned by a non-blocking call gets its ``result()`` timed as `name`."""
-    def wrap_future(result: Any) -> None:
-        if isinstance(result, Future) and "result" not in vars(result):
-            result.result = rec.phase(name, result.result)  # type: ignore[method-assign]
+    nb = rec.name(name)
+    enter, leave, tls = rec.enter, rec.leave, rec.tls
+
+    def wrap_future(fut: Any) -> None:
+        if not isinstance(fut, Future) or "result" in vars(fut):
+            return
+        result = fut.result
+
+        def timed(*args: Any, **kwargs: Any) -> Any:
+            t0 = enter() if tls.buf is not None else 0
+            if not t0:
+                return result(*args, **kwargs)
+            try:
+                value = result(*args, **kwargs)
+            except BaseException:
+                leave(nb, t0)
+                raise
+            leave(nb, t0)
+            return value
+
+        fut.result = timed  # type: ignore[method-assign]
     return wrap_future
