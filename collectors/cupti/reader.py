@@ -166,6 +166,7 @@ class AgentTraceSource:
         self.unsupported: dict[str, dict[str, Any]] = {}
         self.events: list[dict[str, Any]] = []
         self.absent = ""  # attached mode: why there is no agent
+        self.remote: Any = None  # attached mode: the loader that put the agent into the target
         self._warned: set[str] = set()
 
     # ------------------------------------------------------------------ set-up
@@ -193,16 +194,23 @@ class AgentTraceSource:
 
     @classmethod
     def attach(cls, pid: int, warn: Callable[[str], None], *, proc_root: str = "/proc",
-               nspid: int | None = None) -> AgentTraceSource:
-        """The source for running process `pid`: its agent's socket, or a plain warning and an
-        inert source (host and GPU collection go on) when no agent answers."""
+               nspid: int | None = None, loader: Any = None) -> AgentTraceSource:
+        """The source for running process `pid`: its agent's socket; else the agent loaded into
+        it by `loader` (perfdiff.collectors.attach.RemoteLoader, Python ≥ 3.14), removed again
+        at ``stop``; else a plain warning saying why and an inert source (host and GPU
+        collection go on)."""
         directory = _agent_dir_of(pid, proc_root)
         src = cls(directory, announced=False, warn=warn)
-        if not src.watch(pid, nspid):
-            src.absent = (f"no perfdiff agent in pid {pid}: no kernel trace possible for that pid; "
-                          "collecting host and GPU metrics only")
-            warn(src.absent)
-            src._unsupported(src.absent)
+        if src.watch(pid, nspid):
+            return src
+        why = loader.load(pid, lambda: src.watch(pid, nspid)) if loader is not None else None
+        if loader is not None and why is None:
+            src.remote = loader
+            return src
+        src.absent = (f"no perfdiff agent in pid {pid}{f' ({why})' if why else ''}: no kernel trace and no "
+                      "engine steps for that pid; collecting host and GPU metrics only")
+        warn(src.absent)
+        src._unsupported(src.absent)
         return src
 
     def watch(self, pid: int, nspid: int | None = None) -> bool:
@@ -251,6 +259,9 @@ class AgentTraceSource:
                 self.events.append({"t_ns": time.time_ns(), "device": "Host", "event": "agent-no-answer",
                                     "pid": pid})
         rows = self._collect(final=True)
+        if self.remote is not None:
+            for problem in self.remote.unload():
+                self.warn(problem)
         if self.announced and not self.spools:
             self._unsupported("no perfdiff agent started in the command (not a Python program, Python run "
                               "with -S or -I, or a sitecustomize that could not run): no kernel trace; "
@@ -287,7 +298,9 @@ class AgentTraceSource:
         }
 
     def close(self) -> None:
-        """Remove the hand-off files (and the private directory)."""
+        """Remove the hand-off files (and the private directory, and a loader's scripts)."""
+        if self.remote is not None:
+            self.remote.close()
         if self.remove_dir:
             import shutil
 

@@ -158,10 +158,14 @@ def install(marker_file: str | None = None, warn: Callable[[str], None] | None =
         _REC.enabled = True  # again after an uninstall (a second attach): wrap anew
         if _FINDER not in sys.meta_path:
             sys.meta_path.insert(0, _FINDER)
-        for name in TARGETS:
-            module = sys.modules.get(name)
-            if module is not None:
-                _adapt(module)
+        _REC.late = True
+        try:
+            for name in TARGETS:
+                module = sys.modules.get(name)
+                if module is not None:
+                    _adapt(module)
+        finally:
+            _REC.late = False
         return _REC
     except Exception as exc:  # noqa: BLE001
         try:

@@ -59,6 +59,7 @@ class Recorder:
         self._range = marker.range_line
         self.tls = _Thread()
         self.enabled = True
+        self.late = False  # adapting modules imported before the adapters were installed (an attach)
         self.errors = 0
         self.error_texts: list[str] = []
         self.warnings: list[str] = []

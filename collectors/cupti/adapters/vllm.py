@@ -63,12 +63,36 @@ def patch_core(module: Any, rec: Recorder) -> list[str]:
     cls = getattr(module, "EngineCore", None)
     if cls is None or not callable(getattr(cls, "step", None)):
         return ["EngineCore.step"]
+    wrappers = {}
     for meth in ("step", "step_with_batch_queue"):
         fn = vars(cls).get(meth)
         if callable(fn):
-            rec.patch(FRAMEWORK, cls, meth, rec.cycle(f"EngineCore.{meth}", fn, primary=_primary,
-                                                      setup=lambda engine: _setup(rec, engine)))
+            wrappers[fn] = rec.cycle(f"EngineCore.{meth}", fn, primary=_primary, setup=lambda engine: _setup(rec, engine))
+            rec.patch(FRAMEWORK, cls, meth, wrappers[fn])
+    if rec.late:
+        _rebind_running(rec, cls, wrappers)
     return []
+
+
+def _rebind_running(rec: Recorder, cls: type, wrappers: dict[Any, Any]) -> None:
+    """Engines that exist already (the agent loaded into a running server) bound ``step_fn``
+    to the unwrapped method at construction: bind it to the wrapper.  The instances are found
+    once through the garbage collector (instances of heap classes refer to their class)."""
+    import gc
+    import types
+
+    classes, todo = [], [cls]
+    while todo:
+        c = todo.pop()
+        classes.append(c)
+        todo += c.__subclasses__()
+    for obj in gc.get_referrers(*classes):
+        if not isinstance(obj, cls):
+            continue
+        bound = vars(obj).get("step_fn")
+        fn = getattr(bound, "__func__", None)
+        if fn in wrappers and getattr(bound, "__self__", None) is obj:
+            rec.patch(FRAMEWORK, obj, "step_fn", types.MethodType(wrappers[fn], obj))
 
 
 def patch_output(module: Any, rec: Recorder) -> list[str]:
