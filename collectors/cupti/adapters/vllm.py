@@ -38,7 +38,7 @@ def scheduler_load(out: Any) -> Load:
     A request is decoding when it is not new and was scheduled at most 1 + its speculative
     tokens; every other scheduled token is prefill (a new request, or a chunk of a long
     prompt).  Without speculative tokens the split is counted in C (decode requests are the
-    entries equal to 1), so a step of a thousand requests costs a few µs.
+    entries equal to 1), not in a Python loop over the requests.
     """
     per_req = getattr(out, "num_scheduled_tokens", None)
     total = getattr(out, "total_num_scheduled_tokens", None)
