@@ -205,3 +205,36 @@ def test_real_pytorch_optimizer(tmp_path: Path) -> None:
         parse_marks(f.read_bytes(), out)
     tables = out.take()
     assert tables["markers"]["name"] == ["Optimizer.step"] * 4 and phases(tables) == {"Optimizer.step": 5}
+
+
+def other_python() -> str | None:
+    """A Python other than this one (3.10 or later), where perfdiff is not installed."""
+    import glob
+    import shutil
+
+    env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
+    for v in ("3.13", "3.12", "3.10"):
+        for found in [*glob.glob(f"/root/.pyenv/versions/{v}*/bin/python{v}"), shutil.which(f"python{v}")]:
+            if not found or os.path.realpath(found) == os.path.realpath(PY):
+                continue
+            r = subprocess.run([found, "-c", "import perfdiff"], capture_output=True, text=True, env=env)
+            if "ModuleNotFoundError" in r.stderr:
+                return found
+    return None
+
+
+def test_vllm_in_a_python_without_perfdiff(tmp_path: Path) -> None:
+    """The server's Python lacks perfdiff (another interpreter): the bootstrap loads the agent
+    and the adapters from the collector's files, and the marker module by path."""
+    py = other_python()
+    if py is None:
+        pytest.skip("no other Python ≥ 3.10 without perfdiff on this machine")
+    global PY
+    saved, PY = PY, py
+    try:
+        tables, err = run_under_agent(tmp_path, [str(FRAMEWORKS / "serve_vllm.py"), "6"], **VLLM_ENV)
+    finally:
+        PY = saved
+    assert agent_warnings(err) == [], err
+    assert tables["markers"]["name"] == ["EngineCore.step"] * len(expected_vllm_steps())
+    assert phases(tables)["Executor.execute_model"] == len(expected_vllm_steps())

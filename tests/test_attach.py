@@ -160,3 +160,58 @@ def test_remote_exec_loads_the_agent_and_removes_its_wrappers(tmp_path: Path, sh
         proc.kill()
         out = proc.communicate()
     assert "Traceback" not in out[1], out[1]
+
+
+def _pythons() -> dict[tuple[int, int], str]:
+    """Interpreters on this machine by version (pyenv's and those on PATH)."""
+    import glob
+
+    found: dict[tuple[int, int], str] = {}
+    for path in [*glob.glob("/root/.pyenv/versions/3.*/bin/python3.*"), *[shutil.which(f"python3.{m}") or ""
+                                                                         for m in range(10, 20)]]:
+        name = os.path.basename(path)
+        if path and name.count(".") == 1 and name[len("python3."):].isdigit() and os.access(path, os.X_OK):
+            found.setdefault((3, int(name[len("python3."):])), path)
+    return found
+
+
+def test_a_real_older_python_target_is_named_with_its_version() -> None:
+    old = {v: p for v, p in _pythons().items() if (3, 10) <= v < (3, 14)}
+    if not old:
+        pytest.skip("no Python 3.10–3.13 interpreter on this machine to start as a target")
+    version, py = max(old.items())
+    proc = subprocess.Popen([py, "-c", "import time; time.sleep(30)"], env={"PATH": os.environ["PATH"]})
+    try:
+        time.sleep(0.2)
+        why = at.RemoteLoader(remote_exec=lambda pid, path: None, version=(3, 14)).why_not(proc.pid)
+        assert why is not None and f"runs Python {version[0]}.{version[1]}; sys.remote_exec needs Python ≥ 3.14" in why
+    finally:
+        proc.kill()
+        proc.wait()
+
+
+def test_real_remote_exec_on_python_3_14(tmp_path: Path, short_dir: Path) -> None:
+    """The real sys.remote_exec: a 3.14 target, the start script sent by a 3.14 helper."""
+    new = {v: p for v, p in _pythons().items() if v >= (3, 14)}
+    if not new:
+        pytest.skip("no Python ≥ 3.14 on this machine: sys.remote_exec (PEP 768) cannot run here")
+    py = new[max(new)]
+    env = {"PATH": os.environ["PATH"], "PYTHONPATH": str(FRAMEWORKS), "PERFDIFF_MARKER_DIR": str(tmp_path / "marks")}
+    (tmp_path / "marks").mkdir()
+    target = subprocess.Popen([py, "-c", "import time\nfrom vllm.v1.engine.core import EngineCore\nprint('ready', "
+                               "flush=True)\nwhile True:\n    time.sleep(0.01)"], env=env, stdout=subprocess.PIPE, text=True)
+    try:
+        assert target.stdout.readline().strip() == "ready"
+        loader = at.RemoteLoader(version=(3, 14), remote_exec=lambda pid, path: subprocess.run(
+            [py, "-c", f"import sys; sys.remote_exec({pid}, {path!r})"], check=True))
+        script = loader._script(f"start-{target.pid}")  # noqa: SLF001
+        Path(script).write_text(Path(script).read_text().replace(
+            "agent.start()", f"agent.start({str(short_dir)!r})"))
+        loader.remote_exec(target.pid, script)
+        deadline = time.monotonic() + 10
+        while not list(short_dir.glob("*.sock")) and time.monotonic() < deadline:
+            time.sleep(0.05)
+        assert list(short_dir.glob(f"{target.pid}.sock")), "the agent did not start in the target"
+    finally:
+        target.kill()
+        target.wait()
