@@ -516,6 +516,8 @@ class Agent:
         if os.getpid() != self.pid:
             return  # a forked child: the parent's records are the parent's to write
         self.stop_recording("exit")
+        if self.state != "stopped":
+            self._write_status()  # the adapters' last counts (stop_recording wrote it when recording)
         self.close_socket()
 
     def _after_fork(self) -> None:

@@ -282,7 +282,7 @@ class AgentTraceSource:
                 "ranges_before_start": sp.ranges_before_start, "flushes": st.get("flushes", 0),
                 "flush_ns_total": st.get("flush_ns_total", 0), "flush_ns_max": st.get("flush_ns_max", 0),
                 "clock": sp.clock, "anchors": st.get("anchors", []), "nvtx": st.get("nvtx", {}),
-                "errors": st.get("errors", []),
+                "errors": st.get("errors", []), "adapters": st.get("adapters", {}),
             })
             for key, n in (st.get("dropped") or {}).items():
                 if n:
