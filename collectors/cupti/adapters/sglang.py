@@ -28,6 +28,7 @@ from .record import Load, Recorder
 FRAMEWORK = "sglang"
 PHASES = ("get_next_batch_to_run", "run_batch", "process_batch_result")
 CYCLE = "Scheduler.iteration"
+ACTIVE = "_perfdiff_iteration"  # set on a scheduler while its loop runs wrapped
 
 
 def version() -> str:
@@ -124,12 +125,15 @@ class _Iteration:
 
     @classmethod
     def install(cls, rec: Recorder, sched: Any) -> _Iteration | None:
+        if vars(sched).get(ACTIVE) is not None:
+            return None  # an event loop entered from another one: the outer loop's wrappers serve
         owner = sched if callable(getattr(sched, "recv_requests", None)) else getattr(sched, "request_receiver", None)
         if not callable(getattr(owner, "recv_requests", None)):
             rec.give_up(FRAMEWORK, f"SGLang {version()}", ["Scheduler.recv_requests (or request_receiver.recv_requests)"])
             return None
         primary = all(getattr(sched, a, 0) in (0, None) for a in ("tp_rank", "pp_rank", "dp_rank"))
         it = cls(rec, primary)
+        it._set(sched, ACTIVE, it)
         it._set(owner, "recv_requests", it.receiving(rec.phase("Scheduler.recv_requests", owner.recv_requests)))
         it._set(sched, "get_next_batch_to_run", rec.phase("Scheduler.get_next_batch_to_run", sched.get_next_batch_to_run))
         it._set(sched, "run_batch", rec.phase("Scheduler.run_batch", sched.run_batch, before=it.ran))
