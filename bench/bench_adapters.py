@@ -21,6 +21,7 @@ from __future__ import annotations
 import argparse
 import os
 import platform
+import shutil
 import statistics
 import sys
 import tempfile
@@ -127,6 +128,7 @@ def main(argv: list[str] | None = None) -> int:
     idle_v = cost_ns(base_v, wrapped_v, a.calls, lambda: None)
     idle_s = cost_ns(base_s, wrapped_s, a.calls, lambda: None)
     assert rec.errors == 0, rec.error_texts
+    shutil.rmtree(tmp, ignore_errors=True)
     rows = [("vLLM EngineCore.step (5 phases, load)", on_v, idle_v),
             ("SGLang scheduler iteration (4 phases, load)", on_s, idle_s)]
     print(f"Adapters, {a.calls:,} steps each, decode batch of {a.requests} requests "
