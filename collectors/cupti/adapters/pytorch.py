@@ -76,7 +76,10 @@ def patch_optimizer(module: Any, rec: Recorder) -> list[str]:
         remove = getattr(handle, "remove", None)
         if callable(remove):
             rec.on_undo(FRAMEWORK, remove)
-    rec.frameworks.setdefault(FRAMEWORK, {"state": "wrapped", "wrapped": []})["wrapped"].append("optimizer step hooks")
+    state = rec.frameworks.setdefault(FRAMEWORK, {"state": "wrapped", "wrapped": []})
+    state["state"] = "wrapped"
+    if "optimizer step hooks" not in state["wrapped"]:
+        state["wrapped"].append("optimizer step hooks")
     return []
 
 

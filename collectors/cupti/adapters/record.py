@@ -113,7 +113,10 @@ class Recorder:
 
         self._undo.append((framework, restore))
         state = self.frameworks.setdefault(framework, {"state": "wrapped", "wrapped": []})
-        state["wrapped"].append(f"{getattr(owner, '__name__', type(owner).__name__)}.{attr}")
+        state["state"] = "wrapped"  # again after an uninstall (a second attach)
+        name = f"{getattr(owner, '__name__', type(owner).__name__)}.{attr}"
+        if name not in state["wrapped"]:
+            state["wrapped"].append(name)
 
     def on_undo(self, framework: str, fn: Callable[[], None]) -> None:
         """Call `fn` when `framework`'s wrappers are removed (a hook handle's ``remove``)."""
