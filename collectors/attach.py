@@ -31,8 +31,8 @@ AGENT_PACKAGE = os.path.join(os.path.dirname(os.path.abspath(__file__)), "cupti"
 MIN_VERSION = (3, 14)
 PYTHON = (sys.version_info[0], sys.version_info[1])  # this collector's Python
 WAIT_S = 5.0  # how long the agent's socket may take to appear (the target runs the script at a safe point)
-HINT = ("start the server under `perfdiff collect -o DIR -- CMD ...`, or with PERFDIFF_AGENT=1 in its "
-        "environment and `import perfdiff.agent` at its start (then `collect --pid` finds the agent)")
+HINT = ("start the server under `perfdiff collect -o DIR -- CMD ...` instead, or with PERFDIFF_AGENT=1 and "
+        "`import perfdiff.agent` at its start so that `collect --pid` finds its agent")
 
 # Runs in the target: standard library only, never raises into it.
 SCRIPT = '''\
@@ -110,7 +110,7 @@ class RemoteLoader:
         """One line saying why the agent cannot be loaded into `pid` (None: it can be tried)."""
         v = "%d.%d" % self.version
         if self.version < MIN_VERSION or self.remote_exec is None:
-            return (f"this perfdiff runs on Python {v}; loading the agent into a running process needs "
+            return (f"this perfdiff runs on Python {v}, and loading the agent into a running process needs "
                     f"sys.remote_exec (Python ≥ 3.14): {HINT}")
         target = python_version_of(pid, self.fs)
         if target == "not python":

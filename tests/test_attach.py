@@ -56,7 +56,7 @@ def test_older_python_says_how_to_start_the_server_instead() -> None:
     try:
         loader = at.RemoteLoader(version=(3, 11))
         why = loader.why_not(proc.pid)
-        assert why is not None and "Python 3.11" in why and "sys.remote_exec (Python ≥ 3.14)" in why
+        assert why is not None and "Python 3.11" in why and "needs sys.remote_exec (Python ≥ 3.14)" in why
         assert "perfdiff collect -o DIR -- CMD" in why and "PERFDIFF_AGENT=1" in why and "\n" not in why
         warnings: list[str] = []
         src = rd.AgentTraceSource.attach(proc.pid, warnings.append, loader=loader)

@@ -207,8 +207,8 @@ class AgentTraceSource:
         if loader is not None and why is None:
             src.remote = loader
             return src
-        src.absent = (f"no perfdiff agent in pid {pid}{f' ({why})' if why else ''}: no kernel trace and no "
-                      "engine steps for that pid; collecting host and GPU metrics only")
+        src.absent = (f"no perfdiff agent in pid {pid}: no kernel trace and no engine steps for that pid; "
+                      "collecting host and GPU metrics only" + (f"; {why}" if why else ""))
         warn(src.absent)
         src._unsupported(src.absent)
         return src
