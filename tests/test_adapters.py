@@ -238,3 +238,27 @@ def test_vllm_in_a_python_without_perfdiff(tmp_path: Path) -> None:
     assert agent_warnings(err) == [], err
     assert tables["markers"]["name"] == ["EngineCore.step"] * len(expected_vllm_steps())
     assert phases(tables)["Executor.execute_model"] == len(expected_vllm_steps())
+
+
+LATE = """
+import os, sys, threading, time
+from sglang.srt.managers.scheduler import Scheduler
+sched = Scheduler()
+loop = threading.Thread(target=sched.event_loop_normal)
+loop.start()
+time.sleep(0.3)  # the loop runs before the adapters exist, as in a server attached to
+del os.environ["PERFDIFF_ADAPTERS"]
+from perfdiff.collectors.cupti import adapters
+assert adapters.install() is not None
+loop.join()
+"""
+
+
+def test_sglang_loop_running_before_the_adapters_is_wrapped(tmp_path: Path) -> None:
+    """An attach finds the scheduler inside its loop: the iterations after it are cycles."""
+    tables, err = run_under_agent(tmp_path, ["-c", LATE], FAKE_REQUESTS="200", FAKE_BATCH="4", FAKE_OUTPUT="4",
+                                  FAKE_EXEC_MS="2", PERFDIFF_ADAPTERS="0")
+    assert agent_warnings(err) == [], err
+    n = len(tables["markers"]["name"])
+    assert 5 < n < 250 and set(tables["markers"]["name"]) == {"Scheduler.iteration"}
+    assert phases(tables)["Scheduler.run_batch"] == n

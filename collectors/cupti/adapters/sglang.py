@@ -75,7 +75,27 @@ def patch_scheduler(module: Any, rec: Recorder) -> list[str]:
         return missing
     for name in loops:
         rec.patch(FRAMEWORK, cls, name, _loop(rec, getattr(cls, name)))
+    if rec.late:
+        _wrap_running(rec, cls)
     return []
+
+
+def _wrap_running(rec: Recorder, cls: type) -> None:
+    """Schedulers whose loop runs already (the agent loaded into a running server) never enter
+    the wrapped loop: their per-iteration calls are wrapped on them now (the loop looks them up
+    at every iteration).  Found once through the garbage collector, as in the vLLM adapter."""
+    import gc
+
+    classes, todo = [], [cls]
+    while todo:
+        c = todo.pop()
+        classes.append(c)
+        todo += c.__subclasses__()
+    for obj in gc.get_referrers(*classes):
+        if isinstance(obj, cls):
+            it = _Iteration.install(rec, obj)
+            if it is not None:
+                rec.on_undo(FRAMEWORK, it.remove)
 
 
 def patch_tokenizer(module: Any, rec: Recorder) -> list[str]:
