@@ -160,7 +160,7 @@ class Recorder:
         """Start timing a phase on this thread; its start ns, or 0 when nothing is recorded."""
         try:
             tls = self.tls
-            if tls.buf is None and (not self.enabled or not self._active()):
+            if not self.enabled or (tls.buf is None and not self._active()):
                 return 0  # inside an open cycle the listener was checked when it opened
             stack = tls.stack
             if stack is None:
