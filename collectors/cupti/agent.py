@@ -51,6 +51,7 @@ from typing import Any, Callable
 
 # Relative imports: where perfdiff is not importable the bootstrap loads this package by path,
 # under another name.
+from . import adapters
 from .binding import (api_name, cupti_python_version, cupti_reason, find_libcupti, import_cupti, import_reason,
                       memcpy_label, memory_label)
 from .control import ControlServer
@@ -466,7 +467,7 @@ class Agent:
             "flushes": self.flushes, "flush_ns_total": self.flush_ns_total, "flush_ns_max": self.flush_ns_max,
             "anchors": list(self.anchors), "nvtx": dict(self.nvtx), "errors": list(self.errors),
             "started_ns": self.started_ns, "stopped_ns": self.stopped_ns, "updated_ns": time.time_ns(),
-            "adapters": _adapters_status(),
+            "adapters": adapters.status(),
         }
 
     def _write_status(self) -> None:
@@ -560,13 +561,6 @@ class Agent:
 _AGENT: Agent | None = None
 
 
-def _adapters_status() -> dict[str, Any]:
-    import sys
-
-    adapters = sys.modules.get(f"{__package__}.adapters")
-    return adapters.status() if adapters is not None else {}
-
-
 def start(directory: str | None = None, *, load_cupti: Callable[[], Any] | None = None) -> Agent:
     """Start this process's agent (once; later calls return it).
 
@@ -580,7 +574,7 @@ def start(directory: str | None = None, *, load_cupti: Callable[[], Any] | None 
     target = directory or os.environ.get(ENV_DIR)
     agent = Agent(target or default_agent_dir(), announced=bool(target), load_cupti=load_cupti)
     _AGENT = agent
-    _install_adapters()
+    adapters.install()  # engine steps of the frameworks as cycles (docs/PROFILING_LLM_SERVERS.md); never raises
     agent.serve()
     if target:
         agent.start_recording()
@@ -588,22 +582,6 @@ def start(directory: str | None = None, *, load_cupti: Callable[[], Any] | None 
         agent.set_nvtx_injection()  # now, before the program's first NVTX call, not when a collector comes
         agent._write_status()  # noqa: SLF001 - "idle": a collector can see the agent exists
     return agent
-
-
-def _install_adapters() -> None:
-    """The framework adapters (engine steps as cycles, docs/PROFILING_LLM_SERVERS.md); they
-    work with or without CUPTI and never raise."""
-    try:
-        from . import adapters
-
-        adapters.install()
-    except Exception as exc:  # noqa: BLE001
-        try:
-            import sys
-
-            sys.stderr.write(f"perfdiff agent: framework adapters not installed ({type(exc).__name__}: {exc})\n")
-        except Exception:  # noqa: BLE001
-            pass
 
 
 def start_from_env() -> Agent | None:

@@ -19,7 +19,6 @@ importable).  Times are CLOCK_REALTIME ns.
 """
 from __future__ import annotations
 
-import inspect
 import os
 import sys
 import threading
@@ -30,6 +29,7 @@ from typing import Any, Callable
 _time_ns = time.time_ns
 _native_id = threading.get_native_id
 
+CO_COROUTINE = 0x80  # code flag of an `async def` (inspect.CO_COROUTINE)
 MAX_ERRORS = 20  # error texts kept in the status
 MAX_PHASES = 10_000  # phases one cycle keeps (a cycle never closed must not grow without bound)
 
@@ -209,7 +209,7 @@ class Recorder:
         fault = self.fault
         tls = self.tls
 
-        if inspect.iscoroutinefunction(fn):
+        if _is_coroutine_function(fn):
             async def awrapper(*args: Any, **kwargs: Any) -> Any:
                 t0 = 0
                 try:
@@ -334,6 +334,12 @@ class Recorder:
 
         setattr(wrapper, WRAPPED, fn)
         return wrapper
+
+
+def _is_coroutine_function(fn: Any) -> bool:
+    """``async def`` (a function or a bound method), without importing inspect into the target."""
+    code = getattr(getattr(fn, "__func__", fn), "__code__", None)
+    return code is not None and bool(code.co_flags & CO_COROUTINE)
 
 
 def _said_by_another_process(line: str) -> bool:
