@@ -124,7 +124,7 @@ def bench_extra(name: str, script: Path, args: list[str]) -> list[str]:
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--quick", action="store_true", help="small sizes only (a smoke run)")
-    ap.add_argument("--only", default="compare,import,collect,gpu,agent")
+    ap.add_argument("--only", default="compare,import,collect,gpu,agent,adapters")
     ap.add_argument("--shared", default=str(ROOT.parent / "shared"))
     ap.add_argument("--keep", action="store_true", help="keep generated inputs in bench/out")
     args = ap.parse_args(argv)
@@ -144,6 +144,10 @@ def main(argv: list[str] | None = None) -> int:
         lines += ["### NVML sampler (fake GPUs)", ""] + bench_extra("gpu", HERE / "bench_gpu.py", []) + [""]
     if "agent" in only:
         lines += ["### CUPTI agent (fake cupti-python)", ""] + bench_extra("agent", HERE / "bench_agent.py", []) + [""]
+    if "adapters" in only:
+        lines += ["### framework adapters (vLLM / SGLang stand-ins)", ""]
+        lines += bench_extra("adapters", HERE / "bench_adapters.py", ["--calls", "100000" if args.quick else "200000"])
+        lines += [""]
     text = "\n".join(lines) + "\n"
     (OUT / "results.md").write_text(text)
     print(text)

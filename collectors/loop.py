@@ -316,18 +316,23 @@ class Collection:
     # ------------------------------------------------------------------ bundle
 
     def _take_marks(self) -> None:
-        """Queue the marks read so far, keeping only cycles wholly inside the collection: a
-        cycle begun before the first tick or ended after the last lacks part of its samples."""
-        cols = self.marks.take().get("markers")
-        if not cols:
-            return
+        """Queue the marks read so far, keeping only cycles (and the adapters' phases and step
+        loads) wholly inside the collection: one begun before the first tick or ended after the
+        last lacks part of its samples."""
+        taken = self.marks.take()
         lo, hi = self.t_start_ns, self.t_stop_ns or time.time_ns()
-        keep = [i for i, (s, e) in enumerate(zip(cols["start_ns"], cols["end_ns"], strict=True)) if lo <= s and e <= hi]
-        self.stats.marks_outside += len(cols["start_ns"]) - len(keep)
-        if len(keep) < len(cols["start_ns"]):
-            cols = {c: [v[i] for i in keep] for c, v in cols.items()}
-        if keep:
-            self.pending["markers"].append(cols)
+        for table, (s_col, e_col) in (("markers", ("start_ns", "end_ns")), ("activity", ("start_ns", "end_ns")),
+                                      ("samples", ("t_start_ns", "t_end_ns"))):
+            cols = taken.get(table)
+            if not cols:
+                continue
+            keep = [i for i, (s, e) in enumerate(zip(cols[s_col], cols[e_col], strict=True)) if lo <= s and e <= hi]
+            if table == "markers":
+                self.stats.marks_outside += len(cols[s_col]) - len(keep)
+            if len(keep) < len(cols[s_col]):
+                cols = {c: [v[i] for i in keep] for c, v in cols.items()}
+            if keep:
+                self.pending[table].append(cols)
 
     def _read_marks(self) -> None:
         if self.markers is not None:

@@ -27,6 +27,7 @@ from perfdiff.collectors import procfs
 from perfdiff.collectors.base import RowBuffer
 from perfdiff.collectors.procfs import ProcFS
 from perfdiff.marker import ENV_DIR, STALE_NS, SUFFIX, default_marker_dir
+from perfdiff.model.schema import MISSING
 
 READ_CHUNK = 1 << 20  # bytes read per file per call; the rest waits for the next call
 ABANDONED_NS = 10 * STALE_NS  # a marks file nobody refreshed this long was left by a killed collector
@@ -50,14 +51,40 @@ class MarkerStats:
     pids: list[int] = field(default_factory=list)
 
 
+LOAD_METRICS = ("step_requests", "step_tokens", "step_prefill_tokens", "step_decode_tokens")
+
+
 def parse_marks(data: bytes, out: RowBuffer) -> tuple[int, int]:
-    """Parse whole lines ``start end tid name`` into `out`'s markers; returns (marks, malformed)."""
+    """Parse whole lines into `out`: cycle marks ``start end tid name`` as markers, phase
+    records ``R start end tid self name`` as activity of kind cpu (device Host, with their
+    thread), load records ``L start end requests tokens prefill decode`` as the step_* samples
+    (``-``: unknown, no row).  Returns (cycle marks, malformed lines)."""
     good = bad = 0
+    ranges: dict[str, list] = {c: [] for c in ("function", "start_ns", "end_ns", "busy_ns", "tid")}
     for line in data.split(b"\n"):
         if not line:
             continue
-        parts = line.split(b" ", 3)
+        tag = line[:2]
         try:
+            if tag == b"R ":
+                parts = line.split(b" ", 5)
+                start, end, tid, own = int(parts[1]), int(parts[2]), int(parts[3]), int(parts[4])
+                if end < start or start <= 0 or not 0 <= own <= end - start:
+                    raise ValueError(line)
+                for col, v in zip(ranges, (parts[5].decode("utf-8", "replace"), start, end, own, tid), strict=True):
+                    ranges[col].append(v)
+                continue
+            if tag == b"L ":
+                parts = line.split(b" ")
+                start, end = int(parts[1]), int(parts[2])
+                values = [None if p == b"-" else int(p) for p in parts[3:7]]
+                if end < start or start <= 0 or len(values) != len(LOAD_METRICS):
+                    raise ValueError(line)
+                for metric, v in zip(LOAD_METRICS, values, strict=True):
+                    if v is not None:
+                        out.sample(metric, "Host", start, end, float(v))
+                continue
+            parts = line.split(b" ", 3)
             start, end, tid = int(parts[0]), int(parts[1]), int(parts[2])
             name = parts[3].decode("utf-8", "replace") if len(parts) == 4 else "cycle"
         except (ValueError, IndexError):
@@ -68,6 +95,10 @@ def parse_marks(data: bytes, out: RowBuffer) -> tuple[int, int]:
             continue
         out.marker(name, start, end, tid, "perfdiff")
         good += 1
+    n = len(ranges["function"])
+    if n:
+        out.add_columns("activity", {**ranges, "kind": ["cpu"] * n, "device": ["Host"] * n,
+                                     "bytes": [MISSING] * n})
     return good, bad
 
 

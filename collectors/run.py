@@ -199,8 +199,11 @@ def _kernel_trace_source(o: CollectOptions, out: Path, fs: ProcFS, warn: Callabl
 
     if o.cmd:
         return AgentTraceSource.announce(warn)
+    from perfdiff.collectors.attach import RemoteLoader
+
     assert o.pid is not None
-    return AgentTraceSource.attach(o.pid, warn, proc_root=fs.proc, nspid=fs.inner_pid(o.pid))
+    return AgentTraceSource.attach(o.pid, warn, proc_root=fs.proc, nspid=fs.inner_pid(o.pid),
+                                   loader=RemoteLoader(procfs=fs))
 
 
 def _prepare_output(path: Path) -> bool:

@@ -13,7 +13,8 @@ from pathlib import Path
 import fakes.fake_cupti as fake_cupti
 from perfdiff.collectors.cupti import reader as rd
 
-TARGET_MODULES = ["agent", "binding", "control", "sitecustomize", "wire"]
+TARGET_MODULES = ["agent", "binding", "control", "sitecustomize", "wire", "adapters", "adapters.record",
+                  "adapters.vllm", "adapters.sglang", "adapters.pytorch"]
 HEAVY = ["numpy", "pandas", "pyarrow", "cupti", "perfdiff.model.tables", "perfdiff.collectors.cupti.reader"]
 
 
@@ -74,7 +75,8 @@ def test_agent_runs_in_a_python_without_perfdiff(tmp_path: Path) -> None:
         info = json.loads(out.stdout)
         assert info["perfdiff_here"] is False and info["heavy"] == [] and info["state"] == "recording"
         assert info["loaded"] == ["_perfdiff_cupti_agent"] + [f"_perfdiff_cupti_agent.{m}" for m in
-                                                             ("agent", "binding", "control", "wire")]
+                                                             ("adapters", "adapters.record", "agent", "binding",
+                                                              "control", "wire")]
         rows = src.stop()  # the target's atexit hook wrote everything
         k = rows["activity"][rows["activity"]["kind"] == "kernel"]
         assert sorted(set(k["function"].astype(str))) == ["gemm", "norm"] and len(k) == 6

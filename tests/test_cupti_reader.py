@@ -93,7 +93,7 @@ def test_attach_without_agent_says_so_plainly(short_dir: Path, monkeypatch: pyte
     try:
         warnings: list[str] = []
         src = rd.AgentTraceSource.attach(proc.pid, warnings.append)
-        msg = (f"no perfdiff agent in pid {proc.pid}: no kernel trace possible for that pid; "
+        msg = (f"no perfdiff agent in pid {proc.pid}: no kernel trace and no engine steps for that pid; "
                "collecting host and GPU metrics only")
         assert warnings == [msg]
         src.start(time.time_ns())

@@ -51,6 +51,7 @@ from typing import Any, Callable
 
 # Relative imports: where perfdiff is not importable the bootstrap loads this package by path,
 # under another name.
+from . import adapters
 from .binding import (api_name, cupti_python_version, cupti_reason, find_libcupti, import_cupti, import_reason,
                       memcpy_label, memory_label)
 from .control import ControlServer
@@ -466,6 +467,7 @@ class Agent:
             "flushes": self.flushes, "flush_ns_total": self.flush_ns_total, "flush_ns_max": self.flush_ns_max,
             "anchors": list(self.anchors), "nvtx": dict(self.nvtx), "errors": list(self.errors),
             "started_ns": self.started_ns, "stopped_ns": self.stopped_ns, "updated_ns": time.time_ns(),
+            "adapters": adapters.status(),
         }
 
     def _write_status(self) -> None:
@@ -515,6 +517,8 @@ class Agent:
         if os.getpid() != self.pid:
             return  # a forked child: the parent's records are the parent's to write
         self.stop_recording("exit")
+        if self.state != "stopped":
+            self._write_status()  # the adapters' last counts (stop_recording wrote it when recording)
         self.close_socket()
 
     def _after_fork(self) -> None:
@@ -570,6 +574,7 @@ def start(directory: str | None = None, *, load_cupti: Callable[[], Any] | None 
     target = directory or os.environ.get(ENV_DIR)
     agent = Agent(target or default_agent_dir(), announced=bool(target), load_cupti=load_cupti)
     _AGENT = agent
+    adapters.install()  # engine steps of the frameworks as cycles (docs/PROFILING_LLM_SERVERS.md); never raises
     agent.serve()
     if target:
         agent.start_recording()

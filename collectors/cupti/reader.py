@@ -14,8 +14,9 @@ import os
 import time
 from typing import TYPE_CHECKING, Any, Callable
 
-from perfdiff.collectors.cupti.wire import (ENV_DIR, ENV_FILE, ENV_WIRE, K_API, K_KERNEL, K_MEMCPY, K_MEMSET,
+from perfdiff.collectors.cupti.wire import (ENV_DIR, ENV_FILE, ENV_MARKER_FILE, ENV_WIRE, K_API, K_KERNEL, K_MEMCPY, K_MEMSET,
                                             K_RANGE, KIND_NAMES, REC, WIRE_VERSION, default_agent_dir, request)
+from perfdiff import marker as _marker
 from perfdiff.collectors.markers import other_mount_ns, target_env, target_uid
 
 if TYPE_CHECKING:
@@ -27,6 +28,7 @@ __all__ = ["AgentTraceSource", "BOOTSTRAP_FILE", "cupti_to_wall", "record_dtype"
 _HERE = os.path.dirname(os.path.abspath(__file__))
 BOOTSTRAP_FILE = os.path.join(_HERE, "sitecustomize.py")  # copied into the command's PYTHONPATH
 AGENT_FILE = os.path.join(_HERE, "agent.py")  # loaded by path where perfdiff is not importable
+MARKER_FILE = _marker.__file__  # likewise, for the framework adapters' records
 
 POLL_NS = 500_000_000  # the collector reads the files this often
 RETAIN_API = 1 << 20  # runtime calls kept for the launch join of GPU records arriving later
@@ -164,6 +166,7 @@ class AgentTraceSource:
         self.unsupported: dict[str, dict[str, Any]] = {}
         self.events: list[dict[str, Any]] = []
         self.absent = ""  # attached mode: why there is no agent
+        self.remote: Any = None  # attached mode: the loader that put the agent into the target
         self._warned: set[str] = set()
 
     # ------------------------------------------------------------------ set-up
@@ -187,20 +190,27 @@ class AgentTraceSource:
         boot = os.path.join(self.directory, "boot")
         pythonpath = os.pathsep.join(p for p in (boot, base.get("PYTHONPATH", "")) if p)
         return {ENV_DIR: self.directory, ENV_FILE: AGENT_FILE, ENV_WIRE: str(WIRE_VERSION),
-                "PYTHONPATH": pythonpath}
+                ENV_MARKER_FILE: MARKER_FILE, "PYTHONPATH": pythonpath}
 
     @classmethod
     def attach(cls, pid: int, warn: Callable[[str], None], *, proc_root: str = "/proc",
-               nspid: int | None = None) -> AgentTraceSource:
-        """The source for running process `pid`: its agent's socket, or a plain warning and an
-        inert source (host and GPU collection go on) when no agent answers."""
+               nspid: int | None = None, loader: Any = None) -> AgentTraceSource:
+        """The source for running process `pid`: its agent's socket; else the agent loaded into
+        it by `loader` (perfdiff.collectors.attach.RemoteLoader, Python ≥ 3.14), removed again
+        at ``stop``; else a plain warning saying why and an inert source (host and GPU
+        collection go on)."""
         directory = _agent_dir_of(pid, proc_root)
         src = cls(directory, announced=False, warn=warn)
-        if not src.watch(pid, nspid):
-            src.absent = (f"no perfdiff agent in pid {pid}: no kernel trace possible for that pid; "
-                          "collecting host and GPU metrics only")
-            warn(src.absent)
-            src._unsupported(src.absent)
+        if src.watch(pid, nspid):
+            return src
+        why = loader.load(pid, lambda: src.watch(pid, nspid)) if loader is not None else None
+        if loader is not None and why is None:
+            src.remote = loader
+            return src
+        src.absent = (f"no perfdiff agent in pid {pid}: no kernel trace and no engine steps for that pid; "
+                      "collecting host and GPU metrics only" + (f"; {why}" if why else ""))
+        warn(src.absent)
+        src._unsupported(src.absent)
         return src
 
     def watch(self, pid: int, nspid: int | None = None) -> bool:
@@ -249,6 +259,9 @@ class AgentTraceSource:
                 self.events.append({"t_ns": time.time_ns(), "device": "Host", "event": "agent-no-answer",
                                     "pid": pid})
         rows = self._collect(final=True)
+        if self.remote is not None:
+            for problem in self.remote.unload():
+                self.warn(problem)
         if self.announced and not self.spools:
             self._unsupported("no perfdiff agent started in the command (not a Python program, Python run "
                               "with -S or -I, or a sitecustomize that could not run): no kernel trace; "
@@ -269,7 +282,7 @@ class AgentTraceSource:
                 "ranges_before_start": sp.ranges_before_start, "flushes": st.get("flushes", 0),
                 "flush_ns_total": st.get("flush_ns_total", 0), "flush_ns_max": st.get("flush_ns_max", 0),
                 "clock": sp.clock, "anchors": st.get("anchors", []), "nvtx": st.get("nvtx", {}),
-                "errors": st.get("errors", []),
+                "errors": st.get("errors", []), "adapters": st.get("adapters", {}),
             })
             for key, n in (st.get("dropped") or {}).items():
                 if n:
@@ -285,7 +298,9 @@ class AgentTraceSource:
         }
 
     def close(self) -> None:
-        """Remove the hand-off files (and the private directory)."""
+        """Remove the hand-off files (and the private directory, and a loader's scripts)."""
+        if self.remote is not None:
+            self.remote.close()
         if self.remove_dir:
             import shutil
 

@@ -24,6 +24,7 @@ ENV_DIR = "PERFDIFF_AGENT_DIR"  # announced hand-off directory (collect -- CMD)
 ENV_ENABLE = "PERFDIFF_AGENT"  # "1": `import perfdiff.agent` starts an idle agent (collect --pid)
 ENV_FILE = "PERFDIFF_AGENT_FILE"  # the agent's module file, for targets where perfdiff is not importable
 ENV_WIRE = "PERFDIFF_AGENT_WIRE"  # the collector's WIRE_VERSION
+ENV_MARKER_FILE = "PERFDIFF_MARKER_FILE"  # the collector's perfdiff/marker.py, for the framework adapters
 
 REQUEST_TIMEOUT_S = 10.0  # a socket request (a forced flush may take a while)
 

@@ -16,6 +16,14 @@ Transport (the collector side is perfdiff.collectors.markers):
   left by a collector that died, and the target stops writing to it.
 * One ``write`` per mark on an ``O_APPEND`` descriptor: atomic between threads and processes,
   and nothing is buffered in the target, so a crashing target loses no marks.
+* Besides cycle marks the file carries two record kinds, written by the agent's framework
+  adapters (``range_line``, ``load_line``; a reader that predates them counts them as malformed
+  lines and skips them)::
+
+    R <start_ns> <end_ns> <tid> <self_ns> <name>\\n                 a phase of the target (CPU range)
+    L <start_ns> <end_ns> <requests> <tokens> <prefill> <decode>\\n  the load of one engine step
+
+  Load values are integers, or ``-`` where the framework did not say.
 
 The marker never raises into the target for an I/O problem: a failed write just stops
 marking until the next check.  When the ``nvtx`` package is installed the same ranges are
@@ -141,6 +149,24 @@ class _Channel:
             b = self.names[name] = encode_name(name)
         return b
 
+    def active(self) -> bool:
+        """Whether a collector listens (looking for one at most every CHECK_NS)."""
+        now = _mono_ns()
+        if now >= self.next_check:
+            self.refresh(now)
+        return self.fd >= 0
+
+    def emit(self, data: bytes) -> bool:
+        """Append whole lines `data` in one write if a collector listens; True when written."""
+        if not self.active():
+            return False
+        try:
+            os.write(self.fd, data)
+            return True
+        except OSError:
+            self._close()
+            return False
+
     def write(self, start_ns: int, end_ns: int, name: str) -> None:
         """Append one mark if a collector listens (checking for one at most every CHECK_NS)."""
         now = _mono_ns()
@@ -157,6 +183,37 @@ class _Channel:
 
 _channel = _Channel()
 os.register_at_fork(after_in_child=_channel.reset)
+
+
+def cycle_line(start_ns: int, end_ns: int, tid: int, name: bytes) -> bytes:
+    """One cycle mark as stored (`name` already encoded with ``encode_name``)."""
+    return b"%d %d %d %s\n" % (start_ns, end_ns, tid, name)
+
+
+def range_line(start_ns: int, end_ns: int, tid: int, self_ns: int, name: bytes) -> bytes:
+    """One phase (CPU range) record: its interval, thread and own time without nested phases."""
+    return b"R %d %d %d %d %s\n" % (start_ns, end_ns, tid, self_ns, name)
+
+
+def _count(v: int | None) -> bytes:
+    return b"-" if v is None else b"%d" % v
+
+
+def load_line(start_ns: int, end_ns: int, requests: int | None, tokens: int | None,
+              prefill: int | None, decode: int | None) -> bytes:
+    """The load one engine step carried over [start_ns, end_ns]; None where unknown."""
+    return b"L %d %d %s %s %s %s\n" % (start_ns, end_ns, _count(requests), _count(tokens), _count(prefill),
+                                        _count(decode))
+
+
+def emit(data: bytes) -> bool:
+    """Append records built with the ``*_line`` functions (one write) if a collector listens."""
+    return _channel.emit(data)
+
+
+def active() -> bool:
+    """Whether a collector listens now (a clock read; a ``stat`` at most every CHECK_NS)."""
+    return _channel.active()
 
 # --------------------------------------------------------------------------- NVTX
 

@@ -36,7 +36,9 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:
         "collect", help="sample a live process (--pid PID, or -- CMD ARGS...) into a run bundle",
         description="Sample a running process and its children (--pid PID), or start one "
                     "(-- CMD ARGS...), into a run bundle that `perfdiff compare` reads.")
-    p.add_argument("--pid", type=int, default=None, help="process to collect from (and its children)")
+    p.add_argument("--pid", type=int, default=None,
+                   help="process to collect from (and its children); on Python 3.14 the perfdiff agent is "
+                        "loaded into it if it has none (docs/PROFILING_LLM_SERVERS.md)")
     p.add_argument("--duration", default=None, metavar="DURATION",
                    help="stop after this long, e.g. 30s, 500ms (default: until Ctrl-C or the target ends)")
     p.add_argument("--interval", default="100ms", metavar="DURATION", help="sampling period (100ms)")

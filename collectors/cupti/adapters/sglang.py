@@ -1,0 +1,203 @@
+"""SGLang: each scheduler loop iteration that ran or finished a batch is a cycle.
+
+``Scheduler.event_loop_normal`` / ``event_loop_overlap`` (``sglang.srt.managers.scheduler``)
+never return, so the loop itself cannot be timed per call.  Every ``Scheduler.event_loop_*``
+method is wrapped instead; on entry it wraps, on that scheduler object, the calls each
+iteration makes:
+
+* ``recv_requests`` (a Scheduler method, or ``Scheduler.request_receiver.recv_requests`` in
+  newer versions) begins an iteration: the previous one is closed there, and written as a cycle
+  named ``Scheduler.iteration`` when it ran ``run_batch`` or ``process_batch_result``
+  (idle iterations are dropped with their phases);
+* ``get_next_batch_to_run``, ``run_batch``, ``process_batch_result`` and ``recv_requests``
+  itself are phases (``Scheduler.<name>``).
+
+The iteration's load is the ``ScheduleBatch`` given to ``run_batch`` (``batch_load``).
+With tensor, pipeline or data parallelism every rank runs a scheduler: only the rank with
+tp_rank, pp_rank and dp_rank 0 writes cycles and loads (the ranks step together); every rank
+writes phases.  In the other processes: ``TokenizerManager._handle_batch_output`` and
+``DetokenizerManager.handle_batch_token_id_out`` are phases.
+"""
+from __future__ import annotations
+
+import sys
+from typing import Any
+
+from .record import Load, Recorder
+
+FRAMEWORK = "sglang"
+PHASES = ("get_next_batch_to_run", "run_batch", "process_batch_result")
+CYCLE = "Scheduler.iteration"
+ACTIVE = "_perfdiff_iteration"  # set on a scheduler while its loop runs wrapped
+
+
+def version() -> str:
+    return str(getattr(sys.modules.get("sglang"), "__version__", "unknown"))
+
+
+def batch_load(batch: Any) -> Load:
+    """(requests, tokens, prefill tokens, decode tokens) of an SGLang ``ScheduleBatch``:
+    a decode batch computes one token per request; an extend (prefill) batch its
+    ``extend_num_tokens``; a mixed batch (chunked prefill mixed with decodes) its tokens, the
+    split unknown."""
+    reqs = getattr(batch, "reqs", None)
+    n = len(reqs) if reqs is not None else None
+    mode = getattr(batch, "forward_mode", None)
+    if mode is None:
+        return (n, None, None, None)
+    if _is(mode, "is_idle"):
+        return (0, 0, 0, 0)
+    if _is(mode, "is_decode"):
+        return (n, n, 0, n)
+    tokens = getattr(batch, "extend_num_tokens", None)
+    tokens = tokens if isinstance(tokens, int) else None
+    if _is(mode, "is_mixed"):
+        return (n, tokens, None, None)
+    if _is(mode, "is_extend"):
+        return (n, tokens, tokens, 0)
+    return (n, None, None, None)
+
+
+def _is(mode: Any, test: str) -> bool:
+    fn = getattr(mode, test, None)
+    return bool(fn()) if callable(fn) else False
+
+
+def patch_scheduler(module: Any, rec: Recorder) -> list[str]:
+    """Wrap every ``Scheduler.event_loop_*``; the names not found (then nothing)."""
+    cls = getattr(module, "Scheduler", None)
+    if cls is None:
+        return ["Scheduler"]
+    loops = [n for n in dir(cls) if n.startswith("event_loop_") and callable(getattr(cls, n, None))]
+    missing = [] if {"event_loop_normal", "event_loop_overlap"} & set(loops) else ["Scheduler.event_loop_normal"]
+    missing += [f"Scheduler.{p}" for p in PHASES if not callable(getattr(cls, p, None))]
+    if missing:
+        return missing
+    for name in loops:
+        rec.patch(FRAMEWORK, cls, name, _loop(rec, getattr(cls, name)))
+    if rec.late:
+        _wrap_running(rec, cls)
+    return []
+
+
+def _wrap_running(rec: Recorder, cls: type) -> None:
+    """Schedulers whose loop runs already (the agent loaded into a running server) never enter
+    the wrapped loop: their per-iteration calls are wrapped on them now (the loop looks them up
+    at every iteration).  Found once through the garbage collector, as in the vLLM adapter."""
+    import gc
+
+    classes, todo = [], [cls]
+    while todo:
+        c = todo.pop()
+        classes.append(c)
+        todo += c.__subclasses__()
+    for obj in gc.get_referrers(*classes):
+        if isinstance(obj, cls):
+            it = _Iteration.install(rec, obj)
+            if it is not None:
+                rec.on_undo(FRAMEWORK, it.remove)
+
+
+def patch_tokenizer(module: Any, rec: Recorder) -> list[str]:
+    return _phase(module, rec, "TokenizerManager", "_handle_batch_output")
+
+
+def patch_detokenizer(module: Any, rec: Recorder) -> list[str]:
+    return _phase(module, rec, "DetokenizerManager", "handle_batch_token_id_out")
+
+
+def _phase(module: Any, rec: Recorder, cls_name: str, meth: str) -> list[str]:
+    cls = getattr(module, cls_name, None)
+    fn = getattr(cls, meth, None) if cls is not None else None
+    if not callable(fn):
+        return [f"{cls_name}.{meth}"]
+    rec.patch(FRAMEWORK, cls, meth, rec.phase(f"{cls_name}.{meth}", fn, standalone=True))
+    return []
+
+
+def _loop(rec: Recorder, loop: Any) -> Any:
+    def event_loop(sched: Any, *args: Any, **kwargs: Any) -> Any:
+        it = None
+        try:
+            it = _Iteration.install(rec, sched)
+        except Exception as exc:  # noqa: BLE001
+            rec.fault("event loop setup", exc)
+        try:
+            return loop(sched, *args, **kwargs)
+        finally:
+            if it is not None:
+                it.remove()
+
+    event_loop.__perfdiff_wrapped__ = loop  # type: ignore[attr-defined]
+    return event_loop
+
+
+class _Iteration:
+    """The open iteration of one scheduler's loop, and the wrappers on that scheduler."""
+
+    def __init__(self, rec: Recorder, primary: bool):
+        self.rec = rec
+        self.primary = primary
+        self.t0 = 0
+        self.worked = False
+        self.name = rec.name(CYCLE)
+        self.undo: list[tuple[Any, str]] = []
+
+    @classmethod
+    def install(cls, rec: Recorder, sched: Any) -> _Iteration | None:
+        if vars(sched).get(ACTIVE) is not None:
+            return None  # an event loop entered from another one: the outer loop's wrappers serve
+        owner = sched if callable(getattr(sched, "recv_requests", None)) else getattr(sched, "request_receiver", None)
+        if not callable(getattr(owner, "recv_requests", None)):
+            rec.give_up(FRAMEWORK, f"SGLang {version()}", ["Scheduler.recv_requests (or request_receiver.recv_requests)"])
+            return None
+        primary = all(getattr(sched, a, 0) in (0, None) for a in ("tp_rank", "pp_rank", "dp_rank"))
+        it = cls(rec, primary)
+        it._set(sched, ACTIVE, it)
+        it._set(owner, "recv_requests", it.receiving(rec.phase("Scheduler.recv_requests", owner.recv_requests)))
+        it._set(sched, "get_next_batch_to_run", rec.phase("Scheduler.get_next_batch_to_run", sched.get_next_batch_to_run))
+        it._set(sched, "run_batch", rec.phase("Scheduler.run_batch", sched.run_batch, before=it.ran))
+        it._set(sched, "process_batch_result", rec.phase("Scheduler.process_batch_result", sched.process_batch_result,
+                                                         before=it.processed))
+        return it
+
+    def _set(self, owner: Any, attr: str, fn: Any) -> None:
+        setattr(owner, attr, fn)
+        self.undo.append((owner, attr))
+
+    def remove(self) -> None:
+        """The loop ended: drop the open iteration, take the wrappers off the scheduler."""
+        self.rec.close_cycle(self.t0, self.name, keep=False)
+        for owner, attr in reversed(self.undo):
+            try:
+                delattr(owner, attr)
+            except AttributeError:
+                pass
+
+    # `before` hooks of phases: run only while recording; record.phase keeps their exceptions
+
+    def receiving(self, recv: Any) -> Any:
+        """`recv` (the timed recv_requests) preceded by the iteration boundary."""
+        def recv_requests(*args: Any, **kwargs: Any) -> Any:
+            try:
+                self.boundary()
+            except Exception as exc:  # noqa: BLE001
+                self.rec.fault("iteration boundary", exc)
+            return recv(*args, **kwargs)
+
+        recv_requests.__perfdiff_wrapped__ = recv  # type: ignore[attr-defined]
+        return recv_requests
+
+    def boundary(self) -> None:
+        """Close the previous iteration (a cycle if it did work), open the next one."""
+        if self.t0:
+            self.rec.close_cycle(self.t0, self.name, primary=self.primary, keep=self.worked)
+        self.t0 = self.rec.open_cycle()
+        self.worked = False
+
+    def ran(self, batch: Any = None, *args: Any, **kwargs: Any) -> None:
+        self.worked = True
+        self.rec.set_load(batch_load(batch))
+
+    def processed(self, *args: Any, **kwargs: Any) -> None:
+        self.worked = True

@@ -1,0 +1,3 @@
+from .profiler import profile
+
+__all__ = ["profile"]

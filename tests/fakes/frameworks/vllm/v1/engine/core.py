@@ -1,0 +1,82 @@
+from __future__ import annotations
+
+import os
+from collections import deque
+
+from vllm.v1.core.sched.output import SchedulerOutput  # noqa: F401 - as vLLM imports it
+from vllm.v1.core.sched.scheduler import Scheduler
+from vllm.v1.executor.abstract import UniProcExecutor
+
+NEW_STYLE = not os.environ.get("FAKE_VLLM_VERSION", "").startswith("0.8")
+
+
+class EngineCore:
+    """Inner loop of vLLM's Engine."""
+
+    def __init__(self, vllm_config=None, executor_class=UniProcExecutor, log_stats: bool = False,
+                 executor_fail_callback=None):
+        self.vllm_config = vllm_config
+        self.model_executor = executor_class(vllm_config)
+        self.scheduler = Scheduler(vllm_config=vllm_config)
+        self.batch_queue_size = int(os.environ.get("FAKE_BATCH_QUEUE", "1"))
+        self.batch_queue = deque(maxlen=self.batch_queue_size) if self.batch_queue_size > 1 else None
+        step = "step" if not os.environ.get("FAKE_VLLM_RENAME") else "execute_step"
+        self.step_fn = getattr(self, step) if self.batch_queue is None else self.step_with_batch_queue
+
+    def add_request(self, req_id: str) -> None:
+        self.scheduler.add_request(req_id)
+
+    def step(self):
+        if not self.scheduler.has_requests():
+            return ({}, False) if NEW_STYLE else {}
+        scheduler_output = self.scheduler.schedule()
+        if NEW_STYLE:
+            future = self.model_executor.execute_model(scheduler_output, non_block=True)
+            model_output = future.result()
+            if model_output is None:
+                model_output = self.model_executor.sample_tokens(None)
+        else:
+            model_output = self.model_executor.execute_model(scheduler_output)
+        outputs = self.scheduler.update_from_output(scheduler_output, model_output)
+        return (outputs, scheduler_output.total_num_scheduled_tokens > 0) if NEW_STYLE else outputs
+
+    def step_with_batch_queue(self):
+        batch_queue = self.batch_queue
+        if self.scheduler.has_requests() and len(batch_queue) < self.batch_queue_size:
+            scheduler_output = self.scheduler.schedule()
+            exec_future = self.model_executor.execute_model(scheduler_output, non_block=True)
+            future = self.model_executor.sample_tokens(None, non_block=True)
+            batch_queue.appendleft((future, scheduler_output, exec_future))
+            if len(batch_queue) < self.batch_queue_size:
+                return None, True
+        elif not batch_queue:
+            return None, False
+        future, scheduler_output, _ = batch_queue.pop()
+        model_output = future.result()
+        return self.scheduler.update_from_output(scheduler_output, model_output), True
+
+
+if os.environ.get("FAKE_VLLM_RENAME"):
+    EngineCore.execute_step = EngineCore.step
+    del EngineCore.step
+
+
+class EngineCoreProc(EngineCore):
+    """The engine core in its own process: a busy loop over the input queue and the steps."""
+
+    def __init__(self, conn, requests: int, **kwargs):
+        super().__init__(**kwargs)
+        self.conn = conn
+        for i in range(requests):
+            self.add_request(f"req-{i}")
+
+    @staticmethod
+    def run_engine_core(conn, requests: int) -> None:
+        engine = EngineCoreProc(conn, requests)
+        engine.run_busy_loop()
+
+    def run_busy_loop(self) -> None:
+        while self.scheduler.has_requests() or self.batch_queue:
+            outputs = self.step_fn()
+            self.conn.send(outputs)
+        self.conn.send("done")

@@ -1,0 +1,12 @@
+from __future__ import annotations
+
+
+class OutputProcessor:
+    """Process EngineCoreOutputs into RequestOutputs (the API server process)."""
+
+    def __init__(self, tokenizer=None, log_stats: bool = False):
+        self.seen = 0
+
+    def process_outputs(self, engine_core_outputs, engine_core_timestamp=None, iteration_stats=None):
+        self.seen += 1
+        return engine_core_outputs

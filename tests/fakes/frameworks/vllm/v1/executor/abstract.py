@@ -1,0 +1,37 @@
+from __future__ import annotations
+
+import os
+import time
+from concurrent.futures import Future
+
+
+def _gpu(seconds: float) -> None:
+    time.sleep(seconds)
+
+
+class Executor:
+    """The GPU as sleeps: FAKE_EXEC_MS per step plus FAKE_TOKEN_US per token, times FAKE_SLOW."""
+
+    def __init__(self, vllm_config=None):
+        self.exec_s = float(os.environ.get("FAKE_EXEC_MS", "2")) / 1e3
+        self.token_s = float(os.environ.get("FAKE_TOKEN_US", "10")) / 1e6
+        self.slow = float(os.environ.get("FAKE_SLOW", "1"))
+        self.new_style = not os.environ.get("FAKE_VLLM_VERSION", "").startswith("0.8")
+
+    def execute_model(self, scheduler_output, non_block: bool = False):
+        _gpu((self.exec_s + self.token_s * scheduler_output.total_num_scheduled_tokens) * self.slow)
+        if not self.new_style:
+            return {"sampled": scheduler_output.total_num_scheduled_tokens}
+        fut: Future = Future()
+        fut.set_result(None)  # as vLLM: None until sample_tokens
+        return fut if non_block else None
+
+    def sample_tokens(self, grammar_output, non_block: bool = False):
+        _gpu(0.0002)
+        fut: Future = Future()
+        fut.set_result({"sampled": True})
+        return fut if non_block else fut.result()
+
+
+class UniProcExecutor(Executor):
+    pass
