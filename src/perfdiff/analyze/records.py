@@ -124,6 +124,19 @@ class CommonMode:
     median_log: float = NAN
 
 
+@dataclass(frozen=True)
+class GpuBusy:
+    """A GPU's busy share of the cycle: its GPU work time (kernels, memcpys, memsets) per cycle
+    over the cycle time, at most 100 %, in both runs, and the test of its change
+    (docs/STATISTICS.md, GPU busy share).  `p` is Bonferroni-adjusted over the GPUs."""
+
+    device: str
+    busy_n_pct: float  # mean over cycles, %
+    busy_a_pct: float
+    res: TwoSample
+    p: float = NAN
+
+
 class NoticeCode(str, Enum):
     """What a warning or a comparability problem is about; stable across releases."""
 
@@ -192,3 +205,4 @@ class Analysis:
     cycle_ks_p: float = NAN  # its asymptotic p: a changed shape (a tail) the median test misses
     # inside[f][a]: share of function f's own time in the abnormal run spent inside range a
     inside: dict[int, dict[int, float]] = field(default_factory=dict)
+    gpu_busy: tuple[GpuBusy, ...] = ()  # per GPU: busy share of the cycle in both runs
