@@ -9,7 +9,7 @@ from typing import Any, Callable
 
 from perfdiff.analyze import Analysis, Finding, FindingCode, FunctionStats, Notice, NoticeCode
 from perfdiff.analyze.findings import significant
-from perfdiff.analyze.verdict import VerdictClass, VerdictCode
+from perfdiff.analyze.verdict import Starved, VerdictClass, VerdictCode
 from perfdiff.model.cycles import CyclePlan
 from perfdiff.model.schema import CycleSource
 from perfdiff.render.text import fmt_num, fmt_p, fmt_pct, fmt_signed, fmt_time_us, fmt_value, md_escape, md_name
@@ -366,6 +366,8 @@ VERDICT_WORDS = {
     VerdictCode.GPU_THROTTLING: "GPU throttling",
     VerdictCode.GPU_KERNEL: "GPU kernel regression",
     VerdictCode.OTHER_PROCESS: "another process on the GPU",
+    VerdictCode.LAUNCH_BOUND: "launch-bound",
+    VerdictCode.ADDED_SYNC: "added synchronisation",
     VerdictCode.TRANSFER: "transfer growth",
     VerdictCode.NEW_WORK: "new or added work",
     VerdictCode.CPU_WORK: "CPU-side work slower",
@@ -396,6 +398,16 @@ def verdict_lines(c: Analysis, verdict: list[VerdictClass], findings: list[Findi
             text += f" ({v.values['reason']}): kernels slower while the GPU was held back: {who}"
         elif v.code == VerdictCode.GPU_DEVICE_WIDE:
             text += f": every kernel on {md_name(str(v.values.get('device')))} ×{fmt_num(v.values.get('ratio'))} per call"
+        elif v.code == VerdictCode.LAUNCH_BOUND:
+            text += (f": launch calls slower or more numerous: {who}; the kernels they feed "
+                     f"{fmt_num(v.values['kernel_calls_n'], 1)} → {fmt_num(v.values['kernel_calls_a'], 1)} calls per cycle")
+        elif v.code == VerdictCode.ADDED_SYNC:
+            calls = v.values["calls"]
+            text += ": " + ", ".join(f"**{md_name(name, 48)}** {fmt_num(n, 1)} → {fmt_num(a, 1)} calls per cycle"
+                                     for name, n, a in calls[:2]) + (f" and {len(calls) - 2} more" if len(calls) > 2
+                                                                     else "")
+        elif v.code == VerdictCode.OTHER_PROCESS:
+            text += " (" + ", ".join(md_name(d) for d in v.values.get("devices", [])) + ")" + (f": {who}" if who else "")
         elif who:
             text += f": {who}"
         if v.tau_pp:
@@ -404,4 +416,11 @@ def verdict_lines(c: Analysis, verdict: list[VerdictClass], findings: list[Findi
         elif math.isfinite(v.q):
             text += f" (q {fmt_p(v.q)})"
         lines.append(text + ".")
+        lines.extend(starved_line(s) for s in v.starved)
     return lines
+
+
+def starved_line(s: Starved) -> str:
+    """A GPU that waited for the host, and the host-side class it points to."""
+    return (f"**GPU starved**: {md_name(s.device)} busy {fmt_num(s.busy_n_pct, 1)} → {fmt_num(s.busy_a_pct, 1)} % "
+            f"of the cycle (p {fmt_p(s.p)}): the GPU waited for the host; host-side cause: **{VERDICT_WORDS[s.cause]}**.")
