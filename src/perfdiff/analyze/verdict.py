@@ -84,7 +84,7 @@ def build_verdict(c: Analysis, findings: list[Finding]) -> list[VerdictClass]:
     def take(code: VerdictCode, idx: list[int], extra: list[int] | None = None, **values: Any) -> None:
         if not idx and not extra:
             return
-        used.update(idx)
+        used.update(idx + (extra or []))
         qs = [findings[i].q for i in idx + (extra or []) if math.isfinite(findings[i].q)]
         out.append(VerdictClass(code, tau_pp=sum(fn[i].tau_pp for i in idx if i in fn),
                                 q=min(qs) if qs else math.nan, evidence=tuple(idx + (extra or [])), values=values))
@@ -112,7 +112,8 @@ def build_verdict(c: Analysis, findings: list[Finding]) -> list[VerdictClass]:
             out.append(VerdictClass(VerdictCode.GPU_DEVICE_WIDE, tau_pp=float(x.values.get("tau_pp", 0.0)),
                                     evidence=(i, *throttle[:2]), values={"device": x.device,
                                                                         "ratio": x.values.get("ratio")}))
-    take(VerdictCode.INPUT_PIPELINE, [i for i in free() if INPUT_PATTERN.search(fn[i].name)])
+    loading = [i for i in free() if INPUT_PATTERN.search(fn[i].name)]
+    take(VerdictCode.INPUT_PIPELINE, loading, _cpu_time(fn, free()) if loading else [])
     quota = [i for i in resources if findings[i].values.get("metric") in ("cgroup_cpu_throttled",
                                                                           "cgroup_cpu_throttled_time")
              and findings[i].values.get("mean_a", 0.0) > findings[i].values.get("mean_n", 0.0)]
@@ -129,7 +130,8 @@ def build_verdict(c: Analysis, findings: list[Finding]) -> list[VerdictClass]:
                                and fn[i].name in IO_STATES])
     starved = _starved_gpus(c)
     launches, launch_values = _launch_bound(c, fn, free(), starved)
-    take(VerdictCode.LAUNCH_BOUND, launches, **launch_values)
+    if launches:
+        take(VerdictCode.LAUNCH_BOUND, launches, _cpu_time(fn, free()), **launch_values)
     sync = _added_sync(c, findings, starved)
     if sync is not None:
         used.update(i for i in sync.evidence if i in fn)
@@ -246,7 +248,8 @@ def _starved_gpus(c: Analysis) -> list[GpuBusy]:
 def _launch_bound(c: Analysis, fn: dict[int, FunctionStats], free: list[int],
                   starved: list[GpuBusy]) -> tuple[list[int], dict[str, Any]]:
     """Launch-call causes (indexes into the findings) slower per call or more numerous than the
-    kernels on the starved GPUs, with those kernels' calls per cycle N and A."""
+    kernels on the starved GPUs; values: each launch call's (name, µs per call N and A, calls
+    per cycle N and A) and those kernels' calls per cycle N and A."""
     if not starved:
         return [], {}
     devices = {b.device for b in starved}
@@ -264,7 +267,8 @@ def _launch_bound(c: Analysis, fn: dict[int, FunctionStats], free: list[int],
             hit.append(i)
     if not hit:
         return [], {}
-    return hit, {"kernel_calls_n": kn, "kernel_calls_a": ka, "devices": sorted(devices)}
+    calls = [(fn[i].name, fn[i].per_call_n_us, fn[i].per_call_a_us, fn[i].calls_n, fn[i].calls_a) for i in hit]
+    return hit, {"launches": calls, "kernel_calls_n": kn, "kernel_calls_a": ka, "devices": sorted(devices)}
 
 
 def _added_sync(c: Analysis, findings: list[Finding], starved: list[GpuBusy]) -> VerdictClass | None:
@@ -295,6 +299,12 @@ def _point_starved(out: list[VerdictClass], starved: list[GpuBusy]) -> list[Verd
     out[k] = replace(out[k], starved=tuple(Starved(b.device, b.busy_n_pct, b.busy_a_pct, b.p, out[k].code)
                                            for b in starved))
     return out
+
+
+def _cpu_time(fn: dict[int, FunctionStats], free: list[int]) -> list[int]:
+    """The `oncpu` causes among `free`: the CPU time of a class's CPU-side work, claimed by it as
+    evidence (a second share of the same time would double its weight in the ordering)."""
+    return [i for i in free if fn[i].kind == "host" and fn[i].name in HOST_CPU_STATES]
 
 
 def _host_call(f: FunctionStats) -> bool:

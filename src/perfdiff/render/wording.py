@@ -398,14 +398,8 @@ def verdict_lines(c: Analysis, verdict: list[VerdictClass], findings: list[Findi
             text += f" ({v.values['reason']}): kernels slower while the GPU was held back: {who}"
         elif v.code == VerdictCode.GPU_DEVICE_WIDE:
             text += f": every kernel on {md_name(str(v.values.get('device')))} ×{fmt_num(v.values.get('ratio'))} per call"
-        elif v.code == VerdictCode.LAUNCH_BOUND:
-            text += (f": launch calls slower or more numerous: {who}; the kernels they feed "
-                     f"{fmt_num(v.values['kernel_calls_n'], 1)} → {fmt_num(v.values['kernel_calls_a'], 1)} calls per cycle")
-        elif v.code == VerdictCode.ADDED_SYNC:
-            calls = v.values["calls"]
-            text += ": " + ", ".join(f"**{md_name(name, 48)}** {fmt_num(n, 1)} → {fmt_num(a, 1)} calls per cycle"
-                                     for name, n, a in calls[:2]) + (f" and {len(calls) - 2} more" if len(calls) > 2
-                                                                     else "")
+        elif v.code in (VerdictCode.LAUNCH_BOUND, VerdictCode.ADDED_SYNC):
+            text += ": " + _host_calls_words(c, v)
         elif v.code == VerdictCode.OTHER_PROCESS:
             text += " (" + ", ".join(md_name(d) for d in v.values.get("devices", [])) + ")" + (f": {who}" if who else "")
         elif who:
@@ -418,6 +412,19 @@ def verdict_lines(c: Analysis, verdict: list[VerdictClass], findings: list[Findi
         lines.append(text + ".")
         lines.extend(starved_line(s) for s in v.starved)
     return lines
+
+
+def _host_calls_words(c: Analysis, v: VerdictClass) -> str:
+    """The calls behind a launch-bound or added-synchronisation class: per call and per cycle."""
+    per = per_unit(c)
+    if v.code == VerdictCode.LAUNCH_BOUND:
+        return "; ".join(f"**{md_name(name, 48)}** {fmt_time_us(pn)} → {fmt_time_us(pa)} per call, {fmt_num(cn, 1)} → "
+                         f"{fmt_num(ca, 1)} calls {per}" for name, pn, pa, cn, ca in v.values["launches"][:2]) + (
+            f"; the kernels they feed {fmt_num(v.values['kernel_calls_n'], 1)} → "
+            f"{fmt_num(v.values['kernel_calls_a'], 1)} calls {per}")
+    calls = v.values["calls"]
+    return ", ".join(f"**{md_name(name, 48)}** {fmt_num(n, 1)} → {fmt_num(a, 1)} calls {per}"
+                     for name, n, a in calls[:2]) + (f" and {len(calls) - 2} more" if len(calls) > 2 else "")
 
 
 def starved_line(s: Starved) -> str:
