@@ -86,3 +86,36 @@ def test_two_classes_are_ordered_by_the_share_they_explain(input_us: float, flas
     v = perfdiff.compare(n, a).verdict
     assert [x.code for x in v] [:2] == [first, ({VerdictCode.INPUT_PIPELINE, VerdictCode.GPU_KERNEL} - {first}).pop()]
     assert abs(v[0].tau_pp) > abs(v[1].tau_pp) > 1.0
+
+
+def test_gpu_busy_share_is_capped_tested_and_adjusted_over_the_gpus() -> None:
+    """GPU 0: two rows summing past the cycle read 100 %, then 80 % (starved); GPU 1 unchanged;
+    the host's row counts for neither; p is Bonferroni over the two GPUs."""
+    import numpy as np
+    import pandas as pd
+
+    from perfdiff.analyze.checks import gpu_busy_shares
+
+    keys = pd.DataFrame({"name": ["k1", "copy", "op", "k3"], "device": ["GPU 0", "GPU 0", "Host", "GPU 1"],
+                         "kind": ["kernel", "memcpy", "cpu", "kernel"]})
+    rng = np.random.default_rng(0)
+    K, dur = 60, np.full(60, 1_000.0)
+
+    def own(k1: float) -> np.ndarray:
+        return np.vstack([k1 + rng.normal(0, 5, K), np.full(K, 600.0), np.full(K, 900.0),
+                          500 + rng.normal(0, 20, K)])
+    b0, b1 = gpu_busy_shares(keys, own(600.0), dur, keys, own(200.0), dur, matched=False, alpha=0.05)
+    assert (b0.device, b1.device) == ("GPU 0", "GPU 1")
+    assert b0.busy_n_pct == 100.0 and abs(b0.busy_a_pct - 80.0) < 1 and b0.p < 1e-10
+    assert abs(b1.busy_n_pct - b1.busy_a_pct) < 2 and b1.p == min(1.0, 2 * b1.res.p_mwu)
+
+
+def test_launch_and_sync_calls_are_known_by_name() -> None:
+    from perfdiff.model.cuda_names import is_launch_call, is_sync_call
+
+    assert all(map(is_launch_call, ["cudaLaunchKernel_v7000", "cudaLaunchKernelExC", "cuLaunchKernel",
+                                    "cudaGraphLaunch", "hipLaunchKernel"]))
+    assert not any(map(is_launch_call, ["cudaLaunchKernelFoo", "cudaMemcpyAsync", "Model.forward"]))
+    assert all(map(is_sync_call, ["cudaStreamSynchronize", "cudaDeviceSynchronize_v3020", "cudaStreamWaitEvent",
+                                  "cudaMemcpy", "aten::item", "aten::_local_scalar_dense"]))
+    assert not any(map(is_sync_call, ["cudaMemcpyAsync", "cudaEventQuery", "cudaStreamIsCapturing", "aten::copy_"]))
