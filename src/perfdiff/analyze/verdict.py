@@ -136,7 +136,7 @@ def build_verdict(c: Analysis, findings: list[Finding]) -> list[VerdictClass]:
     if sync is not None:
         used.update(i for i in sync.evidence if i in fn)
         out.append(sync)
-    take(VerdictCode.NEW_WORK, [i for i in free() if _new_work(fn[i])])
+    take(VerdictCode.NEW_WORK, [i for i, _ in causes if i in fn and i not in used and _new_work(fn[i])])
     if other:
         mine = [i for i in free() if fn[i].kind == "kernel" and fn[i].device in shared]
         used.update(mine)
@@ -144,14 +144,14 @@ def build_verdict(c: Analysis, findings: list[Finding]) -> list[VerdictClass]:
         out.append(VerdictClass(VerdictCode.OTHER_PROCESS, evidence=tuple(ev), q=_min_q(findings, ev),
                                 tau_pp=sum(float(findings[i].values.get("tau_pp", 0.0)) for i in shared_wide)
                                 + sum(fn[i].tau_pp for i in mine), values={"devices": sorted(shared)}))
-    kernels = [i for i in free() if fn[i].kind == "kernel"]
+    kernels = [i for i, _ in causes if i in fn and i not in used and fn[i].kind == "kernel"]
     throttled = _gpu_throttle(findings, {fn[i].device for i in kernels})
     if throttled:
         take(VerdictCode.GPU_THROTTLING, kernels, [throttled[0][0]], reason=throttled[0][1])
     else:
         take(VerdictCode.GPU_KERNEL, kernels)
-    take(VerdictCode.TRANSFER, [i for i in free() if fn[i].kind in GPU_KINDS])
-    take(VerdictCode.CPU_WORK, [i for i in free() if _cpu_side(fn[i])])
+    take(VerdictCode.TRANSFER, [i for i, _ in causes if i in fn and i not in used and fn[i].kind in GPU_KINDS])
+    take(VerdictCode.CPU_WORK, [i for i, _ in causes if i in fn and i not in used and _cpu_side(fn[i])])
     if not out:
         neg = [i for i, x in enumerate(findings) if x.code in (FindingCode.NO_CAUSE, FindingCode.NEGLIGIBLE,
                                                                 FindingCode.IDENTICAL)]
