@@ -43,9 +43,10 @@ NORMAL: dict[str, Any] = {
     "cpu_scale": 1.0, "cpu_freq_pct": 86.0, "input_us": 300.0, "forward_us": 2_500.0, "launch_us": 5.0,
     "runq_gap_us": 0.0, "io_gap_us": 0.0, "kernel_scale": {}, "compute_scale": 1.0, "memory_scale": 1.0,
     "copy_scale": 1.0, "sm_clock_mhz": 1980.0, "throttle_power_pct": 0.0, "other_gpu_pct": 0.0,
-    "extra_calls": {}, "new_kernels": [], "syncs": 0,
+    "extra_calls": {}, "new_kernels": [], "syncs": 0, "graph": False,
 }
-# The abnormal run of each labelled pair: what differs from NORMAL.
+# The abnormal run of each labelled pair (the label is the key up to "/"): what differs from
+# NORMAL; "normal" holds what differs in the pair's normal run.
 PAIRS: dict[str, dict[str, Any]] = {
     "cpu-clock-reduced": {"cpu_scale": 3.0, "cpu_freq_pct": 29.0},
     "cpu-contention": {"runq_gap_us": 3_000.0},
@@ -57,6 +58,8 @@ PAIRS: dict[str, dict[str, Any]] = {
                        "throttle_power_pct": 60.0},
     "other-process": {"compute_scale": 1.6, "memory_scale": 1.6, "copy_scale": 1.6, "other_gpu_pct": 40.0},
     "launch-bound": {"launch_us": 60.0},
+    # CUDA graphs turned off: one cudaGraphLaunch per cycle becomes one launch per kernel.
+    "launch-bound/graphs-off": {"launch_us": 60.0, "normal": {"graph": True}},
     "new-work": {"new_kernels": [("topk_sampling_kernel", "kernel", 150.0, 4, "compute")],
                  "extra_calls": {"rms_norm_kernel": 8}},
     "added-synchronisation": {"syncs": 7},
@@ -66,7 +69,8 @@ PAIRS: dict[str, dict[str, Any]] = {
 
 def params(label: str | None, **more: Any) -> dict[str, Any]:
     """The loop's parameters for a pair's abnormal run (`label`), or the normal run (None)."""
-    return {**NORMAL, **(PAIRS[label] if label else {}), **more}
+    change = {k: v for k, v in (PAIRS[label] if label else {}).items() if k != "normal"}
+    return {**NORMAL, **change, **more}
 
 
 def write_pair(out: Path, label: str | None, *, seed: int = 0, normal: dict[str, Any] | None = None,
@@ -74,7 +78,7 @@ def write_pair(out: Path, label: str | None, *, seed: int = 0, normal: dict[str,
     """Write `out`/normal and `out`/abnormal: the normal loop, and the loop changed as `label`
     says (None: unchanged, a null pair).  `normal` / `abnormal` override the parameters."""
     pa = abnormal if abnormal is not None else params(label)
-    pn = normal if normal is not None else params(None)
+    pn = normal if normal is not None else params(None, **(PAIRS[label].get("normal", {}) if label else {}))
     return (write_run(out / "normal", pn, seed=2 * seed), write_run(out / "abnormal", pa, seed=2 * seed + 1))
 
 
@@ -114,14 +118,20 @@ def write_run(out: Path, p: dict[str, Any], *, seed: int, n: int = CYCLES) -> Pa
     gpu_free = np.zeros(n, np.int64)
     cpu_busy: list[tuple[np.ndarray, np.ndarray]] = [(np.zeros(n, np.int64), input_ns.copy())]
     rel: list[dict[str, Any]] = []
+    if p["graph"]:  # one graph launch queues every kernel of the cycle at once
+        call = jitter(p["launch_us"] * p["cpu_scale"])
+        rel.append({"graph": True, "start": host.copy(), "end": host + call})
+        graph_ready = host + call
+        host = host + call
     for j, (name, _kind, us, how) in enumerate(slots):
         t0 = host.copy()
         host = host + chunk_ns[:, j]
-        call = jitter(p["launch_us"] * p["cpu_scale"])
+        call = np.zeros(n, np.int64) if p["graph"] else jitter(p["launch_us"] * p["cpu_scale"])
         dur = jitter(us * _scale(p, name, how))
-        start = np.maximum(host + call + 2_000, gpu_free)
+        start = np.maximum((graph_ready if p["graph"] else host + call) + 2_000, gpu_free)
         gpu_free = start + dur
-        rel.append({"slot": j, "launch": host.copy(), "call": call, "start": start, "end": gpu_free.copy()})
+        rel.append({"slot": j, "launch": graph_ready.copy() if p["graph"] else host.copy(), "call": call,
+                    "start": start, "end": gpu_free.copy()})
         host = host + call
         cpu_busy.append((t0, host.copy()))
         if j in syncs:
@@ -137,18 +147,20 @@ def write_run(out: Path, p: dict[str, Any], *, seed: int, n: int = CYCLES) -> Pa
 
     corr = 0
     for r in rel:
-        if r.get("sync"):
-            add("cudaStreamSynchronize", "api", "Host", starts + r["start"], starts + r["end"])
+        if r.get("sync") or r.get("graph"):
+            api = "cudaGraphLaunch" if r.get("graph") else "cudaStreamSynchronize"
+            add(api, "api", "Host", starts + r["start"], starts + r["end"])
             continue
         name, kind, _, _ = slots[r["slot"]]
         ids = np.arange(corr, corr + n) + 1
         corr += n
-        api = "cudaMemcpyAsync" if kind == "memcpy" else "cudaLaunchKernel"
-        add(api, "api", "Host", starts + r["launch"], starts + r["launch"] + r["call"], correlation=ids)
+        if not p["graph"]:
+            api = "cudaMemcpyAsync" if kind == "memcpy" else "cudaLaunchKernel"
+            add(api, "api", "Host", starts + r["launch"], starts + r["launch"] + r["call"], correlation=ids)
         add(name, kind, "GPU 0", starts + r["start"], starts + r["end"], launch_ns=starts + r["launch"], stream=7,
             correlation=ids, bytes=int((8 << 20) * _scale(p, name, "copy")) if kind == "memcpy" else -1)
     add(INPUT, "cpu", "Host", starts, starts + input_ns)
-    nested = sum(r["end"] - r["start"] if r.get("sync") else r["call"] for r in rel)
+    nested = sum(r["end"] - r["start"] if "end" in r and "slot" not in r else r["call"] for r in rel)
     add(FORWARD, "cpu", "Host", starts + input_ns, starts + forward_end, busy=forward_end - input_ns - nested)
     add("cudaStreamSynchronize", "api", "Host", starts + forward_end, starts + sync_end)
 

@@ -247,23 +247,25 @@ def _starved_gpus(c: Analysis) -> list[GpuBusy]:
 
 def _launch_bound(c: Analysis, fn: dict[int, FunctionStats], free: list[int],
                   starved: list[GpuBusy]) -> tuple[list[int], dict[str, Any]]:
-    """Launch-call causes (indexes into the findings) slower per call or more numerous than the
-    kernels on the starved GPUs; values: each launch call's (name, µs per call N and A, calls
-    per cycle N and A) and those kernels' calls per cycle N and A."""
+    """Launch-call causes (indexes into the findings) slower per call, or more numerous than
+    the kernels on the starved GPUs (all launch calls together: a CUDA graph replaced by one
+    launch per kernel counts); values: each launch call's (name, µs per call N and A, calls
+    per cycle N and A), and the kernels' calls per cycle N and A."""
     if not starved:
         return [], {}
     devices = {b.device for b in starved}
     kernels = [f for f in c.functions if f.kind == "kernel" and f.device in devices]
     kn, ka = sum(f.calls_n for f in kernels), sum(f.calls_a for f in kernels)
-    rk = ka / kn if kn > 0 else math.nan
+    launch = [f for f in c.functions if f.kind == "api" and is_launch_call(f.name)]
+    ln, la = sum(f.calls_n for f in launch), sum(f.calls_a for f in launch)
+    more_launches = kn > 0 and ka > 0 and ln > 0 and la / ln >= LAUNCH_RATIO * ka / kn
     hit = []
     for i in free:
         f = fn[i]
-        if f.kind != "api" or not is_launch_call(f.name) or f.presence != "both" or f.tau_pp <= 0:
+        if f.kind != "api" or not is_launch_call(f.name) or f.tau_pp <= 0:
             continue
-        slower = f.per_call_n_us > 0 and f.per_call_a_us >= LAUNCH_RATIO * f.per_call_n_us
-        more = f.calls_n > 0 and rk > 0 and f.calls_a / f.calls_n >= LAUNCH_RATIO * rk
-        if slower or more:
+        slower = f.presence == "both" and f.per_call_n_us > 0 and f.per_call_a_us >= LAUNCH_RATIO * f.per_call_n_us
+        if slower or (more_launches and f.calls_a > f.calls_n):
             hit.append(i)
     if not hit:
         return [], {}
