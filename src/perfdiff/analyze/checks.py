@@ -97,7 +97,8 @@ def gpu_busy_shares(keys_n: Any, own_n: np.ndarray, dur_n: np.ndarray, keys_a: A
     def shares(keys: Any, own: np.ndarray, dur: np.ndarray) -> dict[str, np.ndarray]:
         gpu = keys["kind"].astype(str).isin(GPU_KINDS).to_numpy()
         dev = keys["device"].astype(str).to_numpy()
-        return {d: np.minimum(100.0 * own[gpu & (dev == d)].sum(axis=0) / dur, 100.0)
+        # A weight vector times the matrix: one pass over it, no copy of the device's rows.
+        return {d: np.minimum(100.0 * ((gpu & (dev == d)).astype(np.float64) @ own) / dur, 100.0)
                 for d in sorted(set(dev[gpu]))}
     sn, sa = shares(keys_n, own_n, dur_n), shares(keys_a, own_a, dur_a)
     devices = [d for d in sn if d in sa]
