@@ -194,11 +194,10 @@ def compare_runs(normal: RunData, abnormal: RunData, cn: Cycles, ca: Cycles, *,
         functions=tuple(functions), mu=tuple(mu_rows), context=tuple(ctx_rows),
         details=tuple(_detail_rows(functions, mu_rows, alpha)), common_modes=tuple(modes),
         constants=tuple(sorted(f"{m}@{d}" for d, ms in constants.items() for m in ms)), aliases=aliases,
-        comparability=tuple(comparable), warnings=tuple(warnings), renames=tuple(renames),
+        comparability=tuple(comparable), warnings=tuple(warnings), renames=tuple(renames), gpu_busy=tuple(busy),
         untested=tuple(i for i, fs in enumerate(functions) if not fs.tested), scope=scope, n_tests_t=m_tests,
         min_p=min_p, cycles_needed=needed, events_n=_events(normal, cn), events_a=_events(abnormal, ca), plan=plan,
-        matched=matched, match_rho=rho, cycle_ks_p=stats.ks_pvalue(cycle_ks, Kn, Ka), inside=_inside(nesting[1], ma, idx_a) if nesting else {},
-        gpu_busy=tuple(busy))
+        matched=matched, match_rho=rho, cycle_ks_p=stats.ks_pvalue(cycle_ks, Kn, Ka), inside=_inside(nesting[1], ma, idx_a) if nesting else {})
 
 
 def _function_row(key: tuple[str, str, str], sums_n: tuple[float, float, int], sums_a: tuple[float, float, int],

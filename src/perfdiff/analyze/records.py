@@ -197,6 +197,7 @@ class Analysis:
     min_p: float
     cycles_needed: int | None
     renames: tuple[tuple[str, str], ...] = ()  # (normal name, abnormal name) matched
+    gpu_busy: tuple[GpuBusy, ...] = ()  # per GPU: busy share of the cycle in both runs
     events_n: tuple[dict[str, Any], ...] = ()  # timed events the collectors recorded
     events_a: tuple[dict[str, Any], ...] = ()
     plan: CyclePlan | None = None  # the one cycle definition both runs were cut by
@@ -205,4 +206,3 @@ class Analysis:
     cycle_ks_p: float = NAN  # its asymptotic p: a changed shape (a tail) the median test misses
     # inside[f][a]: share of function f's own time in the abnormal run spent inside range a
     inside: dict[int, dict[int, float]] = field(default_factory=dict)
-    gpu_busy: tuple[GpuBusy, ...] = ()  # per GPU: busy share of the cycle in both runs
