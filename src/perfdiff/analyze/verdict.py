@@ -3,7 +3,9 @@ cycle they explain (docs/STATISTICS.md, "Verdict").
 
 Built from the findings and the analysis only, never from prose: each class names the
 findings it rests on (indexes into the findings list), the share of the abnormal cycle it
-explains (τ, pp) and how sure it is (the smallest q of its evidence).
+explains (τ, pp) and how sure it is (the smallest q of its evidence).  A GPU whose busy
+share of the cycle fell (the analysis's `gpu_busy`) while a host-side class holds is recorded
+as `Starved` on that class: the GPU waited for the host.
 """
 from __future__ import annotations
 
