@@ -107,7 +107,7 @@ def test_gpu_busy_share_is_capped_tested_and_adjusted_over_the_gpus() -> None:
     import numpy as np
     import pandas as pd
 
-    from perfdiff.analyze.checks import gpu_busy_shares
+    from perfdiff.analyze.busy import gpu_busy_shares
 
     keys = pd.DataFrame({"name": ["k1", "copy", "op", "k3"], "device": ["GPU 0", "GPU 0", "Host", "GPU 1"],
                          "kind": ["kernel", "memcpy", "cpu", "kernel"]})

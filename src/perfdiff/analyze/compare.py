@@ -15,7 +15,8 @@ import numpy as np
 
 from perfdiff import stats
 from perfdiff.analyze.align import align
-from perfdiff.analyze.checks import common_modes, comparability, cycle_ratio_notice, gpu_busy_shares, is_wait
+from perfdiff.analyze.busy import gpu_busy_shares
+from perfdiff.analyze.checks import common_modes, comparability, cycle_ratio_notice, is_wait
 from perfdiff.analyze.metrics import aliases_and_constants, mu_jobs, z_log
 from perfdiff.analyze.records import (Analysis, ContextStats, DetailRow, FunctionStats, MuStats, Notice, NoticeCode,
                                       RunSummary)
