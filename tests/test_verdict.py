@@ -28,6 +28,7 @@ def test_cpufreq_example_names_the_clock_cut_and_the_kernel() -> None:
     assert "Scheduler.get_next_batch_to_run" in named(c, VerdictCode.CPU_CLOCK)
     assert any(n.startswith("void flash::flash_fwd_kernel") for n in named(c, VerdictCode.GPU_KERNEL))
     assert "- **host CPU clock reduced**: CPU clock 85.86 → 22.50 %" in c.to_markdown()
+    assert [(s.device, s.cause) for s in c.verdict[0].starved] == [("GPU 0", VerdictCode.CPU_CLOCK)]
 
 
 def test_contention_example_names_cpu_contention() -> None:
@@ -41,9 +42,12 @@ def test_real_traces(real: Path) -> None:
     c = perfdiff.compare(k / "resnet50_num_workers_4/worker0.1623212756351.pt.trace.json.gz",
                          k / "resnet50_num_workers_0/worker0.1623143089861.pt.trace.json.gz")
     assert codes(c)[0] == VerdictCode.INPUT_PIPELINE
+    (s,) = c.verdict[0].starved  # the GPU waited for the data loader: busy 75 → 58 % of the step
+    assert s.cause == VerdictCode.INPUT_PIPELINE and s.busy_n_pct - s.busy_a_pct > 15
     r = real / "kmcho2019/Rodinia_3.1_Gaussian"
     c = perfdiff.compare(r / "report3.sqlite", r / "report2.sqlite")
     assert codes(c) == [VerdictCode.GPU_KERNEL] and named(c, VerdictCode.GPU_KERNEL)[0].startswith("Fan2")
+    assert not c.verdict[0].starved  # a slower kernel makes the GPU busier, not idle
     c = perfdiff.compare(k / "resnet50_num_workers_4/worker0.1623212756351.pt.trace.json.gz",
                          k / "resnet50_num_workers_4/worker0.1623213129365.pt.trace.json.gz")
     assert codes(c) == [VerdictCode.NO_MATERIAL]
@@ -55,7 +59,8 @@ def test_fake_gpu_scenario_with_another_process(tmp_path: Path) -> None:
 
     n, a = make_scenario_bundle("competing_process", tmp_path / "s", seed=3)
     c = perfdiff.compare(n, a)
-    assert VerdictCode.OTHER_PROCESS in codes(c)
+    assert codes(c) == [VerdictCode.OTHER_PROCESS]  # the kernels' slowdown is that process's
+    assert c.verdict[0].values["devices"] == ["GPU 0"] and c.verdict[0].tau_pp > 5
 
 
 def test_simulated_clock_cut_on_the_gpu_is_device_wide() -> None:

@@ -15,6 +15,7 @@ import numpy as np
 
 from perfdiff import stats
 from perfdiff.analyze.align import align
+from perfdiff.analyze.busy import gpu_busy_shares
 from perfdiff.analyze.checks import common_modes, comparability, cycle_ratio_notice, is_wait
 from perfdiff.analyze.load import compare_load, cycle_load, is_step_metric, load_notice
 from perfdiff.analyze.metrics import aliases_and_constants, mu_jobs, z_log
@@ -177,6 +178,7 @@ def compare_runs(normal: RunData, abnormal: RunData, cn: Cycles, ca: Cycles, *,
         cycle_ks = stats.ks_statistic(sa.dur_us, sn.dur_us)
         quantiles = stats.quantile_table(sn.dur_us), stats.quantile_table(sa.dur_us)
         comparable = comparability(normal, abnormal, cn, ca)
+        busy = gpu_busy_shares(mn.keys, mn.own_ns, Dn, ma.keys, ma.own_ns, Da, matched=matched, alpha=alpha)
         for f, (t_res, b_res) in zip(to_test, pending.result(), strict=True):
             functions[f] = replace(functions[f], t=t_res, beta=b_res)
     finally:
@@ -209,7 +211,7 @@ def compare_runs(normal: RunData, abnormal: RunData, cn: Cycles, ca: Cycles, *,
         functions=tuple(functions), mu=tuple(mu_rows), context=tuple(ctx_rows),
         details=tuple(details), common_modes=tuple(modes),
         constants=tuple(sorted(f"{m}@{d}" for d, ms in constants.items() for m in ms)), aliases=aliases,
-        comparability=tuple(comparable), warnings=tuple(warnings), renames=tuple(renames),
+        comparability=tuple(comparable), warnings=tuple(warnings), renames=tuple(renames), gpu_busy=tuple(busy),
         untested=tuple(i for i, fs in enumerate(functions) if not fs.tested), scope=scope, n_tests_t=m_tests,
         min_p=min_p, cycles_needed=needed, events_n=_events(normal, cn), events_a=_events(abnormal, ca), plan=plan,
         matched=matched, match_rho=rho, cycle_ks_p=stats.ks_pvalue(cycle_ks, Kn, Ka), inside=_inside(nesting[1], ma, idx_a) if nesting else {},

@@ -124,6 +124,19 @@ class CommonMode:
     median_log: float = NAN
 
 
+@dataclass(frozen=True)
+class GpuBusy:
+    """A GPU's busy share of the cycle: its GPU work time (kernels, memcpys, memsets) per cycle
+    over the cycle time, at most 100 %, in both runs, and the test of its change
+    (docs/STATISTICS.md, GPU busy share).  `p` is Bonferroni-adjusted over the GPUs."""
+
+    device: str
+    busy_n_pct: float  # mean over cycles, %
+    busy_a_pct: float
+    res: TwoSample
+    p: float = NAN
+
+
 class NoticeCode(str, Enum):
     """What a warning or a comparability problem is about; stable across releases."""
 
@@ -281,6 +294,7 @@ class Analysis:
     min_p: float
     cycles_needed: int | None
     renames: tuple[tuple[str, str], ...] = ()  # (normal name, abnormal name) matched
+    gpu_busy: tuple[GpuBusy, ...] = ()  # per GPU: busy share of the cycle in both runs
     events_n: tuple[dict[str, Any], ...] = ()  # timed events the collectors recorded
     events_a: tuple[dict[str, Any], ...] = ()
     plan: CyclePlan | None = None  # the one cycle definition both runs were cut by

@@ -3,18 +3,21 @@ cycle they explain (docs/STATISTICS.md, "Verdict").
 
 Built from the findings and the analysis only, never from prose: each class names the
 findings it rests on (indexes into the findings list), the share of the abnormal cycle it
-explains (τ, pp) and how sure it is (the smallest q of its evidence).
+explains (τ, pp) and how sure it is (the smallest q of its evidence).  A GPU whose busy
+share of the cycle fell (the analysis's `gpu_busy`) while a host-side class holds is recorded
+as `Starved` on that class: the GPU waited for the host.
 """
 from __future__ import annotations
 
 import math
 import re
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from enum import Enum
 from typing import Any
 
-from perfdiff.analyze.findings import Finding, FindingCode, significant
-from perfdiff.analyze.records import Analysis, FunctionStats
+from perfdiff.analyze.findings import MATERIAL_DELTA, Finding, FindingCode, significant
+from perfdiff.analyze.records import Analysis, FunctionStats, GpuBusy
+from perfdiff.model.cuda_names import is_launch_call, is_sync_call
 from perfdiff.model.schema import GPU_KINDS
 
 CLOCK_DROP_REL = 0.10  # the host CPU clock fell by at least 10 % of itself
@@ -37,6 +40,8 @@ class VerdictCode(str, Enum):
     GPU_THROTTLING = "gpu-throttling"  # kernels slower while the GPU's clocks fell or throttle reasons rose
     GPU_KERNEL = "gpu-kernel-regression"  # named kernels slower per call
     OTHER_PROCESS = "other-process"  # another process used the GPU
+    LAUNCH_BOUND = "launch-bound"  # launch calls slower or more numerous than the kernels they feed; GPU idle
+    ADDED_SYNC = "added-synchronisation"  # more synchronisation points per cycle; GPU idle
     TRANSFER = "transfer-growth"  # memcpy / memset time grew
     NEW_WORK = "new-work"  # work present in the abnormal run only, or more calls per cycle
     CPU_WORK = "cpu-work"  # CPU-side ranges slower, with no host-wide reason found
@@ -48,15 +53,29 @@ class VerdictCode(str, Enum):
 
 
 @dataclass(frozen=True)
+class Starved:
+    """A GPU whose busy share of the cycle fell materially while a host-side class held: the
+    GPU waited for the host, and `cause` is the host-side class it points to."""
+
+    device: str
+    busy_n_pct: float  # mean busy share of the cycle, %
+    busy_a_pct: float
+    p: float  # the share's test, Bonferroni-adjusted over the GPUs
+    cause: VerdictCode
+
+
+@dataclass(frozen=True)
 class VerdictClass:
     """One class of the verdict: its evidence (indexes into the findings), the share of the
-    abnormal cycle it explains (pp) and the smallest q among its evidence."""
+    abnormal cycle it explains (pp) and the smallest q among its evidence; `starved`: the GPUs
+    that waited for the host because of this class."""
 
     code: VerdictCode
     tau_pp: float = 0.0
     q: float = math.nan
     evidence: tuple[int, ...] = ()
     values: dict[str, Any] = field(default_factory=dict)
+    starved: tuple[Starved, ...] = ()
 
 
 def build_verdict(c: Analysis, findings: list[Finding]) -> list[VerdictClass]:
@@ -69,27 +88,37 @@ def build_verdict(c: Analysis, findings: list[Finding]) -> list[VerdictClass]:
     def take(code: VerdictCode, idx: list[int], extra: list[int] | None = None, **values: Any) -> None:
         if not idx and not extra:
             return
-        used.update(idx)
+        used.update(idx + (extra or []))
         qs = [findings[i].q for i in idx + (extra or []) if math.isfinite(findings[i].q)]
         # A cause's τ as its finding states it (at the common load when the load differed).
         out.append(VerdictClass(code, tau_pp=sum(findings[i].values.get("tau_pp", fn[i].tau_pp) for i in idx if i in fn),
                                 q=min(qs) if qs else math.nan, evidence=tuple(idx + (extra or [])), values=values))
 
+    def free() -> list[int]:
+        return [i for i, _ in causes if i in fn and i not in used]
+
     clock = _clock_drop(c)
     resources = [i for i, x in enumerate(findings) if x.code == FindingCode.RESOURCE]
     if clock is not None:
-        slower_same_calls = [i for i, _ in causes if i in fn and _cpu_side(fn[i]) and _same_calls(fn[i])]
+        # Host calls (launches, copies) are CPU work too: the clock slows them at the same calls.
+        slower_same_calls = [i for i, _ in causes if i in fn and (_cpu_side(fn[i]) or _host_call(fn[i]))
+                             and _same_calls(fn[i])]
         clock_ev = [i for i in resources if findings[i].values.get("metric") in ("cpu_frequency", "cpu_frequency_mhz")]
         if slower_same_calls:
             take(VerdictCode.CPU_CLOCK, slower_same_calls, clock_ev[:1], clock_n=clock[0], clock_a=clock[1])
+    other, shared = _other_process(findings)
+    shared_wide: list[int] = []  # a device-wide slowdown of a GPU another process used is that process's
     for i, x in enumerate(findings):
         if x.code == FindingCode.DEVICE_WIDE and not x.values.get("host"):
+            if x.device in shared:
+                shared_wide.append(i)
+                continue
             throttle = [j for j in resources if str(findings[j].values.get("metric", "")).startswith("gpu_throttle")]
             out.append(VerdictClass(VerdictCode.GPU_DEVICE_WIDE, tau_pp=float(x.values.get("tau_pp", 0.0)),
                                     evidence=(i, *throttle[:2]), values={"device": x.device,
                                                                         "ratio": x.values.get("ratio")}))
-    take(VerdictCode.INPUT_PIPELINE, [i for i, _ in causes if i in fn and i not in used
-                                      and INPUT_PATTERN.search(fn[i].name)])
+    loading = [i for i in free() if INPUT_PATTERN.search(fn[i].name)]
+    take(VerdictCode.INPUT_PIPELINE, loading, _cpu_time(fn, free()) if loading else [])
     quota = [i for i in resources if findings[i].values.get("metric") in ("cgroup_cpu_throttled",
                                                                           "cgroup_cpu_throttled_time")
              and findings[i].values.get("mean_a", 0.0) > findings[i].values.get("mean_n", 0.0)]
@@ -106,7 +135,22 @@ def build_verdict(c: Analysis, findings: list[Finding]) -> list[VerdictClass]:
                                       and fn[i].name in CONTENTION_STATES])
     take(VerdictCode.IO_WAIT, [i for i, _ in causes if i in fn and i not in used and fn[i].kind == "host"
                                and fn[i].name in IO_STATES])
+    starved = _starved_gpus(c)
+    launches, launch_values = _launch_bound(c, fn, free(), starved)
+    if launches:
+        take(VerdictCode.LAUNCH_BOUND, launches, _cpu_time(fn, free()), **launch_values)
+    sync = _added_sync(c, findings, starved)
+    if sync is not None:
+        used.update(i for i in sync.evidence if i in fn)
+        out.append(sync)
     take(VerdictCode.NEW_WORK, [i for i, _ in causes if i in fn and i not in used and _new_work(fn[i])])
+    if other:
+        mine = [i for i in free() if fn[i].kind == "kernel" and fn[i].device in shared]
+        used.update(mine)
+        ev = other + shared_wide + mine
+        out.append(VerdictClass(VerdictCode.OTHER_PROCESS, evidence=tuple(ev), q=_min_q(findings, ev),
+                                tau_pp=sum(float(findings[i].values.get("tau_pp", 0.0)) for i in shared_wide)
+                                + sum(fn[i].tau_pp for i in mine), values={"devices": sorted(shared)}))
     kernels = [i for i, _ in causes if i in fn and i not in used and fn[i].kind == "kernel"]
     throttled = _gpu_throttle(findings, {fn[i].device for i in kernels})
     if throttled:
@@ -114,13 +158,6 @@ def build_verdict(c: Analysis, findings: list[Finding]) -> list[VerdictClass]:
     else:
         take(VerdictCode.GPU_KERNEL, kernels)
     take(VerdictCode.TRANSFER, [i for i, _ in causes if i in fn and i not in used and fn[i].kind in GPU_KINDS])
-    other = [i for i, x in enumerate(findings)
-             if (x.code == FindingCode.EVENT and x.values.get("event") == "other-process")
-             or (x.code == FindingCode.RESOURCE and x.values.get("metric") == "other_process_gpu_usage"
-                 and x.values.get("mean_a", 0) > x.values.get("mean_n", 0))]
-    if other:
-        out.append(VerdictClass(VerdictCode.OTHER_PROCESS, evidence=tuple(other),
-                                q=min((findings[i].q for i in other if math.isfinite(findings[i].q)), default=math.nan)))
     take(VerdictCode.CPU_WORK, [i for i, _ in causes if i in fn and i not in used and _cpu_side(fn[i])])
     load = [i for i, x in enumerate(findings) if x.code == FindingCode.LOAD]
     if load:
@@ -132,6 +169,7 @@ def build_verdict(c: Analysis, findings: list[Finding]) -> list[VerdictClass]:
         neg = [i for i, x in enumerate(findings) if x.code in (FindingCode.NO_CAUSE, FindingCode.NEGLIGIBLE,
                                                                 FindingCode.IDENTICAL)]
         out.append(VerdictClass(VerdictCode.NO_MATERIAL, evidence=tuple(neg)))
+    out = _point_starved(out, starved)
     out.sort(key=lambda v: -abs(v.tau_pp))
     return out
 
@@ -227,3 +265,108 @@ def _gpu_throttle(findings: list[Finding], devices: set[str]) -> list[tuple[int,
         elif metric in CLOCKS and a < n:
             fell.append((i, "clock"))
     return rose or fell
+
+
+def _min_q(findings: list[Finding], idx: list[int]) -> float:
+    return min((findings[i].q for i in idx if math.isfinite(findings[i].q)), default=math.nan)
+
+
+def _other_process(findings: list[Finding]) -> tuple[list[int], set[str]]:
+    """(evidence, GPUs) of another process on the target's GPUs: an "other-process" event, or
+    `other_process_gpu_usage` that rose significantly."""
+    idx = [i for i, x in enumerate(findings)
+           if (x.code == FindingCode.EVENT and x.values.get("event") == "other-process")
+           or (x.code == FindingCode.RESOURCE and x.values.get("metric") == "other_process_gpu_usage"
+               and x.values.get("mean_a", 0) > x.values.get("mean_n", 0))]
+    return idx, {str(findings[i].device) for i in idx if findings[i].device}
+
+
+# --- The GPU waited for the host: starved GPUs, launch-bound, added synchronisation ---------
+
+STARVED_DROP_PP = 5.0  # a GPU's busy share fell by at least 5 pp of the cycle …
+STARVED_DROP_REL = 0.10  # … and by at least 10 % of itself (and significantly, with |δ| ≥ 0.147)
+LAUNCH_RATIO = 1.25  # launch calls ≥ 25 % slower per call, or ≥ 25 % more numerous than the kernels
+SYNC_MORE = 1.25  # synchronisation calls ≥ 25 % more numerous per cycle (or new)
+HOST_SIDE = (VerdictCode.CPU_CLOCK, VerdictCode.CPU_QUOTA, VerdictCode.CPU_CONTENTION, VerdictCode.IO_WAIT,
+             VerdictCode.INPUT_PIPELINE, VerdictCode.LAUNCH_BOUND, VerdictCode.ADDED_SYNC, VerdictCode.CPU_WORK)
+
+
+def _starved_gpus(c: Analysis) -> list[GpuBusy]:
+    """The GPUs whose busy share of the cycle fell materially and significantly."""
+    out = []
+    for b in c.gpu_busy:
+        drop = b.busy_n_pct - b.busy_a_pct
+        delta = b.res.cliffs_delta
+        if (significant(b.p, c.alpha) and drop >= STARVED_DROP_PP and drop >= STARVED_DROP_REL * b.busy_n_pct
+                and not (math.isfinite(delta) and abs(delta) < MATERIAL_DELTA)):
+            out.append(b)
+    return out
+
+
+def _launch_bound(c: Analysis, fn: dict[int, FunctionStats], free: list[int],
+                  starved: list[GpuBusy]) -> tuple[list[int], dict[str, Any]]:
+    """Launch-call causes (indexes into the findings) slower per call, or more numerous than
+    the kernels on the starved GPUs (all launch calls together: a CUDA graph replaced by one
+    launch per kernel counts); values: each launch call's (name, µs per call N and A, calls
+    per cycle N and A), and the kernels' calls per cycle N and A."""
+    if not starved:
+        return [], {}
+    devices = {b.device for b in starved}
+    kernels = [f for f in c.functions if f.kind == "kernel" and f.device in devices]
+    kn, ka = sum(f.calls_n for f in kernels), sum(f.calls_a for f in kernels)
+    launch = [f for f in c.functions if f.kind == "api" and is_launch_call(f.name)]
+    ln, la = sum(f.calls_n for f in launch), sum(f.calls_a for f in launch)
+    more_launches = kn > 0 and ka > 0 and ln > 0 and la / ln >= LAUNCH_RATIO * ka / kn
+    hit = []
+    for i in free:
+        f = fn[i]
+        if f.kind != "api" or not is_launch_call(f.name) or f.tau_pp <= 0:
+            continue
+        slower = f.presence == "both" and f.per_call_n_us > 0 and f.per_call_a_us >= LAUNCH_RATIO * f.per_call_n_us
+        if slower or (more_launches and f.calls_a > f.calls_n):
+            hit.append(i)
+    if not hit:
+        return [], {}
+    calls = [(fn[i].name, fn[i].per_call_n_us, fn[i].per_call_a_us, fn[i].calls_n, fn[i].calls_a) for i in hit]
+    return hit, {"launches": calls, "kernel_calls_n": kn, "kernel_calls_a": ka, "devices": sorted(devices)}
+
+
+def _added_sync(c: Analysis, findings: list[Finding], starved: list[GpuBusy]) -> VerdictClass | None:
+    """More synchronisation points per cycle (new, or ≥ 25 % more calls) whose time grew
+    significantly, on a run whose GPU starved; the share it explains is their τ.  The waits
+    stay symptoms: the class is about the number of sync points, not the time spent in them."""
+    if not starved:
+        return None
+    more = [j for j, f in enumerate(c.functions)
+            if f.kind in ("api", "cpu") and is_sync_call(f.name) and f.tested and significant(f.q_t, c.alpha)
+            and f.tau_pp > 0 and (f.presence == "new" or (f.calls_n > 0 and f.calls_a >= SYNC_MORE * f.calls_n))]
+    if not more:
+        return None
+    ev = [i for i, x in enumerate(findings) if x.func in more and x.code in (FindingCode.CAUSE, FindingCode.SYMPTOM)]
+    return VerdictClass(VerdictCode.ADDED_SYNC, tau_pp=sum(c.functions[j].tau_pp for j in more),
+                        q=min(c.functions[j].q_t for j in more), evidence=tuple(ev),
+                        values={"calls": [(c.functions[j].name, c.functions[j].calls_n, c.functions[j].calls_a)
+                                          for j in more]})
+
+
+def _point_starved(out: list[VerdictClass], starved: list[GpuBusy]) -> list[VerdictClass]:
+    """The starved GPUs, attached to the host-side class explaining most of the cycle."""
+    host = [k for k, v in enumerate(out) if v.code in HOST_SIDE]
+    if not starved or not host:
+        return out
+    k = max(host, key=lambda j: abs(out[j].tau_pp))
+    out = list(out)
+    out[k] = replace(out[k], starved=tuple(Starved(b.device, b.busy_n_pct, b.busy_a_pct, b.p, out[k].code)
+                                           for b in starved))
+    return out
+
+
+def _cpu_time(fn: dict[int, FunctionStats], free: list[int]) -> list[int]:
+    """The `oncpu` causes among `free`: the CPU time of a class's CPU-side work, claimed by it as
+    evidence (a second share of the same time would double its weight in the ordering)."""
+    return [i for i in free if fn[i].kind == "host" and fn[i].name in HOST_CPU_STATES]
+
+
+def _host_call(f: FunctionStats) -> bool:
+    """A host call that is CPU work, not a wait (a launch, an asynchronous copy …)."""
+    return f.kind == "api" and not f.wait

@@ -7,7 +7,8 @@ from __future__ import annotations
 
 import re
 
-__all__ = ["MEMCPY_KINDS", "MEM_KINDS", "memcpy_label", "strip_api_version"]
+__all__ = ["LAUNCH_CALLS", "MEMCPY_KINDS", "MEM_KINDS", "SYNC_CALLS", "is_launch_call", "is_sync_call",
+           "memcpy_label", "strip_api_version"]
 
 # CUPTI copy kinds and memory kinds, as Kineto names them in "Memcpy HtoD (Pinned -> Device)"
 # (nsys ENUM_CUDA_MEMCPY_OPER / ENUM_CUDA_MEM_KIND hold the same ids; schema 2.9 lacks them).
@@ -33,3 +34,36 @@ def memcpy_label(copy_kind: int, src_kind: int | None, dst_kind: int | None) -> 
     src = MEM_KINDS.get(int(src_kind), f"kind {int(src_kind)}")
     dst = MEM_KINDS.get(int(dst_kind), f"kind {int(dst_kind)}")
     return f"Memcpy {kind} ({src} -> {dst})"
+
+
+# Host calls that launch GPU work, as CUDA (runtime and driver), HIP and graphs name them.
+LAUNCH_CALLS = frozenset({
+    "cudaLaunchKernel", "cudaLaunchKernelExC", "cudaLaunchCooperativeKernel",
+    "cudaLaunchCooperativeKernelMultiDevice", "cudaLaunchHostFunc", "cudaGraphLaunch",
+    "cuLaunchKernel", "cuLaunchKernelEx", "cuLaunchCooperativeKernel", "cuLaunchGrid", "cuGraphLaunch",
+    "hipLaunchKernel", "hipModuleLaunchKernel", "hipExtModuleLaunchKernel", "hipExtLaunchKernel",
+    "hipGraphLaunch",
+})
+# Host calls that make the host (or a stream) wait for GPU work: explicit synchronisation,
+# the blocking copies (cudaMemcpy without Async returns when the copy is done), and the
+# PyTorch operators that read a device value on the host (`.item()`, `if tensor:`).  Not
+# queries that return at once (cudaEventQuery, cudaStreamQuery, cudaStreamIsCapturing).
+SYNC_CALLS = frozenset({
+    "cudaDeviceSynchronize", "cudaThreadSynchronize", "cudaStreamSynchronize", "cudaEventSynchronize",
+    "cudaStreamWaitEvent", "cudaMemcpy", "cudaMemcpy2D", "cudaMemcpy3D", "cudaMemcpyToSymbol",
+    "cudaMemcpyFromSymbol", "cudaMemset",
+    "cuCtxSynchronize", "cuStreamSynchronize", "cuEventSynchronize", "cuStreamWaitEvent",
+    "cuMemcpyDtoH", "cuMemcpyHtoD", "cuMemcpyDtoD", "cuMemcpy",
+    "hipDeviceSynchronize", "hipStreamSynchronize", "hipEventSynchronize", "hipStreamWaitEvent", "hipMemcpy",
+    "aten::item", "aten::_local_scalar_dense", "aten::is_nonzero", "aten::nonzero",
+})
+
+
+def is_launch_call(name: str) -> bool:
+    """`name` is a host call that launches GPU work (cudaLaunchKernel_v7000 included)."""
+    return strip_api_version(name) in LAUNCH_CALLS
+
+
+def is_sync_call(name: str) -> bool:
+    """`name` is a host call or PyTorch operator that waits for the GPU (a synchronisation point)."""
+    return strip_api_version(name) in SYNC_CALLS

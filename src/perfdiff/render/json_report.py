@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import json
 import math
+from dataclasses import is_dataclass
 from enum import Enum
 from pathlib import Path
 from typing import Any
@@ -44,8 +45,18 @@ def _two(res: Any) -> dict[str, Any] | None:
 
 
 def _record(x: Any) -> dict[str, Any]:
-    """A frozen record as a dict (enum codes as their values)."""
-    return {k: (v.value if isinstance(v, Enum) else v) for k, v in vars(x).items()}
+    """A frozen record as a dict (enum codes as their values, nested records as dicts)."""
+    return {k: _field(v) for k, v in vars(x).items()}
+
+
+def _field(v: Any) -> Any:
+    if isinstance(v, Enum):
+        return v.value
+    if is_dataclass(v) and not isinstance(v, type):
+        return _record(v)
+    if isinstance(v, tuple) and v and all(is_dataclass(e) for e in v):
+        return [_record(e) for e in v]
+    return v
 
 
 def to_json(c: Analysis, findings: list[Finding], verdict: list[VerdictClass]) -> dict[str, Any]:
@@ -88,6 +99,8 @@ def to_json(c: Analysis, findings: list[Finding], verdict: list[VerdictClass]) -
         "findings": [{**_record(f), "related": [c.functions[i].name for i in f.related]} for f in findings],
         "functions": funcs, "details": details, "context": ctx,
         "common_mode": [vars(cm) for cm in c.common_modes],
+        "gpu_busy": [{"device": b.device, "busy_n_pct": b.busy_n_pct, "busy_a_pct": b.busy_a_pct, "p": b.p,
+                      "test": _two(b.res)} for b in c.gpu_busy],
         "constants": c.constants, "aliases": c.aliases, "scope": c.scope,
         "comparability": [_record(n) for n in c.comparability], "warnings": [_record(n) for n in c.warnings],
         "renames": c.renames,

@@ -9,7 +9,7 @@ from typing import Any, Callable
 
 from perfdiff.analyze import Analysis, Finding, FindingCode, FunctionStats, Notice, NoticeCode
 from perfdiff.analyze.findings import significant
-from perfdiff.analyze.verdict import VerdictClass, VerdictCode
+from perfdiff.analyze.verdict import Starved, VerdictClass, VerdictCode
 from perfdiff.model.cycles import CyclePlan
 from perfdiff.model.schema import CycleSource
 from perfdiff.render.text import fmt_num, fmt_p, fmt_pct, fmt_signed, fmt_time_us, fmt_value, md_escape, md_name
@@ -426,6 +426,8 @@ VERDICT_WORDS = {
     VerdictCode.GPU_THROTTLING: "GPU throttling",
     VerdictCode.GPU_KERNEL: "GPU kernel regression",
     VerdictCode.OTHER_PROCESS: "another process on the GPU",
+    VerdictCode.LAUNCH_BOUND: "launch-bound",
+    VerdictCode.ADDED_SYNC: "added synchronisation",
     VerdictCode.TRANSFER: "transfer growth",
     VerdictCode.NEW_WORK: "new or added work",
     VerdictCode.CPU_WORK: "CPU-side work slower",
@@ -499,6 +501,10 @@ def verdict_lines(c: Analysis, verdict: list[VerdictClass], findings: list[Findi
                         if v.values["explained"] else ""))
         elif v.code == VerdictCode.GPU_DEVICE_WIDE:
             text += f": every kernel on {md_name(str(v.values.get('device')))} ×{fmt_num(v.values.get('ratio'))} per call"
+        elif v.code in (VerdictCode.LAUNCH_BOUND, VerdictCode.ADDED_SYNC):
+            text += ": " + _host_calls_words(c, v)
+        elif v.code == VerdictCode.OTHER_PROCESS:
+            text += " (" + ", ".join(md_name(d) for d in v.values.get("devices", [])) + ")" + (f": {who}" if who else "")
         elif who:
             text += f": {who}"
         if v.tau_pp:
@@ -507,4 +513,24 @@ def verdict_lines(c: Analysis, verdict: list[VerdictClass], findings: list[Findi
         elif math.isfinite(v.q):
             text += f" (q {fmt_p(v.q)})"
         lines.append(text + ".")
+        lines.extend(starved_line(s) for s in v.starved)
     return lines
+
+
+def _host_calls_words(c: Analysis, v: VerdictClass) -> str:
+    """The calls behind a launch-bound or added-synchronisation class: per call and per cycle."""
+    per = per_unit(c)
+    if v.code == VerdictCode.LAUNCH_BOUND:
+        return "; ".join(f"**{md_name(name, 48)}** {fmt_time_us(pn)} → {fmt_time_us(pa)} per call, {fmt_num(cn, 1)} → "
+                         f"{fmt_num(ca, 1)} calls {per}" for name, pn, pa, cn, ca in v.values["launches"][:2]) + (
+            f"; the kernels they feed {fmt_num(v.values['kernel_calls_n'], 1)} → "
+            f"{fmt_num(v.values['kernel_calls_a'], 1)} calls {per}")
+    calls = v.values["calls"]
+    return ", ".join(f"**{md_name(name, 48)}** {fmt_num(n, 1)} → {fmt_num(a, 1)} calls {per}"
+                     for name, n, a in calls[:2]) + (f" and {len(calls) - 2} more" if len(calls) > 2 else "")
+
+
+def starved_line(s: Starved) -> str:
+    """A GPU that waited for the host, and the host-side class it points to."""
+    return (f"**GPU starved**: {md_name(s.device)} busy {fmt_num(s.busy_n_pct, 1)} → {fmt_num(s.busy_a_pct, 1)} % "
+            f"of the cycle (p {fmt_p(s.p)}): the GPU waited for the host; host-side cause: **{VERDICT_WORDS[s.cause]}**.")
