@@ -150,7 +150,8 @@ def build_verdict(c: Analysis, findings: list[Finding]) -> list[VerdictClass]:
         ev = other + shared_wide + mine
         out.append(VerdictClass(VerdictCode.OTHER_PROCESS, evidence=tuple(ev), q=_min_q(findings, ev),
                                 tau_pp=sum(float(findings[i].values.get("tau_pp", 0.0)) for i in shared_wide)
-                                + sum(fn[i].tau_pp for i in mine), values={"devices": sorted(shared)}))
+                                + sum(findings[i].values.get("tau_pp", fn[i].tau_pp) for i in mine),
+                                values={"devices": sorted(shared)}))
     kernels = [i for i, _ in causes if i in fn and i not in used and fn[i].kind == "kernel"]
     throttled = _gpu_throttle(findings, {fn[i].device for i in kernels})
     if throttled:
@@ -288,7 +289,8 @@ STARVED_DROP_REL = 0.10  # … and by at least 10 % of itself (and significantly
 LAUNCH_RATIO = 1.25  # launch calls ≥ 25 % slower per call, or ≥ 25 % more numerous than the kernels
 SYNC_MORE = 1.25  # synchronisation calls ≥ 25 % more numerous per cycle (or new)
 HOST_SIDE = (VerdictCode.CPU_CLOCK, VerdictCode.CPU_QUOTA, VerdictCode.CPU_CONTENTION, VerdictCode.IO_WAIT,
-             VerdictCode.INPUT_PIPELINE, VerdictCode.LAUNCH_BOUND, VerdictCode.ADDED_SYNC, VerdictCode.CPU_WORK)
+             VerdictCode.INPUT_PIPELINE, VerdictCode.LAUNCH_BOUND, VerdictCode.ADDED_SYNC, VerdictCode.CPU_WORK,
+             VerdictCode.MEMORY_PRESSURE)
 
 
 def _starved_gpus(c: Analysis) -> list[GpuBusy]:
@@ -343,7 +345,7 @@ def _added_sync(c: Analysis, findings: list[Finding], starved: list[GpuBusy]) ->
     if not more:
         return None
     ev = [i for i, x in enumerate(findings) if x.func in more and x.code in (FindingCode.CAUSE, FindingCode.SYMPTOM)]
-    return VerdictClass(VerdictCode.ADDED_SYNC, tau_pp=sum(c.functions[j].tau_pp for j in more),
+    return VerdictClass(VerdictCode.ADDED_SYNC, tau_pp=sum(_tau(c, findings, j) for j in more),
                         q=min(c.functions[j].q_t for j in more), evidence=tuple(ev),
                         values={"calls": [(c.functions[j].name, c.functions[j].calls_n, c.functions[j].calls_a)
                                           for j in more]})
@@ -359,6 +361,17 @@ def _point_starved(out: list[VerdictClass], starved: list[GpuBusy]) -> list[Verd
     out[k] = replace(out[k], starved=tuple(Starved(b.device, b.busy_n_pct, b.busy_a_pct, b.p, out[k].code)
                                            for b in starved))
     return out
+
+
+def _tau(c: Analysis, findings: list[Finding], func: int | None) -> float:
+    """Function `func`'s τ (pp) as its finding states it: at the common load when the runs'
+    load differed, else as measured."""
+    if func is None:
+        return 0.0
+    for x in findings:
+        if x.func == func and "tau_pp" in x.values:
+            return float(x.values["tau_pp"])
+    return c.functions[func].tau_pp
 
 
 def _cpu_time(fn: dict[int, FunctionStats], free: list[int]) -> list[int]:
