@@ -1,0 +1,1 @@
+"""Benchmark-table comparison: `perfdiff bench` (docs/BENCH_TABLES.md)."""

@@ -1,0 +1,184 @@
+"""Read a table as pandas prints it (`print(df)`, `df.to_string()`): whitespace-aligned text.
+
+Columns are found by position, not by splitting words: a character column that is blank on
+every line separates two fields, so names and values may hold single spaces.  Handled: the
+index column (dropped when it only numbers the rows, kept under its name otherwise), an index
+name line, sparsified MultiIndex rows, right- or left-justified cells, NaN/None, frames that
+pandas wrapped into blocks (`\\` after the header of every block but the last), headers over
+several lines, and the `[n rows x m columns]` footer.  A table pandas truncated (`...`) is
+refused: its values are not in the text.  docs/BENCH_TABLES.md, "Formats".
+"""
+from __future__ import annotations
+
+import re
+
+import numpy as np
+import pandas as pd
+
+from perfdiff.errors import InputError
+
+# How pandas prints a missing value, whatever the dtype.
+NA_TOKENS = frozenset({"", "NaN", "nan", "None", "<NA>", "NA", "NaT", "null", "N/A", "n/a"})
+_NUMBER = re.compile(r"[-+]?(?:\d+\.?\d*|\.\d+)(?:[eE][-+]?\d+)?|[-+]?inf", re.IGNORECASE)
+_FOOTER = re.compile(r"\[\d+ rows x \d+ columns\]")
+_ELLIPSIS = frozenset({"...", ".."})
+
+
+def is_number(text: str) -> bool:
+    """Whether a printed cell is a number (NaN tokens are not)."""
+    return bool(_NUMBER.fullmatch(text))
+
+
+def parse_aligned(text: str, source: object = None) -> pd.DataFrame:
+    """The DataFrame of a pandas-printed table; numeric columns as int64/float64, others str.
+
+    Raises InputError (naming `source`) when there is no header and data line, when pandas
+    truncated the table, or when wrapped blocks disagree in their number of rows.
+    """
+    lines = [ln.rstrip() for ln in text.expandtabs(8).splitlines()]
+    lines = [ln for ln in lines if not _FOOTER.fullmatch(ln.strip())]
+    blocks = _blocks(lines)
+    if not blocks:
+        raise InputError("empty table", path=source)
+    frames = [_parse_block(b, source) for b in blocks]
+    first, index_cols = frames[0]
+    out = [first]
+    for frame, idx in frames[1:]:
+        if len(frame) != len(first):
+            raise InputError("the wrapped blocks of the printed table have different numbers of rows",
+                             path=source)
+        out.append(frame.drop(columns=idx))
+    df = pd.concat([f.reset_index(drop=True) for f in out], axis=1)
+    if df.columns.duplicated().any():
+        dup = df.columns[df.columns.duplicated()][0]
+        raise InputError(f"column {dup!r} appears twice", path=source)
+    return _typed(df)
+
+
+def _blocks(lines: list[str]) -> list[list[str]]:
+    """Blank-line separated blocks; the continuation mark `\\` is cut from header lines."""
+    blocks: list[list[str]] = []
+    cur: list[str] = []
+    for ln in [*lines, ""]:
+        if ln.strip():
+            cur.append(ln)
+        elif cur:
+            blocks.append(cur)
+            cur = []
+    for b in blocks:
+        if b[0].endswith("\\"):
+            b[0] = b[0][:-1].rstrip()
+    return blocks
+
+
+def _fields(lines: list[str]) -> list[tuple[int, int]]:
+    """[start, end) character spans separated by character columns blank on every line."""
+    width = max(len(ln) for ln in lines)
+    grid = np.array([list(ln.ljust(width)) for ln in lines], dtype="<U1")
+    filled = (grid != " ").any(axis=0)
+    edges = np.flatnonzero(np.diff(np.concatenate(([False], filled, [False])).astype(np.int8)))
+    return list(zip(edges[0::2].tolist(), edges[1::2].tolist(), strict=True))
+
+
+def _cells(lines: list[str], spans: list[tuple[int, int]]) -> list[list[str]]:
+    return [[ln[s:e].strip() for s, e in spans] for ln in lines]
+
+
+def _merge(spans: list[tuple[int, int]], i: int, j: int) -> list[tuple[int, int]]:
+    """Spans i and j (neighbours) as one."""
+    a, b = sorted((i, j))
+    return spans[:a] + [(spans[a][0], spans[b][1])] + spans[b + 1:]
+
+
+def _nearer(spans: list[tuple[int, int]], i: int) -> int:
+    """The neighbour of span i across the narrower gap (right on a tie: pandas right-justifies)."""
+    if i == len(spans) - 1:
+        return i - 1
+    if i == 0:
+        return 1
+    left_gap = spans[i][0] - spans[i - 1][1]
+    right_gap = spans[i + 1][0] - spans[i][1]
+    return i - 1 if left_gap < right_gap else i + 1
+
+
+def _join_pieces(lines: list[str], spans: list[tuple[int, int]]) -> tuple[list[tuple[int, int]], int]:
+    """Merge the pieces of a column that a blank character column split (`group size` over
+    `128`, or `a b` values under a short header).  Returns the spans and how many leading
+    spans are index fields (blank header, before the first named column)."""
+    while True:
+        cells = _cells(lines, spans)
+        head = [c != "" for c in cells[0]]
+        data = [any(row[k] for row in cells[1:]) for k in range(len(spans))]
+        n_index = next((k for k, h in enumerate(head) if h), len(spans))
+        piece = next((k for k in range(n_index, len(spans))
+                      if len(spans) > 1 and (not head[k] or not data[k])), None)
+        if piece is None:
+            return spans, n_index
+        spans = _merge(spans, piece, _nearer(spans, piece))
+
+
+def _header_lines(cells: list[list[str]], n_index: int) -> int:
+    """How many lines are header: the first, an index-name line, and lines whose cell in a
+    column that is numeric below them is not a number (the upper levels of a MultiIndex)."""
+    n = 1
+    if (n_index and len(cells) > 2 and any(cells[1][:n_index]) and not any(cells[1][n_index:])):
+        return 2
+    while n < len(cells) - 1:
+        below = cells[n + 1:]
+        numeric = [k for k in range(n_index, len(cells[0]))
+                   if all(is_number(r[k]) or r[k] in NA_TOKENS for r in below)
+                   and any(is_number(r[k]) for r in below)]
+        if not any(cells[n][k] not in NA_TOKENS and not is_number(cells[n][k]) for k in numeric):
+            break
+        n += 1
+    return n
+
+
+def _parse_block(lines: list[str], source: object) -> tuple[pd.DataFrame, list[str]]:
+    """One block: its DataFrame of strings and the names of its index columns."""
+    if len(lines) < 2:
+        raise InputError("a printed table needs a header line and at least one row", path=source)
+    spans, n_index = _join_pieces(lines, _fields(lines))
+    cells = _cells(lines, spans)
+    if any(c in _ELLIPSIS for c in cells[0]) or any(all(c in _ELLIPSIS or c == "" for c in row) for row in cells[1:]):
+        raise InputError("pandas truncated this table ('...'): print it with df.to_string() or "
+                         "save it with df.to_csv()", path=source)
+    n_head = _header_lines(cells, n_index)
+    names = [" ".join(c for c in (row[k] for row in cells[:n_head]) if c) for k in range(len(spans))]
+    rows = cells[n_head:]
+    df = pd.DataFrame(rows, columns=[f"\0{k}" for k in range(len(spans))], dtype=object)
+    index_names: list[str] = []
+    drop: list[str] = []
+    named = n_head >= 2 and any(cells[n_head - 1][:n_index])
+    for k in range(n_index):
+        col = f"\0{k}"
+        # Sparsified MultiIndex rows print a level only where it changes.
+        df[col] = df[col].replace("", np.nan).ffill().fillna("")
+        if named and cells[n_head - 1][k]:
+            names[k] = cells[n_head - 1][k]
+        elif all(re.fullmatch(r"-?\d+", v) for v in df[col]):
+            drop.append(col)  # an unnamed integer index only numbers the rows
+            continue
+        else:
+            names[k] = "index" if n_index == 1 else f"index_{k}"
+        index_names.append(names[k])
+    df = df.drop(columns=drop)
+    df.columns = [names[int(c[1:])] for c in df.columns]
+    return df, index_names
+
+
+def _typed(df: pd.DataFrame) -> pd.DataFrame:
+    """Numbers as int64/float64 (NaN tokens as NaN); any other column as str, NaN tokens as NaN."""
+    out = {}
+    for col in df.columns:
+        s = df[col].astype(str)
+        na = s.isin(NA_TOKENS)
+        present = s[~na]
+        if len(present) and present.map(is_number).all():
+            num = pd.to_numeric(s.where(~na, "nan"), errors="coerce")
+            if not na.any() and present.str.fullmatch(r"[-+]?\d+").all():
+                num = num.astype(np.int64)
+            out[col] = num
+        else:
+            out[col] = s.where(~na, np.nan)
+    return pd.DataFrame(out)
