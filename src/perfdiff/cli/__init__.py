@@ -11,11 +11,11 @@ import argparse
 import sys
 
 from perfdiff.version import __version__
-from perfdiff.cli import collect, compare, importcmd, startup
+from perfdiff.cli import bench, collect, compare, importcmd, startup
 from perfdiff.cli.common import Parser
 from perfdiff.errors import EXIT_INPUT, PerfdiffError
 
-COMMANDS = (compare, importcmd, collect, startup)
+COMMANDS = (compare, importcmd, collect, startup, bench)
 
 
 def build_parser() -> argparse.ArgumentParser:
