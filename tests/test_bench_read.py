@@ -69,6 +69,21 @@ def test_index_names_and_sparsified_multiindex_rows_become_columns() -> None:
     _same(got, SMALL)
 
 
+def test_a_wrapped_frame_with_a_named_index() -> None:
+    with pd.option_context("display.width", 50, "display.max_columns", None):
+        text = str(SMALL.set_index("model"))
+    assert text.count("\\") >= 1 and text.count("\nmodel ") >= 2  # each block repeats the index names
+    _same(parse_aligned(text), SMALL[["model", "stage", "backend", "bs", "latency"]])
+
+
+def test_a_pivoted_table_is_melted_back() -> None:
+    wide = SMALL.pivot_table(index=["stage", "bs"], columns="backend", values="latency", dropna=False)
+    got = parse_aligned(wide.to_string())
+    want = wide.reset_index().melt(id_vars=["stage", "bs"], var_name="backend", value_name="value")
+    assert list(got.columns) == ["stage", "bs", "backend", "value"]
+    _same(got, want)
+
+
 def test_a_header_with_a_space_stays_one_column() -> None:
     df = SMALL.rename(columns={"bs": "batch size"})
     got = parse_aligned(df.to_string())

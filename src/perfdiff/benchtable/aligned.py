@@ -5,8 +5,10 @@ every line separates two fields, so names and values may hold single spaces.  Ha
 index column (dropped when it only numbers the rows, kept under its name otherwise), an index
 name line, sparsified MultiIndex rows, right- or left-justified cells, NaN/None, frames that
 pandas wrapped into blocks (`\\` after the header of every block but the last), headers over
-several lines, and the `[n rows x m columns]` footer.  A table pandas truncated (`...`) is
-refused: its values are not in the text.  docs/BENCH_TABLES.md, "Formats".
+several lines, the `[n rows x m columns]` footer, and pivoted tables (the name of the column
+level printed above the index names: melted back into that column and `value`).  A table
+pandas truncated (`...`) is refused: its values are not in the text.  docs/BENCH_TABLES.md,
+"Inputs".
 """
 from __future__ import annotations
 
@@ -41,9 +43,9 @@ def parse_aligned(text: str, source: object = None) -> pd.DataFrame:
     if not blocks:
         raise InputError("empty table", path=source)
     frames = [_parse_block(b, source) for b in blocks]
-    first, index_cols = frames[0]
+    first, index_cols, level = frames[0]
     out = [first]
-    for frame, idx in frames[1:]:
+    for frame, idx, _ in frames[1:]:
         if len(frame) != len(first):
             raise InputError("the wrapped blocks of the printed table have different numbers of rows",
                              path=source)
@@ -52,6 +54,10 @@ def parse_aligned(text: str, source: object = None) -> pd.DataFrame:
     if df.columns.duplicated().any():
         dup = df.columns[df.columns.duplicated()][0]
         raise InputError(f"column {dup!r} appears twice", path=source)
+    if level:
+        # A pivoted table (one column per variant): back to one row per value.
+        value = "value" if "value" not in index_cols else "value_"
+        df = df.melt(id_vars=index_cols, var_name=level, value_name=value)
     return _typed(df)
 
 
@@ -101,15 +107,29 @@ def _nearer(spans: list[tuple[int, int]], i: int) -> int:
     return i - 1 if left_gap < right_gap else i + 1
 
 
+def _index_name_fields(cells: list[list[str]]) -> int:
+    """How many leading fields the second line names when it is pandas' index-name line (text
+    in leading fields only, with data below every other field); 0 when it is not."""
+    if len(cells) < 3:
+        return 0
+    filled = [k for k, c in enumerate(cells[1]) if c]
+    if not filled or filled[-1] + 1 >= len(cells[1]):
+        return 0
+    k0 = filled[-1] + 1
+    below = cells[2:]
+    return k0 if all(any(r[k] for r in below) for k in range(k0, len(cells[1]))) else 0
+
+
 def _join_pieces(lines: list[str], spans: list[tuple[int, int]]) -> tuple[list[tuple[int, int]], int]:
     """Merge the pieces of a column that a blank character column split (`group size` over
     `128`, or `a b` values under a short header).  Returns the spans and how many leading
-    spans are index fields (blank header, before the first named column)."""
+    spans are index fields (named by the index-name line, or with a blank header)."""
     while True:
         cells = _cells(lines, spans)
+        named = _index_name_fields(cells)
         head = [c != "" for c in cells[0]]
         data = [any(row[k] for row in cells[1:]) for k in range(len(spans))]
-        n_index = next((k for k, h in enumerate(head) if h), len(spans))
+        n_index = named or next((k for k, h in enumerate(head) if h), len(spans))
         piece = next((k for k in range(n_index, len(spans))
                       if len(spans) > 1 and (not head[k] or not data[k])), None)
         if piece is None:
@@ -121,7 +141,7 @@ def _header_lines(cells: list[list[str]], n_index: int) -> int:
     """How many lines are header: the first, an index-name line, and lines whose cell in a
     column that is numeric below them is not a number (the upper levels of a MultiIndex)."""
     n = 1
-    if (n_index and len(cells) > 2 and any(cells[1][:n_index]) and not any(cells[1][n_index:])):
+    if _index_name_fields(cells):
         return 2
     while n < len(cells) - 1:
         below = cells[n + 1:]
@@ -134,8 +154,9 @@ def _header_lines(cells: list[list[str]], n_index: int) -> int:
     return n
 
 
-def _parse_block(lines: list[str], source: object) -> tuple[pd.DataFrame, list[str]]:
-    """One block: its DataFrame of strings and the names of its index columns."""
+def _parse_block(lines: list[str], source: object) -> tuple[pd.DataFrame, list[str], str]:
+    """One block: its DataFrame of strings, the names of its index columns, and the name of
+    the column level when the table is pivoted ("" when not)."""
     if len(lines) < 2:
         raise InputError("a printed table needs a header line and at least one row", path=source)
     spans, n_index = _join_pieces(lines, _fields(lines))
@@ -144,18 +165,22 @@ def _parse_block(lines: list[str], source: object) -> tuple[pd.DataFrame, list[s
         raise InputError("pandas truncated this table ('...'): print it with df.to_string() or "
                          "save it with df.to_csv()", path=source)
     n_head = _header_lines(cells, n_index)
+    named = n_head == 2 and _index_name_fields(cells) > 0
+    # Above the index-name line, the index area holds the name of the column level (pivot).
+    level = " ".join(c for c in cells[0][:n_index] if c) if named else ""
     names = [" ".join(c for c in (row[k] for row in cells[:n_head]) if c) for k in range(len(spans))]
+    if level:
+        names = [cells[1][k] if k < n_index else cells[0][k] for k in range(len(spans))]
     rows = cells[n_head:]
     df = pd.DataFrame(rows, columns=[f"\0{k}" for k in range(len(spans))], dtype=object)
     index_names: list[str] = []
     drop: list[str] = []
-    named = n_head >= 2 and any(cells[n_head - 1][:n_index])
     for k in range(n_index):
         col = f"\0{k}"
         # Sparsified MultiIndex rows print a level only where it changes.
         df[col] = df[col].replace("", np.nan).ffill().fillna("")
-        if named and cells[n_head - 1][k]:
-            names[k] = cells[n_head - 1][k]
+        if named and cells[1][k]:
+            names[k] = cells[1][k]
         elif all(re.fullmatch(r"-?\d+", v) for v in df[col]):
             drop.append(col)  # an unnamed integer index only numbers the rows
             continue
@@ -164,7 +189,7 @@ def _parse_block(lines: list[str], source: object) -> tuple[pd.DataFrame, list[s
         index_names.append(names[k])
     df = df.drop(columns=drop)
     df.columns = [names[int(c[1:])] for c in df.columns]
-    return df, index_names
+    return df, index_names, level
 
 
 def _typed(df: pd.DataFrame) -> pd.DataFrame:
