@@ -132,12 +132,15 @@ def _pair_rows(cells: pd.DataFrame, ref: str, cand: str, keys: tuple[str, ...], 
 
 
 def _single_side(cells: pd.DataFrame, ref: str, cand: str, vkeys: tuple[str, ...]) -> dict:
-    """Which side holds a single value in the variant keys, and those values."""
-    for name in (ref, cand):
-        mine = cells[cells["variant"] == name]
-        if all(mine[k].nunique() == 1 for k in vkeys):
-            return {"side": name, "single": {k: str(mine[k].iloc[0]) for k in vkeys}}
-    return {"side": "", "single": {}}
+    """For each variant key, the side that holds a single value there, and that value."""
+    single = {}
+    for k in vkeys:
+        for name in (ref, cand):
+            values = cells.loc[cells["variant"] == name, k].unique()
+            if len(values) == 1:
+                single[k] = [name, str(values[0])]
+                break
+    return {"single": single}
 
 
 def _summary(idx: int, grouping: tuple[str, ...], group: tuple[tuple[str, str], ...], rows: pd.DataFrame,

@@ -104,16 +104,23 @@ def _header(result: BenchResult, lines: list[str]) -> None:
                    f"variants by {_md(result.by)}: {names}")
     lines.append("")
     facts = []
+    own = {}  # key -> (variant, its own value) where a variant differs in a key of its own
+    for note in result.notes:
+        if note.code is NoteCode.VARIANT_KEYS:
+            own.update({k: tuple(v) for k, v in note.values["single"].items()})
     if result.constant_keys:
-        facts.append("Same in every configuration: " +
-                     ", ".join(f"{_md(k)} {_md(v)}" for k, v in result.constant_keys) + ".")
+        facts.append("Same in every configuration: " + ", ".join(
+            f"{_md(k)} {_md(v)}" + (f" ({_md(own[k][0])}: {_md(own[k][1])})" if k in own else "")
+            for k, v in result.constant_keys) + ".")
     for note in result.notes:
         if note.code is NoteCode.VARIANT_KEYS:
             c = result.comparisons[note.values["comparison"]]
-            single = ", ".join(f"{_md(k)} {_md(v)}" for k, v in note.values["single"].items())
+            by_side: dict[str, list[str]] = {}
+            for k, (side, v) in note.values["single"].items():
+                by_side.setdefault(side, []).append(f"{_md(k)} {_md(v)}")
+            why = "; ".join(f"{_md(side)} has only {' and '.join(kv)}" for side, kv in by_side.items())
             facts.append(f"**{_md(c.candidate)}** is matched with **{_md(c.reference)}** on every key but "
-                         f"{', '.join(_md(k) for k in c.variant_keys)}, where {_md(note.values['side'])} has "
-                         f"one value ({single}) the other never has.")
+                         f"{', '.join(_md(k) for k in c.variant_keys)} ({why}, which the other never has).")
         elif note.code is NoteCode.ROWS_WITHOUT_VALUE:
             facts.append(f"{note.values['rows']} rows without a {_md(result.metric)} value are left out.")
         elif note.code is NoteCode.ROWS_WITHOUT_VARIANT:
