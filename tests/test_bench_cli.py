@@ -8,6 +8,7 @@ import numpy as np
 import pandas as pd
 import pytest
 from conftest import ROOT, run_cli
+from golden import check_golden
 from test_bench_read import SAMPLE
 
 from perfdiff.benchtable import JSON_FORMAT, read_bench_json
@@ -42,6 +43,12 @@ def test_the_sample_report(in_repo, capsys, tmp_path) -> None:
     assert doc["format"] == JSON_FORMAT and doc["baseline"] == "torch-f16" and len(doc["rows"]) == 72
     overall = [s for s in doc["summaries"] if not s["grouping"]]
     assert [round(s["geomean"], 3) for s in overall] == [0.985, 0.575, 0.533]
+
+
+def test_the_sample_report_matches_its_golden(in_repo, capsys) -> None:
+    code, out, err = run_cli(["bench", SAMPLE_ARG, "--by", "backend"], capsys)
+    assert code == 0, err
+    check_golden(ROOT / "tests" / "golden" / "bench" / "kernel-bench-table.md", out)
 
 
 def test_an_unknown_json_version_is_refused() -> None:
