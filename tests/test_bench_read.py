@@ -84,6 +84,15 @@ def test_a_pivoted_table_is_melted_back() -> None:
     _same(got, want)
 
 
+@pytest.mark.parametrize("index", [True, False])
+def test_a_header_over_several_lines_joins_its_levels(index: bool) -> None:
+    agg = SMALL.groupby(["stage", "backend"]).agg({"latency": ["median", "min"], "bs": ["max"]})
+    text = (agg if index else agg.reset_index()).to_string(index=index)
+    got = parse_aligned(text)
+    assert list(got.columns) == ["stage", "backend", "latency_median", "latency_min", "bs_max"]
+    assert got["latency_min"].tolist() == pytest.approx(agg[("latency", "min")].tolist(), nan_ok=True)
+
+
 def test_a_header_with_a_space_stays_one_column() -> None:
     df = SMALL.rename(columns={"bs": "batch size"})
     got = parse_aligned(df.to_string())

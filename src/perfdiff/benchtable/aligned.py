@@ -5,8 +5,9 @@ every line separates two fields, so names and values may hold single spaces.  Ha
 index column (dropped when it only numbers the rows, kept under its name otherwise), an index
 name line, sparsified MultiIndex rows, right- or left-justified cells, NaN/None, frames that
 pandas wrapped into blocks (`\\` after the header of every block but the last), headers over
-several lines, the `[n rows x m columns]` footer, and pivoted tables (the name of the column
-level printed above the index names: melted back into that column and `value`).  A table
+several lines (the levels of a MultiIndex header, joined by `_`), the `[n rows x m columns]`
+footer, and pivoted tables (the name of the column level printed above the index names:
+melted back into that column and `value`).  A table
 pandas truncated (`...`) is refused: its values are not in the text.  docs/BENCH_TABLES.md,
 "Inputs".
 """
@@ -107,51 +108,73 @@ def _nearer(spans: list[tuple[int, int]], i: int) -> int:
     return i - 1 if left_gap < right_gap else i + 1
 
 
-def _index_name_fields(cells: list[list[str]]) -> int:
-    """How many leading fields the second line names when it is pandas' index-name line (text
-    in leading fields only, with data below every other field); 0 when it is not."""
-    if len(cells) < 3:
-        return 0
-    filled = [k for k, c in enumerate(cells[1]) if c]
-    if not filled or filled[-1] + 1 >= len(cells[1]):
+def _index_name_line(line: list[str], below: list[list[str]]) -> int:
+    """How many leading fields `line` names when it is pandas' index-name line (text in leading
+    fields only, blank over the columns, with data below them); 0 when it is not."""
+    filled = [k for k, c in enumerate(line) if c]
+    if not below or not filled or filled[-1] + 1 >= len(line):
         return 0
     k0 = filled[-1] + 1
-    below = cells[2:]
-    return k0 if all(any(r[k] for r in below) for k in range(k0, len(cells[1]))) else 0
+    return k0 if any(r[k] for r in below for k in range(k0, len(line))) else 0
 
 
-def _join_pieces(lines: list[str], spans: list[tuple[int, int]]) -> tuple[list[tuple[int, int]], int]:
+def _label_line(cells: list[list[str]], n: int) -> bool:
+    """Whether line n labels columns (a level of a MultiIndex header): it has text that is not a
+    number over a column whose cells below are all numbers."""
+    below = cells[n + 1:]
+    for k, text in enumerate(cells[n]):
+        if not text or text in NA_TOKENS or is_number(text):
+            continue
+        col = [r[k] for r in below]
+        if all(is_number(c) or c in NA_TOKENS for c in col) and any(is_number(c) for c in col):
+            return True
+    return False
+
+
+def _layout(cells: list[list[str]]) -> tuple[int, int]:
+    """(header lines, index fields named by an index-name line or 0).  The first line is a
+    header; then the levels of a MultiIndex header; an index-name line ends the header."""
+    n = 1
+    while n < len(cells) - 1:
+        k0 = _index_name_line(cells[n], cells[n + 1:])
+        if k0:
+            return n + 1, k0
+        if not _label_line(cells, n):
+            break
+        n += 1
+    return n, 0
+
+
+def _join_pieces(lines: list[str], spans: list[tuple[int, int]]) -> tuple[list[tuple[int, int]], int, int]:
     """Merge the pieces of a column that a blank character column split (`group size` over
-    `128`, or `a b` values under a short header).  Returns the spans and how many leading
-    spans are index fields (named by the index-name line, or with a blank header)."""
+    `128`, or `a b` values under a short header).  Returns the spans, the header lines and how
+    many leading spans are index fields (named by the index-name line, or without a header)."""
+    n_head, named = _layout(_cells(lines, spans))
     while True:
         cells = _cells(lines, spans)
-        named = _index_name_fields(cells)
-        head = [c != "" for c in cells[0]]
-        data = [any(row[k] for row in cells[1:]) for k in range(len(spans))]
+        head = [any(cells[h][k] for h in range(n_head)) for k in range(len(spans))]
+        data = [any(row[k] for row in cells[n_head:]) for k in range(len(spans))]
         n_index = named or next((k for k, h in enumerate(head) if h), len(spans))
         piece = next((k for k in range(n_index, len(spans))
                       if len(spans) > 1 and (not head[k] or not data[k])), None)
         if piece is None:
-            return spans, n_index
+            return spans, n_head, n_index
         spans = _merge(spans, piece, _nearer(spans, piece))
 
 
-def _header_lines(cells: list[list[str]], n_index: int) -> int:
-    """How many lines are header: the first, an index-name line, and lines whose cell in a
-    column that is numeric below them is not a number (the upper levels of a MultiIndex)."""
-    n = 1
-    if _index_name_fields(cells):
-        return 2
-    while n < len(cells) - 1:
-        below = cells[n + 1:]
-        numeric = [k for k in range(n_index, len(cells[0]))
-                   if all(is_number(r[k]) or r[k] in NA_TOKENS for r in below)
-                   and any(is_number(r[k]) for r in below)]
-        if not any(cells[n][k] not in NA_TOKENS and not is_number(cells[n][k]) for k in numeric):
-            break
-        n += 1
-    return n
+def _column_names(cells: list[list[str]], n_labels: int, n_index: int) -> list[str]:
+    """One name per field from the label lines, levels joined by "_"; an upper level that pandas
+    printed once over several columns is carried to the columns right of it."""
+    labels = [list(row) for row in cells[:n_labels]]
+    for h in range(n_labels - 1):
+        last = ""
+        for k in range(n_index, len(labels[h])):
+            lower = any(labels[j][k] for j in range(h + 1, n_labels))
+            if labels[h][k]:
+                last = labels[h][k]
+            elif lower:
+                labels[h][k] = last
+    return ["_".join(row[k] for row in labels if row[k]) for k in range(len(cells[0]))]
 
 
 def _parse_block(lines: list[str], source: object) -> tuple[pd.DataFrame, list[str], str]:
@@ -159,18 +182,17 @@ def _parse_block(lines: list[str], source: object) -> tuple[pd.DataFrame, list[s
     the column level when the table is pivoted ("" when not)."""
     if len(lines) < 2:
         raise InputError("a printed table needs a header line and at least one row", path=source)
-    spans, n_index = _join_pieces(lines, _fields(lines))
+    spans, n_head, n_index = _join_pieces(lines, _fields(lines))
     cells = _cells(lines, spans)
-    if any(c in _ELLIPSIS for c in cells[0]) or any(all(c in _ELLIPSIS or c == "" for c in row) for row in cells[1:]):
+    if any(c in _ELLIPSIS for row in cells[:n_head] for c in row) or \
+            any(all(c in _ELLIPSIS or c == "" for c in row) for row in cells[n_head:]):
         raise InputError("pandas truncated this table ('...'): print it with df.to_string() or "
                          "save it with df.to_csv()", path=source)
-    n_head = _header_lines(cells, n_index)
-    named = n_head == 2 and _index_name_fields(cells) > 0
-    # Above the index-name line, the index area holds the name of the column level (pivot).
-    level = " ".join(c for c in cells[0][:n_index] if c) if named else ""
-    names = [" ".join(c for c in (row[k] for row in cells[:n_head]) if c) for k in range(len(spans))]
-    if level:
-        names = [cells[1][k] if k < n_index else cells[0][k] for k in range(len(spans))]
+    named = n_head >= 2 and _index_name_line(cells[n_head - 1], cells[n_head:]) > 0
+    n_labels = n_head - 1 if named else n_head
+    names = _column_names(cells, n_labels, n_index)
+    # Above a lone index-name line, the index area holds the name of the column level (pivot).
+    level = " ".join(c for c in cells[0][:n_index] if c) if named and n_head == 2 else ""
     rows = cells[n_head:]
     df = pd.DataFrame(rows, columns=[f"\0{k}" for k in range(len(spans))], dtype=object)
     index_names: list[str] = []
@@ -179,8 +201,8 @@ def _parse_block(lines: list[str], source: object) -> tuple[pd.DataFrame, list[s
         col = f"\0{k}"
         # Sparsified MultiIndex rows print a level only where it changes.
         df[col] = df[col].replace("", np.nan).ffill().fillna("")
-        if named and cells[1][k]:
-            names[k] = cells[1][k]
+        if named and cells[n_head - 1][k]:
+            names[k] = cells[n_head - 1][k]
         elif all(re.fullmatch(r"-?\d+", v) for v in df[col]):
             drop.append(col)  # an unnamed integer index only numbers the rows
             continue
