@@ -165,9 +165,13 @@ def frames(draw) -> pd.DataFrame:
 
 
 @settings(max_examples=100, deadline=None, suppress_health_check=[HealthCheck.too_slow])
-@given(df=frames(), index=st.booleans(), width=st.sampled_from([None, 40]))
-def test_to_string_round_trips(df: pd.DataFrame, index: bool, width: int | None) -> None:
-    text = df.to_string(index=index, line_width=width)
+@given(df=frames(), index=st.sampled_from(["range", "none", "named"]), width=st.sampled_from([None, 40]))
+def test_to_string_round_trips(df: pd.DataFrame, index: str, width: int | None) -> None:
+    first = df.columns[0]
+    if index == "named" and df[first].dtype.kind not in "if":
+        text = df.set_index(first).to_string(line_width=width)
+    else:
+        text = df.to_string(index=index != "none", line_width=width)
     got = parse_aligned(text)
     assert list(got.columns) == list(df.columns)
     for c in df.columns:
