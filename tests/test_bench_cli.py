@@ -51,6 +51,34 @@ def test_the_sample_report_matches_its_golden(in_repo, capsys) -> None:
     check_golden(ROOT / "tests" / "golden" / "bench" / "kernel-bench-table.md", out)
 
 
+def _many(tmp_path, names: list[str]) -> str:
+    rng = np.random.default_rng(8)
+    df = pd.DataFrame([{"impl": v, "stage": s, "model": f"some/model-name-{m}", "ms": rng.uniform(1, 2000)}
+                       for v in names for s in ("decode", "prefill") for m in range(3)])
+    df.to_csv(tmp_path / "t.csv", index=False)
+    return tmp_path / "t.csv"
+
+
+def test_many_variants_still_fit_200_characters(capsys, tmp_path) -> None:
+    variants = [f"{i}-implementation-with-a-long-name" for i in range(9)]
+    code, out, err = run_cli(["bench", _many(tmp_path, variants), "--by", "impl"], capsys)
+    assert code == 0, err
+    assert max(len(line) for line in out.splitlines()) <= 200
+    decode = out.split("## stage decode")[1].split("## ")[0]
+    assert decode.count("| model |") >= 2  # cut into several tables, each with the key column
+    assert "| 8-implementation … -name |" in decode
+
+
+def test_variants_alike_when_shortened_are_numbered(capsys, tmp_path) -> None:
+    # shortened, the names would all read "implementation-n … -name": v1 … v9, named in the header
+    variants = [f"implementation-number-{i}-with-a-long-name" for i in range(9)]
+    code, out, err = run_cli(["bench", _many(tmp_path, variants), "--by", "impl"], capsys)
+    assert code == 0, err
+    flat = " ".join(out.split())
+    assert all(f"v{i + 1} = **{v}**" in flat for i, v in enumerate(variants))
+    assert "| v2 / v1 |" in out and "| v9 |" in out
+
+
 def test_an_unknown_json_version_is_refused() -> None:
     with pytest.raises(InputError, match="format_version"):
         read_bench_json(json.dumps({"format": JSON_FORMAT, "format_version": 99}))

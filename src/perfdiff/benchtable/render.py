@@ -24,9 +24,24 @@ from perfdiff.version import __version__
 
 JSON_FORMAT = "perfdiff-bench"
 JSON_VERSION = 1
-MAX_LINE = 200  # characters: a table wider than this is split into values and ratios
+MAX_LINE = 200  # characters: a group table wider than this is cut into tables that fit
 NAME_WIDTH = 40  # characters of a key value or variant name in a table cell
+LABEL_WIDTH = 24  # characters of a variant name in a column header
 MAX_LISTED = 8  # configurations without a counterpart named per comparison
+
+
+def variant_labels(variants: tuple[str, ...]) -> dict[str, str]:
+    """Escaped column-header labels of the variants: shortened to 24 characters, or v1, v2 …
+    (named in the report's header) when shortening makes two alike."""
+    labels = {v: _md(v, LABEL_WIDTH) for v in variants}
+    if len(set(labels.values())) == len(variants):
+        return labels
+    return {v: f"v{i + 1}" for i, v in enumerate(variants)}
+
+
+def _pair_label(result: BenchResult, c: Comparison) -> str:
+    labels = variant_labels(result.variants)
+    return f"{labels[c.candidate]} / {labels[c.reference]}"
 
 
 def _para(text: str, indent: str = "") -> list[str]:
@@ -99,7 +114,10 @@ def _header(result: BenchResult, lines: list[str]) -> None:
     lines.append(f"# Benchmark comparison: {_md(result.metric)} ({better} is better)")
     lines.append("")
     sources = " and ".join(f"`{_md(s, 80)}`" for s in result.sources)
-    names = ", ".join(f"**{_md(v)}**" + (" (baseline)" if v == result.baseline else "") for v in result.variants)
+    labels = variant_labels(result.variants)
+    short = any(labels[v] == f"v{i + 1}" for i, v in enumerate(result.variants))
+    names = ", ".join((f"{labels[v]} = " if short else "") + f"**{_md(v, 200)}**" +
+                      (" (baseline)" if v == result.baseline else "") for v in result.variants)
     lines += _para(f"*perfdiff {__version__}* · {sources} · {len(result.configs)} configurations · "
                    f"variants by {_md(result.by)}: {names}")
     lines.append("")
@@ -146,7 +164,7 @@ def _summary(result: BenchResult, lines: list[str]) -> None:
     rows = []
     for s in result.summaries:
         comp = result.comparisons[s.comparison]
-        label = f"{_md(comp.candidate, 24)} / {_md(comp.reference, 24)}"
+        label = _pair_label(result, comp)
         gate = regressed_pct(result, s)
         change = "--" if not math.isfinite(gate) else (f"{abs(gate):.1f}% " + ("worse" if gate > 0 else "better"))
         rows.append([label if not s.grouping else "", _group_text(s.group), str(s.n_configs),
@@ -158,7 +176,7 @@ def _summary(result: BenchResult, lines: list[str]) -> None:
     cols = _varying(result)
     for i, c in enumerate(result.comparisons):
         best, worst = extremes(result, i)
-        label = f"{_md(c.candidate, 24)} / {_md(c.reference, 24)}"
+        label = _pair_label(result, c)
         for what, part in (("wins", best), ("loses", worst)):
             for _, r in part.iterrows():
                 rows.append([label, what, fmt_ratio(r["ratio"]), _config_text(r, cols)])
@@ -173,8 +191,9 @@ def _summary(result: BenchResult, lines: list[str]) -> None:
 def _section_rows(result: BenchResult, part: pd.DataFrame, cols: list[str]) -> tuple[list[str], list[list[str]],
                                                                                     list[str], list[list[str]]]:
     """(value header, value rows, ratio header, ratio rows) of one group's configurations."""
-    vh = [_md(k) for k in cols] + [_md(v, 24) for v in result.variants]
-    rh = [_md(k) for k in cols] + [f"{_md(c.candidate, 24)} / {_md(c.reference, 24)}" for c in result.comparisons]
+    labels = variant_labels(result.variants)
+    vh = [_md(k) for k in cols] + [labels[v] for v in result.variants]
+    rh = [_md(k) for k in cols] + [_pair_label(result, c) for c in result.comparisons]
     rh.append("best")
     vrows, rrows = [], []
     for _, row in part.iterrows():
@@ -184,7 +203,7 @@ def _section_rows(result: BenchResult, part: pd.DataFrame, cols: list[str]) -> t
             vals.append(_value(row[f"median:{v}"], row[f"ci_low:{v}"], row[f"ci_high:{v}"], int(row[f"n:{v}"])))
         ratios = [_ratio_cell(row[f"ratio:{i}"], row[f"test:{i}"], row[f"p_value:{i}"])
                   for i in range(len(result.comparisons))]
-        best = _md(row["best"], 24) if isinstance(row["best"], str) else "--"
+        best = labels[row["best"]] if isinstance(row["best"], str) else "--"
         vrows.append(keys + vals)
         rrows.append(keys + ratios + [best])
     return vh, vrows, rh, rrows
@@ -202,12 +221,28 @@ def _sections(result: BenchResult, lines: list[str]) -> None:
         lines.append("")
         vh, vrows, rh, rrows = _section_rows(result, part, cols)
         n_keys = len(cols)
-        merged = _table(vh + rh[n_keys:], [v + r[n_keys:] for v, r in zip(vrows, rrows, strict=True)])
-        if max(len(ln) for ln in merged) <= MAX_LINE:
-            lines += merged
-        else:
-            lines += _table(vh, vrows) + [""] + _table(rh, rrows)
-        lines.append("")
+        header = vh + rh[n_keys:]
+        rows = [v + r[n_keys:] for v, r in zip(vrows, rrows, strict=True)]
+        for chunk in _fit(header, rows, n_keys):
+            lines += _table([header[j] for j in chunk], [[r[j] for j in chunk] for r in rows]) + [""]
+
+
+def _fit(header: list[str], rows: list[list[str]], n_keys: int) -> list[list[int]]:
+    """Column indices of the tables one wide table is cut into so that no line exceeds
+    MAX_LINE: every table repeats the key columns and takes as many others as fit."""
+    width = np.array([[len(c) + 3 for c in r] for r in [header, *rows]])  # "| " + cell + " "
+    base = width[:, :n_keys].sum(axis=1) + 1
+    chunks: list[list[int]] = []
+    cur: list[int] = []
+    used = base.copy()
+    for j in range(n_keys, len(header)):
+        if cur and (used + width[:, j]).max() > MAX_LINE:
+            chunks.append(list(range(n_keys)) + cur)
+            cur, used = [], base.copy()
+        cur.append(j)
+        used = used + width[:, j]
+    chunks.append(list(range(n_keys)) + cur)
+    return chunks
 
 
 def _explain(lack: pd.DataFrame, have: pd.DataFrame, cols: list[str]) -> str | None:
