@@ -109,6 +109,19 @@ def test_fail_on_trips_on_a_regression(capsys, tmp_path) -> None:
     assert (tmp_path / "r.md").read_text().startswith("# Benchmark comparison: us")
 
 
+def test_two_tables_of_one_name_are_named_by_their_paths(capsys, tmp_path) -> None:
+    a, b = _pair(tmp_path, 1.15)
+    (tmp_path / "old").mkdir()
+    (tmp_path / "new").mkdir()
+    a.rename(tmp_path / "old" / "results.csv")
+    b.rename(tmp_path / "new" / "results.csv")
+    code, out, err = run_cli(["bench", tmp_path / "old" / "results.csv", tmp_path / "new" / "results.csv",
+                              "--json", tmp_path / "r.json"], capsys)
+    assert code == 0, err
+    doc = json.loads((tmp_path / "r.json").read_text())
+    assert doc["variants"] == [str(tmp_path / "old" / "results.csv"), str(tmp_path / "new" / "results.csv")]
+
+
 @pytest.mark.parametrize("table,args,match", [
     ("k,impl\na,x\nb,y\n", ["--by", "impl"], "no numeric column"),
     ("impl,ms\nx,1.5\ny,2.5\n", ["--by", "impl"], "no key column"),

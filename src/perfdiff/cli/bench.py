@@ -38,7 +38,10 @@ def cmd_bench(args: argparse.Namespace) -> int:
     for out, _ in outputs:
         if out is not None and Path(out).resolve() in inputs:
             raise InputError("refusing to overwrite an input table", path=out)
-    tables = [(Path(p).name, read_table(p, args.format)) for p in args.tables]
+    names = [Path(p).name for p in args.tables]
+    if len(set(names)) < len(names):  # before/results.csv against after/results.csv
+        names = [str(p) for p in args.tables]
+    tables = [(n, read_table(p, args.format)) for n, p in zip(names, args.tables, strict=True)]
     result = compare_tables(tables, by=args.by, baseline=args.baseline, metric=args.metric,
                             higher_is_better=args.higher_is_better, keys=tuple(args.key),
                             groupings=args.group or None, alpha=args.alpha, tie_pct=args.tie)
