@@ -66,6 +66,21 @@ def test_ratios_match_hand_computed_values(sample_result) -> None:
     assert row["outcome"] == Outcome.MISSING.value and math.isnan(row["ratio"])
 
 
+def test_a_quantised_baseline_is_matched_the_other_way_round() -> None:
+    if not SAMPLE.is_file():
+        pytest.skip(f"sample absent: {SAMPLE}")
+    r = compare_tables([("k", read_table(SAMPLE))], by="backend", baseline="bitblas")
+    assert [(c.reference, c.candidate) for c in r.comparisons] == [("bitblas", "torch-f16"), ("bitblas", "mutis"),
+                                                                   ("torch-f16", "mutis")]
+    # rows are bitblas's configurations, torch-f16's float16 value beside each
+    row = _row(r, "bitblas", "torch-f16", stage="decode", model="google/gemma-2-9b", b_dtype="uint4b", bs=16)
+    assert row["ratio"] == pytest.approx(35.047136 / 86.588142, rel=1e-9)
+    row = _row(r, "torch-f16", "mutis", stage="decode", model="google/gemma-2-9b", b_dtype="uint4b", bs=16)
+    assert row["ratio"] == pytest.approx(13.225680 / 35.047136, rel=1e-9)
+    wide = r.configs[(r.configs["b_dtype"] == "uint4b") & (r.configs["model"] == "google/gemma-2-9b")]
+    assert len(wide) == 3 and wide["ratio:0"].notna().all()  # decode bs 1 and 16, prefill bs 1
+
+
 def test_geometric_mean_per_stage_and_b_dtype(sample_result) -> None:
     r = sample_result
     s = next(s for s in r.summaries if s.comparison == 2 and s.group == (("stage", "prefill"), ("b_dtype", "uint2b")))

@@ -105,15 +105,24 @@ def _pair_rows(cells: pd.DataFrame, ref: str, cand: str, keys: tuple[str, ...], 
         c = c.assign(_all=0)
         on = ["_all"]
     m = pd.merge(r, c, on=on, how="outer", suffixes=("_r", "_c"), sort=False)
+    # The rows are the configurations of the side that varies in a variant key (the candidate
+    # unless only the reference does): they take its values, the other side's single value
+    # stands beside each of them.
+    own_ref = any(c[k].nunique() == 1 and r[k].nunique() > 1 for k in vkeys)
     for k in vkeys:
-        m[k] = m[f"{k}_c"].where(m[f"{k}_c"].notna(), m[f"{k}_r"])
+        first, second = (f"{k}_r", f"{k}_c") if own_ref else (f"{k}_c", f"{k}_r")
+        m[k] = m[first].where(m[first].notna(), m[second])
     out = pd.DataFrame({k: m[k] for k in keys})
     empty = np.empty(0)
     vr = [v if isinstance(v, np.ndarray) else empty for v in m["values_r"]]
     vc = [v if isinstance(v, np.ndarray) else empty for v in m["values_c"]]
     order_r, order_c = m["order_r"].to_numpy(np.float64), m["order_c"].to_numpy(np.float64)
-    # A row is the candidate's configuration when the reference is matched on fewer keys.
-    out["order"] = np.where(np.isfinite(order_c), order_c, order_r) if vkeys else np.fmin(order_r, order_c)
+    if not vkeys:
+        out["order"] = np.fmin(order_r, order_c)
+    elif own_ref:
+        out["order"] = np.where(np.isfinite(order_r), order_r, order_c)
+    else:
+        out["order"] = np.where(np.isfinite(order_c), order_c, order_r)
     out["n_ref"] = [len(v) for v in vr]
     out["n_cand"] = [len(v) for v in vc]
     for side, tag in (("ref", "r"), ("cand", "c")):
