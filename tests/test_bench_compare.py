@@ -8,6 +8,8 @@ import math
 import numpy as np
 import pandas as pd
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 from test_bench_read import SAMPLE
 
 from perfdiff.benchtable.compare import compare_tables, gate
@@ -189,3 +191,36 @@ def test_two_tables_must_share_columns() -> None:
     a = pd.DataFrame({"k": ["a"], "t": [1.5]})
     with pytest.raises(InputError, match="different columns"):
         compare_tables([("a", a), ("b", a.rename(columns={"k": "kernel"}))])
+
+
+@settings(max_examples=25, deadline=None)
+@given(data=st.data())
+def test_ratios_and_geomean_agree_with_a_plain_groupby(data) -> None:
+    """Random tables (configurations missing on either side, 1–4 repetitions): every matched
+    ratio is the ratio of the two medians, the overall geometric mean their log-mean."""
+    # Both variants at (a, 1) and (b, 2): each key has two values on each side, so no key
+    # describes a variant and every pair is matched on both keys.
+    rows = [{"k1": k1, "k2": k2, "v": v, "t": data.draw(st.floats(0.5, 100.0))}
+            for v in ("x", "y") for k1, k2 in (("a", 1), ("b", 2))]
+    for k1 in ("a", "b", "c"):
+        for k2 in (1, 2):
+            for v in ("x", "y"):
+                for _ in range(data.draw(st.integers(0, 3))):
+                    rows.append({"k1": k1, "k2": k2, "v": v, "t": data.draw(st.floats(0.5, 100.0))})
+    df = pd.DataFrame(rows, columns=["k1", "k2", "v", "t"]).sample(frac=1.0, random_state=0)
+    r = compare_tables([("t", df)], by="v", metric="t")
+    ref, cand = r.comparisons[0].reference, r.comparisons[0].candidate
+    assert ref == df["v"].iloc[0]  # the baseline: the first variant in table order
+    med = df.groupby(["v", "k1", "k2"])["t"].median()
+    want = {}
+    for (k1, k2), base in med[ref].items():
+        if (k1, k2) in med[cand].index:
+            want[(k1, str(k2))] = med[cand][(k1, k2)] / base
+    got = {(row["k1"], row["k2"]): row["ratio"] for _, row in r.rows.iterrows() if row["outcome"] != "missing"}
+    assert got.keys() == want.keys()
+    for key, ratio in want.items():
+        assert got[key] == pytest.approx(ratio, rel=1e-12)
+    if want:
+        assert r.overall(0).geomean == pytest.approx(math.exp(np.mean(np.log(list(want.values())))), rel=1e-9)
+    missing = len(r.rows) - len(want)
+    assert missing == r.comparisons[0].n_reference_only + r.comparisons[0].n_candidate_only
