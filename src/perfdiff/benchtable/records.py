@@ -70,10 +70,6 @@ class Comparison:
     n_reference_only: int
     n_candidate_only: int
 
-    @property
-    def label(self) -> str:
-        return f"{self.candidate} / {self.reference}"
-
 
 @dataclass(frozen=True)
 class GroupSummary:
