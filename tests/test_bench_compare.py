@@ -45,7 +45,7 @@ def test_the_sample_pairs_every_variant_with_the_baseline_and_the_two_head_to_he
     assert r.comparisons[0].variant_keys == ("b_dtype", "group_size")
     assert r.comparisons[2].variant_keys == () and r.comparisons[2].n_matched == 24
     assert r.comparisons[0].n_matched == 9 and r.comparisons[0].n_candidate_only == 15
-    assert r.groupings == (("stage", "b_dtype"),)
+    assert r.groupings == (("stage", "b_dtype"), ("model",))  # per stage × dtype, per model
 
 
 def test_ratios_match_hand_computed_values(sample_result) -> None:
@@ -93,8 +93,11 @@ def test_geometric_mean_per_stage_and_b_dtype(sample_result) -> None:
     half = 4.302652729911275 * logs.std(ddof=1) / math.sqrt(3)  # t(0.975, 2 df)
     assert s.ci_low == pytest.approx(math.exp(logs.mean() - half), rel=1e-9)
     assert s.ci_high == pytest.approx(math.exp(logs.mean() + half), rel=1e-9)
-    groups = {s.group for s in r.summaries if s.comparison == 2 and s.grouping}
+    groups = {s.group for s in r.summaries if s.comparison == 2 and s.grouping == ("stage", "b_dtype")}
     assert len(groups) == 6  # 2 stages × 3 quantised dtypes
+    per_model = {s.group[0][1]: s.n_configs for s in r.summaries if s.comparison == 2 and s.grouping == ("model",)}
+    assert per_model == {"google/gemma-2-9b": 9, "Qwen/Qwen2.5-Coder-32B-Instruct": 9,
+                         "meta-llama/Meta-Llama-3-70B-Instruct": 6}
     one = next(s for s in r.summaries if s.comparison == 0 and s.group == (("stage", "prefill"), ("b_dtype", "uint8")))
     assert one.n_configs == 1 and math.isnan(one.ci_low) and one.ci_reason == "one configuration"
 

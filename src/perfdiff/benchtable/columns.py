@@ -17,6 +17,7 @@ from perfdiff.errors import InputError
 
 # Default groups: key columns named like a phase or a data type (per stage × dtype).
 _GROUP_NAME = re.compile(r"stage|phase|dtype|precision|quant|layout", re.IGNORECASE)
+MAX_DEFAULT_GROUPS = 12  # values of a key summarised on its own by default
 
 
 def is_numeric(s: pd.Series) -> bool:
@@ -100,19 +101,19 @@ def variant_keys(ref: pd.DataFrame, cand: pd.DataFrame, keys: tuple[str, ...]) -
     return tuple(out)
 
 
-def default_grouping(configs: pd.DataFrame, keys: tuple[str, ...]) -> tuple[str, ...]:
-    """Key columns that vary and are named like a phase or a data type (stage, b_dtype); else
-    the varying non-numeric key with the fewest values; else none (one group)."""
+def default_groupings(configs: pd.DataFrame, keys: tuple[str, ...]) -> list[tuple[str, ...]]:
+    """The summaries a report shows unless told: first, the varying key columns named like a
+    phase or a data type together (stage × b_dtype), else the varying text key with the fewest
+    values; then each other varying text key alone (per model), when it has at most
+    MAX_DEFAULT_GROUPS values and fewer values than there are configurations."""
     varying = [k for k in keys if configs[k].nunique() > 1]
-    named = tuple(k for k in varying if _GROUP_NAME.search(k))
-    if named:
-        return named
-    text = [k for k in varying if not configs[k].str.fullmatch(r"-?\d+|n/a").all()]
-    if text:
-        fewest = min(text, key=lambda k: configs[k].nunique())
-        if configs[fewest].nunique() < len(configs):
-            return (fewest,)
-    return ()
+    text = [k for k in varying if not configs[k].str.fullmatch(r"-?\d+|n/a").all()
+            and configs[k].nunique() < len(configs)]
+    first = tuple(k for k in varying if _GROUP_NAME.search(k))
+    if not first and text:
+        first = (min(text, key=lambda k: configs[k].nunique()),)
+    rest = [(k,) for k in text if k not in first and configs[k].nunique() <= MAX_DEFAULT_GROUPS]
+    return [g for g in [first, *rest] if g]
 
 
 def check_grouping(grouping: tuple[str, ...], keys: tuple[str, ...]) -> tuple[str, ...]:

@@ -13,7 +13,7 @@ import math
 import numpy as np
 import pandas as pd
 
-from perfdiff.benchtable.columns import (check_grouping, default_grouping, key_text, resolve_columns,
+from perfdiff.benchtable.columns import (check_grouping, default_groupings, key_text, resolve_columns,
                                          variant_keys)
 from perfdiff.benchtable.records import (BenchResult, Comparison, GroupSummary, Kind, Note, NoteCode, Outcome,
                                          Significance)
@@ -207,7 +207,8 @@ def compare_tables(tables: list[tuple[str, pd.DataFrame]], *, by: str | None = N
     `tables` are (name, DataFrame) pairs.  The baseline is `baseline` or the first variant in
     table order; every other variant is compared with it, and when two variants remain beside
     it they are also compared head to head (the later against the earlier).  `groupings`:
-    key-column tuples to summarise by (default: one chosen from the names, `default_grouping`).
+    key-column tuples to summarise by; the first also sections the report (default:
+    `default_groupings`, per stage × dtype and per model).
     InputError for anything in the input that prevents the comparison.
     """
     if not 0.0 < alpha < 1.0 or not 0.0 < level < 1.0:
@@ -266,7 +267,7 @@ def compare_tables(tables: list[tuple[str, pd.DataFrame]], *, by: str | None = N
     rows = pd.concat(parts, ignore_index=True)
     configs = _wide(rows, comparisons, keys, variants, higher_is_better)
     if groupings is None:
-        groupings = [default_grouping(configs, keys)]
+        groupings = default_groupings(configs, keys)
     groupings = [check_grouping(g, keys) for g in groupings]
     groupings = [g for g in dict.fromkeys(groupings) if g]
     summaries = []
@@ -276,7 +277,9 @@ def compare_tables(tables: list[tuple[str, pd.DataFrame]], *, by: str | None = N
         for g in groupings:
             for vals, part in sub.groupby(list(g), sort=False):
                 vals = vals if isinstance(vals, tuple) else (vals,)
-                summaries.append(_summary(i, g, tuple(zip(g, map(str, vals), strict=True)), part, level))
+                summary = _summary(i, g, tuple(zip(g, map(str, vals), strict=True)), part, level)
+                if summary.n_configs:  # a group with no pair matched is listed as one-sided instead
+                    summaries.append(summary)
     constant = tuple((k, str(configs[k].iloc[0])) for k in keys if configs[k].nunique() == 1)
     sources = tuple(name for name, _ in tables)
     return BenchResult(sources, metric, by_col, higher_is_better, alpha, level, tie_pct, variants, base, keys,

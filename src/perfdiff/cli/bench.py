@@ -79,8 +79,8 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:
     p.add_argument("--key", action="append", default=[], metavar="COLUMN",
                    help="also a key column, though its values are not whole numbers; repeatable")
     p.add_argument("--group", action="append", type=_columns, metavar="COL[,COL…]",
-                   help="summarise per group of these key columns; repeatable (default: the keys named "
-                        "like a stage or a dtype)")
+                   help="summarise per group of these key columns; repeatable, the first sections the "
+                        "report (default: the keys named like a stage or a dtype, then each other text key)")
     p.add_argument("--alpha", type=alpha, default=0.05, help="significance level of the U test (0.05)")
     p.add_argument("--tie", type=_pct, default=2.0, metavar="PCT",
                    help="single values within PCT %% of each other count as the same (2)")
