@@ -11,12 +11,11 @@ import argparse
 import sys
 
 from perfdiff.version import __version__
-from perfdiff.cli import collect, compare, importcmd, startup
-from perfdiff.cli import tree
+from perfdiff.cli import bench, collect, compare, importcmd, startup, tree
 from perfdiff.cli.common import Parser
 from perfdiff.errors import EXIT_INPUT, PerfdiffError
 
-COMMANDS = (compare, importcmd, collect, startup, tree)
+COMMANDS = (compare, importcmd, collect, startup, tree, bench)
 
 
 def build_parser() -> argparse.ArgumentParser:
