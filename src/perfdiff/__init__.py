@@ -17,7 +17,7 @@ from perfdiff.version import __version__
 
 from perfdiff.marker import cycle, mark_cycle  # noqa: E402
 
-_API = ("compare", "load", "Comparison", "Run")
+_API = ("compare", "load", "Comparison", "Run", "compare_ranks", "RankComparison")
 
 
 def __getattr__(name: str) -> Any:
@@ -28,4 +28,5 @@ def __getattr__(name: str) -> Any:
     raise AttributeError(f"module 'perfdiff' has no attribute {name!r}")
 
 
-__all__ = ["Comparison", "Run", "__version__", "compare", "cycle", "load", "mark_cycle"]
+__all__ = ["Comparison", "RankComparison", "Run", "__version__", "compare", "compare_ranks", "cycle", "load",
+           "mark_cycle"]
