@@ -65,6 +65,16 @@ class RankTrace:
     step_end: np.ndarray
     load_start: np.ndarray
     load_end: np.ndarray
+    first_step: int = FIRST_STEP  # the ProfilerStep number of its first step
+
+    def without_first(self, n: int) -> RankTrace:
+        """The trace as if profiling had started `n` steps later on this rank."""
+        if n <= 0:
+            return self
+        cut = self.step_start[n]
+        k = self.kernel_start >= cut
+        return RankTrace(self.kernel_name[k], self.kernel_start[k], self.kernel_dur[k], self.step_start[n:],
+                         self.step_end[n:], self.load_start[n:], self.load_end[n:], self.first_step + n)
 
 
 def simulate(ranks: int, kernels: int, steps: int, collectives: int, seed: int, plant: Plant) -> list[RankTrace]:
@@ -123,7 +133,7 @@ def write_kineto(tr: RankTrace, rank: int, world: int, path: Path, gz: bool) -> 
            f'"world_size": {world}}}, "traceEvents": [']
     ev = []
     for i, (a, b) in enumerate(zip(tr.step_start, tr.step_end, strict=True)):
-        ev.append(f'{{"ph": "X", "cat": "user_annotation", "name": "ProfilerStep#{FIRST_STEP + i}", '
+        ev.append(f'{{"ph": "X", "cat": "user_annotation", "name": "ProfilerStep#{tr.first_step + i}", '
                   f'"pid": {host}, "tid": {host}, "ts": {a:.3f}, "dur": {b - a:.3f}}}')
     for a, b in zip(tr.load_start, tr.load_end, strict=True):
         ev.append(f'{{"ph": "X", "cat": "cpu_op", "name": "{DATALOADER}", "pid": {host}, "tid": {host}, '
@@ -170,7 +180,7 @@ def _nsys_rows(con: sqlite3.Connection, tr: RankTrace, rank: int, world: int, pi
     stream = np.where(tr.kernel_name == len(KERNELS), 13, 7).tolist()
     con.executemany("INSERT INTO CUPTI_ACTIVITY_KIND_KERNEL VALUES (?,?,?,1,?,?,?,?,?,NULL)",
                     zip(s, e, [rank] * len(s), stream, range(1, len(s) + 1), [g] * len(s), ids, ids, strict=True))
-    rows = [(a, b, 59, None, None, None, f"ProfilerStep#{FIRST_STEP + i}", g | pid, None, None, 0)
+    rows = [(a, b, 59, None, None, None, f"ProfilerStep#{tr.first_step + i}", g | pid, None, None, 0)
             for i, (a, b) in enumerate(zip(ns(tr.step_start), ns(tr.step_end), strict=True))]
     rows += [(a, b, 59, None, None, None, DATALOADER, g | pid, None, None, 0)
              for a, b in zip(ns(tr.load_start), ns(tr.load_end), strict=True)]
@@ -202,12 +212,14 @@ def write_run(folder: Path, traces: list[RankTrace], fmt: str, gz: bool) -> None
 
 
 def generate(out: Path, *, ranks: int, kernels: int, steps: int = 40, collectives: int = 4, fmt: str = "kineto",
-             gz: bool = False, seed: int = 1, plant: Plant | None = None,
-             normal_ranks: int | None = None) -> tuple[Path, Path]:
-    """Write out/normal and out/abnormal; `normal_ranks`: a normal run of another world size."""
+             gz: bool = False, seed: int = 1, plant: Plant | None = None, normal_ranks: int | None = None,
+             late: dict[int, int] | None = None) -> tuple[Path, Path]:
+    """Write out/normal and out/abnormal; `normal_ranks`: a normal run of another world size;
+    `late`: rank → steps its abnormal trace misses at the start (profiling began later there)."""
     common = dict(kernels=kernels, steps=steps, collectives=collectives)
     normal = simulate(normal_ranks or ranks, seed=seed, plant=Plant(), **common)
     abnormal = simulate(ranks, seed=seed + 1, plant=plant or Plant(), **common)
+    abnormal = [tr.without_first((late or {}).get(r, 0)) for r, tr in enumerate(abnormal)]
     write_run(out / "normal", normal, fmt, gz)
     write_run(out / "abnormal", abnormal, fmt, gz)
     return out / "normal", out / "abnormal"

@@ -33,8 +33,9 @@ def scheduler():
 
 
 def _pair(tmp: Path, fmt: str = "kineto", **plant) -> tuple[Path, Path]:
-    normal_ranks = plant.pop("normal_ranks", None)
-    return gen_ranks.generate(tmp, fmt=fmt, plant=gen_ranks.Plant(**plant), normal_ranks=normal_ranks, **SMALL)
+    normal_ranks, late = plant.pop("normal_ranks", None), plant.pop("late", None)
+    return gen_ranks.generate(tmp, fmt=fmt, plant=gen_ranks.Plant(**plant), normal_ranks=normal_ranks, late=late,
+                              **SMALL)
 
 
 @pytest.mark.parametrize("fmt", ["kineto", "nsys"])
@@ -155,3 +156,30 @@ def test_without_dask_one_line_says_how_to_get_it(tmp_path: Path, monkeypatch, c
     code, _, err = run_cli(["compare", n, a], capsys)
     assert code == 2 and err.strip().splitlines() == ["perfdiff: comparing runs of many ranks needs Dask: "
                                                       "pip install perfdiff[ranks]"]
+
+
+def test_cycle_k_is_the_same_step_on_every_rank(tmp_path: Path, scheduler: str) -> None:
+    """Rank 1's profile starts 3 steps later: the ranks are aligned on ProfilerStep numbers
+    (not on their first cycles), the steps it lacks are left out and said so."""
+    n, a = _pair(tmp_path, straggler=2, late={1: 3})
+    res = compare_ranks(n, a, scheduler=scheduler)
+    sa = res.stragglers[1]
+    assert sa.culprit == 2 and sa.cycles == SMALL["steps"] - 3
+    last = gen_ranks.FIRST_STEP + SMALL["steps"] - 1
+    assert res.iterations == ((gen_ranks.FIRST_STEP, last), (gen_ranks.FIRST_STEP + 3, last))
+    assert any(x.code == RankNoticeCode.ITERATIONS_TRIMMED and x.side == "abnormal" and x.count == 3
+               for x in res.notices)
+
+
+@pytest.mark.real
+def test_rank_and_world_size_read_from_real_kineto_heads(real: Path, tmp_path: Path) -> None:
+    """The HTA traces declare rank 3 of 8 and rank 1 of 2 in distributedInfo (gzip'ed)."""
+    import shutil
+
+    src = real / "facebookresearch/HolisticTraceAnalysis/tests/data/trace_diff"
+    (tmp_path / "run").mkdir()
+    shutil.copy(src / "control/control.json.gz", tmp_path / "run" / "a.json.gz")
+    shutil.copy(src / "test/test.json.gz", tmp_path / "run" / "b.json.gz")
+    got = rank_inputs(tmp_path / "run")
+    assert [(r.rank, r.world_size, r.source, Path(r.path).name) for r in got] == [
+        (1, 2, IdentitySource.TRACE, "b.json.gz"), (3, 8, IdentitySource.TRACE, "a.json.gz")]

@@ -89,4 +89,5 @@ def analyze_parts(parts_n: list[RankPart], parts_a: list[RankPart], plan, *, alp
     verdict = rank_verdict(findings, stragglers)
     return RankAnalysis(pairs=tuple(pairs), world_n=worlds[0], world_a=worlds[1], plan=plan, rows=tuple(rows),
                         stragglers=stragglers, findings=tuple(findings), verdict=tuple(verdict), alpha=alpha,
-                        workers=workers, notices=tuple(notices))
+                        workers=workers, notices=tuple(notices),
+                        iterations=((int(iters[0][0]), int(iters[0][-1])), (int(iters[1][0]), int(iters[1][-1]))))

@@ -210,3 +210,5 @@ class RankAnalysis:
     alpha: float
     workers: int  # Dask workers the ranks ran on
     notices: tuple[RankNotice, ...] = field(default=())
+    # (first, last) iteration every rank of the run has: ProfilerStep numbers, else ordinals
+    iterations: tuple[tuple[int, int], tuple[int, int]] = ((0, 0), (0, 0))

@@ -102,7 +102,8 @@ def notice_line(n: RankNotice) -> str:
 
 def _iteration_words(a: RankAnalysis) -> str:
     if a.plan.source == CycleSource.PROFILER_STEP:
-        return "the same ProfilerStep number"
+        (n0, n1), (a0, a1) = a.iterations
+        return f"the same ProfilerStep number: steps {n0}–{n1} in N, {a0}–{a1} in A"
     return "the same place in each rank's sequence of cycles"
 
 
