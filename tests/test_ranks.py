@@ -81,6 +81,8 @@ def test_a_kernel_slowed_on_one_rank_names_it(tmp_path: Path, scheduler: str) ->
     some = [f for f in res.findings if "sgemm" in f.function]
     assert len(some) == 1 and some[0].code == ScopeCode.SOME_RANKS and some[0].ranks == (1,)
     assert any(v.code == RankVerdictCode.SOME_RANKS and v.ranks == (1,) for v in res.verdict)
+    # Its slower GEMM makes rank 1 the straggler, its excess in compute.
+    assert res.stragglers[1].culprit == 1 and res.stragglers[1].excess == ExcessKind.COMPUTE
 
 
 def test_null_pair_finds_nothing(tmp_path: Path, scheduler: str) -> None:
@@ -100,6 +102,13 @@ def test_cli_through_a_cluster_by_address(tmp_path: Path, scheduler: str, capsys
     doc = json.loads(js.read_text())
     assert doc["format"] == "perfdiff-rank-comparison" and doc["stragglers"][1]["culprit"] == 3
     assert err == ""  # no progress line when stderr is not a terminal
+
+
+def test_progress_line_on_a_terminal(tmp_path: Path, scheduler: str, capsys, monkeypatch) -> None:
+    n, a = _pair(tmp_path)
+    monkeypatch.setattr(sys.stderr, "isatty", lambda: True)
+    code, _, err = run_cli(["compare", n, a, "--scheduler", scheduler, "-o", tmp_path / "r.md"], capsys)
+    assert code == 0 and "\rperfdiff: ranks 8/8" in err and err.endswith("\n")
 
 
 def test_local_cluster_started_inside(tmp_path: Path) -> None:
