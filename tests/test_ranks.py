@@ -34,8 +34,9 @@ def scheduler():
 
 def _pair(tmp: Path, fmt: str = "kineto", **plant) -> tuple[Path, Path]:
     normal_ranks, late = plant.pop("normal_ranks", None), plant.pop("late", None)
+    size = {**SMALL, "ranks": plant.pop("ranks", SMALL["ranks"])}
     return gen_ranks.generate(tmp, fmt=fmt, plant=gen_ranks.Plant(**plant), normal_ranks=normal_ranks, late=late,
-                              **SMALL)
+                              **size)
 
 
 @pytest.mark.parametrize("fmt", ["kineto", "nsys"])
@@ -93,12 +94,14 @@ def test_null_pair_finds_nothing(tmp_path: Path, scheduler: str) -> None:
 
 
 def test_cli_through_a_cluster_by_address(tmp_path: Path, scheduler: str, capsys) -> None:
-    n, a = _pair(tmp_path, straggler=3)
+    """8 ranks, rank 3's data loader ×10: named the straggler, its input stall the cause."""
+    n, a = _pair(tmp_path, straggler=3, ranks=8)
     out, js = tmp_path / "r.md", tmp_path / "r.json"
     code, _, err = run_cli(["compare", n, a, "--scheduler", scheduler, "-o", out, "--json", js], capsys)
     assert code == 0, err
     text = out.read_text()
-    assert "**straggler: rank 3**" in text and "## 4. Rank Mapping" in text and "rank-3.json" in text
+    assert "**straggler: rank 3**" in text and "its excess is in **input (data loading)**" in text
+    assert "## 4. Rank Mapping" in text and "| 7 | 7: rank-7.json | trace |" in text
     doc = json.loads(js.read_text())
     assert doc["format"] == "perfdiff-rank-comparison" and doc["stragglers"][1]["culprit"] == 3
     assert err == ""  # no progress line when stderr is not a terminal
