@@ -18,6 +18,7 @@ from perfdiff.attribute import attribute_activity
 from perfdiff.inputs import open_run
 from perfdiff.model.cycles import CyclePlan
 from perfdiff.model.schema import CycleSource, Kind
+from perfdiff.parallel import keep_freed_memory
 from perfdiff.plan import CycleSummary, summarize_cycles
 from perfdiff.ranks.records import ExcessKind, RankInput
 from perfdiff.segment import MIN_CYCLES, STEP_NAME, cut_cycles, marker_cycles, source_rows
@@ -56,6 +57,7 @@ class RankTask:
     side: int
     input: RankInput
     group: str = "full"
+    own_workers: bool = False  # the workers were started for this comparison (may tune their malloc)
 
 
 @dataclass
@@ -86,6 +88,8 @@ def cycle_columns(p: RankPart, iters: np.ndarray) -> np.ndarray:
 
 def load_summary(task: RankTask) -> CycleSummary:
     """What a rank offers as cycles (the plan is chosen from the reference ranks')."""
+    if task.own_workers:
+        keep_freed_memory()
     run = open_run(task.input.path, pid=task.input.pid, group=task.group, for_compare=True, cores=1)
     return summarize_cycles(run)
 
@@ -113,6 +117,8 @@ def _offers(markers: pd.DataFrame, plan: CyclePlan) -> bool:
 
 def load_part(task: RankTask, plan: CyclePlan) -> RankPart:
     """Load, cut and attribute one rank; return its small matrices (a Dask task)."""
+    if task.own_workers:
+        keep_freed_memory()  # Dask starts workers trimming the heap eagerly: every array page-faulted anew
     inp = task.input
     run = open_run(inp.path, pid=inp.pid, group=task.group, for_compare=True, cores=1)
     cycles = cut_cycles(run, plan)

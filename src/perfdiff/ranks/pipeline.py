@@ -44,7 +44,8 @@ def compare_ranks(normal: str | os.PathLike[str], abnormal: str | os.PathLike[st
     split = ranks is not None
     ins_n, ins_a = rank_inputs(normal, split_processes=split), rank_inputs(abnormal, split_processes=split)
     pairs, notices = pair_ranks(ins_n, ins_a, ranks, labels)
-    tasks = [RankTask(0, p.normal, group) for p in pairs] + [RankTask(1, p.abnormal, group) for p in pairs]
+    own = scheduler is None
+    tasks = ([RankTask(0, p.normal, group, own) for p in pairs] + [RankTask(1, p.abnormal, group, own) for p in pairs])
     largest = max(estimate_bytes(t.input.path) for t in tasks)
     with fanout(scheduler, workers=workers, tasks=len(tasks), largest_bytes=largest, progress=progress,
                 processes=processes) as fan:
