@@ -10,7 +10,7 @@ direction: every rank compared, or the ranks named (docs/STATISTICS.md, ranks).
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import numpy as np
 
@@ -21,7 +21,7 @@ from perfdiff.ranks.part import RankPart, cycle_columns, excess_kind
 from perfdiff.ranks.records import (RankFinding, RankRow, RankVerdict, RankVerdictCode, ScopeCode, Straggler,
                                     StragglerCode)
 
-__all__ = ["RankTest", "findings_across", "rank_rows", "rank_tests", "rank_verdict"]
+__all__ = ["RankTest", "findings_across", "rank_rows", "rank_tests", "rank_verdict", "with_q"]
 
 NS_PER_US = 1e3
 VERDICT_FINDINGS = 5  # findings the verdict names; the report lists them all
@@ -74,8 +74,6 @@ def rank_tests(pn: RankPart, pa: RankPart, iters_n: np.ndarray, iters_a: np.ndar
 
 def with_q(tests: list[RankTest]) -> list[RankTest]:
     """The tests with their q-values, one BH family over every rank."""
-    from dataclasses import replace
-
     q = stats.bh_qvalues([t.p for t in tests])
     return [replace(t, q=float(v)) for t, v in zip(tests, q, strict=True)]
 

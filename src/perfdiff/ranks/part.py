@@ -27,7 +27,7 @@ __all__ = ["EXCESS_KINDS", "RankPart", "RankTask", "cycle_columns", "excess_kind
            "load_summary"]
 
 COLLECTIVE = re.compile(r"^(?:void )?nccl(?:Dev)?Kernel_")
-INPUT = re.compile(r"dataloader|data_loader|datalaoder|collate|input_pipeline|load_batch|next_batch", re.I)
+INPUT = re.compile(r"dataloader|data_loader|collate|input_pipeline|load_batch|next_batch", re.I)
 KEEP_SHARE = 0.001  # functions below 0.1 % of the traced cycles are summed into their kind only
 EXCESS_KINDS = tuple(ExcessKind)
 _STEP = re.compile(STEP_NAME)

@@ -60,7 +60,7 @@ def finding_line(f: RankFinding, alpha: float) -> str:
             f"(significant at α = {alpha:g}).")
 
 
-def straggler_text(s: Straggler, world: int) -> str:
+def straggler_text(s: Straggler) -> str:
     run = "normal" if s.side == "normal" else "abnormal"
     if s.code == StragglerCode.NO_COLLECTIVES:
         return f"No straggler analysis of the {run} run: {md_escape(s.excess_reason)}."
@@ -156,7 +156,7 @@ def rank_markdown(a: RankAnalysis, labels: tuple[str, str]) -> str:
             "collectives for the last rank.", ""] + _rank_table(a) + [""]
     out += ["## 2. Stragglers", ""]
     for s in a.stragglers:
-        out += [f"**{'N: normal' if s.side == 'normal' else 'A: abnormal'} run.** {straggler_text(s, world)}", ""]
+        out += [f"**{'N: normal' if s.side == 'normal' else 'A: abnormal'} run.** {straggler_text(s)}", ""]
         out += _wait_table(s) + ([""] if s.waits else [])
     out += ["## 3. Findings Across Ranks", ""]
     if a.findings:
