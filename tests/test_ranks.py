@@ -195,3 +195,15 @@ def test_rank_and_world_size_read_from_real_kineto_heads(real: Path, tmp_path: P
     got = rank_inputs(tmp_path / "run")
     assert [(r.rank, r.world_size, r.source, Path(r.path).name) for r in got] == [
         (1, 2, IdentitySource.TRACE, "b.json.gz"), (3, 8, IdentitySource.TRACE, "a.json.gz")]
+
+
+def test_directories_of_rank_bundles(tmp_path: Path, scheduler: str, capsys) -> None:
+    """Bundles (here imported from the rank traces) carry their rank in the manifest."""
+    n, a = _pair(tmp_path / "traces", straggler=1)
+    for side in (n, a):
+        for trace in sorted(side.glob("rank-*.json")):
+            code, _, err = run_cli(["import", trace, "-o", tmp_path / side.name / f"b{trace.stem[-1]}"], capsys)
+            assert code == 0, err
+    res = compare_ranks(tmp_path / "normal", tmp_path / "abnormal", scheduler=scheduler)
+    assert [(p.rank, p.normal.source) for p in res.pairs] == [(r, IdentitySource.MANIFEST) for r in range(4)]
+    assert res.stragglers[1].culprit == 1
