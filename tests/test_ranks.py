@@ -125,6 +125,8 @@ def test_mismatched_world_sizes_one_line_exit_2(tmp_path: Path, capsys) -> None:
     code, _, err = run_cli(["compare", n, a], capsys)
     assert code == 2 and len(err.strip().splitlines()) == 1
     assert "world size 2" in err and "world size 4" not in err and "--ranks" in err
+    code, _, err = run_cli(["compare", a, a, "--fail-on", "10"], capsys)
+    assert code == 2 and "--fail-on" in err and len(err.strip().splitlines()) == 1
 
 
 def test_ranks_option_pairs_mismatched_world_sizes(tmp_path: Path, scheduler: str) -> None:

@@ -54,6 +54,10 @@ def cmd_compare(args: argparse.Namespace) -> int:
 def cmd_compare_ranks(args: argparse.Namespace) -> int:
     """Runs of many ranks (directories of rank traces): the multi-rank report (+ JSON)."""
     from perfdiff.api import compare_ranks
+    from perfdiff.errors import InputError
+
+    if args.fail_on is not None:
+        raise InputError("--fail-on gates a single pair's cycle time; runs of many ranks have no such gate yet")
 
     comp = compare_ranks(args.normal, args.abnormal, alpha=args.alpha, cycle=args.cycle, window=args.window,
                          group=args.group, ranks=args.ranks, scheduler=args.scheduler, workers=args.workers,
