@@ -40,7 +40,8 @@ def _pair(tmp: Path, fmt: str = "kineto", **plant) -> tuple[Path, Path]:
 
 
 @pytest.mark.parametrize("fmt", ["kineto", "nsys"])
-def test_planted_straggler_is_named_with_its_input_stall(tmp_path: Path, scheduler: str, fmt: str) -> None:
+def test_planted_straggler_is_named_with_its_input_stall(tmp_path: Path, scheduler: str, fmt: str,
+                                                         monkeypatch) -> None:
     n, a = _pair(tmp_path, fmt, straggler=2, dataloader_factor=10.0)
     res = compare_ranks(n, a, scheduler=scheduler)
     sn, sa = res.stragglers
@@ -53,6 +54,13 @@ def test_planted_straggler_is_named_with_its_input_stall(tmp_path: Path, schedul
     row = next(r for r in res.rows if r.rank == 2)
     assert row.cause is not None and "DataLoader" in row.cause
     assert [p.normal.source for p in res.pairs] == [IdentitySource.TRACE] * 4
+    # Many ranks: the rank table shows the notable ones (the culprit first), all of them collapsed.
+    import perfdiff.render.ranks as render_ranks
+
+    monkeypatch.setattr(render_ranks, "MAX_RANK_ROWS", 2)
+    text = render_ranks.rank_markdown(res, (str(n), str(a)))
+    section = text[text.index("## 1. Ranks"):text.index("<details>")]
+    assert "| 2 |" in section and "| 0 |" not in section and "All 4 ranks</summary>" in text
 
 
 def test_one_export_with_a_process_per_rank(tmp_path: Path, scheduler: str) -> None:

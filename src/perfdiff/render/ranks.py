@@ -20,6 +20,7 @@ __all__ = ["RANKS_FORMAT", "rank_json", "rank_markdown", "ranks_text"]
 RANKS_FORMAT = "perfdiff-rank-comparison"
 RANKS_FORMAT_VERSION = 1
 MAX_WAIT_ROWS = 16  # ranks listed per straggler table (the least waiting first)
+MAX_RANK_ROWS = 32  # more ranks: the rank table shows the notable ones, the full table collapsed
 EXCESS_WORDS = {ExcessKind.INPUT: "input (data loading)", ExcessKind.COMPUTE: "compute (GPU kernels)",
                 ExcessKind.TRANSFER: "transfer (memcpy, memset)", ExcessKind.HOST: "host (CPU ranges, runtime calls)"}
 
@@ -107,15 +108,27 @@ def _iteration_words(a: RankAnalysis) -> str:
     return "the same place in each rank's sequence of cycles"
 
 
-def _rank_table(a: RankAnalysis) -> list[str]:
+def _rank_table(a: RankAnalysis, rows: tuple | list) -> list[str]:
     lines = ["| Rank | N: median cycle | A: median cycle | Δ | Top cause | τ (pp) | Wait in collectives N | "
              "Wait in collectives A |", "|---|---|---|---|---|---|---|---|"]
-    for r in a.rows:
+    for r in rows:
         cause = f"{md_name(r.cause, 60)} ({md_escape(r.cause_kind or '')})" if r.cause else "—"
         lines.append(f"| {r.rank} | {fmt_time_us(r.median_n_us)} | {fmt_time_us(r.median_a_us)} | "
                      f"{'+' if r.delta_us > 0 else ''}{fmt_time_us(r.delta_us)} | {cause} | {fmt_signed(r.cause_tau_pp)} | "
                      f"{fmt_time_us(r.wait_n_us)} | {fmt_time_us(r.wait_a_us)} |")
     return lines
+
+
+def _ranks_section(a: RankAnalysis) -> list[str]:
+    """The rank table; with many ranks, the notable ones (culprits, a top cause, the largest
+    |Δ|) first and every rank in a collapsed block."""
+    if len(a.rows) <= MAX_RANK_ROWS:
+        return _rank_table(a, a.rows) + [""]
+    culprits = {s.culprit for s in a.stragglers if s.culprit is not None}
+    notable = sorted(a.rows, key=lambda r: (r.rank not in culprits, r.cause is None, -abs(r.delta_us), r.rank))
+    shown = sorted(notable[:MAX_RANK_ROWS // 2], key=lambda r: r.rank)
+    return (_rank_table(a, shown) + ["", f"<details><summary>All {len(a.rows)} ranks</summary>", ""]
+            + _rank_table(a, a.rows) + ["", "</details>", ""])
 
 
 def _wait_table(s: Straggler) -> list[str]:
@@ -153,7 +166,7 @@ def rank_markdown(a: RankAnalysis, labels: tuple[str, str]) -> str:
     out += [f"- {verdict_line(v)}" for v in a.verdict] + [""]
     out += ["## 1. Ranks", "", "Per rank: median cycle of each run, the function whose own time moved most "
             "(significant and material, in the direction of its cycle), and the median time per cycle it waits in "
-            "collectives for the last rank.", ""] + _rank_table(a) + [""]
+            "collectives for the last rank.", ""] + _ranks_section(a)
     out += ["## 2. Stragglers", ""]
     for s in a.stragglers:
         out += [f"**{'N: normal' if s.side == 'normal' else 'A: abnormal'} run.** {straggler_text(s)}", ""]
