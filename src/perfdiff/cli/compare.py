@@ -11,7 +11,9 @@ from perfdiff.errors import EXIT_GATE
 
 
 def cmd_compare(args: argparse.Namespace) -> int:
-    """Compare, write the report (+ its cycles CSV, + JSON), and apply the --fail-on gate."""
+    """Compare, write the report (+ its cycles CSV, + JSON), and apply the --fail-on gate; runs
+    of many ranks (directories of rank traces, or --ranks/--scheduler/--workers) go to
+    cmd_compare_ranks."""
     from perfdiff.ranks import is_multi_rank
 
     if args.ranks or args.scheduler or args.workers or is_multi_rank(args.normal) or is_multi_rank(args.abnormal):
@@ -58,7 +60,6 @@ def cmd_compare_ranks(args: argparse.Namespace) -> int:
 
     if args.fail_on is not None:
         raise InputError("--fail-on gates a single pair's cycle time; runs of many ranks have no such gate yet")
-
     comp = compare_ranks(args.normal, args.abnormal, alpha=args.alpha, cycle=args.cycle, window=args.window,
                          group=args.group, ranks=args.ranks, scheduler=args.scheduler, workers=args.workers,
                          progress=True)
