@@ -17,7 +17,6 @@ from pathlib import Path
 
 from perfdiff.bundle import is_bundle
 from perfdiff.errors import InputError
-from perfdiff.importers.nsys.manifest import RANK_VARS, SIZE_VARS
 from perfdiff.inputs import trace_kind
 from perfdiff.ranks.records import IdentitySource, RankInput, RankNotice, RankNoticeCode, RankPair
 
@@ -56,6 +55,8 @@ def _kineto_head(p: Path) -> dict:
 
 def _nsys_env(p: Path) -> dict:
     """rank / world_size from the launcher variables an nsys export recorded, else {}."""
+    from perfdiff.importers.nsys.manifest import RANK_VARS, SIZE_VARS
+
     try:
         con = sqlite3.connect(f"file:{p}?mode=ro", uri=True)
         try:
