@@ -44,7 +44,7 @@ def compare_ranks(normal: str | os.PathLike[str], abnormal: str | os.PathLike[st
     split = ranks is not None
     ins_n, ins_a = rank_inputs(normal, split_processes=split), rank_inputs(abnormal, split_processes=split)
     pairs, notices = pair_ranks(ins_n, ins_a, ranks, labels)
-    own = scheduler is None
+    own = scheduler is None and processes  # worker processes of our own: their malloc may be tuned
     tasks = ([RankTask(0, p.normal, group, own) for p in pairs] + [RankTask(1, p.abnormal, group, own) for p in pairs])
     largest = max(estimate_bytes(t.input.path) for t in tasks)
     with fanout(scheduler, workers=workers, tasks=len(tasks), largest_bytes=largest, progress=progress,
