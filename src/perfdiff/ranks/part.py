@@ -156,7 +156,7 @@ def _collectives(run, row_cycle: np.ndarray) -> tuple[np.ndarray, np.ndarray, np
     cats = fn.cat.categories if hasattr(fn, "cat") else pd.Index(pd.unique(fn.astype(str)))
     wanted = np.array([COLLECTIVE.match(str(c)) is not None for c in cats], dtype=bool)
     codes = fn.cat.codes.to_numpy() if hasattr(fn, "cat") else cats.get_indexer(fn.astype(str))
-    mask = (codes >= 0) & wanted[np.maximum(codes, 0)] & (a["kind"].astype(str) == Kind.KERNEL.value).to_numpy()
+    mask = (codes >= 0) & wanted[np.maximum(codes, 0)] & (a["kind"] == Kind.KERNEL.value).to_numpy()
     mask &= row_cycle >= 0
     start = a["start_ns"].to_numpy()[mask]
     dur = (a["end_ns"].to_numpy()[mask] - start).astype(np.int64)
