@@ -5,7 +5,7 @@ Each measurement runs in a fresh process; wall time is measured around it and pe
 from the kernel (wait4's ru_maxrss of that process).  Prints Markdown tables to stdout and to
 bench/out/results.md; docs/PERFORMANCE.md records them with the machine they ran on.
 
-    python bench/run_bench.py [--quick] [--only compare,import,collect,gpu] [--shared ../shared]
+    python bench/run_bench.py [--quick] [--only compare,import,collect,gpu,agent,ranks] [--shared ../shared]
 """
 from __future__ import annotations
 
@@ -124,7 +124,7 @@ def bench_extra(name: str, script: Path, args: list[str]) -> list[str]:
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--quick", action="store_true", help="small sizes only (a smoke run)")
-    ap.add_argument("--only", default="compare,import,collect,gpu,agent,adapters")
+    ap.add_argument("--only", default="compare,import,collect,gpu,agent,adapters,ranks")
     ap.add_argument("--shared", default=str(ROOT.parent / "shared"))
     ap.add_argument("--keep", action="store_true", help="keep generated inputs in bench/out")
     args = ap.parse_args(argv)
@@ -148,11 +148,14 @@ def main(argv: list[str] | None = None) -> int:
         lines += ["### framework adapters (vLLM / SGLang stand-ins)", ""]
         lines += bench_extra("adapters", HERE / "bench_adapters.py", ["--calls", "100000" if args.quick else "200000"])
         lines += [""]
+    if "ranks" in only:
+        lines += ["### multi-rank compare on Dask (bench/gen_ranks.py, planted straggler)", ""]
+        lines += bench_extra("ranks", HERE / "bench_ranks.py", ["--quick"] if args.quick else []) + [""]
     text = "\n".join(lines) + "\n"
     (OUT / "results.md").write_text(text)
     print(text)
     if not args.keep:
-        for p in OUT.glob("bundle_*"):
+        for p in [*OUT.glob("bundle_*"), *OUT.glob("ranks_*x*")]:
             shutil.rmtree(p, ignore_errors=True)
     return 0
 

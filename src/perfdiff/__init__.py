@@ -17,7 +17,7 @@ from perfdiff.version import __version__
 
 from perfdiff.marker import cycle, mark_cycle  # noqa: E402
 
-_API = ("compare", "load", "tree", "Comparison", "RangeTree", "Run")
+_API = ("compare", "load", "tree", "compare_ranks", "Comparison", "RangeTree", "RankComparison", "Run")
 
 
 def __getattr__(name: str) -> Any:
@@ -28,4 +28,5 @@ def __getattr__(name: str) -> Any:
     raise AttributeError(f"module 'perfdiff' has no attribute {name!r}")
 
 
-__all__ = ["Comparison", "RangeTree", "Run", "__version__", "compare", "cycle", "load", "mark_cycle", "tree"]
+__all__ = ["Comparison", "RangeTree", "RankComparison", "Run", "__version__", "compare", "compare_ranks", "cycle",
+           "load", "mark_cycle", "tree"]

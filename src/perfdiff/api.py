@@ -37,7 +37,7 @@ if TYPE_CHECKING:  # the analysis (scipy) is imported while the runs load: see _
 Run = RunData
 """One run in memory: its manifest and its activity, samples and markers tables."""
 
-__all__ = ["Comparison", "RangeTree", "Run", "compare", "load", "tree"]
+__all__ = ["Comparison", "RangeTree", "RankComparison", "Run", "compare", "compare_ranks", "load", "tree"]
 
 
 def load(path: str | os.PathLike[str], *, pid: int | None = None, group: str = "full") -> Run:
@@ -378,3 +378,47 @@ class RangeTree:
         from perfdiff.render.tree import tree_csv
 
         return tree_csv(self.diff)
+
+
+def compare_ranks(normal: str | os.PathLike[str], abnormal: str | os.PathLike[str], *, alpha: float = 0.05,
+                  cycle: str | None = None, window: str | int | None = None, group: str = "full",
+                  ranks: str | None = None, scheduler: str | None = None, workers: int | None = None,
+                  progress: bool = False) -> RankComparison:
+    """Compare two runs of many ranks: each a directory of rank traces or bundles (or, with
+    `ranks`, one nsys export holding one process per rank).  Each rank's load, segmentation
+    and attribution runs as a Dask task (`scheduler`: an existing cluster's address; else a
+    local cluster of `workers` processes started here).  `ranks`: which ranks to pair ("all",
+    "0-3", "0:4,1:5"), needed when the world sizes differ.  Needs the extra perfdiff[ranks];
+    raises InputError without it, and for bad input."""
+    from perfdiff.ranks import compare_ranks as run
+
+    analysis = run(normal, abnormal, alpha=alpha, cycle=cycle, window=window, group=group, ranks=ranks,
+                   scheduler=scheduler, workers=workers, progress=progress)
+    return RankComparison(analysis, (str(normal), str(abnormal)))
+
+
+class RankComparison:
+    """The result of `compare_ranks`: the rank table, stragglers, findings and verdict as data
+    (`analysis`, a perfdiff.ranks.RankAnalysis), and the report."""
+
+    def __init__(self, analysis: Any, labels: tuple[str, str]):
+        self.analysis = analysis
+        self.findings = analysis.findings
+        self.verdict = analysis.verdict
+        self.labels = labels
+
+    @property
+    def ranks(self) -> pd.DataFrame:
+        """One row per rank: median cycle of each run (µs), top cause, wait in collectives (µs)."""
+        return pd.DataFrame([{**{f: getattr(r, f) for f in r.__dataclass_fields__}, "delta_us": r.delta_us}
+                             for r in self.analysis.rows])
+
+    def to_markdown(self) -> str:
+        from perfdiff.render.ranks import rank_markdown
+
+        return rank_markdown(self.analysis, self.labels)
+
+    def to_json(self) -> dict[str, Any]:
+        from perfdiff.render.ranks import rank_json
+
+        return rank_json(self.analysis)

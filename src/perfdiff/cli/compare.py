@@ -11,7 +11,13 @@ from perfdiff.errors import EXIT_GATE
 
 
 def cmd_compare(args: argparse.Namespace) -> int:
-    """Compare, write the report (+ its cycles CSV, + JSON), and apply the --fail-on gate."""
+    """Compare, write the report (+ its cycles CSV, + JSON), and apply the --fail-on gate; runs
+    of many ranks (directories of rank traces, or --ranks/--scheduler/--workers) go to
+    cmd_compare_ranks."""
+    from perfdiff.ranks import is_multi_rank
+
+    if args.ranks or args.scheduler or args.workers or is_multi_rank(args.normal) or is_multi_rank(args.abnormal):
+        return cmd_compare_ranks(args)
     from perfdiff.analyze import FindingCode
     from perfdiff.api import compare
     from perfdiff.parallel import keep_freed_memory
@@ -47,6 +53,25 @@ def cmd_compare(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_compare_ranks(args: argparse.Namespace) -> int:
+    """Runs of many ranks (directories of rank traces): the multi-rank report (+ JSON)."""
+    from perfdiff.api import compare_ranks
+    from perfdiff.errors import InputError
+
+    if args.fail_on is not None:
+        raise InputError("--fail-on gates a single pair's cycle time; runs of many ranks have no such gate yet")
+    comp = compare_ranks(args.normal, args.abnormal, alpha=args.alpha, cycle=args.cycle, window=args.window,
+                         group=args.group, ranks=args.ranks, scheduler=args.scheduler, workers=args.workers,
+                         progress=True)
+    if args.output and args.output != "-":
+        write_output(Path(args.output), comp.to_markdown())
+    else:
+        sys.stdout.write(comp.to_markdown())
+    if args.json:
+        write_output(Path(args.json), json.dumps(comp.to_json(), indent=1, allow_nan=False) + "\n")
+    return 0
+
+
 def add_parser(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser("compare", help="compare two runs (bundles or traces) and write a report")
     p.add_argument("normal", help="the normal run: a bundle directory or a trace (.sqlite, .json[.gz], .nsys-rep)")
@@ -63,5 +88,12 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
                    help="compare runs that have nothing in common (no shared function, cycles ×50 apart)")
     p.add_argument("--fail-on", type=float, default=None, metavar="PCT",
                    help="exit 1 when the median cycle time grew by at least PCT %% and significantly")
+    p.add_argument("--ranks", default=None, metavar="SPEC",
+                   help="runs of many ranks: which to pair (all, 0-3, 0:4,1:5); needed when the world sizes "
+                        "differ; reads an nsys export's processes as ranks")
+    p.add_argument("--scheduler", default=None, metavar="ADDRESS",
+                   help="runs of many ranks: use this Dask scheduler (its workers read the inputs' paths)")
+    p.add_argument("--workers", type=positive_int, default=None, metavar="N",
+                   help="runs of many ranks: local Dask worker processes (default: sized to the machine)")
     add_trace_options(p)
     p.set_defaults(func=cmd_compare)

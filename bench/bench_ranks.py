@@ -1,0 +1,71 @@
+#!/usr/bin/env python3
+"""Multi-rank compare at scale: N-rank pairs from gen_ranks.py (a planted straggler), compared
+by `perfdiff compare` on a local Dask cluster of 1, then 2, … workers, each run in a fresh
+process (wall time; peak RSS of the largest process; peak memory of the whole process tree,
+PSS).  Prints Markdown: one row per (format, workers), with the speed-up over 1 worker and
+whether the straggler was named.
+
+    python bench/bench_ranks.py [--ranks 64] [--kernels 100000] [--formats kineto,nsys] [--workers 1,2] [--quick]
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+HERE = Path(__file__).resolve().parent
+sys.path.insert(0, str(HERE))
+from run_bench import OUT, PY, measure  # noqa: E402
+
+STRAGGLER = 5
+
+
+def gen(fmt: str, ranks: int, kernels: int, steps: int) -> tuple[Path, Path]:
+    folder = OUT / f"ranks_{fmt}_{ranks}x{kernels}"
+    n, a = folder / "normal", folder / "abnormal"
+    if not (n.is_dir() and a.is_dir() and len(list(a.iterdir())) == (1 if fmt == "nsys-one" else ranks)):
+        subprocess.run([PY, str(HERE / "gen_ranks.py"), str(folder), "--ranks", str(ranks), "--kernels", str(kernels),
+                        "--steps", str(steps), "--format", fmt, "--straggler", str(STRAGGLER % ranks)], check=True)
+    return n, a
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--ranks", type=int, default=64)
+    ap.add_argument("--kernels", type=int, default=100_000, help="kernels per rank and run")
+    ap.add_argument("--formats", default="kineto,nsys")
+    ap.add_argument("--workers", default="1,2")
+    ap.add_argument("--quick", action="store_true", help="8 ranks of 10,000 kernels")
+    args = ap.parse_args(argv)
+    ranks, kernels = (8, 10_000) if args.quick else (args.ranks, args.kernels)
+    steps = max(20, min(100, kernels // 1000))
+    OUT.mkdir(exist_ok=True)
+    print(f"load average before: {' '.join(f'{x:.2f}' for x in os.getloadavg())}", end="\n\n")
+    print("| format | ranks × runs | kernels per rank | workers | wall (s) | peak RSS, largest process (MiB) "
+          "| peak memory, all processes (PSS, MiB) | s per rank | speed-up vs 1 worker | straggler named |")
+    print("|---|---|---|---|---|---|---|---|---|---|")
+    for fmt in args.formats.split(","):
+        n, a = gen(fmt, ranks, kernels, steps)
+        extra = []
+        if fmt == "nsys-one":  # one export holding every rank: its processes are the ranks
+            n, a, extra = n / "report.sqlite", a / "report.sqlite", ["--ranks", "all"]
+        first = None
+        for w in (int(x) for x in args.workers.split(",")):
+            js = OUT / f"ranks_{fmt}_{w}.json"
+            cmd = [PY, "-m", "perfdiff", "compare", str(n), str(a), "--workers", str(w), "--no-plots",
+                   "-o", str(OUT / f"ranks_{fmt}_{w}.md"), "--json", str(js), *extra]
+            wall, rss, _, tree = measure(cmd)
+            first = first or wall
+            s = json.loads(js.read_text())["stragglers"][1]
+            named = f"rank {s['culprit']} ({s['excess']})" if s["culprit"] is not None else s["code"]
+            print(f"| {fmt} | {ranks} × 2 | {kernels:,} | {w} | {wall:.1f} | {rss:,.0f} | {tree:,.0f} | "
+                  f"{wall / (2 * ranks):.2f} | {first / wall:.2f}× | {named} |")
+    print(f"\nload average after: {' '.join(f'{x:.2f}' for x in os.getloadavg())}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,258 @@
+#!/usr/bin/env python3
+"""Seeded generator of multi-rank trace pairs: one trace per rank, Kineto JSON or nsys SQLite.
+
+Every rank runs the same training step: a data-loader range on the host, then compute kernels
+in `--collectives` segments, each ending in an NCCL all-reduce.  A collective ends on every
+rank when the last rank has arrived plus its transfer time, so a rank that arrives late makes
+the others wait inside the NCCL kernel, as on a real GPU.  The ranks share one clock.
+
+    python bench/gen_ranks.py OUT --ranks 8 --kernels 100000 --format kineto
+        [--straggler R --dataloader-factor 10] [--slow REGEX=F] [--slow-rank R:REGEX=F]
+
+writes OUT/normal/ and OUT/abnormal/: the normal run has no plant; the abnormal one has the
+planted changes.  `--format kineto` writes rank-N.json (gzip with --gzip) with distributedInfo;
+`--format nsys` writes report.N.sqlite with RANK / WORLD_SIZE in META_DATA_CAPTURE;
+`--format nsys-one` writes one report.sqlite holding every rank as its own process.
+Identical arguments give byte-identical files.
+"""
+from __future__ import annotations
+
+import argparse
+import gzip
+import json
+import re
+import sqlite3
+import sys
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import numpy as np
+
+T0_US = 1_000_000.0  # trace time of the first step, µs
+SESSION_NS = 1_760_000_000_000_000_000  # the nsys session start (wall clock)
+FIRST_STEP = 5
+NCCL = "ncclDevKernel_AllReduce_Sum_f32_RING_LL(ncclDevComm*, unsigned long, ncclWork*)"
+DATALOADER = "enumerate(DataLoader)#_SingleProcessDataLoaderIter.__next__"
+# (kernel name, mean µs): the compute kernels of a step, in launch order, repeated.
+KERNELS = (("ampere_sgemm_128x64_tn", 60.0),
+           ("void at::native::vectorized_elementwise_kernel<4, at::native::FillFunctor<float> >"
+            "(int, at::native::FillFunctor<float>, at::detail::Array<char*, 2>)", 8.0),
+           ("void cutlass::Kernel<cutlass_80_tensorop_s1688gemm_64x64_32x6_nn_align4>(Params)", 50.0),
+           ("void at::native::reduce_kernel<512, 1>(at::native::ReduceOp<float>)", 15.0),
+           ("flash_fwd_kernel", 40.0))
+DATALOADER_US = 2_000.0
+XFER_US = 400.0  # an all-reduce's own transfer time once every rank has arrived
+
+
+@dataclass
+class Plant:
+    """What the abnormal run changes."""
+
+    straggler: int | None = None  # its data loader takes `dataloader_factor` × longer
+    dataloader_factor: float = 10.0
+    slow: list[tuple[str, float]] = field(default_factory=list)  # every rank: kernels matching REGEX × F
+    slow_rank: list[tuple[int, str, float]] = field(default_factory=list)  # one rank: (rank, REGEX, F)
+
+
+@dataclass
+class RankTrace:
+    """One rank's events, times in µs of the shared clock."""
+
+    kernel_name: np.ndarray  # index into names (len(KERNELS) is the NCCL kernel)
+    kernel_start: np.ndarray
+    kernel_dur: np.ndarray
+    step_start: np.ndarray
+    step_end: np.ndarray
+    load_start: np.ndarray
+    load_end: np.ndarray
+    first_step: int = FIRST_STEP  # the ProfilerStep number of its first step
+
+    def without_first(self, n: int) -> RankTrace:
+        """The trace as if profiling had started `n` steps later on this rank."""
+        if n <= 0:
+            return self
+        cut = self.step_start[n]
+        k = self.kernel_start >= cut
+        return RankTrace(self.kernel_name[k], self.kernel_start[k], self.kernel_dur[k], self.step_start[n:],
+                         self.step_end[n:], self.load_start[n:], self.load_end[n:], self.first_step + n)
+
+
+def simulate(ranks: int, kernels: int, steps: int, collectives: int, seed: int, plant: Plant) -> list[RankTrace]:
+    """Every rank's events for `steps` steps of about kernels/steps kernels each."""
+    rng = np.random.default_rng(seed)
+    per_step = max(collectives, kernels // steps - collectives)
+    names = np.arange(per_step) % len(KERNELS)
+    base = np.array([k[1] for k in KERNELS])[names]
+    factor = np.ones((ranks, per_step))
+    for rx, f in plant.slow:
+        factor[:, [bool(re.search(rx, KERNELS[i][0])) for i in names]] *= f
+    for r, rx, f in plant.slow_rank:
+        factor[r, [bool(re.search(rx, KERNELS[i][0])) for i in names]] *= f
+    load_factor = np.ones(ranks)
+    if plant.straggler is not None:
+        load_factor[plant.straggler] = plant.dataloader_factor
+    bounds = np.linspace(0, per_step, collectives + 1).astype(int)
+    k_name, k_start, k_dur = [], [], []
+    st, se, ls, le = [], [], [], []
+    t = T0_US
+    for _ in range(steps):
+        load = DATALOADER_US * load_factor * rng.lognormal(0.0, 0.03, ranks)
+        ls.append(np.full(ranks, t))
+        le.append(t + load)
+        st.append(np.full(ranks, t))
+        dur = base * factor * rng.lognormal(0.0, 0.05, (ranks, per_step))
+        at = t + load + 5.0  # the first kernel starts once its batch is loaded
+        for j in range(collectives):
+            seg = dur[:, bounds[j]:bounds[j + 1]]
+            ends = at[:, None] + np.cumsum(seg, axis=1)
+            k_name.append(np.broadcast_to(names[bounds[j]:bounds[j + 1]], seg.shape))
+            k_start.append(ends - seg)
+            k_dur.append(seg)
+            arrive = ends[:, -1] + 2.0
+            done = arrive.max() + XFER_US * rng.lognormal(0.0, 0.02)
+            k_name.append(np.full((ranks, 1), len(KERNELS)))
+            k_start.append(arrive[:, None])
+            k_dur.append((done - arrive)[:, None])
+            at = np.full(ranks, done + 2.0)
+        t = float(at[0]) + 50.0
+        se.append(np.full(ranks, t - 10.0))
+    kn, ks, kd = (np.concatenate(x, axis=1) for x in (k_name, k_start, k_dur))
+    return [RankTrace(kn[r], ks[r], kd[r], np.array([s[r] for s in st]), np.array([s[r] for s in se]),
+                      np.array([s[r] for s in ls]), np.array([s[r] for s in le])) for r in range(ranks)]
+
+
+def _names() -> list[str]:
+    return [k[0] for k in KERNELS] + [NCCL]
+
+
+def write_kineto(tr: RankTrace, rank: int, world: int, path: Path, gz: bool) -> None:
+    """rank-N.json[.gz]: a PyTorch-profiler trace with distributedInfo."""
+    names = [json.dumps(n) for n in _names()]
+    host = 100_000 + rank
+    out = [f'{{"schemaVersion": 1, "distributedInfo": {{"backend": "nccl", "rank": {rank}, '
+           f'"world_size": {world}}}, "traceEvents": [']
+    ev = []
+    for i, (a, b) in enumerate(zip(tr.step_start, tr.step_end, strict=True)):
+        ev.append(f'{{"ph": "X", "cat": "user_annotation", "name": "ProfilerStep#{tr.first_step + i}", '
+                  f'"pid": {host}, "tid": {host}, "ts": {a:.3f}, "dur": {b - a:.3f}}}')
+    for a, b in zip(tr.load_start, tr.load_end, strict=True):
+        ev.append(f'{{"ph": "X", "cat": "cpu_op", "name": "{DATALOADER}", "pid": {host}, "tid": {host}, '
+                  f'"ts": {a:.3f}, "dur": {b - a:.3f}}}')
+    nccl = len(KERNELS)
+    for c, (n, s, d) in enumerate(zip(tr.kernel_name.tolist(), tr.kernel_start.tolist(), tr.kernel_dur.tolist(),
+                                      strict=True)):
+        stream = 13 if n == nccl else 7
+        ev.append(f'{{"ph": "X", "cat": "kernel", "name": {names[n]}, "pid": {rank}, "tid": {stream}, '
+                  f'"ts": {s:.3f}, "dur": {d:.3f}, "args": {{"device": {rank}, "stream": {stream}, '
+                  f'"correlation": {c + 1}}}}}')
+    data = ("".join(out) + ",\n".join(ev) + "]}\n").encode()
+    if gz:
+        path.write_bytes(gzip.compress(data, compresslevel=1, mtime=0))
+    else:
+        path.write_bytes(data)
+
+
+def _nsys_schema(con: sqlite3.Connection) -> None:
+    con.execute("CREATE TABLE StringIds (id INTEGER NOT NULL PRIMARY KEY, value TEXT NOT NULL)")
+    con.executemany("INSERT INTO StringIds VALUES (?, ?)", list(enumerate(_names(), start=1)))
+    con.execute("CREATE TABLE META_DATA_EXPORT (name TEXT, value TEXT)")
+    con.executemany("INSERT INTO META_DATA_EXPORT VALUES (?, ?)", [("EXPORT_SCHEMA_VERSION", "3.11.0"),
+                                                                    ("EXPORT_PRODUCT_VERSION", "2024.4.1")])
+    con.execute("CREATE TABLE META_DATA_CAPTURE (name TEXT, value TEXT)")
+    con.execute("CREATE TABLE TARGET_INFO_SESSION_START_TIME (utcEpochNs INTEGER, utcTime TEXT, localTime TEXT)")
+    con.execute("INSERT INTO TARGET_INFO_SESSION_START_TIME VALUES (?, '', '')", (SESSION_NS,))
+    con.execute("CREATE TABLE CUPTI_ACTIVITY_KIND_KERNEL (start INTEGER NOT NULL, end INTEGER NOT NULL, "
+                "deviceId INTEGER NOT NULL, contextId INTEGER, streamId INTEGER, correlationId INTEGER, "
+                "globalPid INTEGER, demangledName INTEGER, shortName INTEGER, mangledName INTEGER)")
+    con.execute("CREATE TABLE NVTX_EVENTS (start INTEGER NOT NULL, end INTEGER, eventType INTEGER NOT NULL, "
+                "rangeId INTEGER, category INTEGER, color INTEGER, text TEXT, globalTid INTEGER, "
+                "endGlobalTid INTEGER, textId INTEGER, domainId INTEGER)")
+
+
+def _nsys_rows(con: sqlite3.Connection, tr: RankTrace, rank: int, world: int, pid: int) -> None:
+    g = pid << 24
+    con.executemany("INSERT INTO META_DATA_CAPTURE VALUES (?, ?)",
+                    [(f"PROCESS_{rank + 1}:ENVIRONMENT_VARIABLE", f"RANK={rank}"),
+                     (f"PROCESS_{rank + 1}:ENVIRONMENT_VARIABLE", f"WORLD_SIZE={world}")])
+    ns = lambda us: (np.round(np.asarray(us) * 1000.0)).astype(np.int64).tolist()  # noqa: E731
+    s, e = ns(tr.kernel_start), ns(tr.kernel_start + tr.kernel_dur)
+    ids = (tr.kernel_name + 1).tolist()
+    stream = np.where(tr.kernel_name == len(KERNELS), 13, 7).tolist()
+    con.executemany("INSERT INTO CUPTI_ACTIVITY_KIND_KERNEL VALUES (?,?,?,1,?,?,?,?,?,NULL)",
+                    zip(s, e, [rank] * len(s), stream, range(1, len(s) + 1), [g] * len(s), ids, ids, strict=True))
+    rows = [(a, b, 59, None, None, None, f"ProfilerStep#{tr.first_step + i}", g | pid, None, None, 0)
+            for i, (a, b) in enumerate(zip(ns(tr.step_start), ns(tr.step_end), strict=True))]
+    rows += [(a, b, 59, None, None, None, DATALOADER, g | pid, None, None, 0)
+             for a, b in zip(ns(tr.load_start), ns(tr.load_end), strict=True)]
+    con.executemany("INSERT INTO NVTX_EVENTS VALUES (?,?,?,?,?,?,?,?,?,?,?)", rows)
+
+
+def write_nsys(traces: list[RankTrace], ranks: list[int], world: int, path: Path) -> None:
+    """One SQLite export holding `ranks` (one process each)."""
+    path.unlink(missing_ok=True)
+    con = sqlite3.connect(path)
+    _nsys_schema(con)
+    for tr, r in zip(traces, ranks, strict=True):
+        _nsys_rows(con, tr, r, world, 4000 + r)
+    con.commit()
+    con.close()
+
+
+def write_run(folder: Path, traces: list[RankTrace], fmt: str, gz: bool) -> None:
+    folder.mkdir(parents=True, exist_ok=True)
+    world = len(traces)
+    if fmt == "kineto":
+        for r, tr in enumerate(traces):
+            write_kineto(tr, r, world, folder / f"rank-{r}.json{'.gz' if gz else ''}", gz)
+    elif fmt == "nsys":
+        for r, tr in enumerate(traces):
+            write_nsys([tr], [r], world, folder / f"report.{r}.sqlite")
+    else:
+        write_nsys(traces, list(range(world)), world, folder / "report.sqlite")
+
+
+def generate(out: Path, *, ranks: int, kernels: int, steps: int = 40, collectives: int = 4, fmt: str = "kineto",
+             gz: bool = False, seed: int = 1, plant: Plant | None = None, normal_ranks: int | None = None,
+             late: dict[int, int] | None = None) -> tuple[Path, Path]:
+    """Write out/normal and out/abnormal; `normal_ranks`: a normal run of another world size;
+    `late`: rank → steps its abnormal trace misses at the start (profiling began later there)."""
+    common = dict(kernels=kernels, steps=steps, collectives=collectives)
+    normal = simulate(normal_ranks or ranks, seed=seed, plant=Plant(), **common)
+    abnormal = simulate(ranks, seed=seed + 1, plant=plant or Plant(), **common)
+    abnormal = [tr.without_first((late or {}).get(r, 0)) for r, tr in enumerate(abnormal)]
+    write_run(out / "normal", normal, fmt, gz)
+    write_run(out / "abnormal", abnormal, fmt, gz)
+    return out / "normal", out / "abnormal"
+
+
+def _regex_factor(text: str) -> tuple[str, float]:
+    rx, _, f = text.rpartition("=")
+    return rx, float(f)
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("out", type=Path)
+    ap.add_argument("--ranks", type=int, default=8)
+    ap.add_argument("--kernels", type=int, default=10_000, help="kernels per rank and run")
+    ap.add_argument("--steps", type=int, default=40)
+    ap.add_argument("--collectives", type=int, default=4, help="all-reduces per step")
+    ap.add_argument("--format", choices=("kineto", "nsys", "nsys-one"), default="kineto")
+    ap.add_argument("--gzip", action="store_true")
+    ap.add_argument("--seed", type=int, default=1)
+    ap.add_argument("--straggler", type=int, default=None, help="this rank's data loader is slow in the abnormal run")
+    ap.add_argument("--dataloader-factor", type=float, default=10.0)
+    ap.add_argument("--slow", action="append", default=[], metavar="REGEX=F", help="every rank's kernels")
+    ap.add_argument("--slow-rank", action="append", default=[], metavar="R:REGEX=F")
+    ap.add_argument("--normal-ranks", type=int, default=None, help="world size of the normal run")
+    args = ap.parse_args(argv)
+    plant = Plant(straggler=args.straggler, dataloader_factor=args.dataloader_factor,
+                  slow=[_regex_factor(s) for s in args.slow],
+                  slow_rank=[(int(s.split(":", 1)[0]), *_regex_factor(s.split(":", 1)[1])) for s in args.slow_rank])
+    generate(args.out, ranks=args.ranks, kernels=args.kernels, steps=args.steps, collectives=args.collectives,
+             fmt=args.format, gz=args.gzip, seed=args.seed, plant=plant, normal_ranks=args.normal_ranks)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,26 @@
+"""Runs of many ranks: one trace (or bundle) per rank, or one nsys export holding several
+processes, compared rank by rank with the work fanned out on Dask (the extra perfdiff[ranks]).
+
+Modules, one job each: `discover` (find the ranks, their numbers, the pairs), `part` (one
+rank's task: load, cut, attribute, reduce), `fanout` (Dask: a local cluster or an existing
+one), `straggler` (who reaches the collectives last, and why), `across` (tests per rank, the
+rank table, findings across ranks, the verdict), `records` (the typed results), `pipeline`
+(`compare_ranks`).  Wording is in perfdiff.render.ranks.
+"""
+from __future__ import annotations
+
+from perfdiff.ranks.discover import is_multi_rank
+from perfdiff.ranks.records import (ExcessKind, IdentitySource, RankAnalysis, RankFinding, RankNotice,
+                                    RankNoticeCode, RankRow, RankVerdict, RankVerdictCode, ScopeCode, Straggler,
+                                    StragglerCode)
+
+__all__ = ["ExcessKind", "IdentitySource", "RankAnalysis", "RankFinding", "RankNotice", "RankNoticeCode", "RankRow",
+           "RankVerdict", "RankVerdictCode", "ScopeCode", "Straggler", "StragglerCode", "compare_ranks",
+           "is_multi_rank"]
+
+
+def compare_ranks(*args, **kwargs) -> RankAnalysis:
+    """perfdiff.ranks.pipeline.compare_ranks (imported on first use: it imports the analysis)."""
+    from perfdiff.ranks.pipeline import compare_ranks as run
+
+    return run(*args, **kwargs)

@@ -1,0 +1,136 @@
+"""Each rank's normal run against its abnormal run, and what changed across ranks.
+
+Per rank pair, every function that matters (pooled mean own time ≥ 0.1 % of the pooled mean
+cycle, collectives and waits aside) is tested on its own time per cycle as for a pair
+(`stats.compare_samples`); one Benjamini–Hochberg family holds every (function, rank) test.
+A function changed on a rank when it is significant (q ≤ α) and material (|τ| ≥ 1 pp, small
+effect size at least, as for a pair); findings group the ranks where it changed in one
+direction: every rank compared, or the ranks named (docs/STATISTICS.md, ranks).
+"""
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, replace
+
+import numpy as np
+
+from perfdiff import stats
+from perfdiff.analyze.compare import T_FLOOR_US, TEST_MIN_SHARE
+from perfdiff.analyze.findings import MATERIAL_DELTA, MATERIAL_TAU_PP
+from perfdiff.ranks.part import RankPart, cycle_columns, excess_kind
+from perfdiff.ranks.records import (RankFinding, RankRow, RankVerdict, RankVerdictCode, ScopeCode, Straggler,
+                                    StragglerCode)
+
+__all__ = ["RankTest", "findings_across", "rank_rows", "rank_tests", "rank_verdict", "with_q"]
+
+NS_PER_US = 1e3
+VERDICT_FINDINGS = 5  # findings the verdict names; the report lists them all
+
+
+@dataclass(frozen=True)
+class RankTest:
+    """One (function, rank) test: Δ mean own time (µs per cycle), τ (pp), p, Cliff's δ; q is
+    filled in once every test of every rank is known."""
+
+    rank: int
+    function: str
+    kind: str
+    delta_us: float
+    tau_pp: float
+    p: float
+    cliffs_delta: float
+    q: float = math.nan
+
+    def changed(self, alpha: float) -> bool:
+        return (math.isfinite(self.q) and self.q <= alpha and abs(self.tau_pp) >= MATERIAL_TAU_PP
+                and not (math.isfinite(self.cliffs_delta) and abs(self.cliffs_delta) < MATERIAL_DELTA))
+
+
+def _own(p: RankPart, iters: np.ndarray) -> tuple[dict[tuple[str, str], np.ndarray], np.ndarray]:
+    cols = cycle_columns(p, iters)
+    rows = {(n, k): p.own_ns[i, cols] / NS_PER_US for i, (n, k) in enumerate(zip(p.names, p.kinds, strict=True))}
+    return rows, p.dur_ns[cols].astype(np.float64) / NS_PER_US
+
+
+def rank_tests(pn: RankPart, pa: RankPart, iters_n: np.ndarray, iters_a: np.ndarray, alpha: float) -> list[RankTest]:
+    """The tests of one rank pair over each run's common iterations (q not yet set)."""
+    on, dn = _own(pn, iters_n)
+    oa, da = _own(pa, iters_a)
+    pooled_cycle = (dn.sum() + da.sum()) / (len(dn) + len(da))
+    mean_da = float(da.mean())
+    out = []
+    for key in sorted(set(on) | set(oa)):
+        if excess_kind(*key) is None:
+            continue
+        tn, ta = on.get(key, np.zeros(len(dn))), oa.get(key, np.zeros(len(da)))
+        if (tn.sum() + ta.sum()) / (len(dn) + len(da)) < TEST_MIN_SHARE * pooled_cycle:
+            continue
+        res = stats.compare_samples(ta, tn, floor=T_FLOOR_US, alpha=alpha)
+        delta = float(ta.mean() - tn.mean())
+        out.append(RankTest(pn.input.rank, key[0], key[1], delta, 100.0 * delta / mean_da, res.p_mwu,
+                            res.cliffs_delta))
+    return out
+
+
+def with_q(tests: list[RankTest]) -> list[RankTest]:
+    """The tests with their q-values, one BH family over every rank."""
+    q = stats.bh_qvalues([t.p for t in tests])
+    return [replace(t, q=float(v)) for t, v in zip(tests, q, strict=True)]
+
+
+def rank_rows(pairs: list[tuple[RankPart, RankPart]], iters: tuple[np.ndarray, np.ndarray], tests: list[RankTest],
+              stragglers: tuple[Straggler, Straggler], alpha: float) -> list[RankRow]:
+    """The rank table: per rank its median cycles, top cause and wait in collectives."""
+    waits = [{w.rank: w.wait_us for w in s.waits} for s in stragglers]
+    by_rank: dict[int, list[RankTest]] = {}
+    for t in tests:
+        by_rank.setdefault(t.rank, []).append(t)
+    rows = []
+    for pn, pa in pairs:
+        r = pn.input.rank
+        mn = float(np.median(pn.dur_ns[cycle_columns(pn, iters[0])])) / NS_PER_US
+        ma = float(np.median(pa.dur_ns[cycle_columns(pa, iters[1])])) / NS_PER_US
+        sign = 1.0 if ma >= mn else -1.0
+        moved = [t for t in by_rank.get(r, []) if t.changed(alpha) and t.tau_pp * sign > 0]
+        top = max(moved, key=lambda t: abs(t.tau_pp), default=None)
+        rows.append(RankRow(r, len(iters[0]), len(iters[1]), mn, ma,
+                            cause=top.function if top else None, cause_kind=top.kind if top else None,
+                            cause_tau_pp=top.tau_pp if top else math.nan,
+                            cause_delta_us=top.delta_us if top else math.nan,
+                            wait_n_us=waits[0].get(r, math.nan), wait_a_us=waits[1].get(pa.input.rank, math.nan)))
+    return rows
+
+
+def findings_across(tests: list[RankTest], world: int, alpha: float) -> list[RankFinding]:
+    """One finding per (function, direction) that changed on at least one rank, the largest
+    median τ first."""
+    groups: dict[tuple[str, str, bool], list[RankTest]] = {}
+    for t in tests:
+        if t.changed(alpha):
+            groups.setdefault((t.function, t.kind, t.tau_pp > 0), []).append(t)
+    out = []
+    for (fn, kind, _), ts in groups.items():
+        ranks = tuple(sorted(t.rank for t in ts))
+        code = ScopeCode.ALL_RANKS if len(ranks) == world else ScopeCode.SOME_RANKS
+        out.append(RankFinding(code, fn, kind, ranks, world, float(np.median([t.delta_us for t in ts])),
+                               float(np.median([t.tau_pp for t in ts])), float(max(t.q for t in ts))))
+    out.sort(key=lambda f: (-abs(f.tau_pp) * len(f.ranks), f.function))
+    return out
+
+
+def rank_verdict(findings: list[RankFinding], stragglers: tuple[Straggler, Straggler]) -> list[RankVerdict]:
+    """What changed across ranks: a new straggler in the abnormal run first, then the
+    findings (all ranks, or the ranks named)."""
+    out = []
+    sn, sa = stragglers
+    if sa.code == StragglerCode.CULPRIT and not (sn.code == StragglerCode.CULPRIT and sn.culprit == sa.culprit
+                                                 and not sa.skew_us > 2.0 * sn.skew_us):
+        others = [w.wait_us for w in sa.waits if w.rank != sa.culprit]
+        out.append(RankVerdict(RankVerdictCode.STRAGGLER, (int(sa.culprit),), len(sa.waits), excess=sa.excess,
+                               size_us=float(np.median(others)) if others else math.nan))
+    for f in findings[:VERDICT_FINDINGS]:
+        code = RankVerdictCode.ALL_RANKS if f.code == ScopeCode.ALL_RANKS else RankVerdictCode.SOME_RANKS
+        out.append(RankVerdict(code, f.ranks, f.world, function=f.function, size_us=f.delta_us, tau_pp=f.tau_pp))
+    if not out:
+        out.append(RankVerdict(RankVerdictCode.NO_CHANGE, world=len(sa.waits)))
+    return out

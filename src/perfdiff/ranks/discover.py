@@ -1,0 +1,213 @@
+"""Find the ranks of a run: a directory of rank traces or bundles, or one nsys export holding
+several processes; give each its rank number, and pair the two runs' ranks.
+
+A rank's number comes from the trace when it says (Kineto `distributedInfo`, the launcher
+variables nsys recorded, a bundle's manifest), read from the file's head or metadata without
+importing it; else from the file name (`rank-3.json`, `report.3.sqlite`); else from the
+sorted order.  Nothing here reads a trace's events.
+"""
+from __future__ import annotations
+
+import gzip
+import json
+import re
+import sqlite3
+import zlib
+from pathlib import Path
+
+from perfdiff.bundle import is_bundle
+from perfdiff.errors import InputError
+from perfdiff.inputs import trace_kind
+from perfdiff.ranks.records import IdentitySource, RankInput, RankNotice, RankNoticeCode, RankPair
+
+__all__ = ["is_multi_rank", "pair_ranks", "parse_rank_spec", "rank_inputs"]
+
+HEAD_BYTES = 1 << 16  # a Kineto trace's header (distributedInfo) precedes its events
+_DIST = re.compile(rb'"distributedInfo"\s*:\s*(\{[^{}]*\})')
+_NAME_RANK = (re.compile(r"rank[-_.]?(\d+)", re.I), re.compile(r"\.(\d+)\.(?:sqlite|nsys-rep|json|json\.gz)$"),
+              re.compile(r"(\d+)(?:\.pt\.trace)?\.(?:sqlite|nsys-rep|json|json\.gz)$"))
+
+
+def _members(path: Path) -> list[Path]:
+    """The traces and bundles directly inside a directory that is not a bundle itself."""
+    if not path.is_dir() or is_bundle(path):
+        return []
+    return sorted(p for p in path.iterdir() if (p.is_file() and trace_kind(p)) or (p.is_dir() and is_bundle(p)))
+
+
+def is_multi_rank(path: str | Path) -> bool:
+    """Whether `path` is a directory of two or more traces or bundles (a multi-rank run)."""
+    return len(_members(Path(path))) >= 2
+
+
+def _kineto_head(p: Path) -> dict:
+    """distributedInfo from the first HEAD_BYTES of a Kineto trace (decompressed), else {}."""
+    try:
+        with open(p, "rb") as fh:
+            raw = fh.read(HEAD_BYTES)
+        if raw[:2] == b"\x1f\x8b":
+            raw = zlib.decompressobj(16 + zlib.MAX_WBITS).decompress(raw, HEAD_BYTES)
+        m = _DIST.search(raw)
+        return json.loads(m.group(1)) if m else {}
+    except (OSError, ValueError, zlib.error, gzip.BadGzipFile):
+        return {}
+
+
+def _nsys_env(p: Path) -> dict:
+    """rank / world_size from the launcher variables an nsys export recorded, else {}."""
+    from perfdiff.importers.nsys.manifest import RANK_VARS, SIZE_VARS
+
+    try:
+        con = sqlite3.connect(f"file:{p}?mode=ro", uri=True)
+        try:
+            rows = con.execute("SELECT value FROM META_DATA_CAPTURE "
+                               "WHERE name LIKE 'PROCESS_%:ENVIRONMENT_VARIABLE'").fetchall()
+        finally:
+            con.close()
+    except sqlite3.Error:
+        return {}
+    found: dict[str, int] = {}
+    for (value,) in rows:
+        key, _, raw = str(value).partition("=")
+        if key in RANK_VARS + SIZE_VARS and key not in found:
+            try:
+                found[key] = int(raw.strip().strip('"'))
+            except ValueError:
+                continue
+    out = {}
+    rank = next((found[k] for k in RANK_VARS if k in found), None)
+    size = next((found[k] for k in SIZE_VARS if k in found), None)
+    if rank is not None:
+        out["rank"] = rank
+    if size is not None:
+        out["world_size"] = size
+    return out
+
+
+def _declared(p: Path) -> tuple[dict, IdentitySource]:
+    if p.is_dir():
+        try:
+            m = json.loads((p / "manifest.json").read_text())
+        except (OSError, ValueError):
+            return {}, IdentitySource.MANIFEST
+        return ((m.get("target") or {}).get("distributed") or {}), IdentitySource.MANIFEST
+    kind = trace_kind(p)
+    if kind == "kineto":
+        return _kineto_head(p), IdentitySource.TRACE
+    if kind == "nsys":
+        return _nsys_env(p), IdentitySource.TRACE
+    return {}, IdentitySource.TRACE
+
+
+def _int(v: object) -> int | None:
+    return v if isinstance(v, int) and not isinstance(v, bool) and v >= 0 else None
+
+
+def _name_rank(p: Path) -> int | None:
+    for rx in _NAME_RANK:
+        m = rx.search(p.name)
+        if m:
+            return int(m.group(1))
+    return None
+
+
+def _gpu_processes(p: Path) -> list[int]:
+    """The pids that launched GPU kernels in an nsys export, in pid order."""
+    try:
+        con = sqlite3.connect(f"file:{p}?mode=ro", uri=True)
+        try:
+            rows = con.execute("SELECT DISTINCT (globalPid >> 24) & 16777215 FROM CUPTI_ACTIVITY_KIND_KERNEL").fetchall()
+        finally:
+            con.close()
+    except sqlite3.Error as exc:
+        raise InputError(f"cannot list the processes of the export ({exc})", path=p) from None
+    return sorted(int(r[0]) for r in rows if r[0] is not None)
+
+
+def rank_inputs(path: str | Path, *, split_processes: bool = False) -> list[RankInput]:
+    """The ranks of one run, sorted by rank.  `path`: a directory of rank traces or bundles,
+    or (with `split_processes`) one nsys export whose processes are the ranks.  A single input
+    is one rank.  Raises InputError when two inputs claim one rank."""
+    p = Path(path)
+    if not p.exists():
+        raise InputError("no such file or directory", path=p)
+    if p.is_file() and trace_kind(p) == "nsys" and split_processes:
+        pids = _gpu_processes(p)
+        if len(pids) >= 2:
+            return [RankInput(i, str(p), IdentitySource.PROCESS, len(pids), pid) for i, pid in enumerate(pids)]
+    members = _members(p) or [p]
+    found: list[RankInput] = []
+    by_name = [_name_rank(m) for m in members]
+    names_unique = None not in by_name and len(set(by_name)) == len(by_name)
+    for i, m in enumerate(members):
+        dist, source = _declared(m)
+        rank, world = _int(dist.get("rank")), _int(dist.get("world_size"))
+        if rank is None:
+            rank, source = (by_name[i], IdentitySource.FILE_NAME) if names_unique else (i, IdentitySource.ORDER)
+        found.append(RankInput(rank, str(m), source, world))
+    seen: dict[int, str] = {}
+    for r in found:
+        if r.rank in seen:
+            raise InputError(f"two inputs claim rank {r.rank}: {Path(seen[r.rank]).name} and {Path(r.path).name}",
+                             path=p)
+        seen[r.rank] = r.path
+    return sorted(found, key=lambda r: r.rank)
+
+
+def world_size(inputs: list[RankInput]) -> int:
+    """The run's world size: the largest one its traces declare, else how many ranks it has."""
+    declared = [r.world_size for r in inputs if r.world_size]
+    return max(declared) if declared else len(inputs)
+
+
+_SPEC_ITEM = re.compile(r"^(\d+)(?:-(\d+))?(?::(\d+)(?:-(\d+))?)?$")
+
+
+def parse_rank_spec(text: str) -> tuple[tuple[int, int], ...] | None:
+    """--ranks: "all" (None: pair by rank number), or comma-separated items "R", "R1-R2"
+    (those ranks with themselves) and "N:A", "N1-N2:A1-A2" (normal rank N with abnormal A)."""
+    if text.strip().lower() == "all":
+        return None
+    pairs: list[tuple[int, int]] = []
+    for item in text.split(","):
+        m = _SPEC_ITEM.match(item.strip())
+        if not m:
+            raise InputError(f"--ranks {text!r}: expected all, or items like 3, 0-7, 0:4 or 0-3:4-7")
+        n0, n1, a0, a1 = (int(g) if g is not None else None for g in m.groups())
+        ns = list(range(n0, (n1 if n1 is not None else n0) + 1))
+        if a0 is None:
+            pairs += [(r, r) for r in ns]
+            continue
+        as_ = list(range(a0, (a1 if a1 is not None else a0) + 1))
+        if len(as_) != len(ns):
+            raise InputError(f"--ranks {item.strip()!r}: {len(ns)} normal ranks against {len(as_)} abnormal")
+        pairs += list(zip(ns, as_, strict=True))
+    return tuple(pairs)
+
+
+def pair_ranks(normal: list[RankInput], abnormal: list[RankInput], spec: str | None,
+               labels: tuple[str, str]) -> tuple[list[RankPair], list[RankNotice]]:
+    """Pair the runs' ranks: by number, unless --ranks (`spec`) says otherwise.  Different
+    world sizes are refused (InputError) unless `spec` is given."""
+    wn, wa = world_size(normal), world_size(abnormal)
+    notices: list[RankNotice] = []
+    if wn != wa and spec is None:
+        raise InputError(f"{labels[0]} has world size {wn} and {labels[1]} {wa}: not compared; "
+                         "--ranks says which ranks to pair (e.g. --ranks 0-3, or 0:4,1:5)")
+    n_by, a_by = {r.rank: r for r in normal}, {r.rank: r for r in abnormal}
+    wanted = parse_rank_spec(spec) if spec is not None else None
+    if wanted is None:
+        common = sorted(set(n_by) & set(a_by))
+        only = sorted(set(n_by) ^ set(a_by))
+        if only:
+            notices.append(RankNotice(RankNoticeCode.UNPAIRED, tuple(only)))
+        wanted = tuple((r, r) for r in common)
+    else:
+        notices.append(RankNotice(RankNoticeCode.PAIRED_BY_USER, tuple(n for n, _ in wanted)))
+        missing = [f"{labels[0]} rank {n}" for n, _ in wanted if n not in n_by]
+        missing += [f"{labels[1]} rank {a}" for _, a in wanted if a not in a_by]
+        if missing:
+            raise InputError(f"--ranks names ranks that are not there: {', '.join(missing[:4])}")
+    if not wanted:
+        raise InputError(f"{labels[0]} and {labels[1]} have no rank in common: not compared")
+    return [RankPair(n, n_by[n], a_by[a]) for n, a in wanted], notices

@@ -1,0 +1,137 @@
+"""Run the ranks' tasks on Dask: a local cluster sized to the machine, or an existing one.
+
+Every process-level parallelism of a multi-rank comparison is here (the single pair's is in
+perfdiff.parallel).  A local cluster has one single-threaded worker process per core, so a
+worker holds one rank's trace at a time: its memory is bounded by the largest rank, not by the
+world size; there are fewer workers when memory holds fewer such ranks.  Results are taken as
+they complete and their futures released, so the scheduler keeps none of them.
+Dask is the optional extra `perfdiff[ranks]`.
+"""
+from __future__ import annotations
+
+import logging
+import os
+import sys
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any
+
+from perfdiff.errors import InputError
+
+__all__ = ["DASK_MISSING", "Fanout", "estimate_bytes", "local_workers", "require_dask"]
+
+DASK_MISSING = "comparing runs of many ranks needs Dask: pip install perfdiff[ranks]"
+BASE_BYTES = 400 << 20  # a worker process with numpy, pandas and perfdiff imported
+# Peak memory of importing a trace, per byte of the file (JSON text, gzip'ed JSON, SQLite, bundle).
+BYTES_PER_FILE_BYTE = {".json": 3.0, ".gz": 25.0, ".sqlite": 1.5, "bundle": 4.0}
+
+
+def require_dask() -> Any:
+    """The `distributed` module, or InputError with the line that says how to get it."""
+    try:
+        import distributed
+    except ImportError:
+        raise InputError(DASK_MISSING) from None
+    return distributed
+
+
+def estimate_bytes(path: str) -> int:
+    """Memory one rank's task needs at its peak (bytes), from the size of its input."""
+    p = Path(path)
+    try:
+        if p.is_dir():
+            size = sum(f.stat().st_size for f in p.rglob("*") if f.is_file())
+            return BASE_BYTES + int(BYTES_PER_FILE_BYTE["bundle"] * size)
+        factor = next((f for s, f in BYTES_PER_FILE_BYTE.items() if p.name.endswith(s)), 3.0)
+        return BASE_BYTES + int(factor * p.stat().st_size)
+    except OSError:
+        return BASE_BYTES
+
+
+def _memory_bytes() -> int:
+    try:
+        import psutil
+
+        return int(psutil.virtual_memory().available)
+    except (ImportError, OSError):
+        return int(os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES"))
+
+
+def _cores() -> int:
+    try:
+        return len(os.sched_getaffinity(0))
+    except AttributeError:
+        return os.cpu_count() or 1
+
+
+def local_workers(tasks: int, largest_bytes: int) -> tuple[int, int]:
+    """(workers, memory limit per worker in bytes) for a local cluster: one per core, no more
+    than there are tasks, and only as many as memory holds ranks of the largest size."""
+    mem = _memory_bytes()
+    fit = max(1, mem // max(largest_bytes, 1))
+    n = max(1, min(_cores(), tasks, fit))
+    return n, max(largest_bytes, mem // n)
+
+
+class Fanout:
+    """A Dask client and how many workers it has; `map` runs one function over items."""
+
+    def __init__(self, client: Any, workers: int, progress: bool):
+        self.client = client
+        self.workers = workers
+        self.progress = progress and sys.stderr.isatty()
+
+    def map(self, fn: Callable[..., Any], items: Sequence[Any], what: str = "ranks", **kwargs: Any) -> list[Any]:
+        """fn(item, **kwargs) for every item, on the workers, in the items' order.  The first
+        task to fail cancels the others and raises its error here."""
+        from distributed import as_completed
+
+        futures = self.client.map(fn, list(items), pure=False, **kwargs)
+        index = {f.key: i for i, f in enumerate(futures)}
+        out: list[Any] = [None] * len(futures)
+        done = 0
+        try:
+            for fut in as_completed(futures):
+                out[index[fut.key]] = fut.result()
+                fut.release()
+                done += 1
+                if self.progress:
+                    print(f"\rperfdiff: {what} {done}/{len(futures)}", end="", file=sys.stderr, flush=True)
+        except BaseException:
+            self.client.cancel(futures)
+            raise
+        finally:
+            if self.progress and done:
+                print(file=sys.stderr)
+        return out
+
+
+@contextmanager
+def fanout(scheduler: str | None, *, workers: int | None, tasks: int, largest_bytes: int,
+           progress: bool = False, processes: bool = True) -> Iterator[Fanout]:
+    """A Fanout on the cluster at `scheduler` (its workers must read the inputs' paths), else
+    on a local cluster started here (`workers`: how many; default local_workers) and closed
+    on leaving."""
+    distributed = require_dask()
+    if scheduler:
+        try:
+            client = distributed.Client(scheduler, timeout="20s")
+        except (OSError, TimeoutError, ValueError) as exc:
+            raise InputError(f"cannot reach the Dask scheduler at {scheduler}: {exc}") from None
+        try:
+            yield Fanout(client, max(1, len(client.scheduler_info().get("workers", {}))), progress)
+        finally:
+            client.close()
+        return
+    n, limit = local_workers(tasks, largest_bytes)
+    if workers:
+        n = workers
+        limit = max(largest_bytes, _memory_bytes() // n)
+    cluster = distributed.LocalCluster(n_workers=n, threads_per_worker=1, processes=processes, memory_limit=limit,
+                                       dashboard_address=":0", silence_logs=logging.ERROR)
+    try:
+        with distributed.Client(cluster) as client:
+            yield Fanout(client, n, progress)
+    finally:
+        cluster.close()

@@ -1,0 +1,94 @@
+"""The multi-rank comparison: find and pair the ranks, plan one cycle definition for all of
+them, fan each rank's load, segmentation and attribution out on Dask, and analyse the small
+matrices that come back (straggler analysis per run, tests per rank, findings across ranks).
+
+    discover + pair ──► plan (reference ranks) ──► per-rank tasks (Dask) ──► stragglers,
+                                                                            rank table, findings
+"""
+from __future__ import annotations
+
+import dataclasses
+import os
+
+
+from perfdiff.errors import InputError
+from perfdiff.model.durations import parse_duration_ns
+from perfdiff.plan import plan_pair
+from perfdiff.ranks.across import findings_across, rank_rows, rank_tests, rank_verdict, with_q
+from perfdiff.ranks.discover import pair_ranks, rank_inputs, world_size
+from perfdiff.ranks.fanout import estimate_bytes, fanout
+from perfdiff.ranks.part import RankPart, RankTask, load_part, load_summary
+from perfdiff.ranks.records import IdentitySource, RankAnalysis, RankNotice, RankNoticeCode
+from perfdiff.ranks.straggler import common_iterations, straggler
+from perfdiff.segment import MIN_CYCLES
+
+__all__ = ["analyze_parts", "compare_ranks"]
+
+
+def compare_ranks(normal: str | os.PathLike[str], abnormal: str | os.PathLike[str], *, alpha: float = 0.05,
+                  cycle: str | None = None, window: str | int | None = None, group: str = "full",
+                  ranks: str | None = None, scheduler: str | None = None, workers: int | None = None,
+                  progress: bool = False, processes: bool = True) -> RankAnalysis:
+    """Compare two runs of many ranks (see the module docstring).
+
+    `ranks`: which ranks to pair ("all", "0-3", "0:4,1:5"; docs in discover.parse_rank_spec),
+    needed when the world sizes differ; given, an nsys export holding several processes is
+    read as one rank per process.  `scheduler`: a Dask scheduler's address (its workers read
+    the inputs' paths); else a local cluster of `workers` processes (default: sized to the
+    machine; `processes=False`: threads of this process).  `progress`: a progress line on a
+    terminal.  Raises InputError for bad input, or without Dask."""
+    if not 0.0 < alpha < 1.0:
+        raise InputError(f"alpha {alpha}: must be between 0 and 1")
+    window_ns = parse_duration_ns(window) if isinstance(window, str) else window
+    labels = (str(normal), str(abnormal))
+    split = ranks is not None
+    ins_n, ins_a = rank_inputs(normal, split_processes=split), rank_inputs(abnormal, split_processes=split)
+    pairs, notices = pair_ranks(ins_n, ins_a, ranks, labels)
+    own = scheduler is None and processes  # worker processes of our own: their malloc may be tuned
+    tasks = ([RankTask(0, p.normal, group, own) for p in pairs] + [RankTask(1, p.abnormal, group, own) for p in pairs])
+    largest = max(estimate_bytes(t.input.path) for t in tasks)
+    with fanout(scheduler, workers=workers, tasks=len(tasks), largest_bytes=largest, progress=progress,
+                processes=processes) as fan:
+        # One plan for every rank, chosen as for a pair from the first rank of each run.
+        sn, sa = fan.map(load_summary, [tasks[0], tasks[len(pairs)]], what="planning")
+        plan = dataclasses.replace(plan_pair(sn, sa, cycle_regex=cycle, window_ns=window_ns), device_map=())
+        parts = fan.map(load_part, tasks, plan=plan)
+        workers_used = fan.workers
+    return analyze_parts(parts[:len(pairs)], parts[len(pairs):], plan, alpha=alpha, notices=notices,
+                         worlds=(world_size(ins_n), world_size(ins_a)), workers=workers_used, pairs=pairs)
+
+
+def analyze_parts(parts_n: list[RankPart], parts_a: list[RankPart], plan, *, alpha: float,
+                  notices: list[RankNotice], worlds: tuple[int, int], workers: int, pairs) -> RankAnalysis:
+    """The analysis of the ranks' parts (pair i: parts_n[i] against parts_a[i])."""
+    notices = list(notices)
+    iters = []
+    for side, parts in (("normal", parts_n), ("abnormal", parts_a)):
+        imposed = tuple(p.input.rank for p in parts if not p.offers_plan)
+        if imposed:
+            notices.append(RankNotice(RankNoticeCode.PLAN_IMPOSED, imposed, side))
+        differs = tuple(p.input.rank for p in parts if p.input.source != IdentitySource.TRACE
+                        and isinstance(p.declared.get("rank"), int) and p.declared["rank"] != p.input.rank)
+        if differs:
+            notices.append(RankNotice(RankNoticeCode.IDENTITY_DIFFERS, differs, side))
+        common = common_iterations(parts)
+        if len(common) < MIN_CYCLES:
+            raise InputError(f"the ranks of the {side} run share {len(common)} iteration(s): comparing needs "
+                             f"at least {MIN_CYCLES}")
+        trimmed = max(len(p.iteration) - len(common) for p in parts)
+        if trimmed:
+            notices.append(RankNotice(RankNoticeCode.ITERATIONS_TRIMMED, side=side, count=int(trimmed)))
+        iters.append(common)
+    stragglers = (straggler(parts_n, "normal", alpha), straggler(parts_a, "abnormal", alpha))
+    tests = []
+    for pn, pa in zip(parts_n, parts_a, strict=True):
+        tests += rank_tests(pn, pa, iters[0], iters[1], alpha)
+    tests = with_q(tests)
+    pairs_parts = list(zip(parts_n, parts_a, strict=True))
+    rows = rank_rows(pairs_parts, (iters[0], iters[1]), tests, stragglers, alpha)
+    findings = findings_across(tests, len(pairs_parts), alpha)
+    verdict = rank_verdict(findings, stragglers)
+    return RankAnalysis(pairs=tuple(pairs), world_n=worlds[0], world_a=worlds[1], plan=plan, rows=tuple(rows),
+                        stragglers=stragglers, findings=tuple(findings), verdict=tuple(verdict), alpha=alpha,
+                        workers=workers, notices=tuple(notices),
+                        iterations=((int(iters[0][0]), int(iters[0][-1])), (int(iters[1][0]), int(iters[1][-1]))))

@@ -1,0 +1,214 @@
+"""What a multi-rank comparison says, as typed records with stable codes (no prose: the
+wording is in perfdiff.render.ranks).  Times are µs; τ is in percentage points of the
+abnormal run's mean cycle, as for a pair (docs/STATISTICS.md)."""
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+from enum import Enum
+
+from perfdiff.model.cycles import CyclePlan
+
+
+class IdentitySource(str, Enum):
+    """Where a rank's number came from, most trusted first."""
+
+    TRACE = "trace"  # Kineto distributedInfo, nsys RANK/WORLD_SIZE launcher variables
+    MANIFEST = "manifest"  # a run bundle's target.distributed
+    PROCESS = "process"  # one process of an export holding several, in pid order
+    FILE_NAME = "file-name"  # rank-3.json, report.3.sqlite, …
+    ORDER = "order"  # none of these: the inputs' sorted order
+
+    def __str__(self) -> str:
+        return self.value
+
+
+@dataclass(frozen=True)
+class RankInput:
+    """One rank's trace or bundle: `pid` picks a process of an export holding several."""
+
+    rank: int
+    path: str
+    source: IdentitySource
+    world_size: int | None = None  # as the trace declares it; None: not declared
+    pid: int | None = None
+
+
+@dataclass(frozen=True)
+class RankPair:
+    """The two inputs compared as one rank (`rank`: the normal run's number)."""
+
+    rank: int
+    normal: RankInput
+    abnormal: RankInput
+
+
+class ExcessKind(str, Enum):
+    """What a rank spends its extra time in."""
+
+    INPUT = "input"  # data loading on the host
+    COMPUTE = "compute"  # GPU kernels other than collectives
+    TRANSFER = "transfer"  # memcpy, memset
+    HOST = "host"  # other CPU ranges, runtime calls, host states
+
+    def __str__(self) -> str:
+        return self.value
+
+
+class StragglerCode(str, Enum):
+    """What the straggler analysis of one run concluded."""
+
+    CULPRIT = "culprit"  # one rank arrives last at the collectives, beyond chance
+    NO_SKEW = "no-skew"  # the ranks wait alike in the collectives: none holds the others back there
+    UNSTABLE = "unstable"  # the last rank changes from cycle to cycle: no one culprit
+    NO_COLLECTIVES = "no-collectives"  # no NCCL kernel found on every rank (or a single rank)
+
+    def __str__(self) -> str:
+        return self.value
+
+
+@dataclass(frozen=True)
+class RankWait:
+    """One rank in one run: median µs per cycle spent waiting in collectives for the last
+    rank to arrive, and the share of cycles in which it was that last rank."""
+
+    rank: int
+    wait_us: float
+    last_share: float
+
+
+@dataclass(frozen=True)
+class Straggler:
+    """The straggler analysis of one run (docs/STATISTICS.md, stragglers).
+
+    `skew_us`: median over cycles of the spread of the ranks' wait in collectives per cycle;
+    `p_last`: binomial p (× ranks) that the culprit is last in more cycles than 1/ranks by chance;
+    `excess_us`: per kind, the median per cycle of the culprit's own time minus the other
+    ranks' median (NaN when unknown: `excess_reason` says why)."""
+
+    side: str  # "normal" | "abnormal"
+    code: StragglerCode
+    culprit: int | None
+    cycles: int
+    collectives: int  # matched collectives per cycle (median)
+    skew_us: float
+    p_last: float
+    waits: tuple[RankWait, ...]
+    excess: ExcessKind | None = None
+    excess_us: tuple[tuple[ExcessKind, float], ...] = ()
+    excess_reason: str = ""
+
+
+@dataclass(frozen=True)
+class RankRow:
+    """One rank of the rank table: median cycle (µs) of each run, its top cause (the
+    function whose own time moved most in the direction of its cycle, when significant and
+    material; None otherwise) and its median wait in collectives per cycle."""
+
+    rank: int
+    cycles_n: int
+    cycles_a: int
+    median_n_us: float
+    median_a_us: float
+    cause: str | None = None
+    cause_kind: str | None = None
+    cause_tau_pp: float = math.nan
+    cause_delta_us: float = math.nan
+    wait_n_us: float = math.nan
+    wait_a_us: float = math.nan
+
+    @property
+    def delta_us(self) -> float:
+        return self.median_a_us - self.median_n_us
+
+
+class ScopeCode(str, Enum):
+    """On which ranks a function changed."""
+
+    ALL_RANKS = "all-ranks"
+    SOME_RANKS = "some-ranks"
+
+    def __str__(self) -> str:
+        return self.value
+
+
+@dataclass(frozen=True)
+class RankFinding:
+    """A function whose own time per cycle changed significantly and materially on `ranks`
+    (of `world` compared), in one direction: medians over those ranks of its Δ mean own
+    time (µs per cycle) and τ (pp); `q_max`: the largest of their q-values."""
+
+    code: ScopeCode
+    function: str
+    kind: str
+    ranks: tuple[int, ...]
+    world: int
+    delta_us: float
+    tau_pp: float
+    q_max: float
+
+
+class RankVerdictCode(str, Enum):
+    """A class of change across ranks, for the verdict."""
+
+    STRAGGLER = "straggler"  # one rank makes the others wait in the abnormal run
+    ALL_RANKS = "all-ranks"  # a function changed on every rank
+    SOME_RANKS = "some-ranks"  # a function changed on the named ranks only
+    NO_CHANGE = "no-change"  # nothing significant and material on any rank
+
+    def __str__(self) -> str:
+        return self.value
+
+
+@dataclass(frozen=True)
+class RankVerdict:
+    """One statement of the verdict: `ranks` it concerns, the function (findings) or the
+    excess kind (straggler), and its size (µs per cycle: Δ own time, or the others' wait)."""
+
+    code: RankVerdictCode
+    ranks: tuple[int, ...] = ()
+    world: int = 0
+    function: str | None = None
+    excess: ExcessKind | None = None
+    size_us: float = math.nan
+    tau_pp: float = math.nan
+
+
+class RankNoticeCode(str, Enum):
+    """Something the reader must know about the comparison itself."""
+
+    PLAN_IMPOSED = "plan-imposed"  # ranks whose own trace lacks the plan's cycle source
+    ITERATIONS_TRIMMED = "iterations-trimmed"  # cycles not present on every rank of a run left out
+    PAIRED_BY_USER = "paired-by-user"  # --ranks chose the pairs
+    UNPAIRED = "unpaired"  # ranks present in one run only
+    IDENTITY_DIFFERS = "identity-differs"  # a loaded trace declares another rank than assumed
+
+    def __str__(self) -> str:
+        return self.value
+
+
+@dataclass(frozen=True)
+class RankNotice:
+    code: RankNoticeCode
+    ranks: tuple[int, ...] = ()
+    side: str = ""
+    count: int = 0
+
+
+@dataclass(frozen=True)
+class RankAnalysis:
+    """Everything a multi-rank comparison found."""
+
+    pairs: tuple[RankPair, ...]
+    world_n: int
+    world_a: int
+    plan: CyclePlan
+    rows: tuple[RankRow, ...]
+    stragglers: tuple[Straggler, Straggler]  # normal, abnormal
+    findings: tuple[RankFinding, ...]
+    verdict: tuple[RankVerdict, ...]
+    alpha: float
+    workers: int  # Dask workers the ranks ran on
+    notices: tuple[RankNotice, ...] = field(default=())
+    # (first, last) iteration every rank of the run has: ProfilerStep numbers, else ordinals
+    iterations: tuple[tuple[int, int], tuple[int, int]] = ((0, 0), (0, 0))

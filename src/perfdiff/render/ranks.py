@@ -1,0 +1,202 @@
+"""The multi-rank report: the verdict, the rank table, each run's straggler analysis, the
+findings across ranks and the rank mapping, as Markdown (names escaped), and its JSON."""
+from __future__ import annotations
+
+import dataclasses
+import enum
+import math
+from pathlib import Path
+from typing import Any
+
+from perfdiff.model.schema import CycleSource
+from perfdiff.ranks.records import (ExcessKind, RankAnalysis, RankFinding, RankNotice, RankNoticeCode, RankVerdict,
+                                    RankVerdictCode, ScopeCode, Straggler, StragglerCode)
+from perfdiff.render.text import fmt_num, fmt_p, fmt_signed, fmt_time_us, md_escape, md_name
+from perfdiff.render.wording import plan_text
+from perfdiff.version import __version__
+
+__all__ = ["RANKS_FORMAT", "rank_json", "rank_markdown", "ranks_text"]
+
+RANKS_FORMAT = "perfdiff-rank-comparison"
+RANKS_FORMAT_VERSION = 1
+MAX_WAIT_ROWS = 16  # ranks listed per straggler table (the least waiting first)
+MAX_RANK_ROWS = 32  # more ranks: the rank table shows the notable ones, the full table collapsed
+EXCESS_WORDS = {ExcessKind.INPUT: "input (data loading)", ExcessKind.COMPUTE: "compute (GPU kernels)",
+                ExcessKind.TRANSFER: "transfer (memcpy, memset)", ExcessKind.HOST: "host (CPU ranges, runtime calls)"}
+
+
+def ranks_text(ranks: tuple[int, ...] | list[int], world: int) -> str:
+    """"all 8 ranks", "rank 3", "ranks 1, 5 and 6" (of 8)."""
+    ranks = list(ranks)
+    if len(ranks) == world and world > 1:
+        return f"all {world} ranks"
+    if len(ranks) == 1:
+        return f"rank {ranks[0]}"
+    head = ", ".join(str(r) for r in ranks[:-1])
+    return f"ranks {head} and {ranks[-1]}"
+
+
+def _per_cycle(us: float) -> str:
+    return f"{'+' if us > 0 else ''}{fmt_time_us(us)} per cycle"
+
+
+def verdict_line(v: RankVerdict) -> str:
+    if v.code == RankVerdictCode.STRAGGLER:
+        where = f"; its excess is in **{EXCESS_WORDS[v.excess]}**" if v.excess else "; what it spends it in is unknown"
+        return (f"**straggler: rank {v.ranks[0]}**: the other ranks wait {fmt_time_us(v.size_us)} per cycle (median) "
+                f"in collectives for it{where}.")
+    if v.code == RankVerdictCode.NO_CHANGE:
+        return f"**no change on any rank**: nothing significant and material on the {v.world} ranks compared."
+    word = "slower" if v.size_us > 0 else "faster"
+    return (f"**{word} on {ranks_text(v.ranks, v.world)}**: **{md_name(v.function or '', 80)}** "
+            f"({_per_cycle(v.size_us)}, {fmt_signed(v.tau_pp)} pp of the abnormal cycle).")
+
+
+def finding_line(f: RankFinding, alpha: float) -> str:
+    word = "more" if f.delta_us > 0 else "less"
+    scope = ranks_text(f.ranks, f.world)
+    scope += " (every rank compared)" if f.code == ScopeCode.ALL_RANKS else f" only (of {f.world})"
+    return (f"**{md_name(f.function, 80)}** ({md_escape(f.kind)}) took {fmt_time_us(abs(f.delta_us))} {word} per "
+            f"cycle on {scope}: median τ {fmt_signed(f.tau_pp)} pp, q {fmt_p(f.q_max)} "
+            f"(significant at α = {alpha:g}).")
+
+
+def straggler_text(s: Straggler) -> str:
+    run = "normal" if s.side == "normal" else "abnormal"
+    if s.code == StragglerCode.NO_COLLECTIVES:
+        return f"No straggler analysis of the {run} run: {md_escape(s.excess_reason)}."
+    head = (f"{s.cycles} cycles, {s.collectives} matched collectives per cycle; the ranks' wait per cycle spreads "
+            f"over {fmt_time_us(s.skew_us)} (median).")
+    if s.code == StragglerCode.NO_SKEW:
+        return (f"{head} No rank makes the others wait materially in the collectives (the least waiting rank saves "
+                "less than 2 % of the cycle): if the run is slower, either every rank slowed alike, or a barrier "
+                "before the collectives (a host synchronisation, a blocking call) lines the ranks up and makes the "
+                "culprit indistinguishable here; look for the rank that waits least in that barrier.")
+    if s.code == StragglerCode.UNSTABLE:
+        return (f"{head} The last rank to arrive changes from cycle to cycle (the most frequent one is last no more "
+                f"often than chance, p {fmt_p(s.p_last)}): no one rank holds the others back.")
+    where = (f" Its excess over the other ranks' median is in **{EXCESS_WORDS[s.excess]}**" if s.excess
+             else f" What it spends its excess in is unknown: {md_escape(s.excess_reason)}")
+    parts = ", ".join(f"{k.value} {fmt_signed(v / 1e3)} ms" for k, v in s.excess_us)
+    return (f"{head} **Rank {s.culprit}** arrives last (in {fmt_num(100 * _share(s), 0)} % of cycles, p "
+            f"{fmt_p(s.p_last)}) and waits least: it is the culprit, the others its victims.{where}"
+            + (f" (per cycle: {parts})." if parts else "."))
+
+
+def _share(s: Straggler) -> float:
+    return next((w.last_share for w in s.waits if w.rank == s.culprit), math.nan)
+
+
+def notice_line(n: RankNotice) -> str:
+    ranks = ", ".join(str(r) for r in n.ranks[:16]) + (" …" if len(n.ranks) > 16 else "")
+    if n.code == RankNoticeCode.PLAN_IMPOSED:
+        return f"The {n.side} run's ranks {ranks} lack the plan's cycle source on their own; they were cut by it anyway."
+    if n.code == RankNoticeCode.ITERATIONS_TRIMMED:
+        return (f"Up to {n.count} cycles of a rank of the {n.side} run are left out: they are not on every rank "
+                "of that run.")
+    if n.code == RankNoticeCode.PAIRED_BY_USER:
+        return f"Ranks paired as --ranks says (normal ranks {ranks})."
+    if n.code == RankNoticeCode.UNPAIRED:
+        return f"Ranks {ranks} are in one run only: not compared."
+    return f"The {n.side} run's ranks {ranks} declare another rank number than their file name gave."
+
+
+def _iteration_words(a: RankAnalysis) -> str:
+    if a.plan.source == CycleSource.PROFILER_STEP:
+        (n0, n1), (a0, a1) = a.iterations
+        return f"the same ProfilerStep number: steps {n0}–{n1} in N, {a0}–{a1} in A"
+    return "the same place in each rank's sequence of cycles"
+
+
+def _rank_table(a: RankAnalysis, rows: tuple | list) -> list[str]:
+    lines = ["| Rank | N: median cycle | A: median cycle | Δ | Top cause | τ (pp) | Wait in collectives N | "
+             "Wait in collectives A |", "|---|---|---|---|---|---|---|---|"]
+    for r in rows:
+        cause = f"{md_name(r.cause, 60)} ({md_escape(r.cause_kind or '')})" if r.cause else "—"
+        lines.append(f"| {r.rank} | {fmt_time_us(r.median_n_us)} | {fmt_time_us(r.median_a_us)} | "
+                     f"{'+' if r.delta_us > 0 else ''}{fmt_time_us(r.delta_us)} | {cause} | {fmt_signed(r.cause_tau_pp)} | "
+                     f"{fmt_time_us(r.wait_n_us)} | {fmt_time_us(r.wait_a_us)} |")
+    return lines
+
+
+def _ranks_section(a: RankAnalysis) -> list[str]:
+    """The rank table; with many ranks, the notable ones (culprits, a top cause, the largest
+    |Δ|) first and every rank in a collapsed block."""
+    if len(a.rows) <= MAX_RANK_ROWS:
+        return _rank_table(a, a.rows) + [""]
+    culprits = {s.culprit for s in a.stragglers if s.culprit is not None}
+    notable = sorted(a.rows, key=lambda r: (r.rank not in culprits, r.cause is None, -abs(r.delta_us), r.rank))
+    shown = sorted(notable[:MAX_RANK_ROWS // 2], key=lambda r: r.rank)
+    return (_rank_table(a, shown) + ["", f"<details><summary>All {len(a.rows)} ranks</summary>", ""]
+            + _rank_table(a, a.rows) + ["", "</details>", ""])
+
+
+def _wait_table(s: Straggler) -> list[str]:
+    if not s.waits:
+        return []
+    rows = sorted(s.waits, key=lambda w: (w.wait_us, w.rank))
+    lines = ["| Rank | Wait per cycle (median) | Last to arrive (% of cycles) |", "|---|---|---|"]
+    for w in rows[:MAX_WAIT_ROWS]:
+        lines.append(f"| {w.rank} | {fmt_time_us(w.wait_us)} | {fmt_num(100 * w.last_share, 0)} % |")
+    if len(rows) > MAX_WAIT_ROWS:
+        lines.append(f"| … {len(rows) - MAX_WAIT_ROWS} more | | |")
+    return lines
+
+
+def _mapping(a: RankAnalysis) -> list[str]:
+    lines = ["| Rank | N input | identified by | A input | identified by |", "|---|---|---|---|---|"]
+    for p in a.pairs:
+        def cell(i) -> str:
+            name = Path(i.path).name + (f" (pid {i.pid})" if i.pid is not None else "")
+            return f"{i.rank}: {md_escape(name)}"
+        lines.append(f"| {p.rank} | {cell(p.normal)} | {p.normal.source.value} | {cell(p.abnormal)} | "
+                     f"{p.abnormal.source.value} |")
+    return lines
+
+
+def rank_markdown(a: RankAnalysis, labels: tuple[str, str]) -> str:
+    """The report of a multi-rank comparison (`labels`: the normal and abnormal inputs)."""
+    world = len(a.pairs)
+    out = [f"# Cross-Rank Comparison: {md_escape(Path(labels[0]).name)} vs {md_escape(Path(labels[1]).name)}", "",
+           f"*perfdiff {__version__}* · N = normal run ({md_escape(labels[0])}, world size {a.world_n}) · "
+           f"A = abnormal run ({md_escape(labels[1])}, world size {a.world_a}) · {world} ranks compared, "
+           f"on {a.workers} Dask worker{'s' if a.workers != 1 else ''}", "",
+           plan_text(a.plan).replace("Both runs are", "Every rank of both runs is")
+           + f" Cycle k of every rank is the same iteration ({_iteration_words(a)}).", "", "**Verdict:**", ""]
+    out += [f"- {verdict_line(v)}" for v in a.verdict] + [""]
+    out += ["## 1. Ranks", "", "Per rank: median cycle of each run, the function whose own time moved most "
+            "(significant and material, in the direction of its cycle), and the median time per cycle it waits in "
+            "collectives for the last rank.", ""] + _ranks_section(a)
+    out += ["## 2. Stragglers", ""]
+    for s in a.stragglers:
+        out += [f"**{'N: normal' if s.side == 'normal' else 'A: abnormal'} run.** {straggler_text(s)}", ""]
+        out += _wait_table(s) + ([""] if s.waits else [])
+    out += ["## 3. Findings Across Ranks", ""]
+    if a.findings:
+        out += [f"{i}. {finding_line(f, a.alpha)}" for i, f in enumerate(a.findings, 1)] + [""]
+    else:
+        out += ["No function changed significantly and materially on any rank.", ""]
+    out += ["## 4. Rank Mapping", ""] + _mapping(a) + [""]
+    if a.notices:
+        out += ["## Notes", ""] + [f"- {notice_line(n)}" for n in a.notices] + [""]
+    return "\n".join(out)
+
+
+def _plain(x: Any) -> Any:
+    if isinstance(x, enum.Enum):
+        return x.value
+    if dataclasses.is_dataclass(x):
+        return {f.name: _plain(getattr(x, f.name)) for f in dataclasses.fields(x)}
+    if isinstance(x, (list, tuple)):
+        return [_plain(v) for v in x]
+    if isinstance(x, dict):
+        return {str(k): _plain(v) for k, v in x.items()}
+    if isinstance(x, float) and not math.isfinite(x):
+        return None
+    return x
+
+
+def rank_json(a: RankAnalysis) -> dict[str, Any]:
+    """Every record of the analysis as JSON-ready data (NaN as null)."""
+    return {"format": RANKS_FORMAT, "format_version": RANKS_FORMAT_VERSION, "perfdiff_version": __version__,
+            **_plain(a)}

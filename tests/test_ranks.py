@@ -1,0 +1,219 @@
+"""Runs of many ranks: discovery and pairing, the straggler analysis, findings across ranks,
+the Dask fan-out (an explicitly started LocalCluster by address, and the local path), and the
+one-line refusals.  Inputs come from bench/gen_ranks.py, generated small in tmp_path."""
+from __future__ import annotations
+
+import json
+import logging
+import sys
+from pathlib import Path
+
+import pytest
+
+from conftest import ROOT, run_cli
+from perfdiff.errors import InputError
+from perfdiff.ranks import (ExcessKind, IdentitySource, RankNoticeCode, RankVerdictCode, ScopeCode, StragglerCode,
+                            compare_ranks)
+from perfdiff.ranks.discover import parse_rank_spec, rank_inputs
+
+sys.path.insert(0, str(ROOT / "bench"))
+import gen_ranks  # noqa: E402
+
+SMALL = dict(ranks=4, kernels=1_200, steps=16, collectives=3)
+
+
+@pytest.fixture(scope="module")
+def scheduler():
+    """The address of a dask.distributed LocalCluster started here (threads: quick to start)."""
+    distributed = pytest.importorskip("distributed")
+    cluster = distributed.LocalCluster(n_workers=2, threads_per_worker=1, processes=False, dashboard_address=":0",
+                                       silence_logs=logging.ERROR)
+    yield cluster.scheduler_address
+    cluster.close()
+
+
+def _pair(tmp: Path, fmt: str = "kineto", **plant) -> tuple[Path, Path]:
+    normal_ranks, late = plant.pop("normal_ranks", None), plant.pop("late", None)
+    size = {**SMALL, "ranks": plant.pop("ranks", SMALL["ranks"])}
+    return gen_ranks.generate(tmp, fmt=fmt, plant=gen_ranks.Plant(**plant), normal_ranks=normal_ranks, late=late,
+                              **size)
+
+
+@pytest.mark.parametrize("fmt", ["kineto", "nsys"])
+def test_planted_straggler_is_named_with_its_input_stall(tmp_path: Path, scheduler: str, fmt: str,
+                                                         monkeypatch) -> None:
+    n, a = _pair(tmp_path, fmt, straggler=2, dataloader_factor=10.0)
+    res = compare_ranks(n, a, scheduler=scheduler)
+    sn, sa = res.stragglers
+    assert sa.code == StragglerCode.CULPRIT and sa.culprit == 2 and sa.excess == ExcessKind.INPUT
+    assert sn.code != StragglerCode.CULPRIT  # the normal run has no straggler
+    assert res.verdict[0].code == RankVerdictCode.STRAGGLER and res.verdict[0].ranks == (2,)
+    # The victims wait in collectives; the culprit hardly.
+    waits = {w.rank: w.wait_us for w in sa.waits}
+    assert waits[2] < 0.1 * min(waits[r] for r in (0, 1, 3))
+    row = next(r for r in res.rows if r.rank == 2)
+    assert row.cause is not None and "DataLoader" in row.cause
+    assert [p.normal.source for p in res.pairs] == [IdentitySource.TRACE] * 4
+    # Many ranks: the rank table shows the notable ones (the culprit first), all of them collapsed.
+    import perfdiff.render.ranks as render_ranks
+
+    monkeypatch.setattr(render_ranks, "MAX_RANK_ROWS", 2)
+    text = render_ranks.rank_markdown(res, (str(n), str(a)))
+    section = text[text.index("## 1. Ranks"):text.index("<details>")]
+    assert "| 2 |" in section and "| 0 |" not in section and "All 4 ranks</summary>" in text
+
+
+def test_one_export_with_a_process_per_rank(tmp_path: Path, scheduler: str) -> None:
+    n, a = _pair(tmp_path, "nsys-one", straggler=1)
+    res = compare_ranks(n / "report.sqlite", a / "report.sqlite", ranks="all", scheduler=scheduler)
+    assert [p.normal.source for p in res.pairs] == [IdentitySource.PROCESS] * 4
+    assert [p.normal.pid for p in res.pairs] == [4000, 4001, 4002, 4003]
+    assert res.stragglers[1].culprit == 1
+
+
+def test_a_kernel_slowed_on_every_rank_is_one_finding(tmp_path: Path, scheduler: str) -> None:
+    n, a = _pair(tmp_path, slow=[("sgemm_128", 1.6)])
+    res = compare_ranks(n, a, scheduler=scheduler)
+    assert len(res.findings) == 1
+    f = res.findings[0]
+    assert f.code == ScopeCode.ALL_RANKS and f.ranks == (0, 1, 2, 3) and "sgemm" in f.function and f.delta_us > 0
+    assert res.verdict[0].code == RankVerdictCode.ALL_RANKS
+    from perfdiff.api import RankComparison
+
+    text = RankComparison(res, (str(n), str(a))).to_markdown()
+    assert "**slower on all 4 ranks**" in text
+
+
+def test_a_kernel_slowed_on_one_rank_names_it(tmp_path: Path, scheduler: str) -> None:
+    n, a = _pair(tmp_path, slow_rank=[(1, "sgemm_128", 1.6)])
+    res = compare_ranks(n, a, scheduler=scheduler)
+    some = [f for f in res.findings if "sgemm" in f.function]
+    assert len(some) == 1 and some[0].code == ScopeCode.SOME_RANKS and some[0].ranks == (1,)
+    assert any(v.code == RankVerdictCode.SOME_RANKS and v.ranks == (1,) for v in res.verdict)
+    # Its slower GEMM makes rank 1 the straggler, its excess in compute.
+    assert res.stragglers[1].culprit == 1 and res.stragglers[1].excess == ExcessKind.COMPUTE
+
+
+def test_null_pair_finds_nothing(tmp_path: Path, scheduler: str) -> None:
+    n, a = _pair(tmp_path)
+    res = compare_ranks(n, a, scheduler=scheduler)
+    assert res.findings == () and [v.code for v in res.verdict] == [RankVerdictCode.NO_CHANGE]
+    assert all(s.code != StragglerCode.CULPRIT for s in res.stragglers)
+
+
+def test_cli_through_a_cluster_by_address(tmp_path: Path, scheduler: str, capsys) -> None:
+    """8 ranks, rank 3's data loader ×10: named the straggler, its input stall the cause."""
+    n, a = _pair(tmp_path, straggler=3, ranks=8)
+    out, js = tmp_path / "r.md", tmp_path / "r.json"
+    code, _, err = run_cli(["compare", n, a, "--scheduler", scheduler, "-o", out, "--json", js], capsys)
+    assert code == 0, err
+    text = out.read_text()
+    assert "**straggler: rank 3**" in text and "its excess is in **input (data loading)**" in text
+    assert "## 4. Rank Mapping" in text and "| 7 | 7: rank-7.json | trace |" in text
+    doc = json.loads(js.read_text())
+    assert doc["format"] == "perfdiff-rank-comparison" and doc["stragglers"][1]["culprit"] == 3
+    assert err == ""  # no progress line when stderr is not a terminal
+
+
+def test_progress_line_on_a_terminal(tmp_path: Path, scheduler: str, capsys, monkeypatch) -> None:
+    n, a = _pair(tmp_path)
+    monkeypatch.setattr(sys.stderr, "isatty", lambda: True)
+    code, _, err = run_cli(["compare", n, a, "--scheduler", scheduler, "-o", tmp_path / "r.md"], capsys)
+    assert code == 0 and "\rperfdiff: ranks 8/8" in err and err.endswith("\n")
+
+
+def test_local_cluster_started_inside(tmp_path: Path) -> None:
+    n, a = _pair(tmp_path, straggler=0)
+    res = compare_ranks(n, a, workers=2, processes=False)
+    assert res.workers == 2 and res.stragglers[1].culprit == 0
+
+
+def test_mismatched_world_sizes_one_line_exit_2(tmp_path: Path, capsys) -> None:
+    n, a = _pair(tmp_path, normal_ranks=2)
+    code, _, err = run_cli(["compare", n, a], capsys)
+    assert code == 2 and len(err.strip().splitlines()) == 1
+    assert "world size 2" in err and "world size 4" not in err and "--ranks" in err
+    code, _, err = run_cli(["compare", a, a, "--fail-on", "10"], capsys)
+    assert code == 2 and "--fail-on" in err and len(err.strip().splitlines()) == 1
+
+
+def test_ranks_option_pairs_mismatched_world_sizes(tmp_path: Path, scheduler: str) -> None:
+    n, a = _pair(tmp_path, normal_ranks=2)
+    res = compare_ranks(n, a, ranks="0:2,1:3", scheduler=scheduler)
+    assert [(p.normal.rank, p.abnormal.rank) for p in res.pairs] == [(0, 2), (1, 3)]
+    assert res.world_n == 2 and res.world_a == 4
+    assert any(x.code == RankNoticeCode.PAIRED_BY_USER for x in res.notices)
+    with pytest.raises(InputError, match="not there"):
+        compare_ranks(n, a, ranks="0-3", scheduler=scheduler)
+
+
+def test_rank_spec() -> None:
+    assert parse_rank_spec("all") is None
+    assert parse_rank_spec("0-2") == ((0, 0), (1, 1), (2, 2))
+    assert parse_rank_spec("0:4, 1:5") == ((0, 4), (1, 5))
+    assert parse_rank_spec("0-1:6-7") == ((0, 6), (1, 7))
+    for bad in ("x", "0-1:4", "1,,2"):
+        with pytest.raises(InputError):
+            parse_rank_spec(bad)
+
+
+def test_ranks_from_file_names_else_order(tmp_path: Path) -> None:
+    for name in ("rank-1.json", "rank-0.json", "trace_a.json"):
+        (tmp_path / "named" / name).parent.mkdir(exist_ok=True)
+    for name in ("rank-1.json", "rank-0.json"):
+        (tmp_path / "named" / name).write_text('{"traceEvents": []}')
+    got = rank_inputs(tmp_path / "named")
+    assert [(r.rank, Path(r.path).name, r.source) for r in got] == [
+        (0, "rank-0.json", IdentitySource.FILE_NAME), (1, "rank-1.json", IdentitySource.FILE_NAME)]
+    (tmp_path / "plain").mkdir()
+    for name in ("b.json", "a.json"):
+        (tmp_path / "plain" / name).write_text('{"traceEvents": []}')
+    assert [(r.rank, Path(r.path).name, r.source) for r in rank_inputs(tmp_path / "plain")] == [
+        (0, "a.json", IdentitySource.ORDER), (1, "b.json", IdentitySource.ORDER)]
+
+
+def test_without_dask_one_line_says_how_to_get_it(tmp_path: Path, monkeypatch, capsys) -> None:
+    n, a = _pair(tmp_path)
+    monkeypatch.setitem(sys.modules, "distributed", None)
+    code, _, err = run_cli(["compare", n, a], capsys)
+    assert code == 2 and err.strip().splitlines() == ["perfdiff: comparing runs of many ranks needs Dask: "
+                                                      "pip install perfdiff[ranks]"]
+
+
+def test_cycle_k_is_the_same_step_on_every_rank(tmp_path: Path, scheduler: str) -> None:
+    """Rank 1's profile starts 3 steps later: the ranks are aligned on ProfilerStep numbers
+    (not on their first cycles), the steps it lacks are left out and said so."""
+    n, a = _pair(tmp_path, straggler=2, late={1: 3})
+    res = compare_ranks(n, a, scheduler=scheduler)
+    sa = res.stragglers[1]
+    assert sa.culprit == 2 and sa.cycles == SMALL["steps"] - 3
+    last = gen_ranks.FIRST_STEP + SMALL["steps"] - 1
+    assert res.iterations == ((gen_ranks.FIRST_STEP, last), (gen_ranks.FIRST_STEP + 3, last))
+    assert any(x.code == RankNoticeCode.ITERATIONS_TRIMMED and x.side == "abnormal" and x.count == 3
+               for x in res.notices)
+
+
+@pytest.mark.real
+def test_rank_and_world_size_read_from_real_kineto_heads(real: Path, tmp_path: Path) -> None:
+    """The HTA traces declare rank 3 of 8 and rank 1 of 2 in distributedInfo (gzip'ed)."""
+    import shutil
+
+    src = real / "facebookresearch/HolisticTraceAnalysis/tests/data/trace_diff"
+    (tmp_path / "run").mkdir()
+    shutil.copy(src / "control/control.json.gz", tmp_path / "run" / "a.json.gz")
+    shutil.copy(src / "test/test.json.gz", tmp_path / "run" / "b.json.gz")
+    got = rank_inputs(tmp_path / "run")
+    assert [(r.rank, r.world_size, r.source, Path(r.path).name) for r in got] == [
+        (1, 2, IdentitySource.TRACE, "b.json.gz"), (3, 8, IdentitySource.TRACE, "a.json.gz")]
+
+
+def test_directories_of_rank_bundles(tmp_path: Path, scheduler: str, capsys) -> None:
+    """Bundles (here imported from the rank traces) carry their rank in the manifest."""
+    n, a = _pair(tmp_path / "traces", straggler=1)
+    for side in (n, a):
+        for trace in sorted(side.glob("rank-*.json")):
+            code, _, err = run_cli(["import", trace, "-o", tmp_path / side.name / f"b{trace.stem[-1]}"], capsys)
+            assert code == 0, err
+    res = compare_ranks(tmp_path / "normal", tmp_path / "abnormal", scheduler=scheduler)
+    assert [(p.rank, p.normal.source) for p in res.pairs] == [(r, IdentitySource.MANIFEST) for r in range(4)]
+    assert res.stragglers[1].culprit == 1
