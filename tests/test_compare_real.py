@@ -6,6 +6,7 @@ from pathlib import Path
 
 import pytest
 from conftest import run_cli
+from test_first_screen import check_first_screen
 
 pytestmark = pytest.mark.real
 
@@ -20,6 +21,7 @@ def compare(real: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str], a: s
     code, _, err = run_cli(["compare", real / a, real / b, "-o", tmp_path / "r.md", "--json", tmp_path / "r.json",
                             *extra], capsys)
     assert code == 0, err
+    check_first_screen((tmp_path / "r.md").read_text())  # every real report is ticket-sized
     return json.loads((tmp_path / "r.json").read_text())
 
 

@@ -377,7 +377,8 @@ _DIFFERS = {NoticeCode.CPU_MODEL: "CPU model", NoticeCode.CPU_CORES: "CPU cores"
 
 
 def plan_text(plan: CyclePlan | None) -> str:
-    """The cycle plan in one Markdown sentence (names escaped)."""
+    """The cycle plan as Markdown sentences, each on its own line of one paragraph so that no
+    line is wider than a screen (names escaped)."""
     if plan is None:
         return "Each run was cut into cycles on its own."
     src = plan.source
@@ -391,7 +392,7 @@ def plan_text(plan: CyclePlan | None) -> str:
         what = f"the ranges or kernels matching /{md_escape(plan.name or '')}/ (--cycle)"
     elif src == CycleSource.KERNEL_SEQUENCE:
         what = (f"a repeating kernel sequence ({plan.period} kernels), a cycle starting at each launch of "
-                f"**{md_name(plan.name or '', 80)}**")
+                f"**{md_name(plan.name or '', 60)}**")
     elif src == CycleSource.IDLE_GAPS:
         what = f"GPU idle gaps longer than {fmt_time_us((plan.threshold_ns or 0) / 1e3)}"
     else:
@@ -401,17 +402,17 @@ def plan_text(plan: CyclePlan | None) -> str:
                      "loop with `perfdiff.cycle()` or choose cycles with `--cycle REGEX`")
     text = f"Both runs are cut into cycles by one plan: {what}."
     if not plan.confirmed:
-        text += " Only one run repeats this sequence on its own: check that the other run's cycles are whole iterations."
+        text += "\nOnly one run repeats this sequence on its own: check that the other run's cycles are whole iterations."
     if plan.device_map:
         pairs = ", ".join(f"{md_escape(a)} as {md_escape(n)}" for a, n in plan.device_map)
-        text += f" The runs used other GPU indexes; matched by their order of activity: the abnormal run's {pairs}."
+        text += f"\nThe runs used other GPU indexes; matched by their order of activity: the abnormal run's {pairs}."
     if plan.one_sided:
         passed = "; ".join(
             f"repeating ranges (up to {n_n} repeats of a name in the normal run, {n_a} in the abnormal; no "
             "name in both)" if src_ == CycleSource.ANNOTATION.value else
             f"{md_escape(src_)} ({n_n} cycles in the normal run, {n_a} in the abnormal)"
             for src_, n_n, n_a in plan.one_sided)
-        text += f" Passed over, not in both runs: {passed}."
+        text += f"\nPassed over, not in both runs: {passed}."
     return text
 
 
