@@ -29,7 +29,7 @@ import pyarrow as pa
 from perfdiff.importers.common import resolve_cores
 from perfdiff.importers.kineto.blocks import blocks
 from perfdiff.importers.kineto.document import explain_not_a_trace, parse_header, parse_trailer
-from perfdiff.importers.kineto.events import CAT_NAMES, CATEGORIES, ROLES, SKIPPED, Events, NeedSlowPath
+from perfdiff.importers.kineto.events import CAT_NAMES, CATEGORIES, MAX_US, ROLES, SKIPPED, Events, NeedSlowPath
 from perfdiff.model.schema import MISSING
 
 __all__ = ["FastScan"]
@@ -500,8 +500,8 @@ def _decode(res: _Block, u8: np.ndarray, le8: np.ndarray, colon: np.ndarray, kid
     # numbers
     ts = _parse_numbers(le8, u8, value_pos(t[:, _TS]))
     dur = _parse_numbers(le8, u8, value_pos(t[:, _DUR]))
-    if not (ts.ok.all() and dur.ok.all()):
-        raise NeedSlowPath("a ts/dur number in a form the fast reader does not decode")
+    if not (ts.ok.all() and dur.ok.all()) or (np.abs(ts.value) > MAX_US).any() or (np.abs(dur.value) > MAX_US).any():
+        raise NeedSlowPath("a ts/dur number in a form or range the fast reader does not decode")
     pid = _int_or_string(le8, u8, value_pos(t[:, _PID]), n)
     tid = _int_or_string(le8, u8, value_pos(t[:, _TID]), n)
 

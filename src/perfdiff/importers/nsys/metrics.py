@@ -34,8 +34,11 @@ def gpu_metrics(x: Export) -> pd.DataFrame:
     rows = x.query("SELECT timestamp, typeId, metricId, value FROM GPU_METRICS ORDER BY typeId, metricId, timestamp")
     if not rows:
         return empty_table("samples")
-    a = np.array(rows, dtype=np.float64)
-    ts, typ, mid, val = a[:, 0].astype(np.int64), a[:, 1].astype(np.int64), a[:, 2].astype(np.int64), a[:, 3]
+    a = np.array(rows, dtype=object).reshape(len(rows), 4)
+    ts, typ, mid = (x.ints(a[:, i], "GPU_METRICS", c) for i, c in enumerate(("timestamp", "typeId", "metricId")))
+    if pd.api.types.infer_dtype(a[:, 3], skipna=True) not in ("integer", "floating", "mixed-integer-float", "empty"):
+        x.refuse_non_number("GPU_METRICS", "value")
+    val = a[:, 3].astype(np.float64)
     same_next = np.r_[(typ[1:] == typ[:-1]) & (mid[1:] == mid[:-1]), False]
     t_end = np.where(same_next, np.r_[ts[1:], 0], ts)
     key = typ * 1_000_000 + mid
