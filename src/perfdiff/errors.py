@@ -19,6 +19,8 @@ class PerfdiffError(Exception):
     code: int = EXIT_INPUT
 
     def __init__(self, message: str, *, path: object | None = None, code: int | None = None):
+        if "\n" in message or "\r" in message:  # one line, whatever a library's message holds
+            message = " ".join(message.split())
         self.path = None if path is None else str(path)
         if code is not None:
             self.code = code

@@ -47,6 +47,8 @@ def connect(p: Path) -> sqlite3.Connection:
         con.execute("SELECT count(*) FROM sqlite_master").fetchone()
     except sqlite3.DatabaseError as exc:
         raise InputError(f"not a readable SQLite database ({exc})", path=p) from None
+    except UnicodeDecodeError:  # SQLite's own message quotes a damaged schema
+        raise InputError("not a readable SQLite database (its schema is damaged)", path=p) from None
     return con
 
 
