@@ -5,7 +5,7 @@ PY     := $(VENV)/bin/python
 STAMP  := $(VENV)/.installed
 SHARED ?= ../shared
 
-.PHONY: help demo test bench lint clean examples
+.PHONY: help demo test bench lint clean examples fuzz
 
 help:  ## List the targets
 	@grep -E '^[a-z]+:.*##' $(MAKEFILE_LIST) | sed 's/:.*## /\t/'
@@ -26,6 +26,9 @@ test: $(STAMP)  ## Run all tests (unit, golden, real traces, fake GPUs in parall
 
 bench: $(STAMP)  ## Measure compare/import time and memory on large generated inputs
 	$(PY) bench/run_bench.py --shared $(SHARED)
+
+fuzz: $(STAMP)  ## Fuzz the trace importers: 10,000 seeded cases against the reference readers
+	$(PY) tools/fuzz.py --cases 10000 --seed 0 --shared $(SHARED)
 
 lint: $(STAMP)  ## Static checks: ruff, and the import layering contracts of .importlinter
 	$(VENV)/bin/ruff check src collectors tests tools bench

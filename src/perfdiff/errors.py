@@ -11,6 +11,7 @@ EXIT_GATE = 1  # --fail-on gate tripped
 EXIT_INPUT = 2  # bad usage or bad input
 EXIT_COLLECT = 3  # collection failed (no such pid, no permission, disk full)
 EXIT_INTERNAL = 70  # a bug in perfdiff (EX_SOFTWARE of sysexits.h): anything but a PerfdiffError
+_MAX_MESSAGE = 400  # characters of an error's message (the path comes on top)
 
 
 class PerfdiffError(Exception):
@@ -21,6 +22,8 @@ class PerfdiffError(Exception):
     def __init__(self, message: str, *, path: object | None = None, code: int | None = None):
         if "\n" in message or "\r" in message:  # one line, whatever a library's message holds
             message = " ".join(message.split())
+        if len(message) > _MAX_MESSAGE:  # a library's message can quote pages of its input
+            message = message[:_MAX_MESSAGE - 1] + "…"
         self.path = None if path is None else str(path)
         if code is not None:
             self.code = code
