@@ -256,11 +256,9 @@ def test_usage_errors_exit_2_and_bad_command_exit_3(tmp_path: Path, capsys: pyte
 @pytest.mark.slow
 def test_duration_stops_a_started_command(tmp_path: Path) -> None:
     out = tmp_path / "run"
-    t = time.monotonic()
     r = subprocess.run(collect_argv("--duration", "1s", "--interval", "50ms", "-o", out, "--",
                                     PY, WORKLOAD, "--seconds", "60"), capture_output=True, text=True, timeout=60)
     assert r.returncode == 0, r.stderr
-    assert time.monotonic() - t < 20
     m = json.loads((out / "manifest.json").read_text())
     assert m["status"] == "complete" and m["collection"]["end_reason"] == "duration"
     assert_samplers_healthy(m)
