@@ -1,4 +1,4 @@
-"""Issue 4, item 7: collect examples/workload.py normally and under injected faults, then prove it.
+"""Collect examples/workload.py normally and under injected faults, then prove it.
 
 Faults (each injected on a live workload while `perfdiff collect --pid` samples it):
 (a) CPU contention: three busy processes pinned to the workload's CPU;
