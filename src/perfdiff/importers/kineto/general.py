@@ -77,7 +77,7 @@ def general_events(p: Path) -> Events:
         cols["dur_ns"].append(dur_ns)
         for key, col in (("correlation", "corr"), ("stream", "stream"), ("device", "device"), ("bytes", "nbytes")):
             v = args.get(key)
-            cols[col].append(int(v) if isinstance(v, int) and not isinstance(v, bool) else MISSING)
+            cols[col].append(_int_or_missing(v))
     for k, v in cols.items():
         getattr(ev, k).append(np.array(v, dtype=np.int64))
     return ev
@@ -121,11 +121,21 @@ def _short(v: Any) -> str:
     return text if len(text) <= 60 else text[:57] + "..."
 
 
-def _loose_int(v: Any) -> int:
-    if isinstance(v, int) and not isinstance(v, bool):
+# Integers (pid, tid, args) of more than 18 digits are unknown, as the fast scanner reads them.
+_INT_LIMIT = 10 ** 18
+
+
+def _int_or_missing(v: Any) -> int:
+    """An args integer, MISSING when it is not one or has more than 18 digits."""
+    if isinstance(v, int) and not isinstance(v, bool) and -_INT_LIMIT < v < _INT_LIMIT:
         return v
+    return MISSING
+
+
+def _loose_int(v: Any) -> int:
+    """A pid/tid: an integer, or the first number inside a string ("stream 7")."""
     if isinstance(v, str):
         m = re.search(r"\d+", v)
-        return int(m.group()) if m else MISSING
-    return MISSING
+        return _int_or_missing(int(m.group())) if m and len(m.group()) <= 18 else MISSING
+    return _int_or_missing(v)
 

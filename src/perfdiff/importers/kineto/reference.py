@@ -33,20 +33,21 @@ def _ns(v: Any) -> int:
 
 
 def _int(v: Any) -> int:
-    """A pid/tid/args integer: an int, or the first number inside a string ("stream 7")."""
+    """A pid/tid/args integer: an int, or the first number inside a string ("stream 7");
+    unknown when it has more than 18 digits (int64 holds 18 whole)."""
     if isinstance(v, bool):
         return MISSING
-    if isinstance(v, int):
-        return v
     if isinstance(v, str):
         m = re.search(r"\d+", v)
-        return int(m.group()) if m else MISSING
+        v = int(m.group()) if m and len(m.group()) <= 18 else None
+    if isinstance(v, int):
+        return v if abs(v) < 10 ** 18 else MISSING
     return MISSING
 
 
 def _arg(args: dict[str, Any], key: str) -> int:
     v = args.get(key)
-    return v if isinstance(v, int) and not isinstance(v, bool) else MISSING
+    return v if isinstance(v, int) and not isinstance(v, bool) and abs(v) < 10 ** 18 else MISSING
 
 
 def reference_tables(path: str | Path, group: str = "full") -> dict[str, pd.DataFrame]:
