@@ -148,7 +148,12 @@ def check(path: Path, fmt: str) -> tuple[str, str]:
         if diff:
             return "mismatch", f"{table}: {diff}"
     if fmt == "kineto" and run.manifest.get("source", {}).get("reader") == "fast":
-        diff = _fast_against_general(path)
+        try:
+            diff = _fast_against_general(path)
+        except CaseTimeout:
+            raise
+        except Exception:  # noqa: BLE001 - the general reader crashed where the scanner did not
+            return "traceback", traceback.format_exc(limit=-6)
         if diff:
             return "mismatch", diff
     return "same", ""
