@@ -160,6 +160,7 @@ class _Numbers:
     value: np.ndarray  # integer part (signed)
     frac_ns: np.ndarray  # first three decimals as ns (0..999), for µs timestamps
     ok: np.ndarray
+    whole: np.ndarray  # written without a decimal point: an integer to JSON readers
 
 
 def _parse_numbers(le8: np.ndarray, u8: np.ndarray, v: np.ndarray) -> _Numbers:
@@ -196,7 +197,9 @@ def _parse_numbers(le8: np.ndarray, u8: np.ndarray, v: np.ndarray) -> _Numbers:
     ok = (ndig > 0) & (ndig <= 18) & (after != 101) & (after != 69)  # no exponent
     value = np.where(neg, -value, value)
     frac = np.where(neg, -frac, frac)
-    return _Numbers(value, frac, ok)
+    whole = np.ones(len(v), dtype=bool)
+    whole[dot] = False
+    return _Numbers(value, frac, ok, whole)
 
 
 def _exact_zero_bytes(x: np.ndarray) -> np.ndarray:
@@ -537,7 +540,7 @@ def _decode(res: _Block, u8: np.ndarray, le8: np.ndarray, colon: np.ndarray, kid
         has = np.flatnonzero(col >= 0)
         if len(has):
             num = _parse_numbers(le8, u8, value_pos(col[has]))
-            good = num.ok & (num.frac_ns == 0)
+            good = num.ok & num.whole
             vals[has[good]] = num.value[good]
         if rows is None:
             return vals
@@ -603,7 +606,7 @@ def _int_or_string(le8: np.ndarray, u8: np.ndarray, v: np.ndarray, n: int) -> np
     num = np.flatnonzero(~quoted)
     if len(num):
         got = _parse_numbers(le8, u8, v[num])
-        good = got.ok & (got.frac_ns == 0)
+        good = got.ok & got.whole
         out[num[good]] = got.value[good]
     qi = np.flatnonzero(quoted)
     if len(qi):
