@@ -8,7 +8,7 @@ import json
 import math
 import re
 import zlib
-from decimal import Decimal
+from decimal import ROUND_DOWN, Context, Decimal
 from pathlib import Path
 from typing import Any
 
@@ -20,6 +20,10 @@ from perfdiff.importers.kineto.events import CAT_NAMES, CATEGORIES, MAX_US, ROLE
 from perfdiff.model.schema import MISSING
 
 __all__ = ["general_events", "us_to_ns"]
+
+# µs · 1000 cut towards zero however many decimals a number has (the default context rounds
+# to 28 digits, which can carry .99999... up to the next ns).
+_TRUNCATE = Context(prec=40, rounding=ROUND_DOWN)
 
 
 def general_events(p: Path) -> Events:
@@ -97,7 +101,7 @@ def us_to_ns(v: Any) -> int:
         raise ValueError("not finite")
     if abs(v) > MAX_US:
         raise ValueError("beyond the int64 ns range")
-    return int(v * 1000)
+    return int(_TRUNCATE.multiply(v, 1000))
 
 
 def _time_ns(e: dict[str, Any], key: str, index: int, p: Path) -> int:

@@ -10,7 +10,7 @@ from __future__ import annotations
 import gzip
 import json
 import re
-from decimal import Decimal
+from decimal import ROUND_DOWN, Context, Decimal
 from pathlib import Path
 from typing import Any
 
@@ -29,7 +29,7 @@ def _ns(v: Any) -> int:
     """µs (an int or a Decimal) → ns, the decimals beyond the third cut off (towards zero)."""
     if isinstance(v, bool) or not isinstance(v, (int, Decimal)):
         raise TypeError(v)
-    return int(v * 1000)
+    return int(Context(prec=40, rounding=ROUND_DOWN).multiply(v, 1000))  # no rounding up of .999...
 
 
 def _int(v: Any) -> int:

@@ -128,6 +128,16 @@ class Export:
         where = f"row {row[0]}: {str(row[1])[:40]!r}" if row else "a value"
         raise InputError(f"{table}.{column} {where} is not {what}", path=self.path)
 
+    def checked(self, rows: list[tuple], table: str, columns: dict[int, str]) -> list[tuple]:
+        """`rows` of a small table (GPU info, metric names, NVTX domains), refusing the file
+        when the value at position i (column `columns[i]`) is neither an integer nor NULL."""
+        for row in rows:
+            for i, column in columns.items():
+                v = row[i]
+                if v is not None and (isinstance(v, bool) or not isinstance(v, int)):
+                    self.refuse_non_integer(table, column)
+        return rows
+
     def refuse_non_number(self, table: str, column: str) -> None:
         """InputError naming the first row of `table` whose `column` is not a number."""
         self.refuse_non_integer(table, column, "'integer', 'real'", "a number")

@@ -47,7 +47,9 @@ def gpu_list(x: Export, used: set[int]) -> list[dict[str, Any]]:
                         "totalMemory", "busLocation", "chipName", "l2CacheSize") if c in cols]
     cuda_of = gpu_index_map(x)
     gpus = []
-    for row in x.query(f"SELECT {', '.join(want)} FROM TARGET_INFO_GPU"):
+    rows = x.checked(x.query(f"SELECT {', '.join(want)} FROM TARGET_INFO_GPU"), "TARGET_INFO_GPU",
+                     {want.index(c): c for c in ("id", "cuDevice") if c in want})
+    for row in rows:
         r = dict(zip(want, row, strict=True))
         index = r.get("cuDevice", cuda_of.get(int(r["id"]), r["id"]) if r.get("id") is not None else None)
         gpu = {"index": None if index is None else int(index), "nsys_id": r.get("id"), "name": r.get("name"),

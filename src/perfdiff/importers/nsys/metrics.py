@@ -29,8 +29,9 @@ def gpu_metrics(x: Export) -> pd.DataFrame:
         x.notes.append(Note("gpu-metrics-unknown", "GPU_METRICS present but its columns are not the known ones: "
                             "not imported"))
         return empty_table("samples")
-    names = {(int(t), int(m)): str(nm) for t, m, nm in
-             x.query("SELECT typeId, metricId, metricName FROM TARGET_INFO_GPU_METRICS")}
+    names = {(t, m): str(nm) for t, m, nm in x.checked(
+             x.query("SELECT typeId, metricId, metricName FROM TARGET_INFO_GPU_METRICS"),
+             "TARGET_INFO_GPU_METRICS", {0: "typeId", 1: "metricId"}) if t is not None and m is not None}
     rows = x.query("SELECT timestamp, typeId, metricId, value FROM GPU_METRICS ORDER BY typeId, metricId, timestamp")
     if not rows:
         return empty_table("samples")
@@ -62,11 +63,12 @@ def gpu_index_map(x: Export) -> dict[int, int]:
     imported process (older exports).
     """
     if x.has("TARGET_INFO_GPU") and {"id", "cuDevice"} <= set(x.cols("TARGET_INFO_GPU")):
-        return {int(i): int(c) for i, c in x.query("SELECT id, cuDevice FROM TARGET_INFO_GPU")
-                if i is not None and c is not None}
+        return {i: c for i, c in x.checked(x.query("SELECT id, cuDevice FROM TARGET_INFO_GPU"), "TARGET_INFO_GPU",
+                                           {0: "id", 1: "cuDevice"}) if i is not None and c is not None}
     table = "TARGET_INFO_CUDA_DEVICE"
     if x.has(table) and {"gpuId", "cudaId"} <= set(x.cols(table)):
-        rows = x.query(f"SELECT gpuId, cudaId{', pid' if 'pid' in x.cols(table) else ', NULL'} FROM {table}")
-        mine = [r for r in rows if r[2] is None or x.pid is None or int(r[2]) == x.pid] or rows
-        return {int(g): int(c) for g, c, _ in mine if g is not None and c is not None}
+        rows = x.checked(x.query(f"SELECT gpuId, cudaId{', pid' if 'pid' in x.cols(table) else ', NULL'} FROM {table}"),
+                         table, {0: "gpuId", 1: "cudaId", 2: "pid"})
+        mine = [r for r in rows if r[2] is None or x.pid is None or r[2] == x.pid] or rows
+        return {g: c for g, c, _ in mine if g is not None and c is not None}
     return {}

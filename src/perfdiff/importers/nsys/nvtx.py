@@ -33,9 +33,9 @@ def nvtx(x: Export) -> tuple[Part | None, pd.DataFrame]:
                       f"WHERE n.eventType IN ({types})")
     domains: dict[int, str] = {}
     if "domainId" in cols and "text" in cols:
-        domains = {int(d): str(t) for d, t in x.query(
-            f"SELECT domainId, text FROM NVTX_EVENTS WHERE eventType = {NVTX_DOMAIN_CREATE} AND text IS NOT NULL")
-            if d is not None}
+        domains = {d: str(t) for d, t in x.checked(x.query(
+            f"SELECT domainId, text FROM NVTX_EVENTS WHERE eventType = {NVTX_DOMAIN_CREATE} AND text IS NOT NULL"),
+            table, {0: "domainId"}) if d is not None}
     if not rows:
         return None, empty_table("markers")
     arr = np.array(rows, dtype=object).reshape(len(rows), 6)
