@@ -5,7 +5,7 @@ PY     := $(VENV)/bin/python
 STAMP  := $(VENV)/.installed
 SHARED ?= ../shared
 
-.PHONY: help demo test bench lint clean examples
+.PHONY: help demo test test-timing bench lint clean examples fuzz
 
 help:  ## List the targets
 	@grep -E '^[a-z]+:.*##' $(MAKEFILE_LIST) | sed 's/:.*## /\t/'
@@ -22,10 +22,16 @@ demo: $(STAMP)  ## Compare the shipped example pair and write report.md (+ repor
 
 test: $(STAMP)  ## Run all tests (unit, golden, real traces, fake GPUs in parallel; then live host runs alone)
 	$(PY) -m pytest -q -n 2 --durations=10 -m "not live"
-	$(PY) -m pytest -q --durations=5 -m live
+	$(PY) -m pytest -q --durations=5 -m "live and not timing"
+
+test-timing: $(STAMP)  ## Run the live tests that compare runs taken one after another (an idle machine)
+	$(PY) -m pytest -q -m timing
 
 bench: $(STAMP)  ## Measure compare/import time and memory on large generated inputs
 	$(PY) bench/run_bench.py --shared $(SHARED)
+
+fuzz: $(STAMP)  ## Fuzz the trace importers: 10,000 seeded cases against the reference readers
+	$(PY) tools/fuzz.py --cases 10000 --seed 0 --shared $(SHARED)
 
 lint: $(STAMP)  ## Static checks: ruff, and the import layering contracts of .importlinter
 	$(VENV)/bin/ruff check src collectors tests tools bench

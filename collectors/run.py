@@ -172,18 +172,37 @@ def collect(options: CollectOptions) -> CollectResult:
 
 def gpu_sampler(pids: Callable[[], set[int]], gpus: list[int] | None, interval_ns: int,
                 warn: Callable[[str], None], proc_root: str = "/proc") -> Sampler | None:
-    """The NVML sampler of the target's GPUs, or None (no GPU package, no driver, no GPU)."""
+    """The NVML sampler of the target's GPUs; None when there is no NVML binding, driver or
+    GPU (said through `warn`).  When perfdiff's own GPU module fails to import (a broken
+    install: it ships with perfdiff), a `BrokenSampler` carrying the error stands in, so the
+    collection records a sampler-error with the reason instead of going on without GPUs."""
     try:
         from perfdiff.collectors.gpu import open_gpu_sampler
-    except ModuleNotFoundError as exc:
-        if exc.name == "perfdiff.collectors.gpu":
-            return None  # GPU collection not built into this perfdiff
-        warn(f"GPU collection off: {exc}")
-        return None
     except ImportError as exc:
-        warn(f"GPU collection off: {exc}")
-        return None
+        return BrokenSampler("nvml", exc)
     return open_gpu_sampler(pids, gpus=gpus, interval_ns=interval_ns, warn=warn, proc_root=proc_root)
+
+
+class BrokenSampler:
+    """A sampler whose module failed to import: its start raises that error, which the collect
+    loop records as a sampler-error (method start, the error) followed by sampler-disabled."""
+
+    def __init__(self, name: str, error: ImportError):
+        self.name = name
+        self.error = error
+
+    def start(self, t_ns: int) -> None:
+        raise ImportError(f"the {self.name} sampler cannot be imported ({type(self.error).__name__}: "
+                          f"{self.error}): perfdiff's installation is broken; reinstall it")
+
+    def sample(self, t_ns: int) -> dict:
+        return {}
+
+    def manifest(self) -> dict:
+        return {"collector": {"name": self.name, "import_error": f"{type(self.error).__name__}: {self.error}"}}
+
+    def close(self) -> None:
+        pass
 
 
 def _kernel_trace_source(o: CollectOptions, out: Path, fs: ProcFS, warn: Callable[[str], None]) -> Any:

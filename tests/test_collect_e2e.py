@@ -35,6 +35,13 @@ def _beside_no_injected_faults():
         yield
 
 
+def assert_samplers_healthy(manifest: dict) -> None:
+    """No sampler failed or was switched off: a collection that quietly lost a sampler passes
+    every other check here."""
+    trouble = [e for e in manifest["events"] if e["event"] in ("sampler-error", "sampler-disabled")]
+    assert not trouble, trouble
+
+
 def collect_argv(*args: object) -> list[str]:
     return [PY, "-m", "perfdiff", "collect", *map(str, args)]
 
@@ -111,6 +118,7 @@ def test_command_mode_children_markers_and_host_functions(tmp_path: Path) -> Non
     pcpu = b.samples[b.samples["metric"] == "process_cpu_usage"]["value"]
     assert 10 < pcpu.mean() < 300  # % of one core, three half-busy processes
     assert [c["name"] for c in m["collectors"]][:2] == ["collect", "host"]
+    assert_samplers_healthy(m)
 
 
 @pytest.mark.slow
@@ -130,6 +138,7 @@ def test_pid_mode_until_the_target_exits(tmp_path: Path) -> None:
     assert len(b.markers) > 20 and set(b.markers["tid"]) == {w.pid}
     assert b.manifest["collectors"][-1]["mode"] == "attached"
     assert not list(Path(b.manifest["collectors"][-1]["directory"]).glob(f"{w.pid}.marks"))
+    assert_samplers_healthy(b.manifest)
 
 
 @pytest.mark.slow
@@ -150,6 +159,7 @@ def test_signal_ends_cleanly_with_status_complete(tmp_path: Path, sig: signal.Si
     m = load_bundle(out).manifest
     assert m["status"] == "complete"
     assert m["collection"]["end_reason"] == "signal" and m["collection"]["signal"] == sig.name
+    assert_samplers_healthy(m)
     assert w.returncode == -signal.SIGKILL  # --pid never touches the target
 
 
@@ -246,12 +256,11 @@ def test_usage_errors_exit_2_and_bad_command_exit_3(tmp_path: Path, capsys: pyte
 @pytest.mark.slow
 def test_duration_stops_a_started_command(tmp_path: Path) -> None:
     out = tmp_path / "run"
-    t = time.monotonic()
     r = subprocess.run(collect_argv("--duration", "1s", "--interval", "50ms", "-o", out, "--",
                                     PY, WORKLOAD, "--seconds", "60"), capture_output=True, text=True, timeout=60)
     assert r.returncode == 0, r.stderr
-    assert time.monotonic() - t < 20
     m = json.loads((out / "manifest.json").read_text())
     assert m["status"] == "complete" and m["collection"]["end_reason"] == "duration"
+    assert_samplers_healthy(m)
     assert m["target"]["stopped_by_collector"] and m["target"]["exit_code"] == -signal.SIGTERM
     assert 0.9e9 < m["collection"]["stop_ns"] - m["collection"]["start_ns"] < 3e9

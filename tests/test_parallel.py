@@ -14,7 +14,7 @@ from conftest import run_cli
 from perfdiff import parallel
 from perfdiff.api import compare
 from perfdiff.parallel import Parallel
-from perfdiff.errors import InputError
+from perfdiff.errors import InputError, InternalError
 
 RODINIA = "kmcho2019/Rodinia_3.1_Gaussian"
 
@@ -108,8 +108,10 @@ def test_a_bad_input_in_a_worker_is_the_same_one_line_error(tmp_path: Path) -> N
 
 
 def test_a_bug_in_a_worker_is_a_bug_with_its_traceback() -> None:
-    with pytest.raises(RuntimeError, match=r"(?s)failed in its worker process.*ZeroDivisionError: a bug in a worker"):
+    with pytest.raises(InternalError, match=r"ZeroDivisionError: a bug in a worker") as info:
         Parallel(cores=2, pair_min_bytes=0).map_pair(side, (("bug", 1), ("a", 1)), (1 << 30, 1 << 30))
+    assert info.value.type_name == "ZeroDivisionError"
+    assert "Traceback" in info.value.traceback_text and "ZeroDivisionError" in info.value.traceback_text
 
 
 def test_bad_trace_through_the_cli_with_workers(tmp_path: Path, capsys: pytest.CaptureFixture[str],

@@ -353,3 +353,38 @@ def test_bad_phase_regex_is_an_input_error(spec):
 
 
 # ---------------------------------------------------------------------------------------------
+
+
+def test_cache_loads_that_overlap_count_the_wall_time_they_cover():
+    """Two compile ranges loaded from the cache at once: lines ending 1 s apart (the stamps'
+    resolution), each ~10.5 s long, cover ~10.7 s of wall time, not 21.2 s."""
+    c = col(lines(
+        "INFO 05-01 10:00:10 [backends.py:549] Dynamo bytecode transform time: 3.70 s",
+        "INFO 05-01 10:00:26 [backends.py:161] Directly load the compiled graph(s) for compile range "
+        "(1, 2048) from the cache, took 10.512 s",
+        "INFO 05-01 10:00:27 [backends.py:161] Directly load the compiled graph(s) for compile range "
+        "(2049, 8192) from the cache, took 10.697 s"))
+    cell = c.phases["graph_compile_cached"]
+    assert cell.value_s == pytest.approx(10.697)
+    assert cell.notes == ("2 lines overlap in time (21.209 s added up): the wall time they cover",)
+    assert "lines overlap in time" in render_markdown(build_startup_table([c]))
+
+
+def test_cache_loads_that_follow_each_other_add_up():
+    c = col(lines(
+        "INFO 05-01 10:00:26 [backends.py:161] Directly load the compiled graph(s) for compile range "
+        "(1, 2048) from the cache, took 10.5 s",
+        "INFO 05-01 10:00:40 [backends.py:161] Directly load the compiled graph(s) for compile range "
+        "(2049, 8192) from the cache, took 10.5 s"))
+    assert val(c, "graph_compile_cached") == pytest.approx(21.0)
+    assert c.phases["graph_compile_cached"].notes == ()
+
+
+def test_cache_loads_partly_overlapping_count_their_union():
+    c = col(lines(
+        "INFO 05-01 10:00:26 [backends.py:161] Directly load the compiled graph(s) for compile range "
+        "(1, 2048) from the cache, took 10.0 s",
+        "INFO 05-01 10:00:32 [backends.py:161] Directly load the compiled graph(s) for compile range "
+        "(2049, 8192) from the cache, took 10.0 s"))
+    # [17, 27] and [22, 32]: the first ends within its second, at most at 27
+    assert val(c, "graph_compile_cached") == pytest.approx(15.0)

@@ -1,10 +1,17 @@
-"""The one error type users can cause, carrying its exit code (docs/ARCHITECTURE.md, errors)."""
+"""The one error type users can cause, carrying its exit code (docs/ARCHITECTURE.md, errors),
+and what the entry point needs to report anything else (a bug) in one line."""
 from __future__ import annotations
+
+import contextlib
+import os
+from typing import Iterator
 
 EXIT_OK = 0
 EXIT_GATE = 1  # --fail-on gate tripped
 EXIT_INPUT = 2  # bad usage or bad input
 EXIT_COLLECT = 3  # collection failed (no such pid, no permission, disk full)
+EXIT_INTERNAL = 70  # a bug in perfdiff (EX_SOFTWARE of sysexits.h): anything but a PerfdiffError
+_MAX_MESSAGE = 400  # characters of an error's message (the path comes on top)
 
 
 class PerfdiffError(Exception):
@@ -13,6 +20,10 @@ class PerfdiffError(Exception):
     code: int = EXIT_INPUT
 
     def __init__(self, message: str, *, path: object | None = None, code: int | None = None):
+        if "\n" in message or "\r" in message:  # one line, whatever a library's message holds
+            message = " ".join(message.split())
+        if len(message) > _MAX_MESSAGE:  # a library's message can quote pages of its input
+            message = message[:_MAX_MESSAGE - 1] + "…"
         self.path = None if path is None else str(path)
         if code is not None:
             self.code = code
@@ -29,3 +40,37 @@ class CollectionError(PerfdiffError):
     """Collection failed: exit code 3."""
 
     code = EXIT_COLLECT
+
+
+class InternalError(Exception):
+    """A bug met in a worker process, raised again in the parent: the original exception's
+    type name and message, its traceback (text), and the input it was reading (or None)."""
+
+    def __init__(self, type_name: str, message: str, traceback_text: str, input_path: str | None = None):
+        super().__init__(f"{type_name}: {message}")
+        self.type_name = type_name
+        self.message = message
+        self.traceback_text = traceback_text
+        self.perfdiff_input = input_path
+
+
+@contextlib.contextmanager
+def reading(path: str | os.PathLike[str]) -> Iterator[None]:
+    """Name `path` as the input being read on any exception but a PerfdiffError leaving the
+    block (attribute `perfdiff_input`, see `input_of`), so the entry point can say which
+    input a bug met.  The innermost block names it."""
+    try:
+        yield
+    except PerfdiffError:
+        raise
+    except Exception as exc:
+        if getattr(exc, "perfdiff_input", None) is None:
+            with contextlib.suppress(AttributeError, TypeError):
+                exc.perfdiff_input = os.fspath(path)  # type: ignore[attr-defined]
+        raise
+
+
+def input_of(exc: BaseException) -> str | None:
+    """The input `exc` met while it was being read (`reading`), or None."""
+    value = getattr(exc, "perfdiff_input", None)
+    return None if value is None else str(value)

@@ -8,7 +8,7 @@ import tempfile
 from pathlib import Path
 
 from perfdiff.bundle import RunData, is_bundle, load_bundle
-from perfdiff.errors import InputError
+from perfdiff.errors import InputError, reading
 
 TRACE_SUFFIXES = (".sqlite", ".json", ".json.gz", ".nsys-rep")
 
@@ -64,6 +64,11 @@ def open_run(path: str | os.PathLike[str], *, pid: int | None = None, group: str
     left unknown instead of copied; a trace to write out as a bundle needs them.  `cores`: CPU
     cores a trace's import may keep busy (None: all of them)."""
     p = Path(path)
+    with reading(p):
+        return _open_run(p, pid=pid, group=group, for_compare=for_compare, cores=cores)
+
+
+def _open_run(p: Path, *, pid: int | None, group: str, for_compare: bool, cores: int | None) -> RunData:
     if not p.exists():
         raise InputError("no such file or directory", path=p)
     if p.is_dir():

@@ -13,7 +13,8 @@ reads the parent's arrays.  The two runs' results come back from their workers t
 pickle protocol 5 with every array out of band, in files under /dev/shm (or the temporary
 directory) that the parent maps copy-on-write: hundreds of MB cross over without a copy.
 Errors keep their meaning: a PerfdiffError in a worker is raised again here with its message
-and exit code; any other failure in a worker is a bug and says so with its traceback.
+and exit code; any other failure in a worker is a bug and comes back as an
+errors.InternalError with its type, message, traceback and the input it was reading.
 """
 from __future__ import annotations
 
@@ -124,7 +125,7 @@ class Parallel:
             if any(s is _FAILED for s in summaries):  # the first side's error, as in a serial run
                 for w, arg, status, summary in zip(workers, args, statuses, summaries, strict=True):
                     # A side that sent its summary and was then cancelled left nothing: skip it.
-                    if summary is _FAILED or (w.folder / "error.pickle").exists() or (w.folder / "crash.txt").exists():
+                    if summary is _FAILED or (w.folder / "error.pickle").exists() or (w.folder / "crash.pickle").exists():
                         _collect_child(w.folder, arg, status)  # raises (a killed worker: says so)
             return [_collect_child(w.folder, arg, status) for w, arg, status in zip(workers, args, statuses,
                                                                                      strict=True)]
@@ -431,8 +432,9 @@ def _child(first: Callable[[Any, int], tuple[Any, Any]], second: Callable[[Any, 
     except MemoryError:
         (folder / "error.pickle").write_bytes(pickle.dumps(("MemoryError", "out of memory", 2)))
         return 2
-    except BaseException:  # noqa: BLE001 - a bug: its traceback goes to the parent
-        (folder / "crash.txt").write_text(traceback.format_exc())
+    except BaseException as exc:  # noqa: BLE001 - a bug: its traceback goes to the parent
+        (folder / "crash.pickle").write_bytes(pickle.dumps(
+            (type(exc).__name__, str(exc), traceback.format_exc(), errors.input_of(exc))))
         return 1
 
 
@@ -463,9 +465,9 @@ def _collect_child(folder: Path, arg: Any, status: int) -> Any:
         if not (isinstance(cls, type) and issubclass(cls, PerfdiffError)):
             cls = PerfdiffError
         raise cls(text, code=code)
-    crash = folder / "crash.txt"
-    if crash.exists():
-        raise RuntimeError("loading a run failed in its worker process:\n" + crash.read_text())
+    crash = folder / "crash.pickle"
+    if crash.exists():  # a bug in the worker: its type, message, traceback and input come along
+        raise errors.InternalError(*pickle.loads(crash.read_bytes()))
     if not (folder / "result.pickle").exists():
         # Killed (the kernel's OOM killer sends SIGKILL): one line, not a traceback.
         why = (f"killed by signal {os.WTERMSIG(status)}" if os.WIFSIGNALED(status)

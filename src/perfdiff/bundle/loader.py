@@ -57,7 +57,10 @@ def _read_table(path: Path, table: str, notes: list[str] | None = None) -> pd.Da
         if notes is not None:
             notes.append(f"{table}: {data.num_rows:,} rows read from the unsealed journal {journal.name}"
                          + (" (its last, half-written batch dropped)" if torn else ""))
-    df = _arrow_to_frame(table, tables)
+    try:
+        df = _arrow_to_frame(table, tables)
+    except pa.ArrowException as exc:  # a value its column's type cannot hold (docs/FORMAT.md)
+        raise InputError(f"a value out of its column's type ({exc})", path=tdir) from None
     start, end = _INTERVALS[table]
     bad = df[end].to_numpy() < df[start].to_numpy()
     if bad.any():

@@ -6,7 +6,7 @@ import sys
 from pathlib import Path
 
 from perfdiff.cli.common import write_output
-from perfdiff.errors import InputError
+from perfdiff.errors import InputError, reading
 
 
 def cmd_startup(args: argparse.Namespace) -> int:
@@ -33,7 +33,10 @@ def cmd_startup(args: argparse.Namespace) -> int:
         if out is not None and Path(out).resolve() in inputs:
             raise InputError("refusing to overwrite an input log", path=out)
     names = column_names(args.logs)
-    columns = [read_startup_log(p, n, rules) for p, n in zip(args.logs, names, strict=True)]
+    columns = []
+    for p, n in zip(args.logs, names, strict=True):
+        with reading(p):
+            columns.append(read_startup_log(p, n, rules))
     table = build_startup_table(columns, args.group, args.alpha,
                                 extra_rows=[r.kind.removeprefix("user:") for r in rules])
     if to_stdout:

@@ -89,13 +89,47 @@ class StartupColumn:
 # Reduction and derivation (docs/STARTUP.md: Ranks and repeated lines, Derived values, Totals)
 
 
-def _reduce_rank(row: str, hits: list[Event], compile_took: bool,
-                 dynamo_pos: list[tuple[int, str | None]]) -> tuple[float, int, str | None]:
-    """One rank's value of a row: sum, max-per-pass or the last line.
+# Rows whose lines of one rank can run at once (the cache loads of several compile ranges):
+# they count the wall time their lines cover, not their sum.
+OVERLAP_ROWS = frozenset({"graph_compile_cached"})
 
-    Returns (seconds, decimals, warning).
+
+def covered_s(hits: Sequence[Event], times: dict[int, float]) -> float | None:
+    """Wall time (s) the lines `hits` cover: each is the interval of its value ending at its
+    time stamp, and the union of the intervals is measured.  A stamp of 1 s resolution says
+    the line ended within that second, so each end is put as late as its second allows
+    without passing the last line's stamp: lines whose stamps differ by up to 1 s are taken
+    to end together (the smallest union the stamps allow).  None when a line has no stamp."""
+    if any(h.pos not in times or h.value is None for h in hits):
+        return None
+    last = max(times[h.pos] for h in hits)
+    spans = []
+    for h in hits:
+        resolution = 0.0 if h.stamp is not None and h.stamp.fractional else 1.0
+        end = min(times[h.pos] + resolution, last)
+        spans.append((end - float(h.value), end))
+    total, reach = 0.0, -math.inf
+    for lo, hi in sorted(spans):
+        if hi > reach:
+            total += hi - max(lo, reach)
+            reach = hi
+    return total
+
+
+def _reduce_rank(row: str, hits: list[Event], compile_took: bool,
+                 dynamo_pos: list[tuple[int, str | None]], times: dict[int, float]
+                 ) -> tuple[float, int, str | None, str | None]:
+    """One rank's value of a row: sum, max-per-pass, the wall time covered or the last line.
+
+    Returns (seconds, decimals, warning, note on the cell).
     """
     dec = max(h.decimals for h in hits)
+    if row in OVERLAP_ROWS and len(hits) > 1:
+        added = sum(float(h.value) for h in hits if h.value is not None)
+        covered = covered_s(hits, times)
+        if covered is not None and covered < added - 1e-9:
+            return covered, dec, None, (f"{len(hits)} lines overlap in time ({added:.{dec}f} s added up): "
+                                        "the wall time they cover")
     if row == "graph_compile_general_shape":
         plain = [h for h in hits if h.groups.get("lo") is None]
         ranged = [h for h in hits if h.groups.get("lo") is not None]
@@ -112,18 +146,18 @@ def _reduce_rank(row: str, hits: list[Event], compile_took: bool,
             total += sum(passes.values())
         else:
             total += sum(h.value for h in ranged)
-        return total, dec, None
+        return total, dec, None, None
     if row in SUM_ROWS:
-        return sum(h.value for h in hits), dec, None
+        return sum(h.value for h in hits), dec, None, None
     warning = None
     if len(hits) > 1:
         vals = ", ".join(f"{h.value:g}" for h in hits)
         warning = f"{row} printed {len(hits)} times by {hits[-1].rank_label} ({vals} s): took the last"
-    return hits[-1].value, hits[-1].decimals, warning
+    return hits[-1].value, hits[-1].decimals, warning, None
 
 
-def _reduce_rows(events: Sequence[Event]) -> tuple[dict[str, PhaseValue], list[str],
-                                                   dict[str, dict[str, float]]]:
+def _reduce_rows(events: Sequence[Event], times: dict[int, float]
+                 ) -> tuple[dict[str, PhaseValue], list[str], dict[str, dict[str, float]]]:
     """Per rank, then the maximum across ranks, for every row with a value."""
     compile_took = any(e.kind == "torch.compile" and e.groups.get("verb") == "took"
                        for e in events)
@@ -140,14 +174,17 @@ def _reduce_rows(events: Sequence[Event]) -> tuple[dict[str, PhaseValue], list[s
     for row, ranks in by_row.items():
         vals: dict[str, float] = {}
         dec = 0
+        cell_notes: list[str] = []
         for rank, hits in ranks.items():
-            v, d, w = _reduce_rank(row, hits, compile_took, dynamo[rank])
+            v, d, w, note = _reduce_rank(row, hits, compile_took, dynamo[rank], times)
             vals[rank] = v
             dec = max(dec, d)
             if w:
                 warnings.append(w)
+            if note and note not in cell_notes:
+                cell_notes.append(note)
         per_rank[row] = vals
-        out[row] = _cell(vals, dec)
+        out[row] = _cell(vals, dec, notes=tuple(cell_notes))
     return out, warnings, per_rank
 
 
@@ -244,7 +281,7 @@ def parse_startup_log(raw: bytes | str, name: str, file: str = "",
             stamps.append(stamp_from(h, h.start()))
     times = resolve_years(stamps)
 
-    cells, warnings, per_rank = _reduce_rows(evs)
+    cells, warnings, per_rank = _reduce_rows(evs, times)
     notes.extend(warnings)
     _derive(cells, per_rank, evs, times, engine)
     extras = {}

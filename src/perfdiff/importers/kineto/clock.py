@@ -5,6 +5,7 @@ is taken as epoch µs (CLOCK_REALTIME) unless the timestamps are too small to be
 1973), in which case the times are relative to the trace's own origin."""
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 from typing import Any
 
@@ -15,6 +16,7 @@ from perfdiff.importers.common import ClockDomain, Note
 __all__ = ["TraceClock", "trace_clock"]
 
 _EPOCH_FLOOR_NS = 10 ** 17  # 1973 in epoch ns: median timestamps below are not epoch times
+_MAX_BASE_NS = 2 ** 62  # year 2116 in epoch ns: leaves room for the events' µs after the base
 
 
 @dataclass(frozen=True)
@@ -46,9 +48,14 @@ class TraceClock:
 
 
 def trace_clock(header: dict[str, Any], ts_ns: np.ndarray) -> TraceClock:
-    """The clock of a trace with top-level keys `header` and event timestamps `ts_ns` (µs·1000)."""
+    """The clock of a trace with top-level keys `header` and event timestamps `ts_ns` (µs·1000).
+    ValueError when baseTimeNanoseconds is a number but not a time in int64 ns."""
     base = header.get("baseTimeNanoseconds")
-    base_ns = int(base) if isinstance(base, (int, float)) and not isinstance(base, bool) else None
+    base_ns = None
+    if isinstance(base, (int, float)) and not isinstance(base, bool):
+        if not (math.isfinite(base) and 0 <= base <= _MAX_BASE_NS):
+            raise ValueError(f"baseTimeNanoseconds {base!r} is not a time in int64 ns")
+        base_ns = int(base)
     if base_ns is None and len(ts_ns) and int(np.median(ts_ns)) < _EPOCH_FLOOR_NS:
         return TraceClock(None, ClockDomain.TRACE_RELATIVE)
     return TraceClock(base_ns, ClockDomain.REALTIME)

@@ -9,7 +9,7 @@ from typing import Any
 
 from perfdiff.errors import InputError
 
-__all__ = ["explain_not_a_trace", "parse_header", "parse_trailer"]
+__all__ = ["explain_not_a_trace", "load_json", "parse_header", "parse_trailer"]
 
 
 def parse_header(head: bytes) -> dict[str, Any]:
@@ -25,7 +25,7 @@ def parse_header(head: bytes) -> dict[str, Any]:
         body = body[:-1]
     try:
         obj = json.loads(body + b"}")
-    except ValueError:
+    except (ValueError, RecursionError):
         return {}
     return obj if isinstance(obj, dict) else {}
 
@@ -40,6 +40,8 @@ def parse_trailer(tail: bytes, path: Path) -> dict[str, Any]:
         text = "{" + text
     try:
         _, end = dec.raw_decode(text)
+    except RecursionError:
+        raise InputError("JSON nested too deeply near the end of the trace", path=path) from None
     except ValueError as exc:
         raise InputError(f"invalid JSON near the end of the trace ({exc.msg}); truncated file?", path=path) from None
     rest = text[end:].lstrip()
@@ -57,6 +59,8 @@ def parse_trailer(tail: bytes, path: Path) -> dict[str, Any]:
     if rest.startswith(","):
         try:
             obj = json.loads("{" + rest[1:])
+        except RecursionError:
+            raise InputError("JSON nested too deeply after the event list", path=path) from None
         except ValueError as exc:
             raise InputError(f"invalid JSON after the event list ({exc.msg})", path=path) from None
         return obj if isinstance(obj, dict) else {}
@@ -69,10 +73,7 @@ def explain_not_a_trace(path: Path, head: bytes) -> None:
     if not text:
         raise InputError("empty file: not a trace", path=path)
     if len(text) < (64 << 20):
-        try:
-            obj = json.loads(text)
-        except ValueError as exc:
-            raise InputError(f"invalid JSON ({exc})", path=path) from None
+        obj = load_json(text, path)
         if isinstance(obj, dict) and "traceEvents" not in obj:
             raise InputError("JSON is not a Chrome/Kineto trace (no \"traceEvents\")", path=path)
         events = obj.get("traceEvents") if isinstance(obj, dict) else obj
@@ -80,3 +81,14 @@ def explain_not_a_trace(path: Path, head: bytes) -> None:
             raise InputError("trace has no events", path=path)
     raise InputError("JSON is not a Chrome/Kineto trace (no events with a \"ph\" field)", path=path)
 
+
+def load_json(raw: bytes, p: Path, **kwargs: Any) -> Any:
+    """json.loads(raw) with every way it can fail on a user's file as one InputError."""
+    try:
+        return json.loads(raw, **kwargs)
+    except RecursionError:
+        raise InputError("JSON nested too deeply to be a trace", path=p) from None
+    except UnicodeDecodeError as exc:
+        raise InputError(f"not UTF-8 text ({exc})", path=p) from None
+    except ValueError as exc:
+        raise InputError(f"invalid JSON ({exc})", path=p) from None

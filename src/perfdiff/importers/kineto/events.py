@@ -9,7 +9,7 @@ from typing import Any
 
 import numpy as np
 
-__all__ = ["ANNOTATION_CATS", "CATEGORIES", "CAT_NAMES", "Events", "NeedSlowPath", "ROLES", "SKIPPED", "STEP"]
+__all__ = ["ANNOTATION_CATS", "CATEGORIES", "CAT_NAMES", "Events", "MAX_US", "NeedSlowPath", "ROLES", "SKIPPED", "STEP"]
 
 # category → (role); roles: kernel, memcpy, memset, api, cpu
 CATEGORIES: dict[str, str] = {
@@ -25,6 +25,8 @@ SKIPPED = ("python_function", "gpu_user_annotation", "cpu_instant_event", "ac2g"
 ROLES = ("kernel", "memcpy", "memset", "api", "cpu")
 ANNOTATION_CATS = {"user_annotation"}
 STEP = re.compile(r"^ProfilerStep#\d+$")
+# |µs| up to this converts to ns inside int64 (±9.2e18 ns, ±292 years from the origin).
+MAX_US = (2 ** 63 - 1) // 1000
 # Every category a reader recognises, in a fixed order: Events.cat holds indexes into it.
 CAT_NAMES = list(CATEGORIES) + list(SKIPPED)
 

@@ -5,18 +5,25 @@ from __future__ import annotations
 
 import gzip
 import json
+import math
 import re
 import zlib
+from decimal import ROUND_DOWN, Context, Decimal
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
 from perfdiff.errors import InputError
-from perfdiff.importers.kineto.events import CAT_NAMES, CATEGORIES, ROLES, SKIPPED, Events
+from perfdiff.importers.kineto.document import load_json
+from perfdiff.importers.kineto.events import CAT_NAMES, CATEGORIES, MAX_US, ROLES, SKIPPED, Events
 from perfdiff.model.schema import MISSING
 
 __all__ = ["general_events", "us_to_ns"]
+
+# µs · 1000 cut towards zero however many decimals a number has (the default context rounds
+# to 28 digits, which can carry .99999... up to the next ns).
+_TRUNCATE = Context(prec=40, rounding=ROUND_DOWN)
 
 
 def general_events(p: Path) -> Events:
@@ -29,13 +36,8 @@ def general_events(p: Path) -> Events:
         raise InputError("truncated gzip file (the compressed stream ends early)", path=p) from None
     except (OSError, zlib.error) as exc:
         raise InputError(f"cannot read the trace ({exc})", path=p) from None
-    try:
-        # Decimals stay text so that "1623142623460111.123" µs converts to ns exactly.
-        doc = json.loads(raw, parse_float=str)
-    except ValueError as exc:
-        raise InputError(f"invalid JSON ({exc})", path=p) from None
-    except UnicodeDecodeError as exc:
-        raise InputError(f"not UTF-8 text ({exc})", path=p) from None
+    # Decimals are read exactly, so that "1623142623460111.123" µs converts to ns exactly.
+    doc = load_json(raw, p, parse_float=Decimal)
     if isinstance(doc, dict):
         if "traceEvents" not in doc:
             raise InputError("JSON is not a Chrome/Kineto trace (no \"traceEvents\")", path=p)
@@ -50,7 +52,7 @@ def general_events(p: Path) -> Events:
     cols: dict[str, list] = {k: [] for k in ("role", "cat", "name", "pid", "tid", "ts_ns", "dur_ns", "corr", "stream",
                                              "device", "nbytes")}
     cat_index = {nm: i for i, nm in enumerate(CAT_NAMES)}
-    for e in events:
+    for i, e in enumerate(events):
         if not isinstance(e, dict):
             ev.drop("entries of traceEvents that are not objects", 1)
             continue
@@ -67,12 +69,8 @@ def general_events(p: Path) -> Events:
             ev.drop(f"category {cat} (not imported)" if cat in SKIPPED else "complete events of other categories", 1)
             continue
         args = e.get("args") if isinstance(e.get("args"), dict) else {}
-        try:
-            ts_ns = us_to_ns(e["ts"])
-            dur_ns = us_to_ns(e.get("dur", 0))
-        except (KeyError, TypeError, ValueError):
-            ev.drop("events with a missing or bad ts/dur", 1)
-            continue
+        ts_ns = _time_ns(e, "ts", i, p)
+        dur_ns = _time_ns(e, "dur", i, p)
         raw_name = json.dumps(str(e.get("name", "")), ensure_ascii=False)[1:-1].encode()
         cols["role"].append(ROLES.index(role))
         cols["cat"].append(cat_index[cat])
@@ -83,35 +81,65 @@ def general_events(p: Path) -> Events:
         cols["dur_ns"].append(dur_ns)
         for key, col in (("correlation", "corr"), ("stream", "stream"), ("device", "device"), ("bytes", "nbytes")):
             v = args.get(key)
-            cols[col].append(int(v) if isinstance(v, int) and not isinstance(v, bool) else MISSING)
+            cols[col].append(_int_or_missing(v))
     for k, v in cols.items():
         getattr(ev, k).append(np.array(v, dtype=np.int64))
     return ev
 
 
 def us_to_ns(v: Any) -> int:
-    """µs (int, or decimal text as json.loads(parse_float=str) gives it) → ns, truncated."""
-    if isinstance(v, bool):
-        raise TypeError
-    if isinstance(v, int):
-        return v * 1000
-    if isinstance(v, str):
-        if "e" in v or "E" in v:
-            return int(round(float(v) * 1000))
-        whole, _, frac = v.partition(".")
-        neg = whole.startswith("-")
-        ns = abs(int(whole or "0")) * 1000 + int((frac + "000")[:3])
-        return -ns if neg else ns
-    if isinstance(v, float):
-        return int(round(v * 1000))
-    raise TypeError
+    """µs (an int, or a Decimal as json.loads(parse_float=Decimal) gives it) → ns, the
+    decimals beyond the third cut off (towards zero).  TypeError for anything that is not a
+    JSON number, ValueError for a number that is not finite or beyond int64 ns."""
+    if isinstance(v, bool) or not isinstance(v, (int, float, Decimal)):
+        raise TypeError("not a number")
+    if isinstance(v, float):  # NaN / Infinity (json.loads reads them as floats)
+        if not math.isfinite(v):
+            raise ValueError("not finite")
+        v = Decimal(v)
+    elif isinstance(v, Decimal) and not v.is_finite():
+        raise ValueError("not finite")
+    if abs(v) > MAX_US:
+        raise ValueError("beyond the int64 ns range")
+    return int(_TRUNCATE.multiply(v, 1000))
+
+
+def _time_ns(e: dict[str, Any], key: str, index: int, p: Path) -> int:
+    """ns of an imported event's `key` ("ts", "dur"); the file is refused when it is missing
+    or not a finite number within int64 ns (docs/FORMATS.md, values out of range)."""
+    if key not in e:
+        why = "has no " + key
+    else:
+        try:
+            return us_to_ns(e[key])
+        except TypeError:
+            why = f"{key} is not a number: {_short(e[key])}"
+        except ValueError as exc:
+            why = f"{key} {_short(e[key])} µs is {exc}"
+    raise InputError(f"traceEvents[{index}] ({_short(e.get('name', ''))}): {why}", path=p)
+
+
+def _short(v: Any) -> str:
+    """A value as JSON (a number as written), cut to 60 characters."""
+    text = str(v) if isinstance(v, Decimal) else json.dumps(v, ensure_ascii=False, default=str)
+    return text if len(text) <= 60 else text[:57] + "..."
+
+
+# Integers (pid, tid, args) of more than 18 digits are unknown, as the fast scanner reads them.
+_INT_LIMIT = 10 ** 18
+
+
+def _int_or_missing(v: Any) -> int:
+    """An args integer, MISSING when it is not one or has more than 18 digits."""
+    if isinstance(v, int) and not isinstance(v, bool) and -_INT_LIMIT < v < _INT_LIMIT:
+        return v
+    return MISSING
 
 
 def _loose_int(v: Any) -> int:
-    if isinstance(v, int) and not isinstance(v, bool):
-        return v
+    """A pid/tid: an integer, or the first number inside a string ("stream 7")."""
     if isinstance(v, str):
         m = re.search(r"\d+", v)
-        return int(m.group()) if m else MISSING
-    return MISSING
+        return _int_or_missing(int(m.group())) if m and len(m.group()) <= 18 else MISSING
+    return _int_or_missing(v)
 

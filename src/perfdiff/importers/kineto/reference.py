@@ -10,7 +10,7 @@ from __future__ import annotations
 import gzip
 import json
 import re
-from decimal import Decimal
+from decimal import ROUND_DOWN, Context, Decimal
 from pathlib import Path
 from typing import Any
 
@@ -29,24 +29,25 @@ def _ns(v: Any) -> int:
     """µs (an int or a Decimal) → ns, the decimals beyond the third cut off (towards zero)."""
     if isinstance(v, bool) or not isinstance(v, (int, Decimal)):
         raise TypeError(v)
-    return int(v * 1000)
+    return int(Context(prec=40, rounding=ROUND_DOWN).multiply(v, 1000))  # no rounding up of .999...
 
 
 def _int(v: Any) -> int:
-    """A pid/tid/args integer: an int, or the first number inside a string ("stream 7")."""
+    """A pid/tid/args integer: an int, or the first number inside a string ("stream 7");
+    unknown when it has more than 18 digits (int64 holds 18 whole)."""
     if isinstance(v, bool):
         return MISSING
-    if isinstance(v, int):
-        return v
     if isinstance(v, str):
         m = re.search(r"\d+", v)
-        return int(m.group()) if m else MISSING
+        v = int(m.group()) if m and len(m.group()) <= 18 else None
+    if isinstance(v, int):
+        return v if abs(v) < 10 ** 18 else MISSING
     return MISSING
 
 
 def _arg(args: dict[str, Any], key: str) -> int:
     v = args.get(key)
-    return v if isinstance(v, int) and not isinstance(v, bool) else MISSING
+    return v if isinstance(v, int) and not isinstance(v, bool) and abs(v) < 10 ** 18 else MISSING
 
 
 def reference_tables(path: str | Path, group: str = "full") -> dict[str, pd.DataFrame]:

@@ -29,7 +29,8 @@ import pyarrow as pa
 from perfdiff.importers.common import resolve_cores
 from perfdiff.importers.kineto.blocks import blocks
 from perfdiff.importers.kineto.document import explain_not_a_trace, parse_header, parse_trailer
-from perfdiff.importers.kineto.events import CAT_NAMES, CATEGORIES, ROLES, SKIPPED, Events, NeedSlowPath
+from perfdiff.importers.kineto.objects import first_keys, keys_of_the_next_object, same_object
+from perfdiff.importers.kineto.events import CAT_NAMES, CATEGORIES, MAX_US, ROLES, SKIPPED, Events, NeedSlowPath
 from perfdiff.model.schema import MISSING
 
 __all__ = ["FastScan"]
@@ -40,8 +41,8 @@ _ZEROS = b"\0" * _PAD
 
 # Keys recognised from the bytes just before their closing quote: (id, text).
 _KEYS = {"ph": 1, "cat": 2, "name": 3, "pid": 4, "tid": 5, "ts": 6, "dur": 7,
-         "correlation": 8, "stream": 9, "device": 10, "bytes": 11}
-_PH, _CAT, _NAME, _PID, _TID, _TS, _DUR, _CORR, _STREAM, _DEVICE, _BYTES = range(1, 12)
+         "correlation": 8, "stream": 9, "device": 10, "bytes": 11, "args": 12}
+_PH, _CAT, _NAME, _PID, _TID, _TS, _DUR, _CORR, _STREAM, _DEVICE, _BYTES, _ARGS = range(1, 13)
 _U = np.uint64
 _ONES = _U(0x0101010101010101)
 _HIGH = _U(0x8080808080808080)
@@ -159,6 +160,7 @@ class _Numbers:
     value: np.ndarray  # integer part (signed)
     frac_ns: np.ndarray  # first three decimals as ns (0..999), for µs timestamps
     ok: np.ndarray
+    whole: np.ndarray  # written without a decimal point: an integer to JSON readers
 
 
 def _parse_numbers(le8: np.ndarray, u8: np.ndarray, v: np.ndarray) -> _Numbers:
@@ -195,7 +197,9 @@ def _parse_numbers(le8: np.ndarray, u8: np.ndarray, v: np.ndarray) -> _Numbers:
     ok = (ndig > 0) & (ndig <= 18) & (after != 101) & (after != 69)  # no exponent
     value = np.where(neg, -value, value)
     frac = np.where(neg, -frac, frac)
-    return _Numbers(value, frac, ok)
+    whole = np.ones(len(v), dtype=bool)
+    whole[dot] = False
+    return _Numbers(value, frac, ok, whole)
 
 
 def _exact_zero_bytes(x: np.ndarray) -> np.ndarray:
@@ -354,6 +358,8 @@ def _find_cut(buf: bytes, begin: int, end: int) -> int:
     by ':' (a string value "ph" is not followed by ':', an escaped one has a backslash).
     """
     pos = buf.rfind(b'"ph"', begin, end)
+    fallback = -1  # the last "ph" key, when no "ph" key opens an object
+    tries = 0
     while pos > begin:
         j = pos + 4
         while j < end and buf[j] in b" \t\r\n":
@@ -362,10 +368,15 @@ def _find_cut(buf: bytes, begin: int, end: int) -> int:
             k = pos - 1
             while k > begin and buf[k] in b" \t\r\n":
                 k -= 1
-            cut = k if buf[k] == 123 else pos
-            return cut if buf.find(b'"ph"', begin, cut) >= 0 else -1
+            if buf[k] == 123:  # an object's first key: cut before its "{"
+                return k if buf.find(b'"ph"', begin, k) >= 0 else -1
+            if fallback < 0:  # a "ph" after other keys (a second "ph", metadata): look further
+                fallback = pos
+            tries += 1
+            if tries > 64:  # objects written without "ph" first: the decoder sends them to the general reader
+                break
         pos = buf.rfind(b'"ph"', begin, pos)
-    return -1
+    return fallback if fallback >= 0 and buf.find(b'"ph"', begin, fallback) >= 0 else -1
 
 
 def _scan_block(padded: bytes, begin: int, end: int, first: bool, final: bool) -> _Block:
@@ -378,6 +389,11 @@ def _scan_block(padded: bytes, begin: int, end: int, first: bool, final: bool) -
     u8 = np.frombuffer(padded, dtype=np.uint8)
     le8 = np.ndarray(shape=(len(padded) - 7,), dtype="<u8", buffer=padded, offset=0, strides=(1,))
     colon = np.flatnonzero(u8[1:end] == 58)  # ':' ...
+    spaced = colon[(u8[colon] <= 32) & (colon >= begin)]
+    if len(spaced):  # a key written '"key" :' is not seen below: leave the file to the general reader
+        prev = _last_non_separator(le8, spaced + 1, _WHITESPACE)
+        if (u8[np.maximum(prev, 0)] == 34).any():
+            raise NeedSlowPath("a key with whitespace before its colon")
     colon = colon[(u8[colon] == 34) & (colon >= begin)]  # ... right after '"': the end of a key
     kid = _key_ids(le8[colon - 8], le8, colon)
     ph_keys = np.flatnonzero(kid == _PH)
@@ -458,9 +474,21 @@ def _decode(res: _Block, u8: np.ndarray, le8: np.ndarray, colon: np.ndarray, kid
     before = _last_non_separator(le8, colon[ph_k[xe]] - 3, _WHITESPACE)
     if (u8[np.maximum(before, 0)] != 123).any() or (before < 0).any():
         raise NeedSlowPath('events whose first key is not "ph"')
+    # A "ph" after a complete event's that opens no object: in the same object (a second "ph",
+    # which JSON readers keep), or in one written with other keys first (metadata is written
+    # name first), whose keys before its "ph" are not the complete event's.
+    nxt = xe[xe + 1 < nev_all] + 1
+    if len(nxt):
+        opens = _last_non_separator(le8, colon[ph_k[nxt]] - 3, _WHITESPACE)
+        odd = nxt[u8[np.maximum(opens, 0)] != 123]
+        if len(odd):
+            kid = keys_of_the_next_object(padded, colon, kid, ph_k, odd)
     is_x = np.zeros(nev_all + 1, dtype=bool)
     is_x[xe] = True
-    table = _first_keys(kid, event_of, nev_all, is_x)
+    table, pairs = first_keys(kid, event_of, nev_all, is_x, len(_KEYS) + 1)
+    if len(pairs) and same_object(padded, colon[pairs]):
+        # A key twice in one event (or nested under another): JSON readers keep the last.
+        raise NeedSlowPath("an event with a key read twice")
     cat_k = table[xe, _CAT]
     has_cat = cat_k >= 0
     res.drop("complete events without a category", int((~has_cat).sum()))
@@ -500,8 +528,8 @@ def _decode(res: _Block, u8: np.ndarray, le8: np.ndarray, colon: np.ndarray, kid
     # numbers
     ts = _parse_numbers(le8, u8, value_pos(t[:, _TS]))
     dur = _parse_numbers(le8, u8, value_pos(t[:, _DUR]))
-    if not (ts.ok.all() and dur.ok.all()):
-        raise NeedSlowPath("a ts/dur number in a form the fast reader does not decode")
+    if not (ts.ok.all() and dur.ok.all()) or (np.abs(ts.value) > MAX_US).any() or (np.abs(dur.value) > MAX_US).any():
+        raise NeedSlowPath("a ts/dur number in a form or range the fast reader does not decode")
     pid = _int_or_string(le8, u8, value_pos(t[:, _PID]), n)
     tid = _int_or_string(le8, u8, value_pos(t[:, _TID]), n)
 
@@ -512,7 +540,7 @@ def _decode(res: _Block, u8: np.ndarray, le8: np.ndarray, colon: np.ndarray, kid
         has = np.flatnonzero(col >= 0)
         if len(has):
             num = _parse_numbers(le8, u8, value_pos(col[has]))
-            good = num.ok & (num.frac_ns == 0)
+            good = num.ok & num.whole
             vals[has[good]] = num.value[good]
         if rows is None:
             return vals
@@ -530,23 +558,6 @@ def _decode(res: _Block, u8: np.ndarray, le8: np.ndarray, colon: np.ndarray, kid
     res.cols = dict(role=role, cat=cat_id, name=name_code, pid=pid, tid=tid,
                     ts_ns=ts.value * 1000 + ts.frac_ns, dur_ns=dur.value * 1000 + dur.frac_ns,
                     corr=corr, stream=stream, device=device, nbytes=nbytes)
-
-def _first_keys(kid: np.ndarray, event_of: np.ndarray, nev: int, wanted: np.ndarray) -> np.ndarray:
-    """(events x key ids) table: index of the first key of each id in each event, or -1.
-
-    Only events with `wanted[event]` are filled (flows and metadata are half the keys).
-    """
-    ki = np.flatnonzero((kid > 0) & wanted[event_of])  # event_of == -1 reads wanted[-1]: False
-    kk = kid[ki].astype(np.uint8)
-    by_id = np.argsort(kk, kind="stable")  # radix sort; keeps key order within an id
-    ki, kk = ki[by_id], kk[by_id]
-    ee = event_of[ki]
-    # within one id the events are non-decreasing: keep the first key of each event
-    first = np.r_[True, (ee[1:] != ee[:-1]) | (kk[1:] != kk[:-1])]
-    table = np.full((nev, len(_KEYS) + 1), -1, dtype=np.int64)
-    table[ee[first], kk[first]] = ki[first]
-    return table
-
 
 def _escaped_ends(padded: bytes, s0: np.ndarray, s1: np.ndarray, esc: np.ndarray, n: int) -> np.ndarray:
     """True closing quotes of the (rare) strings that contain a backslash escape."""
@@ -595,7 +606,7 @@ def _int_or_string(le8: np.ndarray, u8: np.ndarray, v: np.ndarray, n: int) -> np
     num = np.flatnonzero(~quoted)
     if len(num):
         got = _parse_numbers(le8, u8, v[num])
-        good = got.ok & (got.frac_ns == 0)
+        good = got.ok & got.whole
         out[num[good]] = got.value[good]
     qi = np.flatnonzero(quoted)
     if len(qi):

@@ -27,16 +27,22 @@ def build(p: Path, ev: Events, group: str, skip: frozenset[str] = frozenset()) -
     role = ev.column("role")
     n = len(role)
     ts = ev.column("ts_ns")
-    clock = trace_clock(ev.header, ts)
+    try:
+        clock = trace_clock(ev.header, ts)
+    except ValueError as exc:
+        raise InputError(str(exc), path=p) from None
     dur = ev.column("dur_ns")
+    names = ev.name_labels()
+    name_code = ev.column("name")
+    _check_range(p, ts, dur, clock.offset_ns(), names, name_code)
     backwards = dur < 0
     if backwards.any():  # the bundle holds no interval that ends before it starts
         ev.drop("events with a negative duration", int(backwards.sum()))
+        ev.notes.append(Note("dropped-negative-duration",
+                             f"{int(backwards.sum())} events with a negative duration dropped"))
         role = np.where(backwards, -1, role)
     start = ts + clock.offset_ns()
     end = start + dur
-    names = ev.name_labels()
-    name_code = ev.column("name")
     pid, tid = ev.column("pid"), ev.column("tid")
     corr, stream, device, nbytes = ev.column("corr"), ev.column("stream"), ev.column("device"), ev.column("nbytes")
     cat = ev.column("cat")
@@ -114,6 +120,21 @@ def build(p: Path, ev: Events, group: str, skip: frozenset[str] = frozenset()) -
     manifest = kineto_manifest(p, ev, clock, pid, role, tid, activity, notes, cat_counts)
     return RunData(manifest=manifest, activity=activity, samples=empty_table("samples"), markers=markers,
                    path=str(p), notes=notes)
+
+
+_INT64_MAX = 2 ** 63 - 1
+
+
+def _check_range(p: Path, ts: np.ndarray, dur: np.ndarray, offset_ns: int, names: list[str],
+                 name_code: np.ndarray) -> None:
+    """InputError naming the first event whose start or end (after the clock's offset) lies
+    beyond int64 ns (docs/FORMATS.md, values out of range)."""
+    room = _INT64_MAX - offset_ns  # offset_ns is in [0, 2**62]: no overflow below
+    bad = (ts > room) | (ts > room - np.maximum(dur, 0)) | (ts < -room)
+    if bad.any():
+        i = int(np.argmax(bad))
+        raise InputError(f"event {names[int(name_code[i])][:60]!r} at ts {int(ts[i]) / 1000:g} µs: its start or "
+                         "end lies beyond the int64 ns range", path=p)
 
 
 def _function_codes(codes: np.ndarray, names: list[str], short: bool) -> tuple[np.ndarray, list[str]]:

@@ -76,6 +76,8 @@ def import_nsys(path: str | Path, *, pid: int | None = None, group: str = "full"
         return _run(Export(con, p, pid, group, skip, cores))
     except sqlite3.DatabaseError as exc:
         raise InputError(f"cannot read the SQLite export ({exc})", path=p) from None
+    except UnicodeDecodeError:  # SQLite's own message quotes a damaged schema or page
+        raise InputError("cannot read the SQLite export (it is damaged)", path=p) from None
     finally:
         con.close()
 

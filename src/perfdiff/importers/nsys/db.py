@@ -21,6 +21,7 @@ MEMCPY = "CUPTI_ACTIVITY_KIND_MEMCPY"
 MEMSET = "CUPTI_ACTIVITY_KIND_MEMSET"
 RUNTIME = "CUPTI_ACTIVITY_KIND_RUNTIME"
 PID_MASK = 0xFFFFFF  # globalPid / globalTid: the pid in bits 24..47, the tid in bits 0..23
+_INT64_MAX = 2 ** 63 - 1
 
 
 def connect(p: Path) -> sqlite3.Connection:
@@ -46,6 +47,8 @@ def connect(p: Path) -> sqlite3.Connection:
         con.execute("SELECT count(*) FROM sqlite_master").fetchone()
     except sqlite3.DatabaseError as exc:
         raise InputError(f"not a readable SQLite database ({exc})", path=p) from None
+    except UnicodeDecodeError:  # SQLite's own message quotes a damaged schema
+        raise InputError("not a readable SQLite database (its schema is damaged)", path=p) from None
     return con
 
 
@@ -105,9 +108,39 @@ class Export:
             return out
         arr = np.array(rows, dtype=object).reshape(len(rows), len(present))
         for i, c in enumerate(present):
-            col = arr[:, i]
-            out[c] = np.where(is_null(col), MISSING, col).astype(np.int64) if len(col) else np.zeros(0, np.int64)
+            out[c] = self.ints(arr[:, i], table, c)
         return out
+
+    def ints(self, col: np.ndarray, table: str, column: str, null: int = MISSING) -> np.ndarray:
+        """An object column fetched from `table`.`column` as int64 (NULL → `null`); a value
+        that is not an integer refuses the file, naming its row (docs/FORMATS.md)."""
+        if not len(col):
+            return np.zeros(0, np.int64)
+        if pd.api.types.infer_dtype(col, skipna=True) not in ("integer", "empty"):
+            self.refuse_non_integer(table, column)
+        return np.where(is_null(col), null, col).astype(np.int64)
+
+    def refuse_non_integer(self, table: str, column: str, allowed: str = "'integer', 'null'",
+                           what: str = "an integer") -> None:
+        """InputError naming the first row of `table` whose `column` is not an integer (or NULL)."""
+        row = self.con.execute(f'SELECT rowid, "{column}" FROM "{table}" WHERE typeof("{column}") '
+                               f"NOT IN ({allowed}) LIMIT 1").fetchone()
+        where = f"row {row[0]}: {str(row[1])[:40]!r}" if row else "a value"
+        raise InputError(f"{table}.{column} {where} is not {what}", path=self.path)
+
+    def checked(self, rows: list[tuple], table: str, columns: dict[int, str]) -> list[tuple]:
+        """`rows` of a small table (GPU info, metric names, NVTX domains), refusing the file
+        when the value at position i (column `columns[i]`) is neither an integer nor NULL."""
+        for row in rows:
+            for i, column in columns.items():
+                v = row[i]
+                if v is not None and (isinstance(v, bool) or not isinstance(v, int)):
+                    self.refuse_non_integer(table, column)
+        return rows
+
+    def refuse_non_number(self, table: str, column: str) -> None:
+        """InputError naming the first row of `table` whose `column` is not a number."""
+        self.refuse_non_integer(table, column, "'integer', 'real'", "a number")
 
     def query(self, sql: str, args: tuple = ()) -> list[tuple]:
         return self.con.execute(sql, args).fetchall()
@@ -118,10 +151,20 @@ class Export:
 
     # -- the clock
     def wall(self, t: np.ndarray) -> np.ndarray:
-        return t + self.t0 if self.t0 is not None else t
+        if self.t0 is None:
+            return t
+        self._check_room(t)
+        return t + self.t0
 
     def to_wall(self, t: np.ndarray) -> np.ndarray:
         """`t` (an array this import owns) shifted to wall clock in place: no new memory."""
         if self.t0 is not None:
+            self._check_room(t)
             t += self.t0
         return t
+
+    def _check_room(self, t: np.ndarray) -> None:
+        """InputError when a time plus the session start lies beyond int64 ns (docs/FORMATS.md)."""
+        if len(t) and int(t.max()) > _INT64_MAX - self.t0:
+            raise InputError(f"a timestamp of {int(t.max())} ns after the session start lies beyond the "
+                             "int64 ns range", path=self.path)

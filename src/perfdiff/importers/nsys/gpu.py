@@ -83,10 +83,9 @@ def _memcpy_names(x: Export, c: dict[str, np.ndarray]) -> pd.Categorical:
     sk = c.get("srcKind", np.full(n, MISSING, np.int64))
     dk = c.get("dstKind", np.full(n, MISSING, np.int64))
     # Few distinct (copy, src, dst) triples: name the triples, not the rows.
-    key = (ck.clip(-1, 255) + 1) * 65536 + (sk.clip(-1, 255) + 1) * 256 + (dk.clip(-1, 254) + 1)
-    codes, uniq = dense_codes(key)
-    labels = [memcpy_label(u // 65536 - 1, (u // 256) % 256 - 1, u % 256 - 1) for u in uniq.tolist()]
-    return categorical(codes, labels)
+    uniq, codes = np.unique(np.stack((ck, sk, dk), axis=1), axis=0, return_inverse=True)
+    labels = [memcpy_label(c, s, d) for c, s, d in uniq.tolist()]
+    return categorical(codes.reshape(-1).astype(np.int64), labels)
 
 
 def _memset_names(x: Export, c: dict[str, np.ndarray]) -> pd.Categorical:

@@ -8,6 +8,7 @@ from typing import Any
 import pandas as pd
 
 from perfdiff.bundle import base_manifest
+from perfdiff.errors import InputError
 from perfdiff.importers.common import ClockDomain, Note
 from perfdiff.importers.nsys.db import Export
 from perfdiff.importers.nsys.metrics import gpu_index_map
@@ -28,6 +29,9 @@ def session_start(x: Export) -> int | None:
     if x.has("TARGET_INFO_SESSION_START_TIME") and "utcEpochNs" in x.cols("TARGET_INFO_SESSION_START_TIME"):
         row = x.query("SELECT utcEpochNs FROM TARGET_INFO_SESSION_START_TIME LIMIT 1")
         if row and row[0][0] is not None:
+            if isinstance(row[0][0], bool) or not isinstance(row[0][0], int) or not 0 <= row[0][0] < 2 ** 62:
+                raise InputError(f"TARGET_INFO_SESSION_START_TIME.utcEpochNs {str(row[0][0])[:40]!r} is not "
+                                 "a time in int64 ns", path=x.path)
             return int(row[0][0])
     x.notes.append(Note("clock-session", "no TARGET_INFO_SESSION_START_TIME: times are ns from the session "
                         "start, not wall clock"))
@@ -43,7 +47,9 @@ def gpu_list(x: Export, used: set[int]) -> list[dict[str, Any]]:
                         "totalMemory", "busLocation", "chipName", "l2CacheSize") if c in cols]
     cuda_of = gpu_index_map(x)
     gpus = []
-    for row in x.query(f"SELECT {', '.join(want)} FROM TARGET_INFO_GPU"):
+    rows = x.checked(x.query(f"SELECT {', '.join(want)} FROM TARGET_INFO_GPU"), "TARGET_INFO_GPU",
+                     {want.index(c): c for c in ("id", "cuDevice") if c in want})
+    for row in rows:
         r = dict(zip(want, row, strict=True))
         index = r.get("cuDevice", cuda_of.get(int(r["id"]), r["id"]) if r.get("id") is not None else None)
         gpu = {"index": None if index is None else int(index), "nsys_id": r.get("id"), "name": r.get("name"),

@@ -29,13 +29,17 @@ def gpu_metrics(x: Export) -> pd.DataFrame:
         x.notes.append(Note("gpu-metrics-unknown", "GPU_METRICS present but its columns are not the known ones: "
                             "not imported"))
         return empty_table("samples")
-    names = {(int(t), int(m)): str(nm) for t, m, nm in
-             x.query("SELECT typeId, metricId, metricName FROM TARGET_INFO_GPU_METRICS")}
+    names = {(t, m): str(nm) for t, m, nm in x.checked(
+             x.query("SELECT typeId, metricId, metricName FROM TARGET_INFO_GPU_METRICS"),
+             "TARGET_INFO_GPU_METRICS", {0: "typeId", 1: "metricId"}) if t is not None and m is not None}
     rows = x.query("SELECT timestamp, typeId, metricId, value FROM GPU_METRICS ORDER BY typeId, metricId, timestamp")
     if not rows:
         return empty_table("samples")
-    a = np.array(rows, dtype=np.float64)
-    ts, typ, mid, val = a[:, 0].astype(np.int64), a[:, 1].astype(np.int64), a[:, 2].astype(np.int64), a[:, 3]
+    a = np.array(rows, dtype=object).reshape(len(rows), 4)
+    ts, typ, mid = (x.ints(a[:, i], "GPU_METRICS", c) for i, c in enumerate(("timestamp", "typeId", "metricId")))
+    if pd.api.types.infer_dtype(a[:, 3], skipna=True) not in ("integer", "floating", "mixed-integer-float", "empty"):
+        x.refuse_non_number("GPU_METRICS", "value")
+    val = a[:, 3].astype(np.float64)
     same_next = np.r_[(typ[1:] == typ[:-1]) & (mid[1:] == mid[:-1]), False]
     t_end = np.where(same_next, np.r_[ts[1:], 0], ts)
     key = typ * 1_000_000 + mid
@@ -59,11 +63,12 @@ def gpu_index_map(x: Export) -> dict[int, int]:
     imported process (older exports).
     """
     if x.has("TARGET_INFO_GPU") and {"id", "cuDevice"} <= set(x.cols("TARGET_INFO_GPU")):
-        return {int(i): int(c) for i, c in x.query("SELECT id, cuDevice FROM TARGET_INFO_GPU")
-                if i is not None and c is not None}
+        return {i: c for i, c in x.checked(x.query("SELECT id, cuDevice FROM TARGET_INFO_GPU"), "TARGET_INFO_GPU",
+                                           {0: "id", 1: "cuDevice"}) if i is not None and c is not None}
     table = "TARGET_INFO_CUDA_DEVICE"
     if x.has(table) and {"gpuId", "cudaId"} <= set(x.cols(table)):
-        rows = x.query(f"SELECT gpuId, cudaId{', pid' if 'pid' in x.cols(table) else ', NULL'} FROM {table}")
-        mine = [r for r in rows if r[2] is None or x.pid is None or int(r[2]) == x.pid] or rows
-        return {int(g): int(c) for g, c, _ in mine if g is not None and c is not None}
+        rows = x.checked(x.query(f"SELECT gpuId, cudaId{', pid' if 'pid' in x.cols(table) else ', NULL'} FROM {table}"),
+                         table, {0: "gpuId", 1: "cudaId", 2: "pid"})
+        mine = [r for r in rows if r[2] is None or x.pid is None or r[2] == x.pid] or rows
+        return {g: c for g, c, _ in mine if g is not None and c is not None}
     return {}

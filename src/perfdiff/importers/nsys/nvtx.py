@@ -7,7 +7,7 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
-from perfdiff.importers.nsys.db import PID_MASK, Export, is_null
+from perfdiff.importers.nsys.db import PID_MASK, Export
 from perfdiff.model.intervals import self_time_ns
 from perfdiff.model.schema import MISSING
 from perfdiff.model.tables import Part, categorical, concat_parts, constant_categorical, dense_codes, empty_table
@@ -33,19 +33,19 @@ def nvtx(x: Export) -> tuple[Part | None, pd.DataFrame]:
                       f"WHERE n.eventType IN ({types})")
     domains: dict[int, str] = {}
     if "domainId" in cols and "text" in cols:
-        domains = {int(d): str(t) for d, t in x.query(
-            f"SELECT domainId, text FROM NVTX_EVENTS WHERE eventType = {NVTX_DOMAIN_CREATE} AND text IS NOT NULL")
-            if d is not None}
+        domains = {d: str(t) for d, t in x.checked(x.query(
+            f"SELECT domainId, text FROM NVTX_EVENTS WHERE eventType = {NVTX_DOMAIN_CREATE} AND text IS NOT NULL"),
+            table, {0: "domainId"}) if d is not None}
     if not rows:
         return None, empty_table("markers")
     arr = np.array(rows, dtype=object).reshape(len(rows), 6)
-    start = arr[:, 0].astype(np.int64)
-    end = np.where(is_null(arr[:, 1]), MISSING, arr[:, 1]).astype(np.int64)
-    gt = np.where(is_null(arr[:, 2]), MISSING, arr[:, 2]).astype(np.int64)
-    dom = np.where(is_null(arr[:, 3]), 0, arr[:, 3]).astype(np.int64)
+    start = x.ints(arr[:, 0], table, "start")
+    end = x.ints(arr[:, 1], table, "end")
+    gt = x.ints(arr[:, 2], table, "globalTid")
+    dom = x.ints(arr[:, 3], table, "domainId", null=0)
     # Name: the text, else the registered string (textId), prefixed by a non-default domain.
     text_code, text_uniq = pd.factorize(arr[:, 4], use_na_sentinel=True)
-    tid_code, tid_uniq = dense_codes(np.where(is_null(arr[:, 5]), MISSING, arr[:, 5]).astype(np.int64))
+    tid_code, tid_uniq = dense_codes(x.ints(arr[:, 5], table, "textId"))
     labels_text = [str(t) for t in text_uniq]
     labels_id = [x.strings.get(int(u), f"<string {int(u)}>") if u != MISSING else "<unnamed range>"
                  for u in tid_uniq]
@@ -60,10 +60,11 @@ def nvtx(x: Export) -> tuple[Part | None, pd.DataFrame]:
     mine = ((gt >> 24) & PID_MASK) == x.pid if x.pid is not None else np.ones(len(start), dtype=bool)
     if (~mine).any():
         x.dropped["nvtx: other processes"] = int((~mine).sum())
-    unclosed = int(((end < start) & mine).sum())
+    closed = (end >= start) & (start != MISSING)  # NULL start or end (MISSING): not a range
+    unclosed = int((~closed & mine).sum())
     if unclosed:
         x.dropped["nvtx: ranges never closed"] = unclosed
-    idx = np.flatnonzero((end >= start) & mine)
+    idx = np.flatnonzero(closed & mine)
     if len(idx) == 0:
         return None, empty_table("markers")
     used_code, used = dense_codes(key_code[idx])  # no categories of dropped ranges

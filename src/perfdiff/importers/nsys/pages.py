@@ -138,8 +138,14 @@ class PageReader:
             total = int(ncell.sum())
             owner = np.repeat(np.arange(len(pages)), ncell)
             within = np.arange(total) - np.repeat(np.cumsum(ncell) - ncell, ncell)
-            ptr_pos = hoff[owner] + (8 if leaf else 12) + 2 * within
-            cells = base[owner] + self._be(ptr_pos, 2)
+            head = 8 if leaf else 12
+            ptr_pos = hoff[owner] + head + 2 * within
+            offset = self._be(ptr_pos, 2)
+            # A damaged page: cells must lie after the cell pointers and inside the usable page.
+            if total and ((offset < (hoff - base)[owner] + head + 2 * ncell[owner]).any()
+                          or (offset > self.usable - 4).any()):
+                raise Unsupported("a cell outside its page")
+            cells = base[owner] + offset
             if leaf:
                 return cells
             child = self._be(cells, 4)

@@ -46,7 +46,10 @@ def only_pid(x: Export, cols: dict[str, np.ndarray], key: str, what: str) -> dic
     if "start" in cols and "end" in cols:
         backwards = cols["end"] < cols["start"]
         if backwards.any():  # the bundle holds no interval that ends before it starts
-            x.drop(f"{what}: end before start", int((backwards & (keep if keep is not None else True)).sum()))
+            n = int((backwards & (keep if keep is not None else True)).sum())
+            x.drop(f"{what}: end before start", n)
+            if n:
+                x.notes.append(Note("dropped-end-before-start", f"{n} {what} rows that end before they start dropped"))
             keep = ~backwards if keep is None else keep & ~backwards
     if keep is None or keep.all():
         return cols

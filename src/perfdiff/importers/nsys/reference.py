@@ -66,7 +66,8 @@ class _Reader:
         return [dict(zip(have, r, strict=True)) for r in self.rows(sql + " ORDER BY rowid")]
 
     def string(self, sid: int | None, unnamed: str = "<unnamed>") -> str:
-        return unnamed if sid is None else str(self.strings.get(sid, f"<string {sid}>"))
+        """The string `sid` names; an id of None or MISSING (-1) names none, as in the importer."""
+        return unnamed if sid is None or sid == MISSING else str(self.strings.get(sid, f"<string {sid}>"))
 
     def busiest_pid(self) -> int | None:
         """The process with the most GPU rows (of a tie, the smallest pid)."""
