@@ -146,8 +146,15 @@ def test_remote_exec_loads_the_agent_and_removes_its_wrappers(tmp_path: Path, sh
         warnings: list[str] = []
         src = rd.AgentTraceSource.attach(proc.pid, warnings.append, loader=loader)
         assert warnings == [] and src.remote is loader and calls[0][0] == proc.pid
-        time.sleep(0.5)
-        marks = list((tmp_path / "marks").glob("*.marks"))
+        # The target runs the script at its next bytecode boundary and then steps on: wait for its
+        # first step mark (a loaded machine may take a while), not a fixed time.
+        deadline = time.monotonic() + 30
+        marks: list[Path] = []
+        while time.monotonic() < deadline:
+            marks = list((tmp_path / "marks").glob("*.marks"))
+            if marks and b"EngineCore.step" in marks[0].read_bytes():
+                break
+            time.sleep(0.05)
         assert marks and b"EngineCore.step" in marks[0].read_bytes()  # steps are cycles now
         assert src.stop() is not None and len(calls) == 2 and not Path(calls[1][1]).exists()
         size = marks[0].stat().st_size
