@@ -369,3 +369,17 @@ def unwrapped(fn: Any) -> Any:
     while getattr(fn, WRAPPED, None) is not None:
         fn = getattr(fn, WRAPPED)
     return fn
+
+
+def live_instances(cls: type) -> list[Any]:
+    """The objects of `cls` or its subclasses alive now, found once through the garbage
+    collector (instances of heap classes refer to their class): for wrapping objects that
+    existed before the agent was loaded into a running process."""
+    import gc
+
+    classes, todo = [], [cls]
+    while todo:
+        c = todo.pop()
+        classes.append(c)
+        todo += c.__subclasses__()
+    return [obj for obj in gc.get_referrers(*classes) if isinstance(obj, cls)]

@@ -23,7 +23,7 @@ from __future__ import annotations
 import sys
 from typing import Any
 
-from .record import Load, Recorder
+from .record import Load, Recorder, live_instances
 
 FRAMEWORK = "sglang"
 PHASES = ("get_next_batch_to_run", "run_batch", "process_batch_result")
@@ -84,18 +84,10 @@ def _wrap_running(rec: Recorder, cls: type) -> None:
     """Schedulers whose loop runs already (the agent loaded into a running server) never enter
     the wrapped loop: their per-iteration calls are wrapped on them now (the loop looks them up
     at every iteration).  Found once through the garbage collector, as in the vLLM adapter."""
-    import gc
-
-    classes, todo = [], [cls]
-    while todo:
-        c = todo.pop()
-        classes.append(c)
-        todo += c.__subclasses__()
-    for obj in gc.get_referrers(*classes):
-        if isinstance(obj, cls):
-            it = _Iteration.install(rec, obj)
-            if it is not None:
-                rec.on_undo(FRAMEWORK, it.remove)
+    for obj in live_instances(cls):
+        it = _Iteration.install(rec, obj)
+        if it is not None:
+            rec.on_undo(FRAMEWORK, it.remove)
 
 
 def patch_tokenizer(module: Any, rec: Recorder) -> list[str]:

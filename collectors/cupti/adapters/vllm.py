@@ -23,7 +23,7 @@ import sys
 from concurrent.futures import Future
 from typing import Any
 
-from .record import Load, Recorder
+from .record import Load, Recorder, live_instances
 
 FRAMEWORK = "vllm"
 
@@ -78,17 +78,9 @@ def _rebind_running(rec: Recorder, cls: type, wrappers: dict[Any, Any]) -> None:
     """Engines that exist already (the agent loaded into a running server) bound ``step_fn``
     to the unwrapped method at construction: bind it to the wrapper.  The instances are found
     once through the garbage collector (instances of heap classes refer to their class)."""
-    import gc
     import types
 
-    classes, todo = [], [cls]
-    while todo:
-        c = todo.pop()
-        classes.append(c)
-        todo += c.__subclasses__()
-    for obj in gc.get_referrers(*classes):
-        if not isinstance(obj, cls):
-            continue
+    for obj in live_instances(cls):
         bound = vars(obj).get("step_fn")
         fn = getattr(bound, "__func__", None)
         if fn in wrappers and getattr(bound, "__self__", None) is obj:
