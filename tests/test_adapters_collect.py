@@ -55,3 +55,6 @@ def test_vllm_steps_are_the_cycles_and_a_slower_execute_model_ranks_first(tmp_pa
     cpu = f[f["kind"] == "cpu"].sort_values("tau_pp", ascending=False)
     top = cpu.iloc[0]
     assert top["name"] == "Executor.execute_model" and top["q_t"] < 0.01 and top["tau_pp"] > 5
+    # the verdict names it first: the phase is the cause (the host state it blocks in is a symptom)
+    first = c.verdict[0]
+    assert "Executor.execute_model" in [c.findings[i].function for i in first.evidence]
