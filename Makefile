@@ -8,7 +8,7 @@ SHARED ?= ../shared
 .PHONY: help demo test test-timing bench lint clean examples fuzz
 
 help:  ## List the targets
-	@grep -E '^[a-z]+:.*##' $(MAKEFILE_LIST) | sed 's/:.*## /\t/'
+	@grep -E '^[a-z-]+:.*##' $(MAKEFILE_LIST) | sed 's/:.*## /\t/'
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
