@@ -6,7 +6,7 @@ import numpy as np
 import pandas as pd
 import pytest
 from conftest import ROOT
-from hypothesis import HealthCheck, given, settings
+from hypothesis import assume, HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from perfdiff.benchtable.aligned import parse_aligned
@@ -164,10 +164,13 @@ def frames(draw) -> pd.DataFrame:
     return pd.DataFrame(cols)
 
 
-@settings(max_examples=100, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@settings(max_examples=100, deadline=None, suppress_health_check=[HealthCheck.too_slow], derandomize=True)
 @given(df=frames(), index=st.sampled_from(["range", "none", "named"]), width=st.sampled_from([None, 40]))
 def test_to_string_round_trips(df: pd.DataFrame, index: str, width: int | None) -> None:
     first = df.columns[0]
+    # pandas prints index names on a line of their own, separated by spaces: an index name with
+    # a space in it cannot be told from two names (docs/BENCH_TABLES.md, limits)
+    assume(not (index == "named" and " " in first))
     if index == "named" and df[first].dtype.kind not in "if":
         text = df.set_index(first).to_string(line_width=width)
     else:
