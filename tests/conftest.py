@@ -5,6 +5,12 @@ import sys
 from pathlib import Path
 
 import pytest
+from hypothesis import settings
+
+# Property tests in `make test` are seeded: the same examples on every run, so a failure is
+# reproducible and CI cannot go red by chance (`make fuzz` is where wide random search runs).
+settings.register_profile("perfdiff", derandomize=True, deadline=None, database=None)
+settings.load_profile("perfdiff")
 
 ROOT = Path(__file__).resolve().parents[1]
 EXAMPLES = ROOT / "examples"
