@@ -100,10 +100,7 @@ def _panels(plt, traces: list[Trace], path: Path, title: str, xlabel: str) -> st
         ax.set_visible(False)
     axes.flat[0].legend(loc="upper right", fontsize=6)
     fig.suptitle(title, fontsize=9)
-    fig.tight_layout()
-    fig.savefig(path, dpi=DPI, metadata={"Software": None})
-    plt.close(fig)
-    return path.name
+    return _write(fig, plt, path)
 
 
 def _save(fig, ax, plt, path: Path, title: str, xlabel: str, ylabel: str, legend: str) -> str:
@@ -113,6 +110,11 @@ def _save(fig, ax, plt, path: Path, title: str, xlabel: str, ylabel: str, legend
     ax.set_ylabel(ylabel)
     ax.grid(alpha=0.3)
     ax.legend(loc=legend, fontsize=8)
+    return _write(fig, plt, path)
+
+
+def _write(fig, plt, path: Path) -> str:
+    """Lay out, write and close a figure; returns its file name."""
     fig.tight_layout()
     # No software or date metadata: the same input gives the same bytes.
     fig.savefig(path, dpi=DPI, metadata={"Software": None})
