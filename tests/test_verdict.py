@@ -94,3 +94,21 @@ def test_fake_gpu_power_cap_is_named_as_power_throttling(tmp_path: Path) -> None
     v = next(v for v in c.verdict if v.code == VerdictCode.GPU_THROTTLING)
     assert v.values["reason"] == "power" and codes(c)[0] == VerdictCode.GPU_THROTTLING
     assert "**GPU throttling** (power)" in c.to_markdown()
+
+
+def test_a_host_wide_slowdown_is_cpu_work_not_no_change() -> None:
+    """Every CPU-side function on the host slower per call by one ratio: the common-mode check
+    takes them out of the causes, and the verdict must still name CPU-side work (it said "no
+    material change" while the cycle grew 25 %)."""
+    from perfdiff.analyze.findings import Finding, FindingCode
+    from perfdiff.analyze.verdict import build_verdict
+    from perfdiff.render.wording import verdict_lines
+
+    c = perfdiff.compare(EXAMPLES / "contention" / "normal", EXAMPLES / "contention" / "normal").analysis
+    wide = Finding(FindingCode.DEVICE_WIDE, device="Host",
+                   values={"ratio": 1.3, "k": 6, "iqr_log": 0.02, "absorbed": 6, "tau_pp": 22.0, "host": True})
+    v = build_verdict(c, [wide])
+    assert [x.code for x in v] == [VerdictCode.CPU_WORK] and v[0].tau_pp == 22.0 and v[0].evidence == (0,)
+    assert "every CPU-side function on Host ×1.30 per call" in verdict_lines(c, v, [wide])[0]
+    faster = Finding(FindingCode.DEVICE_WIDE, device="Host", values={**wide.values, "ratio": 0.8, "tau_pp": -5.0})
+    assert [x.code for x in build_verdict(c, [faster])] == [VerdictCode.NO_MATERIAL]

@@ -160,6 +160,7 @@ def build_verdict(c: Analysis, findings: list[Finding]) -> list[VerdictClass]:
         take(VerdictCode.GPU_KERNEL, kernels)
     take(VerdictCode.TRANSFER, [i for i, _ in causes if i in fn and i not in used and fn[i].kind in GPU_KINDS])
     take(VerdictCode.CPU_WORK, [i for i, _ in causes if i in fn and i not in used and _cpu_side(fn[i])])
+    _host_wide(findings, out, clock, resources)
     load = [i for i, x in enumerate(findings) if x.code == FindingCode.LOAD]
     if load:
         v = findings[load[0]].values
@@ -173,6 +174,31 @@ def build_verdict(c: Analysis, findings: list[Finding]) -> list[VerdictClass]:
     out = _point_starved(out, starved)
     out.sort(key=lambda v: -abs(v.tau_pp))
     return out
+
+
+HOST_REASONS = (VerdictCode.CPU_CLOCK, VerdictCode.CPU_QUOTA, VerdictCode.CPU_CONTENTION, VerdictCode.IO_WAIT,
+                VerdictCode.MEMORY_PRESSURE, VerdictCode.CPU_WORK)
+
+
+def _host_wide(findings: list[Finding], out: list[VerdictClass], clock: tuple[float, float] | None,
+               resources: list[int]) -> None:
+    """Every CPU-side function of the host slower per call by one ratio: the common-mode check
+    took them out of the causes, yet the change is CPU work all the same (the CPU clock's when
+    it fell).  Appended to `out` unless a host-side class already explains the host."""
+    if any(v.code in HOST_REASONS for v in out):
+        return
+    for i, x in enumerate(findings):
+        ratio = x.values.get("ratio", math.nan)
+        if x.code != FindingCode.DEVICE_WIDE or not x.values.get("host") or not ratio > 1.0:
+            continue
+        values: dict[str, Any] = {"device": x.device, "ratio": ratio}
+        ev = [i]
+        if clock is not None:
+            ev += [j for j in resources if findings[j].values.get("metric") in ("cpu_frequency", "cpu_frequency_mhz")][:1]
+            values.update(clock_n=clock[0], clock_a=clock[1])
+        out.append(VerdictClass(VerdictCode.CPU_CLOCK if clock is not None else VerdictCode.CPU_WORK,
+                                tau_pp=float(x.values.get("tau_pp", 0.0)), evidence=tuple(ev), values=values))
+        return
 
 
 def _clock_drop(c: Analysis) -> tuple[float, float] | None:

@@ -471,6 +471,11 @@ def _memory_signals(signals: Any) -> str:
     return ", ".join(parts)
 
 
+def _host_wide_words(v: VerdictClass) -> str:
+    """A host-wide common-mode slowdown, in words."""
+    return f"every CPU-side function on {md_name(str(v.values.get('device')))} ×{fmt_num(v.values.get('ratio'))} per call"
+
+
 def verdict_lines(c: Analysis, verdict: list[VerdictClass], findings: list[Finding]) -> list[str]:
     """The verdict as short Markdown lines, one per class: the share it explains and its
     evidence (at most two names, shortened)."""
@@ -486,7 +491,9 @@ def verdict_lines(c: Analysis, verdict: list[VerdictClass], findings: list[Findi
         if v.code == VerdictCode.CPU_CLOCK:
             unit = " %" if v.values["clock_n"] <= 100 else " MHz"
             text += (f": CPU clock {fmt_num(v.values['clock_n'])} → {fmt_num(v.values['clock_a'])}{unit}; slower at "
-                     f"unchanged calls: {who}")
+                     f"unchanged calls: {who or _host_wide_words(v)}")
+        elif v.code == VerdictCode.CPU_WORK and "ratio" in v.values:
+            text += ": " + _host_wide_words(v)
         elif v.code == VerdictCode.CPU_QUOTA:
             text += (f": the target's cgroup was throttled {fmt_num(v.values['throttled_ms_per_s_n'])} → "
                      f"{fmt_num(v.values['throttled_ms_per_s_a'])} ms per s" + (f"; {who}" if who else ""))
