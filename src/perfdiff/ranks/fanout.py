@@ -10,6 +10,7 @@ Dask is the optional extra `perfdiff[ranks]`.
 from __future__ import annotations
 
 import logging
+import multiprocessing as mp
 import os
 import sys
 from collections.abc import Callable, Iterator, Sequence
@@ -19,7 +20,7 @@ from typing import Any
 
 from perfdiff.errors import InputError
 
-__all__ = ["DASK_MISSING", "Fanout", "estimate_bytes", "local_workers", "require_dask"]
+__all__ = ["DASK_MISSING", "Fanout", "estimate_bytes", "local_workers", "require_dask", "start_method"]
 
 DASK_MISSING = "comparing runs of many ranks needs Dask: pip install perfdiff[ranks]"
 BASE_BYTES = 400 << 20  # a worker process with numpy, pandas and perfdiff imported
@@ -107,6 +108,14 @@ class Fanout:
         return out
 
 
+def start_method() -> str:
+    """How a local cluster starts its worker processes: forked from this process on Linux, so
+    a worker starts with numpy, pandas and perfdiff already imported and holds nothing else
+    yet (the driver forks before it reads any trace); spawned elsewhere (macOS system
+    libraries are not fork-safe), as Dask does by default."""
+    return "fork" if sys.platform.startswith("linux") and "fork" in mp.get_all_start_methods() else "spawn"
+
+
 @contextmanager
 def fanout(scheduler: str | None, *, workers: int | None, tasks: int, largest_bytes: int,
            progress: bool = False, processes: bool = True) -> Iterator[Fanout]:
@@ -128,10 +137,14 @@ def fanout(scheduler: str | None, *, workers: int | None, tasks: int, largest_by
     if workers:
         n = workers
         limit = max(largest_bytes, _memory_bytes() // n)
-    cluster = distributed.LocalCluster(n_workers=n, threads_per_worker=1, processes=processes, memory_limit=limit,
-                                       # A task's error reaches the client as an exception; what the
-                                       # workers log (a heartbeat to a scheduler already closing) is noise.
-                                       dashboard_address=":0", silence_logs=logging.CRITICAL)
+    import dask
+
+    with dask.config.set({"distributed.worker.multiprocessing-method": start_method()}):
+        cluster = distributed.LocalCluster(n_workers=n, threads_per_worker=1, processes=processes,
+                                           memory_limit=limit, dashboard_address=":0",
+                                           # A task's error reaches the client as an exception; what the
+                                           # workers log (a heartbeat to a scheduler closing) is noise.
+                                           silence_logs=logging.CRITICAL)
     try:
         with distributed.Client(cluster) as client:
             yield Fanout(client, n, progress)

@@ -1,0 +1,38 @@
+"""The local Dask cluster a multi-rank comparison starts itself: worker processes forked from
+the driver on Linux (they start with perfdiff imported, in a fraction of a second), and a
+comparison that runs through them end to end."""
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+import pytest
+
+from conftest import ROOT
+from perfdiff.ranks import compare_ranks
+from perfdiff.ranks.fanout import fanout, start_method
+
+sys.path.insert(0, str(ROOT / "bench"))
+import gen_ranks  # noqa: E402
+
+pytestmark = pytest.mark.skipif(not sys.platform.startswith("linux"), reason="workers are forked on Linux only")
+
+
+def _imported(name: str) -> bool:
+    return name in sys.modules
+
+
+def test_local_workers_are_forked_with_perfdiff_imported() -> None:
+    import perfdiff.ranks.part  # noqa: F401  (the driver has it; a forked worker inherits it)
+
+    assert start_method() == "fork"
+    with fanout(None, workers=2, tasks=2, largest_bytes=1 << 20) as fan:
+        seen = fan.client.run(_imported, "perfdiff.ranks.part")
+    assert len(seen) == 2 and all(seen.values())
+
+
+def test_comparison_through_local_worker_processes(tmp_path: Path) -> None:
+    n, a = gen_ranks.generate(tmp_path, fmt="kineto", plant=gen_ranks.Plant(straggler=1), ranks=4, kernels=1_200,
+                              steps=16, collectives=3)
+    res = compare_ranks(n, a, workers=2)
+    assert res.workers == 2 and res.stragglers[1].culprit == 1
