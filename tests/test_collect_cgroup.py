@@ -52,6 +52,18 @@ def test_v1_on_a_hybrid_host_and_no_limit(tmp_path: Path) -> None:
     assert got == {"cgroup_cpu_throttled": 50.0, "cgroup_cpu_throttled_time": 25.0}  # no quota: no row
 
 
+def test_no_limit_and_no_periods_is_zero_throttling(tmp_path: Path) -> None:
+    """An unlimited cgroup counts no CFS periods: its throttling is 0 %, a row like any other,
+    so a normal run without a limit compares with an abnormal run under one."""
+    fs = tree(tmp_path, "0::/user.slice\n", {"fs/cgroup/user.slice/cpu.stat": stat_v2(0, 0, 0),
+                                             "fs/cgroup/user.slice/cpu.max": "max 100000\n"})
+    s = CgroupCpuSampler(PID, procfs=fs)
+    s.start(0)
+    rows = s.sample(1_000_000_000)["samples"]
+    got = dict(zip(rows["metric"], rows["value"], strict=True))
+    assert got == {"cgroup_cpu_throttled": 0.0, "cgroup_cpu_throttled_time": 0.0}
+
+
 def test_no_cgroup_is_unsupported_with_the_reason(tmp_path: Path) -> None:
     fs = tree(tmp_path, "0::/gone\n", {})
     s = CgroupCpuSampler(PID, procfs=fs)

@@ -111,8 +111,10 @@ class CgroupCpuSampler:
         self.last = (t_ns, periods, throttled, ns)
         if t_ns > t0:
             dp = periods - p0
-            if dp > 0:
-                rows.sample("cgroup_cpu_throttled", DEVICE, t0, t_ns, 100.0 * (throttled - th0) / dp)
+            # No CFS period elapsed (no quota, or nothing runnable): nothing could be throttled,
+            # which is 0 %, not unknown; a run without a limit then compares with one that has it.
+            share = 100.0 * (throttled - th0) / dp if dp > 0 else 0.0
+            rows.sample("cgroup_cpu_throttled", DEVICE, t0, t_ns, share)
             rows.sample("cgroup_cpu_throttled_time", DEVICE, t0, t_ns, (ns - ns0) / 1e6 / ((t_ns - t0) / 1e9))
         quota = self._quota(version, folder)
         if quota is not None:
