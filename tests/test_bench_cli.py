@@ -131,10 +131,13 @@ def test_two_tables_of_one_name_are_named_by_their_paths(capsys, tmp_path) -> No
     ("k,impl,ms\na,x,1.5\na,y,2.5\n", ["--by", "impl", "--baseline", "z"], "no row has impl 'z'"),
     ("k,impl,ms\na,x,1.5\na,y,2.5\n", ["--by", "impl", "--fail-on", "-3"], "must not be negative"),
     (None, ["--by", "impl"], "no such file"),
+    ("/", ["--by", "impl"], "is a folder, expected a table"),
 ])
 def test_user_errors_are_one_line_and_exit_2(capsys, tmp_path, table, args, match) -> None:
     path = tmp_path / "t.csv"
-    if table is not None:
+    if table == "/":
+        path.mkdir()
+    elif table is not None:
         path.write_text(table)
     code, out, err = run_cli(["bench", path, *args], capsys)
     assert code == 2 and match in err and err.count("\n") == 1 and "Traceback" not in err

@@ -32,7 +32,7 @@ def test_not_a_server_log_is_one_clear_line(tmp_path):
         startup_main(["startup", str(f)])
     assert str(e.value) == f"{f}: not a vLLM or SGLang server log: no log record header found"
     assert "\n" not in str(e.value) and e.value.code == 2
-    with pytest.raises(InputError, match="is a directory"):
+    with pytest.raises(InputError, match="is a folder, expected a server log file"):
         startup_main(["startup", str(tmp_path)])
 
 

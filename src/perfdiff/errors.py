@@ -54,6 +54,20 @@ class InternalError(Exception):
         self.perfdiff_input = input_path
 
 
+def read_input_file(path: str | os.PathLike[str], expected: str) -> bytes:
+    """The bytes of a file the user named; InputError naming it when it is missing, a folder
+    (`expected`: what it should have been, e.g. "a server log file") or unreadable."""
+    try:
+        with open(path, "rb") as fh:
+            return fh.read()
+    except FileNotFoundError:
+        raise InputError("no such file", path=path) from None
+    except IsADirectoryError:
+        raise InputError(f"is a folder, expected {expected}", path=path) from None
+    except OSError as exc:
+        raise InputError(f"cannot read: {exc.strerror or exc}", path=path) from None
+
+
 @contextlib.contextmanager
 def reading(path: str | os.PathLike[str]) -> Iterator[None]:
     """Name `path` as the input being read on any exception but a PerfdiffError leaving the

@@ -13,7 +13,7 @@ from pathlib import Path
 import pandas as pd
 
 from perfdiff.benchtable.aligned import parse_aligned
-from perfdiff.errors import InputError
+from perfdiff.errors import InputError, read_input_file
 
 FORMATS = ("auto", "csv", "tsv", "jsonl", "text")
 _SUFFIX = {".csv": "csv", ".tsv": "tsv", ".tab": "tsv", ".jsonl": "jsonl", ".ndjson": "jsonl", ".json": "jsonl"}
@@ -42,15 +42,9 @@ def read_table(path: str | Path, fmt: str = "auto") -> pd.DataFrame:
     empty, or without a row."""
     p = Path(path)
     try:
-        text = p.read_text(encoding="utf-8-sig")
-    except FileNotFoundError:
-        raise InputError("no such file", path=p) from None
-    except IsADirectoryError:
-        raise InputError("is a folder, not a table", path=p) from None
+        text = read_input_file(p, "a table").decode("utf-8-sig")
     except UnicodeDecodeError:
         raise InputError("not a text table (not UTF-8)", path=p) from None
-    except OSError as exc:
-        raise InputError(f"cannot read: {exc.strerror or exc}", path=p) from None
     if fmt not in FORMATS:
         raise InputError(f"unknown table format {fmt!r} (one of {', '.join(FORMATS)})")
     kind = sniff_format(p, text) if fmt == "auto" else fmt

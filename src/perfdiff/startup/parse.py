@@ -15,7 +15,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 
-from perfdiff.errors import InputError
+from perfdiff.errors import InputError, read_input_file
 from perfdiff.startup.rules import (
     HEADER_RE,
     LAUNCH_RULES,
@@ -483,14 +483,7 @@ def read_startup_log(path: str | Path, name: str | None = None,
                      extra_rules: Sequence[Rule] = ()) -> StartupColumn:
     """Read and parse one log file; user errors raise InputError naming the file."""
     p = Path(path)
-    try:
-        text = p.read_bytes().decode("utf-8", errors="replace")  # the bytes are freed here
-    except FileNotFoundError:
-        raise InputError("no such file", path=p) from None
-    except IsADirectoryError:
-        raise InputError("is a directory, expected a server log file", path=p) from None
-    except OSError as exc:
-        raise InputError(f"cannot read: {exc.strerror or exc}", path=p) from None
+    text = read_input_file(p, "a server log file").decode("utf-8", errors="replace")  # the bytes are freed here
     try:
         return parse_startup_log(text, name or p.stem, p.name, extra_rules)
     except ValueError as exc:
