@@ -132,3 +132,20 @@ def test_launch_and_sync_calls_are_known_by_name() -> None:
     assert all(map(is_sync_call, ["cudaStreamSynchronize", "cudaDeviceSynchronize_v3020", "cudaStreamWaitEvent",
                                   "cudaMemcpy", "aten::item", "aten::_local_scalar_dense"]))
     assert not any(map(is_sync_call, ["cudaMemcpyAsync", "cudaEventQuery", "cudaStreamIsCapturing", "aten::copy_"]))
+
+
+@pytest.mark.parametrize("label,metric,words", [
+    ("cpu-contention", "host_pressure_cpu_some", "CPU stalls (some)"),
+    ("io-wait", "host_pressure_io_some", "I/O stalls (some)"),
+])
+def test_pressure_stalls_back_contention_and_io_wait(label: str, metric: str, words: str, tmp: Path) -> None:
+    """The grown run queue (I/O wait) is backed by the CPU (I/O) pressure stalls that rose with
+    it: a signal of the class, its finding among the evidence, its words on the verdict line."""
+    c = compared(label, tmp)
+    v = c.verdict[0]
+    (sig,) = v.values["signals"]
+    assert sig["metric"] == metric and sig["mean_a"] > sig["mean_n"] + 30
+    assert any(c.findings[i].values.get("metric") == metric for i in v.evidence)
+    line = next(x for x in c.to_markdown().splitlines() if "host CPU contention" in x or "host I/O wait" in x)
+    assert words in line
+

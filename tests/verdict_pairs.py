@@ -205,6 +205,9 @@ def _samples(p: dict[str, Any], rng: np.random.Generator, t0: int, t1: int) -> p
         if p["throttle_power_pct"] else np.zeros(m),
         ("other_process_gpu_usage", "GPU 0"): np.clip(p["other_gpu_pct"] + rng.normal(0, 3, m), 0, 100)
         if p["other_gpu_pct"] else np.zeros(m),
+        # Pressure stalls (% of time): a grown run queue or I/O wait shows in PSI as well.
+        ("host_pressure_cpu_some", "Host"): np.clip(rng.normal(1.5, 0.5, m) + (40.0 if p["runq_gap_us"] else 0.0), 0, 100),
+        ("host_pressure_io_some", "Host"): np.clip(rng.normal(0.5, 0.2, m) + (40.0 if p["io_gap_us"] else 0.0), 0, 100),
     }
     return normalize_table("samples", pd.concat([
         pd.DataFrame({"metric": metric, "device": device, "t_start_ns": t, "t_end_ns": t, "value": v})

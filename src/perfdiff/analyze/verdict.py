@@ -131,10 +131,12 @@ def build_verdict(c: Analysis, findings: list[Finding]) -> list[VerdictClass]:
              throttled_ms_per_s_a=timed[0]["mean_a"] if timed else math.nan)
     mem_causes, mem_evidence, mem_values = _memory_pressure(c, findings, fn, used)
     take(VerdictCode.MEMORY_PRESSURE, mem_causes, mem_evidence, **mem_values)
-    take(VerdictCode.CPU_CONTENTION, [i for i, _ in causes if i in fn and i not in used and fn[i].kind == "host"
-                                      and fn[i].name in CONTENTION_STATES])
-    take(VerdictCode.IO_WAIT, [i for i, _ in causes if i in fn and i not in used and fn[i].kind == "host"
-                               and fn[i].name in IO_STATES])
+    for code, states, floors in ((VerdictCode.CPU_CONTENTION, CONTENTION_STATES, CPU_STALL_SIGNALS),
+                                 (VerdictCode.IO_WAIT, IO_STATES, IO_STALL_SIGNALS)):
+        waits = [i for i, _ in causes if i in fn and i not in used and fn[i].kind == "host" and fn[i].name in states]
+        if waits:  # a stall signal backs a state that cost time; alone it did not slow the cycle
+            stalls, values = _stall_evidence(c, findings, floors)
+            take(code, waits, stalls, **values)
     starved = _starved_gpus(c)
     launches, launch_values = _launch_bound(c, fn, free(), starved)
     if launches:
@@ -239,6 +241,10 @@ MEMORY_SIGNALS = {
     "cgroup_mem_events_high": 0.0, "cgroup_mem_events_max": 0.0, "cgroup_mem_events_oom": 0.0,
     "cgroup_mem_events_oom_kill": 0.0, "cgroup_mem_under_oom": 0.0,
 }
+# Pressure stall information (pp of time stalled) that backs a grown run-queue or I/O wait.
+CPU_STALL_SIGNALS = {"cgroup_pressure_cpu_some": 1.0, "host_pressure_cpu_some": 1.0, "cgroup_pressure_cpu_full": 1.0}
+IO_STALL_SIGNALS = {"cgroup_pressure_io_some": 1.0, "host_pressure_io_some": 1.0, "cgroup_pressure_io_full": 1.0,
+                    "host_pressure_io_full": 1.0}
 MEMORY_STATES = ("oncpu", "blocked", "iowait")  # host states reclaim, swap-in and faults make grow
 
 
@@ -251,9 +257,24 @@ def _memory_pressure(c: Analysis, findings: list[Finding], fn: dict[int, Functio
     that appeared (never in the normal run, some in the abnormal).  With a signal, the causes it
     explains are the unclaimed host states of MEMORY_STATES and CPU-side ranges; without such
     a cause there is no class (a signal alone did not slow the cycle)."""
-    best: dict[str, tuple[float, float, float]] = {}  # metric → (q, mean_n, mean_a)
+    best = _signals(c, MEMORY_SIGNALS)
+    if not best:
+        return [], [], {}
+    claimed = [i for i, x in enumerate(findings) if x.code == FindingCode.CAUSE and i in fn and i not in used
+               and (fn[i].kind == "cpu" or (fn[i].kind == "host" and fn[i].name in MEMORY_STATES))]
+    if not claimed:
+        return [], [], {}
+    evidence, values = _signal_evidence(findings, best, MEMORY_SIGNALS)
+    return claimed, evidence, values
+
+
+def _signals(c: Analysis, floors: dict[str, float]) -> dict[str, tuple[float, float, float]]:
+    """metric → (q, mean_n, mean_a) of the metrics of `floors` whose mean rose significantly by
+    at least their floor (a run-level context metric, or its μ while a function ran; the
+    lowest q of the two), or a cgroup memory event that appeared (none normal, some abnormal)."""
+    best: dict[str, tuple[float, float, float]] = {}
     for metric, res, q in [(r.metric, r.res, r.q) for r in c.context] + [(m.metric, m.res, m.q) for m in c.mu]:
-        floor = MEMORY_SIGNALS.get(metric)
+        floor = floors.get(metric)
         if floor is None:
             continue
         n, a = res.mean_n, res.mean_a
@@ -261,17 +282,23 @@ def _memory_pressure(c: Analysis, findings: list[Finding], fn: dict[int, Functio
         appeared = metric.startswith("cgroup_mem_") and n == 0 and a > 0
         if (rose or appeared) and (metric not in best or not q >= best[metric][0]):
             best[metric] = (q, n, a)
-    if not best:
-        return [], [], {}
-    claimed = [i for i, x in enumerate(findings) if x.code == FindingCode.CAUSE and i in fn and i not in used
-               and (fn[i].kind == "cpu" or (fn[i].kind == "host" and fn[i].name in MEMORY_STATES))]
-    if not claimed:
-        return [], [], {}
+    return best
+
+
+def _signal_evidence(findings: list[Finding], best: dict[str, tuple[float, float, float]],
+                     floors: dict[str, float]) -> tuple[list[int], dict[str, Any]]:
+    """(the findings that state the signals of `best`, {"signals": …} in `floors`' order)."""
     evidence = [i for i, x in enumerate(findings) if x.code in (FindingCode.RESOURCE, FindingCode.METRIC_WHILE)
                 and x.values.get("metric") in best]
     signals = tuple({"metric": m, "mean_n": n, "mean_a": a, "q": q} for m, (q, n, a) in
-                    sorted(best.items(), key=lambda kv: list(MEMORY_SIGNALS).index(kv[0])))
-    return claimed, evidence, {"signals": signals}
+                    sorted(best.items(), key=lambda kv: list(floors).index(kv[0])))
+    return evidence, {"signals": signals}
+
+
+def _stall_evidence(c: Analysis, findings: list[Finding], floors: dict[str, float]) -> tuple[list[int], dict[str, Any]]:
+    """Pressure stall metrics that back a contention or I/O-wait class: ([], {}) without one."""
+    best = _signals(c, floors)
+    return _signal_evidence(findings, best, floors) if best else ([], {})
 
 
 THROTTLE_REASONS = {"gpu_throttle_power": "power", "gpu_throttle_thermal": "thermal",

@@ -438,6 +438,7 @@ VERDICT_WORDS = {
 
 
 MEMORY_SIGNAL_WORDS = {  # metric → (group, what, unit as printed); one signal per group is worded
+    # (memory signals, and the CPU and I/O stall signals that back contention and I/O wait)
     "cgroup_mem_events_oom_kill": ("events", "OOM kills", "/s"),
     "cgroup_mem_events_oom": ("events", "cgroup OOMs", "/s"),
     "cgroup_mem_under_oom": ("events", "under OOM", "% of readings"),
@@ -450,6 +451,13 @@ MEMORY_SIGNAL_WORDS = {  # metric → (group, what, unit as printed); one signal
     "host_swap_in": ("swap", "swap-in", "B/s"),
     "host_swap_out": ("swap", "swap-out", "B/s"),
     "process_major_faults": ("faults", "major faults", "/s"),
+    "cgroup_pressure_cpu_some": ("psi", "cgroup CPU stalls (some)", "% of time"),
+    "host_pressure_cpu_some": ("psi", "CPU stalls (some)", "% of time"),
+    "cgroup_pressure_cpu_full": ("psi", "cgroup CPU stalls (full)", "% of time"),
+    "cgroup_pressure_io_some": ("psi", "cgroup I/O stalls (some)", "% of time"),
+    "host_pressure_io_some": ("psi", "I/O stalls (some)", "% of time"),
+    "cgroup_pressure_io_full": ("psi", "cgroup I/O stalls (full)", "% of time"),
+    "host_pressure_io_full": ("psi", "I/O stalls (full)", "% of time"),
 }
 
 
@@ -497,7 +505,7 @@ def verdict_lines(c: Analysis, verdict: list[VerdictClass], findings: list[Findi
         elif v.code == VerdictCode.CPU_QUOTA:
             text += (f": the target's cgroup was throttled {fmt_num(v.values['throttled_ms_per_s_n'])} → "
                      f"{fmt_num(v.values['throttled_ms_per_s_a'])} ms per s" + (f"; {who}" if who else ""))
-        elif v.code == VerdictCode.MEMORY_PRESSURE:
+        elif v.code == VerdictCode.MEMORY_PRESSURE or v.values.get("signals"):
             text += f": {_memory_signals(v.values['signals'])}" + (f"; {who}" if who else "")
         elif v.code == VerdictCode.GPU_THROTTLING:
             text += f" ({v.values['reason']}): kernels slower while the GPU was held back: {who}"
