@@ -22,6 +22,12 @@ def _imported(name: str) -> bool:
     return name in sys.modules
 
 
+def _config(key: str):
+    import dask
+
+    return dask.config.get(key)
+
+
 def test_local_workers_are_forked_with_perfdiff_imported() -> None:
     import perfdiff.ranks.part  # noqa: F401  (the driver has it; a forked worker inherits it)
 
@@ -29,6 +35,12 @@ def test_local_workers_are_forked_with_perfdiff_imported() -> None:
     with fanout(None, workers=2, tasks=2, largest_bytes=1 << 20) as fan:
         seen = fan.client.run(_imported, "perfdiff.ranks.part")
     assert len(seen) == 2 and all(seen.values())
+
+
+def test_local_workers_do_not_profile_themselves() -> None:
+    """Dask's sampling profiler (every 10 ms in each worker) is off in a cluster of our own."""
+    with fanout(None, workers=1, tasks=1, largest_bytes=1 << 20) as fan:
+        assert list(fan.client.run(_config, "distributed.worker.profile.enabled").values()) == [False]
 
 
 def test_comparison_through_local_worker_processes(tmp_path: Path) -> None:

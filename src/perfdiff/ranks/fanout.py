@@ -108,6 +108,13 @@ class Fanout:
         return out
 
 
+# Our own cluster's workers have one task at a time and nobody watching a dashboard: the
+# sampling profiler in every worker (each 10 ms), the GIL monitor and the system monitor cost
+# CPU that the tasks need on a small machine.  A cluster given by address keeps its own settings.
+QUIET_CLUSTER = {"distributed.worker.profile.enabled": False, "distributed.admin.system-monitor.gil.enabled": False,
+                 "distributed.admin.system-monitor.interval": "2s", "distributed.worker.memory.monitor-interval": "500ms"}
+
+
 def start_method() -> str:
     """How a local cluster starts its worker processes: forked from this process on Linux, so
     a worker starts with numpy, pandas and perfdiff already imported and holds nothing else
@@ -139,7 +146,7 @@ def fanout(scheduler: str | None, *, workers: int | None, tasks: int, largest_by
         limit = max(largest_bytes, _memory_bytes() // n)
     import dask
 
-    with dask.config.set({"distributed.worker.multiprocessing-method": start_method()}):
+    with dask.config.set({"distributed.worker.multiprocessing-method": start_method(), **QUIET_CLUSTER}):
         cluster = distributed.LocalCluster(n_workers=n, threads_per_worker=1, processes=processes,
                                            memory_limit=limit, dashboard_address=":0",
                                            # A task's error reaches the client as an exception; what the
