@@ -9,8 +9,11 @@ import json
 from pathlib import Path
 
 import numpy as np
+import pandas as pd
 import pytest
 from conftest import run_cli
+from test_segment_attribute import run_of
+from test_tree import kernel
 
 import perfdiff
 from perfdiff.importers.kineto import import_kineto
@@ -94,6 +97,8 @@ def test_gpu_side_paths_are_their_own_tree(tmp_path: Path) -> None:
     assert p.incl_ns[fwd] == (spans["end_ns"] - spans["start_ns"]).sum()
     assert p.gpu_ns[fwd] == kernels["busy_ns"].sum()  # the work on its stream inside its spans
     assert p.calls[fwd] == STEPS and p.threads[fwd] == 1
+    # The GPU side of a step is a cycle marker as its CPU side is: holding forward is no nesting.
+    assert not p.nested
     # The CPU-side forward holds the same kernels by launch.
     assert p.gpu_ns[paths[(("ProfilerStep#*", "forward"), False)]] == kernels["busy_ns"].sum()
 
@@ -134,6 +139,23 @@ def test_gpu_annotations_leave_compare_unchanged(tmp_path: Path) -> None:
     assert with_gpu.functions[cols].equals(without.functions[cols])
     assert with_gpu.cycles.equals(without.cycles)
     assert [v.code for v in with_gpu.verdict] == [v.code for v in without.verdict]
+
+
+def test_gpu_side_ranges_nest_per_stream() -> None:
+    """On one stream, inner lies inside outer; on another stream, a range at the same time is
+    a root of its own.  Kernels count in the innermost range of their stream holding their
+    start; nesting GPU-side annotations count as the process's own nesting."""
+    run = run_of([kernel(10, 20, launch=1), kernel(30, 60, launch=2), kernel(12, 18, launch=3)])
+    run.activity["stream"] = np.array([7, 7, 9])
+    run.gpu_ranges = pd.DataFrame({"name": pd.Categorical(["outer", "inner", "outer"]),
+                                   "device": pd.Categorical(["GPU 0"] * 3), "stream": np.array([7, 7, 9]),
+                                   "start_ns": np.array([10, 30, 12]), "end_ns": np.array([60, 60, 18])})
+    p = range_profile(run)
+    by = {_path(p, i): i for i in range(p.n_paths)}
+    assert set(by) == {("outer",), ("outer", "inner")} and p.nested
+    assert p.calls[by[("outer",)]] == 2 and p.threads[by[("outer",)]] == 2  # two streams
+    assert p.gpu_ns is not None and p.gpu_ns[by[("outer", "inner")]] == 30 and p.gpu_ns[by[("outer",)]] == 46
+    assert p.incl_ns[by[("outer",)]] == 56 and p.self_ns[by[("outer",)]] == 26
 
 
 @pytest.mark.real

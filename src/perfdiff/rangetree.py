@@ -157,11 +157,14 @@ def _ranges(run: RunData) -> _Ranges:
                       True, True))
     labels: dict[tuple[bool, str], int] = {}
     code_parts, own, gpu = [], [], []
+    # The GPU side of a cycle marker (Kineto's GPU-side ProfilerStep#N) is a cycle marker too.
+    steps = {fold_name(cats[c]) for *_, codes, cats, is_own, _ in parts if not is_own for c in np.unique(codes).tolist()}
     for *_, codes, cats, is_own, is_gpu in parts:
         lookup = np.array([labels.setdefault((is_gpu, fold_name(c)), len(labels)) for c in cats] or [0],
                           dtype=np.int64)
         code_parts.append(lookup[codes])
-        own.append(np.full(len(codes), is_own))
+        mine = np.array([is_own and not (is_gpu and fold_name(c) in steps) for c in cats] or [False], dtype=bool)
+        own.append(mine[codes])
         gpu.append(np.full(len(codes), is_gpu))
 
     def cat(i: int) -> np.ndarray:
