@@ -287,7 +287,7 @@ class Comparison:
         """Every number, finding and notice as JSON-ready data (format "perfdiff-comparison")."""
         from perfdiff.render import to_json
 
-        return to_json(self.analysis, list(self.findings), list(self.verdict))
+        return to_json(self.analysis, list(self.findings), list(self.verdict), self.tree)
 
     def cycles_csv(self) -> bytes:
         """Both runs' cycle durations (µs), rank by rank, as CSV."""
