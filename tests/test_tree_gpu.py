@@ -124,6 +124,14 @@ def test_a_gpu_span_ten_times_longer_leads_the_tree(tmp_path: Path, capsys: pyte
     assert [(r["path"], r["side"]) for r in rows[:2]] == [("ProfilerStep#*", "gpu"), ("ProfilerStep#*;forward", "gpu")]
 
 
+def test_gpu_side_null_pairs_stay_quiet(tmp_path: Path) -> None:
+    for seed in (3, 5, 7):
+        n = kineto_trace(tmp_path / f"n{seed}.json", fwd_kernel_us=300, seed=seed)
+        a = kineto_trace(tmp_path / f"a{seed}.json", fwd_kernel_us=300, seed=seed + 1)
+        d = perfdiff.tree(n, a).diff
+        assert d.basis.value == "per-cycle" and d.n_tests >= 6 and d.n_material == 0
+
+
 def test_gpu_annotations_leave_compare_unchanged(tmp_path: Path) -> None:
     """The function table, the cycles and the verdict do not see GPU-side ranges."""
     n = kineto_trace(tmp_path / "n.json", fwd_kernel_us=300, seed=1)
