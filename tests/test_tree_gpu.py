@@ -108,7 +108,9 @@ def test_a_gpu_span_ten_times_longer_leads_the_tree(tmp_path: Path, capsys: pyte
     its forward come first, per cycle and significant; the CPU side and backward stay quiet."""
     n = kineto_trace(tmp_path / "n.json", fwd_kernel_us=300, seed=1)
     a = kineto_trace(tmp_path / "a.json", fwd_kernel_us=3000, seed=2)
-    d = perfdiff.tree(n, a).diff
+    t = perfdiff.tree(n, a)
+    d = t.diff
+    assert t.paths["gpu_side"].tolist()[:2] == [True, True]
     assert d.basis.value == "per-cycle" and d.n_cycles == (STEPS, STEPS)
     root = d.nodes[d.roots[0]]
     assert root.gpu_side and root.name == "ProfilerStep#*" and root.material
