@@ -121,7 +121,7 @@ def test_modern_trace_wall_clock_and_skips() -> None:
 def test_fast_scanner_equals_general_parser(path: Path) -> None:
     fast = tables.build(path, scan.FastScan(path).run(), "full")
     slow = tables.build(path, general.general_events(path), "full")
-    for table in ("activity", "markers"):
+    for table in ("activity", "markers", "gpu_ranges"):
         a, b = getattr(fast, table), getattr(slow, table)
         cols = list(a.columns)
         a = a.astype(str).sort_values(cols).reset_index(drop=True)
@@ -289,7 +289,7 @@ def test_missing_file_and_directory(tmp_path: Path) -> None:
 # ------------------------------------------------------------------------------ the plain reference
 
 def assert_same_tables(run, ref: dict[str, pd.DataFrame], name: str) -> None:
-    for table in ("activity", "markers", "samples"):
+    for table in ("activity", "markers", "samples", "gpu_ranges"):
         pd.testing.assert_frame_equal(canonical(getattr(run, table)), canonical(ref[table]), obj=f"{name} {table}")
 
 

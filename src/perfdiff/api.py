@@ -287,7 +287,7 @@ class Comparison:
         """Every number, finding and notice as JSON-ready data (format "perfdiff-comparison")."""
         from perfdiff.render import to_json
 
-        return to_json(self.analysis, list(self.findings), list(self.verdict))
+        return to_json(self.analysis, list(self.findings), list(self.verdict), self.tree)
 
     def cycles_csv(self) -> bytes:
         """Both runs' cycle durations (µs), rank by rank, as CSV."""
@@ -350,7 +350,8 @@ class RangeTree:
     @property
     def paths(self) -> pd.DataFrame:
         """One row per range path (pre-order, children by |Δ|): its names, presence, inclusive,
-        self and GPU time (µs, per cycle or total), calls, q, Cliff's δ, material."""
+        self and GPU time (µs, per cycle or total), calls, q, Cliff's δ, material, and whether
+        it is a GPU-side range's path (`gpu_side`)."""
         rows = []
         for n in self.diff.nodes:
             rows.append({"path": n.path, "leaf": n.name, "depth": n.depth, "presence": n.presence,
@@ -359,7 +360,7 @@ class RangeTree:
                          "self_a_us": n.self_a_us, "gpu_n_us": n.gpu_n_us, "gpu_a_us": n.gpu_a_us,
                          "calls_n": n.calls_n, "calls_a": n.calls_a, "q": n.q,
                          "cliffs_delta": n.test.cliffs_delta if n.test else float("nan"),
-                         "material": n.material})
+                         "material": n.material, "gpu_side": n.gpu_side})
         return pd.DataFrame(rows)
 
     def _labels_for(self, csv_name: str | None):

@@ -3,20 +3,27 @@ paths, with each path's calls, inclusive, self and GPU time, in total and per cy
 
 Ranges are the CPU-side ranges of the run (NVTX push/pop and start/end ranges, Kineto
 ``cpu_op`` / ``user_annotation`` / ``record_function`` ranges: activity rows of kind ``cpu``
-with a thread) and the cycle markers the profiler or the target wrote on a thread
-(``ProfilerStep#N``, perfdiff cycle ranges).  A range's parent is the innermost range of its
-thread open when it starts (perfdiff.model.intervals.nesting_parent).  Its path is the names
-from its thread's outermost range down to it, each name folded (`fold_name`: the number of a
-step or an iteration replaced by ``*``); ranges with one path, on any thread, are one node
-(repeated siblings become calls of one node).
+with a thread), the cycle markers the profiler or the target wrote on a thread
+(``ProfilerStep#N``, perfdiff cycle ranges) and the GPU-side ranges (RunData.gpu_ranges:
+Kineto ``gpu_user_annotation``, a range on a GPU stream's timeline).  A range's parent is the
+innermost range of its thread (of its stream, for a GPU-side range) open when it starts
+(perfdiff.model.intervals.nesting_parent).  Its path is the names from its thread's outermost
+range down to it, each name folded (`fold_name`: the number of a step or an iteration replaced
+by ``*``); ranges with one path, on any thread, are one node (repeated siblings become calls
+of one node).  GPU-side ranges form trees of their own (`RangeProfile.gpu_side`): a GPU-side
+path never merges with the CPU-side path of the same names.
 
 Times are ns.  Self time is the inclusive time minus that of the ranges directly inside it.
 GPU time is that of the kernels, memcpys and memsets launched (by their launch time and
 thread) inside the range or inside ranges nested in it, as Nsight Systems projects GPU work
-onto NVTX ranges; unknown (None) when the run has no GPU work with a launch thread.  Per
-cycle, a range counts in every cycle it overlaps with the overlapped part of its inclusive
-time (its self time prorated alike), its call in the cycle it starts in, and its GPU work in
-the cycle it was launched in.  Everything is vectorised: Python loops run over nesting levels.
+onto NVTX ranges; unknown (NaN; None when no path has it) when the run has no GPU work with
+a launch thread.  The GPU time of a GPU-side range is that of the GPU work on its stream that
+starts inside it.  Per cycle, a range counts in every cycle it overlaps with the overlapped
+part of its inclusive time (its self time prorated alike), its call in the cycle it starts
+in, and its GPU work in the cycle it was launched in; a GPU-side range, which runs behind the
+CPU that launched its work, counts whole in the cycle its first GPU work was launched in (its
+start when unknown).  Everything is vectorised: Python loops run over nesting levels and
+streams.
 """
 from __future__ import annotations
 
@@ -52,8 +59,10 @@ class RangeProfile:
     Totals are over the whole run; `*_cyc` arrays over its cycles only (None without cycles).
     `incl_coo`: (path, cycle, inclusive ns) of every (path, cycle) with time, sorted by path
     then cycle, for the per-cycle tests.  `gpu_*` is None when the run's GPU time inside
-    ranges is unknown (`gpu_reason` says why).  `nested`: some range of the process's own
-    (not a cycle marker) runs inside another of its own."""
+    ranges is unknown (`gpu_reason` says why), NaN for the paths of a side where it is.
+    `nested`: some range of the process's own (not a cycle marker) runs inside another of its
+    own.  `gpu_side`: the path is a GPU-side range's (None: no path is); its `threads` are
+    streams."""
 
     parent: np.ndarray  # (P,) parent path, -1 for a root
     name: tuple[str, ...]  # (P,) folded leaf name
@@ -72,6 +81,11 @@ class RangeProfile:
     nested: bool = False
     gpu_reason: str | None = None
     too_deep: int = 0
+    gpu_side: np.ndarray | None = None  # (P,) bool
+
+    def is_gpu_side(self, i: int) -> bool:
+        """Path i is a GPU-side range's."""
+        return bool(self.gpu_side[i]) if self.gpu_side is not None else False
 
     @property
     def n_paths(self) -> int:
@@ -83,16 +97,37 @@ class RangeProfile:
         cycles or ranges)."""
         if self.incl_cyc_ns is None:
             return float("nan")
-        roots = self.parent < 0
+        roots = self.parent < 0  # CPU-side roots: GPU-side ranges run behind the cycles
+        if self.gpu_side is not None:
+            roots &= ~self.gpu_side
         total = float(self.incl_ns[roots].sum())
         return float(self.incl_cyc_ns[roots].sum()) / total if total > 0 else float("nan")
 
 
-def _ranges(run: RunData) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, list[str], np.ndarray]:
-    """(tid, start, end, name code, folded labels, own) of the run's ranges; `own` is False
-    for the cycle markers."""
-    a, m = run.activity, run.markers
-    parts: list[tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, list[str], bool]] = []
+_STREAM_KEY0 = -2  # GPU streams get the keys -2, -3, …: threads are ≥ 0 and MISSING is -1
+
+
+@dataclass(frozen=True)
+class _Ranges:
+    """Every range of a run: thread (a stream's key for a GPU-side range), ns, folded label
+    code; `own`: not a cycle marker; `gpu`: a GPU-side range."""
+
+    tid: np.ndarray
+    start: np.ndarray
+    end: np.ndarray
+    code: np.ndarray
+    labels: list[str]
+    label_gpu: np.ndarray  # (labels,) bool
+    own: np.ndarray
+    gpu: np.ndarray
+    stream_keys: dict[tuple[str, int], int]  # (device, stream) → key of the GPU-side ranges' streams
+
+
+def _ranges(run: RunData) -> _Ranges:
+    """The run's ranges: CPU ranges, cycle markers, GPU-side ranges (see the module docstring)."""
+    a, m, g = run.activity, run.markers, run.gpu_ranges
+    # (tid, start, end, name codes, name labels, own, gpu)
+    parts: list[tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, list[str], bool, bool]] = []
     if len(a) and Kind.CPU.value in list(a["kind"].cat.categories):
         codes = a["kind"].cat.codes.to_numpy()
         rows = np.flatnonzero((codes == list(a["kind"].cat.categories).index(Kind.CPU.value))
@@ -100,7 +135,7 @@ def _ranges(run: RunData) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarra
         if len(rows):
             parts.append((a["tid"].to_numpy()[rows], a["start_ns"].to_numpy()[rows], a["end_ns"].to_numpy()[rows],
                           a["function"].cat.codes.to_numpy()[rows].astype(np.int64),
-                          [str(c) for c in a["function"].cat.categories], True))
+                          [str(c) for c in a["function"].cat.categories], True, False))
     if len(m):
         src = m["source"].astype(str).to_numpy()
         keep = np.isin(src, _CYCLE_MARKERS) & (m["tid"].to_numpy() != MISSING) & \
@@ -109,20 +144,38 @@ def _ranges(run: RunData) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarra
         if len(rows):
             parts.append((m["tid"].to_numpy()[rows], m["start_ns"].to_numpy()[rows], m["end_ns"].to_numpy()[rows],
                           m["name"].cat.codes.to_numpy()[rows].astype(np.int64),
-                          [str(c) for c in m["name"].cat.categories], False))
-    labels: dict[str, int] = {}
-    code_parts, own = [], []
-    for *_, codes, cats, is_own in parts:
-        lookup = np.array([labels.setdefault(fold_name(c), len(labels)) for c in cats] or [0], dtype=np.int64)
+                          [str(c) for c in m["name"].cat.categories], False, False))
+    stream_keys: dict[tuple[str, int], int] = {}
+    if g is not None and len(g):
+        dcats = [str(c) for c in g["device"].cat.categories]
+        pairs = np.stack((g["device"].cat.codes.to_numpy().astype(np.int64), g["stream"].to_numpy()))
+        uniq, inv = np.unique(pairs, axis=1, return_inverse=True)
+        stream_keys = {(dcats[int(d)], int(st)): _STREAM_KEY0 - k for k, (d, st) in enumerate(uniq.T.tolist())}
+        keys = _STREAM_KEY0 - inv.reshape(-1).astype(np.int64)
+        parts.append((keys, g["start_ns"].to_numpy(), g["end_ns"].to_numpy(),
+                      g["name"].cat.codes.to_numpy().astype(np.int64), [str(c) for c in g["name"].cat.categories],
+                      True, True))
+    labels: dict[tuple[bool, str], int] = {}
+    code_parts, own, gpu = [], [], []
+    # The GPU side of a cycle marker (Kineto's GPU-side ProfilerStep#N) is a cycle marker too.
+    steps = {fold_name(cats[c]) for *_, codes, cats, is_own, _ in parts if not is_own for c in np.unique(codes).tolist()}
+    for *_, codes, cats, is_own, is_gpu in parts:
+        lookup = np.array([labels.setdefault((is_gpu, fold_name(c)), len(labels)) for c in cats] or [0],
+                          dtype=np.int64)
         code_parts.append(lookup[codes])
-        own.append(np.full(len(codes), is_own))
+        mine = np.array([is_own and not (is_gpu and fold_name(c) in steps) for c in cats] or [False], dtype=bool)
+        own.append(mine[codes])
+        gpu.append(np.full(len(codes), is_gpu))
 
     def cat(i: int) -> np.ndarray:
         return np.concatenate([p[i] for p in parts]).astype(np.int64) if parts else np.zeros(0, np.int64)
 
-    return (cat(0), cat(1), np.maximum(cat(2), cat(1)),
-            np.concatenate(code_parts) if parts else np.zeros(0, np.int64), list(labels),
-            np.concatenate(own) if parts else np.zeros(0, dtype=bool))
+    def flags(x: list[np.ndarray]) -> np.ndarray:
+        return np.concatenate(x) if x else np.zeros(0, dtype=bool)
+
+    return _Ranges(cat(0), cat(1), np.maximum(cat(2), cat(1)),
+                   np.concatenate(code_parts) if parts else np.zeros(0, np.int64), [lb for _, lb in labels],
+                   np.array([side for side, _ in labels], dtype=bool), flags(own), flags(gpu), stream_keys)
 
 
 def _paths(parent: np.ndarray, depth: np.ndarray, code: np.ndarray, n_labels: int
@@ -169,22 +222,49 @@ def _up(values: np.ndarray, p_parent: np.ndarray, p_depth: np.ndarray) -> np.nda
     return out
 
 
-def _gpu_rows(run: RunData) -> tuple[np.ndarray, np.ndarray, np.ndarray] | str:
-    """(thread, launch ns, busy ns) of the GPU work with a known launch, or why there is none."""
+@dataclass(frozen=True)
+class _GpuWork:
+    """GPU work placed in the ranges: by launch (thread, launch ns) for the CPU-side ranges and
+    by stream (a GPU-side range's stream key, start ns) for the GPU-side ones; `when`: the ns
+    that picks its cycle (its launch; its start when unknown).  `reason`: why the GPU time of
+    the CPU-side ranges is unknown (None: known)."""
+
+    tid: np.ndarray
+    at: np.ndarray
+    busy: np.ndarray
+    when: np.ndarray
+    by_stream: np.ndarray  # bool: placed by stream
+    reason: str | None
+
+
+def _gpu_work(run: RunData, stream_keys: dict[tuple[str, int], int]) -> _GpuWork:
+    """The run's GPU work (kernels, memcpys, memsets) as `_GpuWork`."""
     a = run.activity
+    e = np.zeros(0, np.int64)
+    empty = _GpuWork(e, e, np.zeros(0), e, np.zeros(0, dtype=bool), "no GPU work in the run")
     if len(a) == 0:
-        return "no GPU work in the run"
+        return empty
     cats = list(a["kind"].cat.categories)
     want = [cats.index(k) for k in GPU_KINDS if k in cats]
     if not want:
-        return "no GPU work in the run"
+        return empty
     rows = np.flatnonzero(np.isin(a["kind"].cat.codes.to_numpy(), want))
     launch, tid = a["launch_ns"].to_numpy()[rows], a["tid"].to_numpy()[rows]
+    start, busy = a["start_ns"].to_numpy()[rows], a["busy_ns"].to_numpy()[rows].astype(np.float64)
     ok = (launch != MISSING) & (tid != MISSING)
-    if not ok.any():
-        return "no GPU work with a known launch time and thread"
-    rows = rows[ok]
-    return tid[ok], launch[ok], a["busy_ns"].to_numpy()[rows].astype(np.float64)
+    reason = None if ok.any() else "no GPU work with a known launch time and thread"
+    parts = [(tid[ok], launch[ok], busy[ok], launch[ok], np.zeros(int(ok.sum()), dtype=bool))]
+    if stream_keys:
+        dcats = [str(c) for c in a["device"].cat.categories]
+        dev, strm = a["device"].cat.codes.to_numpy()[rows], a["stream"].to_numpy()[rows]
+        key = np.full(len(rows), MISSING, dtype=np.int64)
+        for (device, stream), k in stream_keys.items():  # one pass per GPU stream
+            if device in dcats:
+                key[(dev == dcats.index(device)) & (strm == stream)] = k
+        on = key != MISSING
+        parts.append((key[on], start[on], busy[on], np.where(launch[on] != MISSING, launch[on], start[on]),
+                      np.ones(int(on.sum()), dtype=bool)))
+    return _GpuWork(*(np.concatenate([p[i] for p in parts]) for i in range(5)), reason=reason)
 
 
 def _launch_parent(tid: np.ndarray, start: np.ndarray, end: np.ndarray, parent: np.ndarray, g_tid: np.ndarray,
@@ -213,18 +293,38 @@ def _launch_parent(tid: np.ndarray, start: np.ndarray, end: np.ndarray, parent: 
     return out
 
 
+def _anchor(r: _Ranges, w: _GpuWork) -> np.ndarray:
+    """The ns that picks each range's cycle: for a GPU-side range, the `when` of the first
+    GPU work starting inside it on its stream (its start when none); for others, their start."""
+    out = r.start.copy()
+    rows = np.flatnonzero(r.gpu)
+    for k in np.unique(r.tid[rows]).tolist():  # one search per GPU stream
+        mine = rows[r.tid[rows] == k]
+        work = np.flatnonzero(w.by_stream & (w.tid == k))
+        if len(work) == 0:
+            continue
+        work = work[np.argsort(w.at[work], kind="stable")]
+        pos = np.minimum(np.searchsorted(w.at[work], r.start[mine], side="left"), len(work) - 1)
+        hit = (w.at[work[pos]] >= r.start[mine]) & (w.at[work[pos]] < r.end[mine])
+        out[mine[hit]] = w.when[work[pos[hit]]]
+    return out
+
+
 def range_profile(run: RunData, cycles: Cycles | None = None) -> RangeProfile:
     """The run's range tree (see the module docstring); per cycle too when `cycles` are given."""
-    tid, start, end, code, labels, own = _ranges(run)
+    r = _ranges(run)
+    tid, start, end = r.tid, r.start, r.end
     if len(tid) == 0:
         e = np.zeros(0)
         return RangeProfile(np.zeros(0, np.int64), (), np.zeros(0, np.int64), np.zeros(0, np.int64), e, e, None,
                             np.zeros(0, np.int64), n_cycles=cycles.n if cycles is not None else 0,
                             gpu_reason="no ranges")
     parent, depth = nesting_parent(tid, start, end)
+    own = r.own
     nested = bool(np.any((parent >= 0) & own & own[np.maximum(parent, 0)]))
-    path, p_parent, p_code, p_depth = _paths(parent, depth, code, max(len(labels), 1))
+    path, p_parent, p_code, p_depth = _paths(parent, depth, r.code, max(len(r.labels), 1))
     P = len(p_parent)
+    p_gpu = r.label_gpu[p_code] if len(r.label_gpu) else np.zeros(P, dtype=bool)
     kept = path >= 0
     dur = (end - start).astype(np.float64)
     self_ns = _self_ns(parent, start, end)
@@ -232,54 +332,67 @@ def range_profile(run: RunData, cycles: Cycles | None = None) -> RangeProfile:
     calls = np.bincount(pk, minlength=P)
     incl = np.bincount(pk, weights=dur[kept], minlength=P)
     self_total = np.bincount(pk, weights=self_ns[kept], minlength=P)
-    tcode = np.unique(tid, return_inverse=True)[1].astype(np.int64)
+    tcode = np.unique(tid, return_inverse=True)[1].astype(np.int64).reshape(-1)
     pairs = np.unique(pk * (int(tcode.max()) + 1) + tcode[kept])
     threads = np.bincount(pairs // (int(tcode.max()) + 1), minlength=P)
 
-    gpu = _gpu_rows(run)
-    gpu_ns = g_path = g_busy = g_launch = None
-    reason = None
-    if isinstance(gpu, str):
-        reason = gpu
-    else:
-        g_tid, g_launch, g_busy = gpu
-        g_parent = _launch_parent(tid, start, end, parent, g_tid, g_launch)
+    w = _gpu_work(run, r.stream_keys)
+    # GPU time is known for the GPU-side paths (their stream's work) and, with launches, the others.
+    cpu_unknown = w.reason is not None
+    gpu_known = not cpu_unknown or bool(p_gpu.any())
+    gpu_ns = g_path = None
+    if gpu_known:
+        g_parent = _launch_parent(tid, start, end, parent, w.tid, w.at)
         g_path = np.where(g_parent >= 0, path[np.maximum(g_parent, 0)], -1)
         inside = g_path >= 0
-        gpu_ns = _up(np.bincount(g_path[inside], weights=g_busy[inside], minlength=P), p_parent, p_depth)
+        gpu_ns = _up(np.bincount(g_path[inside], weights=w.busy[inside], minlength=P), p_parent, p_depth)
+        if cpu_unknown:
+            gpu_ns[~p_gpu] = np.nan
 
-    names = tuple(labels[c] for c in p_code.tolist())
+    names = tuple(r.labels[c] for c in p_code.tolist())
     base = dict(parent=p_parent, name=names, depth=p_depth, calls=calls, incl_ns=incl, self_ns=self_total,
-                gpu_ns=gpu_ns, threads=threads, nested=nested, gpu_reason=reason, too_deep=int((~kept).sum()))
+                gpu_ns=gpu_ns, threads=threads, nested=nested, gpu_reason=w.reason if len(tid) else None,
+                too_deep=int((~kept).sum()), gpu_side=p_gpu if p_gpu.any() else None)
     if cycles is None or cycles.n == 0:
         return RangeProfile(**base)
     cs, ce = cycles.start_ns, cycles.end_ns
     K = cycles.n
-    r = np.flatnonzero(kept)
-    s, e, pr = start[r], end[r], path[r]
-    # Calls: the cycle each range starts in.
-    c_start = np.searchsorted(cs, s, side="right") - 1
-    in_cyc = (c_start >= 0) & (s < ce[np.maximum(c_start, 0)])
-    calls_cyc = np.bincount(pr[in_cyc], minlength=P)
-    # Inclusive and self time: one piece per (range, cycle it overlaps).
+    anchor = _anchor(r, w)
+    rk = np.flatnonzero(kept)
+    # Calls: the cycle each range starts in (a GPU-side range: its anchor's).
+    a_k = anchor[rk]
+    c_start = np.searchsorted(cs, a_k, side="right") - 1
+    in_cyc = (c_start >= 0) & (a_k < ce[np.maximum(c_start, 0)])
+    calls_cyc = np.bincount(path[rk][in_cyc], minlength=P)
+    # Inclusive and self time: one piece per (range, cycle it overlaps); a GPU-side range is
+    # one whole piece in its anchor's cycle.
+    cpu_r, gpu_r = rk[~r.gpu[rk]], rk[r.gpu[rk]]
+    s, e = start[cpu_r], end[cpu_r]
     first = np.searchsorted(ce, s, side="right")
     last = np.searchsorted(cs, e, side="left") - 1
     span = np.maximum(last - first + 1, 0)
-    rep = np.repeat(np.arange(len(r)), span)
+    rep = np.repeat(np.arange(len(cpu_r)), span)
     offs = np.cumsum(span) - span
     cyc = first[rep] + (np.arange(len(rep)) - offs[rep])
     overlap = (np.minimum(e[rep], ce[cyc]) - np.maximum(s[rep], cs[cyc])).clip(0).astype(np.float64)
-    d = dur[r][rep]
+    g_in = in_cyc[np.searchsorted(rk, gpu_r)]
+    piece_r = np.concatenate((cpu_r[rep], gpu_r[g_in]))
+    cyc = np.concatenate((cyc, c_start[np.searchsorted(rk, gpu_r)][g_in]))
+    overlap = np.concatenate((overlap, dur[gpu_r[g_in]]))
+    d = dur[piece_r]
     share = np.divide(overlap, d, out=np.zeros_like(overlap), where=d > 0)
-    incl_cyc = np.bincount(pr[rep], weights=overlap, minlength=P)
-    self_cyc = np.bincount(pr[rep], weights=self_ns[r][rep] * share, minlength=P)
-    key = pr[rep] * K + cyc
+    pr = path[piece_r]
+    incl_cyc = np.bincount(pr, weights=overlap, minlength=P)
+    self_cyc = np.bincount(pr, weights=self_ns[piece_r] * share, minlength=P)
+    key = pr * K + cyc
     ukey, inv = np.unique(key[overlap > 0], return_inverse=True)
     coo = (ukey // K, ukey % K, np.bincount(inv, weights=overlap[overlap > 0], minlength=len(ukey)))
     gpu_cyc = None
     if g_path is not None:
-        gc = np.searchsorted(cs, g_launch, side="right") - 1
-        ok = (g_path >= 0) & (gc >= 0) & (g_launch < ce[np.maximum(gc, 0)])
-        gpu_cyc = _up(np.bincount(g_path[ok], weights=g_busy[ok], minlength=P), p_parent, p_depth)
+        gc = np.searchsorted(cs, w.when, side="right") - 1
+        ok = (g_path >= 0) & (gc >= 0) & (w.when < ce[np.maximum(gc, 0)])
+        gpu_cyc = _up(np.bincount(g_path[ok], weights=w.busy[ok], minlength=P), p_parent, p_depth)
+        if cpu_unknown:
+            gpu_cyc[~p_gpu] = np.nan
     return RangeProfile(**base, n_cycles=K, calls_cyc=calls_cyc, incl_cyc_ns=incl_cyc, self_cyc_ns=self_cyc,
                         gpu_cyc_ns=gpu_cyc, incl_coo=coo)

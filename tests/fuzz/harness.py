@@ -144,7 +144,7 @@ def check(path: Path, fmt: str) -> tuple[str, str]:
             # space): a damaged page elsewhere stops the reference, not the importer.
             return "tolerated", why
         return "mismatch", f"accepted, but the reference reader fails: {why}"
-    for table in ("activity", "markers", "samples"):
+    for table in ("activity", "markers", "samples") + (("gpu_ranges",) if fmt == "kineto" else ()):
         diff = _differ(getattr(run, table), ref[table])
         if diff:
             return "mismatch", f"{table}: {diff}"
@@ -183,7 +183,7 @@ def _fast_against_general(path: Path) -> str:
         slow = tables.build(path, general.general_events(path), "full")
     except PerfdiffError:  # damage the scanner reads past (see "tolerated")
         return ""
-    for table in ("activity", "markers"):
+    for table in ("activity", "markers", "gpu_ranges"):
         diff = _differ(getattr(fast, table), getattr(slow, table))
         if diff:
             return f"fast scanner vs general reader, {table}: {diff}"

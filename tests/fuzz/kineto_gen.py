@@ -7,7 +7,8 @@ import gzip
 import json
 import random
 
-# (GPU categories, runtime categories, CPU categories, skipped categories) per schema.
+# (GPU categories, runtime categories, CPU categories, other categories: skipped, or for
+# gpu_user_annotation read as GPU-side ranges) per schema.
 SCHEMAS = {
     "2021": (["Kernel", "Memcpy", "Memset"], ["Runtime"], ["Operator"], ["async", "Trace"]),
     "2022": (["kernel", "gpu_memcpy", "gpu_memset"], ["cuda_runtime"], ["cpu_op", "user_annotation"],

@@ -47,7 +47,9 @@ class RangeNode:
     `gpu_*` NaN when unknown in that run; `calls_*` per cycle or total.  `presence`: both,
     vanished (normal only) or new (abnormal only).  `name_a`: the abnormal run's name when it
     differs (matched as renamed).  `test`: the inclusive-time test (None: untested);
-    `material`: this path changed materially; `changed_below`: it or a path under it did."""
+    `material`: this path changed materially; `changed_below`: it or a path under it did.
+    `gpu_side`: a GPU-side range's path (a span on a GPU stream's timeline: its inclusive
+    time is that span, its GPU time the work on the stream inside it, its threads streams)."""
 
     path: tuple[str, ...]
     name_a: str | None
@@ -68,6 +70,7 @@ class RangeNode:
     q: float = NAN
     material: bool = False
     changed_below: bool = False
+    gpu_side: bool = False
 
     @property
     def name(self) -> str:
@@ -123,25 +126,29 @@ def _children(p: RangeProfile) -> dict[int, list[int]]:
     return out
 
 
+_SIDES = ("Host", "GPU")  # a name's side, as match_renamed's device: renames stay on one side
+
+
 def _match(pn: RangeProfile, pa: RangeProfile) -> tuple[list[tuple[int, int, int, tuple[str, ...], str | None]],
                                                          list[tuple[str, str]]]:
     """Matched paths as (parent row, index in N or -1, index in A or -1, path, renamed-to),
-    parents before children; and the renames made."""
+    parents before children; and the renames made.  A GPU-side path matches GPU-side paths
+    only."""
     kids_n, kids_a = _children(pn), _children(pa)
     rows: list[tuple[int, int, int, tuple[str, ...], str | None]] = []
     renames: list[tuple[str, str]] = []
     stack: list[tuple[int, int, int, tuple[str, ...]]] = [(-1, -1, -1, ())]
     while stack:
         row, i_n, i_a, path = stack.pop()
-        cn = {pn.name[k]: k for k in kids_n.get(i_n, [])} if i_n >= 0 or row < 0 else {}
-        ca = {pa.name[k]: k for k in kids_a.get(i_a, [])} if i_a >= 0 or row < 0 else {}
-        pairs = [(cn.get(nm, -1), ca.get(nm, -1), nm, None) for nm in dict.fromkeys([*cn, *ca])]
-        only_n = [(nm, "Host", "cpu") for nm in cn if nm not in ca]
-        only_a = [(nm, "Host", "cpu") for nm in ca if nm not in cn]
+        cn = {(pn.name[k], _SIDES[pn.is_gpu_side(k)]): k for k in kids_n.get(i_n, [])} if i_n >= 0 or row < 0 else {}
+        ca = {(pa.name[k], _SIDES[pa.is_gpu_side(k)]): k for k in kids_a.get(i_a, [])} if i_a >= 0 or row < 0 else {}
+        pairs = [(cn.get(key, -1), ca.get(key, -1), key[0], None) for key in dict.fromkeys([*cn, *ca])]
+        only_n = [(*key, "cpu") for key in cn if key not in ca]
+        only_a = [(*key, "cpu") for key in ca if key not in cn]
         if only_n and only_a:
             for old, new in match_renamed(only_n, only_a):
-                pairs = [pr for pr in pairs if pr[2] not in (old[0], new[0])]
-                pairs.append((cn[old[0]], ca[new[0]], old[0], new[0]))
+                pairs = [pr for pr in pairs if (pr[0] < 0 or pr[0] != cn[old[:2]]) and (pr[1] < 0 or pr[1] != ca[new[:2]])]
+                pairs.append((cn[old[:2]], ca[new[:2]], old[0], new[0]))
                 renames.append((old[0], new[0]))
         for k_n, k_a, nm, renamed in pairs:
             rows.append((row, k_n, k_a, (*path, nm), renamed))
@@ -202,7 +209,8 @@ def diff_trees(pn: RangeProfile, pa: RangeProfile, *, alpha: float = 0.05,
         node = RangeNode(path=path, name_a=renamed, parent=up, children=(), presence=presence,
                          incl_n_us=vn[0], incl_a_us=va[0], self_n_us=vn[1], self_a_us=va[1], gpu_n_us=vn[2],
                          gpu_a_us=va[2], calls_n=vn[3], calls_a=va[3], threads_n=vn[4], threads_a=va[4],
-                         test=tests.get(j), q=qs.get(j, NAN))
+                         test=tests.get(j), q=qs.get(j, NAN),
+                         gpu_side=pn.is_gpu_side(i_n) if i_n >= 0 else pa.is_gpu_side(i_a))
         nodes.append(_with_material(node, scale, alpha, per_cycle))
     ordered, roots = _order(nodes)
     return TreeDiff(nodes=tuple(ordered), roots=roots, basis=TreeBasis.PER_CYCLE if per_cycle else TreeBasis.TOTAL,
@@ -253,8 +261,8 @@ def _order(nodes: list[RangeNode]) -> tuple[list[RangeNode], tuple[int, ...]]:
         if below[j] and nodes[j].parent >= 0:
             below[nodes[j].parent] = True
 
-    def key(j: int) -> tuple[float, str]:
-        return (-abs(nodes[j].delta_us), nodes[j].name)
+    def key(j: int) -> tuple[float, str, bool]:
+        return (-abs(nodes[j].delta_us), nodes[j].name, nodes[j].gpu_side)
 
     order: list[int] = []
     stack = sorted(kids.get(-1, []), key=key)[::-1]

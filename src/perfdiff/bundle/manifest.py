@@ -21,7 +21,11 @@ MANIFEST = "manifest.json"
 
 @dataclass
 class RunData:
-    """One run in memory: the manifest and the three tables (columns as in SCHEMAS)."""
+    """One run in memory: the manifest and the three tables (columns as in SCHEMAS).
+
+    `gpu_ranges`: ranges on a GPU stream's timeline that an importer read (columns as in
+    GPU_RANGE_COLUMNS; None: none read).  Only the range tree reads them; they are not a
+    bundle table."""
 
     manifest: dict[str, Any]
     activity: pd.DataFrame
@@ -29,6 +33,7 @@ class RunData:
     markers: pd.DataFrame
     path: str = ""
     notes: list[str] = field(default_factory=list)  # load-time remarks (interrupted, dropped rows)
+    gpu_ranges: pd.DataFrame | None = None
 
     @property
     def name(self) -> str:

@@ -46,6 +46,16 @@ SCHEMAS: dict[str, dict[str, str]] = {
     },
 }
 TABLES = tuple(SCHEMAS)
+# GPU-side ranges (RunData.gpu_ranges), in memory only (not a bundle table): a range on a GPU
+# stream's timeline, such as the span of the kernels a record_function launched (Kineto
+# ``gpu_user_annotation``).  Same dtype kinds as SCHEMAS.
+GPU_RANGE_COLUMNS: dict[str, str] = {
+    "name": "str",
+    "device": "str",  # "GPU 0"
+    "stream": "i8?",
+    "start_ns": "i8",
+    "end_ns": "i8",
+}
 INTERVAL_COLUMNS = {"activity": ("start_ns", "end_ns"), "samples": ("t_start_ns", "t_end_ns"),
                     "markers": ("start_ns", "end_ns")}
 

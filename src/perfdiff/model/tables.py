@@ -13,7 +13,7 @@ from typing import Any, Iterable, Sequence
 import numpy as np
 import pandas as pd
 
-from perfdiff.model.schema import MISSING, SCHEMAS
+from perfdiff.model.schema import GPU_RANGE_COLUMNS, MISSING, SCHEMAS
 
 __all__ = ["Part", "categorical", "concat_parts", "constant_categorical", "dense_codes", "empty_table",
            "normalize_table"]
@@ -78,9 +78,10 @@ class Part:
 
 
 def empty_table(table: str) -> pd.DataFrame:
-    """A zero-row DataFrame with `table`'s columns and in-memory dtypes."""
+    """A zero-row DataFrame with `table`'s columns and in-memory dtypes (`table` "gpu_ranges":
+    GPU_RANGE_COLUMNS)."""
     cols: dict[str, Any] = {}
-    for name, kind in SCHEMAS[table].items():
+    for name, kind in (GPU_RANGE_COLUMNS if table == "gpu_ranges" else SCHEMAS[table]).items():
         if kind == "str":
             cols[name] = pd.Categorical([])
         elif kind == "f8":

@@ -1,7 +1,9 @@
 """The JSON twin of the report: every number unrounded, findings and notices as records.
 
 Versioned: `format` is "perfdiff-comparison" and `format_version` says which layout; a reader
-(`read_comparison_json`) rejects any other.  docs/FORMAT.md describes the layout.
+(`read_comparison_json`) rejects any other.  A version grows by optional keys only (`load`,
+`range_tree`), which its readers ignore when they do not know them; a key removed, renamed or
+changed in meaning makes a new version.  docs/FORMAT.md describes the layout.
 """
 from __future__ import annotations
 
@@ -16,6 +18,7 @@ import numpy as np
 
 from perfdiff.version import __version__
 from perfdiff.analyze import Analysis, Finding
+from perfdiff.analyze.tree import RangeNode, TreeDiff
 from perfdiff.analyze.verdict import VerdictClass
 from perfdiff.errors import InputError
 
@@ -59,8 +62,10 @@ def _field(v: Any) -> Any:
     return v
 
 
-def to_json(c: Analysis, findings: list[Finding], verdict: list[VerdictClass]) -> dict[str, Any]:
-    """Every number the report shows (unrounded), the verdict, findings and notices as records."""
+def to_json(c: Analysis, findings: list[Finding], verdict: list[VerdictClass],
+            tree: TreeDiff | None = None) -> dict[str, Any]:
+    """Every number the report shows (unrounded), the verdict, findings and notices as records;
+    `tree`: the range-tree diff of the report's "Range tree" section (key `range_tree`)."""
     def run(r: Any) -> dict[str, Any]:
         return {k: getattr(r, k) for k in ("name", "path", "n_cycles", "cycle_source", "cycle_detail",
                                            "dropped_cycles", "mean_us", "median_us", "p95_us", "traced_s",
@@ -88,6 +93,8 @@ def to_json(c: Analysis, findings: list[Finding], verdict: list[VerdictClass]) -
             "median_interval_ms_n": r.median_interval_ms_n, "median_interval_ms_a": r.median_interval_ms_a}
            for r in c.context]
     extra = {"load": _load(c)} if c.load is not None else {}  # runs without step load: no key
+    if tree is not None:  # runs whose ranges do not nest: no key, as the report has no section
+        extra["range_tree"] = tree_json(tree)
     return _clean({
         "format": FORMAT, "format_version": FORMAT_VERSION,
         "perfdiff_version": __version__, "alpha": c.alpha,
@@ -123,6 +130,25 @@ def _load(c: Analysis) -> dict[str, Any]:
     d["functions"] = [{"function": c.functions[f.func].name, "device": c.functions[f.func].device,
                        **{k: v for k, v in vars(f).items() if k != "func"}} for f in lc.functions]
     return d
+
+
+_NODE_FIELDS = tuple(f for f in RangeNode.__dataclass_fields__ if f != "test")
+_TREE_FIELDS = ("basis", "alpha", "scale_us", "n_cycles", "matched", "n_tests", "nested", "gpu_reason", "too_deep",
+                "renames", "cycle_share", "roots")
+
+
+def tree_json(d: TreeDiff) -> dict[str, Any]:
+    """The range-tree diff as JSON-ready data: the TreeDiff's fields, `n_material`, and `nodes`
+    (pre-order, children by |Δ|) with every RangeNode field, its `test` as a dict, and its
+    `depth`, `delta_us` and `ratio`.  NaN stays NaN here (`_clean` makes it null)."""
+    nodes = []
+    for n in d.nodes:
+        rec: dict[str, Any] = {f: _field(getattr(n, f)) for f in _NODE_FIELDS}
+        rec.update(depth=n.depth, delta_us=n.delta_us, ratio=n.ratio, test=_two(n.test))
+        nodes.append(rec)
+    out = {f: _field(getattr(d, f)) for f in _TREE_FIELDS}
+    out.update(n_material=d.n_material, nodes=nodes)
+    return _clean(out)
 
 
 def dumps(data: dict[str, Any]) -> str:

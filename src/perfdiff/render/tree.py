@@ -57,9 +57,13 @@ def _calls(x: float) -> str:
     return f"{x:,.0f}" if x == round(x) else f"{x:,.3g}"
 
 
+GPU_SIDE_MARK = " *(GPU timeline)*"  # after the top of a GPU-side tree: its spans are on a GPU stream
+
+
 def node_line(n: RangeNode) -> str:
     """One node: inclusive N → A (Δ, ratio, q, Cliff's δ); self; GPU; calls."""
-    mark = {"new": " *(abnormal only)*", "vanished": " *(normal only)*"}.get(n.presence, "")
+    mark = GPU_SIDE_MARK if n.gpu_side and n.depth == 0 else ""
+    mark += {"new": " *(abnormal only)*", "vanished": " *(normal only)*"}.get(n.presence, "")
     change = [_signed_time(n.delta_us)]
     if math.isfinite(n.ratio) and n.presence == "both":
         change.append(f"×{n.ratio:.3g}")
@@ -140,6 +144,10 @@ def _notes(d: TreeDiff) -> list[str]:
     for side, k in zip(("normal", "abnormal"), d.too_deep, strict=True):
         if k:
             out.append(f"{k:,} ranges of the {side} run nested too deep were left out.")
+    if any(n.gpu_side for n in d.nodes):
+        out.append("Ranges under a path marked *(GPU timeline)* are GPU-side: the span of an annotation's GPU work "
+                   "on one stream, from its first kernel's start to its last one's end; their GPU time is the "
+                   "work on that stream inside the span, per cycle in the cycle it was launched in.")
     if d.renames:
         out.append("Matched as one range (the same step under another name): "
                    + "; ".join(f"{md_escape(shorten(a, 60))} (normal) ⇄ {md_escape(shorten(b, 60))} (abnormal)"
@@ -179,7 +187,7 @@ def tree_section(d: TreeDiff, labels: TreeLabels) -> dict[str, Any]:
 
 CSV_COLUMNS = ["leaf", "path", "N_ms", "A_ms", "A-N_ms", "ratio", "basis", "presence", "renamed_to", "depth",
                "self_N_ms", "self_A_ms", "gpu_N_ms", "gpu_A_ms", "calls_N", "calls_A", "threads_N", "threads_A",
-               "n_N", "n_A", "p_mwu", "q", "cliffs_delta", "hl_ms", "material"]
+               "n_N", "n_A", "p_mwu", "q", "cliffs_delta", "hl_ms", "material", "side"]
 
 
 def _ms(us: float, present: bool = True) -> str:
@@ -203,7 +211,8 @@ def tree_csv(d: TreeDiff) -> bytes:
             _f(n.calls_n) if in_n else "", _f(n.calls_a) if in_a else "", n.threads_n if in_n else "",
             n.threads_a if in_a else "",
             t.n_n if t else "", t.n_a if t else "", _f(t.p_mwu if t else math.nan), _f(n.q),
-            _f(t.cliffs_delta if t else math.nan), _ms(t.hl) if t else "", int(n.material)])
+            _f(t.cliffs_delta if t else math.nan), _ms(t.hl) if t else "", int(n.material),
+            "gpu" if n.gpu_side else "cpu"])
     return buf.getvalue().encode("utf-8")
 
 

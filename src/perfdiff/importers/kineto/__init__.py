@@ -16,6 +16,10 @@ What is read (docs/FORMATS.md):
   (source "annotation").  ``python_function`` events (Python stack samples, nested dozens
   deep and a large share of modern traces) are not imported: they would multiply the rows
   and the self-time work for little signal; they are counted in ``manifest["dropped"]``.
+- ``gpu_user_annotation`` (the GPU-side span of a ``record_function`` / user annotation: from
+  its first kernel's start to its last kernel's end on one stream) → ``RunData.gpu_ranges`` on
+  ``GPU <pid>`` with stream = tid, read by the range tree only (neither activity nor markers:
+  the cycle planner and the function table do not see them).
 - ``deviceProperties`` → manifest GPUs; ``baseTimeNanoseconds`` and the clock (`clock`);
   ``distributedInfo`` → manifest target.
 

@@ -11,18 +11,20 @@ import numpy as np
 
 __all__ = ["ANNOTATION_CATS", "CATEGORIES", "CAT_NAMES", "Events", "MAX_US", "NeedSlowPath", "ROLES", "SKIPPED", "STEP"]
 
-# category → (role); roles: kernel, memcpy, memset, api, cpu
+# category → (role); roles: kernel, memcpy, memset, api, cpu, gpu_range
 CATEGORIES: dict[str, str] = {
     "kernel": "kernel", "Kernel": "kernel",
     "gpu_memcpy": "memcpy", "Memcpy": "memcpy",
     "gpu_memset": "memset", "Memset": "memset",
     "cuda_runtime": "api", "cuda_driver": "api", "Runtime": "api", "hip_runtime": "api", "hip_driver": "api",
     "cpu_op": "cpu", "user_annotation": "cpu", "Operator": "cpu",
+    "gpu_user_annotation": "gpu_range",
 }
 # Categories known and deliberately not imported (counted in manifest["dropped"]).
-SKIPPED = ("python_function", "gpu_user_annotation", "cpu_instant_event", "ac2g", "async", "async_cpu_to_gpu",
+SKIPPED = ("python_function", "cpu_instant_event", "ac2g", "async", "async_cpu_to_gpu",
            "Trace", "cuda_sync", "overhead", "fwdbwd", "Python", "memory", "cuda_profiler_range")
-ROLES = ("kernel", "memcpy", "memset", "api", "cpu")
+# GPU work first (role <= memset); gpu_range: a GPU-side range (RunData.gpu_ranges).
+ROLES = ("kernel", "memcpy", "memset", "api", "cpu", "gpu_range")
 ANNOTATION_CATS = {"user_annotation"}
 STEP = re.compile(r"^ProfilerStep#\d+$")
 # |µs| up to this converts to ns inside int64 (±9.2e18 ns, ±292 years from the origin).

@@ -1,7 +1,7 @@
 """A plain reader of Kineto traces: ``json.loads`` and one Python loop, slow but easy to check.
 
-It gives the tables import_kineto gives (activity, markers, samples; the same rows in some
-order) by the rules of the package docstring, written out one event at a time, and shares
+It gives the tables import_kineto gives (activity, markers, samples, and the GPU-side ranges
+as "gpu_ranges"; the same rows in some order) by the rules of the package docstring, written out one event at a time, and shares
 nothing with the fast path but the category lists and the helpers of perfdiff.model (self
 time, table dtypes).  Tests compare the importer against it; it is not used to import.
 """
@@ -51,7 +51,7 @@ def _arg(args: dict[str, Any], key: str) -> int:
 
 
 def reference_tables(path: str | Path, group: str = "full") -> dict[str, pd.DataFrame]:
-    """{"activity", "markers", "samples"} of the Kineto trace at `path`, read the plain way."""
+    """{"activity", "markers", "samples", "gpu_ranges"} of the Kineto trace at `path`, read the plain way."""
     raw = Path(path).read_bytes()
     if raw[:2] == b"\x1f\x8b":
         raw = gzip.decompress(raw)
@@ -87,6 +87,7 @@ def reference_tables(path: str | Path, group: str = "full") -> dict[str, pd.Data
     markers: list[dict[str, Any]] = []
     api: list[dict[str, Any]] = []
     cpu: list[dict[str, Any]] = []
+    gpu_ranges: list[dict[str, Any]] = []
     for role, e, start, end in rows:
         args = _args(e)
         name = str(e.get("name", ""))
@@ -101,6 +102,11 @@ def reference_tables(path: str | Path, group: str = "full") -> dict[str, pd.Data
                 "busy_ns": end - start, "launch_ns": launch, "tid": launch_tid,
                 "stream": tid if tid >= 0 else _arg(args, "stream"), "correlation": corr,
                 "bytes": MISSING if role == "kernel" else _arg(args, "bytes")})
+            continue
+        if role == "gpu_range":
+            gpu_ranges.append({"name": name, "device": f"GPU {max(pid if pid >= 0 else _arg(args, 'device'), 0)}",
+                               "stream": tid if tid >= 0 else _arg(args, "stream"), "start_ns": start,
+                               "end_ns": end})
             continue
         step = role == "cpu" and STEP.match(name) is not None
         if step or e["cat"] == "user_annotation":
@@ -123,7 +129,8 @@ def reference_tables(path: str | Path, group: str = "full") -> dict[str, pd.Data
             r["busy_ns"] = int(b)
     activity += host
     return {"activity": _table("activity", activity), "markers": _table("markers", markers),
-            "samples": empty_table("samples")}
+            "samples": empty_table("samples"),
+            "gpu_ranges": pd.DataFrame(gpu_ranges) if gpu_ranges else empty_table("gpu_ranges")}
 
 
 def _args(e: dict[str, Any]) -> dict[str, Any]:

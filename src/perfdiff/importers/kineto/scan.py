@@ -551,10 +551,11 @@ def _decode(res: _Block, u8: np.ndarray, le8: np.ndarray, colon: np.ndarray, kid
     gpu = role <= ROLES.index("memset")
     corr = optional_int(_CORR)
     nbytes = optional_int(_BYTES, np.flatnonzero(gpu & (role != ROLES.index("kernel"))))
-    # A GPU event's pid is its device and its tid its stream; args say so too, but are
-    # read only when pid/tid are not numbers (saves two numbers per event).
-    device = optional_int(_DEVICE, np.flatnonzero(gpu & (pid < 0)))
-    stream = optional_int(_STREAM, np.flatnonzero(gpu & (tid < 0)))
+    # A GPU event's (and a GPU-side range's) pid is its device and its tid its stream; args
+    # say so too, but are read only when pid/tid are not numbers (saves two numbers per event).
+    on_gpu = gpu | (role == ROLES.index("gpu_range"))
+    device = optional_int(_DEVICE, np.flatnonzero(on_gpu & (pid < 0)))
+    stream = optional_int(_STREAM, np.flatnonzero(on_gpu & (tid < 0)))
     res.cols = dict(role=role, cat=cat_id, name=name_code, pid=pid, tid=tid,
                     ts_ns=ts.value * 1000 + ts.frac_ns, dur_ns=dur.value * 1000 + dur.frac_ns,
                     corr=corr, stream=stream, device=device, nbytes=nbytes)

@@ -1,11 +1,12 @@
 """The RunData of a Kineto trace from its event columns (`Events`): the activity table (GPU
-work with its launch, runtime calls, CPU ranges with self time) and the markers (profiler
-steps, user annotations).  Times are ns on the trace's clock (`clock`)."""
+work with its launch, runtime calls, CPU ranges with self time), the markers (profiler
+steps, user annotations) and the GPU-side ranges (``gpu_user_annotation``).  Times are ns on the trace's clock (`clock`)."""
 from __future__ import annotations
 
 from pathlib import Path
 
 import numpy as np
+import pandas as pd
 
 from perfdiff.bundle import RunData
 from perfdiff.errors import InputError
@@ -99,6 +100,8 @@ def build(p: Path, ev: Events, group: str, skip: frozenset[str] = frozenset()) -
                 "device": constant_categorical("Host", len(rows)), "start_ns": start[rows], "end_ns": end[rows],
                 "busy_ns": b, "tid": tid[rows], "correlation": corr[rows]}))
             ev.counts[kind] = len(rows)
+    if (role == ROLES.index("gpu_range")).any():
+        skip = skip - {"stream"}  # the range tree places GPU work in the GPU-side ranges by stream
     activity = concat_parts("activity", parts, skip)
     if len(activity) == 0:
         found = ", ".join(f"{k}: {v}" for k, v in ev.dropped.items()) or "none"
@@ -116,10 +119,29 @@ def build(p: Path, ev: Events, group: str, skip: frozenset[str] = frozenset()) -
                                            "source": constant_categorical(source, len(rows))}))
             ev.counts[f"markers_{source}"] = len(rows)
     markers = concat_parts("markers", mparts)
+    gpu_ranges = _gpu_ranges(np.flatnonzero(role == ROLES.index("gpu_range")), name_code, names, pid, tid, device,
+                             stream, start, end)
+    if len(gpu_ranges):
+        ev.counts["gpu_ranges"] = len(gpu_ranges)
     cat_counts = {CAT_NAMES[int(c)]: int(k) for c, k in zip(*np.unique(cat, return_counts=True), strict=True) if c < len(CAT_NAMES)}
     manifest = kineto_manifest(p, ev, clock, pid, role, tid, activity, notes, cat_counts)
     return RunData(manifest=manifest, activity=activity, samples=empty_table("samples"), markers=markers,
-                   path=str(p), notes=notes)
+                   path=str(p), notes=notes, gpu_ranges=gpu_ranges)
+
+
+def _gpu_ranges(rows: np.ndarray, name_code: np.ndarray, names: list[str], pid: np.ndarray, tid: np.ndarray,
+                device: np.ndarray, stream: np.ndarray, start: np.ndarray, end: np.ndarray) -> pd.DataFrame:
+    """The GPU-side ranges (``gpu_user_annotation``) of the events `rows`: pid is the device
+    and tid the stream, as for GPU work (args.device / args.stream when they are not numbers)."""
+    if len(rows) == 0:
+        return empty_table("gpu_ranges")
+    dev = np.where(pid[rows] >= 0, pid[rows], device[rows])
+    dcodes, duniq = dense_codes(np.where(dev >= 0, dev, 0))
+    fn_codes, fn_labels = _function_codes(name_code[rows], names, short=False)
+    return pd.DataFrame({"name": categorical(fn_codes, fn_labels),
+                         "device": categorical(dcodes, [f"GPU {int(d)}" for d in duniq]),
+                         "stream": np.where(tid[rows] >= 0, tid[rows], stream[rows]).astype(np.int64),
+                         "start_ns": start[rows], "end_ns": end[rows]})
 
 
 _INT64_MAX = 2 ** 63 - 1
