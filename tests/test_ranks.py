@@ -53,7 +53,8 @@ def test_planted_straggler_is_named_with_its_input_stall(tmp_path: Path, schedul
     assert waits[2] < 0.1 * min(waits[r] for r in (0, 1, 3))
     row = next(r for r in res.rows if r.rank == 2)
     assert row.cause is not None and "DataLoader" in row.cause
-    assert [p.normal.source for p in res.pairs] == [IdentitySource.TRACE] * 4
+    want = IdentitySource.TRACE if fmt == "kineto" else IdentitySource.ENVIRONMENT
+    assert [p.normal.source for p in res.pairs] == [want] * 4
     # Many ranks: the rank table shows the notable ones (the culprit first), all of them collapsed.
     import perfdiff.render.ranks as render_ranks
 
@@ -66,7 +67,7 @@ def test_planted_straggler_is_named_with_its_input_stall(tmp_path: Path, schedul
 def test_one_export_with_a_process_per_rank(tmp_path: Path, scheduler: str) -> None:
     n, a = _pair(tmp_path, "nsys-one", straggler=1)
     res = compare_ranks(n / "report.sqlite", a / "report.sqlite", ranks="all", scheduler=scheduler)
-    assert [p.normal.source for p in res.pairs] == [IdentitySource.PROCESS] * 4
+    assert [p.normal.source for p in res.pairs] == [IdentitySource.DEVICE] * 4  # a process per GPU
     assert [p.normal.pid for p in res.pairs] == [4000, 4001, 4002, 4003]
     assert res.stragglers[1].culprit == 1
 

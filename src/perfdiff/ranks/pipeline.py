@@ -67,7 +67,9 @@ def analyze_parts(parts_n: list[RankPart], parts_a: list[RankPart], plan, *, alp
         imposed = tuple(p.input.rank for p in parts if not p.offers_plan)
         if imposed:
             notices.append(RankNotice(RankNoticeCode.PLAN_IMPOSED, imposed, side))
-        differs = tuple(p.input.rank for p in parts if p.input.source != IdentitySource.TRACE
+        # An export holding several processes declares one launcher's rank: not each process's.
+        differs = tuple(p.input.rank for p in parts if p.input.pid is None
+                        and p.input.source not in (IdentitySource.TRACE, IdentitySource.ENVIRONMENT)
                         and isinstance(p.declared.get("rank"), int) and p.declared["rank"] != p.input.rank)
         if differs:
             notices.append(RankNotice(RankNoticeCode.IDENTITY_DIFFERS, differs, side))

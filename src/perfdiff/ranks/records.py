@@ -13,9 +13,12 @@ from perfdiff.model.cycles import CyclePlan
 class IdentitySource(str, Enum):
     """Where a rank's number came from, most trusted first."""
 
-    TRACE = "trace"  # Kineto distributedInfo, nsys RANK/WORLD_SIZE launcher variables
+    TRACE = "trace"  # Kineto distributedInfo
+    ENVIRONMENT = "environment"  # the launcher variables nsys recorded (RANK, PMI_RANK, SLURM_PROCID …)
     MANIFEST = "manifest"  # a run bundle's target.distributed
-    PROCESS = "process"  # one process of an export holding several, in pid order
+    NCCL = "nccl"  # the rank NCCL's ncclCommInitRank NVTX range declares (world communicator)
+    DEVICE = "device"  # one process per GPU of an export holding several: ranks in device order
+    PROCESS = "process"  # one process of an export holding several, in pid order (nothing else told)
     FILE_NAME = "file-name"  # rank-3.json, report.3.sqlite, …
     ORDER = "order"  # none of these: the inputs' sorted order
 

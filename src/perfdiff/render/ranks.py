@@ -9,7 +9,7 @@ from pathlib import Path
 from typing import Any
 
 from perfdiff.model.schema import CycleSource
-from perfdiff.ranks.records import (ExcessKind, RankAnalysis, RankFinding, RankNotice, RankNoticeCode, RankVerdict,
+from perfdiff.ranks.records import (ExcessKind, IdentitySource, RankAnalysis, RankFinding, RankNotice, RankNoticeCode, RankVerdict,
                                     RankVerdictCode, ScopeCode, Straggler, StragglerCode)
 from perfdiff.render.text import fmt_num, fmt_p, fmt_signed, fmt_time_us, md_escape, md_name
 from perfdiff.render.wording import plan_text
@@ -21,6 +21,11 @@ RANKS_FORMAT = "perfdiff-rank-comparison"
 RANKS_FORMAT_VERSION = 1
 MAX_WAIT_ROWS = 16  # ranks listed per straggler table (the least waiting first)
 MAX_RANK_ROWS = 32  # more ranks: the rank table shows the notable ones, the full table collapsed
+SOURCE_WORDS = {IdentitySource.TRACE: "trace", IdentitySource.ENVIRONMENT: "launcher variables",
+                IdentitySource.MANIFEST: "manifest", IdentitySource.NCCL: "NCCL rank (NVTX)",
+                IdentitySource.DEVICE: "GPU used (device order)",
+                IdentitySource.PROCESS: "pid order (nothing in the export names the ranks)",
+                IdentitySource.FILE_NAME: "file name", IdentitySource.ORDER: "sorted order"}
 EXCESS_WORDS = {ExcessKind.INPUT: "input (data loading)", ExcessKind.COMPUTE: "compute (GPU kernels)",
                 ExcessKind.TRANSFER: "transfer (memcpy, memset)", ExcessKind.HOST: "host (CPU ranges, runtime calls)"}
 
@@ -149,8 +154,8 @@ def _mapping(a: RankAnalysis) -> list[str]:
         def cell(i) -> str:
             name = Path(i.path).name + (f" (pid {i.pid})" if i.pid is not None else "")
             return f"{i.rank}: {md_escape(name)}"
-        lines.append(f"| {p.rank} | {cell(p.normal)} | {p.normal.source.value} | {cell(p.abnormal)} | "
-                     f"{p.abnormal.source.value} |")
+        lines.append(f"| {p.rank} | {cell(p.normal)} | {SOURCE_WORDS[p.normal.source]} | {cell(p.abnormal)} | "
+                     f"{SOURCE_WORDS[p.abnormal.source]} |")
     return lines
 
 
