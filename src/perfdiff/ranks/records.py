@@ -80,10 +80,43 @@ class RankWait:
     last_share: float
 
 
+class GroupCode(str, Enum):
+    """What the collectives of one communicator say about its own ranks."""
+
+    CULPRIT = "culprit"  # one member arrives last, beyond chance, and waits in no other group
+    RELAY = "relay"  # its last member is late because it waited in another group's collectives
+    NO_SKEW = "no-skew"  # the members wait alike
+    UNSTABLE = "unstable"  # the last member changes from cycle to cycle
+
+    def __str__(self) -> str:
+        return self.value
+
+
+@dataclass(frozen=True)
+class GroupStraggler:
+    """One communicator's collectives in one run, among its members only.
+
+    `group`: the communicator's label (process group name and members; "" when the traces do
+    not tell communicators apart: every rank); `last`: the member that waits least in them;
+    `skew_us`, `p_last` as for Straggler but among the members; `wait_elsewhere_us`: the last
+    member's median wait per cycle in its other groups' collectives (µs)."""
+
+    group: str
+    ranks: tuple[int, ...]
+    code: GroupCode
+    last: int | None
+    collectives: int
+    skew_us: float
+    p_last: float
+    wait_elsewhere_us: float = math.nan
+
+
 @dataclass(frozen=True)
 class Straggler:
     """The straggler analysis of one run (docs/STATISTICS.md, stragglers).
 
+    A rank's wait sums its waits in every communicator it belongs to, each collective's wait
+    read among that communicator's members only (`groups`).
     `skew_us`: median over cycles of the spread of the ranks' wait in collectives per cycle;
     `p_last`: binomial p (× ranks) that the culprit is last in more cycles than 1/ranks by chance;
     `excess_us`: per kind, the median per cycle of the culprit's own time minus the other
@@ -100,6 +133,8 @@ class Straggler:
     excess: ExcessKind | None = None
     excess_us: tuple[tuple[ExcessKind, float], ...] = ()
     excess_reason: str = ""
+    groups: tuple[GroupStraggler, ...] = ()  # per communicator
+    grouped: bool = False  # the traces told the communicators apart
 
 
 @dataclass(frozen=True)
@@ -185,6 +220,7 @@ class RankNoticeCode(str, Enum):
     PAIRED_BY_USER = "paired-by-user"  # --ranks chose the pairs
     UNPAIRED = "unpaired"  # ranks present in one run only
     IDENTITY_DIFFERS = "identity-differs"  # a loaded trace declares another rank than assumed
+    GROUPS_UNKNOWN = "groups-unknown"  # collectives whose communicator the traces do not name
 
     def __str__(self) -> str:
         return self.value

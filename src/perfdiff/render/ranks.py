@@ -9,7 +9,7 @@ from pathlib import Path
 from typing import Any
 
 from perfdiff.model.schema import CycleSource
-from perfdiff.ranks.records import (ExcessKind, IdentitySource, RankAnalysis, RankFinding, RankNotice, RankNoticeCode, RankVerdict,
+from perfdiff.ranks.records import (ExcessKind, GroupCode, IdentitySource, RankAnalysis, RankFinding, RankNotice, RankNoticeCode, RankVerdict,
                                     RankVerdictCode, ScopeCode, Straggler, StragglerCode)
 from perfdiff.render.text import fmt_num, fmt_p, fmt_signed, fmt_time_us, md_escape, md_name
 from perfdiff.render.wording import plan_text
@@ -72,6 +72,9 @@ def straggler_text(s: Straggler) -> str:
         return f"No straggler analysis of the {run} run: {md_escape(s.excess_reason)}."
     head = (f"{s.cycles} cycles, {s.collectives} matched collectives per cycle; the ranks' wait per cycle spreads "
             f"over {fmt_time_us(s.skew_us)} (median).")
+    if s.grouped:
+        head += (f" The collectives run on {len(s.groups)} communicators: each wait is read among its communicator's "
+                 "members only (table below), and a rank's wait sums its communicators'.")
     if s.code == StragglerCode.NO_SKEW:
         return (f"{head} No rank makes the others wait materially in the collectives (the least waiting rank saves "
                 "less than 2 % of the cycle): if the run is slower, either every rank slowed alike, or a barrier "
@@ -103,6 +106,12 @@ def notice_line(n: RankNotice) -> str:
         return f"Ranks paired as --ranks says (normal ranks {ranks})."
     if n.code == RankNoticeCode.UNPAIRED:
         return f"Ranks {ranks} are in one run only: not compared."
+    if n.code == RankNoticeCode.GROUPS_UNKNOWN:
+        return (f"The traces of the {n.side} run's ranks {ranks} do not name the communicator (process group) of "
+                "their collectives: groups could not be told apart, and those collectives are matched across every "
+                "rank that has them. With several communicators (tensor and data parallel) a rank may then be "
+                "blamed for a collective it does not join; PyTorch profiles that record the process group in the "
+                "NCCL kernels' args avoid it.")
     return f"The {n.side} run's ranks {ranks} declare another rank number than their file name gave."
 
 
@@ -148,6 +157,27 @@ def _wait_table(s: Straggler) -> list[str]:
     return lines
 
 
+GROUP_WORDS = {GroupCode.CULPRIT: "arrives last: holds this group back",
+               GroupCode.RELAY: "arrives last, late from waiting in another group",
+               GroupCode.NO_SKEW: "members wait alike", GroupCode.UNSTABLE: "last member changes from cycle to cycle"}
+
+
+def _group_table(s: Straggler) -> list[str]:
+    """Per communicator: its members, who arrives last there and what that means."""
+    if not s.groups:
+        return []
+    lines = ["| Communicator | Ranks | Collectives per cycle | Wait spread per cycle | Last to arrive | |",
+             "|---|---|---|---|---|---|"]
+    for g in s.groups:
+        last = str(g.last) if g.last is not None else "—"
+        note = GROUP_WORDS[g.code]
+        if g.code == GroupCode.RELAY:
+            note += f" ({fmt_time_us(g.wait_elsewhere_us)} per cycle)"
+        lines.append(f"| {md_escape(g.group or 'every rank')} | {', '.join(str(r) for r in g.ranks)} | "
+                     f"{g.collectives} | {fmt_time_us(g.skew_us)} | {last} | {note} |")
+    return lines
+
+
 def _mapping(a: RankAnalysis) -> list[str]:
     lines = ["| Rank | N input | identified by | A input | identified by |", "|---|---|---|---|---|"]
     for p in a.pairs:
@@ -176,6 +206,7 @@ def rank_markdown(a: RankAnalysis, labels: tuple[str, str]) -> str:
     for s in a.stragglers:
         out += [f"**{'N: normal' if s.side == 'normal' else 'A: abnormal'} run.** {straggler_text(s)}", ""]
         out += _wait_table(s) + ([""] if s.waits else [])
+        out += _group_table(s) + ([""] if s.groups else [])
     out += ["## 3. Findings Across Ranks", ""]
     if a.findings:
         out += [f"{i}. {finding_line(f, a.alpha)}" for i, f in enumerate(a.findings, 1)] + [""]
