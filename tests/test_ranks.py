@@ -135,8 +135,6 @@ def test_mismatched_world_sizes_one_line_exit_2(tmp_path: Path, capsys) -> None:
     code, _, err = run_cli(["compare", n, a], capsys)
     assert code == 2 and len(err.strip().splitlines()) == 1
     assert "world size 2" in err and "world size 4" not in err and "--ranks" in err
-    code, _, err = run_cli(["compare", a, a, "--fail-on", "10"], capsys)
-    assert code == 2 and "--fail-on" in err and len(err.strip().splitlines()) == 1
 
 
 def test_ranks_option_pairs_mismatched_world_sizes(tmp_path: Path, scheduler: str) -> None:
@@ -260,3 +258,36 @@ def test_collectives_of_unnamed_groups_keep_one_group_and_say_so(tmp_path: Path,
     unknown = [x for x in res.notices if x.code == RankNoticeCode.GROUPS_UNKNOWN]
     assert [(x.side, x.ranks) for x in unknown] == [("normal", (0, 1, 2, 3)), ("abnormal", (0, 1, 2, 3))]
     assert "groups could not be told apart" in rank_markdown(res, (str(n), str(a)))
+
+
+def test_fail_on_gates_the_median_cycle_across_ranks(tmp_path: Path, scheduler: str, capsys) -> None:
+    """Rank 1's data loader ×10 holds every rank back: the job's cycle (per iteration the median
+    over ranks) grew, so --fail-on trips; not beyond a larger PCT, nor when the runs swap."""
+    n, a = _pair(tmp_path, straggler=1)
+    out = tmp_path / "r.md"
+    code, _, err = run_cli(["compare", n, a, "--scheduler", scheduler, "-o", out, "--fail-on", "10"], capsys)
+    assert code == 1 and err.startswith("perfdiff: median cycle time across ranks grew ")
+    assert len(err.strip().splitlines()) == 1 and "Job cycle time" in out.read_text()
+    code, _, err = run_cli(["compare", n, a, "--scheduler", scheduler, "-o", out, "--fail-on", "100000"], capsys)
+    assert code == 0 and "grew" not in err
+    code, _, _ = run_cli(["compare", a, n, "--scheduler", scheduler, "-o", out, "--fail-on", "10"], capsys)
+    assert code == 0  # faster is not a regression
+    res = compare_ranks(n, a, scheduler=scheduler)
+    rows = sorted(r.median_a_us for r in res.rows)
+    assert res.cycle.median_a_us == pytest.approx(rows[1] + (rows[2] - rows[1]) / 2, rel=0.05)
+    assert res.cycle.change_pct > 100 and res.cycle.p < 1e-3
+
+
+def test_null_pair_does_not_trip_the_gate(tmp_path: Path, scheduler: str, capsys) -> None:
+    n, a = _pair(tmp_path)
+    code, _, err = run_cli(["compare", n, a, "--scheduler", scheduler, "-o", tmp_path / "r.md", "--fail-on", "0"],
+                           capsys)
+    assert code == 0 and "grew" not in err
+
+
+@pytest.mark.parametrize("bad", ["-5", "nan", "NaN", "x"])
+def test_fail_on_refuses_negative_or_nan(tmp_path: Path, capsys, bad: str) -> None:
+    """One line, exit 2, before any input is read: a single pair or runs of many ranks."""
+    for inputs in (["n.json", "a.json"], [tmp_path, tmp_path]):
+        code, _, err = run_cli(["compare", *inputs, "--fail-on", bad], capsys)
+        assert code == 2 and len(err.strip().splitlines()) == 1 and "--fail-on" in err

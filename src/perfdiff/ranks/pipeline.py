@@ -15,7 +15,7 @@ import numpy as np
 from perfdiff.errors import InputError
 from perfdiff.model.durations import parse_duration_ns
 from perfdiff.plan import plan_pair
-from perfdiff.ranks.across import findings_across, rank_rows, rank_tests, rank_verdict, with_q
+from perfdiff.ranks.across import findings_across, job_cycle, rank_rows, rank_tests, rank_verdict, with_q
 from perfdiff.ranks.discover import pair_ranks, rank_inputs, world_size
 from perfdiff.ranks.fanout import estimate_bytes, fanout
 from perfdiff.ranks.groups import UNKNOWN
@@ -97,7 +97,7 @@ def analyze_parts(parts_n: list[RankPart], parts_a: list[RankPart], plan, *, alp
     verdict = rank_verdict(findings, stragglers)
     return RankAnalysis(pairs=tuple(pairs), world_n=worlds[0], world_a=worlds[1], plan=plan, rows=tuple(rows),
                         stragglers=stragglers, findings=tuple(findings), verdict=tuple(verdict), alpha=alpha,
-                        workers=workers, notices=tuple(notices),
+                        workers=workers, notices=tuple(notices), cycle=job_cycle(pairs_parts, (iters[0], iters[1])),
                         iterations=((int(iters[0][0]), int(iters[0][-1])), (int(iters[1][0]), int(iters[1][-1]))))
 
 

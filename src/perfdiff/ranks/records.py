@@ -235,6 +235,20 @@ class RankNotice:
 
 
 @dataclass(frozen=True)
+class RankCycle:
+    """The job's cycle time in each run: per iteration, the median over the ranks compared of
+    their cycle time; then the median over iterations (µs).  `change_pct`: how much it grew (%,
+    negative: it fell); `p`: Mann–Whitney p of the per-iteration medians, A against N."""
+
+    median_n_us: float
+    median_a_us: float
+    change_pct: float
+    p: float
+    cycles_n: int
+    cycles_a: int
+
+
+@dataclass(frozen=True)
 class RankAnalysis:
     """Everything a multi-rank comparison found."""
 
@@ -251,3 +265,4 @@ class RankAnalysis:
     notices: tuple[RankNotice, ...] = field(default=())
     # (first, last) iteration every rank of the run has: ProfilerStep numbers, else ordinals
     iterations: tuple[tuple[int, int], tuple[int, int]] = ((0, 0), (0, 0))
+    cycle: RankCycle | None = None  # the job's cycle time (the --fail-on gate)

@@ -197,7 +197,13 @@ def rank_markdown(a: RankAnalysis, labels: tuple[str, str]) -> str:
            f"A = abnormal run ({md_escape(labels[1])}, world size {a.world_a}) · {world} ranks compared, "
            f"on {a.workers} Dask worker{'s' if a.workers != 1 else ''}", "",
            plan_text(a.plan).replace("Both runs are", "Every rank of both runs is")
-           + f" Cycle k of every rank is the same iteration ({_iteration_words(a)}).", "", "**Verdict:**", ""]
+           + f" Cycle k of every rank is the same iteration ({_iteration_words(a)}).", ""]
+    if a.cycle is not None:
+        c = a.cycle
+        out += [f"Job cycle time (per iteration, the median over ranks; then the median over iterations): N "
+                f"{fmt_time_us(c.median_n_us)}, A {fmt_time_us(c.median_a_us)} ({fmt_signed(c.change_pct)} %, "
+                f"Mann–Whitney p {fmt_p(c.p)}).", ""]
+    out += ["**Verdict:**", ""]
     out += [f"- {verdict_line(v)}" for v in a.verdict] + [""]
     out += ["## 1. Ranks", "", "Per rank: median cycle of each run, the function whose own time moved most "
             "(significant and material, in the direction of its cycle), and the median time per cycle it waits in "
