@@ -20,7 +20,7 @@ def _trace(path: Path, events: list[dict]) -> Path:
 def test_groups_from_kernel_args(tmp_path: Path) -> None:
     events = [
         {"ph": "X", "cat": "kernel", "name": NCCL, "ts": 30.0, "dur": 5,
-         "args": {"Process Group Name": "2", "Process Group Ranks": "[0, 2]", "Group size": 2}},
+         "args": {"Process Group Name": "2", "pg_name": "2", "Process Group Ranks": "[0, 2]", "Group size": 2}},
         {"ph": "X", "cat": "kernel", "name": NCCL, "ts": 10.0, "dur": 5,
          "args": {"Process Group Name": "1", "Process Group Ranks": [1, 0], "Group size": 2}},
         {"ph": "X", "cat": "kernel", "name": NCCL, "ts": 20.0, "dur": 5, "args": {"pg_name": "tp"}},

@@ -31,8 +31,6 @@ CHUNK_BYTES = 8 << 20
 EVENT_BYTES = 4096  # more than one kernel event with its args
 _KERNEL_NAMES = (b'"ncclDevKernel_', b'"ncclKernel_', b'"void ncclDevKernel_', b'"void ncclKernel_')
 _NEEDLES = (b'"Process Group Name"', b'"pg_name"')
-# One event holding one nested object (its args) that names a process group.
-_EVENT = re.compile(rb'\{[^{}]*"args"\s*:\s*\{[^{}]*"(?:Process Group Name|pg_name)"[^{}]*\}[^{}]*\}')
 _COLLECTIVE = re.compile(r"^(?:void )?nccl(?:Dev)?Kernel_")
 
 
@@ -83,6 +81,28 @@ def _members(raw: object) -> tuple[int, ...]:
     return ()
 
 
+def _events_naming_groups(raw: bytes):
+    """The events (decoded) whose args name a process group: found from each key's place (the
+    args object around it, the event around that), not by scanning every event."""
+    seen = set()
+    for needle in _NEEDLES:
+        at = raw.find(needle)
+        while at >= 0:
+            args_open = raw.rfind(b"{", 0, at)
+            ev_open = raw.rfind(b"{", 0, args_open)
+            args_close = raw.find(b"}", at)
+            ev_close = raw.find(b"}", args_close + 1)
+            if min(args_open, ev_open, args_close, ev_close) >= 0 and ev_open not in seen:
+                seen.add(ev_open)
+                try:
+                    ev = json.loads(raw[ev_open:ev_close + 1])
+                except ValueError:
+                    ev = None
+                if isinstance(ev, dict):
+                    yield ev
+            at = raw.find(needle, at + len(needle))
+
+
 def kineto_groups(path: str | Path) -> KernelGroups | None:
     """The process group of each NCCL kernel of a Kineto trace that names one; None when the
     trace names none (or is not a Kineto trace)."""
@@ -97,11 +117,7 @@ def kineto_groups(path: str | Path) -> KernelGroups | None:
     except (OSError, EOFError, zlib.error, gzip.BadGzipFile):
         return None
     starts, labels, members = [], [], {}
-    for m in _EVENT.finditer(raw):
-        try:
-            ev = json.loads(m.group(0))
-        except ValueError:
-            continue
+    for ev in _events_naming_groups(raw):
         if str(ev.get("cat", "")).lower() != "kernel" or not _COLLECTIVE.match(str(ev.get("name", ""))):
             continue
         args = ev.get("args") or {}
