@@ -22,6 +22,7 @@ import gzip
 import json
 import re
 import sqlite3
+import struct
 import sys
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -68,6 +69,7 @@ class RankTrace:
     first_step: int = FIRST_STEP  # the ProfilerStep number of its first step
     kernel_group: np.ndarray | None = None  # per kernel: its collective's process group (-1: none)
     groups: dict[int, list[int]] = field(default_factory=dict)  # process group → its ranks
+    nccl_payloads: bool = True  # nsys: NCCL's NVTX ranges name each all-reduce's communicator
 
     def without_first(self, n: int) -> RankTrace:
         """The trace as if profiling had started `n` steps later on this rank."""
@@ -208,6 +210,44 @@ def _nsys_schema(con: sqlite3.Connection) -> None:
                 "endGlobalTid INTEGER, textId INTEGER, domainId INTEGER)")
 
 
+LAUNCH = "cudaLaunchKernel_v7000"
+NCCL_DOMAIN, ALLREDUCE_SCHEMA = 7, 0x2000
+
+
+def _nccl_schema(con: sqlite3.Connection) -> None:
+    """What an export of NCCL with NVTX on (`--include-blobs=true`) adds: the runtime calls that
+    launch kernels, and the payload schema of NCCL's ncclAllReduce range."""
+    con.execute("INSERT INTO StringIds VALUES (?, ?)", (len(_names()) + 1, LAUNCH))
+    con.execute("CREATE TABLE CUPTI_ACTIVITY_KIND_RUNTIME (start INTEGER NOT NULL, end INTEGER NOT NULL, "
+                "eventClass INTEGER, globalTid INTEGER, correlationId INTEGER, nameId INTEGER)")
+    con.execute("ALTER TABLE NVTX_EVENTS ADD COLUMN binaryData BLOB")
+    con.execute("CREATE TABLE NVTX_PAYLOAD_SCHEMAS (domainId INTEGER, schemaId INTEGER, name TEXT, type INTEGER, "
+                "flags INTEGER, numEntries INTEGER, payloadSize INTEGER, alignTo INTEGER)")
+    con.execute("CREATE TABLE NVTX_PAYLOAD_SCHEMA_ENTRIES (domainId INTEGER, schemaId INTEGER, idx INTEGER, "
+                "flags INTEGER, type INTEGER, name TEXT, description TEXT, arrayOrUnionDetail INTEGER, "
+                "offset INTEGER)")
+    con.execute("INSERT INTO NVTX_PAYLOAD_SCHEMAS VALUES (?, ?, 'NcclNvtxParamsAllReduce', 1, 0, 3, 24, 8)",
+                (NCCL_DOMAIN, ALLREDUCE_SCHEMA))
+    con.executemany("INSERT INTO NVTX_PAYLOAD_SCHEMA_ENTRIES VALUES (?, ?, ?, 0, 0, ?, NULL, NULL, ?)",
+                    [(NCCL_DOMAIN, ALLREDUCE_SCHEMA, i, n, off) for i, (n, off) in enumerate(
+                        (("NCCL communicator ID", 0), ("Message size [bytes]", 8), ("Reduction operation", 16)))])
+
+
+def _nccl_rows(con: sqlite3.Connection, tr: RankTrace, pid: int, ns) -> None:
+    """Each all-reduce's launch (a runtime call correlated with its kernel) inside NCCL's
+    ncclAllReduce range, whose payload names the communicator (0x1000 + process group)."""
+    g = pid << 24
+    k = np.flatnonzero(tr.kernel_name == len(KERNELS))
+    at = np.asarray(ns(tr.kernel_start[k] - 3.0))
+    con.executemany("INSERT INTO CUPTI_ACTIVITY_KIND_RUNTIME VALUES (?, ?, 1, ?, ?, ?)",
+                    [(int(a), int(a) + 1000, g | pid, int(c) + 1, len(_names()) + 1) for a, c in zip(at, k, strict=True)])
+    blobs = [struct.pack("<QQQQ", NCCL_DOMAIN, ALLREDUCE_SCHEMA, 24, 32)
+             + struct.pack("<QQi4x", 0x1000 + int(tr.kernel_group[c]), 4 << 20, 0) for c in k]
+    con.executemany("INSERT INTO NVTX_EVENTS (start, end, eventType, text, globalTid, domainId, binaryData) "
+                    "VALUES (?, ?, 59, 'ncclAllReduce', ?, ?, ?)",
+                    [(int(a) - 1000, int(a) + 2000, g | pid, NCCL_DOMAIN, b) for a, b in zip(at, blobs, strict=True)])
+
+
 def _nsys_rows(con: sqlite3.Connection, tr: RankTrace, rank: int, world: int, pid: int) -> None:
     g = pid << 24
     con.executemany("INSERT INTO META_DATA_CAPTURE VALUES (?, ?)",
@@ -223,7 +263,10 @@ def _nsys_rows(con: sqlite3.Connection, tr: RankTrace, rank: int, world: int, pi
             for i, (a, b) in enumerate(zip(ns(tr.step_start), ns(tr.step_end), strict=True))]
     rows += [(a, b, 59, None, None, None, DATALOADER, g | pid, None, None, 0)
              for a, b in zip(ns(tr.load_start), ns(tr.load_end), strict=True)]
-    con.executemany("INSERT INTO NVTX_EVENTS VALUES (?,?,?,?,?,?,?,?,?,?,?)", rows)
+    con.executemany("INSERT INTO NVTX_EVENTS (start, end, eventType, rangeId, category, color, text, globalTid, "
+                    "endGlobalTid, textId, domainId) VALUES (?,?,?,?,?,?,?,?,?,?,?)", rows)
+    if tr.kernel_group is not None and tr.nccl_payloads:
+        _nccl_rows(con, tr, pid, ns)
 
 
 def write_nsys(traces: list[RankTrace], ranks: list[int], world: int, path: Path) -> None:
@@ -231,6 +274,8 @@ def write_nsys(traces: list[RankTrace], ranks: list[int], world: int, path: Path
     path.unlink(missing_ok=True)
     con = sqlite3.connect(path)
     _nsys_schema(con)
+    if any(tr.kernel_group is not None and tr.nccl_payloads for tr in traces):
+        _nccl_schema(con)
     for tr, r in zip(traces, ranks, strict=True):
         _nsys_rows(con, tr, r, world, 4000 + r)
     con.commit()
@@ -240,6 +285,8 @@ def write_nsys(traces: list[RankTrace], ranks: list[int], world: int, path: Path
 def write_run(folder: Path, traces: list[RankTrace], fmt: str, gz: bool, pg_args: bool = True) -> None:
     folder.mkdir(parents=True, exist_ok=True)
     world = len(traces)
+    for tr in traces:
+        tr.nccl_payloads = pg_args
     if fmt == "kineto":
         for r, tr in enumerate(traces):
             write_kineto(tr, r, world, folder / f"rank-{r}.json{'.gz' if gz else ''}", gz, pg_args)
@@ -256,7 +303,8 @@ def generate(out: Path, *, ranks: int, kernels: int, steps: int = 40, collective
     """Write out/normal and out/abnormal; `normal_ranks`: a normal run of another world size;
     `late`: rank → steps its abnormal trace misses at the start (profiling began later there);
     `tp`: tensor parallelism (tp > 1: tensor- and data-parallel groups, see simulate), their
-    process groups named in the Kineto kernels' args unless `pg_args` is False."""
+    process groups named (Kineto: in the kernels' args; nsys: in NCCL's NVTX payloads) unless
+    `pg_args` is False."""
     common = dict(kernels=kernels, steps=steps, collectives=collectives, tp=tp)
     normal = simulate(normal_ranks or ranks, seed=seed, plant=Plant(), **common)
     abnormal = simulate(ranks, seed=seed + 1, plant=plant or Plant(), **common)
@@ -289,7 +337,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--tp", type=int, default=1,
                     help="tensor parallelism: all-reduces within tensor-parallel groups, one per step within "
                          "data-parallel groups (Kineto: process groups in the NCCL kernels' args)")
-    ap.add_argument("--no-pg-args", action="store_true", help="leave the process groups out of the kernels' args")
+    ap.add_argument("--no-pg-args", action="store_true",
+                    help="name no process group (Kineto kernel args, nsys NCCL NVTX payloads)")
     args = ap.parse_args(argv)
     plant = Plant(straggler=args.straggler, dataloader_factor=args.dataloader_factor,
                   slow=[_regex_factor(s) for s in args.slow],

@@ -3,8 +3,11 @@
 With tensor and data parallelism a rank's collectives run on several communicators, and only
 a communicator's members take part in its collectives.  Recent PyTorch profilers (Kineto) write
 the process group into the args of each NCCL kernel and `record_param_comms` op: "Process Group
-Name" (or "pg_name"), "Process Group Ranks" (the members' global ranks), "Group size".  Older
-traces, nsys exports and bundles say nothing: their collectives stay in one group of every rank.
+Name" (or "pg_name"), "Process Group Ranks" (the members' global ranks), "Group size".  nsys
+exports made with `--include-blobs=true` of NCCL with NVTX on hold, in the payload of NCCL's
+range around each collective call (ncclAllReduce …), the communicator id, the same on every
+member.  Older traces, other exports and bundles say nothing: their collectives stay in one
+group of every rank.
 
 The trace's events are not imported twice: the file is searched for the group keys (a chunked
 byte search, cheap when absent), and only then are the NCCL kernel events holding them decoded.
@@ -21,10 +24,11 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
+import pandas as pd
 
 from perfdiff.inputs import trace_kind
 
-__all__ = ["KernelGroups", "UNKNOWN", "kineto_groups", "match_groups"]
+__all__ = ["KernelGroups", "UNKNOWN", "kineto_groups", "match_groups", "nsys_groups"]
 
 UNKNOWN = ""  # the group label of a collective whose communicator the trace does not name
 CHUNK_BYTES = 8 << 20
@@ -32,6 +36,8 @@ EVENT_BYTES = 4096  # more than one kernel event with its args
 _KERNEL_NAMES = (b'"ncclDevKernel_', b'"ncclKernel_', b'"void ncclDevKernel_', b'"void ncclKernel_')
 _NEEDLES = (b'"Process Group Name"', b'"pg_name"')
 _COLLECTIVE = re.compile(r"^(?:void )?nccl(?:Dev)?Kernel_")
+_COMM_ID = "NCCL communicator ID"
+_NOT_COLLECTIVE = re.compile(r"^nccl(?:CommInit|CommSplit|CommDestroy|CommAbort|CommFinalize|CommShrink|Group)")
 
 
 @dataclass(frozen=True)
@@ -134,6 +140,65 @@ def kineto_groups(path: str | Path) -> KernelGroups | None:
         return None
     order = np.argsort(np.asarray(starts), kind="stable")
     return KernelGroups(np.asarray(starts)[order], [labels[i] for i in order], members)
+
+
+def nsys_groups(path: str | Path, pid: int | None = None) -> KernelGroups | None:
+    """The communicator of each NCCL kernel of an nsys export (of process `pid`, None: all):
+    NCCL's NVTX range around the call that launched it (ncclAllReduce …) carries the
+    communicator id in its payload (docs/STATISTICS.md §11), tied to the kernel by the launch's
+    correlation id.  None when the export has no such payload."""
+    import sqlite3
+
+    from perfdiff.ranks.identity import columns_of, nccl_ranges, tables_of
+
+    p = Path(path)
+    if not p.is_file() or trace_kind(p) != "nsys":
+        return None
+    try:
+        con = sqlite3.connect(f"file:{p}?mode=ro", uri=True)
+        try:
+            tables = tables_of(con)
+            if not {"CUPTI_ACTIVITY_KIND_RUNTIME", "CUPTI_ACTIVITY_KIND_KERNEL", "StringIds"} <= tables:
+                return None
+            ranges = [r for r in nccl_ranges(con, "nccl%", pid) if isinstance(r[5].get(_COMM_ID), int)
+                      and not _NOT_COLLECTIVE.match(r[4])]
+            if not ranges:
+                return None
+            name = "COALESCE(d.value, s.value)" if "demangledName" in columns_of(
+                con, "CUPTI_ACTIVITY_KIND_KERNEL") else "s.value"
+            where = "" if pid is None else " AND ((k.globalPid >> 24) & 16777215) = ?"
+            launches = con.execute(
+                f"SELECT k.start, r.globalTid, r.start, {name} FROM CUPTI_ACTIVITY_KIND_KERNEL k "
+                "JOIN CUPTI_ACTIVITY_KIND_RUNTIME r ON r.correlationId = k.correlationId "
+                "AND ((r.globalTid >> 24) & 16777215) = ((k.globalPid >> 24) & 16777215) "
+                "LEFT JOIN StringIds s ON s.id = k.shortName "
+                + ("LEFT JOIN StringIds d ON d.id = k.demangledName " if name != "s.value" else "")
+                + f"WHERE ({name} LIKE '%ncclKernel%' OR {name} LIKE '%ncclDevKernel%'){where}",
+                () if pid is None else (pid,)).fetchall()
+        finally:
+            con.close()
+    except sqlite3.Error:
+        return None
+    launches = [x for x in launches if _COLLECTIVE.match(str(x[3] or ""))]
+    if not launches:
+        return None
+    # The NCCL range on the launching thread that holds the launch (they do not nest: the
+    # group calls that could hold them are left out above).
+    rg = pd.DataFrame([(int(r[1]), int(r[2]), int(r[3]), f"comm {r[5][_COMM_ID]:#x}") for r in ranges
+                       if r[2] is not None and r[3] is not None], columns=["tid", "start", "end", "label"])
+    ln = pd.DataFrame([(float(x[0]), int(x[1]), int(x[2])) for x in launches], columns=["k_start", "tid", "at"])
+    label = np.full(len(ln), UNKNOWN, dtype=object)
+    for tid, r in rg.sort_values("start", kind="stable").groupby("tid"):
+        rows = np.flatnonzero(ln["tid"].to_numpy() == tid)
+        at = ln["at"].to_numpy()[rows]
+        i = np.searchsorted(r["start"].to_numpy(), at, side="right") - 1
+        ok = (i >= 0) & (r["end"].to_numpy()[np.maximum(i, 0)] >= at)
+        label[rows[ok]] = r["label"].to_numpy()[i[ok]]
+    if (label == UNKNOWN).all():
+        return None
+    order = np.argsort(ln["k_start"].to_numpy(), kind="stable")
+    return KernelGroups(ln["k_start"].to_numpy()[order], [str(x) for x in label[order]],
+                        {str(x): () for x in set(label)})
 
 
 def match_groups(groups: KernelGroups | None, n_kernels: int) -> list[str] | None:

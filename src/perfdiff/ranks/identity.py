@@ -28,7 +28,7 @@ from dataclasses import dataclass
 
 from perfdiff.ranks.records import IdentitySource
 
-__all__ = ["ProcessRanks", "process_ranks"]
+__all__ = ["ProcessRanks", "decode_payload", "nccl_ranges", "payload_fields", "process_ranks"]
 
 _HEADER_BYTES = 32
 _INIT = re.compile(r"^ncclCommInitRank")
@@ -45,11 +45,11 @@ class ProcessRanks:
     world_size: int | None = None
 
 
-def _tables(con: sqlite3.Connection) -> set[str]:
+def tables_of(con: sqlite3.Connection) -> set[str]:
     return {r[0] for r in con.execute("SELECT name FROM sqlite_master WHERE type IN ('table', 'view')")}
 
 
-def _cols(con: sqlite3.Connection, table: str) -> set[str]:
+def columns_of(con: sqlite3.Connection, table: str) -> set[str]:
     return {r[1] for r in con.execute(f"PRAGMA table_info({table})")}
 
 
@@ -61,7 +61,7 @@ def _valid(ranks: dict[int, int], pids: list[int]) -> bool:
 def _from_environment(con: sqlite3.Connection, pids: list[int]) -> ProcessRanks | None:
     from perfdiff.importers.nsys.manifest import RANK_VARS, SIZE_VARS
 
-    if "META_DATA_CAPTURE" not in _tables(con):
+    if "META_DATA_CAPTURE" not in tables_of(con):
         return None
     pid_of: dict[str, int] = {}
     env: dict[str, dict[str, int]] = {}
@@ -94,7 +94,7 @@ def _from_environment(con: sqlite3.Connection, pids: list[int]) -> ProcessRanks 
     return ProcessRanks({p: ranks[p] for p in pids}, IdentitySource.ENVIRONMENT, max(sizes) if sizes else None)
 
 
-def _schema_fields(con: sqlite3.Connection, tables: set[str]) -> dict[tuple[int, int], list[tuple[str, int, int]]]:
+def payload_fields(con: sqlite3.Connection, tables: set[str]) -> dict[tuple[int, int], list[tuple[str, int, int]]]:
     """(domain, schema) → [(entry name, byte offset, byte width)], from the payload schema tables."""
     if not {"NVTX_PAYLOAD_SCHEMA_ENTRIES", "NVTX_PAYLOAD_SCHEMAS"} <= tables:
         return {}
@@ -113,7 +113,7 @@ def _schema_fields(con: sqlite3.Connection, tables: set[str]) -> dict[tuple[int,
     return out
 
 
-def _payload(blob: object, fields: dict[tuple[int, int], list[tuple[str, int, int]]]) -> dict[str, int]:
+def decode_payload(blob: object, fields: dict[tuple[int, int], list[tuple[str, int, int]]]) -> dict[str, int]:
     """The integer entries of one NVTX extended payload blob, by entry name ({} when unreadable)."""
     try:
         raw = bytes.fromhex(blob) if isinstance(blob, str) else bytes(blob)  # type: ignore[arg-type]
@@ -130,26 +130,26 @@ def _payload(blob: object, fields: dict[tuple[int, int], list[tuple[str, int, in
     return out
 
 
-def _from_nccl(con: sqlite3.Connection, pids: list[int]) -> ProcessRanks | None:
-    tables = _tables(con)
+def nccl_ranges(con: sqlite3.Connection, like: str, pid: int | None = None) -> list[tuple]:
+    """NCCL's NVTX ranges whose name is LIKE `like` (of process `pid`; None: all), each
+    (pid, globalTid, start, end, name, {payload entry: int}); [] when the export has none."""
+    tables = tables_of(con)
     table = next((t for t in ("NVTX_EVENTS", "NVTX_EVENTS_V3", "NVTX_EVENTS_V2") if t in tables), None)
     if table is None:
-        return None
-    cols = _cols(con, table)
+        return []
+    cols = columns_of(con, table)
     payload_cols = [c for c in ("binaryData", "jsonText") if c in cols]
     if not payload_cols or "globalTid" not in cols:
-        return None
+        return []
     text = "COALESCE(n.text, s.value)" if "textId" in cols and "StringIds" in tables else "n.text"
     join = "LEFT JOIN StringIds s ON s.id = n.textId" if text != "n.text" else ""
-    rows = con.execute(f"SELECT (n.globalTid >> 24) & 16777215, {text}, {', '.join('n.' + c for c in payload_cols)} "
-                       f"FROM {table} n {join} WHERE {text} LIKE 'ncclCommInitRank%'").fetchall()
-    if not rows:
-        return None
-    fields = _schema_fields(con, tables)
-    best: dict[int, tuple[int, int]] = {}  # pid → (ranks in the communicator, rank)
-    for pid, name, *payloads in rows:
-        if not _INIT.match(str(name or "")):
-            continue
+    where = f"{text} LIKE ?" + ("" if pid is None else " AND ((n.globalTid >> 24) & 16777215) = ?")
+    rows = con.execute(f"SELECT (n.globalTid >> 24) & 16777215, n.globalTid, n.start, n.end, {text}, "
+                       f"{', '.join('n.' + c for c in payload_cols)} FROM {table} n {join} WHERE {where}",
+                       (like,) if pid is None else (like, pid)).fetchall()
+    fields = payload_fields(con, tables) if rows and "binaryData" in payload_cols else {}
+    out = []
+    for p, tid, start, end, name, *payloads in rows:
         values: dict = {}
         for col, v in zip(payload_cols, payloads, strict=True):
             if v is None:
@@ -161,7 +161,16 @@ def _from_nccl(con: sqlite3.Connection, pids: list[int]) -> ProcessRanks | None:
                     continue
                 values.update({k: x for k, x in doc.items() if isinstance(x, int)} if isinstance(doc, dict) else {})
             else:
-                values.update(_payload(v, fields))
+                values.update(decode_payload(v, fields))
+        out.append((int(p), tid, start, end, str(name or ""), values))
+    return out
+
+
+def _from_nccl(con: sqlite3.Connection, pids: list[int]) -> ProcessRanks | None:
+    best: dict[int, tuple[int, int]] = {}  # pid → (ranks in the communicator, rank)
+    for pid, _tid, _start, _end, name, values in nccl_ranges(con, "ncclCommInitRank%"):
+        if not _INIT.match(name):
+            continue
         rank, size = values.get("Rank"), values.get("No. of ranks")
         if isinstance(rank, int) and isinstance(size, int) and 0 <= rank < size:
             if int(pid) not in best or size > best[int(pid)][0]:

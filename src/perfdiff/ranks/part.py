@@ -9,13 +9,14 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass, field
+from pathlib import Path
 
 import numpy as np
 import pandas as pd
 
 from perfdiff.analyze.checks import is_wait
 from perfdiff.attribute import attribute_activity
-from perfdiff.inputs import open_run
+from perfdiff.inputs import open_run, trace_kind
 from perfdiff.model.cycles import CyclePlan
 from perfdiff.model.schema import CycleSource, Kind
 from perfdiff.parallel import keep_freed_memory
@@ -144,7 +145,8 @@ def load_part(task: RankTask, plan: CyclePlan) -> RankPart:
     dur = cycles.dur_ns
     keep = [f for f in range(len(names)) if not (kinds[f] == Kind.CPU.value and _STEP.fullmatch(names[f]))
             and own[f].sum() >= KEEP_SHARE * dur.sum()]
-    named = groups.kineto_groups(inp.path) if inp.pid is None else None
+    named = groups.nsys_groups(inp.path, inp.pid) if trace_kind(Path(inp.path)) == "nsys" else (
+        groups.kineto_groups(inp.path) if inp.pid is None else None)
     coll_cycle, coll_ord, coll_dur, coll_group, labels = _collectives(run, matrix.row_cycle, named)
     dist = (run.manifest.get("target") or {}).get("distributed") or {}
     return RankPart(side=task.side, input=inp, declared=dict(dist), iteration=_iterations(run.markers, plan,

@@ -111,7 +111,7 @@ def notice_line(n: RankNotice) -> str:
                 "their collectives: groups could not be told apart, and those collectives are matched across every "
                 "rank that has them. With several communicators (tensor and data parallel) a rank may then be "
                 "blamed for a collective it does not join; PyTorch profiles that record the process group in the "
-                "NCCL kernels' args avoid it.")
+                "NCCL kernels' args, and nsys exports of NCCL's NVTX payloads (--include-blobs=true), avoid it.")
     return f"The {n.side} run's ranks {ranks} declare another rank number than their file name gave."
 
 
