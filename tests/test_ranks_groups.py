@@ -43,3 +43,35 @@ def test_no_groups_named(tmp_path: Path) -> None:
                                                "args": {"device": 0}}])
     assert kineto_groups(path) is None and match_groups(None, 1) is None
     assert kineto_groups(tmp_path / "report.sqlite") is None
+
+
+def test_nsys_communicators_from_nccl_payloads(tmp_path: Path) -> None:
+    """NCCL's ncclAllReduce range names the communicator of the kernel launched inside it; a
+    launch outside any such range stays unknown; an export without payloads names none."""
+    import sqlite3
+    import sys
+
+    from conftest import ROOT
+
+    sys.path.insert(0, str(ROOT / "bench"))
+    import gen_ranks
+
+    traces = gen_ranks.simulate(4, kernels=80, steps=3, collectives=2, seed=1, plant=gen_ranks.Plant(), tp=2)
+    path = tmp_path / "report.2.sqlite"
+    gen_ranks.write_nsys([traces[2]], [2], 4, path)
+    got = kineto_groups(path)
+    assert got is None  # not a Kineto trace
+    from perfdiff.ranks.groups import nsys_groups
+
+    got = nsys_groups(path)
+    assert got is not None and len(got.label) == 9  # 2 tensor-parallel + 1 data-parallel all-reduce a step
+    assert got.label[:3] == ["comm 0x1002", "comm 0x1002", "comm 0x1003"]  # rank 2: groups [2, 3], [0, 2]
+    con = sqlite3.connect(path)
+    first = con.execute("SELECT min(start) FROM NVTX_EVENTS WHERE text = 'ncclAllReduce'").fetchone()[0]
+    con.execute("DELETE FROM NVTX_EVENTS WHERE text = 'ncclAllReduce' AND start = ?", (first,))
+    con.commit()
+    assert nsys_groups(path).label[:2] == ["", "comm 0x1002"]
+    con.execute("UPDATE NVTX_EVENTS SET binaryData = NULL")
+    con.commit()
+    con.close()
+    assert nsys_groups(path) is None
