@@ -8,7 +8,7 @@ traced cycles), own time per cycle of each ExcessKind, and one row per NCCL kern
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
@@ -82,7 +82,6 @@ class RankPart:
     source_detail: str = ""
     coll_group: np.ndarray | None = None  # (C,) index into group_labels; None: all unknown
     group_labels: tuple[str, ...] = (groups.UNKNOWN,)  # communicator of each group code
-    group_members: dict[str, tuple[int, ...]] = field(default_factory=dict)  # label → global ranks, if listed
 
 
 def cycle_columns(p: RankPart, iters: np.ndarray) -> np.ndarray:
@@ -154,8 +153,7 @@ def load_part(task: RankTask, plan: CyclePlan) -> RankPart:
                     dur_ns=dur.astype(np.int64), names=[names[f] for f in keep], kinds=[kinds[f] for f in keep],
                     own_ns=own[keep], excess_ns=excess, coll_cycle=coll_cycle, coll_ord=coll_ord,
                     coll_dur_ns=coll_dur, offers_plan=_offers(run.markers, plan), source_detail=cycles.detail,
-                    coll_group=coll_group, group_labels=labels,
-                    group_members={k: v for k, v in (named.members.items() if named else ()) if k in labels})
+                    coll_group=coll_group, group_labels=labels)
 
 
 def _collectives(run, row_cycle: np.ndarray, named: groups.KernelGroups | None):

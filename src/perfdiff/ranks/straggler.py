@@ -24,8 +24,8 @@ import numpy as np
 import pandas as pd
 from scipy.stats import binomtest
 
-from perfdiff.ranks.part import EXCESS_KINDS, RankPart, cycle_columns
 from perfdiff.ranks.groups import UNKNOWN
+from perfdiff.ranks.part import EXCESS_KINDS, RankPart, cycle_columns
 from perfdiff.ranks.records import GroupCode, GroupStraggler, RankWait, Straggler, StragglerCode
 
 __all__ = ["SKEW_FLOOR_US", "common_iterations", "straggler"]
