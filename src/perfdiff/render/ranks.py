@@ -166,7 +166,7 @@ def _group_table(s: Straggler) -> list[str]:
     """Per communicator: its members, who arrives last there and what that means."""
     if not s.groups:
         return []
-    lines = ["| Communicator | Ranks | Collectives per cycle | Wait spread per cycle | Last to arrive | |",
+    lines = ["| Communicator | Ranks | Collectives per cycle | Wait spread per cycle | Last to arrive | Reading |",
              "|---|---|---|---|---|---|"]
     for g in s.groups:
         last = str(g.last) if g.last is not None else "—"
