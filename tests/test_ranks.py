@@ -69,6 +69,8 @@ def test_one_export_with_a_process_per_rank(tmp_path: Path, scheduler: str) -> N
     n, a = _pair(tmp_path, "nsys-one", straggler=1)
     res = compare_ranks(n / "report.sqlite", a / "report.sqlite", ranks="all", scheduler=scheduler)
     assert [p.normal.source for p in res.pairs] == [IdentitySource.DEVICE] * 4  # a process per GPU
+    # The export's launcher variables are one process's, not each rank's: no false alarm.
+    assert not any(x.code == RankNoticeCode.IDENTITY_DIFFERS for x in res.notices)
     assert [p.normal.pid for p in res.pairs] == [4000, 4001, 4002, 4003]
     assert res.stragglers[1].culprit == 1
 
