@@ -414,6 +414,13 @@ class RankComparison:
         return pd.DataFrame([{**{f: getattr(r, f) for f in r.__dataclass_fields__}, "delta_us": r.delta_us}
                              for r in self.analysis.rows])
 
+    @property
+    def cycle_time_change_pct(self) -> float:
+        """How much the job's median cycle time grew, % (per iteration the median over ranks;
+        negative: it fell)."""
+        c = self.analysis.cycle
+        return c.change_pct if c is not None else float("nan")
+
     def to_markdown(self) -> str:
         from perfdiff.render.ranks import rank_markdown
 

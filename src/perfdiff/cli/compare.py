@@ -46,20 +46,34 @@ def cmd_compare(args: argparse.Namespace) -> int:
     if args.json:
         write_output(Path(args.json), json.dumps(comp.to_json(), indent=1, allow_nan=False) + "\n")
     if args.fail_on is not None:
-        grew, p = comp.cycle_time_change_pct, comp.analysis.cycle_test.p_mwu
-        if grew >= args.fail_on and p <= args.alpha:
-            print(f"perfdiff: median cycle time grew {grew:.1f}% (≥ {args.fail_on:g}%, p {p:.2g})", file=sys.stderr)
-            return EXIT_GATE
+        return _gate("median cycle time", comp.cycle_time_change_pct, comp.analysis.cycle_test.p_mwu, args)
     return 0
 
 
-def cmd_compare_ranks(args: argparse.Namespace) -> int:
-    """Runs of many ranks (directories of rank traces): the multi-rank report (+ JSON)."""
-    from perfdiff.api import compare_ranks
-    from perfdiff.errors import InputError
+def _gate(what: str, grew: float, p: float, args: argparse.Namespace) -> int:
+    """--fail-on: EXIT_GATE when `what` grew by at least PCT % and significantly (p ≤ α)."""
+    if grew >= args.fail_on and p <= args.alpha:
+        print(f"perfdiff: {what} grew {grew:.1f}% (≥ {args.fail_on:g}%, p {p:.2g})", file=sys.stderr)
+        return EXIT_GATE
+    return 0
 
-    if args.fail_on is not None:
-        raise InputError("--fail-on gates a single pair's cycle time; runs of many ranks have no such gate yet")
+
+def fail_on_pct(text: str) -> float:
+    """--fail-on PCT: a number of percent, neither negative nor NaN."""
+    try:
+        v = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not a number: {text!r}") from None
+    if not v >= 0:
+        raise argparse.ArgumentTypeError(f"must be a percentage of at least 0, not {text}")
+    return v
+
+
+def cmd_compare_ranks(args: argparse.Namespace) -> int:
+    """Runs of many ranks (directories of rank traces): the multi-rank report (+ JSON), and the
+    --fail-on gate on the job's cycle time (the median over ranks, per iteration)."""
+    from perfdiff.api import compare_ranks
+
     comp = compare_ranks(args.normal, args.abnormal, alpha=args.alpha, cycle=args.cycle, window=args.window,
                          group=args.group, ranks=args.ranks, scheduler=args.scheduler, workers=args.workers,
                          progress=True)
@@ -69,6 +83,8 @@ def cmd_compare_ranks(args: argparse.Namespace) -> int:
         sys.stdout.write(comp.to_markdown())
     if args.json:
         write_output(Path(args.json), json.dumps(comp.to_json(), indent=1, allow_nan=False) + "\n")
+    if args.fail_on is not None:
+        return _gate("median cycle time across ranks", comp.cycle_time_change_pct, comp.analysis.cycle.p, args)
     return 0
 
 
@@ -86,8 +102,9 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--no-plots", action="store_true", help="write no pictures beside the report")
     p.add_argument("--force", action="store_true",
                    help="compare runs that have nothing in common (no shared function, cycles ×50 apart)")
-    p.add_argument("--fail-on", type=float, default=None, metavar="PCT",
-                   help="exit 1 when the median cycle time grew by at least PCT %% and significantly")
+    p.add_argument("--fail-on", type=fail_on_pct, default=None, metavar="PCT",
+                   help="exit 1 when the median cycle time (runs of many ranks: per iteration, the median over "
+                        "ranks) grew by at least PCT %% and significantly")
     p.add_argument("--ranks", default=None, metavar="SPEC",
                    help="runs of many ranks: which to pair (all, 0-3, 0:4,1:5); needed when the world sizes "
                         "differ; reads an nsys export's processes as ranks")

@@ -1,20 +1,21 @@
 """Runs of many ranks: one trace (or bundle) per rank, or one nsys export holding several
 processes, compared rank by rank with the work fanned out on Dask (the extra perfdiff[ranks]).
 
-Modules, one job each: `discover` (find the ranks, their numbers, the pairs), `part` (one
-rank's task: load, cut, attribute, reduce), `fanout` (Dask: a local cluster or an existing
-one), `straggler` (who reaches the collectives last, and why), `across` (tests per rank, the
-rank table, findings across ranks, the verdict), `records` (the typed results), `pipeline`
+Modules, one job each: `discover` (find the ranks, their numbers, the pairs), `identity` (which
+process of one export is which rank), `groups` (each collective's communicator), `part` (one
+rank's task: load, cut, attribute, reduce), `fanout` (Dask: a local cluster or an existing one),
+`straggler` (who reaches the collectives last, and why), `across` (tests per rank, the rank
+table, findings across ranks, the verdict), `records` (the typed results), `pipeline`
 (`compare_ranks`).  Wording is in perfdiff.render.ranks.
 """
 from __future__ import annotations
 
 from perfdiff.ranks.discover import is_multi_rank
-from perfdiff.ranks.records import (ExcessKind, IdentitySource, RankAnalysis, RankFinding, RankNotice,
+from perfdiff.ranks.records import (ExcessKind, GroupCode, GroupStraggler, IdentitySource, RankAnalysis, RankFinding, RankNotice,
                                     RankNoticeCode, RankRow, RankVerdict, RankVerdictCode, ScopeCode, Straggler,
                                     StragglerCode)
 
-__all__ = ["ExcessKind", "IdentitySource", "RankAnalysis", "RankFinding", "RankNotice", "RankNoticeCode", "RankRow",
+__all__ = ["ExcessKind", "GroupCode", "GroupStraggler", "IdentitySource", "RankAnalysis", "RankFinding", "RankNotice", "RankNoticeCode", "RankRow",
            "RankVerdict", "RankVerdictCode", "ScopeCode", "Straggler", "StragglerCode", "compare_ranks",
            "is_multi_rank"]
 

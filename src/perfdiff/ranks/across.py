@@ -18,10 +18,10 @@ from perfdiff import stats
 from perfdiff.analyze.compare import T_FLOOR_US, TEST_MIN_SHARE
 from perfdiff.analyze.findings import MATERIAL_DELTA, MATERIAL_TAU_PP
 from perfdiff.ranks.part import RankPart, cycle_columns, excess_kind
-from perfdiff.ranks.records import (RankFinding, RankRow, RankVerdict, RankVerdictCode, ScopeCode, Straggler,
+from perfdiff.ranks.records import (RankCycle, RankFinding, RankRow, RankVerdict, RankVerdictCode, ScopeCode, Straggler,
                                     StragglerCode)
 
-__all__ = ["RankTest", "findings_across", "rank_rows", "rank_tests", "rank_verdict", "with_q"]
+__all__ = ["RankTest", "findings_across", "job_cycle", "rank_rows", "rank_tests", "rank_verdict", "with_q"]
 
 NS_PER_US = 1e3
 VERDICT_FINDINGS = 5  # findings the verdict names; the report lists them all
@@ -134,3 +134,16 @@ def rank_verdict(findings: list[RankFinding], stragglers: tuple[Straggler, Strag
     if not out:
         out.append(RankVerdict(RankVerdictCode.NO_CHANGE, world=len(sa.waits)))
     return out
+
+
+def job_cycle(pairs: list[tuple[RankPart, RankPart]], iters: tuple[np.ndarray, np.ndarray]) -> RankCycle:
+    """The job's cycle time in each run (the median over ranks per iteration, see RankCycle)
+    and the test of its change."""
+    def per_iteration(parts: list[RankPart], it: np.ndarray) -> np.ndarray:
+        return np.median(np.stack([p.dur_ns[cycle_columns(p, it)] for p in parts]), axis=0) / NS_PER_US
+
+    n = per_iteration([pn for pn, _ in pairs], iters[0])
+    a = per_iteration([pa for _, pa in pairs], iters[1])
+    mn, ma = float(np.median(n)), float(np.median(a))
+    res = stats.compare_samples(a, n, floor=T_FLOOR_US)
+    return RankCycle(mn, ma, 100.0 * (ma / mn - 1.0) if mn > 0 else math.nan, float(res.p_mwu), len(n), len(a))

@@ -4,7 +4,9 @@ several processes; give each its rank number, and pair the two runs' ranks.
 A rank's number comes from the trace when it says (Kineto `distributedInfo`, the launcher
 variables nsys recorded, a bundle's manifest), read from the file's head or metadata without
 importing it; else from the file name (`rank-3.json`, `report.3.sqlite`); else from the
-sorted order.  Nothing here reads a trace's events.
+sorted order.  The processes of one export holding several are numbered by
+perfdiff.ranks.identity (launcher variables, NCCL's rank, GPU, else pid order).  Nothing here
+reads a trace's events.
 """
 from __future__ import annotations
 
@@ -18,6 +20,7 @@ from pathlib import Path
 from perfdiff.bundle import is_bundle
 from perfdiff.errors import InputError
 from perfdiff.inputs import trace_kind
+from perfdiff.ranks.identity import process_ranks
 from perfdiff.ranks.records import IdentitySource, RankInput, RankNotice, RankNoticeCode, RankPair
 
 __all__ = ["is_multi_rank", "pair_ranks", "parse_rank_spec", "rank_inputs"]
@@ -95,7 +98,7 @@ def _declared(p: Path) -> tuple[dict, IdentitySource]:
     if kind == "kineto":
         return _kineto_head(p), IdentitySource.TRACE
     if kind == "nsys":
-        return _nsys_env(p), IdentitySource.TRACE
+        return _nsys_env(p), IdentitySource.ENVIRONMENT
     return {}, IdentitySource.TRACE
 
 
@@ -111,17 +114,23 @@ def _name_rank(p: Path) -> int | None:
     return None
 
 
-def _gpu_processes(p: Path) -> list[int]:
-    """The pids that launched GPU kernels in an nsys export, in pid order."""
+def _export_ranks(p: Path) -> list[RankInput]:
+    """One RankInput per process that launched GPU kernels in an nsys export, numbered from
+    the best source the export has (perfdiff.ranks.identity); [] with fewer than two."""
     try:
         con = sqlite3.connect(f"file:{p}?mode=ro", uri=True)
         try:
             rows = con.execute("SELECT DISTINCT (globalPid >> 24) & 16777215 FROM CUPTI_ACTIVITY_KIND_KERNEL").fetchall()
+            pids = sorted(int(r[0]) for r in rows if r[0] is not None)
+            found = process_ranks(con, pids) if len(pids) >= 2 else None
         finally:
             con.close()
     except sqlite3.Error as exc:
         raise InputError(f"cannot list the processes of the export ({exc})", path=p) from None
-    return sorted(int(r[0]) for r in rows if r[0] is not None)
+    if found is None:
+        return []
+    world = found.world_size or len(pids)
+    return [RankInput(found.ranks[pid], str(p), found.source, world, pid) for pid in pids]
 
 
 def rank_inputs(path: str | Path, *, split_processes: bool = False) -> list[RankInput]:
@@ -132,9 +141,9 @@ def rank_inputs(path: str | Path, *, split_processes: bool = False) -> list[Rank
     if not p.exists():
         raise InputError("no such file or directory", path=p)
     if p.is_file() and trace_kind(p) == "nsys" and split_processes:
-        pids = _gpu_processes(p)
-        if len(pids) >= 2:
-            return [RankInput(i, str(p), IdentitySource.PROCESS, len(pids), pid) for i, pid in enumerate(pids)]
+        found = _export_ranks(p)
+        if found:
+            return sorted(found, key=lambda r: r.rank)
     members = _members(p) or [p]
     found: list[RankInput] = []
     by_name = [_name_rank(m) for m in members]

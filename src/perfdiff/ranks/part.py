@@ -9,17 +9,19 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass
+from pathlib import Path
 
 import numpy as np
 import pandas as pd
 
 from perfdiff.analyze.checks import is_wait
 from perfdiff.attribute import attribute_activity
-from perfdiff.inputs import open_run
+from perfdiff.inputs import open_run, trace_kind
 from perfdiff.model.cycles import CyclePlan
 from perfdiff.model.schema import CycleSource, Kind
 from perfdiff.parallel import keep_freed_memory
 from perfdiff.plan import CycleSummary, summarize_cycles
+from perfdiff.ranks import groups
 from perfdiff.ranks.records import ExcessKind, RankInput
 from perfdiff.segment import MIN_CYCLES, STEP_NAME, cut_cycles, marker_cycles, source_rows
 
@@ -74,10 +76,12 @@ class RankPart:
     own_ns: np.ndarray  # (F, K) float64 own time per cycle
     excess_ns: np.ndarray  # (len(EXCESS_KINDS), K) float64
     coll_cycle: np.ndarray  # (C,) cycle index of each collective kernel
-    coll_ord: np.ndarray  # (C,) its place among its cycle's collectives
+    coll_ord: np.ndarray  # (C,) its place among its cycle's collectives on its communicator
     coll_dur_ns: np.ndarray  # (C,) int64
     offers_plan: bool  # its own trace has the plan's cycle source
     source_detail: str = ""
+    coll_group: np.ndarray | None = None  # (C,) index into group_labels; None: all unknown
+    group_labels: tuple[str, ...] = (groups.UNKNOWN,)  # communicator of each group code
 
 
 def cycle_columns(p: RankPart, iters: np.ndarray) -> np.ndarray:
@@ -140,28 +144,41 @@ def load_part(task: RankTask, plan: CyclePlan) -> RankPart:
     dur = cycles.dur_ns
     keep = [f for f in range(len(names)) if not (kinds[f] == Kind.CPU.value and _STEP.fullmatch(names[f]))
             and own[f].sum() >= KEEP_SHARE * dur.sum()]
-    coll_cycle, coll_ord, coll_dur = _collectives(run, matrix.row_cycle)
+    named = groups.nsys_groups(inp.path, inp.pid) if trace_kind(Path(inp.path)) == "nsys" else (
+        groups.kineto_groups(inp.path) if inp.pid is None else None)
+    coll_cycle, coll_ord, coll_dur, coll_group, labels = _collectives(run, matrix.row_cycle, named)
     dist = (run.manifest.get("target") or {}).get("distributed") or {}
     return RankPart(side=task.side, input=inp, declared=dict(dist), iteration=_iterations(run.markers, plan,
                                                                                           cycles.start_ns),
                     dur_ns=dur.astype(np.int64), names=[names[f] for f in keep], kinds=[kinds[f] for f in keep],
                     own_ns=own[keep], excess_ns=excess, coll_cycle=coll_cycle, coll_ord=coll_ord,
-                    coll_dur_ns=coll_dur, offers_plan=_offers(run.markers, plan), source_detail=cycles.detail)
+                    coll_dur_ns=coll_dur, offers_plan=_offers(run.markers, plan), source_detail=cycles.detail,
+                    coll_group=coll_group, group_labels=labels)
 
 
-def _collectives(run, row_cycle: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """(cycle, ordinal in its cycle, duration ns) of every NCCL kernel inside a cycle."""
+def _collectives(run, row_cycle: np.ndarray, named: groups.KernelGroups | None):
+    """(cycle, ordinal in its cycle on its communicator, duration ns, group code) of every NCCL
+    kernel inside a cycle, and the group labels the codes index (UNKNOWN where not named)."""
     a = run.activity
     fn = a["function"]
     cats = fn.cat.categories if hasattr(fn, "cat") else pd.Index(pd.unique(fn.astype(str)))
     wanted = np.array([COLLECTIVE.match(str(c)) is not None for c in cats], dtype=bool)
     codes = fn.cat.codes.to_numpy() if hasattr(fn, "cat") else cats.get_indexer(fn.astype(str))
     mask = (codes >= 0) & wanted[np.maximum(codes, 0)] & (a["kind"] == Kind.KERNEL.value).to_numpy()
-    mask &= row_cycle >= 0
     start = a["start_ns"].to_numpy()[mask]
-    dur = (a["end_ns"].to_numpy()[mask] - start).astype(np.int64)
-    cyc = row_cycle[mask].astype(np.int64)
-    order = np.lexsort((start, cyc))
-    cyc, dur = cyc[order], dur[order]
-    first = np.searchsorted(cyc, cyc, side="left")
-    return cyc, np.arange(len(cyc)) - first, dur
+    label = np.full(len(start), groups.UNKNOWN, dtype=object)
+    matched = groups.match_groups(named, len(start))
+    if matched is not None:
+        label[np.argsort(start, kind="stable")] = matched
+    inside = row_cycle[mask] >= 0
+    start, label = start[inside], label[inside]
+    dur = (a["end_ns"].to_numpy()[mask][inside] - start).astype(np.int64)
+    cyc = row_cycle[mask][inside].astype(np.int64)
+    grp, uniq = pd.factorize(pd.Series(label, dtype=object), sort=True)
+    grp = grp.astype(np.int64)
+    order = np.lexsort((start, grp, cyc))
+    cyc, dur, grp = cyc[order], dur[order], grp[order]
+    key = cyc * max(len(uniq), 1) + grp  # sorted: (cycle, group) runs
+    first = np.searchsorted(key, key, side="left")
+    labels = tuple(str(u) for u in uniq) or (groups.UNKNOWN,)
+    return cyc, np.arange(len(cyc)) - first, dur, grp, labels

@@ -10,13 +10,15 @@ from __future__ import annotations
 import dataclasses
 import os
 
+import numpy as np
 
 from perfdiff.errors import InputError
 from perfdiff.model.durations import parse_duration_ns
 from perfdiff.plan import plan_pair
-from perfdiff.ranks.across import findings_across, rank_rows, rank_tests, rank_verdict, with_q
+from perfdiff.ranks.across import findings_across, job_cycle, rank_rows, rank_tests, rank_verdict, with_q
 from perfdiff.ranks.discover import pair_ranks, rank_inputs, world_size
 from perfdiff.ranks.fanout import estimate_bytes, fanout
+from perfdiff.ranks.groups import UNKNOWN
 from perfdiff.ranks.part import RankPart, RankTask, load_part, load_summary
 from perfdiff.ranks.records import IdentitySource, RankAnalysis, RankNotice, RankNoticeCode
 from perfdiff.ranks.straggler import common_iterations, straggler
@@ -67,10 +69,15 @@ def analyze_parts(parts_n: list[RankPart], parts_a: list[RankPart], plan, *, alp
         imposed = tuple(p.input.rank for p in parts if not p.offers_plan)
         if imposed:
             notices.append(RankNotice(RankNoticeCode.PLAN_IMPOSED, imposed, side))
-        differs = tuple(p.input.rank for p in parts if p.input.source != IdentitySource.TRACE
+        # An export holding several processes declares one launcher's rank: not each process's.
+        differs = tuple(p.input.rank for p in parts if p.input.pid is None
+                        and p.input.source not in (IdentitySource.TRACE, IdentitySource.ENVIRONMENT)
                         and isinstance(p.declared.get("rank"), int) and p.declared["rank"] != p.input.rank)
         if differs:
             notices.append(RankNotice(RankNoticeCode.IDENTITY_DIFFERS, differs, side))
+        unnamed = tuple(p.input.rank for p in parts if _unnamed_collectives(p))
+        if unnamed and len(parts) >= 2:
+            notices.append(RankNotice(RankNoticeCode.GROUPS_UNKNOWN, unnamed, side))
         common = common_iterations(parts)
         if len(common) < MIN_CYCLES:
             raise InputError(f"the ranks of the {side} run share {len(common)} iteration(s): comparing needs "
@@ -90,5 +97,15 @@ def analyze_parts(parts_n: list[RankPart], parts_a: list[RankPart], plan, *, alp
     verdict = rank_verdict(findings, stragglers)
     return RankAnalysis(pairs=tuple(pairs), world_n=worlds[0], world_a=worlds[1], plan=plan, rows=tuple(rows),
                         stragglers=stragglers, findings=tuple(findings), verdict=tuple(verdict), alpha=alpha,
-                        workers=workers, notices=tuple(notices),
+                        workers=workers, notices=tuple(notices), cycle=job_cycle(pairs_parts, (iters[0], iters[1])),
                         iterations=((int(iters[0][0]), int(iters[0][-1])), (int(iters[1][0]), int(iters[1][-1]))))
+
+
+def _unnamed_collectives(p: RankPart) -> bool:
+    """Whether some of the rank's NCCL kernels name no communicator."""
+    if not len(p.coll_cycle):
+        return False
+    if p.coll_group is None:
+        return True
+    unknown = [i for i, label in enumerate(p.group_labels) if label == UNKNOWN]
+    return bool(unknown) and bool(np.isin(p.coll_group, unknown).any())

@@ -13,9 +13,12 @@ from perfdiff.model.cycles import CyclePlan
 class IdentitySource(str, Enum):
     """Where a rank's number came from, most trusted first."""
 
-    TRACE = "trace"  # Kineto distributedInfo, nsys RANK/WORLD_SIZE launcher variables
+    TRACE = "trace"  # Kineto distributedInfo
+    ENVIRONMENT = "environment"  # the launcher variables nsys recorded (RANK, PMI_RANK, SLURM_PROCID …)
     MANIFEST = "manifest"  # a run bundle's target.distributed
-    PROCESS = "process"  # one process of an export holding several, in pid order
+    NCCL = "nccl"  # the rank NCCL's ncclCommInitRank NVTX range declares (world communicator)
+    DEVICE = "device"  # one process per GPU of an export holding several: ranks in device order
+    PROCESS = "process"  # one process of an export holding several, in pid order (nothing else told)
     FILE_NAME = "file-name"  # rank-3.json, report.3.sqlite, …
     ORDER = "order"  # none of these: the inputs' sorted order
 
@@ -77,10 +80,43 @@ class RankWait:
     last_share: float
 
 
+class GroupCode(str, Enum):
+    """What the collectives of one communicator say about its own ranks."""
+
+    CULPRIT = "culprit"  # one member arrives last, beyond chance, and waits in no other group
+    RELAY = "relay"  # its last member is late because it waited in another group's collectives
+    NO_SKEW = "no-skew"  # the members wait alike
+    UNSTABLE = "unstable"  # the last member changes from cycle to cycle
+
+    def __str__(self) -> str:
+        return self.value
+
+
+@dataclass(frozen=True)
+class GroupStraggler:
+    """One communicator's collectives in one run, among its members only.
+
+    `group`: the communicator's label (process group name and members; "" when the traces do
+    not tell communicators apart: every rank); `last`: the member that waits least in them;
+    `skew_us`, `p_last` as for Straggler but among the members; `wait_elsewhere_us`: the last
+    member's median wait per cycle in its other groups' collectives (µs)."""
+
+    group: str
+    ranks: tuple[int, ...]
+    code: GroupCode
+    last: int | None
+    collectives: int
+    skew_us: float
+    p_last: float
+    wait_elsewhere_us: float = math.nan
+
+
 @dataclass(frozen=True)
 class Straggler:
     """The straggler analysis of one run (docs/STATISTICS.md, stragglers).
 
+    A rank's wait sums its waits in every communicator it belongs to, each collective's wait
+    read among that communicator's members only (`groups`).
     `skew_us`: median over cycles of the spread of the ranks' wait in collectives per cycle;
     `p_last`: binomial p (× ranks) that the culprit is last in more cycles than 1/ranks by chance;
     `excess_us`: per kind, the median per cycle of the culprit's own time minus the other
@@ -97,6 +133,8 @@ class Straggler:
     excess: ExcessKind | None = None
     excess_us: tuple[tuple[ExcessKind, float], ...] = ()
     excess_reason: str = ""
+    groups: tuple[GroupStraggler, ...] = ()  # per communicator
+    grouped: bool = False  # the traces told the communicators apart
 
 
 @dataclass(frozen=True)
@@ -182,6 +220,7 @@ class RankNoticeCode(str, Enum):
     PAIRED_BY_USER = "paired-by-user"  # --ranks chose the pairs
     UNPAIRED = "unpaired"  # ranks present in one run only
     IDENTITY_DIFFERS = "identity-differs"  # a loaded trace declares another rank than assumed
+    GROUPS_UNKNOWN = "groups-unknown"  # collectives whose communicator the traces do not name
 
     def __str__(self) -> str:
         return self.value
@@ -193,6 +232,20 @@ class RankNotice:
     ranks: tuple[int, ...] = ()
     side: str = ""
     count: int = 0
+
+
+@dataclass(frozen=True)
+class RankCycle:
+    """The job's cycle time in each run: per iteration, the median over the ranks compared of
+    their cycle time; then the median over iterations (µs).  `change_pct`: how much it grew (%,
+    negative: it fell); `p`: Mann–Whitney p of the per-iteration medians, A against N."""
+
+    median_n_us: float
+    median_a_us: float
+    change_pct: float
+    p: float
+    cycles_n: int
+    cycles_a: int
 
 
 @dataclass(frozen=True)
@@ -212,3 +265,4 @@ class RankAnalysis:
     notices: tuple[RankNotice, ...] = field(default=())
     # (first, last) iteration every rank of the run has: ProfilerStep numbers, else ordinals
     iterations: tuple[tuple[int, int], tuple[int, int]] = ((0, 0), (0, 0))
+    cycle: RankCycle | None = None  # the job's cycle time (the --fail-on gate)

@@ -2,16 +2,19 @@
 
 A collective (an NCCL kernel) ends on every rank at about the same instant: when the last
 rank has arrived and the data moved.  So a rank's kernel lasts its wait for the last rank plus
-the transfer, and the rank with the shortest kernel is the one that arrived last.  Per matched
-collective (same iteration, same place among its cycle's collectives, on every rank):
+the transfer, and the rank with the shortest kernel is the one that arrived last.  Only a
+communicator's members join its collectives, so collectives are matched per communicator
+(process group, where the traces name it; else one group of every rank): same iteration, same
+place among the cycle's collectives on that communicator, on each of its members:
 
-    wait_r = dur_r − min over ranks of dur        (the start skew, read from the common end)
+    wait_r = dur_r − min over the members of dur   (the start skew, read from the common end)
 
-which needs no clock shared between hosts.  Per cycle the waits are summed; the culprit is the
-rank that waits least.  It is named when the others wait materially longer than it (by at
+which needs no clock shared between hosts.  Per cycle a rank's waits are summed over its
+communicators; the culprit is the rank that waits least.  It is named when the others wait materially longer than it (by at
 least 2 % of the median cycle) and it is the last rank in more cycles than chance (binomial
 test against 1/ranks, Bonferroni over the ranks); else the analysis says why it cannot name
-one (docs/STATISTICS.md, stragglers).
+one (docs/STATISTICS.md, stragglers).  Each communicator is also read on its own: the member
+that arrives last there, unless it only relays a wait it suffered in another communicator.
 """
 from __future__ import annotations
 
@@ -21,8 +24,9 @@ import numpy as np
 import pandas as pd
 from scipy.stats import binomtest
 
+from perfdiff.ranks.groups import UNKNOWN
 from perfdiff.ranks.part import EXCESS_KINDS, RankPart, cycle_columns
-from perfdiff.ranks.records import RankWait, Straggler, StragglerCode
+from perfdiff.ranks.records import GroupCode, GroupStraggler, RankWait, Straggler, StragglerCode
 
 __all__ = ["SKEW_FLOOR_US", "common_iterations", "straggler"]
 
@@ -38,46 +42,114 @@ def common_iterations(parts: list[RankPart]) -> np.ndarray:
     return np.sort(common)
 
 
-def straggler(parts: list[RankPart], side: str, alpha: float) -> Straggler:
-    """The straggler analysis of one run's ranks (`parts`, any order)."""
-    ranks = [p.input.rank for p in parts]
-    iters = common_iterations(parts)
+def _matched(parts: list[RankPart], iters: np.ndarray) -> dict[str, pd.DataFrame]:
+    """Per communicator label, its collectives matched across its members: durations (ns),
+    index (iteration, place among the cycle's collectives on it), one column per member that
+    has it, rows where every such member has it."""
     frames = []
     for p in parts:
-        it = p.iteration[p.coll_cycle]
-        frames.append(pd.DataFrame({"rank": p.input.rank, "iter": it, "ord": p.coll_ord, "dur": p.coll_dur_ns}))
+        grp = p.coll_group if p.coll_group is not None else np.zeros(len(p.coll_cycle), dtype=np.int64)
+        frames.append(pd.DataFrame({"rank": p.input.rank, "iter": p.iteration[p.coll_cycle],
+                                    "group": np.asarray(p.group_labels, dtype=object)[grp], "ord": p.coll_ord,
+                                    "dur": p.coll_dur_ns}))
     coll = pd.concat(frames, ignore_index=True) if frames else pd.DataFrame()
-    if len(parts) < 2 or coll.empty:
-        return _none(side, len(iters), "a single rank" if len(parts) < 2 else "no NCCL kernels")
+    if coll.empty:
+        return {}
     coll = coll[coll["iter"].isin(iters)]
-    wide = coll.pivot_table(index=["iter", "ord"], columns="rank", values="dur", aggfunc="first").dropna()
-    if wide.empty:
+    order = {p.input.rank: i for i, p in enumerate(parts)}
+    out = {}
+    for label, g in coll.groupby("group", sort=True):
+        members = sorted(pd.unique(g["rank"]), key=order.get)
+        if len(members) < 2:
+            continue
+        wide = g.pivot_table(index=["iter", "ord"], columns="rank", values="dur", aggfunc="first")[members].dropna()
+        if not wide.empty:
+            out[str(label)] = wide
+    return out
+
+
+def straggler(parts: list[RankPart], side: str, alpha: float) -> Straggler:
+    """The straggler analysis of one run's ranks (`parts`, any order)."""
+    iters = common_iterations(parts)
+    if len(parts) < 2:
+        return _none(side, len(iters), "a single rank")
+    if not any(len(p.coll_cycle) for p in parts):
+        return _none(side, len(iters), "no NCCL kernels")
+    matched = _matched(parts, iters)
+    if not matched:
         return _none(side, len(iters), "no collective matched on every rank")
-    wide = wide[ranks]
-    d = wide.to_numpy(dtype=np.float64) / 1e3  # µs
-    wait = d - d.min(axis=1, keepdims=True)
-    per_cycle = pd.DataFrame(wait, index=wide.index.get_level_values("iter")).groupby(level=0).sum()
-    wc = per_cycle.to_numpy()  # (cycles, ranks) µs of waiting
+    # Per communicator, each member's wait per cycle (µs) among that communicator's members.
+    per_group = {}
+    for label, wide in matched.items():
+        d = wide.to_numpy(dtype=np.float64) / 1e3
+        w = pd.DataFrame(d - d.min(axis=1, keepdims=True), index=wide.index.get_level_values("iter"),
+                         columns=wide.columns)
+        per_group[label] = w.groupby(level=0).sum()
+    order = [p.input.rank for p in parts]
+    used = [r for r in order if any(r in w.columns for w in per_group.values())]
+    cycles_idx = np.unique(np.concatenate([w.index.to_numpy() for w in per_group.values()]))
+    total = sum(w.reindex(index=cycles_idx, columns=used, fill_value=0.0) for w in per_group.values())
+    wc = total.to_numpy()  # (cycles, ranks) µs of waiting, summed over the rank's communicators
     med = np.median(wc, axis=0)
     skew = float(np.median(wc.max(axis=1) - wc.min(axis=1)))
     last = np.argmin(wc, axis=1)
-    share = np.bincount(last, minlength=len(ranks)) / len(last)
-    waits = tuple(RankWait(r, float(med[i]), float(share[i])) for i, r in enumerate(ranks))
+    share = np.bincount(last, minlength=len(used)) / len(last)
+    waits = tuple(RankWait(r, float(med[i]), float(share[i])) for i, r in enumerate(used))
     c = int(np.argmin(med))
-    # The culprit is the best of len(ranks) candidates: Bonferroni over them.
-    p_raw = binomtest(int((last == c).sum()), len(last), 1.0 / len(ranks), alternative="greater").pvalue
-    p_last = float(min(1.0, len(ranks) * p_raw))
-    per_cycle_coll = int(np.median(wide.groupby(level="iter").size()))
+    # The culprit is the best of len(used) candidates: Bonferroni over them.
+    p_raw = binomtest(int((last == c).sum()), len(last), 1.0 / len(used), alternative="greater").pvalue
+    p_last = float(min(1.0, len(used) * p_raw))
+    counts = pd.concat([w.groupby(level="iter").size() for w in matched.values()]).groupby(level=0).sum()
+    per_cycle_coll = int(np.median(counts.to_numpy()))
     cycle_us = float(np.median(np.concatenate([p.dur_ns[cycle_columns(p, iters)] for p in parts]))) / 1e3
+    floor = max(SKEW_FLOOR_US, SKEW_MIN_SHARE * cycle_us)
+    grouped = any(label != UNKNOWN for label in matched)
+    groups = tuple(_group(label, w, total, matched[label], floor, alpha, len(matched))
+                   for label, w in per_group.items()) if grouped else ()
     gap = float(np.median(np.delete(med, c))) - float(med[c])
-    base = dict(side=side, cycles=len(wc), collectives=per_cycle_coll, skew_us=skew, p_last=p_last, waits=waits)
-    if gap < max(SKEW_FLOOR_US, SKEW_MIN_SHARE * cycle_us):
-        return Straggler(code=StragglerCode.NO_SKEW, culprit=None, **base)
-    if p_last > alpha:
-        return Straggler(code=StragglerCode.UNSTABLE, culprit=None, **base)
-    excess, kind, why = _excess(parts, c, per_cycle.index.to_numpy())
-    return Straggler(code=StragglerCode.CULPRIT, culprit=ranks[c], excess=kind, excess_us=excess, excess_reason=why,
+    code = StragglerCode.NO_SKEW if gap < floor else StragglerCode.UNSTABLE if p_last > alpha else StragglerCode.CULPRIT
+    if grouped:
+        # The members of a communicator that waits for no one wait least too: the culprit is
+        # the rank that holds back its own communicators (named in most, the widest spread first).
+        named = [g for g in groups if g.code == GroupCode.CULPRIT]
+        if named:
+            best = max({g.last for g in named}, key=lambda r: (sum(g.last == r for g in named),
+                                                               max(g.skew_us for g in named if g.last == r)))
+            c, p_last = used.index(best), min(g.p_last for g in named if g.last == best)
+            code = StragglerCode.CULPRIT
+        else:
+            code = (StragglerCode.UNSTABLE if any(g.code == GroupCode.UNSTABLE for g in groups)
+                    else StragglerCode.NO_SKEW)
+    base = dict(side=side, cycles=len(wc), collectives=per_cycle_coll, skew_us=skew, p_last=p_last, waits=waits,
+                groups=groups, grouped=grouped)
+    if code != StragglerCode.CULPRIT:
+        return Straggler(code=code, culprit=None, **base)
+    excess, kind, why = _excess([next(p for p in parts if p.input.rank == r) for r in used], c, cycles_idx)
+    return Straggler(code=StragglerCode.CULPRIT, culprit=used[c], excess=kind, excess_us=excess, excess_reason=why,
                      **base)
+
+
+def _group(label: str, w: pd.DataFrame, total: pd.DataFrame, wide: pd.DataFrame, floor: float, alpha: float,
+           n_groups: int) -> GroupStraggler:
+    """One communicator among its members: who arrives last, and whether it only relays a
+    wait it suffered in another communicator (its wait elsewhere is material)."""
+    members = [int(r) for r in w.columns]
+    wc = w.to_numpy()
+    med = np.median(wc, axis=0)
+    c = int(np.argmin(med))
+    last = np.argmin(wc, axis=1)
+    # Bonferroni over the members and over the communicators tested.
+    p_raw = binomtest(int((last == c).sum()), len(last), 1.0 / len(members), alternative="greater").pvalue
+    p_last = float(min(1.0, len(members) * n_groups * p_raw))
+    elsewhere = float(np.median(total.loc[w.index, members[c]].to_numpy() - wc[:, c]))
+    gap = float(np.median(np.delete(med, c))) - float(med[c])
+    code = (GroupCode.NO_SKEW if gap < floor else GroupCode.UNSTABLE if p_last > alpha
+            else GroupCode.RELAY if elsewhere >= floor else GroupCode.CULPRIT)
+    return GroupStraggler(group=label, ranks=tuple(members), code=code,
+                          last=members[c] if code in (GroupCode.CULPRIT, GroupCode.RELAY) else None,
+                          collectives=int(np.median(wide.groupby(level="iter").size())),
+                          skew_us=float(np.median(wc.max(axis=1) - wc.min(axis=1))), p_last=p_last,
+                          wait_elsewhere_us=elsewhere)
 
 
 def _none(side: str, cycles: int, why: str) -> Straggler:

@@ -9,7 +9,7 @@ from pathlib import Path
 from typing import Any
 
 from perfdiff.model.schema import CycleSource
-from perfdiff.ranks.records import (ExcessKind, RankAnalysis, RankFinding, RankNotice, RankNoticeCode, RankVerdict,
+from perfdiff.ranks.records import (ExcessKind, GroupCode, IdentitySource, RankAnalysis, RankFinding, RankNotice, RankNoticeCode, RankVerdict,
                                     RankVerdictCode, ScopeCode, Straggler, StragglerCode)
 from perfdiff.render.text import fmt_num, fmt_p, fmt_signed, fmt_time_us, md_escape, md_name
 from perfdiff.render.wording import plan_text
@@ -21,6 +21,11 @@ RANKS_FORMAT = "perfdiff-rank-comparison"
 RANKS_FORMAT_VERSION = 1
 MAX_WAIT_ROWS = 16  # ranks listed per straggler table (the least waiting first)
 MAX_RANK_ROWS = 32  # more ranks: the rank table shows the notable ones, the full table collapsed
+SOURCE_WORDS = {IdentitySource.TRACE: "trace", IdentitySource.ENVIRONMENT: "launcher variables",
+                IdentitySource.MANIFEST: "manifest", IdentitySource.NCCL: "NCCL rank (NVTX)",
+                IdentitySource.DEVICE: "GPU used (device order)",
+                IdentitySource.PROCESS: "pid order (nothing in the export names the ranks)",
+                IdentitySource.FILE_NAME: "file name", IdentitySource.ORDER: "sorted order"}
 EXCESS_WORDS = {ExcessKind.INPUT: "input (data loading)", ExcessKind.COMPUTE: "compute (GPU kernels)",
                 ExcessKind.TRANSFER: "transfer (memcpy, memset)", ExcessKind.HOST: "host (CPU ranges, runtime calls)"}
 
@@ -67,6 +72,9 @@ def straggler_text(s: Straggler) -> str:
         return f"No straggler analysis of the {run} run: {md_escape(s.excess_reason)}."
     head = (f"{s.cycles} cycles, {s.collectives} matched collectives per cycle; the ranks' wait per cycle spreads "
             f"over {fmt_time_us(s.skew_us)} (median).")
+    if s.grouped:
+        head += (f" The collectives run on {len(s.groups)} communicators: each wait is read among its communicator's "
+                 "members only (table below), and a rank's wait sums its communicators'.")
     if s.code == StragglerCode.NO_SKEW:
         return (f"{head} No rank makes the others wait materially in the collectives (the least waiting rank saves "
                 "less than 2 % of the cycle): if the run is slower, either every rank slowed alike, or a barrier "
@@ -98,6 +106,12 @@ def notice_line(n: RankNotice) -> str:
         return f"Ranks paired as --ranks says (normal ranks {ranks})."
     if n.code == RankNoticeCode.UNPAIRED:
         return f"Ranks {ranks} are in one run only: not compared."
+    if n.code == RankNoticeCode.GROUPS_UNKNOWN:
+        return (f"The traces of the {n.side} run's ranks {ranks} do not name the communicator (process group) of "
+                "their collectives: groups could not be told apart, and those collectives are matched across every "
+                "rank that has them. With several communicators (tensor and data parallel) a rank may then be "
+                "blamed for a collective it does not join; PyTorch profiles that record the process group in the "
+                "NCCL kernels' args, and nsys exports of NCCL's NVTX payloads (--include-blobs=true), avoid it.")
     return f"The {n.side} run's ranks {ranks} declare another rank number than their file name gave."
 
 
@@ -143,14 +157,35 @@ def _wait_table(s: Straggler) -> list[str]:
     return lines
 
 
+GROUP_WORDS = {GroupCode.CULPRIT: "arrives last: holds this group back",
+               GroupCode.RELAY: "arrives last, late from waiting in another group",
+               GroupCode.NO_SKEW: "members wait alike", GroupCode.UNSTABLE: "last member changes from cycle to cycle"}
+
+
+def _group_table(s: Straggler) -> list[str]:
+    """Per communicator: its members, who arrives last there and what that means."""
+    if not s.groups:
+        return []
+    lines = ["| Communicator | Ranks | Collectives per cycle | Wait spread per cycle | Last to arrive | Reading |",
+             "|---|---|---|---|---|---|"]
+    for g in s.groups:
+        last = str(g.last) if g.last is not None else "—"
+        note = GROUP_WORDS[g.code]
+        if g.code == GroupCode.RELAY:
+            note += f" ({fmt_time_us(g.wait_elsewhere_us)} per cycle)"
+        lines.append(f"| {md_escape(g.group or 'every rank')} | {', '.join(str(r) for r in g.ranks)} | "
+                     f"{g.collectives} | {fmt_time_us(g.skew_us)} | {last} | {note} |")
+    return lines
+
+
 def _mapping(a: RankAnalysis) -> list[str]:
     lines = ["| Rank | N input | identified by | A input | identified by |", "|---|---|---|---|---|"]
     for p in a.pairs:
         def cell(i) -> str:
             name = Path(i.path).name + (f" (pid {i.pid})" if i.pid is not None else "")
             return f"{i.rank}: {md_escape(name)}"
-        lines.append(f"| {p.rank} | {cell(p.normal)} | {p.normal.source.value} | {cell(p.abnormal)} | "
-                     f"{p.abnormal.source.value} |")
+        lines.append(f"| {p.rank} | {cell(p.normal)} | {SOURCE_WORDS[p.normal.source]} | {cell(p.abnormal)} | "
+                     f"{SOURCE_WORDS[p.abnormal.source]} |")
     return lines
 
 
@@ -162,7 +197,13 @@ def rank_markdown(a: RankAnalysis, labels: tuple[str, str]) -> str:
            f"A = abnormal run ({md_escape(labels[1])}, world size {a.world_a}) · {world} ranks compared, "
            f"on {a.workers} Dask worker{'s' if a.workers != 1 else ''}", "",
            plan_text(a.plan).replace("Both runs are", "Every rank of both runs is")
-           + f" Cycle k of every rank is the same iteration ({_iteration_words(a)}).", "", "**Verdict:**", ""]
+           + f" Cycle k of every rank is the same iteration ({_iteration_words(a)}).", ""]
+    if a.cycle is not None:
+        c = a.cycle
+        out += [f"Job cycle time (per iteration, the median over ranks; then the median over iterations): N "
+                f"{fmt_time_us(c.median_n_us)}, A {fmt_time_us(c.median_a_us)} ({fmt_signed(c.change_pct)} %, "
+                f"Mann–Whitney p {fmt_p(c.p)}).", ""]
+    out += ["**Verdict:**", ""]
     out += [f"- {verdict_line(v)}" for v in a.verdict] + [""]
     out += ["## 1. Ranks", "", "Per rank: median cycle of each run, the function whose own time moved most "
             "(significant and material, in the direction of its cycle), and the median time per cycle it waits in "
@@ -171,6 +212,7 @@ def rank_markdown(a: RankAnalysis, labels: tuple[str, str]) -> str:
     for s in a.stragglers:
         out += [f"**{'N: normal' if s.side == 'normal' else 'A: abnormal'} run.** {straggler_text(s)}", ""]
         out += _wait_table(s) + ([""] if s.waits else [])
+        out += _group_table(s) + ([""] if s.groups else [])
     out += ["## 3. Findings Across Ranks", ""]
     if a.findings:
         out += [f"{i}. {finding_line(f, a.alpha)}" for i, f in enumerate(a.findings, 1)] + [""]
