@@ -129,7 +129,8 @@ def test_two_tables_of_one_name_are_named_by_their_paths(capsys, tmp_path) -> No
     ("k,impl,ms\na,x,1.5\na,y,2.5\n", ["--by", "backend"], "unknown --by"),
     ("k,impl,ms\na,x,1.5\na,y,2.5\n", ["--by", "impl", "--metric", "latency"], "unknown --metric"),
     ("k,impl,ms\na,x,1.5\na,y,2.5\n", ["--by", "impl", "--baseline", "z"], "no row has impl 'z'"),
-    ("k,impl,ms\na,x,1.5\na,y,2.5\n", ["--by", "impl", "--fail-on", "-3"], "must not be negative"),
+    ("k,impl,ms\na,x,1.5\na,y,2.5\n", ["--by", "impl", "--fail-on", "-3"], "percentage of at least 0, not -3"),
+    ("k,impl,ms\na,x,1.5\na,y,2.5\n", ["--by", "impl", "--fail-on", "nan"], "percentage of at least 0, not nan"),
     (None, ["--by", "impl"], "no such file"),
     ("/", ["--by", "impl"], "is a folder, expected a table"),
 ])

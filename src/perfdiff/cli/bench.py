@@ -5,7 +5,7 @@ import argparse
 import sys
 from pathlib import Path
 
-from perfdiff.cli.common import alpha, write_output
+from perfdiff.cli.common import alpha, percent, write_output
 from perfdiff.errors import EXIT_GATE, InputError
 
 
@@ -14,16 +14,6 @@ def _columns(text: str) -> tuple[str, ...]:
     if not cols:
         raise argparse.ArgumentTypeError("name at least one column")
     return cols
-
-
-def _pct(text: str) -> float:
-    try:
-        v = float(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"not a number: {text!r}") from None
-    if v < 0:
-        raise argparse.ArgumentTypeError("must not be negative")
-    return v
 
 
 def cmd_bench(args: argparse.Namespace) -> int:
@@ -82,7 +72,7 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:
                    help="summarise per group of these key columns; repeatable, the first sections the "
                         "report (default: the keys named like a stage or a dtype, then each other text key)")
     p.add_argument("--alpha", type=alpha, default=0.05, help="significance level of the U test (0.05)")
-    p.add_argument("--tie", type=_pct, default=2.0, metavar="PCT",
+    p.add_argument("--tie", type=percent, default=2.0, metavar="PCT",
                    help="single values within PCT %% of each other count as the same (2)")
     p.add_argument("--format", choices=("auto", "csv", "tsv", "jsonl", "text"), default="auto",
                    help="input format (default: by file name, else by content)")
@@ -90,6 +80,6 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:
                    help="write the Markdown report here (default or '-': standard output)")
     p.add_argument("--csv", metavar="ROWS.csv", help="also write every compared configuration as CSV")
     p.add_argument("--json", metavar="REPORT.json", help="also write everything as versioned JSON")
-    p.add_argument("--fail-on", type=_pct, default=None, metavar="PCT",
+    p.add_argument("--fail-on", type=percent, default=None, metavar="PCT",
                    help="exit 1 when a variant's geometric mean against the baseline is worse by more than PCT %%")
     p.set_defaults(func=cmd_bench)

@@ -25,6 +25,17 @@ def alpha(text: str) -> float:
     return v
 
 
+def percent(text: str) -> float:
+    """A number of percent, neither negative nor NaN (a gate or tie threshold)."""
+    try:
+        v = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not a number: {text!r}") from None
+    if not v >= 0:
+        raise argparse.ArgumentTypeError(f"must be a percentage of at least 0, not {text}")
+    return v
+
+
 def positive_int(text: str) -> int:
     try:
         v = int(text)

@@ -6,7 +6,7 @@ import json
 import sys
 from pathlib import Path
 
-from perfdiff.cli.common import add_trace_options, alpha, positive_int, write_output
+from perfdiff.cli.common import add_trace_options, alpha, percent, positive_int, write_output
 from perfdiff.errors import EXIT_GATE
 
 
@@ -58,17 +58,6 @@ def _gate(what: str, grew: float, p: float, args: argparse.Namespace) -> int:
     return 0
 
 
-def fail_on_pct(text: str) -> float:
-    """--fail-on PCT: a number of percent, neither negative nor NaN."""
-    try:
-        v = float(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"not a number: {text!r}") from None
-    if not v >= 0:
-        raise argparse.ArgumentTypeError(f"must be a percentage of at least 0, not {text}")
-    return v
-
-
 def cmd_compare_ranks(args: argparse.Namespace) -> int:
     """Runs of many ranks (directories of rank traces): the multi-rank report (+ JSON), and the
     --fail-on gate on the job's cycle time (the median over ranks, per iteration)."""
@@ -102,7 +91,7 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--no-plots", action="store_true", help="write no pictures beside the report")
     p.add_argument("--force", action="store_true",
                    help="compare runs that have nothing in common (no shared function, cycles ×50 apart)")
-    p.add_argument("--fail-on", type=fail_on_pct, default=None, metavar="PCT",
+    p.add_argument("--fail-on", type=percent, default=None, metavar="PCT",
                    help="exit 1 when the median cycle time (runs of many ranks: per iteration, the median over "
                         "ranks) grew by at least PCT %% and significantly")
     p.add_argument("--ranks", default=None, metavar="SPEC",
