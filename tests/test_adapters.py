@@ -78,10 +78,12 @@ def expected_vllm_steps(requests: int = 6, batch: int = 4, output: int = 3) -> l
     return steps
 
 
-@pytest.mark.parametrize("version", ["0.11.2", "0.8.5"])
+# vLLM layouts of tests/fakes/frameworks/vllm (its docstring maps them to the releases they stand for)
+@pytest.mark.parametrize("version", ["0.11.2", "0.8.5", "0.6.4"])
 def test_vllm_engine_steps_are_cycles_with_phases_and_load(tmp_path: Path, version: str) -> None:
+    # two idle steps at the end (nothing scheduled, as an idle data-parallel rank): no cycles
     tables, err = run_under_agent(tmp_path, [str(FRAMEWORKS / "serve_vllm.py"), "6"], FAKE_VLLM_VERSION=version,
-                                  **VLLM_ENV)
+                                  FAKE_IDLE_STEPS="2", **VLLM_ENV)
     expected = expected_vllm_steps()
     n = len(expected)
     assert f"engine steps {n}" in err and agent_warnings(err) == [], err
@@ -89,8 +91,8 @@ def test_vllm_engine_steps_are_cycles_with_phases_and_load(tmp_path: Path, versi
     assert m["name"] == ["EngineCore.step"] * n and set(m["source"]) == {"perfdiff"}
     assert len(set(m["tid"])) == 1  # the engine core's thread, in the child process
     p = phases(tables)
-    want = {"Scheduler.schedule": n, "Scheduler.update_from_output": n, "Executor.execute_model": n,
-            "OutputProcessor.process_outputs": n}
+    api = "Detokenizer.step" if version == "0.6.4" else "OutputProcessor.process_outputs"
+    want = {"Scheduler.schedule": n, "Scheduler.update_from_output": n, "Executor.execute_model": n, api: n}
     if version == "0.11.2":
         want |= {"Executor.execute_model (wait)": n, "Executor.sample_tokens": n}
     assert p == want
@@ -103,7 +105,7 @@ def test_vllm_engine_steps_are_cycles_with_phases_and_load(tmp_path: Path, versi
     a = tables["activity"]
     cycles = sorted(zip(m["start_ns"], m["end_ns"], strict=True))
     for f, s, e, tid in zip(a["function"], a["start_ns"], a["end_ns"], a["tid"], strict=True):
-        if f != "OutputProcessor.process_outputs":
+        if f != api:
             assert tid == m["tid"][0] and any(cs <= s and e <= ce for cs, ce in cycles), f
         else:
             assert tid != m["tid"][0]
@@ -119,9 +121,10 @@ def test_vllm_batch_queue_steps(tmp_path: Path) -> None:
     assert p["Executor.sample_tokens (wait)"] == p["Scheduler.schedule"] == p["Scheduler.update_from_output"] < steps
 
 
-def test_unknown_vllm_version_runs_unwrapped_with_one_warning(tmp_path: Path) -> None:
+@pytest.mark.parametrize("version", ["0.11.2", "0.6.4"])
+def test_unknown_vllm_version_runs_unwrapped_with_one_warning(tmp_path: Path, version: str) -> None:
     tables, err = run_under_agent(tmp_path, [str(FRAMEWORKS / "serve_vllm.py"), "6"], FAKE_VLLM_RENAME="1",
-                                  **VLLM_ENV)
+                                  FAKE_VLLM_VERSION=version, **VLLM_ENV)
     warnings = agent_warnings(err)
     assert len(warnings) == 1 and "EngineCore.step" in warnings[0] and "vllm.v1.engine.core" in warnings[0], err
     assert tables == {}  # the whole process is left unwrapped, the output processor too

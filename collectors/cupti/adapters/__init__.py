@@ -33,6 +33,7 @@ MARKER_API = ("emit", "active", "encode_name", "cycle_line", "range_line", "load
 TARGETS: dict[str, tuple[str, str, str]] = {
     "vllm.v1.engine.core": ("vllm", "patch_core", "vLLM engine core"),
     "vllm.v1.engine.output_processor": ("vllm", "patch_output", "vLLM output processor"),
+    "vllm.v1.engine.detokenizer": ("vllm", "patch_detokenizer", "vLLM detokenizer"),
     "sglang.srt.managers.scheduler": ("sglang", "patch_scheduler", "SGLang scheduler"),
     "sglang.srt.managers.tokenizer_manager": ("sglang", "patch_tokenizer", "SGLang tokenizer manager"),
     "sglang.srt.managers.detokenizer_manager": ("sglang", "patch_detokenizer", "SGLang detokenizer"),

@@ -299,11 +299,13 @@ class Recorder:
             self.fault("close_cycle", exc)
 
     def cycle(self, name: str, fn: Callable[..., Any], *, primary: Callable[[Any], bool] | None = None,
-              setup: Callable[[Any], bool] | None = None) -> Callable[..., Any]:
+              setup: Callable[[Any], bool] | None = None, drop_empty: bool = False) -> Callable[..., Any]:
         """The method `fn` as one cycle per call.  `setup(self_obj)` runs once per object on its
         first recorded call (False: record nothing for it); `primary(self_obj)`: whether this
-        object's cycles are written (else only its phases)."""
+        object's cycles are written (else only its phases); `drop_empty`: a call in which no
+        phase ran (a step that found nothing to do) is no cycle."""
         nb = self.name(name)
+        tls = self.tls
         flag = f"_perfdiff_setup_{id(self)}"  # on the object: set up once, forgotten with it
         slotted: dict[int, dict[str, bool]] = {}  # objects without a __dict__
 
@@ -329,7 +331,7 @@ class Recorder:
             except BaseException:
                 self.close_cycle(t0, nb, primary=prim)
                 raise
-            self.close_cycle(t0, nb, primary=prim)
+            self.close_cycle(t0, nb, primary=prim, keep=not drop_empty or bool(tls.buf))
             return result
 
         setattr(wrapper, WRAPPED, fn)
