@@ -130,11 +130,14 @@ def test_unknown_vllm_version_runs_unwrapped_with_one_warning(tmp_path: Path, ve
     assert tables == {}  # the whole process is left unwrapped, the output processor too
 
 
-@pytest.mark.parametrize(("version", "overlap"), [("0.5.4", ""), ("0.5.4", "1"), ("0.4.6", "")])
+SGLANG_ENV = {"FAKE_REQUESTS": "6", "FAKE_BATCH": "4", "FAKE_OUTPUT": "3", "FAKE_EXEC_MS": "0.2"}
+
+
+# SGLang layouts of tests/fakes/frameworks/sglang (its docstring maps them to the releases they stand for)
+@pytest.mark.parametrize(("version", "overlap"), [("0.5.23", ""), ("0.5.23", "1"), ("0.5.13", ""), ("0.4.6", "")])
 def test_sglang_iterations_are_cycles(tmp_path: Path, version: str, overlap: str) -> None:
     tables, err = run_under_agent(tmp_path, [str(FRAMEWORKS / "serve_sglang.py")], FAKE_SGLANG_VERSION=version,
-                                  FAKE_SGLANG_OVERLAP=overlap, FAKE_REQUESTS="6", FAKE_BATCH="4", FAKE_OUTPUT="3",
-                                  FAKE_EXEC_MS="0.2")
+                                  FAKE_SGLANG_OVERLAP=overlap, **SGLANG_ENV)
     assert agent_warnings(err) == [], err
     # prefill 4 | decode ×3 | prefill 2 (the batch has room again) … as the fake schedules
     p = phases(tables)
@@ -153,9 +156,36 @@ def test_sglang_iterations_are_cycles(tmp_path: Path, version: str, overlap: str
     assert sum(decode) == sum(loads(tables, "step_tokens")) - 6 * 32
 
 
-def test_unknown_sglang_version_one_warning(tmp_path: Path) -> None:
+def test_sglang_mixed_batches_split_prefill_and_decode(tmp_path: Path) -> None:
+    """A prefill mixed with the running decodes (chunked prefill's MIXED mode): its tokens
+    count one per decoding request, and the load says which are which."""
+    tables, err = run_under_agent(tmp_path, [str(FRAMEWORKS / "serve_sglang.py")], FAKE_MIXED="1",
+                                  **SGLANG_ENV | {"FAKE_REQUESTS": "7", "FAKE_BATCH": "3"})
+    assert agent_warnings(err) == [], err
+    rows = list(zip(*(loads(tables, k) for k in ("step_requests", "step_tokens", "step_prefill_tokens",
+                                                  "step_decode_tokens")), strict=True))
+    assert len(rows) == len(tables["markers"]["name"])
+    assert all(t == pf + d for _, t, pf, d in rows)
+    mixed = [r for r in rows if r[2] > 0 and r[3] > 0]
+    assert mixed and all(pf % 32 == 0 and d == req - pf // 32 for req, _, pf, d in mixed)
+    assert sum(r[2] for r in rows) == 7 * 32
+
+
+@pytest.mark.parametrize("version", ["0.5.23", "0.5.13", "0.4.6"])
+def test_sglang_rank_other_than_zero_writes_phases_only(tmp_path: Path, version: str) -> None:
+    """Tensor-parallel ranks step together: only rank 0's iterations are cycles, wherever the
+    version keeps the rank (the scheduler, its ``ps``, or runtime_context.get_parallel())."""
+    tables, err = run_under_agent(tmp_path, [str(FRAMEWORKS / "serve_sglang.py")], FAKE_SGLANG_VERSION=version,
+                                  FAKE_TP_RANK="1", **SGLANG_ENV)
+    assert agent_warnings(err) == [], err
+    assert "markers" not in tables and "samples" not in tables
+    assert phases(tables)["Scheduler.run_batch"] >= 6
+
+
+@pytest.mark.parametrize("version", ["0.5.23", "0.4.6"])
+def test_unknown_sglang_version_one_warning(tmp_path: Path, version: str) -> None:
     tables, err = run_under_agent(tmp_path, [str(FRAMEWORKS / "serve_sglang.py")], FAKE_SGLANG_RENAME="1",
-                                  FAKE_REQUESTS="2", FAKE_EXEC_MS="0.1", FAKE_OUTPUT="2")
+                                  FAKE_SGLANG_VERSION=version, FAKE_REQUESTS="2", FAKE_EXEC_MS="0.1", FAKE_OUTPUT="2")
     warnings = agent_warnings(err)
     assert len(warnings) == 1 and "Scheduler.run_batch" in warnings[0], err
     assert "markers" not in tables and "Scheduler.recv_requests" not in phases(tables)
