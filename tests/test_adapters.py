@@ -182,6 +182,20 @@ def test_sglang_rank_other_than_zero_writes_phases_only(tmp_path: Path, version:
     assert phases(tables)["Scheduler.run_batch"] >= 6
 
 
+def test_sglang_before_batch_output_methods_keeps_the_scheduler(tmp_path: Path) -> None:
+    """Versions before TokenizerManager._handle_batch_output (0.4.1) and
+    DetokenizerManager.handle_batch_token_id_out (0.4.3): one warning each, and the scheduler
+    in every process stays wrapped."""
+    tables, err = run_under_agent(tmp_path, [str(FRAMEWORKS / "serve_sglang.py")], FAKE_SGLANG_VERSION="0.4.0",
+                                  **SGLANG_ENV)
+    warnings = agent_warnings(err)
+    assert len(warnings) == 2 and "TokenizerManager._handle_batch_output" in warnings[0] + warnings[1], err
+    assert "DetokenizerManager.handle_batch_token_id_out" in warnings[0] + warnings[1]
+    p = phases(tables)
+    assert "TokenizerManager._handle_batch_output" not in p
+    assert len(tables["markers"]["name"]) == p["Scheduler.run_batch"] >= 6
+
+
 @pytest.mark.parametrize("version", ["0.5.23", "0.4.6"])
 def test_unknown_sglang_version_one_warning(tmp_path: Path, version: str) -> None:
     tables, err = run_under_agent(tmp_path, [str(FRAMEWORKS / "serve_sglang.py")], FAKE_SGLANG_RENAME="1",

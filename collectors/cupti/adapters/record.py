@@ -141,11 +141,17 @@ class Recorder:
                 state["state"] = "removed" if state.get("state") == "wrapped" else state.get("state")
         return done
 
-    def give_up(self, framework: str, what: str, missing: list[str]) -> None:
-        """An unknown version: remove `framework`'s wrappers and say once what was not found."""
-        self.undo(framework)
+    def give_up(self, framework: str, what: str, missing: list[str], undo: bool = True) -> None:
+        """An unknown version: say once what was not found and, with `undo`, remove all of
+        `framework`'s wrappers in this process.  Without `undo` only the part named by `what`
+        stays unwrapped (an adapter that found its names missing patched nothing), and the
+        framework's other parts in this process keep their wrappers."""
+        if undo:
+            self.undo(framework)
         state = self.frameworks.setdefault(framework, {"wrapped": []})
-        state.update(state="unsupported", missing=list(missing))
+        state["missing"] = [*state.get("missing", []), *(m for m in missing if m not in state.get("missing", []))]
+        if undo or state.get("state") != "wrapped":
+            state["state"] = "unsupported"
         self.warn(f"{what}: not found: {', '.join(missing)}; left unwrapped (an unsupported version? "
                   "docs/PROFILING_LLM_SERVERS.md lists the supported ones)")
 
