@@ -112,6 +112,17 @@ def test_vllm_engine_steps_are_cycles_with_phases_and_load(tmp_path: Path, versi
     assert all(0 <= b <= e - s for b, s, e in zip(a["busy_ns"], a["start_ns"], a["end_ns"], strict=True))
 
 
+@pytest.mark.parametrize("version", ["0.11.2", "0.8.5"])
+def test_vllm_data_parallel_rank_other_than_zero_writes_phases_only(tmp_path: Path, version: str) -> None:
+    """Data-parallel engines step at once: only rank 0's steps are cycles, its rank read from
+    the engine's config (0.9 on) or, before, from its executor's."""
+    tables, err = run_under_agent(tmp_path, [str(FRAMEWORKS / "serve_vllm.py"), "6"], FAKE_VLLM_VERSION=version,
+                                  FAKE_DP_RANK="1", **VLLM_ENV)
+    assert agent_warnings(err) == [], err
+    assert "markers" not in tables and "samples" not in tables
+    assert phases(tables)["Scheduler.schedule"] == len(expected_vllm_steps())
+
+
 def test_vllm_batch_queue_steps(tmp_path: Path) -> None:
     tables, err = run_under_agent(tmp_path, [str(FRAMEWORKS / "serve_vllm.py"), "6"], FAKE_BATCH_QUEUE="2",
                                   **VLLM_ENV)

@@ -113,7 +113,10 @@ def patch_detokenizer(module: Any, rec: Recorder) -> list[str]:
 
 
 def _primary(engine: Any) -> bool:
-    cfg = getattr(getattr(engine, "vllm_config", None), "parallel_config", None)
+    """Whether this engine is data-parallel rank 0: its ``vllm_config`` (kept on the engine
+    from 0.9) or its executor's ``parallel_config`` (every version) says."""
+    cfg = (getattr(getattr(engine, "vllm_config", None), "parallel_config", None)
+           or getattr(getattr(engine, "model_executor", None), "parallel_config", None))
     return getattr(cfg, "data_parallel_rank", 0) in (0, None)
 
 

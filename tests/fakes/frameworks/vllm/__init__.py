@@ -13,7 +13,8 @@ $FAKE_VLLM_VERSION picks the layout, as vLLM's source has it:
   ``sample_tokens``, ``step`` returns (outputs, executed).
 
 $FAKE_VLLM_RENAME=1 renames EngineCore.step (an unknown version); $FAKE_IDLE_STEPS=N makes the
-busy loop step N more times with no requests, as an idle data-parallel rank does.
+busy loop step N more times with no requests, as an idle data-parallel rank does;
+$FAKE_DP_RANK sets the engine's data-parallel rank.
 """
 import os
 

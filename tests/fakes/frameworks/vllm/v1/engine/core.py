@@ -2,6 +2,7 @@ from __future__ import annotations
 
 import os
 from collections import deque
+from types import SimpleNamespace
 
 from vllm import VERSION
 from vllm.v1.core.sched.output import SchedulerOutput  # noqa: F401 - as vLLM imports it
@@ -18,7 +19,8 @@ class EngineCore:
 
     def __init__(self, vllm_config=None, executor_class=UniProcExecutor, log_stats: bool = False,
                  executor_fail_callback=None):
-        self.vllm_config = vllm_config
+        if VERSION >= (0, 9, 0):
+            self.vllm_config = vllm_config  # before: on the executor only
         self.model_executor = executor_class(vllm_config)
         self.scheduler = Scheduler(vllm_config=vllm_config)
         if STEP_FN:
@@ -77,7 +79,9 @@ class EngineCoreProc(EngineCore):
 
     @staticmethod
     def run_engine_core(conn, requests: int) -> None:
-        engine = EngineCoreProc(conn, requests)
+        rank = int(os.environ.get("FAKE_DP_RANK", "0"))
+        config = SimpleNamespace(parallel_config=SimpleNamespace(data_parallel_rank=rank))
+        engine = EngineCoreProc(conn, requests, vllm_config=config)
         engine.run_busy_loop()
 
     def run_busy_loop(self) -> None:

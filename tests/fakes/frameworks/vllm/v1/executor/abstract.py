@@ -15,6 +15,8 @@ class Executor:
     """The GPU as sleeps: FAKE_EXEC_MS per step plus FAKE_TOKEN_US per token, times FAKE_SLOW."""
 
     def __init__(self, vllm_config=None):
+        self.vllm_config = vllm_config
+        self.parallel_config = getattr(vllm_config, "parallel_config", None)
         self.exec_s = float(os.environ.get("FAKE_EXEC_MS", "2")) / 1e3
         self.token_s = float(os.environ.get("FAKE_TOKEN_US", "10")) / 1e6
         self.slow = float(os.environ.get("FAKE_SLOW", "1"))
