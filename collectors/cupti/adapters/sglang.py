@@ -76,7 +76,7 @@ def _is(mode: Any, test: str) -> bool:
 def ranks(sched: Any) -> tuple[Any, ...]:
     """The scheduler's (tp_rank, pp_rank, dp_rank), None where unknown: attributes of the
     scheduler (up to 0.5.12), of its ``ps`` (0.5.13 to 0.5.20), or of
-    ``sglang.srt.runtime_context.get_parallel()`` (from 0.5.17), the first that has any."""
+    ``sglang.srt.runtime_context.get_parallel()`` (from 0.5.16), the first that has any."""
     for source in (sched, getattr(sched, "ps", None), _parallel()):
         if source is None:
             continue
