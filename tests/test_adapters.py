@@ -78,10 +78,12 @@ def expected_vllm_steps(requests: int = 6, batch: int = 4, output: int = 3) -> l
     return steps
 
 
-@pytest.mark.parametrize("version", ["0.11.2", "0.8.5"])
+# vLLM layouts of tests/fakes/frameworks/vllm (its docstring maps them to the releases they stand for)
+@pytest.mark.parametrize("version", ["0.11.2", "0.8.5", "0.6.4"])
 def test_vllm_engine_steps_are_cycles_with_phases_and_load(tmp_path: Path, version: str) -> None:
+    # two idle steps at the end (nothing scheduled, as an idle data-parallel rank): no cycles
     tables, err = run_under_agent(tmp_path, [str(FRAMEWORKS / "serve_vllm.py"), "6"], FAKE_VLLM_VERSION=version,
-                                  **VLLM_ENV)
+                                  FAKE_IDLE_STEPS="2", **VLLM_ENV)
     expected = expected_vllm_steps()
     n = len(expected)
     assert f"engine steps {n}" in err and agent_warnings(err) == [], err
@@ -89,8 +91,8 @@ def test_vllm_engine_steps_are_cycles_with_phases_and_load(tmp_path: Path, versi
     assert m["name"] == ["EngineCore.step"] * n and set(m["source"]) == {"perfdiff"}
     assert len(set(m["tid"])) == 1  # the engine core's thread, in the child process
     p = phases(tables)
-    want = {"Scheduler.schedule": n, "Scheduler.update_from_output": n, "Executor.execute_model": n,
-            "OutputProcessor.process_outputs": n}
+    api = "Detokenizer.step" if version == "0.6.4" else "OutputProcessor.process_outputs"
+    want = {"Scheduler.schedule": n, "Scheduler.update_from_output": n, "Executor.execute_model": n, api: n}
     if version == "0.11.2":
         want |= {"Executor.execute_model (wait)": n, "Executor.sample_tokens": n}
     assert p == want
@@ -103,11 +105,22 @@ def test_vllm_engine_steps_are_cycles_with_phases_and_load(tmp_path: Path, versi
     a = tables["activity"]
     cycles = sorted(zip(m["start_ns"], m["end_ns"], strict=True))
     for f, s, e, tid in zip(a["function"], a["start_ns"], a["end_ns"], a["tid"], strict=True):
-        if f != "OutputProcessor.process_outputs":
+        if f != api:
             assert tid == m["tid"][0] and any(cs <= s and e <= ce for cs, ce in cycles), f
         else:
             assert tid != m["tid"][0]
     assert all(0 <= b <= e - s for b, s, e in zip(a["busy_ns"], a["start_ns"], a["end_ns"], strict=True))
+
+
+@pytest.mark.parametrize("version", ["0.11.2", "0.8.5"])
+def test_vllm_data_parallel_rank_other_than_zero_writes_phases_only(tmp_path: Path, version: str) -> None:
+    """Data-parallel engines step at once: only rank 0's steps are cycles, its rank read from
+    the engine's config (0.9 on) or, before, from its executor's."""
+    tables, err = run_under_agent(tmp_path, [str(FRAMEWORKS / "serve_vllm.py"), "6"], FAKE_VLLM_VERSION=version,
+                                  FAKE_DP_RANK="1", **VLLM_ENV)
+    assert agent_warnings(err) == [], err
+    assert "markers" not in tables and "samples" not in tables
+    assert phases(tables)["Scheduler.schedule"] == len(expected_vllm_steps())
 
 
 def test_vllm_batch_queue_steps(tmp_path: Path) -> None:
@@ -119,19 +132,23 @@ def test_vllm_batch_queue_steps(tmp_path: Path) -> None:
     assert p["Executor.sample_tokens (wait)"] == p["Scheduler.schedule"] == p["Scheduler.update_from_output"] < steps
 
 
-def test_unknown_vllm_version_runs_unwrapped_with_one_warning(tmp_path: Path) -> None:
+@pytest.mark.parametrize("version", ["0.11.2", "0.6.4"])
+def test_unknown_vllm_version_runs_unwrapped_with_one_warning(tmp_path: Path, version: str) -> None:
     tables, err = run_under_agent(tmp_path, [str(FRAMEWORKS / "serve_vllm.py"), "6"], FAKE_VLLM_RENAME="1",
-                                  **VLLM_ENV)
+                                  FAKE_VLLM_VERSION=version, **VLLM_ENV)
     warnings = agent_warnings(err)
     assert len(warnings) == 1 and "EngineCore.step" in warnings[0] and "vllm.v1.engine.core" in warnings[0], err
     assert tables == {}  # the whole process is left unwrapped, the output processor too
 
 
-@pytest.mark.parametrize(("version", "overlap"), [("0.5.4", ""), ("0.5.4", "1"), ("0.4.6", "")])
+SGLANG_ENV = {"FAKE_REQUESTS": "6", "FAKE_BATCH": "4", "FAKE_OUTPUT": "3", "FAKE_EXEC_MS": "0.2"}
+
+
+# SGLang layouts of tests/fakes/frameworks/sglang (its docstring maps them to the releases they stand for)
+@pytest.mark.parametrize(("version", "overlap"), [("0.5.23", ""), ("0.5.23", "1"), ("0.5.13", ""), ("0.4.6", "")])
 def test_sglang_iterations_are_cycles(tmp_path: Path, version: str, overlap: str) -> None:
     tables, err = run_under_agent(tmp_path, [str(FRAMEWORKS / "serve_sglang.py")], FAKE_SGLANG_VERSION=version,
-                                  FAKE_SGLANG_OVERLAP=overlap, FAKE_REQUESTS="6", FAKE_BATCH="4", FAKE_OUTPUT="3",
-                                  FAKE_EXEC_MS="0.2")
+                                  FAKE_SGLANG_OVERLAP=overlap, **SGLANG_ENV)
     assert agent_warnings(err) == [], err
     # prefill 4 | decode ×3 | prefill 2 (the batch has room again) … as the fake schedules
     p = phases(tables)
@@ -150,9 +167,50 @@ def test_sglang_iterations_are_cycles(tmp_path: Path, version: str, overlap: str
     assert sum(decode) == sum(loads(tables, "step_tokens")) - 6 * 32
 
 
-def test_unknown_sglang_version_one_warning(tmp_path: Path) -> None:
+def test_sglang_mixed_batches_split_prefill_and_decode(tmp_path: Path) -> None:
+    """A prefill mixed with the running decodes (chunked prefill's MIXED mode): its tokens
+    count one per decoding request, and the load says which are which."""
+    tables, err = run_under_agent(tmp_path, [str(FRAMEWORKS / "serve_sglang.py")], FAKE_MIXED="1",
+                                  **SGLANG_ENV | {"FAKE_REQUESTS": "7", "FAKE_BATCH": "3"})
+    assert agent_warnings(err) == [], err
+    rows = list(zip(*(loads(tables, k) for k in ("step_requests", "step_tokens", "step_prefill_tokens",
+                                                  "step_decode_tokens")), strict=True))
+    assert len(rows) == len(tables["markers"]["name"])
+    assert all(t == pf + d for _, t, pf, d in rows)
+    mixed = [r for r in rows if r[2] > 0 and r[3] > 0]
+    assert mixed and all(pf % 32 == 0 and d == req - pf // 32 for req, _, pf, d in mixed)
+    assert sum(r[2] for r in rows) == 7 * 32
+
+
+@pytest.mark.parametrize("version", ["0.5.23", "0.5.13", "0.4.6"])
+def test_sglang_rank_other_than_zero_writes_phases_only(tmp_path: Path, version: str) -> None:
+    """Tensor-parallel ranks step together: only rank 0's iterations are cycles, wherever the
+    version keeps the rank (the scheduler, its ``ps``, or runtime_context.get_parallel())."""
+    tables, err = run_under_agent(tmp_path, [str(FRAMEWORKS / "serve_sglang.py")], FAKE_SGLANG_VERSION=version,
+                                  FAKE_TP_RANK="1", **SGLANG_ENV)
+    assert agent_warnings(err) == [], err
+    assert "markers" not in tables and "samples" not in tables
+    assert phases(tables)["Scheduler.run_batch"] >= 6
+
+
+def test_sglang_before_batch_output_methods_keeps_the_scheduler(tmp_path: Path) -> None:
+    """Versions before TokenizerManager._handle_batch_output (0.4.1) and
+    DetokenizerManager.handle_batch_token_id_out (0.4.3): one warning each, and the scheduler
+    in every process stays wrapped."""
+    tables, err = run_under_agent(tmp_path, [str(FRAMEWORKS / "serve_sglang.py")], FAKE_SGLANG_VERSION="0.4.0",
+                                  **SGLANG_ENV)
+    warnings = agent_warnings(err)
+    assert len(warnings) == 2 and "TokenizerManager._handle_batch_output" in warnings[0] + warnings[1], err
+    assert "DetokenizerManager.handle_batch_token_id_out" in warnings[0] + warnings[1]
+    p = phases(tables)
+    assert "TokenizerManager._handle_batch_output" not in p
+    assert len(tables["markers"]["name"]) == p["Scheduler.run_batch"] >= 6
+
+
+@pytest.mark.parametrize("version", ["0.5.23", "0.4.6"])
+def test_unknown_sglang_version_one_warning(tmp_path: Path, version: str) -> None:
     tables, err = run_under_agent(tmp_path, [str(FRAMEWORKS / "serve_sglang.py")], FAKE_SGLANG_RENAME="1",
-                                  FAKE_REQUESTS="2", FAKE_EXEC_MS="0.1", FAKE_OUTPUT="2")
+                                  FAKE_SGLANG_VERSION=version, FAKE_REQUESTS="2", FAKE_EXEC_MS="0.1", FAKE_OUTPUT="2")
     warnings = agent_warnings(err)
     assert len(warnings) == 1 and "Scheduler.run_batch" in warnings[0], err
     assert "markers" not in tables and "Scheduler.recv_requests" not in phases(tables)

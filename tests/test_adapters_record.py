@@ -134,3 +134,20 @@ def test_undo_puts_the_originals_back_and_gives_up_with_one_warning() -> None:
     assert lines == ["perfdiff agent: Framework 1.0 (fw.core): not found: Engine.missing; left unwrapped "
                      "(an unsupported version? docs/PROFILING_LLM_SERVERS.md lists the supported ones)"]
     assert rec.status()["frameworks"]["fw"]["state"] == "unsupported"
+
+
+def test_give_up_on_an_optional_part_keeps_the_other_wrappers() -> None:
+    m, _ = fake_marker()
+    lines: list[str] = []
+    rec = record.Recorder(m, warn_out=lines.append)
+
+    class Engine:
+        def step(self) -> int:
+            return 1
+
+    original = Engine.__dict__["step"]
+    rec.patch("fw", Engine, "step", rec.cycle("Engine.step", original))
+    rec.give_up("fw", "Framework tokenizer (fw.tok)", ["Tokenizer.handle"], undo=False)
+    assert Engine.__dict__["step"] is not original and len(lines) == 1 and "Tokenizer.handle" in lines[0]
+    state = rec.status()["frameworks"]["fw"]
+    assert state["state"] == "wrapped" and state["missing"] == ["Tokenizer.handle"]

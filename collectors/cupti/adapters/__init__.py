@@ -6,7 +6,8 @@ changing the framework's code.
 as usual and the adapter then wraps its classes (modules imported already are wrapped at once).
 What each adapter wraps is in its module (``vllm``, ``sglang``, ``pytorch``); what it records
 and how is in ``record``.  A version whose names are not found stays unwrapped, with one
-warning line naming what was missing.  ``uninstall()`` removes the hook and every wrapper.
+warning line naming what was missing (where only an ``OPTIONAL`` part lacks its names, that
+part alone).  ``uninstall()`` removes the hook and every wrapper.
 $PERFDIFF_ADAPTERS=0 turns the adapters off.
 
 Records reach the collector through the marks file (perfdiff.marker): the installed perfdiff's
@@ -33,12 +34,18 @@ MARKER_API = ("emit", "active", "encode_name", "cycle_line", "range_line", "load
 TARGETS: dict[str, tuple[str, str, str]] = {
     "vllm.v1.engine.core": ("vllm", "patch_core", "vLLM engine core"),
     "vllm.v1.engine.output_processor": ("vllm", "patch_output", "vLLM output processor"),
+    "vllm.v1.engine.detokenizer": ("vllm", "patch_detokenizer", "vLLM detokenizer"),
     "sglang.srt.managers.scheduler": ("sglang", "patch_scheduler", "SGLang scheduler"),
     "sglang.srt.managers.tokenizer_manager": ("sglang", "patch_tokenizer", "SGLang tokenizer manager"),
     "sglang.srt.managers.detokenizer_manager": ("sglang", "patch_detokenizer", "SGLang detokenizer"),
     "torch.optim.optimizer": ("pytorch", "patch_optimizer", "PyTorch optimizer"),
     "torch.profiler.profiler": ("pytorch", "patch_profiler", "PyTorch profiler"),
 }
+
+# Phases of other processes than the engine step's: a version without them keeps its engine
+# wrapped (one warning names the part left out); a missing engine name unwraps the process.
+OPTIONAL = frozenset({"vllm.v1.engine.output_processor", "vllm.v1.engine.detokenizer",
+                      "sglang.srt.managers.tokenizer_manager", "sglang.srt.managers.detokenizer_manager"})
 
 _REC: Recorder | None = None
 _FINDER: _Finder | None = None
@@ -133,7 +140,8 @@ def _adapt(module: Any) -> None:
         missing = getattr(mod, func)(module, rec)
         if missing:
             version = getattr(mod, "version", lambda: "")()
-            rec.give_up(adapter, f"{what} ({name}{', version ' + version if version else ''})", missing)
+            rec.give_up(adapter, f"{what} ({name}{', version ' + version if version else ''})", missing,
+                        undo=name not in OPTIONAL)
     except Exception as exc:  # noqa: BLE001
         rec.fault(f"adapter {name}", exc)
         rec.warn(f"{what} ({name}): adapter failed ({type(exc).__name__}: {exc}); left unwrapped")

@@ -141,11 +141,17 @@ class Recorder:
                 state["state"] = "removed" if state.get("state") == "wrapped" else state.get("state")
         return done
 
-    def give_up(self, framework: str, what: str, missing: list[str]) -> None:
-        """An unknown version: remove `framework`'s wrappers and say once what was not found."""
-        self.undo(framework)
+    def give_up(self, framework: str, what: str, missing: list[str], undo: bool = True) -> None:
+        """An unknown version: say once what was not found and, with `undo`, remove all of
+        `framework`'s wrappers in this process.  Without `undo` only the part named by `what`
+        stays unwrapped (an adapter that found its names missing patched nothing), and the
+        framework's other parts in this process keep their wrappers."""
+        if undo:
+            self.undo(framework)
         state = self.frameworks.setdefault(framework, {"wrapped": []})
-        state.update(state="unsupported", missing=list(missing))
+        state["missing"] = [*state.get("missing", []), *(m for m in missing if m not in state.get("missing", []))]
+        if undo or state.get("state") != "wrapped":
+            state["state"] = "unsupported"
         self.warn(f"{what}: not found: {', '.join(missing)}; left unwrapped (an unsupported version? "
                   "docs/PROFILING_LLM_SERVERS.md lists the supported ones)")
 
@@ -299,11 +305,13 @@ class Recorder:
             self.fault("close_cycle", exc)
 
     def cycle(self, name: str, fn: Callable[..., Any], *, primary: Callable[[Any], bool] | None = None,
-              setup: Callable[[Any], bool] | None = None) -> Callable[..., Any]:
+              setup: Callable[[Any], bool] | None = None, drop_empty: bool = False) -> Callable[..., Any]:
         """The method `fn` as one cycle per call.  `setup(self_obj)` runs once per object on its
         first recorded call (False: record nothing for it); `primary(self_obj)`: whether this
-        object's cycles are written (else only its phases)."""
+        object's cycles are written (else only its phases); `drop_empty`: a call in which no
+        phase ran (a step that found nothing to do) is no cycle."""
         nb = self.name(name)
+        tls = self.tls
         flag = f"_perfdiff_setup_{id(self)}"  # on the object: set up once, forgotten with it
         slotted: dict[int, dict[str, bool]] = {}  # objects without a __dict__
 
@@ -329,7 +337,7 @@ class Recorder:
             except BaseException:
                 self.close_cycle(t0, nb, primary=prim)
                 raise
-            self.close_cycle(t0, nb, primary=prim)
+            self.close_cycle(t0, nb, primary=prim, keep=not drop_empty or bool(tls.buf))
             return result
 
         setattr(wrapper, WRAPPED, fn)

@@ -2,20 +2,25 @@
 
 ``Scheduler.event_loop_normal`` / ``event_loop_overlap`` (``sglang.srt.managers.scheduler``)
 never return, so the loop itself cannot be timed per call.  Every ``Scheduler.event_loop_*``
-method is wrapped instead; on entry it wraps, on that scheduler object, the calls each
-iteration makes:
+method is wrapped instead (the pipeline-parallel and disaggregation loops too); on entry it
+wraps, on that scheduler object, the calls each iteration makes:
 
-* ``recv_requests`` (a Scheduler method, or ``Scheduler.request_receiver.recv_requests`` in
-  newer versions) begins an iteration: the previous one is closed there, and written as a cycle
-  named ``Scheduler.iteration`` when it ran ``run_batch`` or ``process_batch_result``
-  (idle iterations are dropped with their phases);
-* ``get_next_batch_to_run``, ``run_batch``, ``process_batch_result`` and ``recv_requests``
-  itself are phases (``Scheduler.<name>``).
+* ``recv_requests`` (a Scheduler method up to 0.5.12; from 0.5.13 a method of
+  ``Scheduler.request_receiver``, which ``Scheduler.ingest_requests`` calls from 0.5.20)
+  begins an iteration: the previous one is closed there, and written as a cycle named
+  ``Scheduler.iteration`` when it ran ``run_batch`` or ``process_batch_result`` (idle
+  iterations are dropped with their phases); the pipeline-parallel loops receive once per
+  micro-batch, so there an iteration is one micro-batch;
+* ``get_next_batch_to_run``, ``run_batch``, ``process_batch_result``, ``recv_requests``
+  itself and, where the version has them, the disaggregation loops' own
+  ``get_next_disagg_prefill_batch_to_run``, ``get_next_disagg_decode_batch_to_run`` and
+  ``process_batch_result_disagg_prefill`` are phases (``Scheduler.<name>``).
 
 The iteration's load is the ``ScheduleBatch`` given to ``run_batch`` (``batch_load``).
 With tensor, pipeline or data parallelism every rank runs a scheduler: only the rank with
 tp_rank, pp_rank and dp_rank 0 writes cycles and loads (the ranks step together); every rank
-writes phases.  In the other processes: ``TokenizerManager._handle_batch_output`` and
+writes phases.  The ranks are read once per loop (``ranks``).  In the other processes:
+``TokenizerManager._handle_batch_output`` (a coroutine from 0.5.11) and
 ``DetokenizerManager.handle_batch_token_id_out`` are phases.
 """
 from __future__ import annotations
@@ -27,6 +32,9 @@ from .record import Load, Recorder, live_instances
 
 FRAMEWORK = "sglang"
 PHASES = ("get_next_batch_to_run", "run_batch", "process_batch_result")
+DISAGG_PHASES = ("get_next_disagg_prefill_batch_to_run", "get_next_disagg_decode_batch_to_run",
+                 "process_batch_result_disagg_prefill")
+RANKS = ("tp_rank", "pp_rank", "dp_rank")
 CYCLE = "Scheduler.iteration"
 ACTIVE = "_perfdiff_iteration"  # set on a scheduler while its loop runs wrapped
 
@@ -38,8 +46,8 @@ def version() -> str:
 def batch_load(batch: Any) -> Load:
     """(requests, tokens, prefill tokens, decode tokens) of an SGLang ``ScheduleBatch``:
     a decode batch computes one token per request; an extend (prefill) batch its
-    ``extend_num_tokens``; a mixed batch (chunked prefill mixed with decodes) its tokens, the
-    split unknown."""
+    ``extend_num_tokens``; a mixed batch (a prefill mixed with the running decodes) its
+    ``extend_num_tokens``, which count one token for each of its ``decoding_reqs``."""
     reqs = getattr(batch, "reqs", None)
     n = len(reqs) if reqs is not None else None
     mode = getattr(batch, "forward_mode", None)
@@ -52,7 +60,9 @@ def batch_load(batch: Any) -> Load:
     tokens = getattr(batch, "extend_num_tokens", None)
     tokens = tokens if isinstance(tokens, int) else None
     if _is(mode, "is_mixed"):
-        return (n, tokens, None, None)
+        dec = getattr(batch, "decoding_reqs", None)
+        d = len(dec) if dec is not None and tokens is not None and len(dec) <= tokens else None
+        return (n, tokens, None if d is None else tokens - d, d)
     if _is(mode, "is_extend"):
         return (n, tokens, tokens, 0)
     return (n, None, None, None)
@@ -61,6 +71,34 @@ def batch_load(batch: Any) -> Load:
 def _is(mode: Any, test: str) -> bool:
     fn = getattr(mode, test, None)
     return bool(fn()) if callable(fn) else False
+
+
+def ranks(sched: Any) -> tuple[Any, ...]:
+    """The scheduler's (tp_rank, pp_rank, dp_rank), None where unknown: attributes of the
+    scheduler (up to 0.5.12), of its ``ps`` (0.5.13 to 0.5.20), or of
+    ``sglang.srt.runtime_context.get_parallel()`` (from 0.5.16), the first that has any."""
+    for source in (sched, getattr(sched, "ps", None), _parallel()):
+        if source is None:
+            continue
+        found = tuple(_attr(source, a) for a in RANKS)
+        if any(v is not None for v in found):
+            return found
+    return (None,) * len(RANKS)
+
+
+def _parallel() -> Any:
+    get = getattr(sys.modules.get("sglang.srt.runtime_context"), "get_parallel", None)
+    try:
+        return get() if callable(get) else None
+    except Exception:  # noqa: BLE001 - not set up in this process
+        return None
+
+
+def _attr(obj: Any, name: str) -> Any:
+    try:
+        return getattr(obj, name, None)
+    except Exception:  # noqa: BLE001 - get_parallel() raises for a rank not yet published
+        return None
 
 
 def patch_scheduler(module: Any, rec: Recorder) -> list[str]:
@@ -143,7 +181,7 @@ class _Iteration:
         if not callable(getattr(owner, "recv_requests", None)):
             rec.give_up(FRAMEWORK, f"SGLang {version()}", ["Scheduler.recv_requests (or request_receiver.recv_requests)"])
             return None
-        primary = all(getattr(sched, a, 0) in (0, None) for a in ("tp_rank", "pp_rank", "dp_rank"))
+        primary = all(r in (0, None) for r in ranks(sched))
         it = cls(rec, primary)
         it._set(sched, ACTIVE, it)
         it._set(owner, "recv_requests", it.receiving(rec.phase("Scheduler.recv_requests", owner.recv_requests)))
@@ -151,6 +189,11 @@ class _Iteration:
         it._set(sched, "run_batch", rec.phase("Scheduler.run_batch", sched.run_batch, before=it.ran))
         it._set(sched, "process_batch_result", rec.phase("Scheduler.process_batch_result", sched.process_batch_result,
                                                          before=it.processed))
+        for name in DISAGG_PHASES:
+            fn = getattr(sched, name, None)
+            if callable(fn):
+                it._set(sched, name, rec.phase(f"Scheduler.{name}", fn,
+                                               before=it.processed if name.startswith("process") else None))
         return it
 
     def _set(self, owner: Any, attr: str, fn: Any) -> None:

@@ -1,16 +1,19 @@
 """vLLM V1: each engine step is a cycle, its scheduler and executor calls are phases.
 
-Wrapped (docs/PROFILING_LLM_SERVERS.md lists the versions read):
+Wrapped (docs/PROFILING_LLM_SERVERS.md lists the versions read and what differs between them):
 
 * ``vllm.v1.engine.core.EngineCore.step`` and ``step_with_batch_queue`` (the busy loop of the
-  engine-core process binds one of them at construction): one cycle per call, named after it.
+  engine-core process calls ``step`` itself, or the one of them it bound as ``step_fn``):
+  one cycle per call, named after it; a call in which nothing was scheduled (no requests, an
+  idle data-parallel rank) is no cycle.
   On its first recorded call on an engine the phases are wrapped on that engine's own objects
   (whatever scheduler and executor classes the configuration chose):
   ``Scheduler.schedule``, ``Scheduler.update_from_output``, ``Executor.execute_model`` and,
   where the version has it, ``Executor.sample_tokens``.  A non-blocking executor returns a
   Future: the time its ``result()`` blocks is the phase ``Executor.execute_model (wait)``
   (``… sample_tokens (wait)``), where the engine waits for the GPU workers.
-* ``vllm.v1.engine.output_processor.OutputProcessor.process_outputs``: the API server's output
+* ``vllm.v1.engine.output_processor.OutputProcessor.process_outputs`` or, in the versions
+  before it existed, ``vllm.v1.engine.detokenizer.Detokenizer.step``: the API server's output
   processing and detokenisation, a phase of that process.
 
 The step's load comes from the ``SchedulerOutput`` that ``schedule`` returned in it
@@ -67,7 +70,8 @@ def patch_core(module: Any, rec: Recorder) -> list[str]:
     for meth in ("step", "step_with_batch_queue"):
         fn = vars(cls).get(meth)
         if callable(fn):
-            wrappers[fn] = rec.cycle(f"EngineCore.{meth}", fn, primary=_primary, setup=lambda engine: _setup(rec, engine))
+            wrappers[fn] = rec.cycle(f"EngineCore.{meth}", fn, primary=_primary, setup=lambda engine: _setup(rec, engine),
+                                     drop_empty=True)
             rec.patch(FRAMEWORK, cls, meth, wrappers[fn])
     if rec.late:
         _rebind_running(rec, cls, wrappers)
@@ -97,8 +101,22 @@ def patch_output(module: Any, rec: Recorder) -> list[str]:
     return []
 
 
+def patch_detokenizer(module: Any, rec: Recorder) -> list[str]:
+    """Wrap ``Detokenizer.step`` (API server process) where the version has it; later versions
+    keep only helpers in this module and process outputs in ``OutputProcessor`` (nothing
+    missing then)."""
+    cls = getattr(module, "Detokenizer", None)
+    fn = vars(cls).get("step") if isinstance(cls, type) else None
+    if callable(fn):
+        rec.patch(FRAMEWORK, cls, "step", rec.phase("Detokenizer.step", fn, standalone=True))
+    return []
+
+
 def _primary(engine: Any) -> bool:
-    cfg = getattr(getattr(engine, "vllm_config", None), "parallel_config", None)
+    """Whether this engine is data-parallel rank 0: its ``vllm_config`` (kept on the engine
+    from 0.9) or its executor's ``parallel_config`` (every version) says."""
+    cfg = (getattr(getattr(engine, "vllm_config", None), "parallel_config", None)
+           or getattr(getattr(engine, "model_executor", None), "parallel_config", None))
     return getattr(cfg, "data_parallel_rank", 0) in (0, None)
 
 

@@ -1,5 +1,7 @@
 """`python -m sglang.launch_server` as the tests need it: this process is the tokenizer manager,
 the scheduler runs in a spawned child process.  Usage: serve_sglang.py."""
+import asyncio
+import inspect
 import multiprocessing as mp
 import sys
 
@@ -14,6 +16,8 @@ if __name__ == "__main__":
     proc = ctx.Process(target=run_scheduler_process, args=(None, None, 0, 0, 0, 0, None, writer))
     proc.start()
     tm, dm = TokenizerManager(), DetokenizerManager()
+    handle = getattr(tm, "_handle_batch_output", None) or tm.handle_loop_once
+    detok = getattr(dm, "handle_batch_token_id_out", None) or dm.event_loop_once
     while True:
         while not reader.poll(0.2):
             if not proc.is_alive() and not reader.poll(0):
@@ -21,6 +25,8 @@ if __name__ == "__main__":
         out = reader.recv()
         if out == "done":
             break
-        tm._handle_batch_output(dm.handle_batch_token_id_out(out))
+        done = handle(detok(out))
+        if inspect.iscoroutine(done):
+            asyncio.run(done)
     proc.join()
     sys.exit(proc.exitcode)

@@ -3,7 +3,12 @@ engine core runs in a spawned child process.  Usage: serve_vllm.py REQUESTS."""
 import multiprocessing as mp
 import sys
 
-from vllm.v1.engine.output_processor import OutputProcessor
+from vllm import VERSION
+
+if VERSION >= (0, 7, 0):
+    from vllm.v1.engine.output_processor import OutputProcessor
+else:
+    from vllm.v1.engine.detokenizer import Detokenizer
 
 if __name__ == "__main__":
     from vllm.v1.engine.core import EngineCoreProc
@@ -12,7 +17,7 @@ if __name__ == "__main__":
     parent, child = ctx.Pipe()
     proc = ctx.Process(target=EngineCoreProc.run_engine_core, args=(child, int(sys.argv[1])))
     proc.start()
-    processor = OutputProcessor()
+    process = OutputProcessor().process_outputs if VERSION >= (0, 7, 0) else Detokenizer().step
     steps = 0
     while True:
         while not parent.poll(0.2):
@@ -22,7 +27,7 @@ if __name__ == "__main__":
         if out == "done":
             break
         steps += 1
-        processor.process_outputs(out)
+        process(out)
     proc.join()
     print(f"engine steps {steps}", file=sys.stderr)
     sys.exit(proc.exitcode)

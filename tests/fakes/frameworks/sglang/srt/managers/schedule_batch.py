@@ -18,9 +18,10 @@ class ScheduleBatch:
     reqs: list[Req]
     forward_mode: ForwardMode
     extend_num_tokens: int | None = None
+    decoding_reqs: list[Req] | None = None  # a MIXED batch: its running decodes
 
     def batch_size(self) -> int:
         return len(self.reqs)
 
     def copy(self) -> "ScheduleBatch":
-        return ScheduleBatch(list(self.reqs), self.forward_mode, self.extend_num_tokens)
+        return ScheduleBatch(list(self.reqs), self.forward_mode, self.extend_num_tokens, self.decoding_reqs)

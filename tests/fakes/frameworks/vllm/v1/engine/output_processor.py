@@ -1,5 +1,7 @@
 from __future__ import annotations
 
+from vllm.v1.engine.detokenizer import IncrementalDetokenizer  # noqa: F401 - as vLLM imports it
+
 
 class OutputProcessor:
     """Process EngineCoreOutputs into RequestOutputs (the API server process)."""

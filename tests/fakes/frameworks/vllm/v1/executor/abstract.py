@@ -4,6 +4,8 @@ import os
 import time
 from concurrent.futures import Future
 
+from vllm import VERSION
+
 
 def _gpu(seconds: float) -> None:
     time.sleep(seconds)
@@ -13,10 +15,12 @@ class Executor:
     """The GPU as sleeps: FAKE_EXEC_MS per step plus FAKE_TOKEN_US per token, times FAKE_SLOW."""
 
     def __init__(self, vllm_config=None):
+        self.vllm_config = vllm_config
+        self.parallel_config = getattr(vllm_config, "parallel_config", None)
         self.exec_s = float(os.environ.get("FAKE_EXEC_MS", "2")) / 1e3
         self.token_s = float(os.environ.get("FAKE_TOKEN_US", "10")) / 1e6
         self.slow = float(os.environ.get("FAKE_SLOW", "1"))
-        self.new_style = not os.environ.get("FAKE_VLLM_VERSION", "").startswith("0.8")
+        self.new_style = VERSION >= (0, 11, 1)
 
     def execute_model(self, scheduler_output, non_block: bool = False):
         _gpu((self.exec_s + self.token_s * scheduler_output.total_num_scheduled_tokens) * self.slow)

@@ -2,6 +2,7 @@ from __future__ import annotations
 
 import os
 
+from vllm import VERSION
 from vllm.v1.core.sched.output import CachedRequestData, NewRequestData, SchedulerOutput
 
 
@@ -16,7 +17,7 @@ class Scheduler:
         self.max_batch = int(os.environ.get("FAKE_BATCH", "4"))
         self.waiting: list[str] = []
         self.running: dict[str, int] = {}  # request → tokens still to produce
-        self.new_style = not os.environ.get("FAKE_VLLM_VERSION", "").startswith("0.8")
+        self.cached_object = VERSION >= (0, 9, 2)  # one CachedRequestData (a list of them before)
 
     def add_request(self, req_id: str) -> None:
         self.waiting.append(req_id)
@@ -33,8 +34,11 @@ class Scheduler:
             new.append(rid)
         n = {rid: 1 for rid in cached} | {rid: self.prompt for rid in new}
         cached_data = (CachedRequestData(cached, [False] * len(cached), [[]] * len(cached), [0] * len(cached))
-                       if self.new_style else [])
-        return SchedulerOutput([NewRequestData(r, [0] * self.prompt) for r in new], cached_data, n, sum(n.values()))
+                       if self.cached_object else [])
+        new_data = [NewRequestData(r, [0] * self.prompt) for r in new]
+        if VERSION < (0, 7, 3):
+            return SchedulerOutput(new_data, [], [], n, sum(n.values()))
+        return SchedulerOutput(new_data, cached_data, n, sum(n.values()))
 
     def update_from_output(self, scheduler_output: SchedulerOutput, model_runner_output) -> dict:
         done = []
