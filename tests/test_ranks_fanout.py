@@ -48,3 +48,20 @@ def test_comparison_through_local_worker_processes(tmp_path: Path) -> None:
                               steps=16, collectives=3)
     res = compare_ranks(n, a, workers=2)
     assert res.workers == 2 and res.stragglers[1].culprit == 1
+
+
+def test_the_phases_are_timed(tmp_path: Path) -> None:
+    """Each phase's wall time is in the result and its JSON, in order, and they add up to no
+    more than the whole call."""
+    import time
+
+    from perfdiff.render.ranks import rank_json
+
+    n, a = gen_ranks.generate(tmp_path, fmt="nsys", plant=gen_ranks.Plant(straggler=1), ranks=2, kernels=600,
+                              steps=12, collectives=2)
+    t0 = time.perf_counter()
+    res = compare_ranks(n, a, workers=1, processes=False)
+    whole = time.perf_counter() - t0
+    assert [p.name for p in res.phases] == ["start", "plan", "ranks", "analysis"]
+    assert all(p.wall_s > 0 for p in res.phases) and sum(p.wall_s for p in res.phases) <= whole
+    assert [p["name"] for p in rank_json(res)["phases"]] == ["start", "plan", "ranks", "analysis"]

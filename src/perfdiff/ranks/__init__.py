@@ -11,11 +11,12 @@ table, findings across ranks, the verdict), `records` (the typed results), `pipe
 from __future__ import annotations
 
 from perfdiff.ranks.discover import is_multi_rank
-from perfdiff.ranks.records import (ExcessKind, GroupCode, GroupStraggler, IdentitySource, RankAnalysis, RankFinding, RankNotice,
-                                    RankNoticeCode, RankRow, RankVerdict, RankVerdictCode, ScopeCode, Straggler,
-                                    StragglerCode)
+from perfdiff.ranks.records import (ExcessKind, GroupCode, GroupStraggler, IdentitySource, Phase, RankAnalysis,
+                                    RankFinding, RankNotice, RankNoticeCode, RankRow, RankVerdict, RankVerdictCode,
+                                    ScopeCode, Straggler, StragglerCode)
 
-__all__ = ["ExcessKind", "GroupCode", "GroupStraggler", "IdentitySource", "RankAnalysis", "RankFinding", "RankNotice", "RankNoticeCode", "RankRow",
+__all__ = ["ExcessKind", "GroupCode", "GroupStraggler", "IdentitySource", "Phase", "RankAnalysis", "RankFinding",
+           "RankNotice", "RankNoticeCode", "RankRow",
            "RankVerdict", "RankVerdictCode", "ScopeCode", "Straggler", "StragglerCode", "compare_ranks",
            "is_multi_rank"]
 

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import dataclasses
 import os
+import time
 
 import numpy as np
 
@@ -20,7 +21,7 @@ from perfdiff.ranks.discover import pair_ranks, rank_inputs, world_size
 from perfdiff.ranks.fanout import estimate_bytes, fanout
 from perfdiff.ranks.groups import UNKNOWN
 from perfdiff.ranks.part import RankPart, RankTask, load_part, load_summary
-from perfdiff.ranks.records import IdentitySource, RankAnalysis, RankNotice, RankNoticeCode
+from perfdiff.ranks.records import IdentitySource, Phase, RankAnalysis, RankNotice, RankNoticeCode
 from perfdiff.ranks.straggler import common_iterations, straggler
 from perfdiff.segment import MIN_CYCLES
 
@@ -41,6 +42,7 @@ def compare_ranks(normal: str | os.PathLike[str], abnormal: str | os.PathLike[st
     terminal.  Raises InputError for bad input, or without Dask."""
     if not 0.0 < alpha < 1.0:
         raise InputError(f"alpha {alpha}: must be between 0 and 1")
+    clock = _Clock()
     window_ns = parse_duration_ns(window) if isinstance(window, str) else window
     labels = (str(normal), str(abnormal))
     split = ranks is not None
@@ -51,13 +53,31 @@ def compare_ranks(normal: str | os.PathLike[str], abnormal: str | os.PathLike[st
     largest = max(estimate_bytes(t.input.path) for t in tasks)
     with fanout(scheduler, workers=workers, tasks=len(tasks), largest_bytes=largest, progress=progress,
                 processes=processes) as fan:
+        clock.lap("start")
         # One plan for every rank, chosen as for a pair from the first rank of each run.
         sn, sa = fan.map(load_summary, [tasks[0], tasks[len(pairs)]], what="planning")
         plan = dataclasses.replace(plan_pair(sn, sa, cycle_regex=cycle, window_ns=window_ns), device_map=())
+        clock.lap("plan")
         parts = fan.map(load_part, tasks, plan=plan)
+        clock.lap("ranks")
         workers_used = fan.workers
-    return analyze_parts(parts[:len(pairs)], parts[len(pairs):], plan, alpha=alpha, notices=notices,
-                         worlds=(world_size(ins_n), world_size(ins_a)), workers=workers_used, pairs=pairs)
+    result = analyze_parts(parts[:len(pairs)], parts[len(pairs):], plan, alpha=alpha, notices=notices,
+                           worlds=(world_size(ins_n), world_size(ins_a)), workers=workers_used, pairs=pairs)
+    clock.lap("analysis")
+    return dataclasses.replace(result, phases=tuple(clock.phases))
+
+
+class _Clock:
+    """Wall time between laps, as Phase records (the cluster's closing counts in the next lap)."""
+
+    def __init__(self) -> None:
+        self.t = time.perf_counter()
+        self.phases: list[Phase] = []
+
+    def lap(self, name: str) -> None:
+        now = time.perf_counter()
+        self.phases.append(Phase(name, now - self.t))
+        self.t = now
 
 
 def analyze_parts(parts_n: list[RankPart], parts_a: list[RankPart], plan, *, alpha: float,

@@ -249,6 +249,16 @@ class RankCycle:
 
 
 @dataclass(frozen=True)
+class Phase:
+    """The wall time (s) one phase of a multi-rank comparison took in this process: "start"
+    (find and pair the ranks, start or reach the cluster), "plan" (the reference ranks),
+    "ranks" (every rank's task), "analysis" (on the driver).  Measured: it varies run to run."""
+
+    name: str
+    wall_s: float
+
+
+@dataclass(frozen=True)
 class RankAnalysis:
     """Everything a multi-rank comparison found."""
 
@@ -266,3 +276,4 @@ class RankAnalysis:
     # (first, last) iteration every rank of the run has: ProfilerStep numbers, else ordinals
     iterations: tuple[tuple[int, int], tuple[int, int]] = ((0, 0), (0, 0))
     cycle: RankCycle | None = None  # the job's cycle time (the --fail-on gate)
+    phases: tuple[Phase, ...] = ()
