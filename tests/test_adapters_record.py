@@ -109,7 +109,9 @@ def test_coroutine_phase() -> None:
     assert rows(written)["activity"]["function"] == ["TokenizerManager._handle_batch_output"]
 
 
-def test_undo_puts_the_originals_back_and_gives_up_with_one_warning() -> None:
+def _engine_recorder() -> tuple[record.Recorder, list[str], type, object]:
+    """A recorder whose warnings land in a list, and an Engine class whose `step` it wrapped
+    as the cycle: (recorder, warnings, Engine, the original step)."""
     m, _ = fake_marker()
     lines: list[str] = []
     rec = record.Recorder(m, warn_out=lines.append)
@@ -118,14 +120,20 @@ def test_undo_puts_the_originals_back_and_gives_up_with_one_warning() -> None:
         def step(self) -> int:
             return 1
 
+    original = Engine.__dict__["step"]
+    rec.patch("fw", Engine, "step", rec.cycle("Engine.step", original))
+    return rec, lines, Engine, original
+
+
+def test_undo_puts_the_originals_back_and_gives_up_with_one_warning() -> None:
+    rec, lines, Engine, original = _engine_recorder()
+
     class Sched:
         pass
 
-    original = Engine.__dict__["step"]
     sched = Sched()
     sched.schedule = lambda: 0  # type: ignore[attr-defined]
     own = sched.schedule  # type: ignore[attr-defined]
-    rec.patch("fw", Engine, "step", rec.cycle("Engine.step", original))
     rec.patch("fw", sched, "schedule", rec.phase("Sched.schedule", own))
     assert Engine.__dict__["step"] is not original and record.unwrapped(Engine.__dict__["step"]) is original
     rec.give_up("fw", "Framework 1.0 (fw.core)", ["Engine.missing"])
@@ -137,16 +145,7 @@ def test_undo_puts_the_originals_back_and_gives_up_with_one_warning() -> None:
 
 
 def test_give_up_on_an_optional_part_keeps_the_other_wrappers() -> None:
-    m, _ = fake_marker()
-    lines: list[str] = []
-    rec = record.Recorder(m, warn_out=lines.append)
-
-    class Engine:
-        def step(self) -> int:
-            return 1
-
-    original = Engine.__dict__["step"]
-    rec.patch("fw", Engine, "step", rec.cycle("Engine.step", original))
+    rec, lines, Engine, original = _engine_recorder()
     rec.give_up("fw", "Framework tokenizer (fw.tok)", ["Tokenizer.handle"], undo=False)
     assert Engine.__dict__["step"] is not original and len(lines) == 1 and "Tokenizer.handle" in lines[0]
     state = rec.status()["frameworks"]["fw"]

@@ -57,7 +57,7 @@ def test_paths_calls_self_and_gpu_time() -> None:
         kernel(400, 401, launch=MISSING),  # no launch: in no range
     ], markers=[step(12, 0, 100), step(13, 100, 200)])
     p = range_profile(run)
-    by = {"/".join(_path(p, i)): i for i in range(p.n_paths)}
+    by = {"/".join(p.names_of(i)): i for i in range(p.n_paths)}
     assert set(by) == {"ProfilerStep#*", "ProfilerStep#*/fwd", "ProfilerStep#*/fwd/attn", "bwd"}
     attn, fwd, st = by["ProfilerStep#*/fwd/attn"], by["ProfilerStep#*/fwd"], by["ProfilerStep#*"]
     assert p.calls[attn] == 3 and p.incl_ns[attn] == 40 and p.self_ns[attn] == 40
@@ -88,13 +88,6 @@ def test_gpu_time_unknown_without_kernels() -> None:
     d = diff_trees(p, p)
     assert all(np.isnan(n.gpu_n_us) for n in d.nodes)
 
-
-def _path(p, i: int) -> tuple[str, ...]:
-    out = []
-    while i >= 0:
-        out.append(p.name[i])
-        i = int(p.parent[i])
-    return tuple(reversed(out))
 
 
 # ------------------------------------------------------------------ synthetic trees, known truth

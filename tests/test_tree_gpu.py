@@ -86,7 +86,7 @@ def test_gpu_side_paths_are_their_own_tree(tmp_path: Path) -> None:
     run = import_kineto(kineto_trace(tmp_path / "t.json", fwd_kernel_us=300, seed=1))
     p = range_profile(run)
     assert p.gpu_side is not None and p.gpu_ns is not None
-    paths = {(_path(p, i), bool(p.gpu_side[i])): i for i in range(p.n_paths)}
+    paths = {(p.names_of(i), bool(p.gpu_side[i])): i for i in range(p.n_paths)}
     assert set(paths) == {(("ProfilerStep#*",), False), (("ProfilerStep#*", "forward"), False),
                           (("ProfilerStep#*", "backward"), False), (("ProfilerStep#*",), True),
                           (("ProfilerStep#*", "forward"), True), (("ProfilerStep#*", "backward"), True)}
@@ -161,7 +161,7 @@ def test_gpu_side_ranges_nest_per_stream() -> None:
                                    "device": pd.Categorical(["GPU 0"] * 3), "stream": np.array([7, 7, 9]),
                                    "start_ns": np.array([10, 30, 12]), "end_ns": np.array([60, 60, 18])})
     p = range_profile(run)
-    by = {_path(p, i): i for i in range(p.n_paths)}
+    by = {p.names_of(i): i for i in range(p.n_paths)}
     assert set(by) == {("outer",), ("outer", "inner")} and p.nested
     assert p.calls[by[("outer",)]] == 2 and p.threads[by[("outer",)]] == 2  # two streams
     assert p.gpu_ns is not None and p.gpu_ns[by[("outer", "inner")]] == 30 and p.gpu_ns[by[("outer",)]] == 46
@@ -187,10 +187,3 @@ def test_real_gpu_annotation_of_a_profiler_step(real: Path, capsys: pytest.Captu
     code, out, _ = run_cli(["tree", path, path], capsys)
     assert code == 0 and "No path of" in out and "GPU timeline" in out
 
-
-def _path(p, i: int) -> tuple[str, ...]:
-    out = []
-    while i >= 0:
-        out.append(p.name[i])
-        i = int(p.parent[i])
-    return tuple(reversed(out))

@@ -91,6 +91,14 @@ class RangeProfile:
     def n_paths(self) -> int:
         return len(self.name)
 
+    def names_of(self, i: int) -> tuple[str, ...]:
+        """Path i as its folded names, root first."""
+        out = []
+        while i >= 0:
+            out.append(self.name[i])
+            i = int(self.parent[i])
+        return tuple(reversed(out))
+
     @property
     def cycle_share(self) -> float:
         """The share of the top-level ranges' time that lies inside the cycles (NaN without
