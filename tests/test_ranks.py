@@ -266,6 +266,25 @@ def test_collectives_of_unnamed_groups_keep_one_group_and_say_so(tmp_path: Path,
     assert "groups could not be told apart" in rank_markdown(res, (str(n), str(a)))
 
 
+def test_a_rank_whose_groups_are_unnamed_is_not_dropped(tmp_path: Path, scheduler: str) -> None:
+    """One NCCL kernel of the culprit's trace without its process-group args: that rank's
+    communicators cannot be read, so the run is read as one group of every rank (as the notice
+    says), and the culprit stays in the analysis and is named, not its partner."""
+    import json
+
+    n, a = _pair(tmp_path, straggler=2, tp=2)
+    path = a / "rank-2.json"
+    doc = json.loads(path.read_text())
+    first = next(e for e in doc["traceEvents"] if e.get("cat") == "kernel" and e["name"].startswith("nccl")
+                 and "Process Group Name" in e.get("args", {}))
+    for key in ("Process Group Name", "pg_name", "Process Group Ranks"):
+        first["args"].pop(key, None)
+    path.write_text(json.dumps(doc))
+    sa = compare_ranks(n, a, scheduler=scheduler).stragglers[1]
+    assert 2 in {w.rank for w in sa.waits}
+    assert not sa.grouped and sa.code == StragglerCode.CULPRIT and sa.culprit == 2
+
+
 def test_fail_on_gates_the_median_cycle_across_ranks(tmp_path: Path, scheduler: str, capsys) -> None:
     """Rank 1's data loader ×10 holds every rank back: the job's cycle (per iteration the median
     over ranks) grew, so --fail-on trips; not beyond a larger PCT, nor when the runs swap."""

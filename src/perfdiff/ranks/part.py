@@ -82,6 +82,7 @@ class RankPart:
     source_detail: str = ""
     coll_group: np.ndarray | None = None  # (C,) index into group_labels; None: all unknown
     group_labels: tuple[str, ...] = (groups.UNKNOWN,)  # communicator of each group code
+    coll_start_ns: np.ndarray | None = None  # (C,) int64 start of each collective kernel
 
 
 def cycle_columns(p: RankPart, iters: np.ndarray) -> np.ndarray:
@@ -146,19 +147,20 @@ def load_part(task: RankTask, plan: CyclePlan) -> RankPart:
             and own[f].sum() >= KEEP_SHARE * dur.sum()]
     named = groups.nsys_groups(inp.path, inp.pid) if trace_kind(Path(inp.path)) == "nsys" else (
         groups.kineto_groups(inp.path) if inp.pid is None else None)
-    coll_cycle, coll_ord, coll_dur, coll_group, labels = _collectives(run, matrix.row_cycle, named)
+    coll_cycle, coll_ord, coll_dur, coll_group, labels, coll_start = _collectives(run, matrix.row_cycle, named)
     dist = (run.manifest.get("target") or {}).get("distributed") or {}
     return RankPart(side=task.side, input=inp, declared=dict(dist), iteration=_iterations(run.markers, plan,
                                                                                           cycles.start_ns),
                     dur_ns=dur.astype(np.int64), names=[names[f] for f in keep], kinds=[kinds[f] for f in keep],
                     own_ns=own[keep], excess_ns=excess, coll_cycle=coll_cycle, coll_ord=coll_ord,
                     coll_dur_ns=coll_dur, offers_plan=_offers(run.markers, plan), source_detail=cycles.detail,
-                    coll_group=coll_group, group_labels=labels)
+                    coll_group=coll_group, group_labels=labels, coll_start_ns=coll_start)
 
 
 def _collectives(run, row_cycle: np.ndarray, named: groups.KernelGroups | None):
     """(cycle, ordinal in its cycle on its communicator, duration ns, group code) of every NCCL
-    kernel inside a cycle, and the group labels the codes index (UNKNOWN where not named)."""
+    kernel inside a cycle, the group labels the codes index (UNKNOWN where not named), and
+    each kernel's start ns."""
     a = run.activity
     fn = a["function"]
     cats = fn.cat.categories if hasattr(fn, "cat") else pd.Index(pd.unique(fn.astype(str)))
@@ -177,8 +179,8 @@ def _collectives(run, row_cycle: np.ndarray, named: groups.KernelGroups | None):
     grp, uniq = pd.factorize(pd.Series(label, dtype=object), sort=True)
     grp = grp.astype(np.int64)
     order = np.lexsort((start, grp, cyc))
-    cyc, dur, grp = cyc[order], dur[order], grp[order]
+    cyc, dur, grp, start = cyc[order], dur[order], grp[order], start[order]
     key = cyc * max(len(uniq), 1) + grp  # sorted: (cycle, group) runs
     first = np.searchsorted(key, key, side="left")
     labels = tuple(str(u) for u in uniq) or (groups.UNKNOWN,)
-    return cyc, np.arange(len(cyc)) - first, dur, grp, labels
+    return cyc, np.arange(len(cyc)) - first, dur, grp, labels, start.astype(np.int64)

@@ -49,12 +49,21 @@ def _matched(parts: list[RankPart], iters: np.ndarray) -> dict[str, pd.DataFrame
     frames = []
     for p in parts:
         grp = p.coll_group if p.coll_group is not None else np.zeros(len(p.coll_cycle), dtype=np.int64)
+        start = p.coll_start_ns if p.coll_start_ns is not None else p.coll_ord
         frames.append(pd.DataFrame({"rank": p.input.rank, "iter": p.iteration[p.coll_cycle],
                                     "group": np.asarray(p.group_labels, dtype=object)[grp], "ord": p.coll_ord,
-                                    "dur": p.coll_dur_ns}))
+                                    "start": start, "dur": p.coll_dur_ns}))
     coll = pd.concat(frames, ignore_index=True) if frames else pd.DataFrame()
     if coll.empty:
         return {}
+    named = pd.unique(coll.loc[coll["group"] != UNKNOWN, "rank"])
+    if 0 < len(named) < coll["rank"].nunique():
+        # A rank whose trace names none of its communicators would be alone in its group and
+        # drop out of the analysis: the run is read as one group of every rank instead, each
+        # collective placed among all of its rank's collectives in the cycle.
+        coll["group"] = UNKNOWN
+        coll = coll.sort_values(["rank", "iter", "start"], kind="stable")
+        coll["ord"] = coll.groupby(["rank", "iter"]).cumcount()
     coll = coll[coll["iter"].isin(iters)]
     order = {p.input.rank: i for i, p in enumerate(parts)}
     out = {}
