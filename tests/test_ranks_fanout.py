@@ -1,8 +1,9 @@
 """The local Dask cluster a multi-rank comparison starts itself: worker processes forked from
-the driver on Linux (they start with perfdiff imported, in a fraction of a second), and a
-comparison that runs through them end to end."""
+a fork server that imported what a rank's task needs (they start with perfdiff imported, in a
+fraction of a second), and a comparison that runs through them end to end."""
 from __future__ import annotations
 
+import multiprocessing as mp
 import sys
 from pathlib import Path
 
@@ -15,7 +16,8 @@ from perfdiff.ranks.fanout import fanout, start_method
 sys.path.insert(0, str(ROOT / "bench"))
 import gen_ranks  # noqa: E402
 
-pytestmark = pytest.mark.skipif(not sys.platform.startswith("linux"), reason="workers are forked on Linux only")
+pytestmark = pytest.mark.skipif("forkserver" not in mp.get_all_start_methods(),
+                                reason="workers come from a fork server where the platform has one")
 
 
 def _imported(name: str) -> bool:
@@ -28,10 +30,8 @@ def _config(key: str):
     return dask.config.get(key)
 
 
-def test_local_workers_are_forked_with_perfdiff_imported() -> None:
-    import perfdiff.ranks.part  # noqa: F401  (the driver has it; a forked worker inherits it)
-
-    assert start_method() == "fork"
+def test_local_workers_start_with_perfdiff_imported() -> None:
+    assert start_method() == "forkserver"
     with fanout(None, workers=2, tasks=2, largest_bytes=1 << 20) as fan:
         seen = fan.client.run(_imported, "perfdiff.ranks.part")
     assert len(seen) == 2 and all(seen.values())
@@ -65,3 +65,14 @@ def test_the_phases_are_timed(tmp_path: Path) -> None:
     assert [p.name for p in res.phases] == ["start", "plan", "ranks", "analysis"]
     assert all(p.wall_s > 0 for p in res.phases) and sum(p.wall_s for p in res.phases) <= whole
     assert [p["name"] for p in rank_json(res)["phases"]] == ["start", "plan", "ranks", "analysis"]
+
+
+def test_warm_up_starts_the_fork_server_with_the_preload() -> None:
+    """Started early, the fork server imports what the workers need while the driver goes on."""
+    from multiprocessing import forkserver
+
+    from perfdiff.ranks.fanout import PRELOAD, warm_up
+
+    warm_up()
+    server = forkserver._forkserver
+    assert server._forkserver_pid is not None and server._preload_modules == list(PRELOAD)

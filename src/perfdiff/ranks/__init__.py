@@ -23,6 +23,10 @@ __all__ = ["ExcessKind", "GroupCode", "GroupStraggler", "IdentitySource", "Phase
 
 def compare_ranks(*args, **kwargs) -> RankAnalysis:
     """perfdiff.ranks.pipeline.compare_ranks (imported on first use: it imports the analysis)."""
+    if kwargs.get("scheduler") is None and kwargs.get("processes", True):
+        from perfdiff.ranks.fanout import warm_up
+
+        warm_up()  # the local cluster's fork server imports while this process imports the analysis
     from perfdiff.ranks.pipeline import compare_ranks as run
 
     return run(*args, **kwargs)

@@ -20,7 +20,8 @@ from typing import Any
 
 from perfdiff.errors import InputError
 
-__all__ = ["DASK_MISSING", "Fanout", "estimate_bytes", "local_workers", "require_dask", "start_method"]
+__all__ = ["DASK_MISSING", "Fanout", "estimate_bytes", "local_workers", "require_dask", "start_method",
+           "warm_up"]
 
 DASK_MISSING = "comparing runs of many ranks needs Dask: pip install perfdiff[ranks]"
 BASE_BYTES = 400 << 20  # a worker process with numpy, pandas and perfdiff imported
@@ -115,12 +116,44 @@ QUIET_CLUSTER = {"distributed.worker.profile.enabled": False, "distributed.admin
                  "distributed.admin.system-monitor.interval": "2s", "distributed.worker.memory.monitor-interval": "500ms"}
 
 
+# What the fork server imports once, so that every worker it forks starts with it.
+PRELOAD = ("distributed", "numpy", "pandas", "perfdiff.ranks.part")
+
+
 def start_method() -> str:
-    """How a local cluster starts its worker processes: forked from this process on Linux, so
-    a worker starts with numpy, pandas and perfdiff already imported and holds nothing else
-    yet (the driver forks before it reads any trace); spawned elsewhere (macOS system
-    libraries are not fork-safe), as Dask does by default."""
-    return "fork" if sys.platform.startswith("linux") and "fork" in mp.get_all_start_methods() else "spawn"
+    """How a local cluster starts its worker processes: from a fork server (a clean
+    single-threaded process that imported PRELOAD once and forks each worker from there:
+    quick to start, and safe, where forking the driver would copy a process whose Dask
+    threads may hold locks) where the platform has one; spawned otherwise, as Dask does by
+    default."""
+    return "forkserver" if "forkserver" in mp.get_all_start_methods() else "spawn"
+
+
+def warm_up() -> None:
+    """Start the fork server now, so that it imports PRELOAD while this process goes on with
+    its own imports and finding the ranks (the local cluster's workers then fork at once)."""
+    method = start_method()
+    if method != "forkserver":
+        return
+    import dask
+
+    require_dask()
+    with dask.config.set({"distributed.worker.multiprocessing-method": method}):
+        _preload(method)
+    from multiprocessing import forkserver
+
+    forkserver.ensure_running()
+
+
+def _preload(method: str) -> None:
+    """Name PRELOAD to the fork server before Dask starts it.  Dask names its own list on its
+    first use of the context and never again, so it is asked first and then replaced (a fork
+    server already running keeps what it has; its workers import perfdiff on their first task)."""
+    if method != "forkserver":
+        return
+    from distributed.utils import get_mp_context
+
+    get_mp_context().set_forkserver_preload(list(PRELOAD))
 
 
 @contextmanager
@@ -146,7 +179,9 @@ def fanout(scheduler: str | None, *, workers: int | None, tasks: int, largest_by
         limit = max(largest_bytes, _memory_bytes() // n)
     import dask
 
-    with dask.config.set({"distributed.worker.multiprocessing-method": start_method(), **QUIET_CLUSTER}):
+    method = start_method()
+    with dask.config.set({"distributed.worker.multiprocessing-method": method, **QUIET_CLUSTER}):
+        _preload(method)
         cluster = distributed.LocalCluster(n_workers=n, threads_per_worker=1, processes=processes,
                                            memory_limit=limit, dashboard_address=":0",
                                            # A task's error reaches the client as an exception; what the
