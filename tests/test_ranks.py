@@ -316,3 +316,23 @@ def test_fail_on_refuses_negative_or_nan(tmp_path: Path, capsys, bad: str) -> No
     for inputs in (["n.json", "a.json"], [tmp_path, tmp_path]):
         code, _, err = run_cli(["compare", *inputs, "--fail-on", bad], capsys)
         assert code == 2 and len(err.strip().splitlines()) == 1 and "--fail-on" in err
+
+
+def test_pid_with_runs_of_many_ranks_is_one_line_exit_2(tmp_path: Path, capsys) -> None:
+    """--pid picks a process of one trace: with runs of many ranks it is refused, not ignored."""
+    n, a = _pair(tmp_path)
+    code, _, err = run_cli(["compare", n, a, "--pid", "4001"], capsys)
+    assert code == 2 and len(err.strip().splitlines()) == 1 and "--pid" in err and "--ranks" in err
+
+
+def test_a_communicator_the_traces_do_not_name_reads_unnamed() -> None:
+    """The row of collectives without a communicator names none, whatever ranks ran them."""
+    from perfdiff.ranks import GroupCode, GroupStraggler, Straggler, StragglerCode
+    from perfdiff.render.ranks import _group_table
+
+    g = GroupStraggler(group="", ranks=(4, 5), code=GroupCode.NO_SKEW, last=None, collectives=2, skew_us=3.0,
+                       p_last=1.0)
+    s = Straggler(side="abnormal", code=StragglerCode.NO_SKEW, culprit=None, cycles=10, collectives=2, skew_us=3.0,
+                  p_last=1.0, waits=(), groups=(g,), grouped=True)
+    row = _group_table(s)[2]
+    assert row.startswith("| unnamed | 4, 5 |") and "every rank" not in row

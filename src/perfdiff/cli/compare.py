@@ -7,7 +7,7 @@ import sys
 from pathlib import Path
 
 from perfdiff.cli.common import add_trace_options, alpha, percent, positive_int, write_output
-from perfdiff.errors import EXIT_GATE
+from perfdiff.errors import EXIT_GATE, InputError
 
 
 def cmd_compare(args: argparse.Namespace) -> int:
@@ -63,6 +63,9 @@ def cmd_compare_ranks(args: argparse.Namespace) -> int:
     --fail-on gate on the job's cycle time (the median over ranks, per iteration)."""
     from perfdiff.api import compare_ranks
 
+    if args.pid is not None:
+        raise InputError("--pid picks one process of a single trace; with runs of many ranks, say which ranks to "
+                         "compare with --ranks")
     comp = compare_ranks(args.normal, args.abnormal, alpha=args.alpha, cycle=args.cycle, window=args.window,
                          group=args.group, ranks=args.ranks, scheduler=args.scheduler, workers=args.workers,
                          progress=True)

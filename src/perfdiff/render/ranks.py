@@ -173,7 +173,7 @@ def _group_table(s: Straggler) -> list[str]:
         note = GROUP_WORDS[g.code]
         if g.code == GroupCode.RELAY:
             note += f" ({fmt_time_us(g.wait_elsewhere_us)} per cycle)"
-        lines.append(f"| {md_escape(g.group or 'every rank')} | {', '.join(str(r) for r in g.ranks)} | "
+        lines.append(f"| {md_escape(g.group) if g.group else 'unnamed'} | {', '.join(str(r) for r in g.ranks)} | "
                      f"{g.collectives} | {fmt_time_us(g.skew_us)} | {last} | {note} |")
     return lines
 
