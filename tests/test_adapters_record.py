@@ -104,9 +104,13 @@ def test_coroutine_phase() -> None:
         await asyncio.sleep(0)
         return x + 1
 
-    wrapped = rec.phase("TokenizerManager._handle_batch_output", handle, standalone=True)
-    assert asyncio.run(wrapped(1)) == 2
+    seen: list[int] = []
+    wrapped = rec.phase("TokenizerManager._handle_batch_output", handle, before=seen.append, standalone=True)
+    assert asyncio.run(wrapped(1)) == 2 and seen == [1]
     assert rows(written)["activity"]["function"] == ["TokenizerManager._handle_batch_output"]
+    # A coroutine phase of an engine step is, like any engine phase, recorded only inside a step.
+    written.clear()
+    assert asyncio.run(rec.phase("P", handle)(2)) == 3 and written == []
 
 
 def _engine_recorder() -> tuple[record.Recorder, list[str], type, object]:

@@ -217,6 +217,8 @@ class Recorder:
 
         if _is_coroutine_function(fn):
             async def awrapper(*args: Any, **kwargs: Any) -> Any:
+                if not standalone and tls.buf is None:
+                    return await fn(*args, **kwargs)
                 t0 = 0
                 try:
                     t0 = _time_ns() if self.enabled and self._active() else 0
@@ -224,6 +226,11 @@ class Recorder:
                     fault("enter", exc)
                 if not t0:
                     return await fn(*args, **kwargs)
+                if before is not None:
+                    try:
+                        before(*args, **kwargs)
+                    except Exception as exc:  # noqa: BLE001
+                        fault("before", exc)
                 try:
                     result = await fn(*args, **kwargs)
                 except BaseException:
