@@ -135,7 +135,7 @@ def build_verdict(c: Analysis, findings: list[Finding]) -> list[VerdictClass]:
                                  (VerdictCode.IO_WAIT, IO_STATES, IO_STALL_SIGNALS)):
         waits = [i for i, _ in causes if i in fn and i not in used and fn[i].kind == "host" and fn[i].name in states]
         if waits:  # a stall signal backs a state that cost time; alone it did not slow the cycle
-            stalls, values = _stall_evidence(c, findings, floors)
+            stalls, values = _signal_evidence(findings, _signals(c, floors), floors)
             take(code, waits, stalls, **values)
     starved = _starved_gpus(c)
     launches, launch_values = _launch_bound(c, fn, free(), starved)
@@ -287,18 +287,15 @@ def _signals(c: Analysis, floors: dict[str, float]) -> dict[str, tuple[float, fl
 
 def _signal_evidence(findings: list[Finding], best: dict[str, tuple[float, float, float]],
                      floors: dict[str, float]) -> tuple[list[int], dict[str, Any]]:
-    """(the findings that state the signals of `best`, {"signals": …} in `floors`' order)."""
+    """(the findings that state the signals of `best`, {"signals": …} in `floors`' order), or
+    ([], {}) without a signal."""
+    if not best:
+        return [], {}
     evidence = [i for i, x in enumerate(findings) if x.code in (FindingCode.RESOURCE, FindingCode.METRIC_WHILE)
                 and x.values.get("metric") in best]
     signals = tuple({"metric": m, "mean_n": n, "mean_a": a, "q": q} for m, (q, n, a) in
                     sorted(best.items(), key=lambda kv: list(floors).index(kv[0])))
     return evidence, {"signals": signals}
-
-
-def _stall_evidence(c: Analysis, findings: list[Finding], floors: dict[str, float]) -> tuple[list[int], dict[str, Any]]:
-    """Pressure stall metrics that back a contention or I/O-wait class: ([], {}) without one."""
-    best = _signals(c, floors)
-    return _signal_evidence(findings, best, floors) if best else ([], {})
 
 
 THROTTLE_REASONS = {"gpu_throttle_power": "power", "gpu_throttle_thermal": "thermal",

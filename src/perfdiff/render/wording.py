@@ -437,8 +437,8 @@ VERDICT_WORDS = {
 }
 
 
-MEMORY_SIGNAL_WORDS = {  # metric → (group, what, unit as printed); one signal per group is worded
-    # (memory signals, and the CPU and I/O stall signals that back contention and I/O wait)
+SIGNAL_WORDS = {  # metric → (group, what, unit as printed); one signal per group is worded
+    # (memory pressure's signals, and the CPU and I/O stalls that back contention and I/O wait)
     "cgroup_mem_events_oom_kill": ("events", "OOM kills", "/s"),
     "cgroup_mem_events_oom": ("events", "cgroup OOMs", "/s"),
     "cgroup_mem_under_oom": ("events", "under OOM", "% of readings"),
@@ -461,13 +461,13 @@ MEMORY_SIGNAL_WORDS = {  # metric → (group, what, unit as printed); one signal
 }
 
 
-def _memory_signals(signals: Any) -> str:
+def _signal_words(signals: Any) -> str:
     """"memory limit hits 0 → 4.01 /s, memory stalls (some) 0.29 → 17.95 % of time, swap-in 0 B/s
-    → 4.95 MiB/s": the first signal of each group in MEMORY_SIGNAL_WORDS's order, at most three."""
-    order = list(MEMORY_SIGNAL_WORDS)
+    → 4.95 MiB/s": the first signal of each group in SIGNAL_WORDS's order, at most three."""
+    order = list(SIGNAL_WORDS)
     parts, groups = [], set()
     for sig in sorted(signals, key=lambda x: order.index(x["metric"]) if x["metric"] in order else len(order)):
-        group, what, unit = MEMORY_SIGNAL_WORDS.get(sig["metric"], (sig["metric"], md_name(sig["metric"]), ""))
+        group, what, unit = SIGNAL_WORDS.get(sig["metric"], (sig["metric"], md_name(sig["metric"]), ""))
         if group in groups or len(parts) == 3:
             continue
         groups.add(group)
@@ -506,7 +506,7 @@ def verdict_lines(c: Analysis, verdict: list[VerdictClass], findings: list[Findi
             text += (f": the target's cgroup was throttled {fmt_num(v.values['throttled_ms_per_s_n'])} → "
                      f"{fmt_num(v.values['throttled_ms_per_s_a'])} ms per s" + (f"; {who}" if who else ""))
         elif v.code == VerdictCode.MEMORY_PRESSURE or v.values.get("signals"):
-            text += f": {_memory_signals(v.values['signals'])}" + (f"; {who}" if who else "")
+            text += f": {_signal_words(v.values['signals'])}" + (f"; {who}" if who else "")
         elif v.code == VerdictCode.GPU_THROTTLING:
             text += f" ({v.values['reason']}): kernels slower while the GPU was held back: {who}"
         elif v.code == VerdictCode.LOAD:
