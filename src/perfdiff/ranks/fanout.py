@@ -132,28 +132,25 @@ def start_method() -> str:
 def warm_up() -> None:
     """Start the fork server now, so that it imports PRELOAD while this process goes on with
     its own imports and finding the ranks (the local cluster's workers then fork at once)."""
-    method = start_method()
-    if method != "forkserver":
+    if start_method() != "forkserver":
         return
-    import dask
-
     require_dask()
-    with dask.config.set({"distributed.worker.multiprocessing-method": method}):
-        _preload(method)
+    _preload()
     from multiprocessing import forkserver
 
     forkserver.ensure_running()
 
 
-def _preload(method: str) -> None:
+def _preload() -> None:
     """Name PRELOAD to the fork server before Dask starts it.  Dask names its own list on its
-    first use of the context and never again, so it is asked first and then replaced (a fork
-    server already running keeps what it has; its workers import perfdiff on their first task)."""
-    if method != "forkserver":
-        return
+    first use of the fork-server context and never again, so it is asked first and then
+    replaced (a fork server already running keeps what it has; its workers import perfdiff on
+    their first task)."""
+    import dask
     from distributed.utils import get_mp_context
 
-    get_mp_context().set_forkserver_preload(list(PRELOAD))
+    with dask.config.set({"distributed.worker.multiprocessing-method": "forkserver"}):
+        get_mp_context().set_forkserver_preload(list(PRELOAD))
 
 
 @contextmanager
@@ -180,8 +177,9 @@ def fanout(scheduler: str | None, *, workers: int | None, tasks: int, largest_by
     import dask
 
     method = start_method()
+    if method == "forkserver":
+        _preload()
     with dask.config.set({"distributed.worker.multiprocessing-method": method, **QUIET_CLUSTER}):
-        _preload(method)
         cluster = distributed.LocalCluster(n_workers=n, threads_per_worker=1, processes=processes,
                                            memory_limit=limit, dashboard_address=":0",
                                            # A task's error reaches the client as an exception; what the
