@@ -58,7 +58,7 @@ def _kineto_head(p: Path) -> dict:
 
 def _nsys_env(p: Path) -> dict:
     """rank / world_size from the launcher variables an nsys export recorded, else {}."""
-    from perfdiff.importers.nsys.manifest import RANK_VARS, SIZE_VARS
+    from perfdiff.importers.nsys.manifest import launcher_vars, rank_and_size
 
     try:
         con = sqlite3.connect(f"file:{p}?mode=ro", uri=True)
@@ -69,22 +69,7 @@ def _nsys_env(p: Path) -> dict:
             con.close()
     except sqlite3.Error:
         return {}
-    found: dict[str, int] = {}
-    for (value,) in rows:
-        key, _, raw = str(value).partition("=")
-        if key in RANK_VARS + SIZE_VARS and key not in found:
-            try:
-                found[key] = int(raw.strip().strip('"'))
-            except ValueError:
-                continue
-    out = {}
-    rank = next((found[k] for k in RANK_VARS if k in found), None)
-    size = next((found[k] for k in SIZE_VARS if k in found), None)
-    if rank is not None:
-        out["rank"] = rank
-    if size is not None:
-        out["world_size"] = size
-    return out
+    return rank_and_size(launcher_vars(value for (value,) in rows))
 
 
 def _declared(p: Path) -> tuple[dict, IdentitySource]:

@@ -59,12 +59,12 @@ def _valid(ranks: dict[int, int], pids: list[int]) -> bool:
 
 
 def _from_environment(con: sqlite3.Connection, pids: list[int]) -> ProcessRanks | None:
-    from perfdiff.importers.nsys.manifest import RANK_VARS, SIZE_VARS
+    from perfdiff.importers.nsys.manifest import launcher_vars, rank_and_size
 
     if "META_DATA_CAPTURE" not in tables_of(con):
         return None
     pid_of: dict[str, int] = {}
-    env: dict[str, dict[str, int]] = {}
+    env: dict[str, list[object]] = {}
     for name, value in con.execute("SELECT name, value FROM META_DATA_CAPTURE WHERE name LIKE 'PROCESS_%'"):
         m = _PROCESS_KEY.match(str(name))
         if not m:
@@ -75,20 +75,14 @@ def _from_environment(con: sqlite3.Connection, pids: list[int]) -> ProcessRanks 
             except ValueError:
                 continue
             continue
-        key, _, raw = str(value).partition("=")
-        if key in RANK_VARS + SIZE_VARS:
-            try:
-                env.setdefault(m.group(1), {}).setdefault(key, int(raw.strip().strip('"')))
-            except ValueError:
-                continue
+        env.setdefault(m.group(1), []).append(value)
     ranks: dict[int, int] = {}
     sizes = []
     for n, pid in pid_of.items():
-        found = env.get(n, {})
-        rank = next((found[k] for k in RANK_VARS if k in found), None)
-        if rank is not None and rank >= 0:
-            ranks[pid] = rank
-        sizes += [found[k] for k in SIZE_VARS if k in found][:1]
+        declared = rank_and_size(launcher_vars(env.get(n, [])))
+        if declared.get("rank", -1) >= 0:
+            ranks[pid] = declared["rank"]
+        sizes += [declared["world_size"]] if "world_size" in declared else []
     if not _valid(ranks, pids):
         return None
     return ProcessRanks({p: ranks[p] for p in pids}, IdentitySource.ENVIRONMENT, max(sizes) if sizes else None)

@@ -3,6 +3,7 @@ the clock, the target process, the GPUs (``TARGET_INFO_GPU``), and what was impo
 dropped."""
 from __future__ import annotations
 
+from collections.abc import Iterable
 from typing import Any
 
 import pandas as pd
@@ -96,26 +97,34 @@ RANK_VARS = ("RANK", "OMPI_COMM_WORLD_RANK", "PMI_RANK", "PMIX_RANK", "SLURM_PRO
 SIZE_VARS = ("WORLD_SIZE", "OMPI_COMM_WORLD_SIZE", "PMI_SIZE", "SLURM_NTASKS")
 
 
-def distributed_info(x: Export) -> dict[str, Any]:
-    """Rank and world size of the captured process, from the launcher variables nsys recorded
-    in META_DATA_CAPTURE (PROCESS_n:ENVIRONMENT_VARIABLE rows); only these variables are read,
-    never the rest of the environment.  Empty when absent."""
-    if not x.has("META_DATA_CAPTURE") or not {"name", "value"} <= set(x.cols("META_DATA_CAPTURE")):
-        return {}
+def launcher_vars(values: Iterable[object]) -> dict[str, int]:
+    """The launcher variables (RANK_VARS, SIZE_VARS) among environment entries "NAME=value", as
+    integers; the first entry of a name counts, one that is not an integer is left out."""
     wanted = set(RANK_VARS) | set(SIZE_VARS)
     found: dict[str, int] = {}
-    for (value,) in x.query("SELECT value FROM META_DATA_CAPTURE WHERE name LIKE 'PROCESS_%:ENVIRONMENT_VARIABLE'"):
+    for value in values:
         key, _, raw = str(value).partition("=")
         if key in wanted and key not in found:
             try:
                 found[key] = int(raw.strip().strip('"'))
             except ValueError:
                 continue
+    return found
+
+
+def rank_and_size(found: dict[str, int]) -> dict[str, int]:
+    """"rank" and "world_size" from launcher variables (launcher_vars), the most specific
+    variable first; a key without a variable is left out."""
     rank = next((found[k] for k in RANK_VARS if k in found), None)
     size = next((found[k] for k in SIZE_VARS if k in found), None)
-    out: dict[str, Any] = {}
-    if rank is not None:
-        out["rank"] = rank
-    if size is not None:
-        out["world_size"] = size
-    return out
+    return {k: v for k, v in (("rank", rank), ("world_size", size)) if v is not None}
+
+
+def distributed_info(x: Export) -> dict[str, Any]:
+    """Rank and world size of the captured process, from the launcher variables nsys recorded
+    in META_DATA_CAPTURE (PROCESS_n:ENVIRONMENT_VARIABLE rows); only these variables are read,
+    never the rest of the environment.  Empty when absent."""
+    if not x.has("META_DATA_CAPTURE") or not {"name", "value"} <= set(x.cols("META_DATA_CAPTURE")):
+        return {}
+    rows = x.query("SELECT value FROM META_DATA_CAPTURE WHERE name LIKE 'PROCESS_%:ENVIRONMENT_VARIABLE'")
+    return rank_and_size(launcher_vars(value for (value,) in rows))
