@@ -6,11 +6,17 @@ PSS).  The worker counts alternate for `--repeat` rounds, so a drift of the mach
 hits them alike; each figure is the median over the rounds, and the speed-up the median of
 the rounds' own ratios.  The fan-out's share comes from the report's phase times ("ranks":
 every rank's task); the rest of the wall time (interpreter, imports, cluster, planning, the
-analysis and the report) is fixed, which a second worker cannot shorten.  Prints Markdown:
-one row per (format, workers), and whether the straggler was named.
+analysis and the report) is fixed, which a second worker cannot shorten.  The phase also
+gives the tasks' own times: what a task costs on average with that many workers, and how busy
+the workers were.  Prints Markdown: one row per (format, workers), and whether the straggler
+was named.
+
+The machine's own scaling on the same work is measured without Dask (`--plain`): the same
+rank tasks (perfdiff.ranks.part.load_part) in a pool of 1, then 2, … plain processes forked
+after the imports, timing only the pool's map.  A Dask speed-up can come near it, not above it.
 
     python bench/bench_ranks.py [--ranks 64] [--kernels 100000] [--formats kineto,nsys] [--workers 1,2]
-                                [--repeat 3] [--quick]
+                                [--repeat 3] [--quick] [--no-plain]
 """
 from __future__ import annotations
 
@@ -27,6 +33,38 @@ sys.path.insert(0, str(HERE))
 from run_bench import OUT, PY, measure  # noqa: E402
 
 STRAGGLER = 5
+
+
+def plain_run(normal: str, abnormal: str, workers: int) -> None:
+    """Print {"wall_s", "work_s", "tasks"}: every rank task of the pair in a pool of `workers`
+    plain processes (the plan chosen first, as compare does; only the pool's map is timed)."""
+    import dataclasses
+    import multiprocessing as mp
+    import time
+
+    from perfdiff.plan import plan_pair
+    from perfdiff.ranks.discover import pair_ranks, rank_inputs
+    from perfdiff.ranks.part import RankTask, load_summary
+
+    pairs, _ = pair_ranks(rank_inputs(normal), rank_inputs(abnormal), None, (normal, abnormal))
+    tasks = [RankTask(0, p.normal) for p in pairs] + [RankTask(1, p.abnormal) for p in pairs]
+    plan = dataclasses.replace(plan_pair(load_summary(tasks[0]), load_summary(tasks[len(pairs)])), device_map=())
+    with mp.get_context("fork").Pool(workers) as pool:
+        pool.map(time.sleep, [0.0] * workers)  # the workers exist before the clock starts
+        t = time.perf_counter()
+        work = pool.starmap(_timed_part, [(x, plan) for x in tasks], chunksize=1)
+        wall = time.perf_counter() - t
+    print(json.dumps({"wall_s": wall, "work_s": sum(work), "tasks": len(tasks)}))
+
+
+def _timed_part(task, plan) -> float:
+    import time
+
+    from perfdiff.ranks.part import load_part
+
+    t = time.perf_counter()
+    load_part(task, plan)
+    return time.perf_counter() - t
 
 
 def gen(fmt: str, ranks: int, kernels: int, steps: int) -> tuple[Path, Path]:
@@ -46,7 +84,13 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--workers", default="1,2")
     ap.add_argument("--repeat", type=int, default=3, help="alternating rounds (medians are reported)")
     ap.add_argument("--quick", action="store_true", help="8 ranks of 10,000 kernels, one round")
+    ap.add_argument("--no-plain", dest="plain", action="store_false",
+                    help="leave out the plain-process reference (no Dask)")
+    ap.add_argument("--plain-run", nargs=3, metavar=("NORMAL", "ABNORMAL", "WORKERS"), help=argparse.SUPPRESS)
     args = ap.parse_args(argv)
+    if args.plain_run:
+        plain_run(args.plain_run[0], args.plain_run[1], int(args.plain_run[2]))
+        return 0
     ranks, kernels = (8, 10_000) if args.quick else (args.ranks, args.kernels)
     repeat = 1 if args.quick else max(1, args.repeat)
     steps = max(20, min(100, kernels // 1000))
@@ -56,25 +100,31 @@ def main(argv: list[str] | None = None) -> int:
     print(f"Median of {repeat} alternating round(s). Fixed: the wall time outside the fan-out of the rank tasks.",
           end="\n\n")
     print("| format | ranks × runs | kernels per rank | workers | wall (s) | rank tasks (s) | fixed (s) "
-          "| peak RSS, largest process (MiB) | peak memory, all processes (PSS, MiB) | speed-up vs 1 worker "
-          "| rank tasks' speed-up | straggler named |")
-    print("|---|---|---|---|---|---|---|---|---|---|---|---|")
+          "| task, mean (ms) | workers busy | peak RSS, largest process (MiB) "
+          "| peak memory, all processes (PSS, MiB) | speed-up vs 1 worker | rank tasks' speed-up | straggler named |")
+    print("|---|---|---|---|---|---|---|---|---|---|---|---|---|---|")
+    plain_rows = []
     for fmt in args.formats.split(","):
         n, a = gen(fmt, ranks, kernels, steps)
         extra = []
         if fmt == "nsys-one":  # one export holding every rank: its processes are the ranks
             n, a, extra = n / "report.sqlite", a / "report.sqlite", ["--ranks", "all"]
-        runs: dict[int, list[tuple[float, float, float, float]]] = {w: [] for w in counts}
+        runs: dict[int, list[tuple[float, float, float, float, float]]] = {w: [] for w in counts}
+        plain: dict[int, list[dict]] = {w: [] for w in counts}
         named = ""
         for _ in range(repeat):
             for w in counts:
+                if args.plain and fmt != "nsys-one":
+                    out = subprocess.run([PY, __file__, "--plain-run", str(n), str(a), str(w)], check=True,
+                                         capture_output=True, text=True).stdout
+                    plain[w].append(json.loads(out.strip().splitlines()[-1]))
                 js = OUT / f"ranks_{fmt}_{w}.json"
                 cmd = [PY, "-m", "perfdiff", "compare", str(n), str(a), "--workers", str(w), "--no-plots",
                        "-o", str(OUT / f"ranks_{fmt}_{w}.md"), "--json", str(js), *extra]
                 wall, rss, _, tree = measure(cmd)
                 doc = json.loads(js.read_text())
-                tasks = next(p["wall_s"] for p in doc["phases"] if p["name"] == "ranks")
-                runs[w].append((wall, tasks, rss, tree))
+                phase = next(p for p in doc["phases"] if p["name"] == "ranks")
+                runs[w].append((wall, phase["wall_s"], rss, tree, phase["work_s"] / phase["tasks"]))
                 s = doc["stragglers"][1]
                 named = f"rank {s['culprit']} ({s['excess']})" if s["culprit"] is not None else s["code"]
         base = runs[counts[0]]
@@ -83,9 +133,22 @@ def main(argv: list[str] | None = None) -> int:
             wall, tasks = median([x[0] for x in r]), median([x[1] for x in r])
             speed = median([b[0] / x[0] for b, x in zip(base, r, strict=True)])
             speed_tasks = median([b[1] / x[1] for b, x in zip(base, r, strict=True)])
+            task_ms = median([x[4] for x in r]) * 1e3
+            busy = median([x[4] * 2 * ranks / (x[1] * w) for x in r])
             print(f"| {fmt} | {ranks} × 2 | {kernels:,} | {w} | {wall:.1f} | {tasks:.1f} | {wall - tasks:.1f} | "
-                  f"{max(x[2] for x in r):,.0f} | {max(x[3] for x in r):,.0f} | {speed:.2f}× | {speed_tasks:.2f}× | "
-                  f"{named} |")
+                  f"{task_ms:.0f} | {busy:.0%} | {max(x[2] for x in r):,.0f} | {max(x[3] for x in r):,.0f} | "
+                  f"{speed:.2f}× | {speed_tasks:.2f}× | {named} |")
+        if plain[counts[0]]:
+            for w in counts:
+                pr = plain[w]
+                speed = median([b["wall_s"] / x["wall_s"] for b, x in zip(plain[counts[0]], pr, strict=True)])
+                plain_rows.append(f"| {fmt} | {w} | {median([x['wall_s'] for x in pr]):.1f} | "
+                                  f"{median([x['work_s'] / x['tasks'] for x in pr]) * 1e3:.0f} | {speed:.2f}× |")
+    if plain_rows:
+        print("\nThe same rank tasks in plain processes (no Dask): the machine's own scaling on this work.\n")
+        print("| format | processes | rank tasks (s) | task, mean (ms) | speed-up vs 1 process |")
+        print("|---|---|---|---|---|")
+        print("\n".join(plain_rows))
     print(f"\nload average after: {' '.join(f'{x:.2f}' for x in os.getloadavg())}")
     return 0
 

@@ -52,7 +52,7 @@ def test_comparison_through_local_worker_processes(tmp_path: Path) -> None:
 
 def test_the_phases_are_timed(tmp_path: Path) -> None:
     """Each phase's wall time is in the result and its JSON, in order, and they add up to no
-    more than the whole call."""
+    more than the whole call; the phases of tasks say how many and their own time."""
     import time
 
     from perfdiff.render.ranks import rank_json
@@ -65,6 +65,12 @@ def test_the_phases_are_timed(tmp_path: Path) -> None:
     assert [p.name for p in res.phases] == ["start", "plan", "ranks", "analysis"]
     assert all(p.wall_s > 0 for p in res.phases) and sum(p.wall_s for p in res.phases) <= whole
     assert [p["name"] for p in rank_json(res)["phases"]] == ["start", "plan", "ranks", "analysis"]
+    # The phases of tasks count them and sum their own times: one worker is busy at most
+    # the phase's whole wall time.
+    start, plan, ranks, analysis = res.phases
+    assert (plan.tasks, ranks.tasks) == (2, 4) and start.tasks == analysis.tasks == 0
+    assert 0 < plan.work_s <= plan.wall_s and 0 < ranks.work_s <= ranks.wall_s
+    assert [p["work_s"] for p in rank_json(res)["phases"]][::3] == [None, None]
 
 
 def test_warm_up_starts_the_fork_server_with_the_preload() -> None:

@@ -55,11 +55,11 @@ def compare_ranks(normal: str | os.PathLike[str], abnormal: str | os.PathLike[st
                 processes=processes) as fan:
         clock.lap("start")
         # One plan for every rank, chosen as for a pair from the first rank of each run.
-        sn, sa = fan.map(load_summary, [tasks[0], tasks[len(pairs)]], what="planning")
+        (sn, sa), work = fan.map_timed(load_summary, [tasks[0], tasks[len(pairs)]], what="planning")
         plan = dataclasses.replace(plan_pair(sn, sa, cycle_regex=cycle, window_ns=window_ns), device_map=())
-        clock.lap("plan")
-        parts = fan.map(load_part, tasks, plan=plan)
-        clock.lap("ranks")
+        clock.lap("plan", 2, work)
+        parts, work = fan.map_timed(load_part, tasks, plan=plan)
+        clock.lap("ranks", len(tasks), work)
         workers_used = fan.workers
     result = analyze_parts(parts[:len(pairs)], parts[len(pairs):], plan, alpha=alpha, notices=notices,
                            worlds=(world_size(ins_n), world_size(ins_a)), workers=workers_used, pairs=pairs)
@@ -74,9 +74,9 @@ class _Clock:
         self.t = time.perf_counter()
         self.phases: list[Phase] = []
 
-    def lap(self, name: str) -> None:
+    def lap(self, name: str, tasks: int = 0, work_s: float = float("nan")) -> None:
         now = time.perf_counter()
-        self.phases.append(Phase(name, now - self.t))
+        self.phases.append(Phase(name, now - self.t, tasks, work_s))
         self.t = now
 
 
