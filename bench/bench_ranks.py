@@ -47,7 +47,8 @@ def plain_run(normal: str, abnormal: str, workers: int) -> None:
     from perfdiff.ranks.part import RankTask, load_summary
 
     pairs, _ = pair_ranks(rank_inputs(normal), rank_inputs(abnormal), None, (normal, abnormal))
-    tasks = [RankTask(0, p.normal) for p in pairs] + [RankTask(1, p.abnormal) for p in pairs]
+    tasks = ([RankTask(0, p.normal, own_workers=True) for p in pairs]
+             + [RankTask(1, p.abnormal, own_workers=True) for p in pairs])  # as in a local cluster
     plan = dataclasses.replace(plan_pair(load_summary(tasks[0]), load_summary(tasks[len(pairs)])), device_map=())
     with mp.get_context("fork").Pool(workers) as pool:
         pool.map(time.sleep, [0.0] * workers)  # the workers exist before the clock starts
