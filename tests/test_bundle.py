@@ -66,6 +66,57 @@ def test_missing_table(tmp_path: Path) -> None:
         load_bundle(tmp_path / "b")
 
 
+def gpu_ranges() -> pd.DataFrame:
+    return normalize_table("gpu_ranges", pd.DataFrame({
+        "name": ["forward", "attn|x"], "device": ["GPU 0", "GPU 0"], "stream": [7, MISSING],
+        "start_ns": [1_700_000_000_000_000_001, 1_700_000_000_000_000_002],
+        "end_ns": [1_700_000_000_000_000_901, 1_700_000_000_000_000_003]}))
+
+
+def test_gpu_ranges_are_an_optional_table(tmp_path: Path) -> None:
+    """A run's GPU-side ranges round-trip as the table gpu_ranges; a run without any writes no
+    such folder, and a bundle without it (an older one) loads with none."""
+    run = small_run()
+    run.gpu_ranges = gpu_ranges()
+    write_bundle(tmp_path / "g", run)
+    back = load_bundle(tmp_path / "g")
+    g = back.gpu_ranges
+    assert g is not None and list(g["name"].astype(str)) == ["forward", "attn|x"]
+    assert g["start_ns"].tolist()[0] == 1_700_000_000_000_000_001 and g["stream"].tolist() == [7, MISSING]
+    assert pd.read_parquet(tmp_path / "g" / "gpu_ranges")["stream"].isna().tolist() == [False, True]
+    assert back.manifest["files"]["gpu_ranges"] == {"parts": 1, "rows": 2}
+    for name, r in (("none", small_run()), ("empty", small_run())):
+        r.gpu_ranges = None if name == "none" else empty_table("gpu_ranges")
+        write_bundle(tmp_path / name, r)
+        assert not (tmp_path / name / "gpu_ranges").exists()
+        assert set(load_bundle(tmp_path / name).manifest["files"]) == {"activity", "samples", "markers"}
+    for p in (tmp_path / "g" / "gpu_ranges").iterdir():
+        p.unlink()
+    (tmp_path / "g" / "gpu_ranges").rmdir()
+    old = load_bundle(tmp_path / "g")
+    assert old.gpu_ranges is not None and len(old.gpu_ranges) == 0
+    assert list(old.gpu_ranges.columns) == ["name", "device", "stream", "start_ns", "end_ns"]
+    assert old.activity.equals(back.activity)
+
+
+def test_gpu_ranges_are_validated_as_the_other_tables(tmp_path: Path) -> None:
+    run = small_run()
+    bad = gpu_ranges()
+    bad.loc[1, "end_ns"] = 0
+    run.gpu_ranges = bad
+    write_bundle(tmp_path / "b", run)
+    with pytest.raises(InputError, match=r"gpu_ranges: 1 row\(s\) with end_ns < start_ns"):
+        load_bundle(tmp_path / "b")
+
+
+def test_a_collectors_bundle_has_no_optional_table(tmp_path: Path) -> None:
+    from perfdiff.bundle import open_writer
+
+    path = open_writer(tmp_path / "c", {"run_name": "c"}).close()
+    assert sorted(p.name for p in path.iterdir()) == ["activity", "manifest.json", "markers", "samples"]
+    assert set(json.loads((path / "manifest.json").read_text())["files"]) == {"activity", "samples", "markers"}
+
+
 def test_wrong_column_type(tmp_path: Path) -> None:
     write_bundle(tmp_path / "b", small_run())
     part = next((tmp_path / "b" / "samples").glob("part-*.parquet"))

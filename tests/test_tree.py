@@ -18,6 +18,8 @@ from test_segment_attribute import run_of
 import perfdiff
 from perfdiff.analyze.tree import diff_trees
 from perfdiff.model.schema import MISSING
+from perfdiff.parallel import Parallel
+from perfdiff.bundle import write_bundle
 from perfdiff.rangetree import fold_name, range_profile
 from perfdiff.render.tree import CSV_COLUMNS, tree_lines
 from perfdiff.segment import Cycles
@@ -263,6 +265,41 @@ def test_compare_report_has_a_range_tree_section(tmp_path: Path) -> None:
     md = c.to_markdown()
     section = md.split("### Range tree", 1)[1].split("## 4.", 1)[0]
     assert "    - **attention**:" in section and "<details>" not in section
+
+
+def _bundle(path: Path, *, nest: bool) -> Path:
+    """A run of 10 perfdiff cycles on thread 1, each launching one kernel from fwd; attn runs
+    inside fwd when `nest`, after it otherwise."""
+    rows, marks = [], []
+    for i in range(10):
+        t = i * 1_000
+        marks.append({"name": "step", "start_ns": t, "end_ns": t + 900, "tid": 1, "source": "perfdiff"})
+        rows += [cpu("fwd", t + 10, t + 300), cpu("attn", t + 100, t + 200) if nest else cpu("attn", t + 400, t + 500),
+                 kernel(t + 50, t + 150 + i % 3, launch=t + 20)]
+    write_bundle(path, run_of(rows, markers=marks))
+    return path
+
+
+def test_compare_builds_the_range_trees_only_when_it_shows_them(tmp_path: Path,
+                                                                monkeypatch: pytest.MonkeyPatch) -> None:
+    """The range profiles are built when either run's own ranges nest (both of them, for the
+    diff), and not at all when neither does: the report then has no Range tree section."""
+    import perfdiff.api
+
+    built: list[str] = []
+    real = perfdiff.api.range_profile
+    monkeypatch.setattr(perfdiff.api, "range_profile",
+                        lambda run, *a, **k: built.append(Path(run.path).name) or real(run, *a, **k))
+    flat, nested = _bundle(tmp_path / "flat", nest=False), _bundle(tmp_path / "nested", nest=True)
+    for n, a, shown in ((flat, flat, False), (flat, nested, True), (nested, flat, True)):
+        built.clear()
+        c = perfdiff.compare(n, a, parallel=Parallel.serial(), force=True)
+        assert (c.tree is not None) == shown and ("Range tree" in c.to_markdown()) == shown
+        assert sorted(built) == (sorted([n.name, a.name]) if shown else [])
+        if shown:
+            assert c.tree.nested == (n == nested, a == nested)
+    # Not built is no loss: the flat run's profile does not nest.
+    assert not range_profile(perfdiff.load(flat)).nested
 
 
 def test_bad_input_is_one_line_and_exit_2(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:

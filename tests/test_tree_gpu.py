@@ -151,6 +151,33 @@ def test_gpu_annotations_leave_compare_unchanged(tmp_path: Path) -> None:
     assert [v.code for v in with_gpu.verdict] == [v.code for v in without.verdict]
 
 
+def test_imported_bundles_keep_the_gpu_side_tree(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """`perfdiff import` keeps the GPU-side ranges: comparing the bundles gives the range tree
+    that comparing the traces does.  Here only the GPU side nests (attn inside forward), so a
+    bundle without them would have no Range tree section at all."""
+    traces = {}
+    for side, fwd_us, seed in (("n", 300, 1), ("a", 3000, 2)):
+        path = kineto_trace(tmp_path / f"{side}.json", fwd_kernel_us=fwd_us, seed=seed)
+        doc = json.loads(path.read_text())
+        doc["traceEvents"] += [{**e, "name": "attn", "ts": e["ts"] + 1, "dur": e["dur"] / 2}
+                               for e in doc["traceEvents"] if e["cat"] == "gpu_user_annotation"
+                               and e["name"] == "forward"]
+        path.write_text(json.dumps(doc))
+        traces[side] = path
+        code, out, err = run_cli(["import", path, "-o", tmp_path / f"{side}.b"], capsys)
+        assert code == 0 and f"{3 * STEPS + STEPS} GPU-side ranges" in out, err
+    trees = {}
+    for kind, (n, a) in (("trace", (traces["n"], traces["a"])), ("bundle", (tmp_path / "n.b", tmp_path / "a.b"))):
+        code, _, err = run_cli(["compare", n, a, "-o", tmp_path / f"{kind}.md", "--json", tmp_path / f"{kind}.json"],
+                               capsys)
+        assert code == 0, err
+        trees[kind] = json.loads((tmp_path / f"{kind}.json").read_text())["range_tree"]
+        md = (tmp_path / f"{kind}.md").read_text()
+        assert "GPU timeline" in md and md.count("**attn**") == 1
+    assert trees["bundle"] == trees["trace"]
+    assert ["ProfilerStep#*", "forward", "attn"] in [x["path"] for x in trees["bundle"]["nodes"] if x["gpu_side"]]
+
+
 def test_gpu_side_ranges_nest_per_stream() -> None:
     """On one stream, inner lies inside outer; on another stream, a range at the same time is
     a root of its own.  Kernels count in the innermost range of their stream holding their

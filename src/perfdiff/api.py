@@ -26,7 +26,7 @@ from perfdiff.model.durations import parse_duration_ns
 from perfdiff.nesting import Nesting, nesting_of
 from perfdiff.parallel import Background, Parallel
 from perfdiff.plan import CycleSummary, plan_pair, summarize_cycles
-from perfdiff.rangetree import RangeProfile, range_profile
+from perfdiff.rangetree import RangeNesting, RangeProfile, empty_profile, range_nesting, range_profile
 from perfdiff.segment import Cycles, cut_cycles, rename_devices
 
 if TYPE_CHECKING:  # the analysis (scipy) is imported while the runs load: see _import_later_stages
@@ -57,25 +57,29 @@ class _Options:
 
 
 def _load_side(opts: _Options, side: tuple[int, str | os.PathLike[str]],
-               cores: int) -> tuple[tuple[int, RunData], CycleSummary]:
-    """Load one side (0 normal, 1 abnormal) and summarise what it offers as cycles."""
+               cores: int) -> tuple[tuple[int, RunData, RangeNesting], tuple[CycleSummary, bool]]:
+    """Load one side (0 normal, 1 abnormal), nest its ranges, and summarise what it offers
+    as cycles and whether its own ranges nest."""
     index, path = side
     run = open_run(path, pid=opts.pid, group=opts.group, for_compare=True, cores=cores)
-    return (index, run), summarize_cycles(run)
+    range_nest = range_nesting(run)
+    return (index, run, range_nest), (summarize_cycles(run), range_nest.nested)
 
 
-def _cut_side(state: tuple[int, RunData], plan: CyclePlan
+def _cut_side(state: tuple[int, RunData, RangeNesting], decision: tuple[CyclePlan, bool]
               ) -> tuple[RunData, Cycles, CycleMatrix, Nesting, RangeProfile]:
     """Cut one side into the pair's cycles (the abnormal one's GPUs renamed to their
     counterparts first), sum its activity per (function, cycle), note which CPU ranges
-    run inside which, and build its range tree."""
-    index, run = state
+    run inside which, and build its range tree when either side's own ranges nest (else
+    the report shows no tree, and the side gets an empty one)."""
+    index, run, range_nest = state
+    plan, trees = decision
     if index == 1:
         run = rename_devices(run, plan.device_map)
     cycles = cut_cycles(run, plan)
     matrix = attribute_activity(run, cycles)
     nesting = nesting_of(run, matrix)
-    ranges = range_profile(run, cycles)
+    ranges = range_profile(run, cycles, range_nest) if trees else empty_profile(cycles)
     run, matrix = keep_rows_for_mu(run, matrix)
     return run, cycles, matrix, nesting, ranges
 
@@ -122,9 +126,10 @@ def compare(normal: str | os.PathLike[str], abnormal: str | os.PathLike[str], *,
     paths = ((0, normal), (1, abnormal))
     plans: list[CyclePlan] = []
 
-    def meet(summaries: list[CycleSummary]) -> CyclePlan:
-        plans.append(plan_pair(summaries[0], summaries[1], cycle_regex=cycle, window_ns=window_ns))
-        return plans[0]
+    def meet(summaries: list[tuple[CycleSummary, bool]]) -> tuple[CyclePlan, bool]:
+        plans.append(plan_pair(summaries[0][0], summaries[1][0], cycle_regex=cycle, window_ns=window_ns))
+        # The range trees are built only when the report shows them: a run's own ranges nest.
+        return plans[0], summaries[0][1] or summaries[1][1]
 
     # Each side loads and summarises its cycle sources; one plan for both; each side is cut by it.
     (run_n, cyc_n, mat_n, nest_n, tree_n), (run_a, cyc_a, mat_a, nest_a, tree_a) = par.meet_pair(

@@ -37,7 +37,7 @@ from perfdiff.model.intervals import nesting_parent
 from perfdiff.model.schema import GPU_KINDS, MISSING, Kind, MarkerSource
 from perfdiff.segment import Cycles
 
-__all__ = ["MAX_DEPTH", "RangeProfile", "fold_name", "range_profile"]
+__all__ = ["MAX_DEPTH", "RangeNesting", "RangeProfile", "empty_profile", "fold_name", "range_nesting", "range_profile"]
 
 MAX_DEPTH = 256  # ranges nested deeper than this are left out (counted in RangeProfile.too_deep)
 # A trailing number after '#', a separator or '=' is the step's or iteration's number.
@@ -318,18 +318,44 @@ def _anchor(r: _Ranges, w: _GpuWork) -> np.ndarray:
     return out
 
 
-def range_profile(run: RunData, cycles: Cycles | None = None) -> RangeProfile:
-    """The run's range tree (see the module docstring); per cycle too when `cycles` are given."""
+def empty_profile(cycles: Cycles | None = None) -> RangeProfile:
+    """The range tree of a run without ranges: no path, not nested."""
+    e = np.zeros(0)
+    return RangeProfile(np.zeros(0, np.int64), (), np.zeros(0, np.int64), np.zeros(0, np.int64), e, e, None,
+                        np.zeros(0, np.int64), n_cycles=cycles.n if cycles is not None else 0, gpu_reason="no ranges")
+
+
+@dataclass(frozen=True)
+class RangeNesting:
+    """A run's ranges nested by containment (`range_nesting`): each range's parent and depth
+    (perfdiff.model.intervals.nesting_parent) and `nested`, whether one of the process's own
+    ranges runs inside another (RangeProfile.nested; the report shows a range tree only then)."""
+
+    ranges: _Ranges
+    parent: np.ndarray  # (ranges,) index of its parent range, -1 for a top-level one
+    depth: np.ndarray  # (ranges,)
+    nested: bool
+
+
+def range_nesting(run: RunData) -> RangeNesting:
+    """The run's ranges and how they nest: the first and cheaper part of `range_profile`."""
     r = _ranges(run)
+    if len(r.tid) == 0:
+        return RangeNesting(r, np.zeros(0, np.int64), np.zeros(0, np.int64), False)
+    parent, depth = nesting_parent(r.tid, r.start, r.end)
+    own = r.own
+    return RangeNesting(r, parent, depth, bool(np.any((parent >= 0) & own & own[np.maximum(parent, 0)])))
+
+
+def range_profile(run: RunData, cycles: Cycles | None = None, nesting: RangeNesting | None = None) -> RangeProfile:
+    """The run's range tree (see the module docstring); per cycle too when `cycles` are given.
+    `nesting`: `range_nesting(run)` when already at hand."""
+    n = nesting if nesting is not None else range_nesting(run)
+    r = n.ranges
     tid, start, end = r.tid, r.start, r.end
     if len(tid) == 0:
-        e = np.zeros(0)
-        return RangeProfile(np.zeros(0, np.int64), (), np.zeros(0, np.int64), np.zeros(0, np.int64), e, e, None,
-                            np.zeros(0, np.int64), n_cycles=cycles.n if cycles is not None else 0,
-                            gpu_reason="no ranges")
-    parent, depth = nesting_parent(tid, start, end)
-    own = r.own
-    nested = bool(np.any((parent >= 0) & own & own[np.maximum(parent, 0)]))
+        return empty_profile(cycles)
+    parent, depth, nested = n.parent, n.depth, n.nested
     path, p_parent, p_code, p_depth = _paths(parent, depth, r.code, max(len(r.labels), 1))
     P = len(p_parent)
     p_gpu = r.label_gpu[p_code] if len(r.label_gpu) else np.zeros(P, dtype=bool)

@@ -26,7 +26,7 @@ import pyarrow as pa
 import pyarrow.ipc as ipc
 
 from perfdiff.errors import InputError
-from perfdiff.model.schema import MISSING, SCHEMAS
+from perfdiff.model.schema import BUNDLE_SCHEMAS, MISSING, SCHEMAS
 from perfdiff.model.tables import normalize_table
 
 SUFFIX = ".arrows"
@@ -34,8 +34,8 @@ LEGACY_SUFFIX = ".jsonl"  # read only
 SUFFIXES = (SUFFIX, LEGACY_SUFFIX)
 _TYPES = {"str": pa.string(), "i8": pa.int64(), "i8?": pa.int64(), "f8": pa.float64()}
 _SCHEMAS = {t: pa.schema([pa.field(c, _TYPES[k], nullable=k == "i8?") for c, k in cols.items()])
-            for t, cols in SCHEMAS.items()}
-_COLUMNS = {t: [(c, k, _TYPES[k]) for c, k in cols.items()] for t, cols in SCHEMAS.items()}
+            for t, cols in BUNDLE_SCHEMAS.items()}
+_COLUMNS = {t: [(c, k, _TYPES[k]) for c, k in cols.items()] for t, cols in BUNDLE_SCHEMAS.items()}
 
 _ARROW_OK = {
     "str": lambda t: pa.types.is_string(t) or pa.types.is_large_string(t)
@@ -55,7 +55,7 @@ def journal_schema(table: str) -> pa.Schema:
 def check_schema(table: str, schema: pa.Schema, path: Path) -> list[str]:
     """The columns of `schema` to read for `table` (raises InputError on a missing or mistyped one)."""
     names = schema.names
-    for col, kind in SCHEMAS[table].items():
+    for col, kind in BUNDLE_SCHEMAS[table].items():
         if col not in names:
             if kind == "i8?":
                 continue
@@ -63,7 +63,7 @@ def check_schema(table: str, schema: pa.Schema, path: Path) -> list[str]:
         atype = schema.field(col).type
         if not _ARROW_OK[kind](atype):
             raise InputError(f"column {col!r} has type {atype}, expected {kind.rstrip('?')}", path=path)
-    return [c for c in SCHEMAS[table] if c in names]
+    return [c for c in BUNDLE_SCHEMAS[table] if c in names]
 
 
 # ---------------------------------------------------------------------------- rows → Arrow

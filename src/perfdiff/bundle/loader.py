@@ -1,7 +1,8 @@
 """Loading a bundle: `load_bundle` validates it and returns a `RunData` (docs/FORMAT.md).
 
 Every table's Parquet parts are read, then the journals of parts never sealed (a collector
-killed while it ran); any problem is an InputError naming the file.
+killed while it ran); any problem is an InputError naming the file.  An optional table
+(OPTIONAL_TABLES) whose folder is absent loads empty.
 """
 from __future__ import annotations
 
@@ -18,7 +19,7 @@ from perfdiff.bundle.journal import SUFFIXES, check_schema, read_journal
 from perfdiff.bundle.manifest import MANIFEST, RunData, read_manifest
 from perfdiff.errors import InputError
 from perfdiff.model.schema import INTERVAL_COLUMNS as _INTERVALS
-from perfdiff.model.schema import MISSING, SCHEMAS, TABLES
+from perfdiff.model.schema import BUNDLE_SCHEMAS, MISSING, OPTIONAL_TABLES, TABLES
 from perfdiff.model.tables import empty_table
 
 
@@ -34,7 +35,7 @@ def _read_table(path: Path, table: str, notes: list[str] | None = None) -> pd.Da
     parts = sorted(p for p in tdir.glob("part-*.parquet"))
     if not parts:
         raise InputError(f"missing table {table!r} (no part-*.parquet in it)", path=tdir)
-    str_cols = [c for c, k in SCHEMAS[table].items() if k == "str"]
+    str_cols = [c for c, k in BUNDLE_SCHEMAS[table].items() if k == "str"]
     tables = []
     for part in parts:
         try:
@@ -70,7 +71,7 @@ def _read_table(path: Path, table: str, notes: list[str] | None = None) -> pd.Da
 
 
 def _arrow_to_frame(table: str, tables: list[pa.Table]) -> pd.DataFrame:
-    schema = SCHEMAS[table]
+    schema = BUNDLE_SCHEMAS[table]
     n = sum(t.num_rows for t in tables)
     columns: list[pa.ChunkedArray] = []
     for col, kind in schema.items():
@@ -117,6 +118,8 @@ def load_bundle(path: str | os.PathLike[str]) -> RunData:
     manifest = read_manifest(p)
     notes: list[str] = []
     tables = {t: _read_table(p, t, notes) for t in TABLES}
+    for t in OPTIONAL_TABLES:
+        tables[t] = _read_table(p, t, notes) if (p / t).exists() else empty_table(t)
     run = RunData(manifest=manifest, path=str(p), notes=notes, **tables)
     status = manifest.get("status")
     if status == "running":

@@ -24,8 +24,8 @@ class RunData:
     """One run in memory: the manifest and the three tables (columns as in SCHEMAS).
 
     `gpu_ranges`: ranges on a GPU stream's timeline that an importer read (columns as in
-    GPU_RANGE_COLUMNS; None: none read).  Only the range tree reads them; they are not a
-    bundle table."""
+    GPU_RANGE_COLUMNS; None or empty: none).  Only the range tree reads them; a bundle keeps
+    them in its optional table gpu_ranges."""
 
     manifest: dict[str, Any]
     activity: pd.DataFrame

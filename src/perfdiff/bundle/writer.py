@@ -19,7 +19,7 @@ import pyarrow.parquet as pq
 from perfdiff.bundle.journal import SUFFIX, Journal, columns_to_arrow, journal_schema
 from perfdiff.bundle.manifest import MANIFEST, RunData, base_manifest, write_manifest
 from perfdiff.errors import InputError
-from perfdiff.model.schema import MISSING, SCHEMAS, TABLES
+from perfdiff.model.schema import BUNDLE_SCHEMAS, MISSING, SCHEMAS, TABLES
 from perfdiff.model.tables import empty_table, normalize_table
 
 
@@ -28,7 +28,7 @@ def _to_arrow(table: str, df: pd.DataFrame) -> pa.Table:
     df = normalize_table(table, df)
     arrays = []
     names = []
-    for name, kind in SCHEMAS[table].items():
+    for name, kind in BUNDLE_SCHEMAS[table].items():
         col = df[name]
         if kind == "str":
             cat = col.cat
@@ -51,15 +51,16 @@ def _to_arrow(table: str, df: pd.DataFrame) -> pa.Table:
 def _dictionary_strings(table: str, data: pa.Table) -> pa.Table:
     """`data` with its string columns dictionary-encoded (int32 indices), the Parquet parts' form."""
     cols = []
-    for name, kind in SCHEMAS[table].items():
+    for name, kind in BUNDLE_SCHEMAS[table].items():
         col = data.column(name)
         cols.append(pc.dictionary_encode(col) if kind == "str" and not pa.types.is_dictionary(col.type) else col)
-    return pa.Table.from_arrays(cols, names=list(SCHEMAS[table]))
+    return pa.Table.from_arrays(cols, names=list(BUNDLE_SCHEMAS[table]))
 
 
 class BundleWriter:
     """Writes a bundle incrementally: `append` adds a part to a table, `journal` appends rows
-    to the table's journal, `close` seals it.
+    to the table's journal, `close` seals it.  An optional table (OPTIONAL_TABLES) gets its
+    folder at its first part and is absent from a bundle that never wrote one.
 
     The manifest is written first with status "running"; a crash leaves that status and the
     whole parts (and journaled rows) written so far.
@@ -80,9 +81,12 @@ class BundleWriter:
         write_manifest(self.path / MANIFEST, self.manifest)
 
     def append(self, table: str, df: pd.DataFrame) -> None:
-        """Write `df` (columns of SCHEMAS[table]) as the next part of `table`."""
-        if table not in SCHEMAS:
+        """Write `df` (columns of BUNDLE_SCHEMAS[table]) as the next part of `table`."""
+        if table not in BUNDLE_SCHEMAS:
             raise KeyError(table)
+        if table not in self._parts:  # an optional table's first part
+            (self.path / table).mkdir(exist_ok=True)
+            self._parts[table] = self._rows[table] = 0
         if len(df) == 0 and self._parts[table] > 0:
             return
         self.seal_journal(table)  # rows journaled earlier come first
@@ -171,7 +175,7 @@ class BundleWriter:
             if self._parts[t] == 0:
                 self.append(t, empty_table(t))
         self.manifest["files"] = {
-            t: {"parts": self._parts[t], "rows": self._rows[t]} for t in TABLES
+            t: {"parts": self._parts[t], "rows": self._rows[t]} for t in self._parts
         }
         self.manifest["status"] = status
         write_manifest(self.path / MANIFEST, self.manifest)
@@ -188,9 +192,12 @@ def open_writer(path: Path, manifest: dict[str, Any]) -> BundleWriter:
 
 
 def write_bundle(path: str | os.PathLike[str], run: RunData, status: str | None = None) -> Path:
-    """Write a whole in-memory run as a bundle at `path` (which must be absent or empty)."""
+    """Write a whole in-memory run as a bundle at `path` (which must be absent or empty); its
+    GPU-side ranges as the optional table gpu_ranges when it has any."""
     writer = BundleWriter(path, dict(run.manifest))
     writer.append("activity", run.activity)
     writer.append("samples", run.samples)
     writer.append("markers", run.markers)
+    if run.gpu_ranges is not None and len(run.gpu_ranges):
+        writer.append("gpu_ranges", run.gpu_ranges)
     return writer.close(status or run.manifest.get("status") or "complete")

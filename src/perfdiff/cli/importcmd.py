@@ -21,8 +21,9 @@ def cmd_import(args: argparse.Namespace) -> int:
     if out.exists() and (not out.is_dir() or any(out.iterdir())):
         raise InputError("output exists and is not an empty directory", path=out)
     write_bundle(out, run)
+    gpu = len(run.gpu_ranges) if run.gpu_ranges is not None else 0
     print(f"wrote {out} ({len(run.activity):,} activity rows, {len(run.samples):,} samples, "
-          f"{len(run.markers):,} markers)")
+          f"{len(run.markers):,} markers" + (f", {gpu:,} GPU-side ranges)" if gpu else ")"))
     return 0
 
 

@@ -46,9 +46,10 @@ SCHEMAS: dict[str, dict[str, str]] = {
     },
 }
 TABLES = tuple(SCHEMAS)
-# GPU-side ranges (RunData.gpu_ranges), in memory only (not a bundle table): a range on a GPU
-# stream's timeline, such as the span of the kernels a record_function launched (Kineto
-# ``gpu_user_annotation``).  Same dtype kinds as SCHEMAS.
+# GPU-side ranges (RunData.gpu_ranges): a range on a GPU stream's timeline, such as the span of
+# the kernels a record_function launched (Kineto ``gpu_user_annotation``).  An optional bundle
+# table: written only by an import that read such ranges; a bundle without it has none.  Same
+# dtype kinds as SCHEMAS.
 GPU_RANGE_COLUMNS: dict[str, str] = {
     "name": "str",
     "device": "str",  # "GPU 0"
@@ -56,8 +57,13 @@ GPU_RANGE_COLUMNS: dict[str, str] = {
     "start_ns": "i8",
     "end_ns": "i8",
 }
+OPTIONAL_SCHEMAS: dict[str, dict[str, str]] = {"gpu_ranges": GPU_RANGE_COLUMNS}
+OPTIONAL_TABLES = tuple(OPTIONAL_SCHEMAS)
+# Every table a bundle may hold: the required ones (every bundle has a part of each), then
+# the optional ones.
+BUNDLE_SCHEMAS: dict[str, dict[str, str]] = {**SCHEMAS, **OPTIONAL_SCHEMAS}
 INTERVAL_COLUMNS = {"activity": ("start_ns", "end_ns"), "samples": ("t_start_ns", "t_end_ns"),
-                    "markers": ("start_ns", "end_ns")}
+                    "markers": ("start_ns", "end_ns"), "gpu_ranges": ("start_ns", "end_ns")}
 
 # The columns a collector's sampler hands over (optional ones it never knows are left out).
 SAMPLER_COLUMNS = {

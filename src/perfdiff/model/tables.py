@@ -13,7 +13,7 @@ from typing import Any, Iterable, Sequence
 import numpy as np
 import pandas as pd
 
-from perfdiff.model.schema import GPU_RANGE_COLUMNS, MISSING, SCHEMAS
+from perfdiff.model.schema import BUNDLE_SCHEMAS, MISSING, SCHEMAS
 
 __all__ = ["Part", "categorical", "concat_parts", "constant_categorical", "dense_codes", "empty_table",
            "normalize_table"]
@@ -78,10 +78,9 @@ class Part:
 
 
 def empty_table(table: str) -> pd.DataFrame:
-    """A zero-row DataFrame with `table`'s columns and in-memory dtypes (`table` "gpu_ranges":
-    GPU_RANGE_COLUMNS)."""
+    """A zero-row DataFrame with `table`'s columns (BUNDLE_SCHEMAS) and in-memory dtypes."""
     cols: dict[str, Any] = {}
-    for name, kind in (GPU_RANGE_COLUMNS if table == "gpu_ranges" else SCHEMAS[table]).items():
+    for name, kind in BUNDLE_SCHEMAS[table].items():
         if kind == "str":
             cols[name] = pd.Categorical([])
         elif kind == "f8":
@@ -92,14 +91,14 @@ def empty_table(table: str) -> pd.DataFrame:
 
 
 def normalize_table(table: str, df: pd.DataFrame) -> pd.DataFrame:
-    """Return `df` with exactly `table`'s columns in their in-memory dtypes.
+    """Return `df` with exactly `table`'s columns (BUNDLE_SCHEMAS) in their in-memory dtypes.
 
     Optional integer columns that are absent are filled with MISSING; a required column that
     is absent is a programming error (KeyError).
     """
     out: dict[str, Any] = {}
     n = len(df)
-    for name, kind in SCHEMAS[table].items():
+    for name, kind in BUNDLE_SCHEMAS[table].items():
         if name not in df.columns:
             if kind == "i8?":
                 out[name] = np.full(n, MISSING, dtype=np.int64)
