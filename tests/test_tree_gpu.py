@@ -151,6 +151,24 @@ def test_gpu_annotations_leave_compare_unchanged(tmp_path: Path) -> None:
     assert [v.code for v in with_gpu.verdict] == [v.code for v in without.verdict]
 
 
+def test_gpu_side_ranges_follow_a_renamed_gpu(tmp_path: Path) -> None:
+    """The abnormal run ran on GPU 1, the normal one on GPU 0: the plan maps GPU 1 to GPU 0,
+    and the abnormal run's GPU-side ranges move with its kernels, so their GPU time is the
+    work on their stream (not zero for want of a GPU 1)."""
+    n = kineto_trace(tmp_path / "n.json", fwd_kernel_us=300, seed=1)
+    a = kineto_trace(tmp_path / "a.json", fwd_kernel_us=300, seed=2)
+    doc = json.loads(a.read_text())
+    for e in doc["traceEvents"]:
+        if e["cat"] in ("kernel", "gpu_user_annotation"):
+            e["pid"] = 1
+            if "args" in e:
+                e["args"]["device"] = 1
+    a.write_text(json.dumps(doc))
+    assert perfdiff.compare(n, a).analysis.plan.device_map == (("GPU 1", "GPU 0"),)
+    fwd = [m for m in perfdiff.tree(n, a).diff.nodes if m.gpu_side and m.name == "forward"]
+    assert len(fwd) == 1 and fwd[0].gpu_a_us == pytest.approx(fwd[0].gpu_n_us, rel=0.05) and fwd[0].gpu_a_us > 0
+
+
 def test_imported_bundles_keep_the_gpu_side_tree(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     """`perfdiff import` keeps the GPU-side ranges: comparing the bundles gives the range tree
     that comparing the traces does.  Here only the GPU side nests (attn inside forward), so a

@@ -286,15 +286,18 @@ def gpu_busy_by_device(run: RunData) -> dict[str, float]:
 
 
 def rename_devices(run: RunData, device_map: tuple[tuple[str, str], ...]) -> RunData:
-    """`run` with its devices renamed (old, new) in the activity and samples tables."""
+    """`run` with its devices renamed (old, new) in the activity, samples and GPU-side range
+    tables (a GPU-side range keeps finding its stream's work on the renamed GPU)."""
     if not device_map:
         return run
     mapping = dict(device_map)
     tables = {}
-    for name in ("activity", "samples"):
+    for name in ("activity", "samples", "gpu_ranges"):
         df = getattr(run, name)
-        if len(df) == 0:
+        if df is None or len(df) == 0:
             continue
+        if not isinstance(df["device"].dtype, pd.CategoricalDtype):
+            df = df.assign(device=pd.Categorical(df["device"].astype(str)))
         cats = [str(c) for c in df["device"].cat.categories]
         # A new name may already be a category (another device's): rebuild from the codes.
         renamed = [mapping.get(c, c) for c in cats]
