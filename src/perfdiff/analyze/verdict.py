@@ -15,7 +15,7 @@ from dataclasses import dataclass, field, replace
 from enum import Enum
 from typing import Any
 
-from perfdiff.analyze.findings import MATERIAL_DELTA, Finding, FindingCode, significant
+from perfdiff.analyze.findings import MATERIAL_DELTA, MATERIAL_TAU_PP, Finding, FindingCode, significant
 from perfdiff.analyze.records import Analysis, FunctionStats, GpuBusy
 from perfdiff.model.cuda_names import is_launch_call, is_sync_call
 from perfdiff.model.schema import GPU_KINDS
@@ -182,24 +182,45 @@ HOST_REASONS = (VerdictCode.CPU_CLOCK, VerdictCode.CPU_QUOTA, VerdictCode.CPU_CO
                 VerdictCode.MEMORY_PRESSURE, VerdictCode.CPU_WORK)
 
 
+HOST_WIDE_REST_SHARE = 0.25  # waits leave ≥ 25 % of a host-wide slowdown unexplained
+# Host-side classes of waiting: they lengthen every call of the host they hit, and explain a
+# host-wide slowdown per call as far as their own share goes.
+HOST_WAITS = (VerdictCode.CPU_QUOTA, VerdictCode.CPU_CONTENTION, VerdictCode.IO_WAIT, VerdictCode.MEMORY_PRESSURE)
+
+
 def _host_wide(findings: list[Finding], out: list[VerdictClass], clock: tuple[float, float] | None,
                resources: list[int]) -> None:
     """Every CPU-side function of the host slower per call by one ratio: the common-mode check
     took them out of the causes, yet the change is CPU work all the same (the CPU clock's when
-    it fell).  Appended to `out` unless a host-side class already explains the host."""
-    if any(v.code in HOST_REASONS for v in out):
+    it fell).  Appended to `out` unless a host-side class already explains the host; waiting
+    classes (HOST_WAITS) explain it only as far as their own share goes, and what they leave
+    is still CPU work when it is material (≥ 1 pp) and ≥ 25 % of the slowdown (merged into a
+    CPU-work class already there)."""
+    waits = sum(abs(v.tau_pp) for v in out if v.code in HOST_WAITS)
+    code = VerdictCode.CPU_CLOCK if clock is not None else VerdictCode.CPU_WORK
+    if not waits and any(v.code in HOST_REASONS for v in out):
         return
     for i, x in enumerate(findings):
         ratio = x.values.get("ratio", math.nan)
         if x.code != FindingCode.DEVICE_WIDE or not x.values.get("host") or not ratio > 1.0:
             continue
-        values: dict[str, Any] = {"device": x.device, "ratio": ratio}
+        tau = float(x.values.get("tau_pp", 0.0))
+        values: dict[str, Any] = {"device": x.device, "ratio": ratio, "absorbed_funcs": x.values.get("absorbed_funcs", ())}
+        if waits:
+            if not tau - waits >= max(MATERIAL_TAU_PP, HOST_WIDE_REST_SHARE * tau):
+                return
+            tau -= waits
+            values.update(explained_pp=waits, explained_by=tuple(v.code.value for v in out if v.code in HOST_WAITS))
         ev = [i]
         if clock is not None:
             ev += [j for j in resources if findings[j].values.get("metric") in ("cpu_frequency", "cpu_frequency_mhz")][:1]
             values.update(clock_n=clock[0], clock_a=clock[1])
-        out.append(VerdictClass(VerdictCode.CPU_CLOCK if clock is not None else VerdictCode.CPU_WORK,
-                                tau_pp=float(x.values.get("tau_pp", 0.0)), evidence=tuple(ev), values=values))
+        same = next((k for k, v in enumerate(out) if v.code == code), None)
+        if same is None:
+            out.append(VerdictClass(code, tau_pp=tau, evidence=tuple(ev), values=values))
+        else:  # one class: the causes it named and the unexplained host-wide rest
+            v = out[same]
+            out[same] = replace(v, tau_pp=v.tau_pp + tau, evidence=(*ev, *v.evidence), values={**values, **v.values})
         return
 
 

@@ -479,9 +479,20 @@ def _signal_words(signals: Any) -> str:
     return ", ".join(parts)
 
 
-def _host_wide_words(v: VerdictClass) -> str:
-    """A host-wide common-mode slowdown, in words."""
-    return f"every CPU-side function on {md_name(str(v.values.get('device')))} ×{fmt_num(v.values.get('ratio'))} per call"
+def _host_wide_words(v: VerdictClass, c: Analysis | None = None, who: str = "") -> str:
+    """A host-wide common-mode slowdown, in words; with the analysis, what waiting explains of
+    it, the largest functions it holds, and `who` (the other functions the class names)."""
+    text = f"every CPU-side function on {md_name(str(v.values.get('device')))} ×{fmt_num(v.values.get('ratio'))} per call"
+    if c is None:
+        return text
+    waits = v.values.get("explained_pp")
+    if waits:
+        by = " and ".join(VERDICT_WORDS[VerdictCode(x)] for x in v.values.get("explained_by", ()))
+        text += f", more than {by or 'waiting'} explains ({fmt_num(waits)} of {fmt_num(waits + v.tau_pp)} pp)"
+    funcs = [c.functions[i].name for i in v.values.get("absorbed_funcs", ())]
+    if funcs:
+        text += "; most in " + ", ".join(f"**{md_name(n, 48)}**" for n in funcs[:2])
+    return text + (f"; also {who}" if who else "")
 
 
 def verdict_lines(c: Analysis, verdict: list[VerdictClass], findings: list[Finding]) -> list[str]:
@@ -501,7 +512,7 @@ def verdict_lines(c: Analysis, verdict: list[VerdictClass], findings: list[Findi
             text += (f": CPU clock {fmt_num(v.values['clock_n'])} → {fmt_num(v.values['clock_a'])}{unit}; slower at "
                      f"unchanged calls: {who or _host_wide_words(v)}")
         elif v.code == VerdictCode.CPU_WORK and "ratio" in v.values:
-            text += ": " + _host_wide_words(v)
+            text += ": " + _host_wide_words(v, c, who)
         elif v.code == VerdictCode.CPU_QUOTA:
             text += (f": the target's cgroup was throttled {fmt_num(v.values['throttled_ms_per_s_n'])} → "
                      f"{fmt_num(v.values['throttled_ms_per_s_a'])} ms per s" + (f"; {who}" if who else ""))
