@@ -13,7 +13,7 @@ from typing import Any, Iterable, Sequence
 import numpy as np
 import pandas as pd
 
-from perfdiff.model.schema import GPU_RANGE_COLUMNS, MISSING, SCHEMAS
+from perfdiff.model.schema import GPU_RANGE_COLUMNS, MISSING, PROCESS_GROUP_COLUMNS, SCHEMAS
 
 __all__ = ["Part", "categorical", "concat_parts", "constant_categorical", "dense_codes", "empty_table",
            "normalize_table"]
@@ -77,11 +77,14 @@ class Part:
         return 0
 
 
+_IN_MEMORY = {"gpu_ranges": GPU_RANGE_COLUMNS, "process_groups": PROCESS_GROUP_COLUMNS}  # not bundle tables
+
+
 def empty_table(table: str) -> pd.DataFrame:
     """A zero-row DataFrame with `table`'s columns and in-memory dtypes (`table` "gpu_ranges":
-    GPU_RANGE_COLUMNS)."""
+    GPU_RANGE_COLUMNS, "process_groups": PROCESS_GROUP_COLUMNS)."""
     cols: dict[str, Any] = {}
-    for name, kind in (GPU_RANGE_COLUMNS if table == "gpu_ranges" else SCHEMAS[table]).items():
+    for name, kind in (_IN_MEMORY.get(table) or SCHEMAS[table]).items():
         if kind == "str":
             cols[name] = pd.Categorical([])
         elif kind == "f8":

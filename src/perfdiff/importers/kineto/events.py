@@ -9,7 +9,8 @@ from typing import Any
 
 import numpy as np
 
-__all__ = ["ANNOTATION_CATS", "CATEGORIES", "CAT_NAMES", "Events", "MAX_US", "NeedSlowPath", "ROLES", "SKIPPED", "STEP"]
+__all__ = ["ANNOTATION_CATS", "CATEGORIES", "CAT_NAMES", "Events", "MAX_US", "NeedSlowPath", "ROLES", "SKIPPED", "STEP",
+           "name_label"]
 
 # category → (role); roles: kernel, memcpy, memset, api, cpu, gpu_range
 CATEGORIES: dict[str, str] = {
@@ -52,7 +53,10 @@ class Events:
     stream: list[np.ndarray] = field(default_factory=list)
     device: list[np.ndarray] = field(default_factory=list)
     nbytes: list[np.ndarray] = field(default_factory=list)
+    pg: list[np.ndarray] = field(default_factory=list)  # index into process_groups (NCCL kernels), -1: none
     names: dict[bytes, int] = field(default_factory=dict)  # raw (escaped) name → code
+    # (name, members) of a process group (`process_groups.process_group`) → code
+    process_groups: dict[tuple[str, str | None], int] = field(default_factory=dict)
     header: dict[str, Any] = field(default_factory=dict)
     dropped: dict[str, int] = field(default_factory=dict)
     counts: dict[str, int] = field(default_factory=dict)
@@ -75,12 +79,16 @@ class Events:
     def name_labels(self) -> list[str]:
         labels = [""] * len(self.names)
         for raw, code in self.names.items():
-            if b"\\" in raw:
-                try:
-                    labels[code] = json.loads(b'"' + raw + b'"')
-                except ValueError:
-                    labels[code] = raw.decode("utf-8", "replace")
-            else:
-                labels[code] = raw.decode("utf-8", "replace")
+            labels[code] = name_label(raw)
         return labels
+
+
+def name_label(raw: bytes) -> str:
+    """A name as written between its quotes (JSON escapes included) → the text."""
+    if b"\\" in raw:
+        try:
+            return json.loads(b'"' + raw + b'"')
+        except ValueError:
+            pass
+    return raw.decode("utf-8", "replace")
 

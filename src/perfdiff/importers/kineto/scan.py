@@ -7,7 +7,8 @@ keys it needs from the 8 bytes before the colon, anchors each event at its ``"ph
 decodes strings and numbers with word-at-a-time (SWAR) arithmetic.  The names are gathered
 through Arrow string views and dictionary-encoded, so no Python object is made per event.
 Two threads decode blocks (numpy and Arrow release the GIL in their loops) where the core
-budget allows.
+budget allows.  The args objects of NCCL kernels, a few among many events, are decoded with
+``json`` for their process group.
 
 It relies on what every Kineto writer (and ``json.dump`` of a Kineto trace) does: a complete
 event's first key is ``"ph"``, and keys are written ``"key":`` with no space before the colon.
@@ -30,7 +31,9 @@ from perfdiff.importers.common import resolve_cores
 from perfdiff.importers.kineto.blocks import blocks
 from perfdiff.importers.kineto.document import explain_not_a_trace, parse_header, parse_trailer
 from perfdiff.importers.kineto.objects import first_keys, keys_of_the_next_object, same_object
-from perfdiff.importers.kineto.events import CAT_NAMES, CATEGORIES, MAX_US, ROLES, SKIPPED, Events, NeedSlowPath
+from perfdiff.importers.kineto.events import (CAT_NAMES, CATEGORIES, MAX_US, ROLES, SKIPPED, Events, NeedSlowPath,
+                                              name_label)
+from perfdiff.importers.kineto.process_groups import COLLECTIVE, args_object, process_group
 from perfdiff.model.schema import MISSING
 
 __all__ = ["FastScan"]
@@ -260,6 +263,7 @@ class _Block:
 
     cols: dict[str, np.ndarray] = field(default_factory=dict)
     names: list[bytes] = field(default_factory=list)  # local dictionary of the name codes
+    process_groups: list[tuple[str, str | None]] = field(default_factory=list)  # local codes of cols["pg"]
     dropped: dict[str, int] = field(default_factory=dict)
     cat_seen: np.ndarray = field(default_factory=lambda: np.zeros(len(CAT_NAMES) + 1, dtype=np.int64))
     head: bytes | None = None  # first block: the text before the first event
@@ -333,6 +337,10 @@ class FastScan:
             mapping = np.array([names.setdefault(v, len(names)) for v in block.names], dtype=np.int64)
             cols = dict(block.cols)
             cols["name"] = mapping[cols["name"]] if len(mapping) else cols["name"]
+            if block.process_groups:
+                groups = ev.process_groups
+                pg = np.array([groups.setdefault(g, len(groups)) for g in block.process_groups], dtype=np.int64)
+                cols["pg"] = np.where(cols["pg"] >= 0, pg[np.maximum(cols["pg"], 0)], MISSING)
             ev.add(**cols)
         return head
 
@@ -556,9 +564,26 @@ def _decode(res: _Block, u8: np.ndarray, le8: np.ndarray, colon: np.ndarray, kid
     on_gpu = gpu | (role == ROLES.index("gpu_range"))
     device = optional_int(_DEVICE, np.flatnonzero(on_gpu & (pid < 0)))
     stream = optional_int(_STREAM, np.flatnonzero(on_gpu & (tid < 0)))
+    # The process groups of NCCL kernels: only their args objects are decoded (a few events).
+    with_args = np.flatnonzero((role == ROLES.index("kernel")) & (t[:, _ARGS] >= 0))
+    pg = np.full(len(t), MISSING, dtype=np.int64)
+    if len(with_args):
+        nccl = np.zeros(len(res.names), dtype=bool)
+        for c in np.flatnonzero(np.bincount(name_code[with_args], minlength=len(res.names))).tolist():
+            nccl[c] = COLLECTIVE.match(name_label(res.names[c])) is not None
+        rows = with_args[nccl[name_code[with_args]]]
+        if len(rows):
+            nxt = xe[rows] + 1  # the next event's "ph" bounds the args object
+            limit = np.where(nxt < nev_all, colon[ph_k[np.minimum(nxt, nev_all - 1)]], n)
+            found = {}
+            for r, v, lim in zip(rows.tolist(), value_pos(t[rows, _ARGS]).tolist(), limit.tolist(), strict=True):
+                g = process_group(args_object(padded, v, lim))
+                if g is not None:
+                    pg[r] = found.setdefault(g, len(found))
+            res.process_groups = list(found)
     res.cols = dict(role=role, cat=cat_id, name=name_code, pid=pid, tid=tid,
                     ts_ns=ts.value * 1000 + ts.frac_ns, dur_ns=dur.value * 1000 + dur.frac_ns,
-                    corr=corr, stream=stream, device=device, nbytes=nbytes)
+                    corr=corr, stream=stream, device=device, nbytes=nbytes, pg=pg)
 
 def _escaped_ends(padded: bytes, s0: np.ndarray, s1: np.ndarray, esc: np.ndarray, n: int) -> np.ndarray:
     """True closing quotes of the (rare) strings that contain a backslash escape."""

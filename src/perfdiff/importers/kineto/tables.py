@@ -1,6 +1,7 @@
 """The RunData of a Kineto trace from its event columns (`Events`): the activity table (GPU
 work with its launch, runtime calls, CPU ranges with self time), the markers (profiler
-steps, user annotations) and the GPU-side ranges (``gpu_user_annotation``).  Times are ns on the trace's clock (`clock`)."""
+steps, user annotations), the GPU-side ranges (``gpu_user_annotation``) and the process group
+of each NCCL kernel.  Times are ns on the trace's clock (`clock`)."""
 from __future__ import annotations
 
 from pathlib import Path
@@ -16,6 +17,7 @@ from perfdiff.importers.kineto.events import ANNOTATION_CATS, CAT_NAMES, ROLES, 
 from perfdiff.importers.kineto.join import correlate
 from perfdiff.importers.kineto.manifest import kineto_manifest
 from perfdiff.importers.kineto.names import short_kernel_name
+from perfdiff.importers.kineto.process_groups import COLLECTIVE
 from perfdiff.model.intervals import self_time_ns
 from perfdiff.model.schema import MISSING
 from perfdiff.model.tables import Part, categorical, concat_parts, constant_categorical, dense_codes, empty_table
@@ -56,6 +58,7 @@ def build(p: Path, ev: Events, group: str, skip: frozenset[str] = frozenset()) -
         is_step = step_names[name_code] & (role == ROLES.index("cpu"))
 
     parts: list[Part] = []
+    process_groups = empty_table("process_groups")
     # GPU work
     api_rows = np.flatnonzero(role == ROLES.index("api"))
     launch_row = correlate(corr, api_rows, corr)
@@ -82,6 +85,8 @@ def build(p: Path, ev: Events, group: str, skip: frozenset[str] = frozenset()) -
                 "launch_ns": launch, "tid": ltid, "stream": strm, "correlation": corr[rows]}
         if r_name != "kernel":
             cols["bytes"] = nbytes[rows]
+        else:
+            process_groups = _process_groups(rows, sum(len(x) for x in parts), name_code, names, ev)
         parts.append(Part("activity", cols))
         ev.counts[r_name] = len(rows)
         ev.counts[f"{r_name}_launch_joined"] = int(hit.sum())
@@ -126,7 +131,25 @@ def build(p: Path, ev: Events, group: str, skip: frozenset[str] = frozenset()) -
     cat_counts = {CAT_NAMES[int(c)]: int(k) for c, k in zip(*np.unique(cat, return_counts=True), strict=True) if c < len(CAT_NAMES)}
     manifest = kineto_manifest(p, ev, clock, pid, role, tid, activity, notes, cat_counts)
     return RunData(manifest=manifest, activity=activity, samples=empty_table("samples"), markers=markers,
-                   path=str(p), notes=notes, gpu_ranges=gpu_ranges)
+                   path=str(p), notes=notes, gpu_ranges=gpu_ranges, process_groups=process_groups)
+
+
+def _process_groups(rows: np.ndarray, first_row: int, name_code: np.ndarray, names: list[str],
+                    ev: Events) -> pd.DataFrame:
+    """The process-group table (PROCESS_GROUP_COLUMNS) of the kernel events `rows`, which are
+    the activity rows from `first_row` on: one row per NCCL collective kernel."""
+    nccl = np.zeros(len(names), dtype=bool)
+    for c in np.flatnonzero(np.bincount(name_code[rows], minlength=len(names))).tolist():
+        nccl[c] = COLLECTIVE.match(names[c]) is not None
+    k = np.flatnonzero(nccl[name_code[rows]])
+    if len(k) == 0:
+        return empty_table("process_groups")
+    pg = ev.column("pg")[rows[k]]
+    known = list(ev.process_groups)  # in code order
+    listed = np.array([i if g[1] is not None else -1 for i, g in enumerate(known)] + [-1], dtype=np.int64)
+    return pd.DataFrame({"row": first_row + k,
+                         "group": categorical(pg, [g[0] for g in known]),
+                         "ranks": categorical(listed[pg], [g[1] or "" for g in known])})
 
 
 def _gpu_ranges(rows: np.ndarray, name_code: np.ndarray, names: list[str], pid: np.ndarray, tid: np.ndarray,
