@@ -83,3 +83,27 @@ def test_nsys_communicators_from_nccl_payloads(tmp_path: Path) -> None:
     con.close()
     assert nsys_groups(path) is None
 
+
+
+def test_groups_follow_their_kernels_when_a_comparison_drops_rows(tmp_path: Path) -> None:
+    """A comparison keeps only the activity rows of devices with samples: the process groups
+    still point at their own kernels afterwards."""
+    import dataclasses
+
+    import pandas as pd
+
+    from perfdiff.attribute import CycleMatrix, keep_rows_for_mu
+
+    events = [{"ph": "X", "cat": "kernel", "name": "sgemm", "pid": 1, "tid": 7, "ts": 1.0, "dur": 5},
+              {"ph": "X", "cat": "kernel", "name": NCCL, "pid": 0, "tid": 7, "ts": 10.0, "dur": 5,
+               "args": {"Process Group Name": "1", "Process Group Ranks": "[0, 1]"}},
+              {"ph": "X", "cat": "kernel", "name": NCCL, "pid": 0, "tid": 7, "ts": 20.0, "dur": 5}]
+    run = open_run(_trace(tmp_path / "rank-0.json", events))
+    run = dataclasses.replace(run, samples=pd.DataFrame({"metric": ["sm"], "device": ["GPU 0"], "t_start_ns": [0],
+                                                         "t_end_ns": [1], "value": [1.0]}))
+    n = len(run.activity)
+    matrix = CycleMatrix(pd.DataFrame(), np.zeros((0, 0)), np.zeros(0), np.zeros(0), np.zeros(n, dtype=np.int64),
+                         np.zeros(n, dtype=np.int64), 0)
+    kept, _ = keep_rows_for_mu(run, matrix)
+    assert len(kept.activity) == 2
+    assert collective_labels(kept, np.array([0, 1]), kept.path).tolist() == ["1 [0, 1]", UNKNOWN]
