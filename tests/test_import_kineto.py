@@ -381,6 +381,11 @@ def test_process_groups_of_nccl_kernels_agree_in_the_three_readers(tmp_path: Pat
         assert_same_tables(run, reference_tables(path), name)
         slow = tables.build(path, general.general_events(path), "full")
         pd.testing.assert_frame_equal(nccl_groups(run.activity, pg), nccl_groups(slow.activity, slow.process_groups))
+    escaped = tmp_path / "escaped_key.json"  # a key written with an escape is the same key
+    escaped.write_text((tmp_path / "events.json").read_text().replace('"pg_name": "tp"', '"pg\\u005fname": "tp"'))
+    assert "\\u005f" in escaped.read_text()
+    assert_same_tables(import_kineto(escaped), reference_tables(escaped), escaped.name)
+    assert "tp" in set(import_kineto(escaped).process_groups["group"].dropna())
     path = tmp_path / "events.json"
     monkeypatch.setattr(blocks, "BLOCK", 400)  # events and args cut at block boundaries
     small = import_kineto(path)

@@ -9,6 +9,8 @@ from typing import Any
 
 import numpy as np
 
+from perfdiff.model.schema import MISSING
+
 __all__ = ["ANNOTATION_CATS", "CATEGORIES", "CAT_NAMES", "Events", "MAX_US", "NeedSlowPath", "ROLES", "SKIPPED", "STEP",
            "name_label"]
 
@@ -53,8 +55,11 @@ class Events:
     stream: list[np.ndarray] = field(default_factory=list)
     device: list[np.ndarray] = field(default_factory=list)
     nbytes: list[np.ndarray] = field(default_factory=list)
-    pg: list[np.ndarray] = field(default_factory=list)  # index into process_groups (NCCL kernels), -1: none
     names: dict[bytes, int] = field(default_factory=dict)  # raw (escaped) name → code
+    # The NCCL kernels whose args name a process group: the event's index among the columns'
+    # rows, and its group's code in process_groups.
+    pg_event: list[np.ndarray] = field(default_factory=list)
+    pg_code: list[np.ndarray] = field(default_factory=list)
     # (name, members) of a process group (`process_groups.process_group`) → code
     process_groups: dict[tuple[str, str | None], int] = field(default_factory=dict)
     header: dict[str, Any] = field(default_factory=dict)
@@ -71,6 +76,18 @@ class Events:
     def column(self, key: str) -> np.ndarray:
         parts = getattr(self, key)
         return np.concatenate(parts) if parts else np.empty(0, dtype=np.int64)
+
+    def group_codes(self, rows: np.ndarray) -> np.ndarray:
+        """The process group's code of each event `rows` (MISSING: its args name none)."""
+        at, code = self.column("pg_event"), self.column("pg_code")
+        out = np.full(len(rows), MISSING, dtype=np.int64)
+        if len(at):
+            order = np.argsort(at, kind="stable")
+            at, code = at[order], code[order]
+            i = np.minimum(np.searchsorted(at, rows), len(at) - 1)
+            hit = at[i] == rows
+            out[hit] = code[i[hit]]
+        return out
 
     def drop(self, why: str, n: int) -> None:
         if n:

@@ -51,7 +51,8 @@ def general_events(p: Path) -> Events:
     ev = Events(header=header, path_used="json")
     ev.decoded_bytes = len(raw)
     cols: dict[str, list] = {k: [] for k in ("role", "cat", "name", "pid", "tid", "ts_ns", "dur_ns", "corr", "stream",
-                                             "device", "nbytes", "pg")}
+                                             "device", "nbytes")}
+    pg_event, pg_code = [], []
     cat_index = {nm: i for i, nm in enumerate(CAT_NAMES)}
     kernel = ROLES.index("kernel")
     for i, e in enumerate(events):
@@ -76,7 +77,9 @@ def general_events(p: Path) -> Events:
         name = str(e.get("name", ""))
         raw_name = json.dumps(name, ensure_ascii=False)[1:-1].encode()
         pg = process_group(args) if ROLES.index(role) == kernel and COLLECTIVE.match(name) else None
-        cols["pg"].append(MISSING if pg is None else ev.process_groups.setdefault(pg, len(ev.process_groups)))
+        if pg is not None:
+            pg_event.append(len(cols["role"]))
+            pg_code.append(ev.process_groups.setdefault(pg, len(ev.process_groups)))
         cols["role"].append(ROLES.index(role))
         cols["cat"].append(cat_index[cat])
         cols["name"].append(ev.names.setdefault(raw_name, len(ev.names)))
@@ -89,6 +92,7 @@ def general_events(p: Path) -> Events:
             cols[col].append(_int_or_missing(v))
     for k, v in cols.items():
         getattr(ev, k).append(np.array(v, dtype=np.int64))
+    ev.add(pg_event=np.array(pg_event, dtype=np.int64), pg_code=np.array(pg_code, dtype=np.int64))
     return ev
 
 

@@ -1,7 +1,8 @@
 """The process group (communicator) of an NCCL collective kernel, from the kernel's args as the
 PyTorch profiler writes them: "Process Group Name" (older profilers: "pg_name") and "Process
 Group Ranks", the members' global ranks as a JSON list or as that list written in a string
-("[0, 1]").  Both Kineto readers decode the args of those kernels only (`args_object`)."""
+("[0, 1]").  The fast scanner decodes the args of those kernels only, and only where they may
+name a group (`may_name_a_group`, `args_object`)."""
 from __future__ import annotations
 
 import json
@@ -10,10 +11,11 @@ from typing import Any
 
 from perfdiff.model.schema import COLLECTIVE_KERNEL
 
-__all__ = ["COLLECTIVE", "args_object", "process_group"]
+__all__ = ["COLLECTIVE", "args_object", "may_name_a_group", "process_group"]
 
 COLLECTIVE = re.compile(COLLECTIVE_KERNEL)
 _DECODER = json.JSONDecoder()
+_MAY_NAME = (b'"Process Group Name"', b'"pg_name"', b"\\")  # bytes without one of these name no group
 _FIRST_BYTES = 1024  # args objects are short; a longer one is read again with more bytes
 
 
@@ -38,6 +40,12 @@ def _members(raw: Any) -> str | None:
     if isinstance(raw, list) and raw and all(isinstance(r, int) and not isinstance(r, bool) for r in raw):
         return "[" + ", ".join(str(r) for r in sorted(raw)) + "]"
     return None
+
+
+def may_name_a_group(buf: bytes, start: int, limit: int) -> bool:
+    """Whether buf[start:limit] may hold a process-group key: either key written out, or a
+    backslash (a key may be written with escapes).  Cheaper than decoding the args."""
+    return any(buf.find(k, start, limit) >= 0 for k in _MAY_NAME)
 
 
 def args_object(buf: bytes, start: int, limit: int) -> Any:

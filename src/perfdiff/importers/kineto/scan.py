@@ -34,7 +34,7 @@ from perfdiff.importers.kineto.document import explain_not_a_trace, parse_header
 from perfdiff.importers.kineto.objects import first_keys, keys_of_the_next_object, same_object
 from perfdiff.importers.kineto.events import (CAT_NAMES, CATEGORIES, MAX_US, ROLES, SKIPPED, Events, NeedSlowPath,
                                               name_label)
-from perfdiff.importers.kineto.process_groups import COLLECTIVE, args_object, process_group
+from perfdiff.importers.kineto.process_groups import COLLECTIVE, args_object, may_name_a_group, process_group
 from perfdiff.importers.kineto.swar import (WHITESPACE, escaped_ends, int_or_string, last_non_separator,
                                             parse_numbers, string_ends)
 from perfdiff.model.schema import MISSING
@@ -124,7 +124,10 @@ class _Block:
 
     cols: dict[str, np.ndarray] = field(default_factory=dict)
     names: list[bytes] = field(default_factory=list)  # local dictionary of the name codes
-    process_groups: list[tuple[str, str | None]] = field(default_factory=list)  # local codes of cols["pg"]
+    # NCCL kernels naming a process group: row in cols, index into process_groups
+    pg_event: np.ndarray = field(default_factory=lambda: np.empty(0, dtype=np.int64))
+    pg_code: np.ndarray = field(default_factory=lambda: np.empty(0, dtype=np.int64))
+    process_groups: list[tuple[str, str | None]] = field(default_factory=list)
     dropped: dict[str, int] = field(default_factory=dict)
     cat_seen: np.ndarray = field(default_factory=lambda: np.zeros(len(CAT_NAMES) + 1, dtype=np.int64))
     head: bytes | None = None  # first block: the text before the first event
@@ -150,6 +153,7 @@ class FastScan:
         self.cores = resolve_cores(cores)
         self.ev = Events()
         self.cat_seen = np.zeros(len(CAT_NAMES) + 1, dtype=np.int64)
+        self.rows = 0  # event rows merged so far
 
     def run(self) -> Events:
         carry = b""
@@ -200,9 +204,10 @@ class FastScan:
             cols["name"] = mapping[cols["name"]] if len(mapping) else cols["name"]
             if block.process_groups:
                 groups = ev.process_groups
-                pg = np.array([groups.setdefault(g, len(groups)) for g in block.process_groups], dtype=np.int64)
-                cols["pg"] = np.where(cols["pg"] >= 0, pg[np.maximum(cols["pg"], 0)], MISSING)
+                code = np.array([groups.setdefault(g, len(groups)) for g in block.process_groups], dtype=np.int64)
+                ev.add(pg_event=block.pg_event + self.rows, pg_code=code[block.pg_code])
             ev.add(**cols)
+            self.rows += len(cols["role"])
         return head
 
 
@@ -427,7 +432,6 @@ def _decode(res: _Block, u8: np.ndarray, le8: np.ndarray, colon: np.ndarray, kid
     stream = optional_int(_STREAM, np.flatnonzero(on_gpu & (tid < 0)))
     # The process groups of NCCL kernels: only their args objects are decoded (a few events).
     with_args = np.flatnonzero((role == ROLES.index("kernel")) & (t[:, _ARGS] >= 0))
-    pg = np.full(len(t), MISSING, dtype=np.int64)
     if len(with_args):
         nccl = np.zeros(len(res.names), dtype=bool)
         for c in np.flatnonzero(np.bincount(name_code[with_args], minlength=len(res.names))).tolist():
@@ -436,15 +440,17 @@ def _decode(res: _Block, u8: np.ndarray, le8: np.ndarray, colon: np.ndarray, kid
         if len(rows):
             nxt = xe[rows] + 1  # the next event's "ph" bounds the args object
             limit = np.where(nxt < nev_all, colon[ph_k[np.minimum(nxt, nev_all - 1)]], n)
-            found = {}
+            found, named, codes = {}, [], []
             for r, v, lim in zip(rows.tolist(), value_pos(t[rows, _ARGS]).tolist(), limit.tolist(), strict=True):
-                g = process_group(args_object(padded, v, lim))
+                g = process_group(args_object(padded, v, lim)) if may_name_a_group(padded, v, lim) else None
                 if g is not None:
-                    pg[r] = found.setdefault(g, len(found))
+                    named.append(r)
+                    codes.append(found.setdefault(g, len(found)))
             res.process_groups = list(found)
+            res.pg_event, res.pg_code = np.array(named, dtype=np.int64), np.array(codes, dtype=np.int64)
     res.cols = dict(role=role, cat=cat_id, name=name_code, pid=pid, tid=tid,
                     ts_ns=ts.value * 1000 + ts.frac_ns, dur_ns=dur.value * 1000 + dur.frac_ns,
-                    corr=corr, stream=stream, device=device, nbytes=nbytes, pg=pg)
+                    corr=corr, stream=stream, device=device, nbytes=nbytes)
 
 def _name_codes(res: _Block, padded: bytes, s0: np.ndarray, s1: np.ndarray) -> np.ndarray:
     """Global codes of the strings [s0, s1) of the block (dictionary-encoded by Arrow)."""

@@ -78,15 +78,17 @@ def build(p: Path, ev: Events, group: str, skip: frozenset[str] = frozenset()) -
         if (dev < 0).any():
             notes.append(Note("no-device", f"{int((dev < 0).sum())} {r_name} events without a device: put on GPU 0"))
         strm = np.where(tid[rows] >= 0, tid[rows], stream[rows])
-        fn_codes, fn_labels = _function_codes(name_code[rows], names, short=(group == "short" and r_name == "kernel"))
+        fn_codes, fn_labels = _function_codes(name_code[rows], names)
+        if r_name == "kernel":
+            process_groups = _process_groups(rows, sum(len(x) for x in parts), fn_codes, fn_labels, ev)
+            if group == "short":
+                fn_labels = [short_kernel_name(x) for x in fn_labels]
         s, e = start[rows], end[rows]
         cols = {"function": categorical(fn_codes, fn_labels), "kind": constant_categorical(r_name, len(rows)),
                 "device": categorical(dcodes, dev_labels), "start_ns": s, "end_ns": e, "busy_ns": e - s,
                 "launch_ns": launch, "tid": ltid, "stream": strm, "correlation": corr[rows]}
         if r_name != "kernel":
             cols["bytes"] = nbytes[rows]
-        else:
-            process_groups = _process_groups(rows, sum(len(x) for x in parts), name_code, names, ev)
         parts.append(Part("activity", cols))
         ev.counts[r_name] = len(rows)
         ev.counts[f"{r_name}_launch_joined"] = int(hit.sum())
@@ -99,7 +101,7 @@ def build(p: Path, ev: Events, group: str, skip: frozenset[str] = frozenset()) -
         for rows, b, kind in ((api_rows, end[api_rows] - start[api_rows], "api"), (cpu_rows, busy[k:], "cpu")):
             if len(rows) == 0:
                 continue
-            fn_codes, fn_labels = _function_codes(name_code[rows], names, short=False)
+            fn_codes, fn_labels = _function_codes(name_code[rows], names)
             parts.append(Part("activity", {
                 "function": categorical(fn_codes, fn_labels), "kind": constant_categorical(kind, len(rows)),
                 "device": constant_categorical("Host", len(rows)), "start_ns": start[rows], "end_ns": end[rows],
@@ -118,7 +120,7 @@ def build(p: Path, ev: Events, group: str, skip: frozenset[str] = frozenset()) -
     mparts = []
     for rows, source in ((step_rows, "profiler_step"), (ann_rows, "annotation")):
         if len(rows):
-            fn_codes, fn_labels = _function_codes(name_code[rows], names, short=False)
+            fn_codes, fn_labels = _function_codes(name_code[rows], names)
             mparts.append(Part("markers", {"name": categorical(fn_codes, fn_labels), "start_ns": start[rows],
                                            "end_ns": end[rows], "tid": tid[rows],
                                            "source": constant_categorical(source, len(rows))}))
@@ -134,17 +136,16 @@ def build(p: Path, ev: Events, group: str, skip: frozenset[str] = frozenset()) -
                    path=str(p), notes=notes, gpu_ranges=gpu_ranges, process_groups=process_groups)
 
 
-def _process_groups(rows: np.ndarray, first_row: int, name_code: np.ndarray, names: list[str],
+def _process_groups(rows: np.ndarray, first_row: int, fn_codes: np.ndarray, fn_labels: list[str],
                     ev: Events) -> pd.DataFrame:
-    """The process-group table (PROCESS_GROUP_COLUMNS) of the kernel events `rows`, which are
-    the activity rows from `first_row` on: one row per NCCL collective kernel."""
-    nccl = np.zeros(len(names), dtype=bool)
-    for c in np.flatnonzero(np.bincount(name_code[rows], minlength=len(names))).tolist():
-        nccl[c] = COLLECTIVE.match(names[c]) is not None
-    k = np.flatnonzero(nccl[name_code[rows]])
+    """The process-group table (PROCESS_GROUP_COLUMNS) of the kernel events `rows` (names
+    fn_labels[fn_codes]), which are the activity rows from `first_row` on: one row per NCCL
+    collective kernel."""
+    nccl = np.array([COLLECTIVE.match(x) is not None for x in fn_labels], dtype=bool)
+    k = np.flatnonzero(nccl[fn_codes])
     if len(k) == 0:
         return empty_table("process_groups")
-    pg = ev.column("pg")[rows[k]]
+    pg = ev.group_codes(rows[k])
     known = list(ev.process_groups)  # in code order
     listed = np.array([i if g[1] is not None else -1 for i, g in enumerate(known)] + [-1], dtype=np.int64)
     return pd.DataFrame({"row": first_row + k,
@@ -160,7 +161,7 @@ def _gpu_ranges(rows: np.ndarray, name_code: np.ndarray, names: list[str], pid: 
         return empty_table("gpu_ranges")
     dev = np.where(pid[rows] >= 0, pid[rows], device[rows])
     dcodes, duniq = dense_codes(np.where(dev >= 0, dev, 0))
-    fn_codes, fn_labels = _function_codes(name_code[rows], names, short=False)
+    fn_codes, fn_labels = _function_codes(name_code[rows], names)
     return pd.DataFrame({"name": categorical(fn_codes, fn_labels),
                          "device": categorical(dcodes, [f"GPU {int(d)}" for d in duniq]),
                          "stream": np.where(tid[rows] >= 0, tid[rows], stream[rows]).astype(np.int64),
@@ -182,9 +183,7 @@ def _check_range(p: Path, ts: np.ndarray, dur: np.ndarray, offset_ns: int, names
                          "end lies beyond the int64 ns range", path=p)
 
 
-def _function_codes(codes: np.ndarray, names: list[str], short: bool) -> tuple[np.ndarray, list[str]]:
+def _function_codes(codes: np.ndarray, names: list[str]) -> tuple[np.ndarray, list[str]]:
+    """(dense codes, their labels) of the name codes `codes`."""
     local, uniq = dense_codes(codes)
-    labels = [names[int(u)] for u in uniq]
-    if short:
-        labels = [short_kernel_name(x) for x in labels]
-    return local, labels
+    return local, [names[int(u)] for u in uniq]
