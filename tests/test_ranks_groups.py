@@ -107,3 +107,24 @@ def test_groups_follow_their_kernels_when_a_comparison_drops_rows(tmp_path: Path
     kept, _ = keep_rows_for_mu(run, matrix)
     assert len(kept.activity) == 2
     assert collective_labels(kept, np.array([0, 1]), kept.path).tolist() == ["1 [0, 1]", UNKNOWN]
+
+
+def test_named_kernels_after_an_unnamed_one_in_its_cycle_count_unnamed(tmp_path: Path) -> None:
+    """The kernel without a group took a place on a communicator not known: the rank's named
+    kernels after it in that cycle are unnamed too (their places may be off by one); before it
+    and in other cycles they keep their groups."""
+    from perfdiff.ranks.part import _collectives
+    from perfdiff.ranks.records import IdentitySource, RankInput
+
+    def kernel(ts: float, group: str | None) -> dict:
+        args = {"Process Group Name": group, "Process Group Ranks": "[0, 1]"} if group else {"device": 0}
+        return {"ph": "X", "cat": "kernel", "name": NCCL, "pid": 0, "tid": 7, "ts": ts, "dur": 2, "args": args}
+
+    path = _trace(tmp_path / "rank-0.json", [kernel(10, "1"), kernel(20, None), kernel(30, "1"), kernel(40, "2"),
+                                             kernel(50, "1"), kernel(60, "2")])
+    run = open_run(path, for_compare=True)
+    start = run.activity["start_ns"].to_numpy()
+    row_cycle = np.where(start < 50_000, 0, 1)
+    cyc, ord_, _, grp, labels, coll_start = _collectives(run, row_cycle, RankInput(0, str(path), IdentitySource.TRACE))
+    got = {int(s) // 1000: labels[g] for s, g in zip(coll_start, grp, strict=True)}
+    assert got == {10: "1 [0, 1]", 20: UNKNOWN, 30: UNKNOWN, 40: UNKNOWN, 50: "1 [0, 1]", 60: "2 [0, 1]"}
