@@ -62,3 +62,11 @@ def assert_contract(run) -> None:
     a = run.activity
     assert (a["end_ns"] >= a["start_ns"]).all()
     assert (a["busy_ns"] >= 0).all()
+    if run.process_groups is not None:  # one row per NCCL kernel of the activity
+        from perfdiff.model.schema import COLLECTIVE_KERNEL, PROCESS_GROUP_COLUMNS
+
+        pg = run.process_groups
+        assert list(pg.columns) == list(PROCESS_GROUP_COLUMNS) and pg["row"].dtype == np.int64
+        assert pg["row"].is_unique and ((pg["row"] >= 0) & (pg["row"] < len(a))).all()
+        kernels = a.iloc[pg["row"].to_numpy()]
+        assert (kernels["kind"] == "kernel").all() and kernels["function"].astype(str).str.match(COLLECTIVE_KERNEL).all()

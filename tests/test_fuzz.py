@@ -69,7 +69,8 @@ def test_the_generators_reach_what_they_are_for(tmp_path: Path) -> None:
     results = [verdict(Cases(tmp_path, None), "kineto-gen", seed) for seed in range(40)]
     assert results.count("same") >= 25 and results.count("refused") >= 1
     forms = b"".join(kineto_trace(random.Random(f"kineto-gen:{s}"))[0] for s in range(40) if s % 4)
-    for needle in (b'": 1.', b"e+", b"\\u", "核".encode(), b'" :', b"\n    "):
+    for needle in (b'": 1.', b"e+", b"\\u", "核".encode(), b'" :', b"\n    ", b"ncclDevKernel_",
+                   b'"Process Group Ranks": "['):
         assert needle in forms, needle
 
 

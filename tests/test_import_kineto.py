@@ -127,6 +127,8 @@ def test_fast_scanner_equals_general_parser(path: Path) -> None:
         a = a.astype(str).sort_values(cols).reset_index(drop=True)
         b = b.astype(str).sort_values(cols).reset_index(drop=True)
         pd.testing.assert_frame_equal(a, b)
+    pd.testing.assert_frame_equal(nccl_groups(fast.activity, fast.process_groups),
+                                  nccl_groups(slow.activity, slow.process_groups))
     assert fast.manifest["dropped"] == slow.manifest["dropped"]
 
 
@@ -288,9 +290,18 @@ def test_missing_file_and_directory(tmp_path: Path) -> None:
 
 # ------------------------------------------------------------------------------ the plain reference
 
+def nccl_groups(activity: pd.DataFrame, process_groups: pd.DataFrame) -> pd.DataFrame:
+    """Each NCCL kernel's activity row with its process group and members (readers order the
+    activity rows differently: the groups are compared through the rows they refer to)."""
+    rows = activity.iloc[process_groups["row"].to_numpy()].reset_index(drop=True)
+    return canonical(rows.assign(group=process_groups["group"].to_numpy(), ranks=process_groups["ranks"].to_numpy()))
+
+
 def assert_same_tables(run, ref: dict[str, pd.DataFrame], name: str) -> None:
     for table in ("activity", "markers", "samples", "gpu_ranges"):
         pd.testing.assert_frame_equal(canonical(getattr(run, table)), canonical(ref[table]), obj=f"{name} {table}")
+    pd.testing.assert_frame_equal(nccl_groups(run.activity, run.process_groups),
+                                  nccl_groups(ref["activity"], ref["process_groups"]), obj=f"{name} process groups")
 
 
 @needs_real
@@ -313,3 +324,73 @@ def test_literal_traces_equal_the_plain_reference(tmp_path: Path) -> None:
         path = write(tmp_path / name, obj, **dump)
         for group in ("full", "short"):
             assert_same_tables(import_kineto(path, group=group), reference_tables(path, group), f"{name} {group}")
+
+
+# ------------------------------------------------------------------------------ process groups
+
+NCCL = "ncclDevKernel_AllReduce_Sum_f32_RING_LL(ncclDevComm*, unsigned long, ncclWork*)"
+
+
+def _nccl(ts: int, args, name: str = NCCL) -> dict:
+    ev = {"ph": "X", "cat": "kernel", "name": name, "pid": 0, "tid": 13, "ts": ts, "dur": 5}
+    return ev if args is None else {**ev, "args": args}
+
+
+PG_EVENTS = EVENTS + [
+    _nccl(2000, {"correlation": 80, "Process Group Name": "2", "pg_name": "2", "Process Group Ranks": "[2, 0]",
+                 "Group size": 2}),
+    _nccl(2010, {"Process Group Name": "1", "Process Group Ranks": [1, 0]}, "void ncclKernel_AllGather_RING_LL()"),
+    _nccl(2020, {"pg_name": "tp"}),  # older profilers: the name only
+    _nccl(2030, {"device": 0}),  # names no group
+    _nccl(2040, {"Process Group Name": 3, "Process Group Ranks": "not a list"}),
+    _nccl(2050, {"Process Group Name": None, "pg_name": "x"}),  # the name key says null: no group
+    _nccl(2060, {"Process Group Name": "é", "Process Group Ranks": "[5]"}, "ncclDevKernel_Broadcast_é"),
+    _nccl(2070, None),  # no args at all
+    _nccl(2080, [1]),  # args that are not an object
+    _nccl(2090, {"Process Group Name": "dp", "Process Group Ranks": str(list(range(400, 0, -1)))}),  # long args
+    {"ph": "X", "cat": "cpu_op", "name": "record_param_comms", "pid": 10, "tid": 11, "ts": 1999, "dur": 5,
+     "args": {"Process Group Name": "1", "Process Group Ranks": "[0, 1]"}},  # names it too, but not a kernel
+    _nccl(2100, {"Process Group Name": "1"}, "sgemm"),  # not an NCCL kernel
+]
+PG_WANT = {2000: ("2", "[0, 2]"), 2010: ("1", "[0, 1]"), 2020: ("tp", None), 2030: (None, None), 2040: ("3", None),
+           2050: (None, None), 2060: ("é", "[5]"), 2070: (None, None), 2080: (None, None),
+           2090: ("dp", str(list(range(1, 401))))}
+
+
+def test_process_groups_of_nccl_kernels_agree_in_the_three_readers(tmp_path: Path,
+                                                                   monkeypatch: pytest.MonkeyPatch) -> None:
+    """Each NCCL kernel keeps its own process group from its args (None where they name none),
+    the same from the fast scanner (in one block or in many), the general reader and the plain
+    reference; other kernels and CPU ops have none."""
+    cases = {
+        "events.json": ({"traceEvents": PG_EVENTS}, {"indent": 1}),
+        "compact.json.gz": ({"traceEvents": PG_EVENTS}, {"separators": (",", ":")}),
+        "bare_list.json": (PG_EVENTS, {}),
+        "sorted_keys.json": ({"traceEvents": PG_EVENTS}, {"sort_keys": True}),  # the general reader
+    }
+    for name, (obj, dump) in cases.items():
+        path = write(tmp_path / name, obj, **dump)
+        run = import_kineto(path)
+        assert_contract(run)
+        assert run.manifest["source"]["reader"] == ("json" if name.startswith("sorted") else "fast")
+        pg = run.process_groups
+        kernels = run.activity.iloc[pg["row"].to_numpy()]
+        got = {int(s) // 1000: (None if pd.isna(g) else g, None if pd.isna(r) else r)
+               for s, g, r in zip(kernels["start_ns"], pg["group"], pg["ranks"], strict=True)}
+        assert got == PG_WANT, name
+        assert_same_tables(run, reference_tables(path), name)
+        slow = tables.build(path, general.general_events(path), "full")
+        pd.testing.assert_frame_equal(nccl_groups(run.activity, pg), nccl_groups(slow.activity, slow.process_groups))
+    escaped = tmp_path / "escaped_key.json"  # a key written with an escape is the same key
+    escaped.write_text((tmp_path / "events.json").read_text().replace('"pg_name": "tp"', '"pg\\u005fname": "tp"'))
+    assert "\\u005f" in escaped.read_text()
+    assert_same_tables(import_kineto(escaped), reference_tables(escaped), escaped.name)
+    assert "tp" in set(import_kineto(escaped).process_groups["group"].dropna())
+    path = tmp_path / "events.json"
+    monkeypatch.setattr(blocks, "BLOCK", 400)  # events and args cut at block boundaries
+    small = import_kineto(path)
+    pd.testing.assert_frame_equal(nccl_groups(small.activity, small.process_groups),
+                                  nccl_groups(reference_tables(path)["activity"],
+                                              reference_tables(path)["process_groups"]))
+    none = import_kineto(write(tmp_path / "none.json", {"traceEvents": EVENTS}))
+    assert list(none.process_groups.columns) == ["row", "group", "ranks"] and len(none.process_groups) == 0

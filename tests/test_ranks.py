@@ -266,23 +266,30 @@ def test_collectives_of_unnamed_groups_keep_one_group_and_say_so(tmp_path: Path,
     assert "groups could not be told apart" in rank_markdown(res, (str(n), str(a)))
 
 
-def test_a_rank_whose_groups_are_unnamed_is_not_dropped(tmp_path: Path, scheduler: str) -> None:
-    """One NCCL kernel of the culprit's trace without its process-group args: that rank's
-    communicators cannot be read, so the run is read as one group of every rank (as the notice
-    says), and the culprit stays in the analysis and is named, not its partner."""
+def test_one_kernel_without_its_group_keeps_the_others_groups(tmp_path: Path, scheduler: str) -> None:
+    """One NCCL kernel in a step of the culprit's trace without its process-group args: that
+    kernel's communicator is unknown, the rank's other kernels keep theirs, so the run is still
+    read per communicator and the culprit is named in its groups, not its partner."""
     import json
+
+    from perfdiff.ranks.records import GroupCode
 
     n, a = _pair(tmp_path, straggler=2, tp=2)
     path = a / "rank-2.json"
     doc = json.loads(path.read_text())
-    first = next(e for e in doc["traceEvents"] if e.get("cat") == "kernel" and e["name"].startswith("nccl")
-                 and "Process Group Name" in e.get("args", {}))
+    nccl = [e for e in doc["traceEvents"] if e.get("cat") == "kernel" and e["name"].startswith("nccl")
+            and "Process Group Name" in e.get("args", {})]
     for key in ("Process Group Name", "pg_name", "Process Group Ranks"):
-        first["args"].pop(key, None)
+        nccl[len(nccl) // 2]["args"].pop(key, None)
     path.write_text(json.dumps(doc))
-    sa = compare_ranks(n, a, scheduler=scheduler).stragglers[1]
-    assert 2 in {w.rank for w in sa.waits}
-    assert not sa.grouped and sa.code == StragglerCode.CULPRIT and sa.culprit == 2
+    res = compare_ranks(n, a, scheduler=scheduler)
+    sa = res.stragglers[1]
+    assert sa.grouped and sa.code == StragglerCode.CULPRIT and sa.culprit == 2
+    g = _groups(sa)
+    assert set(g) == {(0, 1), (2, 3), (0, 2), (1, 3)}
+    assert g[2, 3].code == GroupCode.CULPRIT and g[2, 3].last == 2 and g[0, 2].last == 2 and g[0, 1].last is None
+    unknown = [x for x in res.notices if x.code == RankNoticeCode.GROUPS_UNKNOWN]
+    assert [(x.side, x.ranks) for x in unknown] == [("abnormal", (2,))]
 
 
 def test_fail_on_gates_the_median_cycle_across_ranks(tmp_path: Path, scheduler: str, capsys) -> None:

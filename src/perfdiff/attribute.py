@@ -210,7 +210,11 @@ def keep_rows_for_mu(run: RunData, matrix: CycleMatrix) -> tuple[RunData, CycleM
     if keep.all():
         return run, matrix
     rows = np.flatnonzero(keep)
-    run = dataclasses.replace(run, activity=a.iloc[rows].reset_index(drop=True))
+    pg = run.process_groups
+    if pg is not None and len(pg):  # its rows point into the activity: renumber them
+        kept = keep[pg["row"].to_numpy()]
+        pg = pg[kept].assign(row=(np.cumsum(keep) - 1)[pg["row"].to_numpy()[kept]]).reset_index(drop=True)
+    run = dataclasses.replace(run, activity=a.iloc[rows].reset_index(drop=True), process_groups=pg)
     matrix = dataclasses.replace(matrix, row_cycle=matrix.row_cycle[rows], row_func=matrix.row_func[rows])
     return run, matrix
 

@@ -148,6 +148,11 @@ def check(path: Path, fmt: str) -> tuple[str, str]:
         diff = _differ(getattr(run, table), ref[table])
         if diff:
             return "mismatch", f"{table}: {diff}"
+    if fmt == "kineto":
+        diff = _differ(_nccl_groups(run.activity, run.process_groups),
+                       _nccl_groups(ref["activity"], ref["process_groups"]))
+        if diff:
+            return "mismatch", f"process groups: {diff}"
     if fmt == "kineto" and run.manifest.get("source", {}).get("reader") == "fast":
         try:
             diff = _fast_against_general(path)
@@ -187,9 +192,18 @@ def _fast_against_general(path: Path) -> str:
         diff = _differ(getattr(fast, table), getattr(slow, table))
         if diff:
             return f"fast scanner vs general reader, {table}: {diff}"
+    diff = _differ(_nccl_groups(fast.activity, fast.process_groups), _nccl_groups(slow.activity, slow.process_groups))
+    if diff:
+        return f"fast scanner vs general reader, process groups: {diff}"
     if fast.manifest["dropped"] != slow.manifest["dropped"]:
         return f"fast scanner vs general reader, dropped: {fast.manifest['dropped']} != {slow.manifest['dropped']}"
     return ""
+
+
+def _nccl_groups(activity: pd.DataFrame, process_groups: pd.DataFrame) -> pd.DataFrame:
+    """Each NCCL kernel's activity row with its process group (readers order rows differently)."""
+    rows = activity.iloc[process_groups["row"].to_numpy()].reset_index(drop=True)
+    return rows.assign(group=process_groups["group"].to_numpy(), ranks=process_groups["ranks"].to_numpy())
 
 
 def _differ(a: pd.DataFrame, b: pd.DataFrame) -> str:

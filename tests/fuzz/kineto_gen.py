@@ -19,7 +19,11 @@ SCHEMAS = {
 _NAME_PARTS = ["void gemm<float, 128>(float*, int)", "aten::add", "cudaLaunchKernel", "Memcpy HtoD",
                "ProfilerStep#3", "ProfilerStep#4", "naïve kernel", "核函数", "emoji 🚀", 'quote " inside',
                "back\\slash", "tab\tand\nnewline", "ctrl \x01", "a" * 30, "", "stream 7", "x:y", "{ph}",
-               "\u2028line sep"]
+               "\u2028line sep", "ncclDevKernel_AllReduce_Sum_f32_RING_LL(ncclDevComm*)",
+               "void ncclKernel_Broadcast_RING_LL(ncclWorkElem)"]
+# Process-group args as PyTorch profilers write them into NCCL kernels, and malformed ones.
+_GROUP_NAMES = ["0", "tp", 3, None, "é", True]
+_GROUP_RANKS = ["[0, 1]", [3, 1], "[2, 0]", "x", [], [1.5], "[0, \"a\"]"]
 
 
 def _number(r: random.Random, us: float, allow_exponent: bool = True) -> str:
@@ -59,6 +63,12 @@ def _event(r: random.Random, schema: str, t_us: float, corr: int, rel: bool) -> 
             args["stream"] = r.choice([7, 13])
         if cat != gpu[0] and r.random() < 0.7:
             args["bytes"] = r.choice([0, 64, 4096, 1 << 33])
+    if role == "gpu" and r.random() < 0.3:
+        if r.random() < 0.8:
+            name = r.choice(_NAME_PARTS[-2:])
+        args[r.choice(["Process Group Name", "Process Group Name", "pg_name"])] = r.choice(_GROUP_NAMES)
+        if r.random() < 0.8:
+            args["Process Group Ranks"] = r.choice(_GROUP_RANKS)
     if r.random() < 0.3:
         args[r.choice(["External id", "Sequence number", "grid", "kind", "Concrete Inputs"])] = r.choice(
             [1, "x", [1, 2, [3]], {"a": None}, 2.5, True])

@@ -25,7 +25,9 @@ class RunData:
 
     `gpu_ranges`: ranges on a GPU stream's timeline that an importer read (columns as in
     GPU_RANGE_COLUMNS; None or empty: none).  Only the range tree reads them; a bundle keeps
-    them in its optional table gpu_ranges."""
+    them in its optional table gpu_ranges.  `process_groups`: the process group of each NCCL
+    collective kernel of `activity` (columns as in PROCESS_GROUP_COLUMNS; None: the importer
+    does not read them, as for bundles and nsys exports).  Not a bundle table."""
 
     manifest: dict[str, Any]
     activity: pd.DataFrame
@@ -34,6 +36,7 @@ class RunData:
     path: str = ""
     notes: list[str] = field(default_factory=list)  # load-time remarks (interrupted, dropped rows)
     gpu_ranges: pd.DataFrame | None = None
+    process_groups: pd.DataFrame | None = None
 
     @property
     def name(self) -> str:

@@ -62,6 +62,15 @@ OPTIONAL_TABLES = tuple(OPTIONAL_SCHEMAS)
 # Every table a bundle may hold: the required ones (every bundle has a part of each), then
 # the optional ones.
 BUNDLE_SCHEMAS: dict[str, dict[str, str]] = {**SCHEMAS, **OPTIONAL_SCHEMAS}
+# The process group (communicator) of each NCCL collective kernel of a run
+# (RunData.process_groups), in memory only (not a bundle table): one row per kernel of
+# `activity` whose name matches COLLECTIVE_KERNEL, NaN where the trace does not say.
+PROCESS_GROUP_COLUMNS: dict[str, str] = {
+    "row": "i8",  # the kernel's row (position) in RunData.activity
+    "group": "str",  # the process group's name as the trace writes it ("0", "tp"); NaN: not named
+    "ranks": "str",  # its members' global ranks, sorted, "[0, 1]"; NaN: not listed
+}
+COLLECTIVE_KERNEL = r"^(?:void )?nccl(?:Dev)?Kernel_"  # an NCCL collective kernel's name
 INTERVAL_COLUMNS = {"activity": ("start_ns", "end_ns"), "samples": ("t_start_ns", "t_end_ns"),
                     "markers": ("start_ns", "end_ns"), "gpu_ranges": ("start_ns", "end_ns")}
 

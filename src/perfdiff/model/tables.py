@@ -13,7 +13,7 @@ from typing import Any, Iterable, Sequence
 import numpy as np
 import pandas as pd
 
-from perfdiff.model.schema import BUNDLE_SCHEMAS, MISSING, SCHEMAS
+from perfdiff.model.schema import BUNDLE_SCHEMAS, MISSING, PROCESS_GROUP_COLUMNS, SCHEMAS
 
 __all__ = ["Part", "categorical", "concat_parts", "constant_categorical", "dense_codes", "empty_table",
            "normalize_table"]
@@ -77,10 +77,14 @@ class Part:
         return 0
 
 
+_IN_MEMORY = {"process_groups": PROCESS_GROUP_COLUMNS}  # not a bundle table
+
+
 def empty_table(table: str) -> pd.DataFrame:
-    """A zero-row DataFrame with `table`'s columns (BUNDLE_SCHEMAS) and in-memory dtypes."""
+    """A zero-row DataFrame with `table`'s columns and in-memory dtypes (a bundle table of
+    BUNDLE_SCHEMAS, or "process_groups": PROCESS_GROUP_COLUMNS, in memory only)."""
     cols: dict[str, Any] = {}
-    for name, kind in BUNDLE_SCHEMAS[table].items():
+    for name, kind in (_IN_MEMORY.get(table) or BUNDLE_SCHEMAS[table]).items():
         if kind == "str":
             cols[name] = pd.Categorical([])
         elif kind == "f8":

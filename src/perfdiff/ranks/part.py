@@ -9,16 +9,15 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass
-from pathlib import Path
 
 import numpy as np
 import pandas as pd
 
 from perfdiff.analyze.checks import is_wait
 from perfdiff.attribute import attribute_activity
-from perfdiff.inputs import open_run, trace_kind
+from perfdiff.inputs import open_run
 from perfdiff.model.cycles import CyclePlan
-from perfdiff.model.schema import CycleSource, Kind
+from perfdiff.model.schema import COLLECTIVE_KERNEL, CycleSource, Kind
 from perfdiff.parallel import keep_freed_memory
 from perfdiff.plan import CycleSummary, summarize_cycles
 from perfdiff.ranks import groups
@@ -28,7 +27,7 @@ from perfdiff.segment import MIN_CYCLES, STEP_NAME, cut_cycles, marker_cycles, s
 __all__ = ["EXCESS_KINDS", "RankPart", "RankTask", "cycle_columns", "excess_kind", "is_collective", "load_part",
            "load_summary"]
 
-COLLECTIVE = re.compile(r"^(?:void )?nccl(?:Dev)?Kernel_")
+COLLECTIVE = re.compile(COLLECTIVE_KERNEL)
 INPUT = re.compile(r"dataloader|data_loader|collate|input_pipeline|load_batch|next_batch", re.I)
 KEEP_SHARE = 0.001  # functions below 0.1 % of the traced cycles are summed into their kind only
 EXCESS_KINDS = tuple(ExcessKind)
@@ -145,9 +144,7 @@ def load_part(task: RankTask, plan: CyclePlan) -> RankPart:
     dur = cycles.dur_ns
     keep = [f for f in range(len(names)) if not (kinds[f] == Kind.CPU.value and _STEP.fullmatch(names[f]))
             and own[f].sum() >= KEEP_SHARE * dur.sum()]
-    named = groups.nsys_groups(inp.path, inp.pid) if trace_kind(Path(inp.path)) == "nsys" else (
-        groups.kineto_groups(inp.path) if inp.pid is None else None)
-    coll_cycle, coll_ord, coll_dur, coll_group, labels, coll_start = _collectives(run, matrix.row_cycle, named)
+    coll_cycle, coll_ord, coll_dur, coll_group, labels, coll_start = _collectives(run, matrix.row_cycle, inp)
     dist = (run.manifest.get("target") or {}).get("distributed") or {}
     return RankPart(side=task.side, input=inp, declared=dict(dist), iteration=_iterations(run.markers, plan,
                                                                                           cycles.start_ns),
@@ -157,25 +154,32 @@ def load_part(task: RankTask, plan: CyclePlan) -> RankPart:
                     coll_group=coll_group, group_labels=labels, coll_start_ns=coll_start)
 
 
-def _collectives(run, row_cycle: np.ndarray, named: groups.KernelGroups | None):
+def _collectives(run, row_cycle: np.ndarray, inp: RankInput):
     """(cycle, ordinal in its cycle on its communicator, duration ns, group code) of every NCCL
     kernel inside a cycle, the group labels the codes index (UNKNOWN where not named), and
-    each kernel's start ns."""
+    each kernel's start ns.
+
+    A kernel whose communicator is not named takes a place on one of the rank's communicators
+    that is not known: the named kernels after it in its cycle count as not named too (their
+    places there could be off by one)."""
     a = run.activity
     fn = a["function"]
     cats = fn.cat.categories if hasattr(fn, "cat") else pd.Index(pd.unique(fn.astype(str)))
     wanted = np.array([COLLECTIVE.match(str(c)) is not None for c in cats], dtype=bool)
     codes = fn.cat.codes.to_numpy() if hasattr(fn, "cat") else cats.get_indexer(fn.astype(str))
     mask = (codes >= 0) & wanted[np.maximum(codes, 0)] & (a["kind"] == Kind.KERNEL.value).to_numpy()
-    start = a["start_ns"].to_numpy()[mask]
-    label = np.full(len(start), groups.UNKNOWN, dtype=object)
-    matched = groups.match_groups(named, len(start))
-    if matched is not None:
-        label[np.argsort(start, kind="stable")] = matched
-    inside = row_cycle[mask] >= 0
-    start, label = start[inside], label[inside]
-    dur = (a["end_ns"].to_numpy()[mask][inside] - start).astype(np.int64)
-    cyc = row_cycle[mask][inside].astype(np.int64)
+    rows = np.flatnonzero(mask)
+    label = groups.collective_labels(run, rows, inp.path, inp.pid)
+    inside = row_cycle[rows] >= 0
+    rows, label = rows[inside], label[inside]
+    start = a["start_ns"].to_numpy()[rows]
+    dur = (a["end_ns"].to_numpy()[rows] - start).astype(np.int64)
+    cyc = row_cycle[rows].astype(np.int64)
+    unnamed = label == groups.UNKNOWN
+    if unnamed.any() and not unnamed.all():
+        first = np.full(int(cyc.max()) + 1, np.iinfo(np.int64).max)
+        np.minimum.at(first, cyc[unnamed], start[unnamed])
+        label[start >= first[cyc]] = groups.UNKNOWN
     grp, uniq = pd.factorize(pd.Series(label, dtype=object), sort=True)
     grp = grp.astype(np.int64)
     order = np.lexsort((start, grp, cyc))

@@ -20,13 +20,17 @@ What is read (docs/FORMATS.md):
   its first kernel's start to its last kernel's end on one stream) → ``RunData.gpu_ranges`` on
   ``GPU <pid>`` with stream = tid, read by the range tree only (neither activity nor markers:
   the cycle planner and the function table do not see them).
+- the process group an NCCL collective kernel names in its args (``Process Group Name`` or
+  ``pg_name``, ``Process Group Ranks``) → ``RunData.process_groups``, one row per NCCL kernel
+  (`process_groups`; only those kernels' args are decoded).
 - ``deviceProperties`` → manifest GPUs; ``baseTimeNanoseconds`` and the clock (`clock`);
   ``distributedInfo`` → manifest target.
 
-The modules: `scan` reads the bytes fast (numpy, no Python object per event), `general`
-reads any valid JSON (``json.loads``) when the scanner meets a layout it does not decode, both
-into `events.Events`; `tables` builds the RunData from those (`join` for the launch join,
-`clock`, `manifest`).  `reference` is a plain reader that tests check the others against.
+The modules: `scan` reads the bytes fast (numpy, no Python object per event; `swar` decodes
+its numbers and strings), `general` reads any valid JSON (``json.loads``) when the scanner
+meets a layout it does not decode, both into `events.Events`; `tables` builds the RunData
+from those (`join` for the launch join, `clock`, `manifest`).  `reference` is a plain reader
+that tests check the others against.
 """
 from __future__ import annotations
 

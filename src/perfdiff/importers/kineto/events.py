@@ -9,7 +9,10 @@ from typing import Any
 
 import numpy as np
 
-__all__ = ["ANNOTATION_CATS", "CATEGORIES", "CAT_NAMES", "Events", "MAX_US", "NeedSlowPath", "ROLES", "SKIPPED", "STEP"]
+from perfdiff.model.schema import MISSING
+
+__all__ = ["ANNOTATION_CATS", "CATEGORIES", "CAT_NAMES", "Events", "MAX_US", "NeedSlowPath", "ROLES", "SKIPPED", "STEP",
+           "name_label"]
 
 # category → (role); roles: kernel, memcpy, memset, api, cpu, gpu_range
 CATEGORIES: dict[str, str] = {
@@ -53,6 +56,12 @@ class Events:
     device: list[np.ndarray] = field(default_factory=list)
     nbytes: list[np.ndarray] = field(default_factory=list)
     names: dict[bytes, int] = field(default_factory=dict)  # raw (escaped) name → code
+    # The NCCL kernels whose args name a process group: the event's index among the columns'
+    # rows, and its group's code in process_groups.
+    pg_event: list[np.ndarray] = field(default_factory=list)
+    pg_code: list[np.ndarray] = field(default_factory=list)
+    # (name, members) of a process group (`process_groups.process_group`) → code
+    process_groups: dict[tuple[str, str | None], int] = field(default_factory=dict)
     header: dict[str, Any] = field(default_factory=dict)
     dropped: dict[str, int] = field(default_factory=dict)
     counts: dict[str, int] = field(default_factory=dict)
@@ -68,6 +77,18 @@ class Events:
         parts = getattr(self, key)
         return np.concatenate(parts) if parts else np.empty(0, dtype=np.int64)
 
+    def group_codes(self, rows: np.ndarray) -> np.ndarray:
+        """The process group's code of each event `rows` (MISSING: its args name none)."""
+        at, code = self.column("pg_event"), self.column("pg_code")
+        out = np.full(len(rows), MISSING, dtype=np.int64)
+        if len(at):
+            order = np.argsort(at, kind="stable")
+            at, code = at[order], code[order]
+            i = np.minimum(np.searchsorted(at, rows), len(at) - 1)
+            hit = at[i] == rows
+            out[hit] = code[i[hit]]
+        return out
+
     def drop(self, why: str, n: int) -> None:
         if n:
             self.dropped[why] = self.dropped.get(why, 0) + int(n)
@@ -75,12 +96,16 @@ class Events:
     def name_labels(self) -> list[str]:
         labels = [""] * len(self.names)
         for raw, code in self.names.items():
-            if b"\\" in raw:
-                try:
-                    labels[code] = json.loads(b'"' + raw + b'"')
-                except ValueError:
-                    labels[code] = raw.decode("utf-8", "replace")
-            else:
-                labels[code] = raw.decode("utf-8", "replace")
+            labels[code] = name_label(raw)
         return labels
+
+
+def name_label(raw: bytes) -> str:
+    """A name as written between its quotes (JSON escapes included) → the text."""
+    if b"\\" in raw:
+        try:
+            return json.loads(b'"' + raw + b'"')
+        except ValueError:
+            pass
+    return raw.decode("utf-8", "replace")
 

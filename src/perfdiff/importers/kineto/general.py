@@ -17,6 +17,7 @@ import numpy as np
 from perfdiff.errors import InputError
 from perfdiff.importers.kineto.document import load_json
 from perfdiff.importers.kineto.events import CAT_NAMES, CATEGORIES, MAX_US, ROLES, SKIPPED, Events
+from perfdiff.importers.kineto.process_groups import COLLECTIVE, process_group
 from perfdiff.model.schema import MISSING
 
 __all__ = ["general_events", "us_to_ns"]
@@ -51,7 +52,9 @@ def general_events(p: Path) -> Events:
     ev.decoded_bytes = len(raw)
     cols: dict[str, list] = {k: [] for k in ("role", "cat", "name", "pid", "tid", "ts_ns", "dur_ns", "corr", "stream",
                                              "device", "nbytes")}
+    pg_event, pg_code = [], []
     cat_index = {nm: i for i, nm in enumerate(CAT_NAMES)}
+    kernel = ROLES.index("kernel")
     for i, e in enumerate(events):
         if not isinstance(e, dict):
             ev.drop("entries of traceEvents that are not objects", 1)
@@ -71,7 +74,12 @@ def general_events(p: Path) -> Events:
         args = e.get("args") if isinstance(e.get("args"), dict) else {}
         ts_ns = _time_ns(e, "ts", i, p)
         dur_ns = _time_ns(e, "dur", i, p)
-        raw_name = json.dumps(str(e.get("name", "")), ensure_ascii=False)[1:-1].encode()
+        name = str(e.get("name", ""))
+        raw_name = json.dumps(name, ensure_ascii=False)[1:-1].encode()
+        pg = process_group(args) if ROLES.index(role) == kernel and COLLECTIVE.match(name) else None
+        if pg is not None:
+            pg_event.append(len(cols["role"]))
+            pg_code.append(ev.process_groups.setdefault(pg, len(ev.process_groups)))
         cols["role"].append(ROLES.index(role))
         cols["cat"].append(cat_index[cat])
         cols["name"].append(ev.names.setdefault(raw_name, len(ev.names)))
@@ -84,6 +92,7 @@ def general_events(p: Path) -> Events:
             cols[col].append(_int_or_missing(v))
     for k, v in cols.items():
         getattr(ev, k).append(np.array(v, dtype=np.int64))
+    ev.add(pg_event=np.array(pg_event, dtype=np.int64), pg_code=np.array(pg_code, dtype=np.int64))
     return ev
 
 

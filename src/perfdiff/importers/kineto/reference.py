@@ -1,7 +1,8 @@
 """A plain reader of Kineto traces: ``json.loads`` and one Python loop, slow but easy to check.
 
-It gives the tables import_kineto gives (activity, markers, samples, and the GPU-side ranges
-as "gpu_ranges"; the same rows in some order) by the rules of the package docstring, written out one event at a time, and shares
+It gives the tables import_kineto gives (activity, markers, samples, the GPU-side ranges as
+"gpu_ranges" and the NCCL kernels' process groups as "process_groups"; the same rows in some
+order) by the rules of the package docstring, written out one event at a time, and shares
 nothing with the fast path but the category lists and the helpers of perfdiff.model (self
 time, table dtypes).  Tests compare the importer against it; it is not used to import.
 """
@@ -19,7 +20,7 @@ import pandas as pd
 from perfdiff.importers.kineto.events import CATEGORIES, STEP
 from perfdiff.importers.kineto.names import short_kernel_name
 from perfdiff.model.intervals import self_time_ns
-from perfdiff.model.schema import MISSING
+from perfdiff.model.schema import COLLECTIVE_KERNEL, MISSING
 from perfdiff.model.tables import empty_table, normalize_table
 
 __all__ = ["reference_tables"]
@@ -51,7 +52,8 @@ def _arg(args: dict[str, Any], key: str) -> int:
 
 
 def reference_tables(path: str | Path, group: str = "full") -> dict[str, pd.DataFrame]:
-    """{"activity", "markers", "samples", "gpu_ranges"} of the Kineto trace at `path`, read the plain way."""
+    """{"activity", "markers", "samples", "gpu_ranges", "process_groups"} of the Kineto trace at
+    `path`, read the plain way ("row" of "process_groups": a row of this "activity")."""
     raw = Path(path).read_bytes()
     if raw[:2] == b"\x1f\x8b":
         raw = gzip.decompress(raw)
@@ -88,6 +90,7 @@ def reference_tables(path: str | Path, group: str = "full") -> dict[str, pd.Data
     api: list[dict[str, Any]] = []
     cpu: list[dict[str, Any]] = []
     gpu_ranges: list[dict[str, Any]] = []
+    groups: list[dict[str, Any]] = []
     for role, e, start, end in rows:
         args = _args(e)
         name = str(e.get("name", ""))
@@ -96,6 +99,8 @@ def reference_tables(path: str | Path, group: str = "full") -> dict[str, pd.Data
             # A GPU event's pid is its device and its tid its stream, else args says so.
             device = pid if pid >= 0 else _arg(args, "device")
             launch, launch_tid = launches.get(corr, (MISSING, MISSING)) if corr >= 0 else (MISSING, MISSING)
+            if role == "kernel" and re.match(COLLECTIVE_KERNEL, name):
+                groups.append({"row": len(activity), **_process_group(args)})
             activity.append({
                 "function": short_kernel_name(name) if group == "short" and role == "kernel" else name,
                 "kind": role, "device": f"GPU {max(device, 0)}", "start_ns": start, "end_ns": end,
@@ -130,7 +135,26 @@ def reference_tables(path: str | Path, group: str = "full") -> dict[str, pd.Data
     activity += host
     return {"activity": _table("activity", activity), "markers": _table("markers", markers),
             "samples": empty_table("samples"),
-            "gpu_ranges": pd.DataFrame(gpu_ranges) if gpu_ranges else empty_table("gpu_ranges")}
+            "gpu_ranges": pd.DataFrame(gpu_ranges) if gpu_ranges else empty_table("gpu_ranges"),
+            "process_groups": (pd.DataFrame(groups).astype({"group": "category", "ranks": "category"}) if groups
+                               else empty_table("process_groups"))}
+
+
+def _process_group(args: dict[str, Any]) -> dict[str, Any]:
+    """{"group", "ranks"} of an NCCL kernel's args: "Process Group Name" (else "pg_name"), a
+    string or an integer; "Process Group Ranks", a list of integers or one written in a
+    string, as "[0, 1]" sorted.  None where the args do not say."""
+    name = args["Process Group Name"] if "Process Group Name" in args else args.get("pg_name")
+    if isinstance(name, bool) or not isinstance(name, (str, int)):
+        return {"group": None, "ranks": None}
+    ranks = args.get("Process Group Ranks")
+    if isinstance(ranks, str):
+        try:
+            ranks = json.loads(ranks)
+        except ValueError:
+            ranks = None
+    ok = isinstance(ranks, list) and len(ranks) > 0 and all(type(r) is int for r in ranks)
+    return {"group": str(name), "ranks": "[" + ", ".join(map(str, sorted(ranks))) + "]" if ok else None}
 
 
 def _args(e: dict[str, Any]) -> dict[str, Any]:

@@ -4,10 +4,12 @@ A 1 GB trace cannot go through ``json.loads`` (tens of seconds, several GB of Py
 objects).  The reader streams the (decompressed) bytes in blocks (`blocks`) and works on each
 block with numpy: it finds every object key (a ``"`` followed by ``:``), recognises the few
 keys it needs from the 8 bytes before the colon, anchors each event at its ``"ph"`` key, and
-decodes strings and numbers with word-at-a-time (SWAR) arithmetic.  The names are gathered
-through Arrow string views and dictionary-encoded, so no Python object is made per event.
+decodes strings and numbers with word-at-a-time (SWAR) arithmetic (`swar`).  The names are
+gathered through Arrow string views and dictionary-encoded, so no Python object is made per
+event.
 Two threads decode blocks (numpy and Arrow release the GIL in their loops) where the core
-budget allows.
+budget allows.  The args objects of NCCL kernels, a few among many events, are decoded with
+``json`` for their process group.
 
 It relies on what every Kineto writer (and ``json.dump`` of a Kineto trace) does: a complete
 event's first key is ``"ph"``, and keys are written ``"key":`` with no space before the colon.
@@ -30,7 +32,11 @@ from perfdiff.importers.common import resolve_cores
 from perfdiff.importers.kineto.blocks import blocks
 from perfdiff.importers.kineto.document import explain_not_a_trace, parse_header, parse_trailer
 from perfdiff.importers.kineto.objects import first_keys, keys_of_the_next_object, same_object
-from perfdiff.importers.kineto.events import CAT_NAMES, CATEGORIES, MAX_US, ROLES, SKIPPED, Events, NeedSlowPath
+from perfdiff.importers.kineto.events import (CAT_NAMES, CATEGORIES, MAX_US, ROLES, SKIPPED, Events, NeedSlowPath,
+                                              name_label)
+from perfdiff.importers.kineto.process_groups import COLLECTIVE, args_object, may_name_a_group, process_group
+from perfdiff.importers.kineto.swar import (WHITESPACE, escaped_ends, int_or_string, last_non_separator,
+                                            parse_numbers, string_ends)
 from perfdiff.model.schema import MISSING
 
 __all__ = ["FastScan"]
@@ -44,8 +50,6 @@ _KEYS = {"ph": 1, "cat": 2, "name": 3, "pid": 4, "tid": 5, "ts": 6, "dur": 7,
          "correlation": 8, "stream": 9, "device": 10, "bytes": 11, "args": 12}
 _PH, _CAT, _NAME, _PID, _TID, _TS, _DUR, _CORR, _STREAM, _DEVICE, _BYTES, _ARGS = range(1, 13)
 _U = np.uint64
-_ONES = _U(0x0101010101010101)
-_HIGH = _U(0x8080808080808080)
 
 
 def _key_table() -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
@@ -80,10 +84,6 @@ _CORR_HEAD = int.from_bytes(b'"cor', "little")  # the 4 bytes before "relation" 
 _KEY_LEN = np.zeros(len(_KEYS) + 1, dtype=np.int64)
 for _text, _i in _KEYS.items():
     _KEY_LEN[_i] = len(_text)
-_SEPARATORS = [_U(c * 0x0101010101010101) for c in b", \n\r\t"]
-_WHITESPACE = _SEPARATORS[1:]
-_MOVEMASK = _U(0x0102040810204080)
-_HIGHEST_BIT = np.array([max(i.bit_length() - 1, -1) for i in range(256)], dtype=np.int64)
 
 
 def _cat_hash(w0: np.ndarray, w1: np.ndarray, w2: np.ndarray, length: np.ndarray) -> np.ndarray:
@@ -118,148 +118,16 @@ _CAT_ORDER = np.argsort(_CAT_HASHES)
 _CAT_SORTED = _CAT_HASHES[_CAT_ORDER]
 
 
-def _first_byte(t: np.ndarray) -> np.ndarray:
-    """Index (0..7) of the lowest non-zero byte of each non-zero uint64 (little-endian order)."""
-    low = t & (~t + _U(1))
-    return (np.bitwise_count(low - _U(1)).astype(np.int64)) >> 3
-
-
-def _zero_bytes(w: np.ndarray) -> np.ndarray:
-    """High bit set in the lowest zero byte of each word (and possibly in later bytes)."""
-    return (w - _ONES) & ~w & _HIGH
-
-
-def _eight_digits(x: np.ndarray, n: np.ndarray) -> np.ndarray:
-    """Integer value of the first `n` (0..8) digits of words `x` (bytes already minus '0')."""
-    # Move the n digits to the top bytes (the low bytes become 0, i.e. leading zeros); two
-    # shifts of at most 32 bits each, because a 64-bit shift is undefined for n == 0.
-    s = ((8 - n) * 4).astype(np.uint64)
-    y = (x << s) << s
-    y = (y * _U(10)) + (y >> _U(8))
-    y = (((y & _U(0x000000FF000000FF)) * _U(100 + (1000000 << 32)))
-         + (((y >> _U(16)) & _U(0x000000FF000000FF)) * _U(1 + (10000 << 32)))) >> _U(32)
-    return (y & _U(0xFFFFFFFF)).astype(np.int64)
-
-
-_POW10 = np.array([10 ** i for i in range(19)], dtype=np.int64)
-
-
-def _digit_run(le8: np.ndarray, pos: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """(digit values word, number of leading ASCII digits 0..8) of the 8 bytes at `pos`."""
-    x = le8[pos] ^ _U(0x3030303030303030)
-    # A byte is a digit iff (x ^ '0') < 10: adding 0x76 sets its high bit otherwise.
-    t = ((x + _U(0x7676767676767676)) | x) & _HIGH
-    # bytes before the first non-digit: popcount of the bits below its high bit, / 8;
-    # t == 0 (eight digits) gives (0 - 1) = all ones: 64 bits, 8 digits.
-    n = np.bitwise_count((t & (~t + _U(1))) - _U(1)).astype(np.int64) >> 3
-    return x, n
-
-
-@dataclass
-class _Numbers:
-    value: np.ndarray  # integer part (signed)
-    frac_ns: np.ndarray  # first three decimals as ns (0..999), for µs timestamps
-    ok: np.ndarray
-    whole: np.ndarray  # written without a decimal point: an integer to JSON readers
-
-
-def _parse_numbers(le8: np.ndarray, u8: np.ndarray, v: np.ndarray) -> _Numbers:
-    """Decode the JSON numbers starting at positions `v` (int or decimal, no exponent)."""
-    neg = u8[v] == 45
-    p = v + neg
-    value = np.zeros(len(v), dtype=np.int64)
-    ndig = np.zeros(len(v), dtype=np.int64)
-    going = np.ones(len(v), dtype=bool)
-    for _ in range(3):  # up to 24 integer digits (int64 holds 18)
-        idx = np.flatnonzero(going)
-        if len(idx) == 0:
-            break
-        x, n = _digit_run(le8, p[idx] + ndig[idx])
-        value[idx] = value[idx] * _POW10[n] + _eight_digits(x, n)
-        ndig[idx] += n
-        going[idx] = n == 8
-    end = p + ndig
-    after = u8[end]
-    frac = np.zeros(len(v), dtype=np.int64)
-    dot = np.flatnonzero(after == 46)
-    if len(dot):
-        x, n = _digit_run(le8, end[dot] + 1)
-        n3 = np.minimum(n, 3)
-        frac[dot] = _eight_digits(x, n3) * _POW10[3 - n3]
-        # skip the remaining decimals (there may be more than 8)
-        e2 = end[dot] + 1 + n
-        more = n == 8
-        while more.any():
-            x2, n2 = _digit_run(le8, e2[more])
-            e2[more] += n2
-            more[more] = n2 == 8
-        after[dot] = u8[e2]
-    ok = (ndig > 0) & (ndig <= 18) & (after != 101) & (after != 69)  # no exponent
-    value = np.where(neg, -value, value)
-    frac = np.where(neg, -frac, frac)
-    whole = np.ones(len(v), dtype=bool)
-    whole[dot] = False
-    return _Numbers(value, frac, ok, whole)
-
-
-def _exact_zero_bytes(x: np.ndarray) -> np.ndarray:
-    """High bit set in exactly the zero bytes of each word (no false positives)."""
-    return ~(((x & _U(0x7F7F7F7F7F7F7F7F)) + _U(0x7F7F7F7F7F7F7F7F)) | x) & _HIGH
-
-
-def _last_non_separator(le8: np.ndarray, before: np.ndarray, chars: list[np.uint64] = _SEPARATORS) -> np.ndarray:
-    """Position of the last byte before `before` not among `chars` (default ',' and
-    whitespace; -1 when more than 15 bytes back)."""
-    out = np.full(len(before), -1, dtype=np.int64)
-    todo = np.arange(len(before))
-    for back in (8, 16):
-        if len(todo) == 0:
-            break
-        w = le8[before[todo] - back]
-        sep = _exact_zero_bytes(w ^ chars[0])
-        for c in chars[1:]:
-            sep |= _exact_zero_bytes(w ^ c)
-        keep = ~sep & _HIGH  # high bit of each byte that is not a separator
-        mask8 = (((keep >> _U(7)) * _MOVEMASK) >> _U(56)).astype(np.intp)  # bit k: byte k kept
-        hb = _HIGHEST_BIT[mask8]
-        found = hb >= 0
-        out[todo[found]] = before[todo[found]] - back + hb[found]
-        todo = todo[~found]
-    return out
-
-
-def _string_ends(le8: np.ndarray, u8: np.ndarray, start: np.ndarray, limit: int) -> tuple[np.ndarray, np.ndarray]:
-    """(end, escaped): position of the first '"' or '\\' at or after each start.
-
-    `escaped` marks strings where a backslash came first (the caller resolves those).
-    Positions at or beyond `limit` mean the string is not closed inside the block.
-    """
-    n = len(start)
-    end = np.full(n, limit, dtype=np.int64)
-    pos = start.copy()
-    active = np.arange(n)
-    q = _U(0x2222222222222222)
-    b = _U(0x5C5C5C5C5C5C5C5C)
-    while len(active):
-        w = le8[pos[active]]
-        t = _zero_bytes(w ^ q) | _zero_bytes(w ^ b)
-        found = t != 0
-        if found.any():
-            fi = active[found]
-            end[fi] = pos[fi] + _first_byte(t[found])
-        active = active[~found]
-        pos[active] += 8
-        active = active[pos[active] < limit]
-    escaped = u8[np.minimum(end, len(u8) - 1)] == 92
-    return end, escaped
-
-
 @dataclass
 class _Block:
     """What one block decodes to (pure data, so blocks can be decoded in parallel)."""
 
     cols: dict[str, np.ndarray] = field(default_factory=dict)
     names: list[bytes] = field(default_factory=list)  # local dictionary of the name codes
+    # NCCL kernels naming a process group: row in cols, index into process_groups
+    pg_event: np.ndarray = field(default_factory=lambda: np.empty(0, dtype=np.int64))
+    pg_code: np.ndarray = field(default_factory=lambda: np.empty(0, dtype=np.int64))
+    process_groups: list[tuple[str, str | None]] = field(default_factory=list)
     dropped: dict[str, int] = field(default_factory=dict)
     cat_seen: np.ndarray = field(default_factory=lambda: np.zeros(len(CAT_NAMES) + 1, dtype=np.int64))
     head: bytes | None = None  # first block: the text before the first event
@@ -285,6 +153,7 @@ class FastScan:
         self.cores = resolve_cores(cores)
         self.ev = Events()
         self.cat_seen = np.zeros(len(CAT_NAMES) + 1, dtype=np.int64)
+        self.rows = 0  # event rows merged so far
 
     def run(self) -> Events:
         carry = b""
@@ -333,7 +202,12 @@ class FastScan:
             mapping = np.array([names.setdefault(v, len(names)) for v in block.names], dtype=np.int64)
             cols = dict(block.cols)
             cols["name"] = mapping[cols["name"]] if len(mapping) else cols["name"]
+            if block.process_groups:
+                groups = ev.process_groups
+                code = np.array([groups.setdefault(g, len(groups)) for g in block.process_groups], dtype=np.int64)
+                ev.add(pg_event=block.pg_event + self.rows, pg_code=code[block.pg_code])
             ev.add(**cols)
+            self.rows += len(cols["role"])
         return head
 
 
@@ -391,7 +265,7 @@ def _scan_block(padded: bytes, begin: int, end: int, first: bool, final: bool) -
     colon = np.flatnonzero(u8[1:end] == 58)  # ':' ...
     spaced = colon[(u8[colon] <= 32) & (colon >= begin)]
     if len(spaced):  # a key written '"key" :' is not seen below: leave the file to the general reader
-        prev = _last_non_separator(le8, spaced + 1, _WHITESPACE)
+        prev = last_non_separator(le8, spaced + 1, WHITESPACE)
         if (u8[np.maximum(prev, 0)] == 34).any():
             raise NeedSlowPath("a key with whitespace before its colon")
     colon = colon[(u8[colon] == 34) & (colon >= begin)]  # ... right after '"': the end of a key
@@ -403,7 +277,7 @@ def _scan_block(padded: bytes, begin: int, end: int, first: bool, final: bool) -
         return res
     if final:
         last_open = int(colon[ph_keys[-1]]) - 3
-        brace = int(_last_non_separator(le8, np.array([last_open]), _WHITESPACE)[0])
+        brace = int(last_non_separator(le8, np.array([last_open]), WHITESPACE)[0])
         res.tail = padded[brace if brace >= begin and u8[brace] == 123 else last_open:end]
     # Every key from the first "ph" on; in the last block they may run into the trailer.
     sel = slice(int(ph_keys[0]), len(kid))
@@ -443,13 +317,13 @@ def _decode(res: _Block, u8: np.ndarray, le8: np.ndarray, colon: np.ndarray, kid
         ki = np.flatnonzero(known)
         if len(ki):
             open_next = colon[nxt[ki]] - _KEY_LEN[kid[nxt[ki]]] - 1
-            close = _last_non_separator(le8, open_next)
+            close = last_non_separator(le8, open_next)
             good = (close >= start[ki]) & (u8[np.maximum(close, 0)] == 34)
             end[ki[good]] = close[good]
         esc = np.zeros(len(key_index), dtype=bool)
         rest = np.flatnonzero(end < 0)
         if len(rest):
-            e2, esc2 = _string_ends(le8, u8, start[rest], n)
+            e2, esc2 = string_ends(le8, u8, start[rest], n)
             end[rest], esc[rest] = e2, esc2
         return end, esc
 
@@ -471,7 +345,7 @@ def _decode(res: _Block, u8: np.ndarray, le8: np.ndarray, colon: np.ndarray, kid
     if len(xe) == 0:
         return
     # Keys are given to the "ph" before them, so a complete event must open with "ph".
-    before = _last_non_separator(le8, colon[ph_k[xe]] - 3, _WHITESPACE)
+    before = last_non_separator(le8, colon[ph_k[xe]] - 3, WHITESPACE)
     if (u8[np.maximum(before, 0)] != 123).any() or (before < 0).any():
         raise NeedSlowPath('events whose first key is not "ph"')
     # A "ph" after a complete event's that opens no object: in the same object (a second "ph",
@@ -479,7 +353,7 @@ def _decode(res: _Block, u8: np.ndarray, le8: np.ndarray, colon: np.ndarray, kid
     # name first), whose keys before its "ph" are not the complete event's.
     nxt = xe[xe + 1 < nev_all] + 1
     if len(nxt):
-        opens = _last_non_separator(le8, colon[ph_k[nxt]] - 3, _WHITESPACE)
+        opens = last_non_separator(le8, colon[ph_k[nxt]] - 3, WHITESPACE)
         odd = nxt[u8[np.maximum(opens, 0)] != 123]
         if len(odd):
             kid = keys_of_the_next_object(padded, colon, kid, ph_k, odd)
@@ -521,17 +395,17 @@ def _decode(res: _Block, u8: np.ndarray, le8: np.ndarray, colon: np.ndarray, kid
     s0 = vn + 1
     s1, esc = string_end(t[:, _NAME], s0)
     if esc.any():
-        s1 = _escaped_ends(padded, s0, s1, esc, n)
+        s1 = escaped_ends(padded, s0, s1, esc, n)
     if (s1 >= n).any():
         raise NeedSlowPath("a string that the scanner could not close")
     name_code = _name_codes(res, padded, s0, s1)
     # numbers
-    ts = _parse_numbers(le8, u8, value_pos(t[:, _TS]))
-    dur = _parse_numbers(le8, u8, value_pos(t[:, _DUR]))
+    ts = parse_numbers(le8, u8, value_pos(t[:, _TS]))
+    dur = parse_numbers(le8, u8, value_pos(t[:, _DUR]))
     if not (ts.ok.all() and dur.ok.all()) or (np.abs(ts.value) > MAX_US).any() or (np.abs(dur.value) > MAX_US).any():
         raise NeedSlowPath("a ts/dur number in a form or range the fast reader does not decode")
-    pid = _int_or_string(le8, u8, value_pos(t[:, _PID]), n)
-    tid = _int_or_string(le8, u8, value_pos(t[:, _TID]), n)
+    pid = int_or_string(le8, u8, value_pos(t[:, _PID]), n)
+    tid = int_or_string(le8, u8, value_pos(t[:, _TID]), n)
 
     def optional_int(key: int, rows: np.ndarray | None = None) -> np.ndarray:
         """args integer `key` of the events `rows` (all when None), MISSING when absent."""
@@ -539,7 +413,7 @@ def _decode(res: _Block, u8: np.ndarray, le8: np.ndarray, colon: np.ndarray, kid
         vals = np.full(len(col), MISSING, dtype=np.int64)
         has = np.flatnonzero(col >= 0)
         if len(has):
-            num = _parse_numbers(le8, u8, value_pos(col[has]))
+            num = parse_numbers(le8, u8, value_pos(col[has]))
             good = num.ok & num.whole
             vals[has[good]] = num.value[good]
         if rows is None:
@@ -556,24 +430,27 @@ def _decode(res: _Block, u8: np.ndarray, le8: np.ndarray, colon: np.ndarray, kid
     on_gpu = gpu | (role == ROLES.index("gpu_range"))
     device = optional_int(_DEVICE, np.flatnonzero(on_gpu & (pid < 0)))
     stream = optional_int(_STREAM, np.flatnonzero(on_gpu & (tid < 0)))
+    # The process groups of NCCL kernels: only their args objects are decoded (a few events).
+    with_args = np.flatnonzero((role == ROLES.index("kernel")) & (t[:, _ARGS] >= 0))
+    if len(with_args):
+        nccl = np.zeros(len(res.names), dtype=bool)
+        for c in np.flatnonzero(np.bincount(name_code[with_args], minlength=len(res.names))).tolist():
+            nccl[c] = COLLECTIVE.match(name_label(res.names[c])) is not None
+        rows = with_args[nccl[name_code[with_args]]]
+        if len(rows):
+            nxt = xe[rows] + 1  # the next event's "ph" bounds the args object
+            limit = np.where(nxt < nev_all, colon[ph_k[np.minimum(nxt, nev_all - 1)]], n)
+            found, named, codes = {}, [], []
+            for r, v, lim in zip(rows.tolist(), value_pos(t[rows, _ARGS]).tolist(), limit.tolist(), strict=True):
+                g = process_group(args_object(padded, v, lim)) if may_name_a_group(padded, v, lim) else None
+                if g is not None:
+                    named.append(r)
+                    codes.append(found.setdefault(g, len(found)))
+            res.process_groups = list(found)
+            res.pg_event, res.pg_code = np.array(named, dtype=np.int64), np.array(codes, dtype=np.int64)
     res.cols = dict(role=role, cat=cat_id, name=name_code, pid=pid, tid=tid,
                     ts_ns=ts.value * 1000 + ts.frac_ns, dur_ns=dur.value * 1000 + dur.frac_ns,
                     corr=corr, stream=stream, device=device, nbytes=nbytes)
-
-def _escaped_ends(padded: bytes, s0: np.ndarray, s1: np.ndarray, esc: np.ndarray, n: int) -> np.ndarray:
-    """True closing quotes of the (rare) strings that contain a backslash escape."""
-    s1 = s1.copy()
-    for i in np.flatnonzero(esc):
-        j = int(s1[i])
-        while j < n:
-            if padded[j] == 92:
-                j += 2
-                continue
-            if padded[j] == 34:
-                break
-            j += 1
-        s1[i] = j
-    return s1
 
 def _name_codes(res: _Block, padded: bytes, s0: np.ndarray, s1: np.ndarray) -> np.ndarray:
     """Global codes of the strings [s0, s1) of the block (dictionary-encoded by Arrow)."""
@@ -599,29 +476,3 @@ def _name_codes(res: _Block, padded: bytes, s0: np.ndarray, s1: np.ndarray) -> n
     local = enc.indices.to_numpy(zero_copy_only=False).astype(np.int64)
     res.names = enc.dictionary.to_pylist()
     return local
-
-def _int_or_string(le8: np.ndarray, u8: np.ndarray, v: np.ndarray, n: int) -> np.ndarray:
-    """A pid/tid: a JSON integer, or the last number inside a string ("stream 7")."""
-    out = np.full(len(v), MISSING, dtype=np.int64)
-    quoted = u8[v] == 34
-    num = np.flatnonzero(~quoted)
-    if len(num):
-        got = _parse_numbers(le8, u8, v[num])
-        good = got.ok & got.whole
-        out[num[good]] = got.value[good]
-    qi = np.flatnonzero(quoted)
-    if len(qi):
-        s0 = v[qi] + 1
-        s1, _ = _string_ends(le8, u8, s0, n)
-        # first digit inside the first 16 bytes of the string
-        win = u8[s0[:, None] + np.arange(16)]
-        inside = np.arange(16)[None, :] < (s1 - s0)[:, None]
-        digit = (win >= 48) & (win <= 57) & inside
-        has = digit.any(axis=1)
-        at = np.argmax(digit, axis=1)
-        hi = np.flatnonzero(has)
-        if len(hi):
-            got = _parse_numbers(le8, u8, s0[hi] + at[hi])
-            out[qi[hi[got.ok]]] = got.value[got.ok]
-    return out
-

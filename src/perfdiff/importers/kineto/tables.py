@@ -1,6 +1,7 @@
 """The RunData of a Kineto trace from its event columns (`Events`): the activity table (GPU
 work with its launch, runtime calls, CPU ranges with self time), the markers (profiler
-steps, user annotations) and the GPU-side ranges (``gpu_user_annotation``).  Times are ns on the trace's clock (`clock`)."""
+steps, user annotations), the GPU-side ranges (``gpu_user_annotation``) and the process group
+of each NCCL kernel.  Times are ns on the trace's clock (`clock`)."""
 from __future__ import annotations
 
 from pathlib import Path
@@ -16,6 +17,7 @@ from perfdiff.importers.kineto.events import ANNOTATION_CATS, CAT_NAMES, ROLES, 
 from perfdiff.importers.kineto.join import correlate
 from perfdiff.importers.kineto.manifest import kineto_manifest
 from perfdiff.importers.kineto.names import short_kernel_name
+from perfdiff.importers.kineto.process_groups import COLLECTIVE
 from perfdiff.model.intervals import self_time_ns
 from perfdiff.model.schema import MISSING
 from perfdiff.model.tables import Part, categorical, concat_parts, constant_categorical, dense_codes, empty_table
@@ -56,6 +58,7 @@ def build(p: Path, ev: Events, group: str, skip: frozenset[str] = frozenset()) -
         is_step = step_names[name_code] & (role == ROLES.index("cpu"))
 
     parts: list[Part] = []
+    process_groups = empty_table("process_groups")
     # GPU work
     api_rows = np.flatnonzero(role == ROLES.index("api"))
     launch_row = correlate(corr, api_rows, corr)
@@ -75,7 +78,11 @@ def build(p: Path, ev: Events, group: str, skip: frozenset[str] = frozenset()) -
         if (dev < 0).any():
             notes.append(Note("no-device", f"{int((dev < 0).sum())} {r_name} events without a device: put on GPU 0"))
         strm = np.where(tid[rows] >= 0, tid[rows], stream[rows])
-        fn_codes, fn_labels = _function_codes(name_code[rows], names, short=(group == "short" and r_name == "kernel"))
+        fn_codes, fn_labels = _function_codes(name_code[rows], names)
+        if r_name == "kernel":
+            process_groups = _process_groups(rows, sum(len(x) for x in parts), fn_codes, fn_labels, ev)
+            if group == "short":
+                fn_labels = [short_kernel_name(x) for x in fn_labels]
         s, e = start[rows], end[rows]
         cols = {"function": categorical(fn_codes, fn_labels), "kind": constant_categorical(r_name, len(rows)),
                 "device": categorical(dcodes, dev_labels), "start_ns": s, "end_ns": e, "busy_ns": e - s,
@@ -94,7 +101,7 @@ def build(p: Path, ev: Events, group: str, skip: frozenset[str] = frozenset()) -
         for rows, b, kind in ((api_rows, end[api_rows] - start[api_rows], "api"), (cpu_rows, busy[k:], "cpu")):
             if len(rows) == 0:
                 continue
-            fn_codes, fn_labels = _function_codes(name_code[rows], names, short=False)
+            fn_codes, fn_labels = _function_codes(name_code[rows], names)
             parts.append(Part("activity", {
                 "function": categorical(fn_codes, fn_labels), "kind": constant_categorical(kind, len(rows)),
                 "device": constant_categorical("Host", len(rows)), "start_ns": start[rows], "end_ns": end[rows],
@@ -113,7 +120,7 @@ def build(p: Path, ev: Events, group: str, skip: frozenset[str] = frozenset()) -
     mparts = []
     for rows, source in ((step_rows, "profiler_step"), (ann_rows, "annotation")):
         if len(rows):
-            fn_codes, fn_labels = _function_codes(name_code[rows], names, short=False)
+            fn_codes, fn_labels = _function_codes(name_code[rows], names)
             mparts.append(Part("markers", {"name": categorical(fn_codes, fn_labels), "start_ns": start[rows],
                                            "end_ns": end[rows], "tid": tid[rows],
                                            "source": constant_categorical(source, len(rows))}))
@@ -126,7 +133,24 @@ def build(p: Path, ev: Events, group: str, skip: frozenset[str] = frozenset()) -
     cat_counts = {CAT_NAMES[int(c)]: int(k) for c, k in zip(*np.unique(cat, return_counts=True), strict=True) if c < len(CAT_NAMES)}
     manifest = kineto_manifest(p, ev, clock, pid, role, tid, activity, notes, cat_counts)
     return RunData(manifest=manifest, activity=activity, samples=empty_table("samples"), markers=markers,
-                   path=str(p), notes=notes, gpu_ranges=gpu_ranges)
+                   path=str(p), notes=notes, gpu_ranges=gpu_ranges, process_groups=process_groups)
+
+
+def _process_groups(rows: np.ndarray, first_row: int, fn_codes: np.ndarray, fn_labels: list[str],
+                    ev: Events) -> pd.DataFrame:
+    """The process-group table (PROCESS_GROUP_COLUMNS) of the kernel events `rows` (names
+    fn_labels[fn_codes]), which are the activity rows from `first_row` on: one row per NCCL
+    collective kernel."""
+    nccl = np.array([COLLECTIVE.match(x) is not None for x in fn_labels], dtype=bool)
+    k = np.flatnonzero(nccl[fn_codes])
+    if len(k) == 0:
+        return empty_table("process_groups")
+    pg = ev.group_codes(rows[k])
+    known = list(ev.process_groups)  # in code order
+    listed = np.array([i if g[1] is not None else -1 for i, g in enumerate(known)] + [-1], dtype=np.int64)
+    return pd.DataFrame({"row": first_row + k,
+                         "group": categorical(pg, [g[0] for g in known]),
+                         "ranks": categorical(listed[pg], [g[1] or "" for g in known])})
 
 
 def _gpu_ranges(rows: np.ndarray, name_code: np.ndarray, names: list[str], pid: np.ndarray, tid: np.ndarray,
@@ -137,7 +161,7 @@ def _gpu_ranges(rows: np.ndarray, name_code: np.ndarray, names: list[str], pid: 
         return empty_table("gpu_ranges")
     dev = np.where(pid[rows] >= 0, pid[rows], device[rows])
     dcodes, duniq = dense_codes(np.where(dev >= 0, dev, 0))
-    fn_codes, fn_labels = _function_codes(name_code[rows], names, short=False)
+    fn_codes, fn_labels = _function_codes(name_code[rows], names)
     return pd.DataFrame({"name": categorical(fn_codes, fn_labels),
                          "device": categorical(dcodes, [f"GPU {int(d)}" for d in duniq]),
                          "stream": np.where(tid[rows] >= 0, tid[rows], stream[rows]).astype(np.int64),
@@ -159,9 +183,7 @@ def _check_range(p: Path, ts: np.ndarray, dur: np.ndarray, offset_ns: int, names
                          "end lies beyond the int64 ns range", path=p)
 
 
-def _function_codes(codes: np.ndarray, names: list[str], short: bool) -> tuple[np.ndarray, list[str]]:
+def _function_codes(codes: np.ndarray, names: list[str]) -> tuple[np.ndarray, list[str]]:
+    """(dense codes, their labels) of the name codes `codes`."""
     local, uniq = dense_codes(codes)
-    labels = [names[int(u)] for u in uniq]
-    if short:
-        labels = [short_kernel_name(x) for x in labels]
-    return local, labels
+    return local, [names[int(u)] for u in uniq]
