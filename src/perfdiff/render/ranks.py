@@ -108,8 +108,8 @@ def notice_line(n: RankNotice) -> str:
         return f"Ranks {ranks} are in one run only: not compared."
     if n.code == RankNoticeCode.GROUPS_UNKNOWN:
         return (f"The traces of the {n.side} run's ranks {ranks} do not name the communicator (process group) of "
-                "their collectives: groups could not be told apart, and those collectives are matched across every "
-                "rank that has them. With several communicators (tensor and data parallel) a rank may then be "
+                "some or all of their collectives: for those, groups could not be told apart, and they are matched "
+                "across every rank that has them. With several communicators (tensor and data parallel) a rank may then be "
                 "blamed for a collective it does not join; PyTorch profiles that record the process group in the "
                 "NCCL kernels' args, and nsys exports of NCCL's NVTX payloads (--include-blobs=true), avoid it.")
     return f"The {n.side} run's ranks {ranks} declare another rank number than their file name gave."
