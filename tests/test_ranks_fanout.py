@@ -82,3 +82,34 @@ def test_warm_up_starts_the_fork_server_with_the_preload() -> None:
     warm_up()
     server = forkserver._forkserver
     assert server._forkserver_pid is not None and server._preload_modules == list(PRELOAD)
+
+
+def _square(x: int, *, plus: int = 0) -> int:
+    return x * x + plus
+
+
+def test_batched_items_come_back_in_order_from_fewer_tasks() -> None:
+    """Items go to the workers in batches (one Dask task each), run one after the other there,
+    and come back flat in the items' order; a batch of one is a task per item."""
+    from distributed import get_task_stream
+
+    with fanout(None, workers=2, tasks=10, largest_bytes=1 << 20, processes=False) as fan:
+        for batch, tasks in ((3, 4), (1, 10)):
+            with get_task_stream(fan.client) as ts:
+                out, work = fan.map_timed(_square, range(10), batch=batch, plus=1)
+            assert out == [x * x + 1 for x in range(10)] and work >= 0
+            assert len({r["key"] for r in ts.data}) == tasks
+        # About eight tasks a worker: 128 ranks on 2 workers go 8 to a task; few ranks, one each.
+        assert (fan.batch_for(128), fan.batch_for(10)) == (8, 1)
+
+
+def test_batches_leave_the_comparison_unchanged(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    from perfdiff.ranks import fanout as fanout_module
+
+    n, a = gen_ranks.generate(tmp_path, fmt="nsys", plant=gen_ranks.Plant(straggler=2), ranks=4, kernels=800,
+                              steps=12, collectives=2)
+    one = compare_ranks(n, a, workers=1, processes=False)
+    monkeypatch.setattr(fanout_module, "TASKS_PER_WORKER", 1)  # 8 rank tasks in one Dask task
+    batched = compare_ranks(n, a, workers=1, processes=False)
+    assert batched.rows == one.rows and batched.stragglers == one.stragglers and batched.findings == one.findings
+    assert [p.tasks for p in batched.phases] == [p.tasks for p in one.phases] == [0, 2, 8, 0]

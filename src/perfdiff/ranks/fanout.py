@@ -3,8 +3,10 @@
 Every process-level parallelism of a multi-rank comparison is here (the single pair's is in
 perfdiff.parallel).  A local cluster has one single-threaded worker process per core, so a
 worker holds one rank's trace at a time: its memory is bounded by the largest rank, not by the
-world size; there are fewer workers when memory holds fewer such ranks.  Results are taken as
-they complete and their futures released, so the scheduler keeps none of them.
+world size; there are fewer workers when memory holds fewer such ranks.  Ranks go to the
+workers in batches, one Dask task a batch, run one after the other there (still one trace at a
+time).  Results are taken as they complete and their futures released, so the scheduler keeps
+none of them.
 Dask is the optional extra `perfdiff[ranks]`.
 """
 from __future__ import annotations
@@ -90,39 +92,57 @@ class Fanout:
         task to fail cancels the others and raises its error here."""
         return self.map_timed(fn, items, what, **kwargs)[0]
 
-    def map_timed(self, fn: Callable[..., Any], items: Sequence[Any], what: str = "ranks",
+    def map_timed(self, fn: Callable[..., Any], items: Sequence[Any], what: str = "ranks", batch: int = 1,
                   **kwargs: Any) -> tuple[list[Any], float]:
-        """As `map`, with the tasks' own wall times summed (s, each measured in its worker):
-        against the fan-out's wall time it says how busy the workers were."""
+        """As `map`, with the items' own wall times summed (s, each measured in its worker):
+        against the fan-out's wall time it says how busy the workers were.  `batch` items go
+        to a worker as one Dask task, run one after the other (a worker still holds one item's
+        data at a time); the progress line counts items."""
         from distributed import as_completed
 
-        futures = self.client.map(_timed, list(items), _fn=fn, pure=False, **kwargs)
+        items = list(items)
+        batch = max(1, batch)
+        chunks = [items[i:i + batch] for i in range(0, len(items), batch)]
+        futures = self.client.map(_timed, chunks, _fn=fn, pure=False, **kwargs)
         index = {f.key: i for i, f in enumerate(futures)}
         out: list[Any] = [None] * len(futures)
         work_s = 0.0
         done = 0
         try:
             for fut in as_completed(futures):
-                out[index[fut.key]], seconds = fut.result()
+                i = index[fut.key]
+                out[i], seconds = fut.result()
                 work_s += seconds
                 fut.release()
-                done += 1
+                done += len(chunks[i])
                 if self.progress:
-                    print(f"\rperfdiff: {what} {done}/{len(futures)}", end="", file=sys.stderr, flush=True)
+                    print(f"\rperfdiff: {what} {done}/{len(items)}", end="", file=sys.stderr, flush=True)
         except BaseException:
             self.client.cancel(futures)
             raise
         finally:
             if self.progress and done:
                 print(file=sys.stderr)
-        return out, work_s
+        return [r for chunk in out for r in chunk], work_s
+
+    def batch_for(self, items: int) -> int:
+        """Items per Dask task: about TASKS_PER_WORKER tasks a worker, so the fixed cost of a
+        task (scheduling, the worker's and the scheduler's event loops) is spread over several
+        items, while the last tasks are short enough to keep every worker busy to the end."""
+        return max(1, items // (self.workers * TASKS_PER_WORKER))
 
 
-def _timed(item: Any, *, _fn: Callable[..., Any], **kwargs: Any) -> tuple[Any, float]:
-    """(_fn(item, **kwargs), its wall time in s): one task, run on a worker."""
+# Dask tasks per worker when items are batched.  A Dask task costs a few ms of CPU in the
+# worker's event loop and the scheduler's, which the items' own work competes with when every
+# core runs a worker (docs/PERFORMANCE.md, multi-rank).
+TASKS_PER_WORKER = 8
+
+
+def _timed(chunk: list[Any], *, _fn: Callable[..., Any], **kwargs: Any) -> tuple[list[Any], float]:
+    """([_fn(item, **kwargs) for each item], their wall time in s): one task, run on a worker."""
     t = time.perf_counter()
-    result = _fn(item, **kwargs)
-    return result, time.perf_counter() - t
+    results = [_fn(item, **kwargs) for item in chunk]
+    return results, time.perf_counter() - t
 
 
 # Our own cluster's workers have one task at a time and nobody watching a dashboard: the

@@ -58,7 +58,7 @@ def compare_ranks(normal: str | os.PathLike[str], abnormal: str | os.PathLike[st
         (sn, sa), work = fan.map_timed(load_summary, [tasks[0], tasks[len(pairs)]], what="planning")
         plan = dataclasses.replace(plan_pair(sn, sa, cycle_regex=cycle, window_ns=window_ns), device_map=())
         clock.lap("plan", 2, work)
-        parts, work = fan.map_timed(load_part, tasks, plan=plan)
+        parts, work = fan.map_timed(load_part, tasks, batch=fan.batch_for(len(tasks)), plan=plan)
         clock.lap("ranks", len(tasks), work)
         workers_used = fan.workers
     result = analyze_parts(parts[:len(pairs)], parts[len(pairs):], plan, alpha=alpha, notices=notices,
