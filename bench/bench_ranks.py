@@ -2,9 +2,11 @@
 """Multi-rank compare at scale: N-rank pairs from gen_ranks.py (a planted straggler), compared
 by `perfdiff compare` on a local Dask cluster of 1, then 2, … workers, each run in a fresh
 process (wall time; peak RSS of the largest process; peak memory of the whole process tree,
-PSS).  The worker counts alternate for `--repeat` rounds, so a drift of the machine's speed
-hits them alike; each figure is the median over the rounds, and the speed-up the median of
-the rounds' own ratios.  The fan-out's share comes from the report's phase times ("ranks":
+PSS).  The worker counts alternate for `--repeat` timed rounds, so a drift of the machine's
+speed hits them alike; each figure is the median over the rounds, and the speed-up the median
+of the rounds' own ratios.  The timed rounds do not poll the process tree's memory (reading
+every process's memory map each 50 ms takes CPU and map locks from the workers, more so when
+every core runs one); one more run per worker count measures it.  The fan-out's share comes from the report's phase times ("ranks":
 every rank's task); the rest of the wall time (interpreter, imports, cluster, planning, the
 analysis and the report) is fixed, which a second worker cannot shorten.  The phase also
 gives the tasks' own times: what a task costs on average with that many workers, and how busy
@@ -33,6 +35,11 @@ sys.path.insert(0, str(HERE))
 from run_bench import OUT, PY, measure  # noqa: E402
 
 STRAGGLER = 5
+
+
+def _command(n: Path, a: Path, workers: int, fmt: str, extra: list[str]) -> list[str]:
+    return [PY, "-m", "perfdiff", "compare", str(n), str(a), "--workers", str(workers), "--no-plots",
+            "-o", str(OUT / f"ranks_{fmt}_{workers}.md"), "--json", str(OUT / f"ranks_{fmt}_{workers}.json"), *extra]
 
 
 def plain_run(normal: str, abnormal: str, workers: int) -> None:
@@ -120,14 +127,14 @@ def main(argv: list[str] | None = None) -> int:
                                          capture_output=True, text=True).stdout
                     plain[w].append(json.loads(out.strip().splitlines()[-1]))
                 js = OUT / f"ranks_{fmt}_{w}.json"
-                cmd = [PY, "-m", "perfdiff", "compare", str(n), str(a), "--workers", str(w), "--no-plots",
-                       "-o", str(OUT / f"ranks_{fmt}_{w}.md"), "--json", str(js), *extra]
-                wall, rss, _, tree = measure(cmd)
+                cmd = _command(n, a, w, fmt, extra)
+                wall, rss, _, tree = measure(cmd, pss=False)
                 doc = json.loads(js.read_text())
                 phase = next(p for p in doc["phases"] if p["name"] == "ranks")
                 runs[w].append((wall, phase["wall_s"], rss, tree, phase["work_s"] / phase["tasks"]))
                 s = doc["stragglers"][1]
                 named = f"rank {s['culprit']} ({s['excess']})" if s["culprit"] is not None else s["code"]
+        memory = {w: measure(_command(n, a, w, fmt, extra))[3] for w in counts}  # the whole tree, polled
         base = runs[counts[0]]
         for w in counts:
             r = runs[w]
@@ -137,7 +144,7 @@ def main(argv: list[str] | None = None) -> int:
             task_ms = median([x[4] for x in r]) * 1e3
             busy = median([x[4] * 2 * ranks / (x[1] * w) for x in r])
             print(f"| {fmt} | {ranks} × 2 | {kernels:,} | {w} | {wall:.1f} | {tasks:.1f} | {wall - tasks:.1f} | "
-                  f"{task_ms:.0f} | {busy:.0%} | {max(x[2] for x in r):,.0f} | {max(x[3] for x in r):,.0f} | "
+                  f"{task_ms:.0f} | {busy:.0%} | {max(x[2] for x in r):,.0f} | {memory[w]:,.0f} | "
                   f"{speed:.2f}× | {speed_tasks:.2f}× | {named} |")
         if plain[counts[0]]:
             for w in counts:

@@ -45,13 +45,15 @@ def _tree_pss(pid: int) -> int:
     return total
 
 
-def measure(cmd: list[str], cwd: Path = ROOT) -> tuple[float, float, str, float]:
+def measure(cmd: list[str], cwd: Path = ROOT, pss: bool = True) -> tuple[float, float, str, float]:
     """(wall s, peak RSS MiB of the largest process, stderr tail, peak memory MiB of the whole
     process tree) of one command in a fresh process.
 
     The largest process's peak is the kernel's (wait4's ru_maxrss: the process or its largest
     reaped child); the tree's is its summed PSS polled every 50 ms from /proc (so a peak
-    shorter than that can be missed; the larger of the two is reported)."""
+    shorter than that can be missed; the larger of the two is reported).  `pss=False` leaves
+    the polling out (it takes CPU and each process's memory-map lock while the command runs:
+    the tree's figure is then the largest process's)."""
     import threading
 
     t0 = time.perf_counter()
@@ -60,7 +62,7 @@ def measure(cmd: list[str], cwd: Path = ROOT) -> tuple[float, float, str, float]
     done = threading.Event()
 
     def poll() -> None:
-        while not done.wait(0.05):
+        while pss and not done.wait(0.05):
             peak[0] = max(peak[0], _tree_pss(proc.pid))
 
     watcher = threading.Thread(target=poll, daemon=True)
