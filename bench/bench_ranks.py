@@ -109,8 +109,9 @@ def main(argv: list[str] | None = None) -> int:
           end="\n\n")
     print("| format | ranks × runs | kernels per rank | workers | wall (s) | rank tasks (s) | fixed (s) "
           "| task, mean (ms) | workers busy | peak RSS, largest process (MiB) "
-          "| peak memory, all processes (PSS, MiB) | speed-up vs 1 worker | rank tasks' speed-up | straggler named |")
-    print("|---|---|---|---|---|---|---|---|---|---|---|---|---|---|")
+          "| peak memory, all processes (PSS, MiB) | speed-up vs 1 worker | each round | rank tasks' speed-up "
+          "| straggler named |")
+    print("|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|")
     plain_rows = []
     for fmt in args.formats.split(","):
         n, a = gen(fmt, ranks, kernels, steps)
@@ -145,7 +146,8 @@ def main(argv: list[str] | None = None) -> int:
             busy = median([x[4] * 2 * ranks / (x[1] * w) for x in r])
             print(f"| {fmt} | {ranks} × 2 | {kernels:,} | {w} | {wall:.1f} | {tasks:.1f} | {wall - tasks:.1f} | "
                   f"{task_ms:.0f} | {busy:.0%} | {max(x[2] for x in r):,.0f} | {memory[w]:,.0f} | "
-                  f"{speed:.2f}× | {speed_tasks:.2f}× | {named} |")
+                  f"{speed:.2f}× | {' / '.join(f'{b[0] / x[0]:.2f}' for b, x in zip(base, r, strict=True))} | "
+                  f"{speed_tasks:.2f}× | {named} |")
         if plain[counts[0]]:
             for w in counts:
                 pr = plain[w]
