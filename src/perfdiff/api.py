@@ -74,8 +74,10 @@ def _cut_side(state: tuple[int, RunData, RangeNesting], decision: tuple[CyclePla
     the report shows no tree, and the side gets an empty one)."""
     index, run, range_nest = state
     plan, trees = decision
-    if index == 1:
+    if index == 1 and plan.device_map:
         run = rename_devices(run, plan.device_map)
+        if trees:  # GPU-side ranges find their stream's work by its (renamed) device
+            range_nest = range_nesting(run)
     cycles = cut_cycles(run, plan)
     matrix = attribute_activity(run, cycles)
     nesting = nesting_of(run, matrix)
