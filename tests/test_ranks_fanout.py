@@ -113,3 +113,17 @@ def test_batches_leave_the_comparison_unchanged(tmp_path: Path, monkeypatch: pyt
     batched = compare_ranks(n, a, workers=1, processes=False)
     assert batched.rows == one.rows and batched.stragglers == one.stragglers and batched.findings == one.findings
     assert [p.tasks for p in batched.phases] == [p.tasks for p in one.phases] == [0, 2, 8, 0]
+
+
+def test_batches_follow_the_threads_of_a_cluster_given_by_address() -> None:
+    """A cluster reached by --scheduler: batches are sized by its workers' threads (one worker
+    of four threads runs four tasks at once), and one rank a task while no worker is known."""
+    import distributed
+
+    from perfdiff.ranks.fanout import Fanout
+
+    with distributed.LocalCluster(n_workers=1, threads_per_worker=4, processes=False, dashboard_address=":0") as cl:
+        with fanout(cl.scheduler_address, workers=None, tasks=64, largest_bytes=1 << 20) as fan:
+            assert (fan.workers, fan.threads) == (1, 4)
+            assert fan.batch_for(64) == 2  # 32 tasks: 8 for each thread
+    assert Fanout(client=None, workers=1, progress=False).batch_for(1024) == 1

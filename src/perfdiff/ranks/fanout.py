@@ -82,9 +82,12 @@ def local_workers(tasks: int, largest_bytes: int) -> tuple[int, int]:
 class Fanout:
     """A Dask client and how many workers it has; `map` runs one function over items."""
 
-    def __init__(self, client: Any, workers: int, progress: bool):
+    def __init__(self, client: Any, workers: int, progress: bool, threads: int = 0):
         self.client = client
         self.workers = workers
+        # Tasks the cluster runs at once (its workers' threads); 0: unknown, as for an
+        # adaptive cluster with no worker yet.
+        self.threads = threads
         self.progress = progress and sys.stderr.isatty()
 
     def map(self, fn: Callable[..., Any], items: Sequence[Any], what: str = "ranks", **kwargs: Any) -> list[Any]:
@@ -126,15 +129,19 @@ class Fanout:
         return [r for chunk in out for r in chunk], work_s
 
     def batch_for(self, items: int) -> int:
-        """Items per Dask task: about TASKS_PER_WORKER tasks a worker, so the fixed cost of a
-        task (scheduling, the worker's and the scheduler's event loops) is spread over several
-        items, while the last tasks are short enough to keep every worker busy to the end."""
-        return max(1, items // (self.workers * TASKS_PER_WORKER))
+        """Items per Dask task: about TASKS_PER_WORKER tasks for each thread of the cluster, so
+        the fixed cost of a task (scheduling, the worker's and the scheduler's event loops) is
+        spread over several items, while the last tasks are short enough to keep every thread
+        busy to the end.  One item a task when the cluster's threads are not known (it may
+        still grow)."""
+        if self.threads <= 0:
+            return 1
+        return max(1, items // (self.threads * TASKS_PER_WORKER))
 
 
-# Dask tasks per worker when items are batched.  A Dask task costs a few ms of CPU in the
-# worker's event loop and the scheduler's, which the items' own work competes with when every
-# core runs a worker (docs/PERFORMANCE.md, multi-rank).
+# Dask tasks per worker thread when items are batched.  A Dask task costs CPU in the worker's
+# event loop and the scheduler's, which the items' own work competes with when every core runs
+# a worker (docs/PERFORMANCE.md, multi-rank).
 TASKS_PER_WORKER = 8
 
 
@@ -202,7 +209,9 @@ def fanout(scheduler: str | None, *, workers: int | None, tasks: int, largest_by
         except (OSError, TimeoutError, ValueError) as exc:
             raise InputError(f"cannot reach the Dask scheduler at {scheduler}: {exc}") from None
         try:
-            yield Fanout(client, max(1, len(client.scheduler_info().get("workers", {}))), progress)
+            known = client.scheduler_info().get("workers", {})
+            threads = sum(int(w.get("nthreads", 0) or 0) for w in known.values())
+            yield Fanout(client, max(1, len(known)), progress, threads)
         finally:
             client.close()
         return
@@ -223,6 +232,6 @@ def fanout(scheduler: str | None, *, workers: int | None, tasks: int, largest_by
                                            silence_logs=logging.CRITICAL)
     try:
         with distributed.Client(cluster) as client:
-            yield Fanout(client, n, progress)
+            yield Fanout(client, n, progress, n)  # one thread a worker
     finally:
         cluster.close()
