@@ -14,6 +14,7 @@ from pathlib import Path
 
 import numpy as np
 import pandas as pd
+import pytest
 
 import perfdiff
 from perfdiff.analyze.findings import FindingCode
@@ -97,12 +98,15 @@ def test_contention_explains_only_its_share_of_a_host_wide_slowdown(tmp_path: Pa
         assert set(codes) == {VerdictCode.CPU_CONTENTION, VerdictCode.CPU_WORK}, c.verdict
         work = next(v for v in c.verdict if v.code == VerdictCode.CPU_WORK)
         runq = next(v for v in c.verdict if v.code == VerdictCode.CPU_CONTENTION)
-        # The planted 900 µs of the large phase is the rest, not the run queue's 300 µs.
-        assert work.tau_pp > runq.tau_pp > 0
-        assert work.values["explained_pp"] == runq.tau_pp
-        assert work.tau_pp >= wide[0].values["tau_pp"] - runq.tau_pp
+        # The rest is the planted 900 µs of the large phase (as a share of the abnormal
+        # cycle), not the run queue's 5 × 60 µs.
+        planted_pp = 100 * 900 / float(np.median(c.analysis.abnormal.dur_us))
+        rest = wide[0].values["tau_pp"] - runq.tau_pp
+        assert work.values["explained_pp"] == runq.tau_pp and work.values["host_wide_pp"] == wide[0].values["tau_pp"]
+        assert rest == pytest.approx(planted_pp, rel=0.15) and work.tau_pp >= rest > runq.tau_pp > 0
         md = c.to_markdown()
-        assert "more than host CPU contention explains" in md and "**Executor.execute\\_model**" in md
+        assert (f"more than host CPU contention explains ({runq.tau_pp:.2f} of {wide[0].values['tau_pp']:.2f} pp)"
+                in md and "**Executor.execute\\_model**" in md)
 
 
 def test_contention_alone_explains_the_host_wide_slowdown(tmp_path: Path) -> None:

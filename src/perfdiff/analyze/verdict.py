@@ -196,7 +196,7 @@ def _host_wide(findings: list[Finding], out: list[VerdictClass], clock: tuple[fl
     classes (HOST_WAITS) explain it only as far as their own share goes, and what they leave
     is still CPU work when it is material (≥ 1 pp) and ≥ 25 % of the slowdown (merged into a
     CPU-work class already there)."""
-    waits = sum(abs(v.tau_pp) for v in out if v.code in HOST_WAITS)
+    waits = sum(max(0.0, v.tau_pp) for v in out if v.code in HOST_WAITS)
     code = VerdictCode.CPU_CLOCK if clock is not None else VerdictCode.CPU_WORK
     if not waits and any(v.code in HOST_REASONS for v in out):
         return
@@ -205,7 +205,8 @@ def _host_wide(findings: list[Finding], out: list[VerdictClass], clock: tuple[fl
         if x.code != FindingCode.DEVICE_WIDE or not x.values.get("host") or not ratio > 1.0:
             continue
         tau = float(x.values.get("tau_pp", 0.0))
-        values: dict[str, Any] = {"device": x.device, "ratio": ratio, "absorbed_funcs": x.values.get("absorbed_funcs", ())}
+        values: dict[str, Any] = {"device": x.device, "ratio": ratio, "host_wide_pp": tau,
+                                  "absorbed_funcs": x.values.get("absorbed_funcs", ())}
         if waits:
             if not tau - waits >= max(MATERIAL_TAU_PP, HOST_WIDE_REST_SHARE * tau):
                 return
@@ -220,7 +221,8 @@ def _host_wide(findings: list[Finding], out: list[VerdictClass], clock: tuple[fl
             out.append(VerdictClass(code, tau_pp=tau, evidence=tuple(ev), values=values))
         else:  # one class: the causes it named and the unexplained host-wide rest
             v = out[same]
-            out[same] = replace(v, tau_pp=v.tau_pp + tau, evidence=(*ev, *v.evidence), values={**values, **v.values})
+            out[same] = replace(v, tau_pp=v.tau_pp + tau, evidence=tuple(dict.fromkeys((*ev, *v.evidence))),
+                                values={**values, **v.values})
         return
 
 

@@ -488,7 +488,7 @@ def _host_wide_words(v: VerdictClass, c: Analysis | None = None, who: str = "") 
     waits = v.values.get("explained_pp")
     if waits:
         by = " and ".join(VERDICT_WORDS[VerdictCode(x)] for x in v.values.get("explained_by", ()))
-        text += f", more than {by or 'waiting'} explains ({fmt_num(waits)} of {fmt_num(waits + v.tau_pp)} pp)"
+        text += f", more than {by or 'waiting'} explains ({fmt_num(waits)} of {fmt_num(v.values['host_wide_pp'])} pp)"
     funcs = [c.functions[i].name for i in v.values.get("absorbed_funcs", ())]
     if funcs:
         text += "; most in " + ", ".join(f"**{md_name(n, 48)}**" for n in funcs[:2])
@@ -510,7 +510,7 @@ def verdict_lines(c: Analysis, verdict: list[VerdictClass], findings: list[Findi
         if v.code == VerdictCode.CPU_CLOCK:
             unit = " %" if v.values["clock_n"] <= 100 else " MHz"
             text += (f": CPU clock {fmt_num(v.values['clock_n'])} → {fmt_num(v.values['clock_a'])}{unit}; slower at "
-                     f"unchanged calls: {who or _host_wide_words(v)}")
+                     f"unchanged calls: {_host_wide_words(v, c, who) if 'explained_pp' in v.values else who or _host_wide_words(v)}")
         elif v.code == VerdictCode.CPU_WORK and "ratio" in v.values:
             text += ": " + _host_wide_words(v, c, who)
         elif v.code == VerdictCode.CPU_QUOTA:
