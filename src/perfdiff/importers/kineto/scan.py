@@ -452,6 +452,7 @@ def _decode(res: _Block, u8: np.ndarray, le8: np.ndarray, colon: np.ndarray, kid
                     ts_ns=ts.value * 1000 + ts.frac_ns, dur_ns=dur.value * 1000 + dur.frac_ns,
                     corr=corr, stream=stream, device=device, nbytes=nbytes)
 
+
 def _name_codes(res: _Block, padded: bytes, s0: np.ndarray, s1: np.ndarray) -> np.ndarray:
     """Global codes of the strings [s0, s1) of the block (dictionary-encoded by Arrow)."""
     length = (s1 - s0).astype(np.int32)
