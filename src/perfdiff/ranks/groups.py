@@ -33,12 +33,11 @@ _NOT_COLLECTIVE = re.compile(r"^nccl(?:CommInit|CommSplit|CommDestroy|CommAbort|
 
 @dataclass(frozen=True)
 class KernelGroups:
-    """The NCCL kernels of an nsys export, sorted by start: start (ns, the export's own clock),
-    the group label, and each label's members (global ranks; () when the export lists none)."""
+    """The NCCL kernels of an nsys export, sorted by start: start (ns, the export's own clock)
+    and the group label."""
 
     start_ns: np.ndarray
     label: list[str]
-    members: dict[str, tuple[int, ...]]
 
 
 def collective_labels(run: RunData, rows: np.ndarray, path: str | Path, pid: int | None = None) -> np.ndarray:
@@ -120,8 +119,7 @@ def nsys_groups(path: str | Path, pid: int | None = None) -> KernelGroups | None
     if (label == UNKNOWN).all():
         return None
     order = np.argsort(ln["k_start"].to_numpy(), kind="stable")
-    return KernelGroups(ln["k_start"].to_numpy()[order], [str(x) for x in label[order]],
-                        {str(x): () for x in set(label)})
+    return KernelGroups(ln["k_start"].to_numpy()[order], [str(x) for x in label[order]])
 
 
 def match_groups(groups: KernelGroups | None, n_kernels: int) -> list[str] | None:
