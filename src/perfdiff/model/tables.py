@@ -15,7 +15,7 @@ import pandas as pd
 
 from perfdiff.model.schema import BUNDLE_SCHEMAS, MISSING, PROCESS_GROUP_COLUMNS, SCHEMAS
 
-__all__ = ["Part", "categorical", "concat_parts", "constant_categorical", "dense_codes", "empty_table",
+__all__ = ["Part", "at_positions", "categorical", "concat_parts", "constant_categorical", "dense_codes", "empty_table",
            "normalize_table"]
 
 
@@ -165,3 +165,16 @@ def concat_parts(table: str, parts: Iterable[Part], skip: frozenset[str] = froze
     # The columns already have their in-memory dtypes: copy=False keeps pandas from stacking
     # them into 2-D blocks (a full copy of the table).
     return pd.DataFrame(out, copy=False)
+
+
+def at_positions(at: np.ndarray, values: np.ndarray, rows: np.ndarray, fill: Any) -> np.ndarray:
+    """values[k] for each of `rows` equal to at[k] (positions, as of a sparse column), `fill`
+    for the rows not in `at`; an array of `values`' dtype."""
+    out = np.full(len(rows), fill, dtype=values.dtype)
+    if len(at) and len(rows):
+        order = np.argsort(at, kind="stable")
+        at, values = at[order], values[order]
+        i = np.minimum(np.searchsorted(at, rows), len(at) - 1)
+        hit = at[i] == rows
+        out[hit] = values[i[hit]]
+    return out

@@ -22,6 +22,7 @@ import pandas as pd
 from perfdiff.bundle import RunData
 from perfdiff.inputs import trace_kind
 from perfdiff.model.schema import COLLECTIVE_KERNEL
+from perfdiff.model.tables import at_positions
 
 __all__ = ["KernelGroups", "UNKNOWN", "collective_labels", "match_groups", "nsys_groups"]
 
@@ -49,13 +50,8 @@ def collective_labels(run: RunData, rows: np.ndarray, path: str | Path, pid: int
     pg = run.process_groups
     if pg is not None and len(pg):
         group, ranks = pg["group"].astype(object), pg["ranks"].astype(object)
-        text = np.where(group.isna(), UNKNOWN, np.where(ranks.isna(), group, group + " " + ranks))
-        at = pg["row"].to_numpy()
-        order = np.argsort(at, kind="stable")
-        at, text = at[order], text[order]
-        i = np.minimum(np.searchsorted(at, rows), len(at) - 1)
-        hit = at[i] == rows
-        label[hit] = text[i[hit]]
+        text = np.where(group.isna(), UNKNOWN, np.where(ranks.isna(), group, group + " " + ranks)).astype(object)
+        label = at_positions(pg["row"].to_numpy(), text, rows, UNKNOWN)
     elif pg is None and len(rows) and trace_kind(Path(path)) == "nsys":
         start = run.activity["start_ns"].to_numpy()[rows]
         matched = match_groups(nsys_groups(path, pid), len(rows))

@@ -10,6 +10,7 @@ from typing import Any
 import numpy as np
 
 from perfdiff.model.schema import MISSING
+from perfdiff.model.tables import at_positions
 
 __all__ = ["ANNOTATION_CATS", "CATEGORIES", "CAT_NAMES", "Events", "MAX_US", "NeedSlowPath", "ROLES", "SKIPPED", "STEP",
            "name_label"]
@@ -79,15 +80,7 @@ class Events:
 
     def group_codes(self, rows: np.ndarray) -> np.ndarray:
         """The process group's code of each event `rows` (MISSING: its args name none)."""
-        at, code = self.column("pg_event"), self.column("pg_code")
-        out = np.full(len(rows), MISSING, dtype=np.int64)
-        if len(at):
-            order = np.argsort(at, kind="stable")
-            at, code = at[order], code[order]
-            i = np.minimum(np.searchsorted(at, rows), len(at) - 1)
-            hit = at[i] == rows
-            out[hit] = code[i[hit]]
-        return out
+        return at_positions(self.column("pg_event"), self.column("pg_code"), rows, MISSING)
 
     def drop(self, why: str, n: int) -> None:
         if n:
