@@ -97,8 +97,8 @@ class GroupStraggler:
     """One communicator's collectives in one run, among its members only.
 
     `group`: the communicator's label (process group name and members; "" for collectives whose
-    communicator the traces do not name: `ranks` are the ranks that ran them); `last`: the member that waits least in them;
-    `skew_us`, `p_last` as for Straggler but among the members; `wait_elsewhere_us`: the last
+    communicator the traces do not name: `ranks` are the ranks that ran them); `last`: the
+    member that waits least in them; `skew_us`, `p_last` as for Straggler but among the members; `wait_elsewhere_us`: the last
     member's median wait per cycle in its other groups' collectives (µs)."""
 
     group: str

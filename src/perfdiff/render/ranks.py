@@ -109,8 +109,8 @@ def notice_line(n: RankNotice) -> str:
     if n.code == RankNoticeCode.GROUPS_UNKNOWN:
         return (f"The traces of the {n.side} run's ranks {ranks} do not name the communicator (process group) of "
                 "some or all of their collectives: for those, groups could not be told apart, and they are matched "
-                "across every rank that has them. With several communicators (tensor and data parallel) a rank may then be "
-                "blamed for a collective it does not join; PyTorch profiles that record the process group in the "
+                "across every rank that has them. With several communicators (tensor and data parallel) a rank may "
+                "then be blamed for a collective it does not join; PyTorch profiles that record the process group in the "
                 "NCCL kernels' args, and nsys exports of NCCL's NVTX payloads (--include-blobs=true), avoid it.")
     return f"The {n.side} run's ranks {ranks} declare another rank number than their file name gave."
 

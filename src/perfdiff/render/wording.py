@@ -482,7 +482,8 @@ def _signal_words(signals: Any) -> str:
 def _host_wide_words(v: VerdictClass, c: Analysis | None = None, who: str = "") -> str:
     """A host-wide common-mode slowdown, in words; with the analysis, what waiting explains of
     it, the largest functions it holds, and `who` (the other functions the class names)."""
-    text = f"every CPU-side function on {md_name(str(v.values.get('device')))} ×{fmt_num(v.values.get('ratio'))} per call"
+    device, ratio = md_name(str(v.values.get("device"))), fmt_num(v.values.get("ratio"))
+    text = f"every CPU-side function on {device} ×{ratio} per call"
     if c is None:
         return text
     waits = v.values.get("explained_pp")
@@ -509,8 +510,10 @@ def verdict_lines(c: Analysis, verdict: list[VerdictClass], findings: list[Findi
         text = f"**{VERDICT_WORDS[v.code]}**"
         if v.code == VerdictCode.CPU_CLOCK:
             unit = " %" if v.values["clock_n"] <= 100 else " MHz"
+            # With waiting beside it, the host-wide rest in the clock's class says what waiting explains.
+            slower = _host_wide_words(v, c, who) if "explained_pp" in v.values else who or _host_wide_words(v)
             text += (f": CPU clock {fmt_num(v.values['clock_n'])} → {fmt_num(v.values['clock_a'])}{unit}; slower at "
-                     f"unchanged calls: {_host_wide_words(v, c, who) if 'explained_pp' in v.values else who or _host_wide_words(v)}")
+                     f"unchanged calls: {slower}")
         elif v.code == VerdictCode.CPU_WORK and "ratio" in v.values:
             text += ": " + _host_wide_words(v, c, who)
         elif v.code == VerdictCode.CPU_QUOTA:
