@@ -84,6 +84,18 @@ def test_warm_up_starts_the_fork_server_with_the_preload() -> None:
     assert server._forkserver_pid is not None and server._preload_modules == list(PRELOAD)
 
 
+def test_warm_up_leaves_dask_to_the_fork_server() -> None:
+    """The driver starts the fork server without importing Dask (nor the packages Dask would
+    have it preload), so the server's imports run beside the driver's from the start."""
+    import subprocess
+
+    code = ("import sys; from perfdiff.ranks.fanout import warm_up; warm_up(); "
+            "from multiprocessing import forkserver as f; "
+            "print(f._forkserver._forkserver_pid is not None, 'distributed' in sys.modules, 'dask' in sys.modules)")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
+    assert out.split() == ["True", "False", "False"]
+
+
 def _square(x: int, *, plus: int = 0) -> int:
     return x * x + plus
 

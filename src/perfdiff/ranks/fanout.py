@@ -11,6 +11,7 @@ Dask is the optional extra `perfdiff[ranks]`.
 """
 from __future__ import annotations
 
+import importlib.util
 import logging
 import multiprocessing as mp
 import os
@@ -174,13 +175,17 @@ def start_method() -> str:
 
 def warm_up() -> None:
     """Start the fork server now, so that it imports PRELOAD while this process goes on with
-    its own imports and finding the ranks (the local cluster's workers then fork at once)."""
+    its own imports and finding the ranks (the local cluster's workers then fork at once).
+    This process imports nothing of Dask for it: Dask names its own preload list on its first
+    use of the fork-server context (importing that list here first), which a running server
+    ignores.  InputError (how to get it) without Dask."""
     if start_method() != "forkserver":
         return
-    require_dask()
-    _preload()
+    if importlib.util.find_spec("distributed") is None:
+        raise InputError(DASK_MISSING)
     from multiprocessing import forkserver
 
+    mp.get_context("forkserver").set_forkserver_preload(list(PRELOAD))
     forkserver.ensure_running()
 
 
