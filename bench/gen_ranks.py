@@ -7,7 +7,8 @@ rank when the last rank has arrived plus its transfer time, so a rank that arriv
 the others wait inside the NCCL kernel, as on a real GPU.  The ranks share one clock.
 
     python bench/gen_ranks.py OUT --ranks 8 --kernels 100000 --format kineto
-        [--straggler R --dataloader-factor 10] [--slow REGEX=F] [--slow-rank R:REGEX=F] [--tp 2]
+        [--straggler R --dataloader-factor 10] [--slow REGEX=F] [--slow-rank R:REGEX=F] [--xfer-factor F]
+        [--tp 2]
 
 writes OUT/normal/ and OUT/abnormal/: the normal run has no plant; the abnormal one has the
 planted changes.  `--format kineto` writes rank-N.json (gzip with --gzip) with distributedInfo;
@@ -53,6 +54,7 @@ class Plant:
     dataloader_factor: float = 10.0
     slow: list[tuple[str, float]] = field(default_factory=list)  # every rank: kernels matching REGEX × F
     slow_rank: list[tuple[int, str, float]] = field(default_factory=list)  # one rank: (rank, REGEX, F)
+    xfer_factor: float = 1.0  # every collective's own transfer (after the last rank arrived) × F
 
 
 @dataclass
@@ -121,7 +123,7 @@ def simulate(ranks: int, kernels: int, steps: int, collectives: int, seed: int, 
         done = np.empty(ranks)
         label = np.zeros((ranks, 1), dtype=np.int64)
         for g in groups:
-            done[g] = arrive[g].max() + XFER_US * rng.lognormal(0.0, 0.02)
+            done[g] = arrive[g].max() + XFER_US * plant.xfer_factor * rng.lognormal(0.0, 0.02)
             label[g] = labels.get(id(g), 0)
         k_name.append(np.full((ranks, 1), len(KERNELS)))
         k_start.append(arrive[:, None])
@@ -333,6 +335,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--dataloader-factor", type=float, default=10.0)
     ap.add_argument("--slow", action="append", default=[], metavar="REGEX=F", help="every rank's kernels")
     ap.add_argument("--slow-rank", action="append", default=[], metavar="R:REGEX=F")
+    ap.add_argument("--xfer-factor", type=float, default=1.0,
+                    help="every collective's transfer (once the last rank arrived) takes F × longer: a slower network")
     ap.add_argument("--normal-ranks", type=int, default=None, help="world size of the normal run")
     ap.add_argument("--tp", type=int, default=1,
                     help="tensor parallelism: all-reduces within tensor-parallel groups, one per step within "
@@ -342,7 +346,8 @@ def main(argv: list[str] | None = None) -> int:
     args = ap.parse_args(argv)
     plant = Plant(straggler=args.straggler, dataloader_factor=args.dataloader_factor,
                   slow=[_regex_factor(s) for s in args.slow],
-                  slow_rank=[(int(s.split(":", 1)[0]), *_regex_factor(s.split(":", 1)[1])) for s in args.slow_rank])
+                  slow_rank=[(int(s.split(":", 1)[0]), *_regex_factor(s.split(":", 1)[1])) for s in args.slow_rank],
+                  xfer_factor=args.xfer_factor)
     generate(args.out, ranks=args.ranks, kernels=args.kernels, steps=args.steps, collectives=args.collectives,
              fmt=args.format, gz=args.gzip, seed=args.seed, plant=plant, normal_ranks=args.normal_ranks, tp=args.tp,
              pg_args=not args.no_pg_args)
