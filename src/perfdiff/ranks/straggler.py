@@ -28,7 +28,7 @@ from perfdiff.ranks.groups import UNKNOWN
 from perfdiff.ranks.part import EXCESS_KINDS, RankPart, cycle_columns
 from perfdiff.ranks.records import GroupCode, GroupStraggler, RankWait, Straggler, StragglerCode
 
-__all__ = ["SKEW_FLOOR_US", "common_iterations", "straggler"]
+__all__ = ["SKEW_FLOOR_US", "common_iterations", "cycle_waits", "straggler"]
 
 SKEW_FLOOR_US = 50.0  # a culprit makes the others wait at least this much longer per cycle …
 SKEW_MIN_SHARE = 0.02  # … and at least this share of the median cycle: else the ranks wait alike
@@ -87,17 +87,9 @@ def straggler(parts: list[RankPart], side: str, alpha: float) -> Straggler:
     matched = _matched(parts, iters)
     if not matched:
         return _none(side, len(iters), "no collective matched on every rank")
-    # Per communicator, each member's wait per cycle (µs) among that communicator's members.
-    per_group = {}
-    for label, wide in matched.items():
-        d = wide.to_numpy(dtype=np.float64) / 1e3
-        w = pd.DataFrame(d - d.min(axis=1, keepdims=True), index=wide.index.get_level_values("iter"),
-                         columns=wide.columns)
-        per_group[label] = w.groupby(level=0).sum()
-    order = [p.input.rank for p in parts]
-    used = [r for r in order if any(r in w.columns for w in per_group.values())]
-    cycles_idx = np.unique(np.concatenate([w.index.to_numpy() for w in per_group.values()]))
-    total = sum(w.reindex(index=cycles_idx, columns=used, fill_value=0.0) for w in per_group.values())
+    per_group = _group_waits(matched)
+    total = _total_waits(per_group, [p.input.rank for p in parts])
+    used, cycles_idx = list(total.columns), total.index.to_numpy()
     wc = total.to_numpy()  # (cycles, ranks) µs of waiting, summed over the rank's communicators
     med = np.median(wc, axis=0)
     skew = float(np.median(wc.max(axis=1) - wc.min(axis=1)))
@@ -136,6 +128,34 @@ def straggler(parts: list[RankPart], side: str, alpha: float) -> Straggler:
     excess, kind, why = _excess([next(p for p in parts if p.input.rank == r) for r in used], c, cycles_idx)
     return Straggler(code=StragglerCode.CULPRIT, culprit=used[c], excess=kind, excess_us=excess, excess_reason=why,
                      **base)
+
+
+def cycle_waits(parts: list[RankPart], iters: np.ndarray) -> pd.DataFrame:
+    """Each rank's wait per cycle (µs) for the last of the other ranks in `parts`, summed over
+    its communicators: rows are the iterations of `iters` with a matched collective, columns
+    the ranks with one (empty with fewer than two ranks or nothing matched)."""
+    matched = _matched(parts, iters) if len(parts) >= 2 else {}
+    if not matched:
+        return pd.DataFrame()
+    return _total_waits(_group_waits(matched), [p.input.rank for p in parts])
+
+
+def _group_waits(matched: dict[str, pd.DataFrame]) -> dict[str, pd.DataFrame]:
+    """Per communicator, each member's wait per cycle (µs) among that communicator's members."""
+    per_group = {}
+    for label, wide in matched.items():
+        d = wide.to_numpy(dtype=np.float64) / 1e3
+        w = pd.DataFrame(d - d.min(axis=1, keepdims=True), index=wide.index.get_level_values("iter"),
+                         columns=wide.columns)
+        per_group[label] = w.groupby(level=0).sum()
+    return per_group
+
+
+def _total_waits(per_group: dict[str, pd.DataFrame], order: list[int]) -> pd.DataFrame:
+    """(iterations, ranks in `order` that have a matched collective) µs, summed over communicators."""
+    used = [r for r in order if any(r in w.columns for w in per_group.values())]
+    cycles_idx = np.unique(np.concatenate([w.index.to_numpy() for w in per_group.values()]))
+    return sum(w.reindex(index=cycles_idx, columns=used, fill_value=0.0) for w in per_group.values())
 
 
 def _group(label: str, w: pd.DataFrame, total: pd.DataFrame, wide: pd.DataFrame, floor: float, alpha: float,
