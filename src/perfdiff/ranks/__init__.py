@@ -4,22 +4,21 @@ processes, compared rank by rank with the work fanned out on Dask (the extra per
 Modules, one job each: `discover` (find the ranks, their numbers, the pairs), `identity` (which
 process of one export is which rank), `groups` (each collective's communicator), `part` (one
 rank's task: load, cut, attribute, reduce), `fanout` (Dask: a local cluster or an existing one),
-`straggler` (who reaches the collectives last, and why), `across` (tests per rank, the rank
-table, findings across ranks, the verdict), `records` (the typed results), `pipeline`
-(`compare_ranks`).  Wording is in perfdiff.render.ranks.
+`straggler` (who reaches the collectives last, and why), `collectives` (the collectives' own
+time, beyond waiting for one another), `across` (tests per rank, the rank table, findings
+across ranks, the verdict), `records` (the typed results), `pipeline` (`compare_ranks`).
+Wording is in perfdiff.render.ranks.
 """
 from __future__ import annotations
 
 from perfdiff.ranks.discover import is_multi_rank
-from perfdiff.ranks.records import (ExcessKind, GroupCode, GroupStraggler, IdentitySource, Phase, RankAnalysis,
-                                    RankFinding, RankNotice, RankNoticeCode, RankRow, RankVerdict, RankVerdictCode,
-                                    ScopeCode, Straggler, StragglerCode)
+from perfdiff.ranks.records import (CollectiveTime, ExcessKind, GroupCode, GroupStraggler, IdentitySource, Phase,
+                                    RankAnalysis, RankFinding, RankNotice, RankNoticeCode, RankRow, RankVerdict,
+                                    RankVerdictCode, ScopeCode, Straggler, StragglerCode)
 
-__all__ = ["ExcessKind", "GroupCode", "GroupStraggler", "IdentitySource", "Phase", "RankAnalysis", "RankFinding",
-           "RankNotice", "RankNoticeCode", "RankRow",
-           "RankVerdict", "RankVerdictCode", "ScopeCode", "Straggler", "StragglerCode", "compare_ranks",
-           "is_multi_rank"]
-
+__all__ = ["CollectiveTime", "ExcessKind", "GroupCode", "GroupStraggler", "IdentitySource", "Phase", "RankAnalysis",
+           "RankFinding", "RankNotice", "RankNoticeCode", "RankRow", "RankVerdict", "RankVerdictCode", "ScopeCode",
+           "Straggler", "StragglerCode", "compare_ranks", "is_multi_rank"]
 
 def compare_ranks(*args, **kwargs) -> RankAnalysis:
     """perfdiff.ranks.pipeline.compare_ranks (imported on first use: it imports the analysis)."""

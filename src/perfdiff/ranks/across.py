@@ -18,10 +18,11 @@ from perfdiff import stats
 from perfdiff.analyze.compare import T_FLOOR_US, TEST_MIN_SHARE
 from perfdiff.analyze.findings import MATERIAL_DELTA, MATERIAL_TAU_PP
 from perfdiff.ranks.part import RankPart, cycle_columns, excess_kind
-from perfdiff.ranks.records import (RankCycle, RankFinding, RankRow, RankVerdict, RankVerdictCode, ScopeCode, Straggler,
-                                    StragglerCode)
+from perfdiff.ranks.records import (CollectiveTime, RankCycle, RankFinding, RankRow, RankVerdict, RankVerdictCode,
+                                    ScopeCode, Straggler, StragglerCode)
 
-__all__ = ["RankTest", "findings_across", "job_cycle", "rank_rows", "rank_tests", "rank_verdict", "with_q"]
+__all__ = ["RankTest", "findings_across", "job_cycle", "job_cycle_per_iteration", "rank_rows", "rank_tests",
+           "rank_verdict", "with_q"]
 
 NS_PER_US = 1e3
 VERDICT_FINDINGS = 5  # findings the verdict names; the report lists them all
@@ -118,32 +119,47 @@ def findings_across(tests: list[RankTest], world: int, alpha: float) -> list[Ran
     return out
 
 
-def rank_verdict(findings: list[RankFinding], stragglers: tuple[Straggler, Straggler]) -> list[RankVerdict]:
-    """What changed across ranks: a new straggler in the abnormal run first, then the
-    findings (all ranks, or the ranks named)."""
+def rank_verdict(findings: list[RankFinding], stragglers: tuple[Straggler, Straggler], *,
+                 collectives: CollectiveTime | None = None, cycle: RankCycle | None = None,
+                 compared: tuple[int, ...] = (), left_out: tuple[int, ...] = (),
+                 alpha: float = 0.05) -> list[RankVerdict]:
+    """What changed across the `compared` ranks: a new straggler in the abnormal run first, then
+    a change of the collectives' own time on every rank, then the findings (all ranks, or the
+    ranks named).  With none of these: the job's cycle changed unexplained when it changed
+    significantly and materially, else no change.  `left_out`: the abnormal run's ranks not
+    compared."""
     out = []
     sn, sa = stragglers
+    world = len(compared) or len(sa.waits)
     if sa.code == StragglerCode.CULPRIT and not (sn.code == StragglerCode.CULPRIT and sn.culprit == sa.culprit
                                                  and not sa.skew_us > 2.0 * sn.skew_us):
         others = [w.wait_us for w in sa.waits if w.rank != sa.culprit]
         out.append(RankVerdict(RankVerdictCode.STRAGGLER, (int(sa.culprit),), len(sa.waits), excess=sa.excess,
                                size_us=float(np.median(others)) if others else math.nan))
+    if collectives is not None and collectives.changed:
+        out.append(RankVerdict(RankVerdictCode.COLLECTIVES, tuple(compared), world, size_us=collectives.delta_us,
+                               tau_pp=collectives.tau_pp, others=tuple(left_out)))
     for f in findings[:VERDICT_FINDINGS]:
         code = RankVerdictCode.ALL_RANKS if f.code == ScopeCode.ALL_RANKS else RankVerdictCode.SOME_RANKS
         out.append(RankVerdict(code, f.ranks, f.world, function=f.function, size_us=f.delta_us, tau_pp=f.tau_pp))
+    if not out and cycle is not None and cycle.p <= alpha and abs(cycle.change_pct) >= MATERIAL_TAU_PP:
+        out.append(RankVerdict(RankVerdictCode.UNEXPLAINED, tuple(compared), world,
+                               size_us=cycle.median_a_us - cycle.median_n_us, others=tuple(left_out)))
     if not out:
-        out.append(RankVerdict(RankVerdictCode.NO_CHANGE, world=len(sa.waits)))
+        out.append(RankVerdict(RankVerdictCode.NO_CHANGE, tuple(compared), world))
     return out
+
+
+def job_cycle_per_iteration(parts: list[RankPart], iters: np.ndarray) -> np.ndarray:
+    """Per iteration of `iters`, the median over `parts` of their cycle time (µs)."""
+    return np.median(np.stack([p.dur_ns[cycle_columns(p, iters)] for p in parts]), axis=0) / NS_PER_US
 
 
 def job_cycle(pairs: list[tuple[RankPart, RankPart]], iters: tuple[np.ndarray, np.ndarray]) -> RankCycle:
     """The job's cycle time in each run (the median over ranks per iteration, see RankCycle)
     and the test of its change."""
-    def per_iteration(parts: list[RankPart], it: np.ndarray) -> np.ndarray:
-        return np.median(np.stack([p.dur_ns[cycle_columns(p, it)] for p in parts]), axis=0) / NS_PER_US
-
-    n = per_iteration([pn for pn, _ in pairs], iters[0])
-    a = per_iteration([pa for _, pa in pairs], iters[1])
+    n = job_cycle_per_iteration([pn for pn, _ in pairs], iters[0])
+    a = job_cycle_per_iteration([pa for _, pa in pairs], iters[1])
     mn, ma = float(np.median(n)), float(np.median(a))
     res = stats.compare_samples(a, n, floor=T_FLOOR_US)
     return RankCycle(mn, ma, 100.0 * (ma / mn - 1.0) if mn > 0 else math.nan, float(res.p_mwu), len(n), len(a))

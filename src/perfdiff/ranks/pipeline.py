@@ -16,7 +16,9 @@ import numpy as np
 from perfdiff.errors import InputError
 from perfdiff.model.durations import parse_duration_ns
 from perfdiff.plan import plan_pair
-from perfdiff.ranks.across import findings_across, job_cycle, rank_rows, rank_tests, rank_verdict, with_q
+from perfdiff.ranks.across import (findings_across, job_cycle, job_cycle_per_iteration, rank_rows, rank_tests,
+                                   rank_verdict, with_q)
+from perfdiff.ranks.collectives import collective_time
 from perfdiff.ranks.discover import pair_ranks, rank_inputs, world_size
 from perfdiff.ranks.fanout import estimate_bytes, fanout
 from perfdiff.ranks.groups import UNKNOWN
@@ -61,8 +63,13 @@ def compare_ranks(normal: str | os.PathLike[str], abnormal: str | os.PathLike[st
         parts, work = fan.map_timed(load_part, tasks, batch=fan.batch_for(len(tasks)), plan=plan)
         clock.lap("ranks", len(tasks), work)
         workers_used = fan.workers
+    # The abnormal run's ranks not compared: in one run only, left out by --ranks, or declared
+    # by the world size and absent.
+    paired = {p.abnormal.rank for p in pairs}
+    left_out = tuple(sorted((set(range(world_size(ins_a))) | {i.rank for i in ins_a}) - paired))
     result = analyze_parts(parts[:len(pairs)], parts[len(pairs):], plan, alpha=alpha, notices=notices,
-                           worlds=(world_size(ins_n), world_size(ins_a)), workers=workers_used, pairs=pairs)
+                           worlds=(world_size(ins_n), world_size(ins_a)), workers=workers_used, pairs=pairs,
+                           left_out=left_out)
     clock.lap("analysis")
     return dataclasses.replace(result, phases=tuple(clock.phases))
 
@@ -81,8 +88,10 @@ class _Clock:
 
 
 def analyze_parts(parts_n: list[RankPart], parts_a: list[RankPart], plan, *, alpha: float,
-                  notices: list[RankNotice], worlds: tuple[int, int], workers: int, pairs) -> RankAnalysis:
-    """The analysis of the ranks' parts (pair i: parts_n[i] against parts_a[i])."""
+                  notices: list[RankNotice], worlds: tuple[int, int], workers: int, pairs,
+                  left_out: tuple[int, ...] = ()) -> RankAnalysis:
+    """The analysis of the ranks' parts (pair i: parts_n[i] against parts_a[i]); `left_out`:
+    the abnormal run's ranks not compared."""
     notices = list(notices)
     iters = []
     for side, parts in (("normal", parts_n), ("abnormal", parts_a)):
@@ -114,10 +123,13 @@ def analyze_parts(parts_n: list[RankPart], parts_a: list[RankPart], plan, *, alp
     pairs_parts = list(zip(parts_n, parts_a, strict=True))
     rows = rank_rows(pairs_parts, (iters[0], iters[1]), tests, stragglers, alpha)
     findings = findings_across(tests, len(pairs_parts), alpha)
-    verdict = rank_verdict(findings, stragglers)
+    cycle = job_cycle(pairs_parts, (iters[0], iters[1]))
+    coll = collective_time(parts_n, parts_a, iters[0], iters[1], job_cycle_per_iteration(parts_a, iters[1]), alpha)
+    verdict = rank_verdict(findings, stragglers, collectives=coll, cycle=cycle, alpha=alpha, left_out=left_out,
+                           compared=tuple(p.input.rank for p in parts_n))
     return RankAnalysis(pairs=tuple(pairs), world_n=worlds[0], world_a=worlds[1], plan=plan, rows=tuple(rows),
                         stragglers=stragglers, findings=tuple(findings), verdict=tuple(verdict), alpha=alpha,
-                        workers=workers, notices=tuple(notices), cycle=job_cycle(pairs_parts, (iters[0], iters[1])),
+                        workers=workers, notices=tuple(notices), cycle=cycle, collectives=coll,
                         iterations=((int(iters[0][0]), int(iters[0][-1])), (int(iters[1][0]), int(iters[1][-1]))))
 
 

@@ -192,7 +192,9 @@ class RankVerdictCode(str, Enum):
     STRAGGLER = "straggler"  # one rank makes the others wait in the abnormal run
     ALL_RANKS = "all-ranks"  # a function changed on every rank
     SOME_RANKS = "some-ranks"  # a function changed on the named ranks only
-    NO_CHANGE = "no-change"  # nothing significant and material on any rank
+    COLLECTIVES = "collectives"  # the collectives' own time changed on every rank compared (not a wait for one)
+    UNEXPLAINED = "unexplained"  # the job's cycle changed, and nothing above explains it
+    NO_CHANGE = "no-change"  # nothing significant and material on any rank, nor in the job's cycle
 
     def __str__(self) -> str:
         return self.value
@@ -201,7 +203,10 @@ class RankVerdictCode(str, Enum):
 @dataclass(frozen=True)
 class RankVerdict:
     """One statement of the verdict: `ranks` it concerns, the function (findings) or the
-    excess kind (straggler), and its size (µs per cycle: Δ own time, or the others' wait)."""
+    excess kind (straggler), and its size (µs per cycle: Δ own time, the others' wait, or Δ
+    of the collectives' own time; UNEXPLAINED: Δ of the job's cycle).  `others`: the
+    abnormal run's ranks left out of the comparison (COLLECTIVES: they may be the ones
+    arriving late)."""
 
     code: RankVerdictCode
     ranks: tuple[int, ...] = ()
@@ -210,6 +215,7 @@ class RankVerdict:
     excess: ExcessKind | None = None
     size_us: float = math.nan
     tau_pp: float = math.nan
+    others: tuple[int, ...] = ()
 
 
 class RankNoticeCode(str, Enum):
@@ -249,6 +255,25 @@ class RankCycle:
 
 
 @dataclass(frozen=True)
+class CollectiveTime:
+    """The collectives' own time per cycle in each run: a rank's NCCL kernel time less its wait
+    for the other ranks compared (the transfer, and any wait for ranks not compared), per
+    iteration the median over ranks; then the mean over iterations (µs).  `delta_us`: A − N;
+    `tau_pp`: of the abnormal job cycle; `p`: Mann–Whitney of the per-iteration medians;
+    `changed`: significant at the comparison's α and material as a function's change is.
+    NaN, with `reason`, when a run has no NCCL kernels."""
+
+    mean_n_us: float
+    mean_a_us: float
+    delta_us: float
+    tau_pp: float
+    p: float
+    cliffs_delta: float
+    changed: bool = False
+    reason: str = ""
+
+
+@dataclass(frozen=True)
 class Phase:
     """The wall time (s) one phase of a multi-rank comparison took in this process: "start"
     (find and pair the ranks, start or reach the cluster), "plan" (the reference ranks),
@@ -282,4 +307,5 @@ class RankAnalysis:
     # (first, last) iteration every rank of the run has: ProfilerStep numbers, else ordinals
     iterations: tuple[tuple[int, int], tuple[int, int]] = ((0, 0), (0, 0))
     cycle: RankCycle | None = None  # the job's cycle time (the --fail-on gate)
+    collectives: CollectiveTime | None = None  # the collectives' own time, beyond waiting for one another
     phases: tuple[Phase, ...] = ()

@@ -18,7 +18,7 @@ from perfdiff.version import __version__
 __all__ = ["RANKS_FORMAT", "rank_json", "rank_markdown", "ranks_text"]
 
 RANKS_FORMAT = "perfdiff-rank-comparison"
-RANKS_FORMAT_VERSION = 1
+RANKS_FORMAT_VERSION = 2
 MAX_WAIT_ROWS = 16  # ranks listed per straggler table (the least waiting first)
 MAX_RANK_ROWS = 32  # more ranks: the rank table shows the notable ones, the full table collapsed
 SOURCE_WORDS = {IdentitySource.TRACE: "trace", IdentitySource.ENVIRONMENT: "launcher variables",
@@ -50,11 +50,36 @@ def verdict_line(v: RankVerdict) -> str:
         where = f"; its excess is in **{EXCESS_WORDS[v.excess]}**" if v.excess else "; what it spends it in is unknown"
         return (f"**straggler: rank {v.ranks[0]}**: the other ranks wait {fmt_time_us(v.size_us)} per cycle (median) "
                 f"in collectives for it{where}.")
+    if v.code == RankVerdictCode.COLLECTIVES:
+        word = "slower" if v.size_us > 0 else "faster"
+        scope = f"{ranks_text(v.ranks, v.world)} compared" if v.world > 1 else f"rank {v.ranks[0]}, the one compared"
+        beyond = ", beyond waiting for one another" if v.world > 1 else ""
+        line = (f"**collectives {word} on {scope}**: {_per_cycle(v.size_us)} ({fmt_signed(v.tau_pp)} pp of the "
+                f"abnormal cycle) of their own time{beyond}.")
+        if v.size_us <= 0:
+            return line
+        if v.others:
+            verb = "arrives" if len(v.others) == 1 else "arrive"
+            return (f"{line} Either the collective itself takes longer (network, NVLink, NCCL's settings, other "
+                    f"traffic), or {_left_out(v.others)}, not compared, {verb} late.")
+        return f"{line} The collective itself takes longer: network, NVLink, NCCL's settings, other traffic."
+    if v.code == RankVerdictCode.UNEXPLAINED:
+        left = f"; {_left_out(v.others)} were not compared" if v.others else ""
+        return (f"**the job's cycle changed ({_per_cycle(v.size_us)}), unexplained on the ranks compared**: no "
+                "straggler, no change of the collectives' own time and no function of the ranks' own changed "
+                "significantly and materially; waits (synchronisation) are not read as causes, and a change "
+                f"spread thinly over many functions stays below the threshold{left}.")
     if v.code == RankVerdictCode.NO_CHANGE:
-        return f"**no change on any rank**: nothing significant and material on the {v.world} ranks compared."
+        compared = "the rank compared" if v.world == 1 else f"the {v.world} ranks compared"
+        return f"**no change on any rank**: nothing significant and material on {compared}, nor in the job's cycle."
     word = "slower" if v.size_us > 0 else "faster"
     return (f"**{word} on {ranks_text(v.ranks, v.world)}**: **{md_name(v.function or '', 80)}** "
             f"({_per_cycle(v.size_us)}, {fmt_signed(v.tau_pp)} pp of the abnormal cycle).")
+
+
+def _left_out(ranks: tuple[int, ...]) -> str:
+    listed = ", ".join(str(r) for r in ranks[:16]) + (" …" if len(ranks) > 16 else "")
+    return f"rank {listed}" if len(ranks) == 1 else f"ranks {listed}"
 
 
 def finding_line(f: RankFinding, alpha: float) -> str:
@@ -213,6 +238,12 @@ def rank_markdown(a: RankAnalysis, labels: tuple[str, str]) -> str:
         out += [f"**{'N: normal' if s.side == 'normal' else 'A: abnormal'} run.** {straggler_text(s)}", ""]
         out += _wait_table(s) + ([""] if s.waits else [])
         out += _group_table(s) + ([""] if s.groups else [])
+    if a.collectives is not None:
+        k = a.collectives
+        own = (f"N {fmt_time_us(k.mean_n_us)}, A {fmt_time_us(k.mean_a_us)} ({_per_cycle(k.delta_us)}, "
+               f"{fmt_signed(k.tau_pp)} pp, Mann–Whitney p {fmt_p(k.p)})" if not k.reason else md_escape(k.reason))
+        out += ["**The collectives' own time** per cycle, beyond the waits above (each rank's NCCL kernels less its "
+                f"wait for the others compared; per iteration the median over ranks, then the mean): {own}.", ""]
     out += ["## 3. Findings Across Ranks", ""]
     if a.findings:
         out += [f"{i}. {finding_line(f, a.alpha)}" for i, f in enumerate(a.findings, 1)] + [""]

@@ -1,0 +1,64 @@
+"""The collectives' own time in each run: what their NCCL kernels take beyond waiting for the
+other ranks compared.
+
+A rank's NCCL kernel lasts its wait for the last rank to arrive plus the collective's own
+time: the transfer, and any wait for ranks that are not in the comparison.  The straggler
+analysis reads the first part (perfdiff.ranks.straggler.cycle_waits); this module tests the
+second, which the per-rank tests leave aside (collectives are symptoms there, not causes).  It
+grows on every rank alike when the network, NVLink or NCCL's settings make the transfer slower,
+or when a rank left out of the comparison arrives late; a straggler among the ranks compared
+leaves it unchanged (docs/STATISTICS.md, ranks).
+
+Per cycle and rank: the rank's NCCL kernel time less its wait; per iteration the median over
+ranks; the two runs' series are tested as the job's cycle time is (Mann–Whitney, Cliff's δ).
+"""
+from __future__ import annotations
+
+import math
+
+import numpy as np
+
+from perfdiff import stats
+from perfdiff.analyze.compare import T_FLOOR_US
+from perfdiff.analyze.findings import MATERIAL_DELTA, MATERIAL_TAU_PP
+from perfdiff.ranks.part import RankPart, cycle_columns
+from perfdiff.ranks.records import CollectiveTime
+from perfdiff.ranks.straggler import cycle_waits
+
+__all__ = ["collective_time"]
+
+NS_PER_US = 1e3
+
+
+def _own_per_iteration(parts: list[RankPart], iters: np.ndarray) -> np.ndarray:
+    """Per iteration of `iters`, the median over `parts` of a rank's collective time less its
+    wait for the others (µs)."""
+    waits = cycle_waits(parts, iters)
+    own = []
+    for p in parts:
+        per_cycle = np.bincount(p.coll_cycle, weights=p.coll_dur_ns.astype(np.float64), minlength=len(p.dur_ns))
+        coll = per_cycle[cycle_columns(p, iters)] / NS_PER_US
+        r = p.input.rank
+        wait = (waits[r].reindex(iters, fill_value=0.0).to_numpy() if r in waits.columns
+                else np.zeros(len(iters)))
+        own.append(coll - wait)
+    return np.median(np.stack(own), axis=0)
+
+
+def collective_time(parts_n: list[RankPart], parts_a: list[RankPart], iters_n: np.ndarray, iters_a: np.ndarray,
+                    cycle_a_us: np.ndarray, alpha: float) -> CollectiveTime:
+    """The collectives' own time in each run and its change (see the module docstring);
+    `cycle_a_us`: the abnormal job cycle per iteration (µs), the denominator of τ."""
+    if not any(len(p.coll_cycle) for p in parts_n) or not any(len(p.coll_cycle) for p in parts_a):
+        side = "normal" if not any(len(p.coll_cycle) for p in parts_n) else "abnormal"
+        return CollectiveTime(math.nan, math.nan, math.nan, math.nan, math.nan, math.nan,
+                              reason=f"the {side} run has no NCCL kernels")
+    n = _own_per_iteration(parts_n, iters_n)
+    a = _own_per_iteration(parts_a, iters_a)
+    res = stats.compare_samples(a, n, floor=T_FLOOR_US, alpha=alpha)
+    delta = float(a.mean() - n.mean())
+    tau = 100.0 * delta / float(np.mean(cycle_a_us))
+    d = float(res.cliffs_delta)
+    changed = (float(res.p_mwu) <= alpha and abs(tau) >= MATERIAL_TAU_PP
+               and not (math.isfinite(d) and abs(d) < MATERIAL_DELTA))
+    return CollectiveTime(float(n.mean()), float(a.mean()), delta, tau, float(res.p_mwu), d, changed=changed)

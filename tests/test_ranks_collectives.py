@@ -1,0 +1,95 @@
+"""The collectives' own time across ranks (perfdiff.ranks.collectives) and the verdict it
+feeds: a slower transfer on every rank, a straggler left out of the comparison, a straggler
+inside it (its victims' longer kernels are waits, not a slower collective), null pairs; and
+the verdict's last resorts (unexplained, no change) on literal records."""
+from __future__ import annotations
+
+import math
+import sys
+from pathlib import Path
+
+import pytest
+
+from conftest import ROOT
+from perfdiff.ranks import RankVerdictCode, StragglerCode, compare_ranks
+from perfdiff.ranks.across import rank_verdict
+from perfdiff.ranks.records import RankCycle, Straggler
+from perfdiff.render.ranks import rank_markdown, verdict_line
+
+sys.path.insert(0, str(ROOT / "bench"))
+import gen_ranks  # noqa: E402
+
+SMALL = dict(ranks=4, kernels=1_200, steps=16, collectives=3)
+
+
+def _compare(tmp: Path, seed: int = 1, ranks: str | None = None, abnormal_file: str | None = None, **plant):
+    n, a = gen_ranks.generate(tmp, fmt="kineto", plant=gen_ranks.Plant(**plant), seed=seed, **SMALL)
+    if abnormal_file:
+        a = a / abnormal_file
+    return compare_ranks(n, a, ranks=ranks, workers=1, processes=False), (str(n), str(a))
+
+
+def test_a_slower_transfer_on_every_rank_is_the_collectives(tmp_path: Path) -> None:
+    """Every all-reduce's transfer ×3: no straggler, no function of the ranks' own; the
+    collectives' own time grew by what was planted on all ranks."""
+    res, labels = _compare(tmp_path, xfer_factor=3.0)
+    assert [v.code for v in res.verdict] == [RankVerdictCode.COLLECTIVES]
+    v = res.verdict[0]
+    assert v.ranks == (0, 1, 2, 3) and v.others == () and res.stragglers[1].code != StragglerCode.CULPRIT
+    planted = gen_ranks.XFER_US * 2.0 * SMALL["collectives"]  # µs more per cycle
+    assert res.collectives.changed and res.collectives.delta_us == pytest.approx(planted, rel=0.1)
+    text = rank_markdown(res, labels)
+    assert "**collectives slower on all 4 ranks compared**" in text and "not compared" not in text
+
+
+@pytest.mark.parametrize("how", ["--ranks", "one file"])
+def test_a_straggler_left_out_is_named_as_a_possible_cause(tmp_path: Path, how: str) -> None:
+    """Rank 1 is the straggler but not compared: the ranks compared only wait longer in their
+    collectives; before, the verdict read "no change" beside a cycle 3× longer."""
+    if how == "--ranks":
+        res, labels = _compare(tmp_path, straggler=1, ranks="0,2-3")
+        compared, left = (0, 2, 3), (1,)
+    else:
+        res, labels = _compare(tmp_path, straggler=1, abnormal_file="rank-0.json")
+        compared, left = (0,), (1, 2, 3)
+    assert [v.code for v in res.verdict] == [RankVerdictCode.COLLECTIVES]
+    assert res.verdict[0].ranks == compared and res.verdict[0].others == left and res.collectives.tau_pp > 50
+    line = verdict_line(res.verdict[0])
+    assert ("or rank 1, not compared, arrives late" in line if how == "--ranks"
+            else "or ranks 1, 2, 3, not compared, arrive late" in line)
+
+
+def test_a_straggler_compared_leaves_the_collectives_own_time(tmp_path: Path) -> None:
+    """Its victims' NCCL kernels grow by their wait for it: that is the straggler, not a
+    slower collective."""
+    res, _ = _compare(tmp_path, straggler=2)
+    assert res.verdict[0].code == RankVerdictCode.STRAGGLER
+    assert RankVerdictCode.COLLECTIVES not in [v.code for v in res.verdict]
+    assert not res.collectives.changed and abs(res.collectives.tau_pp) < 1.0
+
+
+def test_null_pairs_stay_quiet(tmp_path: Path) -> None:
+    """Eight null pairs (other seeds): the collectives' own time never reads as changed."""
+    for seed in range(2, 10):
+        res, _ = _compare(tmp_path / str(seed), seed=seed)
+        assert not res.collectives.changed, seed
+        assert [v.code for v in res.verdict] == [RankVerdictCode.NO_CHANGE], seed
+
+
+def _straggler(side: str) -> Straggler:
+    return Straggler(side=side, code=StragglerCode.NO_SKEW, culprit=None, cycles=40, collectives=4, skew_us=10.0,
+                     p_last=0.5, waits=())
+
+
+def test_a_cycle_change_nothing_explains_is_not_no_change() -> None:
+    stragglers = (_straggler("normal"), _straggler("abnormal"))
+    grew = RankCycle(10_000.0, 12_000.0, 20.0, 1e-6, 40, 40)
+    out = rank_verdict([], stragglers, cycle=grew, compared=(0, 1), left_out=(2,))
+    assert [v.code for v in out] == [RankVerdictCode.UNEXPLAINED] and out[0].size_us == 2_000.0
+    assert "unexplained on the ranks compared" in verdict_line(out[0]) and "rank 2 were not" in verdict_line(out[0])
+    # Not significant, or not material (under 1 %): no change, on the ranks compared.
+    for cycle in (RankCycle(10_000.0, 12_000.0, 20.0, 0.3, 40, 40), RankCycle(10_000.0, 10_050.0, 0.5, 1e-6, 40, 40)):
+        out = rank_verdict([], stragglers, cycle=cycle, compared=(0,))
+        assert [v.code for v in out] == [RankVerdictCode.NO_CHANGE] and out[0].world == 1
+        assert "on the rank compared, nor in the job's cycle" in verdict_line(out[0])
+    assert math.isnan(out[0].size_us)
