@@ -73,6 +73,9 @@ def test_one_export_with_a_process_per_rank(tmp_path: Path, scheduler: str) -> N
     assert not any(x.code == RankNoticeCode.IDENTITY_DIFFERS for x in res.notices)
     assert [p.normal.pid for p in res.pairs] == [4000, 4001, 4002, 4003]
     assert res.stragglers[1].culprit == 1
+    # The directories that hold the exports read the same (they compared rank 0 only).
+    again = compare_ranks(n, a, ranks="all", scheduler=scheduler)
+    assert [p.normal.pid for p in again.pairs] == [4000, 4001, 4002, 4003] and again.stragglers[1].culprit == 1
 
 
 def test_a_kernel_slowed_on_every_rank_is_one_finding(tmp_path: Path, scheduler: str) -> None:

@@ -120,11 +120,14 @@ def _export_ranks(p: Path) -> list[RankInput]:
 
 def rank_inputs(path: str | Path, *, split_processes: bool = False) -> list[RankInput]:
     """The ranks of one run, sorted by rank.  `path`: a directory of rank traces or bundles,
-    or (with `split_processes`) one nsys export whose processes are the ranks.  A single input
+    or (with `split_processes`) one nsys export whose processes are the ranks, or a directory
+    holding only that export.  A single input
     is one rank.  Raises InputError when two inputs claim one rank."""
     p = Path(path)
     if not p.exists():
         raise InputError("no such file or directory", path=p)
+    if split_processes and p.is_dir() and len(inside := _members(p)) == 1 and inside[0].is_file():
+        p = inside[0]  # a directory holding the one export of the run
     if p.is_file() and trace_kind(p) == "nsys" and split_processes:
         found = _export_ranks(p)
         if found:
