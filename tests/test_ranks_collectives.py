@@ -13,7 +13,7 @@ import pytest
 from conftest import ROOT
 from perfdiff.ranks import RankVerdictCode, StragglerCode, compare_ranks
 from perfdiff.ranks.across import rank_verdict
-from perfdiff.ranks.records import RankCycle, Straggler
+from perfdiff.ranks.records import CollectiveTime, RankCycle, Straggler
 from perfdiff.render.ranks import rank_markdown, verdict_line
 
 sys.path.insert(0, str(ROOT / "bench"))
@@ -54,9 +54,53 @@ def test_a_straggler_left_out_is_named_as_a_possible_cause(tmp_path: Path, how: 
         compared, left = (0,), (1, 2, 3)
     assert [v.code for v in res.verdict] == [RankVerdictCode.COLLECTIVES]
     assert res.verdict[0].ranks == compared and res.verdict[0].others == left and res.collectives.tau_pp > 50
-    line = verdict_line(res.verdict[0])
-    assert ("or rank 1, not compared, arrives late" in line if how == "--ranks"
-            else "or ranks 1, 2, 3, not compared, arrive late" in line)
+    line = verdict_line(res.verdict[0], res.collectives)
+    assert line.startswith("**more time in collectives on ")  # not "slower": the likelier cause is the rank
+    assert ("Either the abnormal run's rank 1, not compared, arrives late" in line if how == "--ranks"
+            else "Either the abnormal run's ranks 1, 2 and 3, not compared, arrive late" in line)
+
+
+@pytest.mark.parametrize("fmt,tp", [("nsys", 1), ("kineto", 2), ("nsys", 2)])
+def test_a_slower_transfer_in_other_forms(tmp_path: Path, fmt: str, tp: int) -> None:
+    """nsys exports, and tensor × data parallel communicators (named in the Kineto args and in
+    NCCL's NVTX payloads): the own time is each communicator's, summed."""
+    n, a = gen_ranks.generate(tmp_path, fmt=fmt, plant=gen_ranks.Plant(xfer_factor=3.0), tp=tp, **SMALL)
+    res = compare_ranks(n, a, workers=1, processes=False)
+    per_cycle = SMALL["collectives"] + (1 if tp > 1 else 0)  # tp > 1: one more all-reduce per step
+    assert [v.code for v in res.verdict] == [RankVerdictCode.COLLECTIVES]
+    assert res.collectives.delta_us == pytest.approx(gen_ranks.XFER_US * 2.0 * per_cycle, rel=0.1)
+    assert res.collectives.count_n == res.collectives.count_a == per_cycle
+
+
+def test_more_collectives_per_cycle_are_not_called_slower(tmp_path: Path) -> None:
+    """Twice as many all-reduces of the same size (a job change: bucket sizes, sharding): the
+    own time doubles, and the verdict says it is their number."""
+    n, _ = gen_ranks.generate(tmp_path / "four", fmt="kineto", **SMALL)
+    _, a = gen_ranks.generate(tmp_path / "six", fmt="kineto", **{**SMALL, "collectives": 6})
+    res = compare_ranks(n, a, workers=1, processes=False)
+    assert [v.code for v in res.verdict] == [RankVerdictCode.COLLECTIVES]
+    assert (res.collectives.count_n, res.collectives.count_a) == (3, 6)
+    line = verdict_line(res.verdict[0], res.collectives)
+    assert line.startswith("**more time in collectives on all 4 ranks compared**") and "slower" not in line
+    assert "A cycle holds 3 → 6 collectives, each " in line and "the job issues more or fewer of them" in line
+    c = res.collectives
+    assert c.mean_n_us / c.count_n == pytest.approx(gen_ranks.XFER_US, rel=0.05)
+    assert c.mean_a_us / c.count_a == pytest.approx(gen_ranks.XFER_US, rel=0.05)
+
+
+def test_ranks_left_out_are_named_as_the_abnormal_runs(tmp_path: Path) -> None:
+    """Paired by --ranks 0:4,…: the ranks left out are numbered as the abnormal run numbers
+    them, and said so; a straggler that only relays a wait for them is not given an excess."""
+    n, a = gen_ranks.generate(tmp_path / "eight", fmt="kineto", plant=gen_ranks.Plant(straggler=1),
+                              **{**SMALL, "ranks": 8})
+    res = compare_ranks(n, a, ranks="0:4,1:5,2:6,3:7", workers=1, processes=False)
+    assert res.verdict[0].code == RankVerdictCode.COLLECTIVES and res.verdict[0].others == (0, 1, 2, 3)
+    assert "Either the abnormal run's ranks 0, 1, 2 and 3, not compared, arrive late" in verdict_line(res.verdict[0])
+    n, a = gen_ranks.generate(tmp_path / "tp", fmt="kineto", plant=gen_ranks.Plant(straggler=1), tp=2, **SMALL)
+    res = compare_ranks(n, a, ranks="0,2-3", workers=1, processes=False)
+    s = res.verdict[0]
+    assert s.code == RankVerdictCode.STRAGGLER and s.ranks == (0,) and s.excess is None and s.others == (1,)
+    assert "rank 0 may only pass on a wait for it" in verdict_line(s)
 
 
 def test_a_straggler_compared_leaves_the_collectives_own_time(tmp_path: Path) -> None:
@@ -86,7 +130,9 @@ def test_a_cycle_change_nothing_explains_is_not_no_change() -> None:
     grew = RankCycle(10_000.0, 12_000.0, 20.0, 1e-6, 40, 40)
     out = rank_verdict([], stragglers, cycle=grew, compared=(0, 1), left_out=(2,))
     assert [v.code for v in out] == [RankVerdictCode.UNEXPLAINED] and out[0].size_us == 2_000.0
-    assert "unexplained on the ranks compared" in verdict_line(out[0]) and "rank 2 were not" in verdict_line(out[0])
+    line = verdict_line(out[0], CollectiveTime(*[math.nan] * 6, reason="neither run has NCCL kernels"))
+    assert "unexplained on the ranks compared" in line and "The abnormal run's rank 2 was not compared" in line
+    assert "(the collectives' own time is not measured: neither run has NCCL kernels)" in line
     # Not significant, or not material (under 1 %): no change, on the ranks compared.
     for cycle in (RankCycle(10_000.0, 12_000.0, 20.0, 0.3, 40, 40), RankCycle(10_000.0, 10_050.0, 0.5, 1e-6, 40, 40)):
         out = rank_verdict([], stragglers, cycle=cycle, compared=(0,))

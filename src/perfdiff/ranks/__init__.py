@@ -20,6 +20,7 @@ __all__ = ["CollectiveTime", "ExcessKind", "GroupCode", "GroupStraggler", "Ident
            "RankFinding", "RankNotice", "RankNoticeCode", "RankRow", "RankVerdict", "RankVerdictCode", "ScopeCode",
            "Straggler", "StragglerCode", "compare_ranks", "is_multi_rank"]
 
+
 def compare_ranks(*args, **kwargs) -> RankAnalysis:
     """perfdiff.ranks.pipeline.compare_ranks (imported on first use: it imports the analysis)."""
     if kwargs.get("scheduler") is None and kwargs.get("processes", True):

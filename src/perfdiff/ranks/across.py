@@ -21,11 +21,12 @@ from perfdiff.ranks.part import RankPart, cycle_columns, excess_kind
 from perfdiff.ranks.records import (CollectiveTime, RankCycle, RankFinding, RankRow, RankVerdict, RankVerdictCode,
                                     ScopeCode, Straggler, StragglerCode)
 
-__all__ = ["RankTest", "findings_across", "job_cycle", "job_cycle_per_iteration", "rank_rows", "rank_tests",
+__all__ = ["MATERIAL_CYCLE_PCT", "NS_PER_US", "RankTest", "findings_across", "job_cycle", "job_cycle_per_iteration", "rank_rows", "rank_tests",
            "rank_verdict", "with_q"]
 
 NS_PER_US = 1e3
 VERDICT_FINDINGS = 5  # findings the verdict names; the report lists them all
+MATERIAL_CYCLE_PCT = 1.0  # a job cycle that changed by less is no change to explain
 
 
 @dataclass(frozen=True)
@@ -135,14 +136,14 @@ def rank_verdict(findings: list[RankFinding], stragglers: tuple[Straggler, Strag
                                                  and not sa.skew_us > 2.0 * sn.skew_us):
         others = [w.wait_us for w in sa.waits if w.rank != sa.culprit]
         out.append(RankVerdict(RankVerdictCode.STRAGGLER, (int(sa.culprit),), len(sa.waits), excess=sa.excess,
-                               size_us=float(np.median(others)) if others else math.nan))
+                               size_us=float(np.median(others)) if others else math.nan, others=tuple(left_out)))
     if collectives is not None and collectives.changed:
         out.append(RankVerdict(RankVerdictCode.COLLECTIVES, tuple(compared), world, size_us=collectives.delta_us,
                                tau_pp=collectives.tau_pp, others=tuple(left_out)))
     for f in findings[:VERDICT_FINDINGS]:
         code = RankVerdictCode.ALL_RANKS if f.code == ScopeCode.ALL_RANKS else RankVerdictCode.SOME_RANKS
         out.append(RankVerdict(code, f.ranks, f.world, function=f.function, size_us=f.delta_us, tau_pp=f.tau_pp))
-    if not out and cycle is not None and cycle.p <= alpha and abs(cycle.change_pct) >= MATERIAL_TAU_PP:
+    if not out and cycle is not None and cycle.p <= alpha and abs(cycle.change_pct) >= MATERIAL_CYCLE_PCT:
         out.append(RankVerdict(RankVerdictCode.UNEXPLAINED, tuple(compared), world,
                                size_us=cycle.median_a_us - cycle.median_n_us, others=tuple(left_out)))
     if not out:

@@ -21,44 +21,47 @@ import numpy as np
 from perfdiff import stats
 from perfdiff.analyze.compare import T_FLOOR_US
 from perfdiff.analyze.findings import MATERIAL_DELTA, MATERIAL_TAU_PP
+from perfdiff.ranks.across import NS_PER_US
 from perfdiff.ranks.part import RankPart, cycle_columns
 from perfdiff.ranks.records import CollectiveTime
 from perfdiff.ranks.straggler import cycle_waits
 
 __all__ = ["collective_time"]
 
-NS_PER_US = 1e3
 
-
-def _own_per_iteration(parts: list[RankPart], iters: np.ndarray) -> np.ndarray:
+def _per_iteration(parts: list[RankPart], iters: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """Per iteration of `iters`, the median over `parts` of a rank's collective time less its
-    wait for the others (µs)."""
+    wait for the others (µs), and of its number of collectives."""
     waits = cycle_waits(parts, iters)
-    own = []
+    own, count = [], []
     for p in parts:
+        cols = cycle_columns(p, iters)
         per_cycle = np.bincount(p.coll_cycle, weights=p.coll_dur_ns.astype(np.float64), minlength=len(p.dur_ns))
-        coll = per_cycle[cycle_columns(p, iters)] / NS_PER_US
         r = p.input.rank
         wait = (waits[r].reindex(iters, fill_value=0.0).to_numpy() if r in waits.columns
                 else np.zeros(len(iters)))
-        own.append(coll - wait)
-    return np.median(np.stack(own), axis=0)
+        own.append(per_cycle[cols] / NS_PER_US - wait)
+        count.append(np.bincount(p.coll_cycle, minlength=len(p.dur_ns))[cols])
+    return np.median(np.stack(own), axis=0), np.median(np.stack(count), axis=0)
 
 
 def collective_time(parts_n: list[RankPart], parts_a: list[RankPart], iters_n: np.ndarray, iters_a: np.ndarray,
                     cycle_a_us: np.ndarray, alpha: float) -> CollectiveTime:
     """The collectives' own time in each run and its change (see the module docstring);
     `cycle_a_us`: the abnormal job cycle per iteration (µs), the denominator of τ."""
-    if not any(len(p.coll_cycle) for p in parts_n) or not any(len(p.coll_cycle) for p in parts_a):
-        side = "normal" if not any(len(p.coll_cycle) for p in parts_n) else "abnormal"
+    lack = [side for side, parts in (("normal", parts_n), ("abnormal", parts_a))
+            if not any(len(p.coll_cycle) for p in parts)]
+    if lack:
+        which = "neither run has" if len(lack) == 2 else f"the {lack[0]} run has"
         return CollectiveTime(math.nan, math.nan, math.nan, math.nan, math.nan, math.nan,
-                              reason=f"the {side} run has no NCCL kernels")
-    n = _own_per_iteration(parts_n, iters_n)
-    a = _own_per_iteration(parts_a, iters_a)
+                              reason=f"{which} NCCL kernels")
+    n, count_n = _per_iteration(parts_n, iters_n)
+    a, count_a = _per_iteration(parts_a, iters_a)
     res = stats.compare_samples(a, n, floor=T_FLOOR_US, alpha=alpha)
     delta = float(a.mean() - n.mean())
     tau = 100.0 * delta / float(np.mean(cycle_a_us))
-    d = float(res.cliffs_delta)
-    changed = (float(res.p_mwu) <= alpha and abs(tau) >= MATERIAL_TAU_PP
-               and not (math.isfinite(d) and abs(d) < MATERIAL_DELTA))
-    return CollectiveTime(float(n.mean()), float(a.mean()), delta, tau, float(res.p_mwu), d, changed=changed)
+    d, p = float(res.cliffs_delta), float(res.p_mwu)
+    changed = p <= alpha and abs(tau) >= MATERIAL_TAU_PP and not (math.isfinite(d) and abs(d) < MATERIAL_DELTA)
+    why = "; ".join(r for r in res.reasons if r.startswith("p_mwu")) if not math.isfinite(p) else ""
+    return CollectiveTime(float(n.mean()), float(a.mean()), delta, tau, p, d, changed=changed, reason=why,
+                          count_n=float(np.median(count_n)), count_a=float(np.median(count_a)))

@@ -261,7 +261,8 @@ class CollectiveTime:
     iteration the median over ranks; then the mean over iterations (µs).  `delta_us`: A − N;
     `tau_pp`: of the abnormal job cycle; `p`: Mann–Whitney of the per-iteration medians;
     `changed`: significant at the comparison's α and material as a function's change is.
-    NaN, with `reason`, when a run has no NCCL kernels."""
+    `count_n`, `count_a`: collectives per cycle (per iteration the median over ranks, then the
+    median).  NaN, with `reason`, when a run has no NCCL kernels (or p, too few cycles)."""
 
     mean_n_us: float
     mean_a_us: float
@@ -271,6 +272,8 @@ class CollectiveTime:
     cliffs_delta: float
     changed: bool = False
     reason: str = ""
+    count_n: float = math.nan
+    count_a: float = math.nan
 
 
 @dataclass(frozen=True)

@@ -188,12 +188,16 @@ def _none(side: str, cycles: int, why: str) -> Straggler:
 
 def _excess(parts: list[RankPart], c: int, iters: np.ndarray):
     """Per ExcessKind, the median over cycles of the culprit's own time minus the other
-    ranks' median (µs); the kind with the largest positive excess, or None and why."""
+    ranks' median (µs); the kind with the largest excess when it is material (at least
+    SKEW_FLOOR_US), else None and why."""
     per_rank = np.stack([p.excess_ns[:, cycle_columns(p, iters)] for p in parts]) / 1e3  # (ranks, kinds, cycles)
     others = np.delete(per_rank, c, axis=0)
     diff = np.median(per_rank[c] - np.median(others, axis=0), axis=1)
     excess = tuple((k, float(diff[i])) for i, k in enumerate(EXCESS_KINDS))
     best = int(np.argmax(diff))
-    if not diff[best] > 0:
-        return excess, None, "the culprit spends no more time than the others in any kind"
+    if not diff[best] >= SKEW_FLOOR_US:
+        # A rank that only passes on a wait (for a rank not compared, or behind a barrier) is
+        # late with no work of its own to show for it: naming its largest crumb would mislead.
+        return excess, None, (f"the culprit spends less than {SKEW_FLOOR_US:g} µs per cycle more than the others in "
+                              "every kind")
     return excess, EXCESS_KINDS[best], ""

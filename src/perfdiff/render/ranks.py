@@ -9,8 +9,9 @@ from pathlib import Path
 from typing import Any
 
 from perfdiff.model.schema import CycleSource
-from perfdiff.ranks.records import (ExcessKind, GroupCode, IdentitySource, RankAnalysis, RankFinding, RankNotice, RankNoticeCode, RankVerdict,
-                                    RankVerdictCode, ScopeCode, Straggler, StragglerCode)
+from perfdiff.ranks.records import (CollectiveTime, ExcessKind, GroupCode, IdentitySource, RankAnalysis, RankFinding,
+                                    RankNotice, RankNoticeCode, RankVerdict, RankVerdictCode, ScopeCode, Straggler,
+                                    StragglerCode)
 from perfdiff.render.text import fmt_num, fmt_p, fmt_signed, fmt_time_us, md_escape, md_name
 from perfdiff.render.wording import plan_text
 from perfdiff.version import __version__
@@ -45,30 +46,31 @@ def _per_cycle(us: float) -> str:
     return f"{'+' if us > 0 else ''}{fmt_time_us(us)} per cycle"
 
 
-def verdict_line(v: RankVerdict) -> str:
+def verdict_line(v: RankVerdict, coll: CollectiveTime | None = None) -> str:
+    """One verdict statement; `coll`: the analysis's collectives' own time (the counts of
+    collectives, and whether it was measured)."""
     if v.code == RankVerdictCode.STRAGGLER:
         where = f"; its excess is in **{EXCESS_WORDS[v.excess]}**" if v.excess else "; what it spends it in is unknown"
-        return (f"**straggler: rank {v.ranks[0]}**: the other ranks wait {fmt_time_us(v.size_us)} per cycle (median) "
+        line = (f"**straggler: rank {v.ranks[0]}**: the other ranks wait {fmt_time_us(v.size_us)} per cycle (median) "
                 f"in collectives for it{where}.")
+        if v.others and not v.excess:
+            line += (f" {_left_out(v.others).capitalize()} {_verb(v.others, 'was', 'were')} not compared: rank "
+                     f"{v.ranks[0]} may only pass on a wait for {_them(v.others)}; compare with `--ranks all`.")
+        return line
     if v.code == RankVerdictCode.COLLECTIVES:
-        word = "slower" if v.size_us > 0 else "faster"
-        scope = f"{ranks_text(v.ranks, v.world)} compared" if v.world > 1 else f"rank {v.ranks[0]}, the one compared"
-        beyond = ", beyond waiting for one another" if v.world > 1 else ""
-        line = (f"**collectives {word} on {scope}**: {_per_cycle(v.size_us)} ({fmt_signed(v.tau_pp)} pp of the "
-                f"abnormal cycle) of their own time{beyond}.")
-        if v.size_us <= 0:
-            return line
-        if v.others:
-            verb = "arrives" if len(v.others) == 1 else "arrive"
-            return (f"{line} Either the collective itself takes longer (network, NVLink, NCCL's settings, other "
-                    f"traffic), or {_left_out(v.others)}, not compared, {verb} late.")
-        return f"{line} The collective itself takes longer: network, NVLink, NCCL's settings, other traffic."
+        return _collectives_line(v, coll)
     if v.code == RankVerdictCode.UNEXPLAINED:
-        left = f"; {_left_out(v.others)} were not compared" if v.others else ""
-        return (f"**the job's cycle changed ({_per_cycle(v.size_us)}), unexplained on the ranks compared**: no "
-                "straggler, no change of the collectives' own time and no function of the ranks' own changed "
-                "significantly and materially; waits (synchronisation) are not read as causes, and a change "
-                f"spread thinly over many functions stays below the threshold{left}.")
+        measured = coll is not None and math.isfinite(coll.delta_us)
+        own = (", nor the collectives' own time," if measured
+               else f" (the collectives' own time is not measured: {md_escape(coll.reason)})" if coll else "")
+        line = (f"**the job's cycle changed ({_per_cycle(v.size_us)}), unexplained on the ranks compared**: no "
+                f"straggler and no function of their own{own} changed significantly and materially. Waits "
+                "(synchronisation) are not read as causes, and a change spread thinly over many functions stays "
+                "below the threshold.")
+        if v.others:
+            line += (f" {_left_out(v.others).capitalize()} {_verb(v.others, 'was', 'were')} not compared: the ranks "
+                     f"compared may be waiting for {_them(v.others)}.")
+        return line
     if v.code == RankVerdictCode.NO_CHANGE:
         compared = "the rank compared" if v.world == 1 else f"the {v.world} ranks compared"
         return f"**no change on any rank**: nothing significant and material on {compared}, nor in the job's cycle."
@@ -77,9 +79,47 @@ def verdict_line(v: RankVerdict) -> str:
             f"({_per_cycle(v.size_us)}, {fmt_signed(v.tau_pp)} pp of the abnormal cycle).")
 
 
+def _collectives_line(v: RankVerdict, coll: CollectiveTime | None) -> str:
+    scope = f"{ranks_text(v.ranks, v.world)} compared" if v.world > 1 else f"rank {v.ranks[0]}, the one compared"
+    longer = v.size_us > 0
+    counts = coll is not None and math.isfinite(coll.count_n) and math.isfinite(coll.count_a) and coll.count_n > 0 \
+        and coll.count_a > 0 and round(coll.count_n) != round(coll.count_a)
+    # "slower" asserts the collective itself; with other possible causes the headline stays neutral.
+    head = (f"{'more' if longer else 'less'} time in collectives" if counts or (longer and v.others)
+            else f"collectives {'slower' if longer else 'faster'}")
+    beyond = ", beyond waiting for one another" if v.world > 1 else ""
+    line = (f"**{head} on {scope}**: {_per_cycle(v.size_us)} ({fmt_signed(v.tau_pp)} pp of the abnormal cycle) of "
+            f"their own time{beyond}.")
+    itself = "the collectives themselves take longer (network, NVLink, NCCL's settings, other traffic, more data)"
+    if counts:
+        line += (f" A cycle holds {fmt_num(coll.count_n, 0)} → {fmt_num(coll.count_a, 0)} collectives, each "
+                 f"{fmt_time_us(coll.mean_n_us / coll.count_n)} → {fmt_time_us(coll.mean_a_us / coll.count_a)} of "
+                 "its own: the job issues more or fewer of them (bucket sizes, sharding, the model).")
+        itself = "the collectives changed"
+    if longer and v.others:
+        line += (f" Either {_left_out(v.others)}, not compared, {_verb(v.others, 'arrives', 'arrive')} late, or "
+                 f"{itself}; compare with `--ranks all` to tell which.")
+    elif longer and not counts:
+        line += f" {itself[0].upper()}{itself[1:]}."
+    return line
+
+
 def _left_out(ranks: tuple[int, ...]) -> str:
-    listed = ", ".join(str(r) for r in ranks[:16]) + (" …" if len(ranks) > 16 else "")
-    return f"rank {listed}" if len(ranks) == 1 else f"ranks {listed}"
+    """"the abnormal run's rank 1", "the abnormal run's ranks 1, 2 and 3" (numbers as that run
+    gives them: with --ranks N:A they differ from the normal run's)."""
+    listed = list(ranks[:16])
+    if len(listed) == 1:
+        return f"the abnormal run's rank {listed[0]}"
+    more = " …" if len(ranks) > 16 else ""
+    return f"the abnormal run's ranks {', '.join(str(r) for r in listed[:-1])} and {listed[-1]}{more}"
+
+
+def _verb(ranks: tuple[int, ...], one: str, many: str) -> str:
+    return one if len(ranks) == 1 else many
+
+
+def _them(ranks: tuple[int, ...]) -> str:
+    return "it" if len(ranks) == 1 else "them"
 
 
 def finding_line(f: RankFinding, alpha: float) -> str:
@@ -216,10 +256,10 @@ def _mapping(a: RankAnalysis) -> list[str]:
 
 def rank_markdown(a: RankAnalysis, labels: tuple[str, str]) -> str:
     """The report of a multi-rank comparison (`labels`: the normal and abnormal inputs)."""
-    world = len(a.pairs)
+    compared = f"{len(a.pairs)} rank{'s' if len(a.pairs) != 1 else ''} compared"
     out = [f"# Cross-Rank Comparison: {md_escape(Path(labels[0]).name)} vs {md_escape(Path(labels[1]).name)}", "",
            f"*perfdiff {__version__}* · N = normal run ({md_escape(labels[0])}, world size {a.world_n}) · "
-           f"A = abnormal run ({md_escape(labels[1])}, world size {a.world_a}) · {world} ranks compared, "
+           f"A = abnormal run ({md_escape(labels[1])}, world size {a.world_a}) · {compared}, "
            f"on {a.workers} Dask worker{'s' if a.workers != 1 else ''}", "",
            plan_text(a.plan).replace("Both runs are", "Every rank of both runs is")
            + f" Cycle k of every rank is the same iteration ({_iteration_words(a)}).", ""]
@@ -229,7 +269,7 @@ def rank_markdown(a: RankAnalysis, labels: tuple[str, str]) -> str:
                 f"{fmt_time_us(c.median_n_us)}, A {fmt_time_us(c.median_a_us)} ({fmt_signed(c.change_pct)} %, "
                 f"Mann–Whitney p {fmt_p(c.p)}).", ""]
     out += ["**Verdict:**", ""]
-    out += [f"- {verdict_line(v)}" for v in a.verdict] + [""]
+    out += [f"- {verdict_line(v, a.collectives)}" for v in a.verdict] + [""]
     out += ["## 1. Ranks", "", "Per rank: median cycle of each run, the function whose own time moved most "
             "(significant and material, in the direction of its cycle), and the median time per cycle it waits in "
             "collectives for the last rank.", ""] + _ranks_section(a)
@@ -240,8 +280,10 @@ def rank_markdown(a: RankAnalysis, labels: tuple[str, str]) -> str:
         out += _group_table(s) + ([""] if s.groups else [])
     if a.collectives is not None:
         k = a.collectives
-        own = (f"N {fmt_time_us(k.mean_n_us)}, A {fmt_time_us(k.mean_a_us)} ({_per_cycle(k.delta_us)}, "
-               f"{fmt_signed(k.tau_pp)} pp, Mann–Whitney p {fmt_p(k.p)})" if not k.reason else md_escape(k.reason))
+        p = f"Mann–Whitney p {fmt_p(k.p)}" if math.isfinite(k.p) else f"p n/a: {md_escape(k.reason)}"
+        own = (f"N {fmt_time_us(k.mean_n_us)} in {fmt_num(k.count_n, 0)} collectives, A {fmt_time_us(k.mean_a_us)} "
+               f"in {fmt_num(k.count_a, 0)} ({_per_cycle(k.delta_us)}, {fmt_signed(k.tau_pp)} pp, {p})"
+               if math.isfinite(k.delta_us) else md_escape(k.reason))
         out += ["**The collectives' own time** per cycle, beyond the waits above (each rank's NCCL kernels less its "
                 f"wait for the others compared; per iteration the median over ranks, then the mean): {own}.", ""]
     out += ["## 3. Findings Across Ranks", ""]
