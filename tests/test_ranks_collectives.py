@@ -103,6 +103,16 @@ def test_ranks_left_out_are_named_as_the_abnormal_runs(tmp_path: Path) -> None:
     assert "rank 0 may only pass on a wait for it" in verdict_line(s)
 
 
+def test_runs_of_other_world_sizes_say_so(tmp_path: Path) -> None:
+    """8 ranks against 2, paired by --ranks all: the normal run's collectives also wait for its
+    six ranks not compared, and the verdict puts it down to the world sizes, not the network."""
+    n, a = gen_ranks.generate(tmp_path, fmt="kineto", normal_ranks=8, **{**SMALL, "ranks": 2})
+    res = compare_ranks(n, a, ranks="all", workers=1, processes=False)
+    v = next(v for v in res.verdict if v.code == RankVerdictCode.COLLECTIVES)
+    line = verdict_line(v, res.collectives, (res.world_n, res.world_a))
+    assert "The runs' world sizes differ (8 and 2)" in line and "network" not in line
+
+
 def test_a_straggler_compared_leaves_the_collectives_own_time(tmp_path: Path) -> None:
     """Its victims' NCCL kernels grow by their wait for it: that is the straggler, not a
     slower collective."""

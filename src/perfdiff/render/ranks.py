@@ -32,10 +32,10 @@ EXCESS_WORDS = {ExcessKind.INPUT: "input (data loading)", ExcessKind.COMPUTE: "c
 
 
 def ranks_text(ranks: tuple[int, ...] | list[int], world: int) -> str:
-    """"all 8 ranks", "rank 3", "ranks 1, 5 and 6" (of 8)."""
+    """"all 8 ranks", "both ranks", "rank 3", "ranks 1, 5 and 6" (of 8)."""
     ranks = list(ranks)
     if len(ranks) == world and world > 1:
-        return f"all {world} ranks"
+        return "both ranks" if world == 2 else f"all {world} ranks"
     if len(ranks) == 1:
         return f"rank {ranks[0]}"
     head = ", ".join(str(r) for r in ranks[:-1])
@@ -46,9 +46,9 @@ def _per_cycle(us: float) -> str:
     return f"{'+' if us > 0 else ''}{fmt_time_us(us)} per cycle"
 
 
-def verdict_line(v: RankVerdict, coll: CollectiveTime | None = None) -> str:
+def verdict_line(v: RankVerdict, coll: CollectiveTime | None = None, worlds: tuple[int, int] | None = None) -> str:
     """One verdict statement; `coll`: the analysis's collectives' own time (the counts of
-    collectives, and whether it was measured)."""
+    collectives, and whether it was measured); `worlds`: the runs' world sizes."""
     if v.code == RankVerdictCode.STRAGGLER:
         where = f"; its excess is in **{EXCESS_WORDS[v.excess]}**" if v.excess else "; what it spends it in is unknown"
         line = (f"**straggler: rank {v.ranks[0]}**: the other ranks wait {fmt_time_us(v.size_us)} per cycle (median) "
@@ -58,7 +58,7 @@ def verdict_line(v: RankVerdict, coll: CollectiveTime | None = None) -> str:
                      f"{v.ranks[0]} may only pass on a wait for {_them(v.others)}; compare with `--ranks all`.")
         return line
     if v.code == RankVerdictCode.COLLECTIVES:
-        return _collectives_line(v, coll)
+        return _collectives_line(v, coll, worlds)
     if v.code == RankVerdictCode.UNEXPLAINED:
         measured = coll is not None and math.isfinite(coll.delta_us)
         own = (", nor the collectives' own time," if measured
@@ -79,7 +79,7 @@ def verdict_line(v: RankVerdict, coll: CollectiveTime | None = None) -> str:
             f"({_per_cycle(v.size_us)}, {fmt_signed(v.tau_pp)} pp of the abnormal cycle).")
 
 
-def _collectives_line(v: RankVerdict, coll: CollectiveTime | None) -> str:
+def _collectives_line(v: RankVerdict, coll: CollectiveTime | None, worlds: tuple[int, int] | None) -> str:
     scope = f"{ranks_text(v.ranks, v.world)} compared" if v.world > 1 else f"rank {v.ranks[0]}, the one compared"
     longer = v.size_us > 0
     counts = coll is not None and math.isfinite(coll.count_n) and math.isfinite(coll.count_a) and coll.count_n > 0 \
@@ -91,6 +91,11 @@ def _collectives_line(v: RankVerdict, coll: CollectiveTime | None) -> str:
     line = (f"**{head} on {scope}**: {_per_cycle(v.size_us)} ({fmt_signed(v.tau_pp)} pp of the abnormal cycle) of "
             f"their own time{beyond}.")
     itself = "the collectives themselves take longer (network, NVLink, NCCL's settings, other traffic, more data)"
+    if worlds is not None and worlds[0] != worlds[1]:
+        # Each run's collectives join its own world: their cost, and the wait for ranks not
+        # compared, differ with it.
+        return (f"{line} The runs' world sizes differ ({worlds[0]} and {worlds[1]}): their collectives join "
+                "different numbers of ranks and wait for the ranks not compared.")
     if counts:
         line += (f" A cycle holds {fmt_num(coll.count_n, 0)} → {fmt_num(coll.count_a, 0)} collectives, each "
                  f"{fmt_time_us(coll.mean_n_us / coll.count_n)} → {fmt_time_us(coll.mean_a_us / coll.count_a)} of "
@@ -269,7 +274,7 @@ def rank_markdown(a: RankAnalysis, labels: tuple[str, str]) -> str:
                 f"{fmt_time_us(c.median_n_us)}, A {fmt_time_us(c.median_a_us)} ({fmt_signed(c.change_pct)} %, "
                 f"Mann–Whitney p {fmt_p(c.p)}).", ""]
     out += ["**Verdict:**", ""]
-    out += [f"- {verdict_line(v, a.collectives)}" for v in a.verdict] + [""]
+    out += [f"- {verdict_line(v, a.collectives, (a.world_n, a.world_a))}" for v in a.verdict] + [""]
     out += ["## 1. Ranks", "", "Per rank: median cycle of each run, the function whose own time moved most "
             "(significant and material, in the direction of its cycle), and the median time per cycle it waits in "
             "collectives for the last rank.", ""] + _ranks_section(a)
