@@ -9,6 +9,8 @@ import sys
 from pathlib import Path
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from conftest import ROOT, run_cli
 from perfdiff.errors import InputError
@@ -157,9 +159,29 @@ def test_rank_spec() -> None:
     assert parse_rank_spec("0-2") == ((0, 0), (1, 1), (2, 2))
     assert parse_rank_spec("0:4, 1:5") == ((0, 4), (1, 5))
     assert parse_rank_spec("0-1:6-7") == ((0, 6), (1, 7))
-    for bad in ("x", "0-1:4", "1,,2"):
+    for bad in ("x", "0-1:4", "1,,2", "5-2", "0:1,0:2", "0,0", "1:0,0:0", "0-99999999999"):
         with pytest.raises(InputError):
             parse_rank_spec(bad)
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.text(alphabet="0123456789-:, al", max_size=24))
+def test_rank_spec_any_text_parses_or_says_why(text: str) -> None:
+    """Whatever --ranks says: pairs with no rank twice on a side, or one InputError line."""
+    try:
+        pairs = parse_rank_spec(text)
+    except InputError as exc:
+        assert "\n" not in str(exc)
+        return
+    if pairs is not None:
+        assert len({n for n, _ in pairs}) == len({a for _, a in pairs}) == len(pairs)
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.lists(st.tuples(st.integers(0, 4095), st.integers(0, 4095)), min_size=1, max_size=12,
+                unique_by=(lambda p: p[0], lambda p: p[1])))
+def test_rank_spec_round_trips(pairs: list[tuple[int, int]]) -> None:
+    assert parse_rank_spec(",".join(f"{n}:{a}" for n, a in pairs)) == tuple(pairs)
 
 
 def test_ranks_from_file_names_else_order(tmp_path: Path) -> None:

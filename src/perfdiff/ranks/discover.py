@@ -15,6 +15,7 @@ import json
 import re
 import sqlite3
 import zlib
+from collections import Counter
 from pathlib import Path
 
 from perfdiff.bundle import is_bundle
@@ -158,11 +159,22 @@ def world_size(inputs: list[RankInput]) -> int:
 
 
 _SPEC_ITEM = re.compile(r"^(\d+)(?:-(\d+))?(?::(\d+)(?:-(\d+))?)?$")
+MAX_RANK = 1 << 20  # a rank number beyond any job's world (it also bounds the pairs a spec can list)
+
+
+def _span(text: str, first: int, last: int | None) -> range:
+    last = first if last is None else last
+    if last < first:
+        raise InputError(f"--ranks {text!r}: a range must go up, not {first}-{last}")
+    if last >= MAX_RANK:
+        raise InputError(f"--ranks {text!r}: rank {last} is beyond any job's ranks")
+    return range(first, last + 1)
 
 
 def parse_rank_spec(text: str) -> tuple[tuple[int, int], ...] | None:
     """--ranks: "all" (None: pair by rank number), or comma-separated items "R", "R1-R2"
-    (those ranks with themselves) and "N:A", "N1-N2:A1-A2" (normal rank N with abnormal A)."""
+    (those ranks with themselves) and "N:A", "N1-N2:A1-A2" (normal rank N with abnormal A).
+    InputError for anything else, a range that goes down, or a rank named twice on a side."""
     if text.strip().lower() == "all":
         return None
     pairs: list[tuple[int, int]] = []
@@ -171,14 +183,15 @@ def parse_rank_spec(text: str) -> tuple[tuple[int, int], ...] | None:
         if not m:
             raise InputError(f"--ranks {text!r}: expected all, or items like 3, 0-7, 0:4 or 0-3:4-7")
         n0, n1, a0, a1 = (int(g) if g is not None else None for g in m.groups())
-        ns = list(range(n0, (n1 if n1 is not None else n0) + 1))
-        if a0 is None:
-            pairs += [(r, r) for r in ns]
-            continue
-        as_ = list(range(a0, (a1 if a1 is not None else a0) + 1))
+        ns = _span(item.strip(), n0, n1)
+        as_ = ns if a0 is None else _span(item.strip(), a0, a1)
         if len(as_) != len(ns):
             raise InputError(f"--ranks {item.strip()!r}: {len(ns)} normal ranks against {len(as_)} abnormal")
         pairs += list(zip(ns, as_, strict=True))
+    for side, i in (("normal", 0), ("abnormal", 1)):
+        twice = [r for r, k in Counter(p[i] for p in pairs).items() if k > 1]
+        if twice:
+            raise InputError(f"--ranks {text!r}: {side} rank {twice[0]} is paired twice")
     return tuple(pairs)
 
 
