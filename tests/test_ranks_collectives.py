@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from conftest import ROOT
-from perfdiff.ranks import RankVerdictCode, StragglerCode, compare_ranks
+from perfdiff.ranks import RankNoticeCode, RankVerdictCode, StragglerCode, compare_ranks
 from perfdiff.ranks.across import rank_verdict
 from perfdiff.ranks.records import CollectiveTime, RankCycle, Straggler
 from perfdiff.render.ranks import rank_markdown, verdict_line
@@ -22,11 +22,12 @@ import gen_ranks  # noqa: E402
 SMALL = dict(ranks=4, kernels=1_200, steps=16, collectives=3)
 
 
-def _compare(tmp: Path, seed: int = 1, ranks: str | None = None, abnormal_file: str | None = None, **plant):
+def _compare(tmp: Path, seed: int = 1, ranks: str | None = None, abnormal_file: str | None = None,
+             window: str | None = None, **plant):
     n, a = gen_ranks.generate(tmp, fmt="kineto", plant=gen_ranks.Plant(**plant), seed=seed, **SMALL)
     if abnormal_file:
         a = a / abnormal_file
-    return compare_ranks(n, a, ranks=ranks, workers=1, processes=False), (str(n), str(a))
+    return compare_ranks(n, a, ranks=ranks, window=window, workers=1, processes=False), (str(n), str(a))
 
 
 def test_a_slower_transfer_on_every_rank_is_the_collectives(tmp_path: Path) -> None:
@@ -128,6 +129,19 @@ def test_null_pairs_stay_quiet(tmp_path: Path) -> None:
         res, _ = _compare(tmp_path / str(seed), seed=seed)
         assert not res.collectives.changed, seed
         assert [v.code for v in res.verdict] == [RankVerdictCode.NO_CHANGE], seed
+
+
+def test_cycles_that_are_not_iterations_match_no_collectives(tmp_path: Path) -> None:
+    """Time windows fall where each rank's timing puts them: no straggler analysis and no
+    collectives' own time, said with the plan (before, windows read 'collectives slower on all
+    4 ranks' for a straggler's pair)."""
+    res, labels = _compare(tmp_path, straggler=1, window="5ms")
+    assert RankNoticeCode.CYCLES_NOT_ITERATIONS in [n.code for n in res.notices]
+    assert all(s.code == StragglerCode.NO_COLLECTIVES for s in res.stragglers)
+    assert not res.collectives.changed and math.isnan(res.collectives.delta_us)
+    assert RankVerdictCode.COLLECTIVES not in [v.code for v in res.verdict]
+    head = rank_markdown(res, labels).split("**Verdict:**")[0]
+    assert "**These cycles are time windows or the spans between idle gaps, not iterations" in head
 
 
 def _straggler(side: str) -> Straggler:

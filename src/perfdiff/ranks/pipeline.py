@@ -15,6 +15,7 @@ import numpy as np
 
 from perfdiff.errors import InputError
 from perfdiff.model.durations import parse_duration_ns
+from perfdiff.model.schema import CycleSource
 from perfdiff.plan import plan_pair
 from perfdiff.ranks.across import (findings_across, job_cycle, job_cycle_per_iteration, rank_rows, rank_tests,
                                    rank_verdict, with_q)
@@ -27,7 +28,9 @@ from perfdiff.ranks.records import IdentitySource, Phase, RankAnalysis, RankNoti
 from perfdiff.ranks.straggler import common_iterations, straggler
 from perfdiff.segment import MIN_CYCLES
 
-__all__ = ["analyze_parts", "compare_ranks"]
+__all__ = ["UNMATCHED_SOURCES", "analyze_parts", "compare_ranks"]
+
+UNMATCHED_SOURCES = (CycleSource.WINDOW, CycleSource.IDLE_GAPS)  # cycles that are not iterations
 
 
 def compare_ranks(normal: str | os.PathLike[str], abnormal: str | os.PathLike[str], *, alpha: float = 0.05,
@@ -115,7 +118,12 @@ def analyze_parts(parts_n: list[RankPart], parts_a: list[RankPart], plan, *, alp
         if trimmed:
             notices.append(RankNotice(RankNoticeCode.ITERATIONS_TRIMMED, side=side, count=int(trimmed)))
         iters.append(common)
-    stragglers = (straggler(parts_n, "normal", alpha), straggler(parts_a, "abnormal", alpha))
+    # Time windows and idle gaps fall where each rank's own timing puts them: cycle k is not
+    # one iteration on every rank, and collectives cannot be matched across ranks by it.
+    unmatched = (f"cycles cut by {plan.source}, not iterations" if plan.source in UNMATCHED_SOURCES else "")
+    if unmatched:
+        notices.append(RankNotice(RankNoticeCode.CYCLES_NOT_ITERATIONS))
+    stragglers = (straggler(parts_n, "normal", alpha, unmatched), straggler(parts_a, "abnormal", alpha, unmatched))
     tests = []
     for pn, pa in zip(parts_n, parts_a, strict=True):
         tests += rank_tests(pn, pa, iters[0], iters[1], alpha)
@@ -124,7 +132,8 @@ def analyze_parts(parts_n: list[RankPart], parts_a: list[RankPart], plan, *, alp
     rows = rank_rows(pairs_parts, (iters[0], iters[1]), tests, stragglers, alpha)
     findings = findings_across(tests, len(pairs_parts), alpha)
     cycle = job_cycle(pairs_parts, (iters[0], iters[1]))
-    coll = collective_time(parts_n, parts_a, iters[0], iters[1], job_cycle_per_iteration(parts_a, iters[1]), alpha)
+    coll = collective_time(parts_n, parts_a, iters[0], iters[1], job_cycle_per_iteration(parts_a, iters[1]), alpha,
+                           unmatched)
     verdict = rank_verdict(findings, stragglers, collectives=coll, cycle=cycle, alpha=alpha, left_out=left_out,
                            compared=tuple(p.input.rank for p in parts_n))
     return RankAnalysis(pairs=tuple(pairs), world_n=worlds[0], world_a=worlds[1], plan=plan, rows=tuple(rows),

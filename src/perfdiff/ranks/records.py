@@ -227,6 +227,7 @@ class RankNoticeCode(str, Enum):
     UNPAIRED = "unpaired"  # ranks present in one run only
     IDENTITY_DIFFERS = "identity-differs"  # a loaded trace declares another rank than assumed
     GROUPS_UNKNOWN = "groups-unknown"  # collectives whose communicator the traces do not name
+    CYCLES_NOT_ITERATIONS = "cycles-not-iterations"  # time windows or idle gaps: no iteration on every rank
 
     def __str__(self) -> str:
         return self.value

@@ -77,9 +77,12 @@ def _matched(parts: list[RankPart], iters: np.ndarray) -> dict[str, pd.DataFrame
     return out
 
 
-def straggler(parts: list[RankPart], side: str, alpha: float) -> Straggler:
-    """The straggler analysis of one run's ranks (`parts`, any order)."""
+def straggler(parts: list[RankPart], side: str, alpha: float, unmatched: str = "") -> Straggler:
+    """The straggler analysis of one run's ranks (`parts`, any order); `unmatched`: why the
+    ranks' cycles cannot be matched as iterations (then no analysis)."""
     iters = common_iterations(parts)
+    if unmatched:
+        return _none(side, len(iters), unmatched)
     if len(parts) < 2:
         return _none(side, len(iters), "a single rank")
     if not any(len(p.coll_cycle) for p in parts):

@@ -172,6 +172,12 @@ def notice_line(n: RankNotice) -> str:
     if n.code == RankNoticeCode.ITERATIONS_TRIMMED:
         return (f"Up to {n.count} cycles of a rank of the {n.side} run are left out: they are not on every rank "
                 "of that run.")
+    if n.code == RankNoticeCode.CYCLES_NOT_ITERATIONS:
+        return ("These cycles are time windows or the spans between idle gaps, not iterations: they fall where each "
+                "rank's own timing puts them, so no straggler analysis and no collectives' own time (both match "
+                "collectives across ranks by iteration), and each function's own time per cycle also moves with "
+                "the length of the iterations. ProfilerStep ranges, perfdiff markers or --cycle on a named range "
+                "give iterations.")
     if n.code == RankNoticeCode.PAIRED_BY_USER:
         return f"Ranks paired as --ranks says (normal ranks {ranks})."
     if n.code == RankNoticeCode.UNPAIRED:
@@ -262,12 +268,16 @@ def _mapping(a: RankAnalysis) -> list[str]:
 def rank_markdown(a: RankAnalysis, labels: tuple[str, str]) -> str:
     """The report of a multi-rank comparison (`labels`: the normal and abnormal inputs)."""
     compared = f"{len(a.pairs)} rank{'s' if len(a.pairs) != 1 else ''} compared"
+    # Cycles that are not iterations change how every figure below reads: said with the plan.
+    unaligned = [n for n in a.notices if n.code == RankNoticeCode.CYCLES_NOT_ITERATIONS]
+    notes = [n for n in a.notices if n.code != RankNoticeCode.CYCLES_NOT_ITERATIONS]
     out = [f"# Cross-Rank Comparison: {md_escape(Path(labels[0]).name)} vs {md_escape(Path(labels[1]).name)}", "",
            f"*perfdiff {__version__}* · N = normal run ({md_escape(labels[0])}, world size {a.world_n}) · "
            f"A = abnormal run ({md_escape(labels[1])}, world size {a.world_a}) · {compared}, "
            f"on {a.workers} Dask worker{'s' if a.workers != 1 else ''}", "",
            plan_text(a.plan).replace("Both runs are", "Every rank of both runs is")
-           + f" Cycle k of every rank is the same iteration ({_iteration_words(a)}).", ""]
+           + (f" **{notice_line(unaligned[0])}**" if unaligned
+              else f" Cycle k of every rank is the same iteration ({_iteration_words(a)})."), ""]
     if a.cycle is not None:
         c = a.cycle
         out += [f"Job cycle time (per iteration, the median over ranks; then the median over iterations): N "
@@ -297,8 +307,8 @@ def rank_markdown(a: RankAnalysis, labels: tuple[str, str]) -> str:
     else:
         out += ["No function changed significantly and materially on any rank.", ""]
     out += ["## 4. Rank Mapping", ""] + _mapping(a) + [""]
-    if a.notices:
-        out += ["## Notes", ""] + [f"- {notice_line(n)}" for n in a.notices] + [""]
+    if notes:
+        out += ["## Notes", ""] + [f"- {notice_line(n)}" for n in notes] + [""]
     return "\n".join(out)
 
 
