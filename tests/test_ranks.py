@@ -55,7 +55,10 @@ def test_planted_straggler_is_named_with_its_input_stall(tmp_path: Path, schedul
     waits = {w.rank: w.wait_us for w in sa.waits}
     assert waits[2] < 0.1 * min(waits[r] for r in (0, 1, 3))
     row = next(r for r in res.rows if r.rank == 2)
-    assert row.cause is not None and "DataLoader" in row.cause
+    assert row.cause is not None and "DataLoader" in row.cause and not row.waited
+    # The victims' cycles grew by their wait for it: their top cause says so.
+    assert all(r.waited and r.cause is None for r in res.rows if r.rank != 2)
+    assert "| waits in collectives (for rank 2) |" in render_ranks_table(res)
     want = IdentitySource.TRACE if fmt == "kineto" else IdentitySource.ENVIRONMENT
     assert [p.normal.source for p in res.pairs] == [want] * 4
     # Many ranks: the rank table shows the notable ones (the culprit first), all of them collapsed.
@@ -65,6 +68,12 @@ def test_planted_straggler_is_named_with_its_input_stall(tmp_path: Path, schedul
     text = render_ranks.rank_markdown(res, (str(n), str(a)))
     section = text[text.index("## 1. Ranks"):text.index("<details>")]
     assert "| 2 |" in section and "| 0 |" not in section and "All 4 ranks</summary>" in text
+
+
+def render_ranks_table(res) -> str:
+    from perfdiff.render.ranks import rank_markdown
+
+    return rank_markdown(res, ("n", "a"))
 
 
 def test_one_export_with_a_process_per_rank(tmp_path: Path, scheduler: str) -> None:

@@ -123,6 +123,11 @@ def test_a_straggler_compared_leaves_the_collectives_own_time(tmp_path: Path) ->
     assert not res.collectives.changed and abs(res.collectives.tau_pp) < 1.0
 
 
+def test_a_null_pair_has_no_victims(tmp_path: Path) -> None:
+    res, _ = _compare(tmp_path)
+    assert not any(r.waited for r in res.rows)
+
+
 def test_null_pairs_stay_quiet(tmp_path: Path) -> None:
     """Eight null pairs (other seeds): the collectives' own time never reads as changed."""
     for seed in range(2, 10):

@@ -27,6 +27,7 @@ __all__ = ["MATERIAL_CYCLE_PCT", "NS_PER_US", "RankTest", "findings_across", "jo
 NS_PER_US = 1e3
 VERDICT_FINDINGS = 5  # findings the verdict names; the report lists them all
 MATERIAL_CYCLE_PCT = 1.0  # a job cycle that changed by less is no change to explain
+WAITED_SHARE = 0.5  # a rank whose wait in collectives grew by this share of its Δ was held back
 
 
 @dataclass(frozen=True)
@@ -95,11 +96,14 @@ def rank_rows(pairs: list[tuple[RankPart, RankPart]], iters: tuple[np.ndarray, n
         sign = 1.0 if ma >= mn else -1.0
         moved = [t for t in by_rank.get(r, []) if t.changed(alpha) and t.tau_pp * sign > 0]
         top = max(moved, key=lambda t: abs(t.tau_pp), default=None)
+        wn, wa = waits[0].get(r, math.nan), waits[1].get(pa.input.rank, math.nan)
+        # A victim's cycle grows by its wait for the straggler: say so rather than show no cause.
+        waited = top is None and ma > mn and (wa - wn) >= WAITED_SHARE * (ma - mn)
         rows.append(RankRow(r, len(iters[0]), len(iters[1]), mn, ma,
                             cause=top.function if top else None, cause_kind=top.kind if top else None,
                             cause_tau_pp=top.tau_pp if top else math.nan,
                             cause_delta_us=top.delta_us if top else math.nan,
-                            wait_n_us=waits[0].get(r, math.nan), wait_a_us=waits[1].get(pa.input.rank, math.nan)))
+                            wait_n_us=wn, wait_a_us=wa, waited=bool(waited)))
     return rows
 
 

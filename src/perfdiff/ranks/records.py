@@ -141,7 +141,9 @@ class Straggler:
 class RankRow:
     """One rank of the rank table: median cycle (µs) of each run, its top cause (the
     function whose own time moved most in the direction of its cycle, when significant and
-    material; None otherwise) and its median wait in collectives per cycle."""
+    material; None otherwise) and its median wait in collectives per cycle.  `waited`: with
+    no such function, its cycle grew mostly by waiting for other ranks (its wait grew by at
+    least half its Δ)."""
 
     rank: int
     cycles_n: int
@@ -154,6 +156,7 @@ class RankRow:
     cause_delta_us: float = math.nan
     wait_n_us: float = math.nan
     wait_a_us: float = math.nan
+    waited: bool = False
 
     @property
     def delta_us(self) -> float:

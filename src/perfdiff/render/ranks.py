@@ -199,10 +199,13 @@ def _iteration_words(a: RankAnalysis) -> str:
 
 
 def _rank_table(a: RankAnalysis, rows: tuple | list) -> list[str]:
+    culprit = a.stragglers[1].culprit
+    held = f" (for rank {culprit})" if culprit is not None else ""
     lines = ["| Rank | N: median cycle | A: median cycle | Δ | Top cause | τ (pp) | Wait in collectives N | "
              "Wait in collectives A |", "|---|---|---|---|---|---|---|---|"]
     for r in rows:
-        cause = f"{md_name(r.cause, 60)} ({md_escape(r.cause_kind or '')})" if r.cause else "—"
+        cause = (f"{md_name(r.cause, 60)} ({md_escape(r.cause_kind or '')})" if r.cause
+                 else f"waits in collectives{held}" if r.waited else "—")
         lines.append(f"| {r.rank} | {fmt_time_us(r.median_n_us)} | {fmt_time_us(r.median_a_us)} | "
                      f"{'+' if r.delta_us > 0 else ''}{fmt_time_us(r.delta_us)} | {cause} | {fmt_signed(r.cause_tau_pp)} | "
                      f"{fmt_time_us(r.wait_n_us)} | {fmt_time_us(r.wait_a_us)} |")
@@ -286,7 +289,8 @@ def rank_markdown(a: RankAnalysis, labels: tuple[str, str]) -> str:
     out += ["**Verdict:**", ""]
     out += [f"- {verdict_line(v, a.collectives, (a.world_n, a.world_a))}" for v in a.verdict] + [""]
     out += ["## 1. Ranks", "", "Per rank: median cycle of each run, the function whose own time moved most "
-            "(significant and material, in the direction of its cycle), and the median time per cycle it waits in "
+            "(significant and material, in the direction of its cycle) — or, where none did and its wait in "
+            "collectives grew by at least half its Δ, that wait — and the median time per cycle it waits in "
             "collectives for the last rank.", ""] + _ranks_section(a)
     out += ["## 2. Stragglers", ""]
     for s in a.stragglers:
