@@ -15,7 +15,6 @@ import json
 import re
 import sqlite3
 import zlib
-from collections import Counter
 from pathlib import Path
 
 from perfdiff.bundle import is_bundle
@@ -158,16 +157,21 @@ def world_size(inputs: list[RankInput]) -> int:
     return max(declared) if declared else len(inputs)
 
 
-_SPEC_ITEM = re.compile(r"^(\d+)(?:-(\d+))?(?::(\d+)(?:-(\d+))?)?$")
-MAX_RANK = 1 << 20  # a rank number beyond any job's world (it also bounds the pairs a spec can list)
+_SPEC_ITEM = re.compile(r"^(\d+)(?:-(\d+))?(?::(\d+)(?:-(\d+))?)?$", re.ASCII)
+MAX_RANK = 1 << 20  # a rank number beyond any job's world (with no rank twice, it bounds the pairs too)
+
+
+def _shown(text: str) -> str:
+    """--ranks as an error line quotes it: at most 60 characters."""
+    return repr(text if len(text) <= 60 else text[:57] + "…")
 
 
 def _span(text: str, first: int, last: int | None) -> range:
     last = first if last is None else last
     if last < first:
-        raise InputError(f"--ranks {text!r}: a range must go up, not {first}-{last}")
+        raise InputError(f"--ranks {_shown(text)}: a range must go up, not {first}-{last}")
     if last >= MAX_RANK:
-        raise InputError(f"--ranks {text!r}: rank {last} is beyond any job's ranks")
+        raise InputError(f"--ranks {_shown(text)}: rank {last} is beyond any job's ranks")
     return range(first, last + 1)
 
 
@@ -178,20 +182,24 @@ def parse_rank_spec(text: str) -> tuple[tuple[int, int], ...] | None:
     if text.strip().lower() == "all":
         return None
     pairs: list[tuple[int, int]] = []
+    seen: tuple[set[int], set[int]] = (set(), set())
     for item in text.split(","):
         m = _SPEC_ITEM.match(item.strip())
         if not m:
-            raise InputError(f"--ranks {text!r}: expected all, or items like 3, 0-7, 0:4 or 0-3:4-7")
+            raise InputError(f"--ranks {_shown(text)}: expected all, or items like 3, 0-7, 0:4 or 0-3:4-7")
         n0, n1, a0, a1 = (int(g) if g is not None else None for g in m.groups())
         ns = _span(item.strip(), n0, n1)
         as_ = ns if a0 is None else _span(item.strip(), a0, a1)
         if len(as_) != len(ns):
-            raise InputError(f"--ranks {item.strip()!r}: {len(ns)} normal ranks against {len(as_)} abnormal")
+            raise InputError(f"--ranks {item.strip()!r}: {len(ns)} normal rank{'s' if len(ns) != 1 else ''} "
+                             f"against {len(as_)} abnormal")
+        # Checked item by item, so a spec repeating a long range fails before it is expanded.
+        for side, span, known in (("normal", ns, seen[0]), ("abnormal", as_, seen[1])):
+            twice = next((r for r in span if r in known), None) if known else None
+            if twice is not None:
+                raise InputError(f"--ranks {_shown(text)}: {side} rank {twice} is paired twice")
+            known.update(span)
         pairs += list(zip(ns, as_, strict=True))
-    for side, i in (("normal", 0), ("abnormal", 1)):
-        twice = [r for r, k in Counter(p[i] for p in pairs).items() if k > 1]
-        if twice:
-            raise InputError(f"--ranks {text!r}: {side} rank {twice[0]} is paired twice")
     return tuple(pairs)
 
 
