@@ -101,7 +101,20 @@ def test_ranks_left_out_are_named_as_the_abnormal_runs(tmp_path: Path) -> None:
     res = compare_ranks(n, a, ranks="0,2-3", workers=1, processes=False)
     s = res.verdict[0]
     assert s.code == RankVerdictCode.STRAGGLER and s.ranks == (0,) and s.excess is None and s.others == (1,)
-    assert "rank 0 may only pass on a wait for it" in verdict_line(s)
+    line = verdict_line(s)
+    assert line.startswith("**rank 0 arrives last**") and "rank 0 may only pass on a wait for it" in line
+
+
+def test_ranks_paired_under_other_numbers_read_in_the_normal_runs(tmp_path: Path) -> None:
+    """--ranks 0:1,1:0,2:3,3:2 with the abnormal run's rank 2 the straggler: the verdict and
+    the rank table number it as its pair (normal rank 3), saying which it is in the abnormal
+    run, and its victims wait for rank 3 — the row that holds its data loader."""
+    res, labels = _compare(tmp_path, straggler=2, ranks="0:1,1:0,2:3,3:2")
+    text = rank_markdown(res, labels)
+    assert "**straggler: rank 3 (the abnormal run's rank 2)**" in text
+    rows = {r.rank: r for r in res.rows}
+    assert rows[3].cause is not None and "DataLoader" in rows[3].cause
+    assert all(rows[r].waited for r in (0, 1, 2)) and text.count("waits in collectives (for rank 3)") == 3
 
 
 def test_runs_of_other_world_sizes_say_so(tmp_path: Path) -> None:
@@ -123,6 +136,16 @@ def test_a_straggler_compared_leaves_the_collectives_own_time(tmp_path: Path) ->
     assert not res.collectives.changed and abs(res.collectives.tau_pp) < 1.0
 
 
+def test_a_victims_wait_comes_before_a_smaller_change_of_its_own(tmp_path: Path) -> None:
+    """Every rank's GEMMs ×1.5 and rank 3's data loader ×2: the victims' cycles grew mostly by
+    their wait for rank 3 (2 ms), more than by their GEMM (0.45 ms); the table says both, the
+    wait first."""
+    res, labels = _compare(tmp_path, straggler=3, dataloader_factor=2.0, slow=[("gemm", 1.5)])
+    victims = [r for r in res.rows if r.rank != 3]
+    assert all(r.waited and r.cause is not None and "gemm" in r.cause for r in victims)
+    assert rank_markdown(res, labels).count("| waits in collectives (for rank 3), then ampere\\_sgemm") == 3
+
+
 def test_a_null_pair_has_no_victims(tmp_path: Path) -> None:
     res, _ = _compare(tmp_path)
     assert not any(r.waited for r in res.rows)
@@ -142,11 +165,15 @@ def test_cycles_that_are_not_iterations_match_no_collectives(tmp_path: Path) -> 
     4 ranks' for a straggler's pair)."""
     res, labels = _compare(tmp_path, straggler=1, window="5ms")
     assert RankNoticeCode.CYCLES_NOT_ITERATIONS in [n.code for n in res.notices]
-    assert all(s.code == StragglerCode.NO_COLLECTIVES for s in res.stragglers)
+    assert all(s.code == StragglerCode.NOT_ITERATIONS for s in res.stragglers)
     assert not res.collectives.changed and math.isnan(res.collectives.delta_us)
     assert RankVerdictCode.COLLECTIVES not in [v.code for v in res.verdict]
-    head = rank_markdown(res, labels).split("**Verdict:**")[0]
+    text = rank_markdown(res, labels)
+    head, verdict = text.split("**Verdict:**")[0], text.split("**Verdict:**")[1].split("## 1.")[0]
     assert "**These cycles are time windows or the spans between idle gaps, not iterations" in head
+    assert "per cycle k, the median over ranks" in head and "per iteration" not in head
+    # Findings are per window, not "slower" / "faster"; no straggler is claimed absent.
+    assert "slower on" not in verdict and "faster on" not in verdict and "no straggler" not in verdict
 
 
 def _straggler(side: str) -> Straggler:

@@ -21,8 +21,8 @@ from perfdiff.ranks.part import RankPart, cycle_columns, excess_kind
 from perfdiff.ranks.records import (CollectiveTime, RankCycle, RankFinding, RankRow, RankVerdict, RankVerdictCode,
                                     ScopeCode, Straggler, StragglerCode)
 
-__all__ = ["MATERIAL_CYCLE_PCT", "NS_PER_US", "RankTest", "findings_across", "job_cycle", "job_cycle_per_iteration", "rank_rows", "rank_tests",
-           "rank_verdict", "with_q"]
+__all__ = ["MATERIAL_CYCLE_PCT", "NS_PER_US", "RankTest", "findings_across", "job_cycle", "job_cycle_per_iteration",
+           "rank_rows", "rank_tests", "rank_verdict", "with_q"]
 
 NS_PER_US = 1e3
 VERDICT_FINDINGS = 5  # findings the verdict names; the report lists them all
@@ -97,8 +97,11 @@ def rank_rows(pairs: list[tuple[RankPart, RankPart]], iters: tuple[np.ndarray, n
         moved = [t for t in by_rank.get(r, []) if t.changed(alpha) and t.tau_pp * sign > 0]
         top = max(moved, key=lambda t: abs(t.tau_pp), default=None)
         wn, wa = waits[0].get(r, math.nan), waits[1].get(pa.input.rank, math.nan)
-        # A victim's cycle grows by its wait for the straggler: say so rather than show no cause.
-        waited = top is None and ma > mn and (wa - wn) >= WAITED_SHARE * (ma - mn)
+        # A victim's cycle grows by its wait for the straggler: say so rather than show no cause,
+        # or a function of its own that moved less than the wait grew.
+        grew = wa - wn
+        waited = (ma > mn and grew >= WAITED_SHARE * (ma - mn)
+                  and (top is None or grew > abs(top.delta_us)))
         rows.append(RankRow(r, len(iters[0]), len(iters[1]), mn, ma,
                             cause=top.function if top else None, cause_kind=top.kind if top else None,
                             cause_tau_pp=top.tau_pp if top else math.nan,

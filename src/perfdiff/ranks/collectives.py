@@ -46,16 +46,16 @@ def _per_iteration(parts: list[RankPart], iters: np.ndarray) -> tuple[np.ndarray
 
 
 def collective_time(parts_n: list[RankPart], parts_a: list[RankPart], iters_n: np.ndarray, iters_a: np.ndarray,
-                    cycle_a_us: np.ndarray, alpha: float, unmatched: str = "") -> CollectiveTime:
+                    cycle_a_us: np.ndarray, alpha: float, unmatched: bool = False) -> CollectiveTime:
     """The collectives' own time in each run and its change (see the module docstring);
     `cycle_a_us`: the abnormal job cycle per iteration (µs), the denominator of τ;
-    `unmatched`: why the ranks' cycles cannot be matched as iterations (then NaN)."""
+    `unmatched`: the ranks' cycles are not iterations (then NaN)."""
     lack = [side for side, parts in (("normal", parts_n), ("abnormal", parts_a))
             if not any(len(p.coll_cycle) for p in parts)]
     if lack or unmatched:
         which = "neither run has" if len(lack) == 2 else f"the {lack[0]} run has" if lack else ""
         return CollectiveTime(math.nan, math.nan, math.nan, math.nan, math.nan, math.nan,
-                              reason=unmatched or f"{which} NCCL kernels")
+                              reason="the cycles are not iterations" if unmatched else f"{which} NCCL kernels")
     n, count_n = _per_iteration(parts_n, iters_n)
     a, count_a = _per_iteration(parts_a, iters_a)
     res = stats.compare_samples(a, n, floor=T_FLOOR_US, alpha=alpha)

@@ -120,7 +120,7 @@ def analyze_parts(parts_n: list[RankPart], parts_a: list[RankPart], plan, *, alp
         iters.append(common)
     # Time windows and idle gaps fall where each rank's own timing puts them: cycle k is not
     # one iteration on every rank, and collectives cannot be matched across ranks by it.
-    unmatched = (f"cycles cut by {plan.source}, not iterations" if plan.source in UNMATCHED_SOURCES else "")
+    unmatched = plan.source in UNMATCHED_SOURCES
     if unmatched:
         notices.append(RankNotice(RankNoticeCode.CYCLES_NOT_ITERATIONS))
     stragglers = (straggler(parts_n, "normal", alpha, unmatched), straggler(parts_a, "abnormal", alpha, unmatched))

@@ -65,6 +65,7 @@ class StragglerCode(str, Enum):
     NO_SKEW = "no-skew"  # the ranks wait alike in the collectives: none holds the others back there
     UNSTABLE = "unstable"  # the last rank changes from cycle to cycle: no one culprit
     NO_COLLECTIVES = "no-collectives"  # no NCCL kernel found on every rank (or a single rank)
+    NOT_ITERATIONS = "not-iterations"  # the cycles are time windows or idle gaps: not matched across ranks
 
     def __str__(self) -> str:
         return self.value
@@ -141,9 +142,9 @@ class Straggler:
 class RankRow:
     """One rank of the rank table: median cycle (µs) of each run, its top cause (the
     function whose own time moved most in the direction of its cycle, when significant and
-    material; None otherwise) and its median wait in collectives per cycle.  `waited`: with
-    no such function, its cycle grew mostly by waiting for other ranks (its wait grew by at
-    least half its Δ)."""
+    material; None otherwise) and its median wait in collectives per cycle.  `waited`: its
+    cycle grew mostly by waiting for other ranks (its wait grew by at least half its Δ, and
+    by more than its top cause moved)."""
 
     rank: int
     cycles_n: int

@@ -77,12 +77,13 @@ def _matched(parts: list[RankPart], iters: np.ndarray) -> dict[str, pd.DataFrame
     return out
 
 
-def straggler(parts: list[RankPart], side: str, alpha: float, unmatched: str = "") -> Straggler:
-    """The straggler analysis of one run's ranks (`parts`, any order); `unmatched`: why the
-    ranks' cycles cannot be matched as iterations (then no analysis)."""
+def straggler(parts: list[RankPart], side: str, alpha: float, unmatched: bool = False) -> Straggler:
+    """The straggler analysis of one run's ranks (`parts`, any order); `unmatched`: the
+    ranks' cycles are not iterations (time windows, idle gaps), so none."""
     iters = common_iterations(parts)
     if unmatched:
-        return _none(side, len(iters), unmatched)
+        return Straggler(side=side, code=StragglerCode.NOT_ITERATIONS, culprit=None, cycles=len(iters), collectives=0,
+                         skew_us=math.nan, p_last=math.nan, waits=())
     if len(parts) < 2:
         return _none(side, len(iters), "a single rank")
     if not any(len(p.coll_cycle) for p in parts):

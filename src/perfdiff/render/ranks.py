@@ -46,27 +46,24 @@ def _per_cycle(us: float) -> str:
     return f"{'+' if us > 0 else ''}{fmt_time_us(us)} per cycle"
 
 
-def verdict_line(v: RankVerdict, coll: CollectiveTime | None = None, worlds: tuple[int, int] | None = None) -> str:
+def verdict_line(v: RankVerdict, coll: CollectiveTime | None = None, worlds: tuple[int, int] | None = None,
+                 pairs: dict[int, int] | None = None, iterations: bool = True) -> str:
     """One verdict statement; `coll`: the analysis's collectives' own time (the counts of
-    collectives, and whether it was measured); `worlds`: the runs' world sizes."""
+    collectives, and whether it was measured); `worlds`: the runs' world sizes; `pairs`: the
+    normal run's number of each abnormal rank compared, where --ranks paired other numbers;
+    `iterations`: the cycles are iterations (else time windows or idle gaps)."""
     if v.code == RankVerdictCode.STRAGGLER:
-        where = f"; its excess is in **{EXCESS_WORDS[v.excess]}**" if v.excess else "; what it spends it in is unknown"
-        line = (f"**straggler: rank {v.ranks[0]}**: the other ranks wait {fmt_time_us(v.size_us)} per cycle (median) "
-                f"in collectives for it{where}.")
-        if v.others and not v.excess:
-            line += (f" {_left_out(v.others).capitalize()} {_verb(v.others, 'was', 'were')} not compared: rank "
-                     f"{v.ranks[0]} may only pass on a wait for {_them(v.others)}; compare with `--ranks all`.")
-        return line
+        return _straggler_line(v, pairs or {})
     if v.code == RankVerdictCode.COLLECTIVES:
         return _collectives_line(v, coll, worlds)
     if v.code == RankVerdictCode.UNEXPLAINED:
         measured = coll is not None and math.isfinite(coll.delta_us)
         own = (", nor the collectives' own time," if measured
                else f" (the collectives' own time is not measured: {md_escape(coll.reason)})" if coll else "")
-        line = (f"**the job's cycle changed ({_per_cycle(v.size_us)}), unexplained on the ranks compared**: no "
-                f"straggler and no function of their own{own} changed significantly and materially. Waits "
-                "(synchronisation) are not read as causes, and a change spread thinly over many functions stays "
-                "below the threshold.")
+        none = "no straggler and no function of their own" if iterations else "no function of their own"
+        line = (f"**the job's cycle changed ({_per_cycle(v.size_us)}), unexplained on the ranks compared**: {none}"
+                f"{own} changed significantly and materially. Waits (synchronisation) are not read as causes, and a "
+                "change spread thinly over many functions stays below the threshold.")
         if v.others:
             line += (f" {_left_out(v.others).capitalize()} {_verb(v.others, 'was', 'were')} not compared: the ranks "
                      f"compared may be waiting for {_them(v.others)}.")
@@ -74,9 +71,24 @@ def verdict_line(v: RankVerdict, coll: CollectiveTime | None = None, worlds: tup
     if v.code == RankVerdictCode.NO_CHANGE:
         compared = "the rank compared" if v.world == 1 else f"the {v.world} ranks compared"
         return f"**no change on any rank**: nothing significant and material on {compared}, nor in the job's cycle."
-    word = "slower" if v.size_us > 0 else "faster"
+    word = ("slower" if v.size_us > 0 else "faster") if iterations else \
+        f"{'more' if v.size_us > 0 else 'less'} time per cycle"
     return (f"**{word} on {ranks_text(v.ranks, v.world)}**: **{md_name(v.function or '', 80)}** "
             f"({_per_cycle(v.size_us)}, {fmt_signed(v.tau_pp)} pp of the abnormal cycle).")
+
+
+def _straggler_line(v: RankVerdict, pairs: dict[int, int]) -> str:
+    a_rank = v.ranks[0]
+    rank = pairs.get(a_rank, a_rank)
+    named = f"rank {rank}" + (f" (the abnormal run's rank {a_rank})" if rank != a_rank else "")
+    where = f"; its excess is in **{EXCESS_WORDS[v.excess]}**" if v.excess else "; what it spends it in is unknown"
+    # With ranks left out and no work of its own to show, it may only relay a wait: no "straggler" headline.
+    head = f"**{named} arrives last**" if v.others and not v.excess else f"**straggler: {named}**"
+    line = f"{head}: the other ranks wait {fmt_time_us(v.size_us)} per cycle (median) in collectives for it{where}."
+    if v.others and not v.excess:
+        line += (f" {_left_out(v.others).capitalize()} {_verb(v.others, 'was', 'were')} not compared: rank "
+                 f"{rank} may only pass on a wait for {_them(v.others)}; compare with `--ranks all`.")
+    return line
 
 
 def _collectives_line(v: RankVerdict, coll: CollectiveTime | None, worlds: tuple[int, int] | None) -> str:
@@ -140,6 +152,9 @@ def straggler_text(s: Straggler) -> str:
     run = "normal" if s.side == "normal" else "abnormal"
     if s.code == StragglerCode.NO_COLLECTIVES:
         return f"No straggler analysis of the {run} run: {md_escape(s.excess_reason)}."
+    if s.code == StragglerCode.NOT_ITERATIONS:
+        return (f"No straggler analysis of the {run} run: its cycles are not iterations, so collectives cannot be "
+                "matched across ranks by them (see the plan above).")
     head = (f"{s.cycles} cycles, {s.collectives} matched collectives per cycle; the ranks' wait per cycle spreads "
             f"over {fmt_time_us(s.skew_us)} (median).")
     if s.grouped:
@@ -198,14 +213,22 @@ def _iteration_words(a: RankAnalysis) -> str:
     return "the same place in each rank's sequence of cycles"
 
 
+def _renumbered(a: RankAnalysis) -> dict[int, int]:
+    """The normal run's number of each abnormal rank compared, where --ranks paired ranks of
+    other numbers (the report's rank numbers are the normal run's); {} otherwise."""
+    if all(p.normal.rank == p.abnormal.rank for p in a.pairs):
+        return {}
+    return {p.abnormal.rank: p.rank for p in a.pairs}
+
+
 def _rank_table(a: RankAnalysis, rows: tuple | list) -> list[str]:
     culprit = a.stragglers[1].culprit
-    held = f" (for rank {culprit})" if culprit is not None else ""
+    held = f" (for rank {_renumbered(a).get(culprit, culprit)})" if culprit is not None else ""
     lines = ["| Rank | N: median cycle | A: median cycle | Δ | Top cause | τ (pp) | Wait in collectives N | "
              "Wait in collectives A |", "|---|---|---|---|---|---|---|---|"]
     for r in rows:
-        cause = (f"{md_name(r.cause, 60)} ({md_escape(r.cause_kind or '')})" if r.cause
-                 else f"waits in collectives{held}" if r.waited else "—")
+        own = f"{md_name(r.cause, 60)} ({md_escape(r.cause_kind or '')})" if r.cause else ""
+        cause = (f"waits in collectives{held}" + (f", then {own}" if own else "")) if r.waited else own or "—"
         lines.append(f"| {r.rank} | {fmt_time_us(r.median_n_us)} | {fmt_time_us(r.median_a_us)} | "
                      f"{'+' if r.delta_us > 0 else ''}{fmt_time_us(r.delta_us)} | {cause} | {fmt_signed(r.cause_tau_pp)} | "
                      f"{fmt_time_us(r.wait_n_us)} | {fmt_time_us(r.wait_a_us)} |")
@@ -217,7 +240,8 @@ def _ranks_section(a: RankAnalysis) -> list[str]:
     |Δ|) first and every rank in a collapsed block."""
     if len(a.rows) <= MAX_RANK_ROWS:
         return _rank_table(a, a.rows) + [""]
-    culprits = {s.culprit for s in a.stragglers if s.culprit is not None}
+    sn, sa = a.stragglers
+    culprits = {sn.culprit, _renumbered(a).get(sa.culprit, sa.culprit)} - {None}
     notable = sorted(a.rows, key=lambda r: (r.rank not in culprits, r.cause is None, -abs(r.delta_us), r.rank))
     shown = sorted(notable[:MAX_RANK_ROWS // 2], key=lambda r: r.rank)
     return (_rank_table(a, shown) + ["", f"<details><summary>All {len(a.rows)} ranks</summary>", ""]
@@ -283,11 +307,14 @@ def rank_markdown(a: RankAnalysis, labels: tuple[str, str]) -> str:
               else f" Cycle k of every rank is the same iteration ({_iteration_words(a)})."), ""]
     if a.cycle is not None:
         c = a.cycle
-        out += [f"Job cycle time (per iteration, the median over ranks; then the median over iterations): N "
+        per = ("per iteration, the median over ranks; then the median over iterations" if not unaligned
+               else "per cycle k, the median over ranks; then the median over cycles")
+        out += [f"Job cycle time ({per}): N "
                 f"{fmt_time_us(c.median_n_us)}, A {fmt_time_us(c.median_a_us)} ({fmt_signed(c.change_pct)} %, "
                 f"Mann–Whitney p {fmt_p(c.p)}).", ""]
     out += ["**Verdict:**", ""]
-    out += [f"- {verdict_line(v, a.collectives, (a.world_n, a.world_a))}" for v in a.verdict] + [""]
+    out += [f"- {verdict_line(v, a.collectives, (a.world_n, a.world_a), _renumbered(a), not unaligned)}"
+            for v in a.verdict] + [""]
     out += ["## 1. Ranks", "", "Per rank: median cycle of each run, the function whose own time moved most "
             "(significant and material, in the direction of its cycle) — or, where none did and its wait in "
             "collectives grew by at least half its Δ, that wait — and the median time per cycle it waits in "
