@@ -105,7 +105,11 @@ def mutate_nsys(r: random.Random, src: Path, dst: Path) -> None:
         for _ in range(r.randint(1, 3)):
             t = r.choice(tables)
             cols = [c[1] for c in con.execute(f'PRAGMA table_info("{t}")')]
-            rowid = con.execute(f'SELECT rowid FROM "{t}" ORDER BY random() LIMIT 1').fetchone()
+            # The seeded generator picks the row (SQLite's random() is not seeded: a case would
+            # differ from one process to the next).
+            n = con.execute(f'SELECT count(*) FROM "{t}"').fetchone()[0]
+            rowid = con.execute(f'SELECT rowid FROM "{t}" ORDER BY rowid LIMIT 1 OFFSET ?',
+                                (r.randrange(n),)).fetchone() if n else None
             if rowid is None or not cols:
                 continue
             c1, c2 = r.choice(cols), r.choice(cols)
