@@ -146,6 +146,17 @@ def test_a_victims_wait_comes_before_a_smaller_change_of_its_own(tmp_path: Path)
     assert rank_markdown(res, labels).count("| waits in collectives (for rank 3), then ampere\\_sgemm") == 3
 
 
+def test_a_straggler_that_went_away_is_said(tmp_path: Path) -> None:
+    """The runs swapped (the straggler in the normal run only): the verdict says it is gone,
+    first, before its data loader's own change."""
+    n, a = gen_ranks.generate(tmp_path, fmt="kineto", plant=gen_ranks.Plant(straggler=1), **SMALL)
+    res = compare_ranks(a, n, workers=1, processes=False)
+    v = res.verdict[0]
+    assert v.code == RankVerdictCode.STRAGGLER_GONE and v.ranks == (1,) and v.size_us > 10_000
+    assert verdict_line(v).startswith("**straggler gone: rank 1**: in the normal run the other ranks waited")
+    assert "(its excess in input (data loading))" in verdict_line(v)
+
+
 def test_a_null_pair_has_no_victims(tmp_path: Path) -> None:
     res, _ = _compare(tmp_path)
     assert not any(r.waited for r in res.rows)

@@ -131,7 +131,8 @@ def rank_verdict(findings: list[RankFinding], stragglers: tuple[Straggler, Strag
                  collectives: CollectiveTime | None = None, cycle: RankCycle | None = None,
                  compared: tuple[int, ...] = (), left_out: tuple[int, ...] = (),
                  alpha: float = 0.05) -> list[RankVerdict]:
-    """What changed across the `compared` ranks: a new straggler in the abnormal run first, then
+    """What changed across the `compared` ranks: a new straggler in the abnormal run first (or
+    the normal run's gone), then
     a change of the collectives' own time on every rank, then the findings (all ranks, or the
     ranks named).  With none of these: the job's cycle changed unexplained when it changed
     significantly and materially, else no change.  `left_out`: the abnormal run's ranks not
@@ -144,6 +145,10 @@ def rank_verdict(findings: list[RankFinding], stragglers: tuple[Straggler, Strag
         others = [w.wait_us for w in sa.waits if w.rank != sa.culprit]
         out.append(RankVerdict(RankVerdictCode.STRAGGLER, (int(sa.culprit),), len(sa.waits), excess=sa.excess,
                                size_us=float(np.median(others)) if others else math.nan, others=tuple(left_out)))
+    if sn.code == StragglerCode.CULPRIT and sa.code != StragglerCode.CULPRIT:
+        others = [w.wait_us for w in sn.waits if w.rank != sn.culprit]
+        out.append(RankVerdict(RankVerdictCode.STRAGGLER_GONE, (int(sn.culprit),), len(sn.waits), excess=sn.excess,
+                               size_us=float(np.median(others)) if others else math.nan))
     if collectives is not None and collectives.changed:
         out.append(RankVerdict(RankVerdictCode.COLLECTIVES, tuple(compared), world, size_us=collectives.delta_us,
                                tau_pp=collectives.tau_pp, others=tuple(left_out)))

@@ -194,6 +194,7 @@ class RankVerdictCode(str, Enum):
     """A class of change across ranks, for the verdict."""
 
     STRAGGLER = "straggler"  # one rank makes the others wait in the abnormal run
+    STRAGGLER_GONE = "straggler-gone"  # the normal run's straggler holds no one back in the abnormal run
     ALL_RANKS = "all-ranks"  # a function changed on every rank
     SOME_RANKS = "some-ranks"  # a function changed on the named ranks only
     COLLECTIVES = "collectives"  # the collectives' own time changed on every rank compared (not a wait for one)

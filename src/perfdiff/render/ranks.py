@@ -54,6 +54,11 @@ def verdict_line(v: RankVerdict, coll: CollectiveTime | None = None, worlds: tup
     `iterations`: the cycles are iterations (else time windows or idle gaps)."""
     if v.code == RankVerdictCode.STRAGGLER:
         return _straggler_line(v, pairs or {})
+    if v.code == RankVerdictCode.STRAGGLER_GONE:
+        was = f" (its excess in {EXCESS_WORDS[v.excess]})" if v.excess else ""
+        return (f"**straggler gone: rank {v.ranks[0]}**: in the normal run the other ranks waited "
+                f"{fmt_time_us(v.size_us)} per cycle (median) in collectives for it{was}; in the abnormal run no rank "
+                "holds the others back.")
     if v.code == RankVerdictCode.COLLECTIVES:
         return _collectives_line(v, coll, worlds)
     if v.code == RankVerdictCode.UNEXPLAINED:
