@@ -134,7 +134,11 @@ def test_remote_exec_loads_the_agent_and_removes_its_wrappers(tmp_path: Path, sh
         compile(text, path, "exec")  # a script the target can run: standard library only
         assert at.AGENT_PACKAGE in text and "remote_exec" in text
         calls.append((pid, path))
-        mailbox.write_text(path)
+        # Whole or not at all: the target polls the mailbox, and a file it finds still empty
+        # would be read as the path "" (as sys.remote_exec hands over a complete path).
+        part = mailbox.with_suffix(".part")
+        part.write_text(path)
+        os.replace(part, mailbox)
 
     try:
         assert proc.stdout.readline().strip() == "ready"
