@@ -471,7 +471,9 @@ SERVER = textwrap.dedent('''
     agent = perfdiff.agent.start()  # idle: waits for `collect --pid`
     from cupti import cupti
     fake = cupti._fake
-    open(sys.argv[1], "w").write(agent.state)
+    with open(sys.argv[1] + ".part", "w") as fh:  # whole or not at all: the test polls for it
+        fh.write(agent.state)
+    os.replace(sys.argv[1] + ".part", sys.argv[1])
     while not os.path.exists(sys.argv[2]):
         fake.play_steps(1, [("attention", 200_000), ("mlp", 300_000)], step_name="request")
         time.sleep(0.005)
