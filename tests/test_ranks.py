@@ -87,6 +87,11 @@ def test_one_export_with_a_process_per_rank(tmp_path: Path, scheduler: str) -> N
     # The directories that hold the exports read the same (they compared rank 0 only).
     again = compare_ranks(n, a, ranks="all", scheduler=scheduler)
     assert [p.normal.pid for p in again.pairs] == [4000, 4001, 4002, 4003] and again.stragglers[1].culprit == 1
+    # Read as one process, the export says how to compare them all.
+    from perfdiff.inputs import open_run
+
+    notes = open_run(n / "report.sqlite").manifest["import"]["notes"]
+    assert any("choose another with --pid, or compare each as a rank with --ranks all" in x for x in notes)
 
 
 def test_a_kernel_slowed_on_every_rank_is_one_finding(tmp_path: Path, scheduler: str) -> None:

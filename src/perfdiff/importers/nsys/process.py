@@ -32,7 +32,8 @@ def choose_pid(x: Export, gpu_parts: dict[str, dict[str, np.ndarray]]) -> int | 
     best = int(uniq[np.argmax(counts)])
     if len(uniq) > 1:
         x.notes.append(Note("several-processes", f"{len(uniq)} processes launched GPU work; imported pid {best} "
-                                                 "(the most); choose another with --pid"))
+                                                 "(the most); choose another with --pid, or compare each as a rank "
+                                                 "with --ranks all"))
     return best
 
 
