@@ -321,9 +321,9 @@ def rank_markdown(a: RankAnalysis, labels: tuple[str, str]) -> str:
     out += [f"- {verdict_line(v, a.collectives, (a.world_n, a.world_a), _renumbered(a), not unaligned)}"
             for v in a.verdict] + [""]
     out += ["## 1. Ranks", "", "Per rank: median cycle of each run, the function whose own time moved most "
-            "(significant and material, in the direction of its cycle) — or, where none did and its wait in "
-            "collectives grew by at least half its Δ, that wait — and the median time per cycle it waits in "
-            "collectives for the last rank.", ""] + _ranks_section(a)
+            "(significant and material, in the direction of its cycle) — after its wait in collectives where that "
+            "grew by at least half its Δ and by more than the function moved — and the median time per cycle it "
+            "waits in collectives for the last rank.", ""] + _ranks_section(a)
     out += ["## 2. Stragglers", ""]
     for s in a.stragglers:
         out += [f"**{'N: normal' if s.side == 'normal' else 'A: abnormal'} run.** {straggler_text(s)}", ""]
