@@ -129,11 +129,7 @@ def _collectives_line(v: RankVerdict, coll: CollectiveTime | None, worlds: tuple
 def _left_out(ranks: tuple[int, ...]) -> str:
     """"the abnormal run's rank 1", "the abnormal run's ranks 1, 2 and 3" (numbers as that run
     gives them: with --ranks N:A they differ from the normal run's)."""
-    listed = list(ranks[:16])
-    if len(listed) == 1:
-        return f"the abnormal run's rank {listed[0]}"
-    more = " …" if len(ranks) > 16 else ""
-    return f"the abnormal run's ranks {', '.join(str(r) for r in listed[:-1])} and {listed[-1]}{more}"
+    return f"the abnormal run's {ranks_text(ranks[:16], 0)}" + (" …" if len(ranks) > 16 else "")
 
 
 def _verb(ranks: tuple[int, ...], one: str, many: str) -> str:
