@@ -128,8 +128,8 @@ def findings_across(tests: list[RankTest], world: int, alpha: float) -> list[Ran
 
 
 def rank_verdict(findings: list[RankFinding], stragglers: tuple[Straggler, Straggler], *,
-                 collectives: CollectiveTime | None = None, cycle: RankCycle | None = None,
-                 compared: tuple[int, ...] = (), left_out: tuple[int, ...] = (),
+                 compared: tuple[int, ...], collectives: CollectiveTime | None = None,
+                 cycle: RankCycle | None = None, left_out: tuple[int, ...] = (),
                  alpha: float = 0.05) -> list[RankVerdict]:
     """What changed across the `compared` ranks: a new straggler in the abnormal run first (or
     the normal run's gone), then
@@ -139,16 +139,14 @@ def rank_verdict(findings: list[RankFinding], stragglers: tuple[Straggler, Strag
     compared."""
     out = []
     sn, sa = stragglers
-    world = len(compared) or len(sa.waits)
+    world = len(compared)
     if sa.code == StragglerCode.CULPRIT and not (sn.code == StragglerCode.CULPRIT and sn.culprit == sa.culprit
                                                  and not sa.skew_us > 2.0 * sn.skew_us):
-        others = [w.wait_us for w in sa.waits if w.rank != sa.culprit]
         out.append(RankVerdict(RankVerdictCode.STRAGGLER, (int(sa.culprit),), len(sa.waits), excess=sa.excess,
-                               size_us=float(np.median(others)) if others else math.nan, others=tuple(left_out)))
+                               size_us=_victims_wait_us(sa), others=tuple(left_out)))
     if sn.code == StragglerCode.CULPRIT and sa.code != StragglerCode.CULPRIT:
-        others = [w.wait_us for w in sn.waits if w.rank != sn.culprit]
         out.append(RankVerdict(RankVerdictCode.STRAGGLER_GONE, (int(sn.culprit),), len(sn.waits), excess=sn.excess,
-                               size_us=float(np.median(others)) if others else math.nan))
+                               size_us=_victims_wait_us(sn)))
     if collectives is not None and collectives.changed:
         out.append(RankVerdict(RankVerdictCode.COLLECTIVES, tuple(compared), world, size_us=collectives.delta_us,
                                tau_pp=collectives.tau_pp, others=tuple(left_out)))
@@ -161,6 +159,12 @@ def rank_verdict(findings: list[RankFinding], stragglers: tuple[Straggler, Strag
     if not out:
         out.append(RankVerdict(RankVerdictCode.NO_CHANGE, tuple(compared), world))
     return out
+
+
+def _victims_wait_us(s: Straggler) -> float:
+    """The median over the other ranks of their wait per cycle for the culprit (µs)."""
+    others = [w.wait_us for w in s.waits if w.rank != s.culprit]
+    return float(np.median(others)) if others else math.nan
 
 
 def job_cycle_per_iteration(parts: list[RankPart], iters: np.ndarray) -> np.ndarray:

@@ -45,6 +45,10 @@ def _per_iteration(parts: list[RankPart], iters: np.ndarray) -> tuple[np.ndarray
     return np.median(np.stack(own), axis=0), np.median(np.stack(count), axis=0)
 
 
+def _unmeasured(reason: str) -> CollectiveTime:
+    return CollectiveTime(math.nan, math.nan, math.nan, math.nan, math.nan, math.nan, reason=reason)
+
+
 def collective_time(parts_n: list[RankPart], parts_a: list[RankPart], iters_n: np.ndarray, iters_a: np.ndarray,
                     cycle_a_us: np.ndarray, alpha: float, unmatched: bool = False) -> CollectiveTime:
     """The collectives' own time in each run and its change (see the module docstring);
@@ -52,10 +56,10 @@ def collective_time(parts_n: list[RankPart], parts_a: list[RankPart], iters_n: n
     `unmatched`: the ranks' cycles are not iterations (then NaN)."""
     lack = [side for side, parts in (("normal", parts_n), ("abnormal", parts_a))
             if not any(len(p.coll_cycle) for p in parts)]
-    if lack or unmatched:
-        which = "neither run has" if len(lack) == 2 else f"the {lack[0]} run has" if lack else ""
-        return CollectiveTime(math.nan, math.nan, math.nan, math.nan, math.nan, math.nan,
-                              reason="the cycles are not iterations" if unmatched else f"{which} NCCL kernels")
+    if unmatched:
+        return _unmeasured("the cycles are not iterations")
+    if lack:
+        return _unmeasured(f"{'neither run has' if len(lack) == 2 else f'the {lack[0]} run has'} NCCL kernels")
     n, count_n = _per_iteration(parts_n, iters_n)
     a, count_a = _per_iteration(parts_a, iters_a)
     res = stats.compare_samples(a, n, floor=T_FLOOR_US, alpha=alpha)
