@@ -17,6 +17,7 @@ from __future__ import annotations
 import math
 
 import numpy as np
+import pandas as pd
 
 from perfdiff import stats
 from perfdiff.analyze.compare import T_FLOOR_US
@@ -29,10 +30,11 @@ from perfdiff.ranks.straggler import cycle_waits
 __all__ = ["collective_time"]
 
 
-def _per_iteration(parts: list[RankPart], iters: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+def _per_iteration(parts: list[RankPart], iters: np.ndarray, matched: dict[str, pd.DataFrame] | None
+                   ) -> tuple[np.ndarray, np.ndarray]:
     """Per iteration of `iters`, the median over `parts` of a rank's collective time less its
     wait for the others (µs), and of its number of collectives."""
-    waits = cycle_waits(parts, iters)
+    waits = cycle_waits(parts, iters, matched)
     own, count = [], []
     for p in parts:
         cols = cycle_columns(p, iters)
@@ -50,18 +52,21 @@ def _unmeasured(reason: str) -> CollectiveTime:
 
 
 def collective_time(parts_n: list[RankPart], parts_a: list[RankPart], iters_n: np.ndarray, iters_a: np.ndarray,
-                    cycle_a_us: np.ndarray, alpha: float, unmatched: bool = False) -> CollectiveTime:
+                    cycle_a_us: np.ndarray, alpha: float, unmatched: bool = False,
+                    matched: tuple[dict[str, pd.DataFrame] | None, dict[str, pd.DataFrame] | None] = (None, None)
+                    ) -> CollectiveTime:
     """The collectives' own time in each run and its change (see the module docstring);
     `cycle_a_us`: the abnormal job cycle per iteration (µs), the denominator of τ;
-    `unmatched`: the ranks' cycles are not iterations (then NaN)."""
+    `unmatched`: the ranks' cycles are not iterations (then NaN); `matched`: each run's
+    straggler.match_collectives over its iterations, when already computed."""
     lack = [side for side, parts in (("normal", parts_n), ("abnormal", parts_a))
             if not any(len(p.coll_cycle) for p in parts)]
     if unmatched:
         return _unmeasured("the cycles are not iterations")
     if lack:
         return _unmeasured(f"{'neither run has' if len(lack) == 2 else f'the {lack[0]} run has'} NCCL kernels")
-    n, count_n = _per_iteration(parts_n, iters_n)
-    a, count_a = _per_iteration(parts_a, iters_a)
+    n, count_n = _per_iteration(parts_n, iters_n, matched[0])
+    a, count_a = _per_iteration(parts_a, iters_a, matched[1])
     res = stats.compare_samples(a, n, floor=T_FLOOR_US, alpha=alpha)
     delta = float(a.mean() - n.mean())
     tau = 100.0 * delta / float(np.mean(cycle_a_us))

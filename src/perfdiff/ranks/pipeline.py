@@ -25,7 +25,7 @@ from perfdiff.ranks.fanout import estimate_bytes, fanout
 from perfdiff.ranks.groups import UNKNOWN
 from perfdiff.ranks.part import RankPart, RankTask, load_part, load_summary
 from perfdiff.ranks.records import IdentitySource, Phase, RankAnalysis, RankNotice, RankNoticeCode
-from perfdiff.ranks.straggler import common_iterations, straggler
+from perfdiff.ranks.straggler import common_iterations, match_collectives, straggler
 from perfdiff.segment import MIN_CYCLES
 
 __all__ = ["UNMATCHED_SOURCES", "analyze_parts", "compare_ranks"]
@@ -123,7 +123,11 @@ def analyze_parts(parts_n: list[RankPart], parts_a: list[RankPart], plan, *, alp
     unmatched = plan.source in UNMATCHED_SOURCES
     if unmatched:
         notices.append(RankNotice(RankNoticeCode.CYCLES_NOT_ITERATIONS))
-    stragglers = (straggler(parts_n, "normal", alpha, unmatched), straggler(parts_a, "abnormal", alpha, unmatched))
+    # Each run's collectives matched across its ranks, read by the straggler analysis and the
+    # collectives' own time alike.
+    matched = (None, None) if unmatched else (match_collectives(parts_n, iters[0]), match_collectives(parts_a, iters[1]))
+    stragglers = (straggler(parts_n, "normal", alpha, unmatched, matched[0]),
+                  straggler(parts_a, "abnormal", alpha, unmatched, matched[1]))
     tests = []
     for pn, pa in zip(parts_n, parts_a, strict=True):
         tests += rank_tests(pn, pa, iters[0], iters[1], alpha)
@@ -133,7 +137,7 @@ def analyze_parts(parts_n: list[RankPart], parts_a: list[RankPart], plan, *, alp
     findings = findings_across(tests, len(pairs_parts), alpha)
     cycle = job_cycle(pairs_parts, (iters[0], iters[1]))
     coll = collective_time(parts_n, parts_a, iters[0], iters[1], job_cycle_per_iteration(parts_a, iters[1]), alpha,
-                           unmatched)
+                           unmatched, matched)
     verdict = rank_verdict(findings, stragglers, collectives=coll, cycle=cycle, alpha=alpha, left_out=left_out,
                            compared=tuple(p.input.rank for p in parts_n))
     return RankAnalysis(pairs=tuple(pairs), world_n=worlds[0], world_a=worlds[1], plan=plan, rows=tuple(rows),

@@ -28,7 +28,7 @@ from perfdiff.ranks.groups import UNKNOWN
 from perfdiff.ranks.part import EXCESS_KINDS, RankPart, cycle_columns
 from perfdiff.ranks.records import GroupCode, GroupStraggler, RankWait, Straggler, StragglerCode
 
-__all__ = ["SKEW_FLOOR_US", "common_iterations", "cycle_waits", "straggler"]
+__all__ = ["SKEW_FLOOR_US", "common_iterations", "cycle_waits", "match_collectives", "straggler"]
 
 SKEW_FLOOR_US = 50.0  # a culprit makes the others wait at least this much longer per cycle …
 SKEW_MIN_SHARE = 0.02  # … and at least this share of the median cycle: else the ranks wait alike
@@ -42,44 +42,55 @@ def common_iterations(parts: list[RankPart]) -> np.ndarray:
     return np.sort(common)
 
 
-def _matched(parts: list[RankPart], iters: np.ndarray) -> dict[str, pd.DataFrame]:
+def match_collectives(parts: list[RankPart], iters: np.ndarray) -> dict[str, pd.DataFrame]:
     """Per communicator label, its collectives matched across its members: durations (ns),
     index (iteration, place among the cycle's collectives on it), one column per member that
-    has it, rows where every such member has it."""
-    frames = []
+    has it, rows where every such member has it.  The straggler analysis and the collectives'
+    own time read the same table: computed once per run, passed to both."""
+    # One table of every rank's collectives, built from the ranks' arrays (a loop over ranks,
+    # not over collectives); the communicators are numbered across the ranks by label.
+    labels = sorted({str(x) for p in parts for x in p.group_labels} | {UNKNOWN})
+    code_of = {x: i for i, x in enumerate(labels)}
+    unknown = code_of[UNKNOWN]
+    cols: dict[str, list[np.ndarray]] = {k: [] for k in ("rank", "iter", "group", "ord", "start", "dur")}
     for p in parts:
-        grp = p.coll_group if p.coll_group is not None else np.zeros(len(p.coll_cycle), dtype=np.int64)
-        start = p.coll_start_ns if p.coll_start_ns is not None else p.coll_ord
-        frames.append(pd.DataFrame({"rank": p.input.rank, "iter": p.iteration[p.coll_cycle],
-                                    "group": np.asarray(p.group_labels, dtype=object)[grp], "ord": p.coll_ord,
-                                    "start": start, "dur": p.coll_dur_ns}))
-    coll = pd.concat(frames, ignore_index=True) if frames else pd.DataFrame()
-    if coll.empty:
+        n = len(p.coll_cycle)
+        local = np.array([code_of[str(x)] for x in p.group_labels] or [unknown], dtype=np.int64)
+        cols["rank"].append(np.full(n, p.input.rank, dtype=np.int64))
+        cols["iter"].append(p.iteration[p.coll_cycle])
+        cols["group"].append(local[p.coll_group] if p.coll_group is not None else np.full(n, local[0]))
+        cols["ord"].append(p.coll_ord)
+        cols["start"].append(p.coll_start_ns if p.coll_start_ns is not None else p.coll_ord)
+        cols["dur"].append(p.coll_dur_ns)
+    if not parts or not sum(len(x) for x in cols["rank"]):
         return {}
-    named = pd.unique(coll.loc[coll["group"] != UNKNOWN, "rank"])
+    coll = pd.DataFrame({k: np.concatenate(v) for k, v in cols.items()})
+    named = pd.unique(coll.loc[coll["group"] != unknown, "rank"])
     if 0 < len(named) < coll["rank"].nunique():
         # A rank whose trace names none of its communicators would be alone in its group and
         # drop out of the analysis: the run is read as one group of every rank instead, each
         # collective placed among all of its rank's collectives in the cycle.
-        coll["group"] = UNKNOWN
+        coll["group"] = unknown
         coll = coll.sort_values(["rank", "iter", "start"], kind="stable")
         coll["ord"] = coll.groupby(["rank", "iter"]).cumcount()
     coll = coll[coll["iter"].isin(iters)]
     order = {p.input.rank: i for i, p in enumerate(parts)}
     out = {}
-    for label, g in coll.groupby("group", sort=True):
+    for code, g in coll.groupby("group", sort=True):
         members = sorted(pd.unique(g["rank"]), key=order.get)
         if len(members) < 2:
             continue
         wide = g.pivot_table(index=["iter", "ord"], columns="rank", values="dur", aggfunc="first")[members].dropna()
         if not wide.empty:
-            out[str(label)] = wide
+            out[labels[int(code)]] = wide
     return out
 
 
-def straggler(parts: list[RankPart], side: str, alpha: float, unmatched: bool = False) -> Straggler:
+def straggler(parts: list[RankPart], side: str, alpha: float, unmatched: bool = False,
+              matched: dict[str, pd.DataFrame] | None = None) -> Straggler:
     """The straggler analysis of one run's ranks (`parts`, any order); `unmatched`: the
-    ranks' cycles are not iterations (time windows, idle gaps), so none."""
+    ranks' cycles are not iterations (time windows, idle gaps), so none; `matched`: the run's
+    match_collectives over its common iterations, when already computed."""
     iters = common_iterations(parts)
     if unmatched:
         return Straggler(side=side, code=StragglerCode.NOT_ITERATIONS, culprit=None, cycles=len(iters), collectives=0,
@@ -88,7 +99,8 @@ def straggler(parts: list[RankPart], side: str, alpha: float, unmatched: bool = 
         return _none(side, len(iters), "a single rank")
     if not any(len(p.coll_cycle) for p in parts):
         return _none(side, len(iters), "no NCCL kernels")
-    matched = _matched(parts, iters)
+    if matched is None:
+        matched = match_collectives(parts, iters)
     if not matched:
         return _none(side, len(iters), "no collective matched on every rank")
     per_group = _group_waits(matched)
@@ -134,11 +146,16 @@ def straggler(parts: list[RankPart], side: str, alpha: float, unmatched: bool = 
                      **base)
 
 
-def cycle_waits(parts: list[RankPart], iters: np.ndarray) -> pd.DataFrame:
+def cycle_waits(parts: list[RankPart], iters: np.ndarray, matched: dict[str, pd.DataFrame] | None = None
+                ) -> pd.DataFrame:
     """Each rank's wait per cycle (µs) for the last of the other ranks in `parts`, summed over
     its communicators: rows are the iterations of `iters` with a matched collective, columns
-    the ranks with one (empty with fewer than two ranks or nothing matched)."""
-    matched = _matched(parts, iters) if len(parts) >= 2 else {}
+    the ranks with one (empty with fewer than two ranks or nothing matched); `matched`: the
+    run's match_collectives over `iters`, when already computed."""
+    if len(parts) < 2:
+        return pd.DataFrame()
+    if matched is None:
+        matched = match_collectives(parts, iters)
     if not matched:
         return pd.DataFrame()
     return _total_waits(_group_waits(matched), [p.input.rank for p in parts])
