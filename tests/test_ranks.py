@@ -158,6 +158,24 @@ def test_mismatched_world_sizes_one_line_exit_2(tmp_path: Path, capsys) -> None:
     assert "world size 2" in err and "world size 4" not in err and "--ranks" in err
 
 
+def test_a_rank_without_the_plans_steps_is_named_with_the_way_out(tmp_path: Path, capsys) -> None:
+    """Rank 2 of the abnormal run lost its ProfilerStep ranges (its kernels are all there): one
+    line naming that rank and what it lacks, not the cutter's "no markers, no activity"; the
+    --ranks it suggests compares the others."""
+    import json
+
+    n, a = _pair(tmp_path, straggler=1)
+    path = a / "rank-2.json"
+    doc = json.loads(path.read_text())
+    doc["traceEvents"] = [e for e in doc["traceEvents"] if not str(e.get("name", "")).startswith("ProfilerStep")]
+    path.write_text(json.dumps(doc))
+    code, _, err = run_cli(["compare", n, a, "--workers", "1", "-o", tmp_path / "r.md"], capsys)
+    assert code == 2 and len(err.strip().splitlines()) == 1
+    assert "rank 2 of the abnormal run has too few ProfilerStep ranges" in err and "--ranks" in err
+    res = compare_ranks(n, a, ranks="0-1,3", workers=1, processes=False)
+    assert [p.rank for p in res.pairs] == [0, 1, 3] and res.stragglers[1].culprit == 1
+
+
 def test_ranks_option_pairs_mismatched_world_sizes(tmp_path: Path, scheduler: str) -> None:
     n, a = _pair(tmp_path, normal_ranks=2)
     res = compare_ranks(n, a, ranks="0:2,1:3", scheduler=scheduler)

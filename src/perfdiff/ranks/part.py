@@ -15,6 +15,7 @@ import pandas as pd
 
 from perfdiff.analyze.checks import is_wait
 from perfdiff.attribute import attribute_activity
+from perfdiff.errors import InputError
 from perfdiff.inputs import open_run
 from perfdiff.model.cycles import CyclePlan
 from perfdiff.model.schema import COLLECTIVE_KERNEL, CycleSource, Kind
@@ -112,6 +113,11 @@ def _iterations(markers: pd.DataFrame, plan: CyclePlan, start_ns: np.ndarray) ->
     return steps[at] if len(steps) else np.arange(len(start_ns), dtype=np.int64)
 
 
+_SIDES = ("normal", "abnormal")
+# The cycle sources a rank may lack while the plan, from the first ranks, imposes them.
+_SOURCE_TEXT = {CycleSource.PERFDIFF_MARKERS: "perfdiff cycle markers", CycleSource.PROFILER_STEP: "ProfilerStep ranges"}
+
+
 def _offers(markers: pd.DataFrame, plan: CyclePlan) -> bool:
     if plan.chosen_by_user or plan.source not in (CycleSource.PERFDIFF_MARKERS, CycleSource.PROFILER_STEP):
         return True
@@ -125,7 +131,17 @@ def load_part(task: RankTask, plan: CyclePlan) -> RankPart:
         keep_freed_memory()  # Dask starts workers trimming the heap eagerly: every array page-faulted anew
     inp = task.input
     run = open_run(inp.path, pid=inp.pid, group=task.group, for_compare=True, cores=1)
-    cycles = cut_cycles(run, plan)
+    offers = _offers(run.markers, plan)
+    try:
+        cycles = cut_cycles(run, plan)
+    except InputError:
+        if offers:
+            raise
+        # The plan came from the first rank of each run: name it, and the way out, rather
+        # than the cutter's "no markers" (this rank may have plenty of its own).
+        raise InputError(f"rank {inp.rank} of the {_SIDES[task.side]} run has too few {_SOURCE_TEXT[plan.source]} "
+                         "to cut its cycles where the first rank of each run is cut; leave it out with --ranks",
+                         path=inp.path) from None
     matrix = attribute_activity(run, cycles)
     K = cycles.n
     keys = matrix.keys
@@ -150,7 +166,7 @@ def load_part(task: RankTask, plan: CyclePlan) -> RankPart:
                                                                                           cycles.start_ns),
                     dur_ns=dur.astype(np.int64), names=[names[f] for f in keep], kinds=[kinds[f] for f in keep],
                     own_ns=own[keep], excess_ns=excess, coll_cycle=coll_cycle, coll_ord=coll_ord,
-                    coll_dur_ns=coll_dur, offers_plan=_offers(run.markers, plan), source_detail=cycles.detail,
+                    coll_dur_ns=coll_dur, offers_plan=offers, source_detail=cycles.detail,
                     coll_group=coll_group, group_labels=labels, coll_start_ns=coll_start)
 
 
