@@ -96,6 +96,17 @@ def test_warm_up_leaves_dask_to_the_fork_server() -> None:
     assert out.split() == ["True", "False", "False"]
 
 
+def test_the_driver_imports_no_scipy_stats() -> None:
+    """Until the report, the driver of a multi-rank comparison imports the pipeline and a
+    scipy.special function at most: scipy.stats (~0.5 s) would sit on the way to the cluster."""
+    import subprocess
+
+    code = ("import sys, perfdiff.api, perfdiff.ranks.pipeline, perfdiff.render.ranks; "
+            "print('scipy.special' in sys.modules, 'scipy.stats' in sys.modules)")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
+    assert out.split() == ["True", "False"]
+
+
 def _square(x: int, *, plus: int = 0) -> int:
     return x * x + plus
 

@@ -584,3 +584,16 @@ def test_sorted_fast_paths_equal_the_plain_formulas(seed: int) -> None:
     for v in (a, n):
         assert _median_sorted(v) == float(np.median(v))
         assert _mad_sorted(v) == float(np.median(np.abs(v - np.median(v))))
+
+
+def test_binomial_greater_p_is_scipys_exact_one_sided_test():
+    """P(X ≥ k), as scipy.stats.binomtest(..., alternative="greater") gives it, over the counts
+    a straggler analysis meets (cycles × 1/ranks); by hand for 3 of 3 at 1/2; NaN for no trials."""
+    for n in (1, 2, 7, 20, 100, 1000):
+        for k in sorted({0, 1, n // 3, n // 2, n - 1, n}):
+            for p in (0.5, 1 / 8, 1 / 64, 1 / 1024):
+                want = sps.binomtest(k, n, p, alternative="greater").pvalue
+                assert S.binomial_greater_p(k, n, p) == pytest.approx(want, rel=1e-9, abs=1e-300)
+    assert S.binomial_greater_p(3, 3, 0.5) == pytest.approx(1 / 8)
+    assert S.binomial_greater_p(0, 5, 0.2) == 1.0
+    assert all(math.isnan(S.binomial_greater_p(k, n, p)) for k, n, p in ((0, 0, 0.5), (4, 3, 0.5), (1, 3, 1.5)))

@@ -22,9 +22,9 @@ import math
 
 import numpy as np
 import pandas as pd
-from scipy.stats import binomtest
 
 from perfdiff.ranks.groups import UNKNOWN
+from perfdiff.stats.binomial import binomial_greater_p
 from perfdiff.ranks.part import EXCESS_KINDS, RankPart, cycle_columns
 from perfdiff.ranks.records import GroupCode, GroupStraggler, RankWait, Straggler, StragglerCode
 
@@ -114,7 +114,7 @@ def straggler(parts: list[RankPart], side: str, alpha: float, unmatched: bool = 
     waits = tuple(RankWait(r, float(med[i]), float(share[i])) for i, r in enumerate(used))
     c = int(np.argmin(med))
     # The culprit is the best of len(used) candidates: Bonferroni over them.
-    p_raw = binomtest(int((last == c).sum()), len(last), 1.0 / len(used), alternative="greater").pvalue
+    p_raw = binomial_greater_p(int((last == c).sum()), len(last), 1.0 / len(used))
     p_last = float(min(1.0, len(used) * p_raw))
     counts = pd.concat([w.groupby(level="iter").size() for w in matched.values()]).groupby(level=0).sum()
     per_cycle_coll = int(np.median(counts.to_numpy()))
@@ -189,7 +189,7 @@ def _group(label: str, w: pd.DataFrame, total: pd.DataFrame, wide: pd.DataFrame,
     c = int(np.argmin(med))
     last = np.argmin(wc, axis=1)
     # Bonferroni over the members and over the communicators tested.
-    p_raw = binomtest(int((last == c).sum()), len(last), 1.0 / len(members), alternative="greater").pvalue
+    p_raw = binomial_greater_p(int((last == c).sum()), len(last), 1.0 / len(members))
     p_last = float(min(1.0, len(members) * n_groups * p_raw))
     elsewhere = float(np.median(total.loc[w.index, members[c]].to_numpy() - wc[:, c]))
     gap = float(np.median(np.delete(med, c))) - float(med[c])
