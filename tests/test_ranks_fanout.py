@@ -96,6 +96,22 @@ def test_warm_up_leaves_dask_to_the_fork_server() -> None:
     assert out.split() == ["True", "False", "False"]
 
 
+def test_the_command_starts_the_fork_server_before_pandas(tmp_path: Path) -> None:
+    """`perfdiff compare` tells runs of many ranks from a pair without importing pandas, and
+    starts the local cluster's fork server then: its imports (~0.9 s) run beside the driver's
+    from the start, not after them."""
+    import subprocess
+
+    n, a = gen_ranks.generate(tmp_path, fmt="kineto", plant=gen_ranks.Plant(), ranks=2, kernels=200, steps=4,
+                              collectives=1)
+    code = ("import sys; import perfdiff.ranks.fanout as f\n"
+            "def seen(): print('pandas' in sys.modules, 'numpy' in sys.modules, flush=True); raise SystemExit(0)\n"
+            "f.warm_up = seen\n"
+            f"from perfdiff.cli import main; main(['compare', {str(n)!r}, {str(a)!r}])")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
+    assert out.split() == ["False", "False"]
+
+
 def test_the_driver_imports_no_scipy_stats() -> None:
     """Until the report, the driver of a multi-rank comparison imports the pipeline and a
     scipy.special function at most: scipy.stats (~0.5 s) would sit on the way to the cluster."""

@@ -7,7 +7,7 @@ import subprocess
 import tempfile
 from pathlib import Path
 
-from perfdiff.bundle import RunData, is_bundle, load_bundle
+from perfdiff.bundle import RunData, is_bundle
 from perfdiff.errors import InputError, reading
 
 TRACE_SUFFIXES = (".sqlite", ".json", ".json.gz", ".nsys-rep")
@@ -73,6 +73,8 @@ def _open_run(p: Path, *, pid: int | None, group: str, for_compare: bool, cores:
         raise InputError("no such file or directory", path=p)
     if p.is_dir():
         if is_bundle(p):
+            from perfdiff.bundle import load_bundle  # pandas: not needed to tell inputs apart
+
             return load_bundle(p)
         p = _find_trace_in_dir(p)
     kind = trace_kind(p)

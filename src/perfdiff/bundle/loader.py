@@ -16,16 +16,11 @@ import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
 from perfdiff.bundle.journal import SUFFIXES, check_schema, read_journal
-from perfdiff.bundle.manifest import MANIFEST, RunData, read_manifest
+from perfdiff.bundle.manifest import RunData, read_manifest
 from perfdiff.errors import InputError
 from perfdiff.model.schema import INTERVAL_COLUMNS as _INTERVALS
 from perfdiff.model.schema import BUNDLE_SCHEMAS, MISSING, OPTIONAL_TABLES, TABLES
 from perfdiff.model.tables import empty_table
-
-
-def is_bundle(path: str | os.PathLike[str]) -> bool:
-    """True when `path` is a directory holding a bundle manifest."""
-    return (Path(path) / MANIFEST).is_file()
 
 
 def _read_table(path: Path, table: str, notes: list[str] | None = None) -> pd.DataFrame:

@@ -44,6 +44,11 @@ class RunData:
         return str(self.manifest.get("run_name") or Path(self.path).name or "run")
 
 
+def is_bundle(path: str | os.PathLike[str]) -> bool:
+    """True when `path` is a directory holding a bundle manifest."""
+    return (Path(path) / MANIFEST).is_file()
+
+
 def base_manifest(**fields: Any) -> dict[str, Any]:
     """A manifest with every v1 key present, updated with `fields`."""
     manifest: dict[str, Any] = {

@@ -61,11 +61,15 @@ def _gate(what: str, grew: float, p: float, args: argparse.Namespace) -> int:
 def cmd_compare_ranks(args: argparse.Namespace) -> int:
     """Runs of many ranks (directories of rank traces): the multi-rank report (+ JSON), and the
     --fail-on gate on the job's cycle time (the median over ranks, per iteration)."""
-    from perfdiff.api import compare_ranks
-
     if args.pid is not None:
         raise InputError("--pid picks one process of a single trace; with runs of many ranks, say which ranks to "
                          "compare with --ranks")
+    if args.scheduler is None:
+        from perfdiff.ranks.fanout import warm_up
+
+        warm_up()  # the local cluster's fork server imports beside this process's own imports, from now
+    from perfdiff.api import compare_ranks
+
     comp = compare_ranks(args.normal, args.abnormal, alpha=args.alpha, cycle=args.cycle, window=args.window,
                          group=args.group, ranks=args.ranks, scheduler=args.scheduler, workers=args.workers,
                          progress=True)
