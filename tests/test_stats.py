@@ -6,6 +6,9 @@ from itertools import combinations
 
 import numpy as np
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+from hypothesis.extra import numpy as hnp
 from scipy import stats as sps
 
 from perfdiff import stats as S
@@ -597,3 +600,22 @@ def test_binomial_greater_p_is_scipys_exact_one_sided_test():
     assert S.binomial_greater_p(3, 3, 0.5) == pytest.approx(1 / 8)
     assert S.binomial_greater_p(0, 5, 0.2) == 1.0
     assert all(math.isnan(S.binomial_greater_p(k, n, p)) for k, n, p in ((0, 0, 0.5), (4, 3, 0.5), (1, 3, 1.5)))
+
+
+@settings(max_examples=300, deadline=None)
+@given(a=hnp.arrays(np.float64, st.integers(0, 40), elements=st.sampled_from([0.0, 1.0, 2.5, 3.0, 7.0, math.nan,
+                                                                               math.inf, 1e6])),
+       n=hnp.arrays(np.float64, st.integers(0, 40), elements=st.one_of(st.floats(-1e3, 1e3), st.just(math.nan))),
+       alpha=st.sampled_from([None, 0.05, 1e-3]))
+def test_u_test_gives_compare_samples_p_and_delta(a, n, alpha):
+    """The U test alone gives the p, Cliff's δ and their reasons compare_samples gives, over
+    ties, non-finite values, empty and tiny sides; neither touches its inputs."""
+    a0, n0 = a.copy(), n.copy()
+    u = S.u_test(a, n, alpha=alpha)
+    full = S.compare_samples(a, n, floor=1.0, alpha=alpha)
+    np.testing.assert_array_equal(a, a0)
+    np.testing.assert_array_equal(n, n0)
+    assert (math.isnan(u.p_mwu) and math.isnan(full.p_mwu)) or u.p_mwu == full.p_mwu
+    assert (math.isnan(u.cliffs_delta) and math.isnan(full.cliffs_delta)) or u.cliffs_delta == full.cliffs_delta
+    assert [r for r in u.reasons if r.startswith(("p_mwu", "dropped"))] == \
+        [r for r in full.reasons if r.startswith(("p_mwu", "dropped"))]

@@ -68,7 +68,7 @@ def rank_tests(pn: RankPart, pa: RankPart, iters_n: np.ndarray, iters_a: np.ndar
         tn, ta = on.get(key, np.zeros(len(dn))), oa.get(key, np.zeros(len(da)))
         if (tn.sum() + ta.sum()) / (len(dn) + len(da)) < TEST_MIN_SHARE * pooled_cycle:
             continue
-        res = stats.compare_samples(ta, tn, floor=T_FLOOR_US, alpha=alpha)
+        res = stats.u_test(ta, tn, alpha=alpha)
         delta = float(ta.mean() - tn.mean())
         out.append(RankTest(pn.input.rank, key[0], key[1], delta, 100.0 * delta / mean_da, res.p_mwu,
                             res.cliffs_delta))

@@ -18,7 +18,7 @@ Conventions fixed here (and tested in tests/test_stats.py):
 
 Modules: `describe` (one-sample summaries), `pairwise` (order statistics of a_i - n_j),
 `mannwhitney` (U test), `welch` (t test), `effects` (HL, its CI, Z, Cliff's δ, KS D),
-`twosample` (all of them for one row), `paired` (matched cycles), `multiple` (BH q, fragile), `common_mode`,
+`twosample` (all of them for one row, or the U test's p and Cliff's δ alone), `paired` (matched cycles), `multiple` (BH q, fragile), `common_mode`,
 `binomial` (the exact one-sided binomial test),
 `score` (suspicion and legacy scores), `power` (cycles needed).
 """
@@ -37,17 +37,18 @@ from perfdiff.stats.pairwise import HL_MAX_PAIRS, HL_MAX_SIDE
 from perfdiff.stats.paired import MATCH_MIN_CYCLES, MATCH_MIN_RHO, compare_paired, cycles_match
 from perfdiff.stats.power import cycles_needed
 from perfdiff.stats.score import SCORE_Z_CAP, legacy_score, suspicion_score
-from perfdiff.stats.twosample import TwoSample, compare_samples
+from perfdiff.stats.twosample import TwoSample, UTest, compare_samples, u_test
 from perfdiff.stats.welch import welch_p
 
 __all__ = [
     "COMMON_MAX_IQR", "COMMON_MIN_BETA", "COMMON_MIN_SHIFT", "EXACT_LIMIT", "HL_MAX_PAIRS", "HL_MAX_SIDE",
     "MATCH_MIN_CYCLES", "MATCH_MIN_RHO",
     "MAD_TO_SD", "MEDIAN_SHARE", "QUANTILE_KEYS", "SCORE_Z_CAP",
-    "CommonMode", "CommonModeDetail", "TwoSample",
-    "bh_qvalues", "binomial_greater_p", "cliffs_delta", "common_mode", "common_mode_detail", "compare_paired", "compare_samples",
-    "cycles_match", "cycles_needed",
+    "CommonMode", "CommonModeDetail", "TwoSample", "UTest",
+    "bh_qvalues", "binomial_greater_p", "cliffs_delta", "common_mode", "common_mode_detail", "compare_paired",
+    "compare_samples", "cycles_match", "cycles_needed",
     "delta_vs_common", "drop_nonfinite", "hl_confidence_interval", "hodges_lehmann", "is_fragile",
-    "ks_pvalue", "ks_statistic", "legacy_score", "log_epsilon", "mann_whitney_p", "min_attainable_p", "quantile_ci", "quantile_table",
-    "resolution", "robust_scale", "suspicion_score", "welch_p", "z_log", "z_score",
+    "ks_pvalue", "ks_statistic", "legacy_score", "log_epsilon", "mann_whitney_p", "min_attainable_p", "quantile_ci",
+    "quantile_table",
+    "resolution", "robust_scale", "suspicion_score", "u_test", "welch_p", "z_log", "z_score",
 ]
