@@ -17,8 +17,14 @@ The machine's own scaling on the same work is measured without Dask (`--plain`):
 rank tasks (perfdiff.ranks.part.load_part) in a pool of 1, then 2, … plain processes forked
 after the imports, timing only the pool's map.  A Dask speed-up can come near it, not above it.
 
+The driver's analysis at scale (`--analysis RANKSxFUNCTIONS`, default 1024x100): the parts of
+the generated nsys pair, loaded in this process, copied to RANKS ranks of each run and widened
+to FUNCTIONS functions each (seeded noise kernels beside the planted ones), then analysed as
+`compare` analyses what its workers return (perfdiff.ranks.pipeline.analyze_parts); wall time
+of each of --repeat runs.  `--analysis none` leaves it out.
+
     python bench/bench_ranks.py [--ranks 64] [--kernels 100000] [--formats kineto,nsys] [--workers 1,2]
-                                [--repeat 3] [--quick] [--no-plain]
+                                [--repeat 3] [--quick] [--no-plain] [--analysis 1024x100]
 """
 from __future__ import annotations
 
@@ -75,6 +81,47 @@ def _timed_part(task, plan) -> float:
     return time.perf_counter() - t
 
 
+def analysis_at_scale(normal: Path, abnormal: Path, ranks: int, functions: int, repeat: int) -> str:
+    """A Markdown table row: the driver's analysis of `ranks` rank pairs of `functions`
+    functions each, built from the generated pair's parts (see the module docstring)."""
+    import dataclasses
+    import time
+
+    import numpy as np
+
+    from perfdiff.plan import plan_pair
+    from perfdiff.ranks.discover import pair_ranks, rank_inputs
+    from perfdiff.ranks.part import RankTask, load_part, load_summary
+    from perfdiff.ranks.pipeline import analyze_parts
+    from perfdiff.ranks.records import RankPair
+
+    pairs, _ = pair_ranks(rank_inputs(str(normal)), rank_inputs(str(abnormal)), None, (str(normal), str(abnormal)))
+    base = [[RankTask(side, p.normal if side == 0 else p.abnormal) for p in pairs] for side in (0, 1)]
+    plan = dataclasses.replace(plan_pair(load_summary(base[0][0]), load_summary(base[1][0])), device_map=())
+    loaded = [[load_part(t, plan) for t in side] for side in base]
+    rng = np.random.default_rng(0)
+
+    def widen(p, rank: int):
+        extra = max(0, functions - len(p.names))
+        own = np.vstack([p.own_ns, rng.gamma(4.0, 25_000.0, size=(extra, len(p.dur_ns)))])  # ~100 µs a cycle
+        return dataclasses.replace(p, input=dataclasses.replace(p.input, rank=rank), own_ns=own,
+                                   names=p.names + [f"noise_kernel_{i}" for i in range(extra)],
+                                   kinds=p.kinds + ["kernel"] * extra)
+
+    parts = [[widen(side[r % len(side)], r) for r in range(ranks)] for side in loaded]
+    rank_pairs = [RankPair(r, parts[0][r].input, parts[1][r].input) for r in range(ranks)]
+    walls = []
+    for _ in range(repeat):
+        t = time.perf_counter()
+        res = analyze_parts(parts[0], parts[1], plan, alpha=0.05, notices=[], worlds=(ranks, ranks), workers=1,
+                            pairs=rank_pairs)
+        walls.append(time.perf_counter() - t)
+    s = res.stragglers[1]
+    named = f"rank {s.culprit}" if s.culprit is not None else s.code.value
+    return (f"| {ranks} × 2 | {len(parts[0][0].names)} | {len(parts[0][0].dur_ns)} | {median(walls):.2f} | "
+            f"{' / '.join(f'{w:.2f}' for w in walls)} | {named} |")
+
+
 def gen(fmt: str, ranks: int, kernels: int, steps: int) -> tuple[Path, Path]:
     folder = OUT / f"ranks_{fmt}_{ranks}x{kernels}"
     n, a = folder / "normal", folder / "abnormal"
@@ -94,6 +141,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--quick", action="store_true", help="8 ranks of 10,000 kernels, one round")
     ap.add_argument("--no-plain", dest="plain", action="store_false",
                     help="leave out the plain-process reference (no Dask)")
+    ap.add_argument("--analysis", default="1024x100", metavar="RANKSxFUNCTIONS",
+                    help="the driver's analysis at scale from the nsys pair's parts; 'none': leave it out")
     ap.add_argument("--plain-run", nargs=3, metavar=("NORMAL", "ABNORMAL", "WORKERS"), help=argparse.SUPPRESS)
     args = ap.parse_args(argv)
     if args.plain_run:
@@ -159,6 +208,14 @@ def main(argv: list[str] | None = None) -> int:
         print("| format | processes | rank tasks (s) | task, mean (ms) | speed-up vs 1 process |")
         print("|---|---|---|---|---|")
         print("\n".join(plain_rows))
+    if args.analysis != "none" and not args.quick:
+        at_ranks, at_functions = (int(x) for x in args.analysis.lower().split("x"))
+        n, a = gen("nsys", ranks, kernels, steps)
+        print(f"\nThe driver's analysis of what the workers return, at {at_ranks:,} ranks ({ranks} generated nsys "
+              "ranks' parts copied, widened with noise kernels), in this process.\n")
+        print("| ranks × runs | functions per rank | cycles | analysis (s) | each run | straggler named |")
+        print("|---|---|---|---|---|---|")
+        print(analysis_at_scale(n, a, at_ranks, at_functions, repeat))
     print(f"\nload average after: {' '.join(f'{x:.2f}' for x in os.getloadavg())}")
     return 0
 
