@@ -608,8 +608,9 @@ def test_binomial_greater_p_is_scipys_exact_one_sided_test():
        n=hnp.arrays(np.float64, st.integers(0, 40), elements=st.one_of(st.floats(-1e3, 1e3), st.just(math.nan))),
        alpha=st.sampled_from([None, 0.05, 1e-3]))
 def test_u_test_gives_compare_samples_p_and_delta(a, n, alpha):
-    """The U test alone gives the p, Cliff's δ and their reasons compare_samples gives, over
-    ties, non-finite values, empty and tiny sides; neither touches its inputs."""
+    """The U test alone gives the p and Cliff's δ compare_samples gives, and the same reasons
+    for p and for dropped values, over ties, non-finite values, empty and tiny sides; neither
+    touches its inputs."""
     a0, n0 = a.copy(), n.copy()
     u = S.u_test(a, n, alpha=alpha)
     full = S.compare_samples(a, n, floor=1.0, alpha=alpha)
