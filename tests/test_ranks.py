@@ -176,6 +176,19 @@ def test_a_rank_without_the_plans_steps_is_named_with_the_way_out(tmp_path: Path
     assert [p.rank for p in res.pairs] == [0, 1, 3] and res.stragglers[1].culprit == 1
 
 
+@pytest.mark.parametrize("declared", ["1000000000000", "-5", '"4"', "4.5", "null"])
+def test_a_damaged_world_size_is_not_a_world(tmp_path: Path, declared: str) -> None:
+    """A rank's header declaring a world of 10^12 ranks (or no number at all) is ignored: the
+    run's world is its 4 traces.  Before, the 10^12 was refused as a mismatch, and with
+    --ranks the comparison listed every rank not compared until memory ran out."""
+    n, a = _pair(tmp_path, straggler=1)
+    path = a / "rank-0.json"
+    path.write_text(path.read_text().replace('"world_size": 4', f'"world_size": {declared}', 1))
+    for ranks in (None, "0-3"):
+        res = compare_ranks(n, a, ranks=ranks, workers=1, processes=False)
+        assert res.world_a == 4 and res.stragglers[1].culprit == 1
+
+
 def test_ranks_option_pairs_mismatched_world_sizes(tmp_path: Path, scheduler: str) -> None:
     n, a = _pair(tmp_path, normal_ranks=2)
     res = compare_ranks(n, a, ranks="0:2,1:3", scheduler=scheduler)

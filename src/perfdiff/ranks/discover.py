@@ -25,6 +25,7 @@ from perfdiff.ranks.records import IdentitySource, RankInput, RankNotice, RankNo
 
 __all__ = ["is_multi_rank", "pair_ranks", "parse_rank_spec", "rank_inputs"]
 
+MAX_RANK = 1 << 20  # a rank number beyond any job's world (with no rank twice, it bounds the pairs too)
 HEAD_BYTES = 1 << 16  # a Kineto trace's header (distributedInfo) precedes its events
 _DIST = re.compile(rb'"distributedInfo"\s*:\s*(\{[^{}]*\})')
 _NAME_RANK = (re.compile(r"rank[-_.]?(\d+)", re.I), re.compile(r"\.(\d+)\.(?:sqlite|nsys-rep|json|json\.gz)$"),
@@ -88,7 +89,9 @@ def _declared(p: Path) -> tuple[dict, IdentitySource]:
 
 
 def _int(v: object) -> int | None:
-    return v if isinstance(v, int) and not isinstance(v, bool) and v >= 0 else None
+    """A declared rank or world size, None where it is not one (a damaged header can say
+    anything: a world of 10^12 ranks would be listed, rank by rank, as not compared)."""
+    return v if isinstance(v, int) and not isinstance(v, bool) and 0 <= v <= MAX_RANK else None
 
 
 def _name_rank(p: Path) -> int | None:
@@ -152,13 +155,13 @@ def rank_inputs(path: str | Path, *, split_processes: bool = False) -> list[Rank
 
 
 def world_size(inputs: list[RankInput]) -> int:
-    """The run's world size: the largest one its traces declare, else how many ranks it has."""
-    declared = [r.world_size for r in inputs if r.world_size]
+    """The run's world size: the largest one its traces declare (up to MAX_RANK), else how
+    many ranks it has."""
+    declared = [r.world_size for r in inputs if r.world_size and r.world_size <= MAX_RANK]
     return max(declared) if declared else len(inputs)
 
 
 _SPEC_ITEM = re.compile(r"^(\d+)(?:-(\d+))?(?::(\d+)(?:-(\d+))?)?$", re.ASCII)
-MAX_RANK = 1 << 20  # a rank number beyond any job's world (with no rank twice, it bounds the pairs too)
 
 
 def _shown(text: str) -> str:
