@@ -181,10 +181,21 @@ def _share(s: Straggler) -> float:
     return next((w.last_share for w in s.waits if w.rank == s.culprit), math.nan)
 
 
+def _listed(ranks: tuple[int, ...]) -> str:
+    """"rank 3", "ranks 1, 5 and 6"; beyond 16 ranks the first 16 and "…"; "" for none (a
+    notice about the run, not its ranks)."""
+    if not ranks:
+        return ""
+    if len(ranks) > 16:
+        return "ranks " + ", ".join(str(r) for r in ranks[:16]) + " …"
+    return ranks_text(ranks, 0)
+
+
 def notice_line(n: RankNotice) -> str:
-    ranks = ", ".join(str(r) for r in n.ranks[:16]) + (" …" if len(n.ranks) > 16 else "")
+    listed, one = _listed(n.ranks), len(n.ranks) == 1
     if n.code == RankNoticeCode.PLAN_IMPOSED:
-        return f"The {n.side} run's ranks {ranks} lack the plan's cycle source on their own; they were cut by it anyway."
+        return (f"The {n.side} run's {listed} {'lacks' if one else 'lack'} the plan's cycle source on "
+                f"{'its' if one else 'their'} own; {'it was' if one else 'they were'} cut by it anyway.")
     if n.code == RankNoticeCode.ITERATIONS_TRIMMED:
         return (f"Up to {n.count} cycles of a rank of the {n.side} run are left out: they are not on every rank "
                 "of that run.")
@@ -195,16 +206,19 @@ def notice_line(n: RankNotice) -> str:
                 "the length of the iterations. ProfilerStep ranges, perfdiff markers or --cycle on a named range "
                 "give iterations.")
     if n.code == RankNoticeCode.PAIRED_BY_USER:
-        return f"Ranks paired as --ranks says (normal ranks {ranks})."
+        return f"Ranks paired as --ranks says (the normal run's {listed})."
     if n.code == RankNoticeCode.UNPAIRED:
-        return f"Ranks {ranks} are in one run only: not compared."
+        return f"{listed[0].upper()}{listed[1:]} {'is' if one else 'are'} in one run only: not compared."
     if n.code == RankNoticeCode.GROUPS_UNKNOWN:
-        return (f"The traces of the {n.side} run's ranks {ranks} do not name the communicator (process group) of "
-                "some or all of their collectives: for those, groups could not be told apart, and they are matched "
-                "across every rank that has them. With several communicators (tensor and data parallel) a rank may "
-                "then be blamed for a collective it does not join; PyTorch profiles that record the process group in the "
-                "NCCL kernels' args, and nsys exports of NCCL's NVTX payloads (--include-blobs=true), avoid it.")
-    return f"The {n.side} run's ranks {ranks} declare another rank number than their file name gave."
+        return (f"The {'trace' if one else 'traces'} of the {n.side} run's {listed} {'does' if one else 'do'} not "
+                "name the communicator (process group) of some or all of "
+                f"{'its' if one else 'their'} collectives: for those, groups could not be told apart, and they "
+                "are matched across every rank that has them. With several communicators (tensor and data parallel) "
+                "a rank may then be blamed for a collective it does not join; PyTorch profiles that record the "
+                "process group in the NCCL kernels' args, and nsys exports of NCCL's NVTX payloads "
+                "(--include-blobs=true), avoid it.")
+    return (f"The {n.side} run's {listed} {'declares' if one else 'declare'} another rank number than "
+            f"{'its' if one else 'their'} file name gave.")
 
 
 def _iteration_words(a: RankAnalysis) -> str:
