@@ -176,6 +176,32 @@ def test_a_rank_without_the_plans_steps_is_named_with_the_way_out(tmp_path: Path
     assert [p.rank for p in res.pairs] == [0, 1, 3] and res.stragglers[1].culprit == 1
 
 
+@pytest.mark.parametrize("case", ["empty", "damaged manifest", "target not an object"])
+def test_a_directory_without_ranks_or_with_a_damaged_bundle_says_so(tmp_path: Path, capsys, case: str) -> None:
+    """Beside runs of many ranks: an empty directory is not "world size 1"; a bundle whose
+    manifest is damaged is named, not read as an undeclared rank that "claims rank 0" with
+    another; a bundle that declares no rank (its target not even an object) takes the first
+    number no trace declares, 4, and is in one run only; before, an internal error."""
+    n, a = _pair(tmp_path, straggler=1)
+    other = tmp_path / "other"
+    other.mkdir()
+    if case != "empty":
+        import shutil
+
+        for f in n.iterdir():
+            shutil.copy(f, other / f.name)
+        (other / "bundle").mkdir()
+        (other / "bundle" / "manifest.json").write_text('{"format_version": 1, "target": ["x"]}'
+                                                        if case == "target not an object" else "{bad")
+    code, _, err = run_cli(["compare", other, a, "--workers", "1", "-o", tmp_path / "r.md"], capsys)
+    if case == "target not an object":
+        assert code == 0 and "- Rank 4 is in one run only: not compared." in (tmp_path / "r.md").read_text()
+        return
+    assert code == 2 and len(err.strip().splitlines()) == 1
+    want = {"empty": "no trace or run bundle in this directory", "damaged manifest": "manifest is not valid JSON"}[case]
+    assert want in err and "world size" not in err and "claim" not in err
+
+
 @pytest.mark.parametrize("declared", ["1000000000000", "-5", '"4"', "4.5", "null"])
 def test_a_damaged_world_size_is_not_a_world(tmp_path: Path, declared: str) -> None:
     """A rank's header declaring a world of 10^12 ranks (or no number at all) is ignored: the

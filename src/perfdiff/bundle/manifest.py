@@ -93,6 +93,8 @@ def read_manifest(path: Path) -> dict[str, Any]:
         manifest = json.loads(mpath.read_text(encoding="utf-8"))
     except FileNotFoundError:
         raise InputError("not a perfdiff run bundle (no manifest.json)", path=path) from None
+    except OSError as exc:
+        raise InputError(f"cannot read the manifest ({exc.strerror or exc})", path=mpath) from None
     except RecursionError:
         raise InputError("manifest is JSON nested too deeply", path=mpath) from None
     except (json.JSONDecodeError, UnicodeDecodeError) as exc:

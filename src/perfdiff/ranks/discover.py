@@ -18,6 +18,7 @@ import zlib
 from pathlib import Path
 
 from perfdiff.bundle import is_bundle
+from perfdiff.bundle.manifest import read_manifest
 from perfdiff.errors import InputError
 from perfdiff.inputs import trace_kind
 from perfdiff.ranks.identity import process_ranks
@@ -75,11 +76,11 @@ def _nsys_env(p: Path) -> dict:
 
 def _declared(p: Path) -> tuple[dict, IdentitySource]:
     if p.is_dir():
-        try:
-            m = json.loads((p / "manifest.json").read_text())
-        except (OSError, ValueError):
-            return {}, IdentitySource.MANIFEST
-        return ((m.get("target") or {}).get("distributed") or {}), IdentitySource.MANIFEST
+        # A damaged manifest stops the comparison here, naming it, as loading the bundle would:
+        # read as "no rank declared" it would take a rank by order and clash with another.
+        target = read_manifest(p).get("target")
+        dist = target.get("distributed") if isinstance(target, dict) else None
+        return (dist if isinstance(dist, dict) else {}), IdentitySource.MANIFEST
     kind = trace_kind(p)
     if kind == "kineto":
         return _kineto_head(p), IdentitySource.TRACE
@@ -135,15 +136,22 @@ def rank_inputs(path: str | Path, *, split_processes: bool = False) -> list[Rank
         found = _export_ranks(p)
         if found:
             return sorted(found, key=lambda r: r.rank)
+    if p.is_dir() and not is_bundle(p) and not _members(p):
+        raise InputError("no trace or run bundle in this directory", path=p)
     members = _members(p) or [p]
     found: list[RankInput] = []
     by_name = [_name_rank(m) for m in members]
     names_unique = None not in by_name and len(set(by_name)) == len(by_name)
-    for i, m in enumerate(members):
-        dist, source = _declared(m)
-        rank, world = _int(dist.get("rank")), _int(dist.get("world_size"))
+    declared = [(_declared(m), m) for m in members]
+    ranks = [_int(dist.get("rank")) for (dist, _), _ in declared]
+    # Inputs that declare no rank and whose names number none take, in order, the numbers no
+    # other input declares: "rank 0" by position would clash with a trace that says it is rank 0.
+    taken = set(ranks)
+    free = (r for r in range(2 * len(members)) if r not in taken)
+    for i, ((dist, source), m) in enumerate(declared):
+        rank, world = ranks[i], _int(dist.get("world_size"))
         if rank is None:
-            rank, source = (by_name[i], IdentitySource.FILE_NAME) if names_unique else (i, IdentitySource.ORDER)
+            rank, source = (by_name[i], IdentitySource.FILE_NAME) if names_unique else (next(free), IdentitySource.ORDER)
         found.append(RankInput(rank, str(m), source, world))
     seen: dict[int, str] = {}
     for r in found:
