@@ -179,3 +179,22 @@ def test_bundle_manifest_nested_too_deeply(tmp_path: Path) -> None:
     (tmp_path / "manifest.json").write_text("[" * 100_000)
     with pytest.raises(InputError, match="nested too deeply"):
         load_bundle(tmp_path)
+
+
+@pytest.mark.parametrize("name", ["rank#0.sqlite", "what?.sqlite", "100%.sqlite", "a b&c=1.sqlite"])
+def test_an_nsys_export_named_with_uri_characters_is_read_and_nothing_is_created(tmp_path: Path, name: str) -> None:
+    """SQLite reads "file:" URIs: a "#" or "?" in the name ended the path there, so SQLite opened
+    (creating it, beside the input) the file named by what came before, and the export read
+    as "not an Nsight Systems export".  Imported, and for the ranks' readers, as it is."""
+    from perfdiff.importers.nsys.reference import reference_tables
+    from perfdiff.ranks.discover import rank_inputs
+    from perfdiff.ranks.groups import nsys_groups
+
+    folder = tmp_path / "in"
+    folder.mkdir()
+    path = make_export(folder / name)
+    before = sorted(p.name for p in folder.iterdir())
+    run = import_nsys(path)
+    assert len(run.activity) == len(reference_tables(path)["activity"]) > 0
+    assert [r.pid for r in rank_inputs(path, split_processes=True)] != [] and nsys_groups(path) is None
+    assert sorted(p.name for p in folder.iterdir()) == before

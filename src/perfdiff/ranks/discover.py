@@ -27,6 +27,8 @@ from perfdiff.ranks.records import IdentitySource, RankInput, RankNotice, RankNo
 __all__ = ["is_multi_rank", "pair_ranks", "parse_rank_spec", "rank_inputs"]
 
 MAX_RANK = 1 << 20  # a rank number beyond any job's world (with no rank twice, it bounds the pairs too)
+# What reading a damaged export raises: SQLite's errors, and a schema that is not UTF-8.
+EXPORT_ERRORS = (sqlite3.Error, UnicodeDecodeError)
 HEAD_BYTES = 1 << 16  # a Kineto trace's header (distributedInfo) precedes its events
 _DIST = re.compile(rb'"distributedInfo"\s*:\s*(\{[^{}]*\})')
 _NAME_RANK = (re.compile(r"rank[-_.]?(\d+)", re.I), re.compile(r"\.(\d+)\.(?:sqlite|nsys-rep|json|json\.gz)$"),
@@ -63,15 +65,24 @@ def _nsys_env(p: Path) -> dict:
     from perfdiff.importers.nsys.manifest import launcher_vars, rank_and_size
 
     try:
-        con = sqlite3.connect(f"file:{p}?mode=ro", uri=True)
+        con = _connect(p)
         try:
             rows = con.execute("SELECT value FROM META_DATA_CAPTURE "
                                "WHERE name LIKE 'PROCESS_%:ENVIRONMENT_VARIABLE'").fetchall()
         finally:
             con.close()
-    except sqlite3.Error:
+    except EXPORT_ERRORS:
         return {}
     return rank_and_size(launcher_vars(value for (value,) in rows))
+
+
+def _connect(p: Path) -> sqlite3.Connection:
+    """The nsys export at `p`, read-only, its text decoded leniently (the importer's way)."""
+    from perfdiff.importers.nsys.db import readonly_uri  # pandas: not imported to tell inputs apart
+
+    con = sqlite3.connect(readonly_uri(p), uri=True)
+    con.text_factory = lambda b: b.decode("utf-8", "replace")
+    return con
 
 
 def _declared(p: Path) -> tuple[dict, IdentitySource]:
@@ -107,7 +118,7 @@ def _export_ranks(p: Path) -> list[RankInput]:
     """One RankInput per process that launched GPU kernels in an nsys export, numbered from
     the best source the export has (perfdiff.ranks.identity); [] with fewer than two."""
     try:
-        con = sqlite3.connect(f"file:{p}?mode=ro", uri=True)
+        con = _connect(p)
         try:
             rows = con.execute("SELECT DISTINCT (globalPid >> 24) & 16777215 FROM CUPTI_ACTIVITY_KIND_KERNEL").fetchall()
             pids = sorted(int(r[0]) for r in rows if r[0] is not None)
@@ -116,6 +127,8 @@ def _export_ranks(p: Path) -> list[RankInput]:
             con.close()
     except sqlite3.Error as exc:
         raise InputError(f"cannot list the processes of the export ({exc})", path=p) from None
+    except UnicodeDecodeError:  # SQLite's own message quotes a damaged schema
+        raise InputError("cannot list the processes of the export (its schema is damaged)", path=p) from None
     if found is None:
         return []
     world = found.world_size or len(pids)

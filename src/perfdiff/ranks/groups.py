@@ -67,13 +67,15 @@ def nsys_groups(path: str | Path, pid: int | None = None) -> KernelGroups | None
     correlation id.  None when the export has no such payload."""
     import sqlite3
 
+    from perfdiff.importers.nsys.db import readonly_uri
     from perfdiff.ranks.identity import columns_of, nccl_ranges, tables_of
 
     p = Path(path)
     if not p.is_file() or trace_kind(p) != "nsys":
         return None
     try:
-        con = sqlite3.connect(f"file:{p}?mode=ro", uri=True)
+        con = sqlite3.connect(readonly_uri(p), uri=True)
+        con.text_factory = lambda b: b.decode("utf-8", "replace")
         try:
             tables = tables_of(con)
             if not {"CUPTI_ACTIVITY_KIND_RUNTIME", "CUPTI_ACTIVITY_KIND_KERNEL", "StringIds"} <= tables:
@@ -95,7 +97,7 @@ def nsys_groups(path: str | Path, pid: int | None = None) -> KernelGroups | None
                 () if pid is None else (pid,)).fetchall()
         finally:
             con.close()
-    except sqlite3.Error:
+    except (sqlite3.Error, UnicodeDecodeError):  # damaged: the collectives' groups stay unknown
         return None
     launches = [x for x in launches if _COLLECTIVE.match(str(x[3] or ""))]
     if not launches:

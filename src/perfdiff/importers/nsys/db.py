@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import sqlite3
 from pathlib import Path
+from urllib.parse import quote
 
 import numpy as np
 import pandas as pd
@@ -14,7 +15,7 @@ from perfdiff.importers.common import Note, resolve_cores
 from perfdiff.importers.nsys.pages import PageReader, Unsupported
 from perfdiff.model.schema import MISSING
 
-__all__ = ["KERNEL", "MEMCPY", "MEMSET", "PID_MASK", "RUNTIME", "Export", "connect", "is_null"]
+__all__ = ["KERNEL", "MEMCPY", "MEMSET", "PID_MASK", "RUNTIME", "Export", "connect", "is_null", "readonly_uri"]
 
 KERNEL = "CUPTI_ACTIVITY_KIND_KERNEL"
 MEMCPY = "CUPTI_ACTIVITY_KIND_MEMCPY"
@@ -22,6 +23,13 @@ MEMSET = "CUPTI_ACTIVITY_KIND_MEMSET"
 RUNTIME = "CUPTI_ACTIVITY_KIND_RUNTIME"
 PID_MASK = 0xFFFFFF  # globalPid / globalTid: the pid in bits 24..47, the tid in bits 0..23
 _INT64_MAX = 2 ** 63 - 1
+
+
+def readonly_uri(p: Path) -> str:
+    """SQLite's URI opening the file at `p` read-only.  The path is percent-encoded: a "#" or
+    "?" in a file name would otherwise end the path there, and SQLite would open (creating it)
+    the file named by what comes before, beside the input."""
+    return f"file:{quote(p.resolve().as_posix(), safe='/')}?mode=ro"
 
 
 def connect(p: Path) -> sqlite3.Connection:
@@ -41,7 +49,7 @@ def connect(p: Path) -> sqlite3.Connection:
         # mode=ro: never create, never write; immutable is not used so a live WAL is honoured.
         # check_same_thread=False: the runtime table may be read (or, on fallback, queried)
         # from a helper thread; SQLite is built serialized (sqlite3.threadsafety == 3).
-        con = sqlite3.connect(f"file:{p.resolve().as_posix()}?mode=ro", uri=True, check_same_thread=False)
+        con = sqlite3.connect(readonly_uri(p), uri=True, check_same_thread=False)
         # Exports hold strings from the target (kernel names, NVTX text) that need not be UTF-8.
         con.text_factory = lambda b: b.decode("utf-8", "replace")
         con.execute("SELECT count(*) FROM sqlite_master").fetchone()
