@@ -84,6 +84,16 @@ def test_a_planted_crash_is_caught_as_a_traceback(tmp_path: Path, monkeypatch: p
     assert out is not None and out.result == "traceback" and "OverflowError: planted" in out.detail
 
 
+def test_a_crash_of_the_multi_rank_readers_is_a_traceback(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """An nsys case is read by the multi-rank readers too: their bug is a traceback."""
+    def planted(*args: object, **kwargs: object) -> None:
+        raise UnicodeDecodeError("utf-8", b"\xa0", 0, 1, "planted")
+
+    monkeypatch.setattr("perfdiff.ranks.groups.nsys_groups", planted)
+    out = Cases(tmp_path, None).run("nsys-gen", 1, LIMIT_S)
+    assert out is not None and out.result == "traceback" and "planted" in out.detail
+
+
 def test_a_hang_is_caught_by_the_time_limit(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     import time
 

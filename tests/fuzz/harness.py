@@ -9,7 +9,8 @@ classify what happened.
   B-tree damage SQLite reports (rowid order, free space) in rows it decodes whole;
 - "mismatch": accepted, but the tables differ from the reference's;
 - "bad-message": a PerfdiffError whose message is not one line;
-- "traceback": any other exception (a bug);
+- "traceback": any other exception (a bug), also from the multi-rank readers of an nsys
+  export (its processes as ranks, their communicators), which read it apart from the importer;
 - "hang": the case ran past its time limit (SIGALRM here; tools/fuzz.py also kills a worker
   that does not answer).
 """
@@ -117,6 +118,10 @@ def check(path: Path, fmt: str) -> tuple[str, str]:
     """(result, detail) of importing `path` (see the module docstring)."""
     from perfdiff.inputs import open_run
 
+    if fmt == "nsys":
+        crashed = _rank_readers(path)
+        if crashed:
+            return "traceback", crashed
     try:
         run = open_run(path)
     except CaseTimeout:
@@ -163,6 +168,24 @@ def check(path: Path, fmt: str) -> tuple[str, str]:
         if diff:
             return "mismatch", diff
     return "same", ""
+
+
+def _rank_readers(path: Path) -> str:
+    """The traceback of the multi-rank readers of an export (its processes as ranks, their
+    communicators), which read it apart from the importer; "" when they answer or refuse."""
+    from perfdiff.ranks.discover import rank_inputs
+    from perfdiff.ranks.groups import nsys_groups
+
+    for read in (lambda: rank_inputs(path, split_processes=True), lambda: nsys_groups(path)):
+        try:
+            read()
+        except CaseTimeout:
+            raise
+        except PerfdiffError:
+            pass
+        except Exception:  # noqa: BLE001 - what the fuzzer looks for
+            return traceback.format_exc(limit=-6)
+    return ""
 
 
 def _reference(path: Path, fmt: str) -> dict[str, pd.DataFrame]:
