@@ -84,6 +84,11 @@ def test_one_export_with_a_process_per_rank(tmp_path: Path, scheduler: str) -> N
     assert not any(x.code == RankNoticeCode.IDENTITY_DIFFERS for x in res.notices)
     assert [p.normal.pid for p in res.pairs] == [4000, 4001, 4002, 4003]
     assert res.stragglers[1].culprit == 1
+    # Two exports of one name: the title tells them apart by their folders.
+    from perfdiff.render.ranks import rank_markdown
+
+    title = rank_markdown(res, (str(n / "report.sqlite"), str(a / "report.sqlite"))).splitlines()[0]
+    assert title == "# Cross-Rank Comparison: normal/report.sqlite vs abnormal/report.sqlite"
     # The directories that hold the exports read the same (they compared rank 0 only).
     again = compare_ranks(n, a, ranks="all", scheduler=scheduler)
     assert [p.normal.pid for p in again.pairs] == [4000, 4001, 4002, 4003] and again.stragglers[1].culprit == 1

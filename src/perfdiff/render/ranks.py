@@ -307,13 +307,25 @@ def _mapping(a: RankAnalysis) -> list[str]:
     return lines
 
 
+def _names(labels: tuple[str, str]) -> tuple[str, str]:
+    """The inputs as the title names them: their last path parts, as many as it takes to tell
+    them apart ("normal/report.sqlite" vs "abnormal/report.sqlite", not "report.sqlite" twice)."""
+    n, a = Path(labels[0]).parts, Path(labels[1]).parts
+    for k in range(1, max(len(n), len(a)) + 1):
+        pair = "/".join(n[-k:]), "/".join(a[-k:])
+        if pair[0] != pair[1]:
+            return pair
+    return labels
+
+
 def rank_markdown(a: RankAnalysis, labels: tuple[str, str]) -> str:
     """The report of a multi-rank comparison (`labels`: the normal and abnormal inputs)."""
     compared = f"{len(a.pairs)} rank{'s' if len(a.pairs) != 1 else ''} compared"
     # Cycles that are not iterations change how every figure below reads: said with the plan.
     unaligned = [n for n in a.notices if n.code == RankNoticeCode.CYCLES_NOT_ITERATIONS]
     notes = [n for n in a.notices if n.code != RankNoticeCode.CYCLES_NOT_ITERATIONS]
-    out = [f"# Cross-Rank Comparison: {md_escape(Path(labels[0]).name)} vs {md_escape(Path(labels[1]).name)}", "",
+    name_n, name_a = _names(labels)
+    out = [f"# Cross-Rank Comparison: {md_escape(name_n)} vs {md_escape(name_a)}", "",
            f"*perfdiff {__version__}* · N = normal run ({md_escape(labels[0])}, world size {a.world_n}) · "
            f"A = abnormal run ({md_escape(labels[1])}, world size {a.world_a}) · {compared}, "
            f"on {a.workers} Dask worker{'s' if a.workers != 1 else ''}", "",
