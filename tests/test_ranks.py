@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import logging
+import re
 import sys
 from pathlib import Path
 
@@ -68,6 +69,10 @@ def test_planted_straggler_is_named_with_its_input_stall(tmp_path: Path, schedul
     text = render_ranks.rank_markdown(res, (str(n), str(a)))
     section = text[text.index("## 1. Ranks"):text.index("<details>")]
     assert "| 2 |" in section and "| 0 |" not in section and "All 4 ranks</summary>" in text
+    # The culprit's excess per kind, each in the unit that reads best ("0.00 ms" before).
+    excess = re.search(r"\(per cycle: input \+[\d.]+ ms, compute ([^,]+), transfer ([^,]+), host ([^)]+)\)", text)
+    assert excess and all(re.fullmatch(r"[+-]?[\d.]+ (ns|µs|ms)", x) for x in excess.groups()), text
+    assert all(abs(float(x.split()[0])) >= 1 for x in excess.groups() if x.endswith(" ms"))  # else µs
 
 
 def render_ranks_table(res) -> str:
