@@ -620,3 +620,34 @@ def test_u_test_gives_compare_samples_p_and_delta(a, n, alpha):
     assert (math.isnan(u.cliffs_delta) and math.isnan(full.cliffs_delta)) or u.cliffs_delta == full.cliffs_delta
     assert [r for r in u.reasons if r.startswith(("p_mwu", "dropped"))] == \
         [r for r in full.reasons if r.startswith(("p_mwu", "dropped"))]
+
+
+@settings(max_examples=300, deadline=None)
+@given(data=st.data(), rows=st.integers(0, 6), m=st.integers(0, 40), k=st.integers(0, 40),
+       alpha=st.sampled_from([None, 0.05, 1e-12]))
+def test_u_test_rows_gives_u_test_row_by_row(data, rows, m, k, alpha):
+    """Many rows at once give, bit for bit, what u_test gives each row: ties (values drawn from a
+    few), constant rows, non-finite values, sizes where the test is exact and where it is not."""
+    values = st.one_of(st.sampled_from([0.0, 1.0, 2.5, 7.0]), st.floats(-1e3, 1e3),
+                       st.sampled_from([math.nan, math.inf]) if data.draw(st.booleans()) else st.just(3.0))
+    a = np.array([[data.draw(values) for _ in range(m)] for _ in range(rows)], dtype=np.float64).reshape(rows, m)
+    n = np.array([[data.draw(values) for _ in range(k)] for _ in range(rows)], dtype=np.float64).reshape(rows, k)
+    if rows and data.draw(st.booleans()):
+        a[0], n[0] = 5.0, 5.0  # one value throughout
+    p, delta = S.u_test_rows(a, n, alpha=alpha)
+    for i in range(rows):
+        one = S.u_test(a[i], n[i], alpha=alpha)
+        assert (math.isnan(p[i]) and math.isnan(one.p_mwu)) or p[i] == one.p_mwu
+        assert (math.isnan(delta[i]) and math.isnan(one.cliffs_delta)) or delta[i] == one.cliffs_delta
+
+
+def test_u_test_rows_at_the_multi_rank_size():
+    """100 cycles a side (the normal approximation), many ties, a constant row, a shifted row."""
+    rng = np.random.default_rng(7)
+    a, n = rng.integers(0, 20, size=(50, 100)).astype(float), rng.integers(0, 20, size=(50, 100)).astype(float)
+    a[1], n[1] = 4.0, 4.0
+    a[2] += 6.0
+    p, delta = S.u_test_rows(a, n, alpha=0.05)
+    want = [S.u_test(a[i], n[i], alpha=0.05) for i in range(50)]
+    assert p.tolist() == [w.p_mwu for w in want] and delta.tolist() == [w.cliffs_delta for w in want]
+    assert p[1] == 1.0 and delta[1] == 0.0 and p[2] < 1e-6

@@ -18,7 +18,7 @@ Conventions fixed here (and tested in tests/test_stats.py):
 
 Modules: `describe` (one-sample summaries), `pairwise` (order statistics of a_i - n_j),
 `mannwhitney` (U test), `welch` (t test), `effects` (HL, its CI, Z, Cliff's δ, KS D),
-`twosample` (all of them for one row, or the U test's p and Cliff's δ alone), `paired` (matched cycles), `multiple` (BH q, fragile), `common_mode`,
+`twosample` (all of them for one row, or the U test's p and Cliff's δ alone, of one row or many), `paired` (matched cycles), `multiple` (BH q, fragile), `common_mode`,
 `binomial` (the exact one-sided binomial test),
 `score` (suspicion and legacy scores), `power` (cycles needed).
 """
@@ -37,7 +37,7 @@ from perfdiff.stats.pairwise import HL_MAX_PAIRS, HL_MAX_SIDE
 from perfdiff.stats.paired import MATCH_MIN_CYCLES, MATCH_MIN_RHO, compare_paired, cycles_match
 from perfdiff.stats.power import cycles_needed
 from perfdiff.stats.score import SCORE_Z_CAP, legacy_score, suspicion_score
-from perfdiff.stats.twosample import TwoSample, UTest, compare_samples, u_test
+from perfdiff.stats.twosample import TwoSample, UTest, compare_samples, u_test, u_test_rows
 from perfdiff.stats.welch import welch_p
 
 __all__ = [
@@ -50,5 +50,5 @@ __all__ = [
     "delta_vs_common", "drop_nonfinite", "hl_confidence_interval", "hodges_lehmann", "is_fragile",
     "ks_pvalue", "ks_statistic", "legacy_score", "log_epsilon", "mann_whitney_p", "min_attainable_p", "quantile_ci",
     "quantile_table",
-    "resolution", "robust_scale", "suspicion_score", "u_test", "welch_p", "z_log", "z_score",
+    "resolution", "robust_scale", "suspicion_score", "u_test", "u_test_rows", "welch_p", "z_log", "z_score",
 ]
