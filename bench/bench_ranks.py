@@ -25,6 +25,7 @@ of each of --repeat runs.  `--analysis none` leaves it out.
 
     python bench/bench_ranks.py [--ranks 64] [--kernels 100000] [--formats kineto,nsys] [--workers 1,2]
                                 [--repeat 3] [--quick] [--no-plain] [--analysis 1024x100]
+    python bench/bench_ranks.py --formats none --repeat 5   # the driver's analysis alone
 """
 from __future__ import annotations
 
@@ -135,7 +136,7 @@ def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--ranks", type=int, default=64)
     ap.add_argument("--kernels", type=int, default=100_000, help="kernels per rank and run")
-    ap.add_argument("--formats", default="kineto,nsys")
+    ap.add_argument("--formats", default="kineto,nsys", help="kineto, nsys, nsys-one; none: only --analysis")
     ap.add_argument("--workers", default="1,2")
     ap.add_argument("--repeat", type=int, default=3, help="alternating rounds (medians are reported)")
     ap.add_argument("--quick", action="store_true", help="8 ranks of 10,000 kernels, one round")
@@ -153,16 +154,18 @@ def main(argv: list[str] | None = None) -> int:
     steps = max(20, min(100, kernels // 1000))
     counts = [int(x) for x in args.workers.split(",")]
     OUT.mkdir(exist_ok=True)
+    formats = [f for f in args.formats.split(",") if f and f != "none"]
     print(f"load average before: {' '.join(f'{x:.2f}' for x in os.getloadavg())}", end="\n\n")
-    print(f"Median of {repeat} alternating round(s). Fixed: the wall time outside the fan-out of the rank tasks.",
-          end="\n\n")
-    print("| format | ranks × runs | kernels per rank | workers | wall (s) | rank tasks (s) | fixed (s) "
-          "| task, mean (ms) | workers busy | peak RSS, largest process (MiB) "
-          "| peak memory, all processes (PSS, MiB) | speed-up vs 1 worker | each round | rank tasks' speed-up "
-          "| straggler named |")
-    print("|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|")
+    if formats:
+        print(f"Median of {repeat} alternating round(s). Fixed: the wall time outside the fan-out of the rank "
+              "tasks.", end="\n\n")
+        print("| format | ranks × runs | kernels per rank | workers | wall (s) | rank tasks (s) | fixed (s) "
+              "| task, mean (ms) | workers busy | peak RSS, largest process (MiB) "
+              "| peak memory, all processes (PSS, MiB) | speed-up vs 1 worker | each round | rank tasks' speed-up "
+              "| straggler named |")
+        print("|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|")
     plain_rows = []
-    for fmt in args.formats.split(","):
+    for fmt in formats:
         n, a = gen(fmt, ranks, kernels, steps)
         extra = []
         if fmt == "nsys-one":  # one export holding every rank: its processes are the ranks
