@@ -181,7 +181,8 @@ def test_bundle_manifest_nested_too_deeply(tmp_path: Path) -> None:
         load_bundle(tmp_path)
 
 
-@pytest.mark.parametrize("name", ["rank#0.sqlite", "what?.sqlite", "100%.sqlite", "a b&c=1.sqlite"])
+@pytest.mark.parametrize("name", ["rank#0.sqlite", "what?.sqlite", "100%.sqlite", "a b&c=1.sqlite",
+                                  "bad\udcff.sqlite"])  # the byte 0xff: a name that is not UTF-8
 def test_an_nsys_export_named_with_uri_characters_is_read_and_nothing_is_created(tmp_path: Path, name: str) -> None:
     """SQLite reads "file:" URIs: a "#" or "?" in the name ended the path there, so SQLite opened
     (creating it, beside the input) the file named by what came before, and the export read

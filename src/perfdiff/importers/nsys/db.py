@@ -3,6 +3,7 @@ found, integer columns read the fastest way available (`pages`, else SQL), and w
 found so far (notes, dropped and imported row counts, the clock's anchor, the process)."""
 from __future__ import annotations
 
+import os
 import sqlite3
 from pathlib import Path
 from urllib.parse import quote
@@ -29,7 +30,8 @@ def readonly_uri(p: Path) -> str:
     """SQLite's URI opening the file at `p` read-only.  The path is percent-encoded: a "#" or
     "?" in a file name would otherwise end the path there, and SQLite would open (creating it)
     the file named by what comes before, beside the input."""
-    return f"file:{quote(p.resolve().as_posix(), safe='/')}?mode=ro"
+    # The path's bytes, as the file system holds them: a name that is not UTF-8 is still a name.
+    return f"file:{quote(os.fsencode(p.resolve()), safe='/')}?mode=ro"
 
 
 def connect(p: Path) -> sqlite3.Connection:
