@@ -450,3 +450,26 @@ def test_a_communicator_the_traces_do_not_name_reads_unnamed() -> None:
                   p_last=1.0, waits=(), groups=(g,), grouped=True)
     row = _group_table(s)[2]
     assert row.startswith("| unnamed | 4, 5 |") and "every rank" not in row
+
+
+def test_inputs_that_declare_no_rank_keep_their_names_numbers(tmp_path: Path) -> None:
+    """rank-3.json lost its header and a stray notes.json sits beside the ranks: rank-3.json is
+    still rank 3 by its name, and the stray file takes a number nobody has, in one run only
+    (one stray file used to renumber every undeclared input by position).  Numbers in names
+    beyond any world (timestamps, 10^19) are no ranks: those files go by their order."""
+    n, a = _pair(tmp_path, straggler=1)
+    path = n / "rank-3.json"
+    path.write_text(re.sub(r'"distributedInfo": \{[^}]*\}, ', "", path.read_text(), count=1))
+    (n / "notes.json").write_text(json.dumps({"traceEvents": []}))
+    ins = {Path(r.path).name: (r.rank, r.source) for r in rank_inputs(n)}
+    assert ins["rank-3.json"] == (3, IdentitySource.FILE_NAME) and ins["notes.json"] == (4, IdentitySource.ORDER)
+    res = compare_ranks(n, a, workers=1, processes=False)
+    assert [p.rank for p in res.pairs] == [0, 1, 2, 3] and res.stragglers[1].culprit == 1
+    assert any(x.code == RankNoticeCode.UNPAIRED and x.ranks == (4,) for x in res.notices)
+    odd = tmp_path / "odd"
+    odd.mkdir()
+    for name in ("worker0.1623143089861.pt.trace.json", "worker1.1623143089999.pt.trace.json",
+                 "rank-99999999999999999999.json"):
+        (odd / name).write_text(json.dumps({"traceEvents": []}))
+    assert [(r.rank, r.source) for r in rank_inputs(odd)] == [(0, IdentitySource.ORDER), (1, IdentitySource.ORDER),
+                                                              (2, IdentitySource.ORDER)]

@@ -15,6 +15,7 @@ import json
 import re
 import sqlite3
 import zlib
+from collections import Counter
 from pathlib import Path
 
 from perfdiff.bundle import is_bundle
@@ -107,10 +108,13 @@ def _int(v: object) -> int | None:
 
 
 def _name_rank(p: Path) -> int | None:
+    """The rank a file name numbers (rank-3.json, report.3.sqlite), up to MAX_RANK (beyond:
+    a timestamp, say, not a rank)."""
     for rx in _NAME_RANK:
         m = rx.search(p.name)
         if m:
-            return int(m.group(1))
+            rank = int(m.group(1))
+            return rank if rank <= MAX_RANK else None
     return None
 
 
@@ -154,18 +158,23 @@ def rank_inputs(path: str | Path, *, split_processes: bool = False) -> list[Rank
     members = _members(p) or [p]
     found: list[RankInput] = []
     by_name = [_name_rank(m) for m in members]
-    names_unique = None not in by_name and len(set(by_name)) == len(by_name)
     declared = [(_declared(m), m) for m in members]
     ranks = [_int(dist.get("rank")) for (dist, _), _ in declared]
-    # Inputs that declare no rank and whose names number none take, in order, the numbers no
-    # other input declares: "rank 0" by position would clash with a trace that says it is rank 0.
+    sources = [source for (_, source), _ in declared]
+    # An input that declares no rank takes the number its name gives when no other name gives
+    # it (a clash with a declared rank is refused below, naming both); the rest take, in order,
+    # the numbers nobody has: "rank 0" by position would clash with a trace that says it is
+    # rank 0, and one stray file must not renumber the others.
+    named = Counter(x for x in by_name if x is not None)
+    for i, x in enumerate(by_name):
+        if ranks[i] is None and x is not None and named[x] == 1:
+            ranks[i], sources[i] = x, IdentitySource.FILE_NAME
     taken = set(ranks)
     free = (r for r in range(2 * len(members)) if r not in taken)
-    for i, ((dist, source), m) in enumerate(declared):
-        rank, world = ranks[i], _int(dist.get("world_size"))
-        if rank is None:
-            rank, source = (by_name[i], IdentitySource.FILE_NAME) if names_unique else (next(free), IdentitySource.ORDER)
-        found.append(RankInput(rank, str(m), source, world))
+    for i, ((dist, _), m) in enumerate(declared):
+        if ranks[i] is None:
+            ranks[i], sources[i] = next(free), IdentitySource.ORDER
+        found.append(RankInput(ranks[i], str(m), sources[i], _int(dist.get("world_size"))))
     seen: dict[int, str] = {}
     for r in found:
         if r.rank in seen:
