@@ -73,3 +73,13 @@ def test_md_escape_and_numbers() -> None:
     assert fmt_z(float("inf")) == "n/a"
     assert fmt_score(1234.567) == "1,235" and fmt_score(0.012345) == "0.01235"
     assert fmt_beta(0.004567) == "0.0046" and fmt_beta(1.234) == "1.23"
+
+
+def test_times_read_in_the_unit_their_three_digits_show() -> None:
+    """At a unit's edge the rounding decides the unit: 999.5 µs is "1 ms", not "1e+03 µs"."""
+    from perfdiff.render.text import fmt_time_us
+
+    cases = [(999.5, "1 ms"), (999.49, "999 µs"), (0.9995, "1 µs"), (999_950.0, "1 s"), (99_950.0, "100 ms"),
+             (99_949.0, "99.9 ms"), (-999.5, "-1 ms"), (0.0, "0 µs"), (-0.0, "0 µs"), (0.0005, "0.5 ns"),
+             (1234.5, "1.23 ms"), (float("nan"), "n/a")]
+    assert [(v, fmt_time_us(v)) for v, _ in cases] == cases

@@ -78,7 +78,10 @@ def fmt_time_us(us: float | None) -> str:
     """A duration given in µs, in the unit that reads best (ns, µs, ms, s)."""
     if us is None or not _finite(us):
         return NA
-    a = abs(us)
+    if us == 0:
+        return "0 µs"  # also -0.0
+    # The unit follows what three significant digits show: 999.5 µs reads "1 ms", not "1e+03 µs".
+    a = abs(float(f"{us:.3g}"))
     if a >= 1e6:
         return f"{us / 1e6:,.3g} s" if a < 1e8 else f"{us / 1e6:,.0f} s"
     if a >= 1e3:
