@@ -73,6 +73,8 @@ def test_planted_straggler_is_named_with_its_input_stall(tmp_path: Path, schedul
     excess = re.search(r"\(per cycle: input \+[\d.]+ ms, compute ([^,]+), transfer ([^,]+), host ([^)]+)\)", text)
     assert excess and all(re.fullmatch(r"[+-]?[\d.]+ (ns|µs|ms)", x) for x in excess.groups()), text
     assert all(abs(float(x.split()[0])) >= 1 for x in excess.groups() if x.endswith(" ms"))  # else µs
+    assert not any(x.startswith("-0 ") or (x.endswith(" ns") and abs(float(x.split()[0])) < 10)
+                   for x in excess.groups())  # float residue reads 0
 
 
 def render_ranks_table(res) -> str:

@@ -171,10 +171,19 @@ def straggler_text(s: Straggler) -> str:
                 f"often than chance, p {fmt_p(s.p_last)}): no one rank holds the others back.")
     where = (f" Its excess over the other ranks' median is in **{EXCESS_WORDS[s.excess]}**" if s.excess
              else f" What it spends its excess in is unknown: {md_escape(s.excess_reason)}")
-    parts = ", ".join(f"{k.value} {'+' if v > 0 else ''}{fmt_time_us(v)}" for k, v in s.excess_us)
+    parts = ", ".join(f"{k.value} {_signed_time(v)}" for k, v in s.excess_us)
     return (f"{head} **Rank {s.culprit}** arrives last (in {fmt_num(100 * _share(s), 0)} % of cycles, p "
             f"{fmt_p(s.p_last)}) and waits least: it is the culprit, the others its victims.{where}"
             + (f" (per cycle: {parts})." if parts else "."))
+
+
+def _signed_time(us: float) -> str:
+    """A difference of times (µs) with its sign, to the nearest 10 ns: a median of differences
+    of sums keeps float residue below that ("+0.5 ns" where nothing differs)."""
+    if not math.isfinite(us):
+        return fmt_time_us(us)
+    us = round(us, 2) + 0.0  # + 0.0: no "-0"
+    return ("+" if us > 0 else "") + fmt_time_us(us)
 
 
 def _share(s: Straggler) -> float:
