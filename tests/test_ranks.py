@@ -96,6 +96,11 @@ def test_one_export_with_a_process_per_rank(tmp_path: Path, scheduler: str) -> N
 
     title = rank_markdown(res, (str(n / "report.sqlite"), str(a / "report.sqlite"))).splitlines()[0]
     assert title == "# Cross-Rank Comparison: normal/report.sqlite vs abnormal/report.sqlite"
+    # "." names its folder, not nothing.
+    here = rank_markdown(res, (".", str(a / "report.sqlite"))).splitlines()[0]
+    from perfdiff.render.text import md_escape
+
+    assert here == f"# Cross-Rank Comparison: {md_escape(Path.cwd().name)} vs report.sqlite"
     # The directories that hold the exports read the same (they compared rank 0 only).
     again = compare_ranks(n, a, ranks="all", scheduler=scheduler)
     assert [p.normal.pid for p in again.pairs] == [4000, 4001, 4002, 4003] and again.stragglers[1].culprit == 1

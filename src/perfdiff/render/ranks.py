@@ -5,7 +5,8 @@ from __future__ import annotations
 import dataclasses
 import enum
 import math
-from pathlib import Path
+import os
+from pathlib import Path, PurePath
 from typing import Any
 
 from perfdiff.model.schema import CycleSource
@@ -319,9 +320,10 @@ def _mapping(a: RankAnalysis) -> list[str]:
 def _names(labels: tuple[str, str]) -> tuple[str, str]:
     """The inputs as the title names them: their last path parts, as many as it takes to tell
     them apart ("normal/report.sqlite" vs "abnormal/report.sqlite", not "report.sqlite" twice)."""
-    n, a = Path(labels[0]).parts, Path(labels[1]).parts
+    # Absolute: "." names its folder, and "x" and "/x" are told apart by "/".
+    n, a = Path(os.path.abspath(labels[0])).parts, Path(os.path.abspath(labels[1])).parts
     for k in range(1, max(len(n), len(a)) + 1):
-        pair = "/".join(n[-k:]), "/".join(a[-k:])
+        pair = str(PurePath(*n[-k:])), str(PurePath(*a[-k:]))
         if pair[0] != pair[1]:
             return pair
     return labels
