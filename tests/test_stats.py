@@ -651,3 +651,13 @@ def test_u_test_rows_at_the_multi_rank_size():
     want = [S.u_test(a[i], n[i], alpha=0.05) for i in range(50)]
     assert p.tolist() == [w.p_mwu for w in want] and delta.tolist() == [w.cliffs_delta for w in want]
     assert p[1] == 1.0 and delta[1] == 0.0 and p[2] < 1e-6
+
+
+def test_welch_of_variances_too_small_for_floats_is_na_not_a_crash():
+    """Subnormal values, or values 1e-200 apart: the variances (or their squares) underflow to 0,
+    which divided by zero; now p is n/a with its reason, and the U test still answers."""
+    for a, n in (([5e-324, 0.0, 0.0], [0.0, 5e-324, 0.0, 0.0]), ([1e-200, 0.0, 2e-200], [0.0, 1e-200, 0.0])):
+        res = S.compare_samples(a, n, 0.0)
+        assert math.isnan(res.p_welch) and any(r.startswith("p_welch: variance below") for r in res.reasons)
+        assert math.isfinite(res.p_mwu)
+        assert math.isnan(S.welch_p(a, n))
