@@ -119,9 +119,9 @@ def check(path: Path, fmt: str) -> tuple[str, str]:
     from perfdiff.inputs import open_run
 
     if fmt == "nsys":
-        crashed = _rank_readers(path)
-        if crashed:
-            return "traceback", crashed
+        failed = _rank_readers(path)
+        if failed:
+            return failed
     try:
         run = open_run(path)
     except CaseTimeout:
@@ -170,9 +170,10 @@ def check(path: Path, fmt: str) -> tuple[str, str]:
     return "same", ""
 
 
-def _rank_readers(path: Path) -> str:
-    """The traceback of the multi-rank readers of an export (its processes as ranks, their
-    communicators), which read it apart from the importer; "" when they answer or refuse."""
+def _rank_readers(path: Path) -> tuple[str, str] | None:
+    """(result, detail) when the multi-rank readers of an export (its processes as ranks,
+    their communicators), which read it apart from the importer, fail: a traceback, or an
+    input error of more than one line; None when they answer or refuse in one line."""
     from perfdiff.ranks.discover import rank_inputs
     from perfdiff.ranks.groups import nsys_groups
 
@@ -181,11 +182,13 @@ def _rank_readers(path: Path) -> str:
             read()
         except CaseTimeout:
             raise
-        except PerfdiffError:
-            pass
+        except PerfdiffError as exc:
+            text = str(exc)
+            if "\n" in text or not text or len(text) > 600:
+                return "bad-message", "multi-rank reader: " + text[:300]
         except Exception:  # noqa: BLE001 - what the fuzzer looks for
-            return traceback.format_exc(limit=-6)
-    return ""
+            return "traceback", traceback.format_exc(limit=-6)
+    return None
 
 
 def _reference(path: Path, fmt: str) -> dict[str, pd.DataFrame]:
