@@ -54,6 +54,19 @@ def test_launcher_variables_tied_to_each_pid(tmp_path: Path) -> None:
                           (4001, 2, IdentitySource.ENVIRONMENT, 4), (4000, 3, IdentitySource.ENVIRONMENT, 4)]
 
 
+def test_launcher_ranks_beyond_any_world_are_not_believed(tmp_path: Path) -> None:
+    """RANK=10^12 on one process (a damaged export): the variables are not the ranks' source;
+    the GPUs number the processes instead."""
+    path = _export(tmp_path)
+    rows = []
+    for n, pid in enumerate(PIDS):
+        rank = 10**12 if n == 2 else n
+        rows += [(f"PROCESS_{n}:PID", str(pid)), (f"PROCESS_{n}:ENVIRONMENT_VARIABLE", f"RANK={rank}")]
+    _sql(path, ("INSERT INTO META_DATA_CAPTURE VALUES (?, ?)", rows))
+    assert [(pid, rank, source) for pid, rank, source, _ in _got(path)] == [
+        (pid, r, IdentitySource.DEVICE) for r, pid in enumerate(PIDS)]
+
+
 def test_variables_of_the_launcher_alone_do_not_number_its_children(tmp_path: Path) -> None:
     """`nsys profile torchrun …`: one launched process (PID 0 in the export), its children's
     ranks unknown to nsys: the GPUs number them."""

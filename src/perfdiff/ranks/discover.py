@@ -23,11 +23,10 @@ from perfdiff.bundle.manifest import read_manifest
 from perfdiff.errors import InputError
 from perfdiff.inputs import trace_kind
 from perfdiff.ranks.identity import process_ranks
-from perfdiff.ranks.records import IdentitySource, RankInput, RankNotice, RankNoticeCode, RankPair
+from perfdiff.ranks.records import MAX_RANK, IdentitySource, RankInput, RankNotice, RankNoticeCode, RankPair
 
 __all__ = ["is_multi_rank", "pair_ranks", "parse_rank_spec", "rank_inputs"]
 
-MAX_RANK = 1 << 20  # a rank number beyond any job's world (with no rank twice, it bounds the pairs too)
 # What reading a damaged export raises: SQLite's errors, and a schema that is not UTF-8.
 EXPORT_ERRORS = (sqlite3.Error, UnicodeDecodeError)
 HEAD_BYTES = 1 << 16  # a Kineto trace's header (distributedInfo) precedes its events

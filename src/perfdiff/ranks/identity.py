@@ -26,7 +26,7 @@ import re
 import sqlite3
 from dataclasses import dataclass
 
-from perfdiff.ranks.records import IdentitySource
+from perfdiff.ranks.records import MAX_RANK, IdentitySource
 
 __all__ = ["ProcessRanks", "decode_payload", "nccl_ranges", "payload_fields", "process_ranks"]
 
@@ -54,8 +54,10 @@ def columns_of(con: sqlite3.Connection, table: str) -> set[str]:
 
 
 def _valid(ranks: dict[int, int], pids: list[int]) -> bool:
-    """Every pid has a rank, and no two the same."""
-    return set(ranks) >= set(pids) and len({ranks[p] for p in pids}) == len(pids)
+    """Every pid has a rank within any job's world (else the source is not believed), and no
+    two the same."""
+    return (set(ranks) >= set(pids) and len({ranks[p] for p in pids}) == len(pids)
+            and all(0 <= ranks[p] <= MAX_RANK for p in pids))
 
 
 def _from_environment(con: sqlite3.Connection, pids: list[int]) -> ProcessRanks | None:

@@ -10,6 +10,9 @@ from enum import Enum
 from perfdiff.model.cycles import CyclePlan
 
 
+MAX_RANK = 1 << 20  # a rank number beyond any job's world (with no rank twice, it bounds the pairs too)
+
+
 class IdentitySource(str, Enum):
     """Where a rank's number came from, most trusted first."""
 
