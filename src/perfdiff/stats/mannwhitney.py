@@ -112,6 +112,27 @@ def _merge_counts(a: np.ndarray, n: np.ndarray) -> tuple[int, int, int, float]:
     return greater, a.size * n.size - greater - ties, ties, float(np.sum(size_f**3 - size_f))
 
 
+def _merge_counts_rows(a: np.ndarray, n: np.ndarray) -> tuple[np.ndarray, ...]:
+    """_merge_counts of every row at once (finite rows of equal sizes): #(a > n), #(a < n),
+    #(a = n), Σ(t³ - t) over each row's tie groups, and whether the row is one value."""
+    rows, m = a.shape
+    total = m + n.shape[1]
+    pooled = np.concatenate([a, n], axis=1)
+    order = np.argsort(pooled, axis=1, kind="stable")
+    s = np.take_along_axis(pooled, order, axis=1)
+    new = np.ones(s.shape, dtype=bool)
+    new[:, 1:] = s[:, 1:] != s[:, :-1]
+    # Tie groups numbered within each row, then across rows: one bincount counts them all.
+    group = (np.cumsum(new, axis=1) - 1 + np.arange(rows)[:, None] * total).ravel()
+    size = np.bincount(group, minlength=rows * total).reshape(rows, total).astype(np.float64)
+    a_cnt = np.bincount(group, weights=(order < m).ravel(), minlength=rows * total).reshape(rows, total)
+    n_cnt = size - a_cnt
+    greater = (a_cnt * (np.cumsum(n_cnt, axis=1) - n_cnt)).sum(axis=1)
+    ties = (a_cnt * n_cnt).sum(axis=1)
+    less = m * n.shape[1] - greater - ties
+    return greater, less, ties, (size**3 - size).sum(axis=1), s[:, 0] == s[:, -1]
+
+
 def _u_statistic(a: np.ndarray, n: np.ndarray) -> tuple[float, int, int]:
     """U of side a (#(a > n) + ½·#(a = n)) and the raw counts #(a > n), #(a < n).
 
@@ -165,11 +186,20 @@ def _mann_whitney(av: np.ndarray, nv: np.ndarray, u: float | None = None,
         return float(min(1.0, 2.0 * min(p_le, p_ge))), ("exact-permutation" if tied else "exact")
     if u is None:
         u = _u_statistic(av, nv)[0]
-    mu = n1 * n2 / 2.0
     tt = _tie_term(pooled) if tie_term is None else tie_term
-    var = n1 * n2 / 12.0 * ((total + 1) - tt / (total * (total - 1)))
-    z = (abs(u - mu) - 0.5) / math.sqrt(var)
-    return float(min(1.0, 2.0 * special.ndtr(-z))), "asymptotic"
+    return float(_normal_p(u, n1, n2, tt)), "asymptotic"
+
+
+def _normal_p(u: float | np.ndarray, n1: int, n2: int, tie_term: float | np.ndarray) -> np.ndarray:
+    """Two-sided p of U (of side a, n1 values against n2) by the normal approximation, with the
+    tie-corrected variance (`tie_term` = Σ(t³ - t)) and continuity correction 0.5; U and the
+    tie term may be arrays of rows (a row all tied has no variance: NaN)."""
+    total = n1 + n2
+    mu = n1 * n2 / 2.0
+    var = n1 * n2 / 12.0 * ((total + 1) - tie_term / (total * (total - 1)))
+    with np.errstate(divide="ignore", invalid="ignore"):
+        z = (np.abs(u - mu) - 0.5) / np.sqrt(var)
+    return np.minimum(1.0, 2.0 * special.ndtr(-z))
 
 
 def _midranks(x: np.ndarray) -> np.ndarray:

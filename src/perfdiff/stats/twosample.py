@@ -9,11 +9,11 @@ import math
 from dataclasses import dataclass
 
 import numpy as np
-from scipy import special
 
 from perfdiff.stats.describe import _median_sorted, drop_nonfinite
 from perfdiff.stats.effects import _ci_rank, _z_from
-from perfdiff.stats.mannwhitney import _exact_regime, _mann_whitney, _merge_counts, min_attainable_p
+from perfdiff.stats.mannwhitney import (_exact_regime, _mann_whitney, _merge_counts, _merge_counts_rows,
+                                        _normal_p, min_attainable_p)
 from perfdiff.stats.pairwise import _pairwise_order_stats
 from perfdiff.stats.welch import _welch
 
@@ -99,7 +99,6 @@ def compare_samples(a: object, n: object, floor: float, *, alpha: float | None =
     )
 
 
-
 @dataclass(frozen=True)
 class UTest:
     """Result of `u_test`: NaN means n/a, and `reasons` says why, as in TwoSample."""
@@ -147,38 +146,11 @@ def u_test_rows(a: object, n: object, *, alpha: float | None = None) -> tuple[np
     if not finite.any():
         return p, delta
     greater, less, ties, tie_term, constant = _merge_counts_rows(a[finite], n[finite])
-    total = m + k
-    # As _mann_whitney computes it, operation for operation: the same floats.
-    mu = m * k / 2.0
-    var = m * k / 12.0 * ((total + 1) - tie_term / (total * (total - 1)))
-    with np.errstate(divide="ignore", invalid="ignore"):
-        z = (np.abs(greater + 0.5 * ties - mu) - 0.5) / np.sqrt(var)
-    p_rows = np.where(constant, 1.0, np.minimum(1.0, 2.0 * special.ndtr(-z)))
+    p_rows = np.where(constant, 1.0, _normal_p(greater + 0.5 * ties, m, k, tie_term))
     if alpha is not None and min_attainable_p(k, m) > alpha:
         p_rows[:] = math.nan
     p[finite], delta[finite] = p_rows, (greater - less) / (m * k)
     return p, delta
-
-
-def _merge_counts_rows(a: np.ndarray, n: np.ndarray) -> tuple[np.ndarray, ...]:
-    """_merge_counts of every row at once (finite rows of equal sizes): #(a > n), #(a < n),
-    #(a = n), Σ(t³ - t) over each row's tie groups, and whether the row is one value."""
-    rows, m = a.shape
-    total = m + n.shape[1]
-    pooled = np.concatenate([a, n], axis=1)
-    order = np.argsort(pooled, axis=1, kind="stable")
-    s = np.take_along_axis(pooled, order, axis=1)
-    new = np.ones(s.shape, dtype=bool)
-    new[:, 1:] = s[:, 1:] != s[:, :-1]
-    # Tie groups numbered within each row, then across rows: one bincount counts them all.
-    group = (np.cumsum(new, axis=1) - 1 + np.arange(rows)[:, None] * total).ravel()
-    size = np.bincount(group, minlength=rows * total).reshape(rows, total).astype(np.float64)
-    a_cnt = np.bincount(group, weights=(order < m).ravel(), minlength=rows * total).reshape(rows, total)
-    n_cnt = size - a_cnt
-    greater = (a_cnt * (np.cumsum(n_cnt, axis=1) - n_cnt)).sum(axis=1)
-    ties = (a_cnt * n_cnt).sum(axis=1)
-    less = m * n.shape[1] - greater - ties
-    return greater, less, ties, (size**3 - size).sum(axis=1), s[:, 0] == s[:, -1]
 
 
 def _u_p(av: np.ndarray, nv: np.ndarray, u: float | None, tie_term: float | None, alpha: float | None,
