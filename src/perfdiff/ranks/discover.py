@@ -77,12 +77,10 @@ def _nsys_env(p: Path) -> dict:
 
 
 def _connect(p: Path) -> sqlite3.Connection:
-    """The nsys export at `p`, read-only, its text decoded leniently (the importer's way)."""
-    from perfdiff.importers.nsys.db import readonly_uri  # pandas: not imported to tell inputs apart
+    """The nsys export at `p`, read-only (the importer's way)."""
+    from perfdiff.importers.nsys.db import open_readonly  # pandas: not imported to tell inputs apart
 
-    con = sqlite3.connect(readonly_uri(p), uri=True)
-    con.text_factory = lambda b: b.decode("utf-8", "replace")
-    return con
+    return open_readonly(p)
 
 
 def _declared(p: Path) -> tuple[dict, IdentitySource]:

@@ -67,15 +67,14 @@ def nsys_groups(path: str | Path, pid: int | None = None) -> KernelGroups | None
     correlation id.  None when the export has no such payload."""
     import sqlite3
 
-    from perfdiff.importers.nsys.db import readonly_uri
+    from perfdiff.importers.nsys.db import open_readonly
     from perfdiff.ranks.identity import columns_of, nccl_ranges, tables_of
 
     p = Path(path)
     if not p.is_file() or trace_kind(p) != "nsys":
         return None
     try:
-        con = sqlite3.connect(readonly_uri(p), uri=True)
-        con.text_factory = lambda b: b.decode("utf-8", "replace")
+        con = open_readonly(p)
         try:
             tables = tables_of(con)
             if not {"CUPTI_ACTIVITY_KIND_RUNTIME", "CUPTI_ACTIVITY_KIND_KERNEL", "StringIds"} <= tables:

@@ -16,7 +16,7 @@ from perfdiff.importers.common import Note, resolve_cores
 from perfdiff.importers.nsys.pages import PageReader, Unsupported
 from perfdiff.model.schema import MISSING
 
-__all__ = ["KERNEL", "MEMCPY", "MEMSET", "PID_MASK", "RUNTIME", "Export", "connect", "is_null", "readonly_uri"]
+__all__ = ["KERNEL", "MEMCPY", "MEMSET", "PID_MASK", "RUNTIME", "Export", "connect", "is_null", "open_readonly"]
 
 KERNEL = "CUPTI_ACTIVITY_KIND_KERNEL"
 MEMCPY = "CUPTI_ACTIVITY_KIND_MEMCPY"
@@ -26,12 +26,17 @@ PID_MASK = 0xFFFFFF  # globalPid / globalTid: the pid in bits 24..47, the tid in
 _INT64_MAX = 2 ** 63 - 1
 
 
-def readonly_uri(p: Path) -> str:
-    """SQLite's URI opening the file at `p` read-only.  The path is percent-encoded: a "#" or
-    "?" in a file name would otherwise end the path there, and SQLite would open (creating it)
-    the file named by what comes before, beside the input."""
-    # The path's bytes, as the file system holds them: a name that is not UTF-8 is still a name.
-    return f"file:{quote(os.fsencode(p.resolve()), safe='/')}?mode=ro"
+def open_readonly(p: Path, *, check_same_thread: bool = True) -> sqlite3.Connection:
+    """The SQLite file at `p`, opened read-only (never created, never written), its text
+    decoded leniently: exports hold strings from the target (kernel names, NVTX text) that
+    need not be UTF-8.  sqlite3's errors pass through."""
+    # A percent-encoded URI: a "#" or "?" in a file name would otherwise end the path there,
+    # and SQLite would open (creating it) the file named by what comes before, beside the
+    # input.  Encoded from the path's bytes: a name that is not UTF-8 is still a name.
+    con = sqlite3.connect(f"file:{quote(os.fsencode(p.resolve()), safe='/')}?mode=ro", uri=True,
+                          check_same_thread=check_same_thread)
+    con.text_factory = lambda b: b.decode("utf-8", "replace")
+    return con
 
 
 def connect(p: Path) -> sqlite3.Connection:
@@ -51,9 +56,7 @@ def connect(p: Path) -> sqlite3.Connection:
         # mode=ro: never create, never write; immutable is not used so a live WAL is honoured.
         # check_same_thread=False: the runtime table may be read (or, on fallback, queried)
         # from a helper thread; SQLite is built serialized (sqlite3.threadsafety == 3).
-        con = sqlite3.connect(readonly_uri(p), uri=True, check_same_thread=False)
-        # Exports hold strings from the target (kernel names, NVTX text) that need not be UTF-8.
-        con.text_factory = lambda b: b.decode("utf-8", "replace")
+        con = open_readonly(p, check_same_thread=False)
         con.execute("SELECT count(*) FROM sqlite_master").fetchone()
     except sqlite3.DatabaseError as exc:
         raise InputError(f"not a readable SQLite database ({exc})", path=p) from None

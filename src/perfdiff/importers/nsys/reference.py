@@ -14,7 +14,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from perfdiff.importers.nsys.db import readonly_uri
+from perfdiff.importers.nsys.db import open_readonly
 from perfdiff.model.cuda_names import MEM_KINDS, memcpy_label, strip_api_version
 from perfdiff.model.intervals import self_time_ns
 from perfdiff.model.schema import MISSING, SCHEMAS
@@ -226,8 +226,7 @@ def _self_time(ranges: list[dict[str, Any]]) -> None:
 
 def reference_tables(path: str | Path, pid: int | None = None, group: str = "full") -> dict[str, pd.DataFrame]:
     """{"activity", "markers", "samples"} of the nsys export at `path`, read the plain way."""
-    con = sqlite3.connect(readonly_uri(Path(path)), uri=True)
-    con.text_factory = lambda b: b.decode("utf-8", "replace")
+    con = open_readonly(Path(path))
     try:
         r = _Reader(con, pid, group)
         runtime = r.runtime()
