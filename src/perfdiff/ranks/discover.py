@@ -150,9 +150,10 @@ def rank_inputs(path: str | Path, *, split_processes: bool = False) -> list[Rank
         found = _export_ranks(p)
         if found:
             return sorted(found, key=lambda r: r.rank)
-    if p.is_dir() and not is_bundle(p) and not _members(p):
+    members = _members(p)
+    if p.is_dir() and not is_bundle(p) and not members:
         raise InputError("no trace or run bundle in this directory", path=p)
-    members = _members(p) or [p]
+    members = members or [p]
     found: list[RankInput] = []
     by_name = [_name_rank(m) for m in members]
     declared = [(_declared(m), m) for m in members]

@@ -24,9 +24,9 @@ import numpy as np
 import pandas as pd
 
 from perfdiff.ranks.groups import UNKNOWN
-from perfdiff.stats.binomial import binomial_greater_p
 from perfdiff.ranks.part import EXCESS_KINDS, RankPart, cycle_columns
 from perfdiff.ranks.records import GroupCode, GroupStraggler, RankWait, Straggler, StragglerCode
+from perfdiff.stats.binomial import binomial_greater_p
 
 __all__ = ["SKEW_FLOOR_US", "common_iterations", "cycle_waits", "match_collectives", "straggler"]
 
