@@ -49,21 +49,29 @@ def _command(n: Path, a: Path, workers: int, fmt: str, extra: list[str]) -> list
             "-o", str(OUT / f"ranks_{fmt}_{workers}.md"), "--json", str(OUT / f"ranks_{fmt}_{workers}.json"), *extra]
 
 
-def plain_run(normal: str, abnormal: str, workers: int) -> None:
-    """Print {"wall_s", "work_s", "tasks"}: every rank task of the pair in a pool of `workers`
-    plain processes (the plan chosen first, as compare does; only the pool's map is timed)."""
+def _tasks_and_plan(normal: str, abnormal: str, own_workers: bool):
+    """(the normal run's rank tasks, the abnormal run's, the one plan), as compare makes them."""
     import dataclasses
-    import multiprocessing as mp
-    import time
 
     from perfdiff.plan import plan_pair
     from perfdiff.ranks.discover import pair_ranks, rank_inputs
     from perfdiff.ranks.part import RankTask, load_summary
 
     pairs, _ = pair_ranks(rank_inputs(normal), rank_inputs(abnormal), None, (normal, abnormal))
-    tasks = ([RankTask(0, p.normal, own_workers=True) for p in pairs]
-             + [RankTask(1, p.abnormal, own_workers=True) for p in pairs])  # as in a local cluster
-    plan = dataclasses.replace(plan_pair(load_summary(tasks[0]), load_summary(tasks[len(pairs)])), device_map=())
+    tasks_n = [RankTask(0, p.normal, own_workers=own_workers) for p in pairs]
+    tasks_a = [RankTask(1, p.abnormal, own_workers=own_workers) for p in pairs]
+    plan = dataclasses.replace(plan_pair(load_summary(tasks_n[0]), load_summary(tasks_a[0])), device_map=())
+    return tasks_n, tasks_a, plan
+
+
+def plain_run(normal: str, abnormal: str, workers: int) -> None:
+    """Print {"wall_s", "work_s", "tasks"}: every rank task of the pair in a pool of `workers`
+    plain processes (the plan chosen first, as compare does; only the pool's map is timed)."""
+    import multiprocessing as mp
+    import time
+
+    tasks_n, tasks_a, plan = _tasks_and_plan(normal, abnormal, own_workers=True)  # as in a local cluster
+    tasks = tasks_n + tasks_a
     with mp.get_context("fork").Pool(workers) as pool:
         pool.map(time.sleep, [0.0] * workers)  # the workers exist before the clock starts
         t = time.perf_counter()
@@ -90,16 +98,12 @@ def analysis_at_scale(normal: Path, abnormal: Path, ranks: int, functions: int, 
 
     import numpy as np
 
-    from perfdiff.plan import plan_pair
-    from perfdiff.ranks.discover import pair_ranks, rank_inputs
-    from perfdiff.ranks.part import RankTask, load_part, load_summary
+    from perfdiff.ranks.part import load_part
     from perfdiff.ranks.pipeline import analyze_parts
     from perfdiff.ranks.records import RankPair
 
-    pairs, _ = pair_ranks(rank_inputs(str(normal)), rank_inputs(str(abnormal)), None, (str(normal), str(abnormal)))
-    base = [[RankTask(side, p.normal if side == 0 else p.abnormal) for p in pairs] for side in (0, 1)]
-    plan = dataclasses.replace(plan_pair(load_summary(base[0][0]), load_summary(base[1][0])), device_map=())
-    loaded = [[load_part(t, plan) for t in side] for side in base]
+    tasks_n, tasks_a, plan = _tasks_and_plan(str(normal), str(abnormal), own_workers=False)
+    loaded = [[load_part(t, plan) for t in side] for side in (tasks_n, tasks_a)]
     rng = np.random.default_rng(0)
 
     def widen(p, rank: int):
