@@ -123,6 +123,20 @@ def test_the_driver_imports_no_scipy_stats() -> None:
     assert out.split() == ["True", "False"]
 
 
+def test_the_workers_preload_no_analysis() -> None:
+    """What the fork server imports for every worker (PRELOAD) leaves out the analysis and
+    scipy, which the rank tasks do not use: each would add to the time before the first task
+    and to every worker's memory."""
+    import subprocess
+
+    from perfdiff.ranks.fanout import PRELOAD
+
+    code = (f"import sys; [__import__(m) for m in {list(PRELOAD)!r}]; "
+            "print('scipy' in sys.modules, 'perfdiff.analyze' in sys.modules, 'perfdiff.stats' in sys.modules)")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
+    assert out.split() == ["False", "False", "False"]
+
+
 def _square(x: int, *, plus: int = 0) -> int:
     return x * x + plus
 

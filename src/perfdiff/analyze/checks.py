@@ -3,7 +3,6 @@ the runs that can explain a change by themselves (docs/STATISTICS.md, checks).""
 from __future__ import annotations
 
 import math
-import re
 from typing import Any
 
 import numpy as np
@@ -14,22 +13,7 @@ from perfdiff.bundle import RunData
 from perfdiff.model.schema import GPU_KINDS, CycleSource
 from perfdiff.segment import Cycles
 
-WAIT_PATTERNS = re.compile(
-    r"(Synchronize|cuStreamSynchronize|cuCtxSynchronize|cuEventSynchronize|cudaStreamWaitEvent|"
-    r"hipDeviceSynchronize|hipStreamSynchronize|hipEventSynchronize|"
-    r"^(poll|ppoll|epoll_wait|epoll_pwait|select|pselect6?|futex|pthread_cond_wait|pthread_cond_timedwait|"
-    r"pthread_join|sem_wait|sem_timedwait|nanosleep|clock_nanosleep|usleep|sleep|wait|waitpid)$)")
-HOST_STATES = ("runq", "blocked", "iowait", "oncpu")
 CYCLE_RATIO_MAX = 2.0  # median cycle times further apart than this: warn
-
-
-def is_wait(name: str, kind: str) -> bool:
-    """A wait spends its time waiting for something else: a symptom, not a cause."""
-    if kind not in ("api", "host", "cpu"):
-        return False
-    if kind == "host" and name in HOST_STATES:
-        return False
-    return bool(WAIT_PATTERNS.search(name))
 
 
 def common_modes(functions: list[FunctionStats] | tuple[FunctionStats, ...],

@@ -16,7 +16,7 @@ import numpy as np
 from perfdiff import stats
 from perfdiff.analyze.align import align
 from perfdiff.analyze.busy import gpu_busy_shares
-from perfdiff.analyze.checks import common_modes, comparability, cycle_ratio_notice, is_wait
+from perfdiff.analyze.checks import common_modes, comparability, cycle_ratio_notice
 from perfdiff.analyze.load import compare_load, cycle_load, is_step_metric, load_notice
 from perfdiff.analyze.metrics import aliases_and_constants, mu_jobs, z_log
 from perfdiff.analyze.records import (Analysis, ContextStats, CycleLoad, DetailRow, FunctionStats, MuStats, Notice,
@@ -25,6 +25,7 @@ from perfdiff.attribute import CycleMatrix, DeviceRows, attribute_activity, devi
 from perfdiff.bundle import RunData
 from perfdiff.model.cycles import CyclePlan
 from perfdiff.model.schema import CycleSource
+from perfdiff.model.waits import is_wait
 from perfdiff.nesting import Nesting
 from perfdiff.parallel import Parallel
 from perfdiff.registry import metric_unit

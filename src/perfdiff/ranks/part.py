@@ -13,12 +13,12 @@ from dataclasses import dataclass
 import numpy as np
 import pandas as pd
 
-from perfdiff.analyze.checks import is_wait
 from perfdiff.attribute import attribute_activity
 from perfdiff.errors import InputError
 from perfdiff.inputs import open_run
 from perfdiff.model.cycles import CyclePlan
 from perfdiff.model.schema import COLLECTIVE_KERNEL, CycleSource, Kind
+from perfdiff.model.waits import is_wait
 from perfdiff.parallel import keep_freed_memory
 from perfdiff.plan import CycleSummary, summarize_cycles
 from perfdiff.ranks import groups
