@@ -46,3 +46,22 @@ def test_identical_gpus_are_collapsed() -> None:
     gpus = [{"name": "NVIDIA A100-SXM4-80GB"}] * 8 + [{"name": "T4"}, "junk"]
     assert gpu_list(gpus) == "8 × NVIDIA A100-SXM4-80GB, T4"
     assert gpu_list(None) == "" and gpu_list([{"index": 0}]) == "?"
+
+
+@pytest.mark.real
+def test_kernels_alike_but_for_a_template_argument_read_apart(real: Path) -> None:
+    """The HTA pair's report names two embedding kernels that differ only inside their
+    template arguments (…cta_per_row_1<float, float, float, 2ul>… and …5ul…): one took 10 ms
+    more per cycle, the other moved against the cycle.  Their shortened names differ in every
+    sentence, and the list of full names says which is which."""
+    import re
+
+    md = perfdiff.compare(real / "facebookresearch/HolisticTraceAnalysis/tests/data/trace_diff/control/control.json.gz",
+                          real / "facebookresearch/HolisticTraceAnalysis/tests/data/trace_diff/test/test.json.gz",
+                          ).to_markdown()
+    bold = set(re.findall(r"\*\*(void split\\_embedding\\_backward[^*]*)\*\* on GPU", md))
+    assert len(bold) >= 2, bold
+    full = md[md.index("<summary>Function names in full</summary>"):]
+    for text in bold:
+        tag = re.search(r"\\\[([0-9a-f]+)\\\]$", text)
+        assert tag is None or f"- \\[{tag.group(1)}\\] <code>void split_embedding_backward" in full

@@ -18,7 +18,7 @@ def test_names_differing_in_the_middle_stay_apart() -> None:
     assert short[a] != short[b]
     assert "128, 128, 32" in short[a] and "128, 256, 64" in short[b]
     assert all(len(s) <= 60 for s in short.values())
-    assert short[a].startswith("void cutlass") and short[a].endswith("::Params)")
+    assert short[a].startswith("void cutlass::Kernel<cutlass_80") and short[a].endswith("Params)")
 
 
 def test_a_difference_the_plain_cut_keeps_gives_the_plain_cut() -> None:
@@ -40,3 +40,57 @@ def test_short_names_fit_and_short_names_are_kept(xs: list[str], width: int) -> 
         assert len(s) <= width
         if len(flat) <= width:
             assert s == flat
+    flats = {" ".join(x.split()) for x in xs}
+    assert len({short[x] for x in xs}) == len(flats)  # names that differ read apart
+
+
+def test_names_alike_but_for_their_middle_are_told_apart_in_every_sentence() -> None:
+    """Within `shown_names`, a name reads the same in every sentence of a report and apart
+    from the report's other names, at any width; outside, it is the plain cut."""
+    from perfdiff.render.text import md_name, short_name, shown_names
+
+    a, b = GEMM.format("128, 128, 32"), GEMM.format("128, 256, 64")
+    with shown_names([a, b, "aten::mm"]):
+        for width in (48, 60, 80):
+            assert short_name(a, width) != short_name(b, width)
+            assert short_name(a, width) == shorten_set([a, b], width)[a]
+        assert md_name("aten::mm") == "aten::mm"
+        assert md_name("not in the report " * 9, 40) == md_name("not in the report " * 9, 40)
+    assert short_name(a, 60) == short_name(b, 60) == shorten(a, 60)
+
+
+def test_names_alike_even_around_their_difference_get_tags_the_full_list_explains() -> None:
+    """Names that differ in two far places read alike even with the window around the first:
+    each then carries its tag (the same at every width), still fits, and the list of full
+    names gives each name its tag."""
+    from perfdiff.render.text import full_name_line, name_tag, short_name, shown_names
+
+    base = "x" * 50 + "{}" + "y" * 50 + "{}" + "z" * 50
+    xs = [base.format(p, q) for p in "ab" for q in "cd"]
+    short = shorten_set(xs, 40)
+    assert len(set(short.values())) == 4
+    assert all(len(s) <= 40 and s.endswith(f" [{name_tag(x)}]") for x, s in short.items())
+    with shown_names([*xs, "aten::mm"]):
+        assert short_name(xs[0], 60).endswith(f" [{name_tag(xs[0])}]")
+        assert full_name_line(xs[0]).startswith(f"\\[{name_tag(xs[0])}\\] <code>xxx")
+        assert full_name_line("aten::mm") == "<code>aten::mm</code>"
+    assert full_name_line(xs[0]).startswith("<code>")
+
+
+def test_tags_that_coincide_grow() -> None:
+    """Names whose four-digit tags coincide get longer tags, not one text."""
+    from perfdiff.render.text import name_tag
+
+    base = "x" * 50 + "{}" + "y" * 50 + "{}" + "z" * 50
+    seen: dict[str, int] = {}
+    for i in range(100_000):  # two names alike but for a number, with one tag
+        t = name_tag(base.format(i, "c"))
+        if t in seen:
+            break
+        seen[t] = i
+    a, b = base.format(seen[t], "c"), base.format(i, "c")
+    assert name_tag(a) == name_tag(b)
+    xs = [a, b, base.format(seen[t], "d"), base.format(i, "d")]
+    short = shorten_set(xs, 40)
+    assert len(set(short.values())) == 4
+    assert short[a].endswith(f" [{name_tag(a, 8)}]") and short[b].endswith(f" [{name_tag(b, 8)}]")

@@ -18,7 +18,7 @@ from perfdiff.render.tree import TreeLabels, tree_section
 from perfdiff.render.wording import (finding_text, matching_text, notice_text, per_unit, plan_text, test_name,
                                      verdict_lines)
 from perfdiff.render.text import (NA, fmt_beta, fmt_num, fmt_p, fmt_pct, fmt_score, fmt_signed, fmt_time_us,
-                           fmt_z, html_code, md_escape, md_name, shorten, shorten_set)
+                           fmt_z, full_name_line, md_escape, md_name, short_name, shorten, shown_names)
 
 NAME_WIDTH = 96
 QUANTILE_ROWS = ("min", "P5", "P10", "P25", "P50", "P75", "P90", "P95", "P99", "max", "mean", "sd")
@@ -134,7 +134,14 @@ CONTEXT_HEADER = ["Metric Name", "Device", "Unit", "μ_N", "μ_A", "Δμ", "Chan
 
 def build_view(c: Analysis, findings: list[Finding], verdict: list[VerdictClass], *, top: int = 25,
                cycles_csv: str | None = None) -> dict[str, Any]:
-    """Everything the template prints, as strings."""
+    """Everything the template prints, as strings; the functions' names apart from one another
+    in every table and sentence."""
+    with shown_names(f.name for f in c.functions):
+        return _view(c, findings, verdict, top=top, cycles_csv=cycles_csv)
+
+
+def _view(c: Analysis, findings: list[Finding], verdict: list[VerdictClass], *, top: int,
+          cycles_csv: str | None) -> dict[str, Any]:
     N, A = c.normal, c.abnormal
     summary = []
     summary.append(["Total Cycles", f"{N.n_cycles:,}", f"{A.n_cycles:,}", f"{A.n_cycles - N.n_cycles:+,}", "-"])
@@ -156,10 +163,10 @@ def build_view(c: Analysis, findings: list[Finding], verdict: list[VerdictClass]
     dist.append(["n", f"{N.n_cycles:,}", f"{A.n_cycles:,}", f"{A.n_cycles - N.n_cycles:+,}", "-"])
 
     shown = c.details[:top]
-    short = shorten_set([c.functions[r.func].name for r in shown], NAME_WIDTH)
+    short = {c.functions[r.func].name: short_name(c.functions[r.func].name, NAME_WIDTH) for r in shown}
     details = [_detail_cells(c, r, i + 1, short) for i, r in enumerate(shown)]
     top_rows = _top(c)
-    short_top = shorten_set([c.functions[r.func].name for r in top_rows], TOP_NAME_WIDTH)
+    short_top = {c.functions[r.func].name: short_name(c.functions[r.func].name, TOP_NAME_WIDTH) for r in top_rows}
     context = []
     for r in c.context:
         res = r.res
@@ -197,7 +204,7 @@ def build_view(c: Analysis, findings: list[Finding], verdict: list[VerdictClass]
                      for f in untested[:15]],
         "n_untested": len(untested),
         "constants": [md_escape(x) for x in c.constants],
-        "full_names": [html_code(n) for n in shortened],
+        "full_names": [full_name_line(n) for n in shortened],
         "quality": _quality(c),
         "comparability": [notice_text(x) for x in c.comparability],
         "renames": [f"{md_name(a, 80)} (normal) ⇄ {md_name(b, 80)} (abnormal)" for a, b in c.renames],

@@ -11,7 +11,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from perfdiff.analyze.tree import MATERIAL_RATIO, MATERIAL_SHARE, MIN_CYCLE_SHARE, RangeNode, TreeBasis, TreeDiff
-from perfdiff.render.text import NA, fmt_num, fmt_p, fmt_time_us, md_escape, shorten
+from perfdiff.render.text import NA, fmt_num, fmt_p, fmt_time_us, md_escape, md_name, shorten, shown_names
 from perfdiff.version import __version__
 
 NAME_WIDTH = 80
@@ -38,9 +38,9 @@ def _signed_time(us: float) -> str:
 
 
 def _name(n: RangeNode) -> str:
-    s = f"**{md_escape(shorten(n.name, NAME_WIDTH))}**"
+    s = f"**{md_name(n.name, NAME_WIDTH)}**"
     if n.name_a is not None:
-        s += f" ⇄ **{md_escape(shorten(n.name_a, NAME_WIDTH))}**"
+        s += f" ⇄ **{md_name(n.name_a, NAME_WIDTH)}**"
     return s
 
 
@@ -93,7 +93,13 @@ def _subtree_sizes(d: TreeDiff) -> tuple[list[int], list[int]]:
 
 def tree_lines(d: TreeDiff) -> list[str]:
     """The tree as a nested Markdown list: nodes with a material change and their ancestors,
-    children by |Δ|; the rest of each level collapsed into one line."""
+    children by |Δ|; the rest of each level collapsed into one line.  Names apart from one
+    another."""
+    with shown_names([n.name for n in d.nodes] + [n.name_a for n in d.nodes if n.name_a is not None]):
+        return _lines(d)
+
+
+def _lines(d: TreeDiff) -> list[str]:
     size, one = _subtree_sizes(d)
     lines: list[str] = []
 
