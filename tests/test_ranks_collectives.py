@@ -206,3 +206,22 @@ def test_a_cycle_change_nothing_explains_is_not_no_change() -> None:
         assert [v.code for v in out] == [RankVerdictCode.NO_CHANGE] and out[0].world == 1
         assert "on the rank compared, nor in the job's cycle" in verdict_line(out[0])
     assert math.isnan(out[0].size_us)
+
+
+def test_long_names_alike_read_apart_and_are_listed_in_full(tmp_path: Path) -> None:
+    """Two findings of kernels alike but for a template argument in their middle read apart
+    in the verdict, the rank table and the findings, and the report lists them in full."""
+    import dataclasses
+
+    from perfdiff.ranks.records import RankFinding, ScopeCode
+
+    res, labels = _compare(tmp_path, seed=3)
+    kernel = "void gemm_kernel<" + "float, " * 12 + "{}>(" + "const float*, " * 12 + "int)"
+    a, b = kernel.format("2ul"), kernel.format("5ul")
+    findings = tuple(RankFinding(ScopeCode.ALL_RANKS, name, "kernel", (0, 1, 2, 3), 4, d, d / 100, 0.001)
+                     for name, d in ((a, 900.0), (b, -600.0)))
+    rows = tuple(dataclasses.replace(r, cause=a if r.rank % 2 else b, cause_kind="kernel") for r in res.rows)
+    text = rank_markdown(dataclasses.replace(res, findings=findings, rows=rows), labels)
+    assert "2ul&gt;(" in text and "5ul&gt;(" in text  # the part that tells them apart is shown
+    listed = text[text.index("<summary>Function names in full</summary>"):]
+    assert listed.count("<code>void gemm_kernel") == 2

@@ -13,7 +13,8 @@ from perfdiff.model.schema import CycleSource
 from perfdiff.ranks.records import (CollectiveTime, ExcessKind, GroupCode, IdentitySource, RankAnalysis, RankFinding,
                                     RankNotice, RankNoticeCode, RankVerdict, RankVerdictCode, ScopeCode, Straggler,
                                     StragglerCode)
-from perfdiff.render.text import fmt_num, fmt_p, fmt_signed, fmt_time_us, md_escape, md_name
+from perfdiff.render.text import (fmt_num, fmt_p, fmt_signed, fmt_time_us, full_name_line, md_escape, md_name,
+                                 short_name, shown_names)
 from perfdiff.render.wording import plan_text
 from perfdiff.version import __version__
 
@@ -21,6 +22,7 @@ __all__ = ["RANKS_FORMAT", "rank_json", "rank_markdown", "ranks_text"]
 
 RANKS_FORMAT = "perfdiff-rank-comparison"
 RANKS_FORMAT_VERSION = 2
+CAUSE_WIDTH = 60  # characters of a name in the rank table (the narrowest the report prints)
 MAX_WAIT_ROWS = 16  # ranks listed per straggler table (the least waiting first)
 MAX_RANK_ROWS = 32  # more ranks: the rank table shows the notable ones, the full table collapsed
 SOURCE_WORDS = {IdentitySource.TRACE: "trace", IdentitySource.ENVIRONMENT: "launcher variables",
@@ -252,7 +254,7 @@ def _rank_table(a: RankAnalysis, rows: tuple | list) -> list[str]:
     lines = ["| Rank | N: median cycle | A: median cycle | Δ | Top cause | τ (pp) | Wait in collectives N | "
              "Wait in collectives A |", "|---|---|---|---|---|---|---|---|"]
     for r in rows:
-        own = f"{md_name(r.cause, 60)} ({md_escape(r.cause_kind or '')})" if r.cause else ""
+        own = f"{md_name(r.cause, CAUSE_WIDTH)} ({md_escape(r.cause_kind or '')})" if r.cause else ""
         cause = (f"waits in collectives{held}" + (f", then {own}" if own else "")) if r.waited else own or "—"
         lines.append(f"| {r.rank} | {fmt_time_us(r.median_n_us)} | {fmt_time_us(r.median_a_us)} | "
                      f"{'+' if r.delta_us > 0 else ''}{fmt_time_us(r.delta_us)} | {cause} | {fmt_signed(r.cause_tau_pp)} | "
@@ -330,7 +332,15 @@ def _names(labels: tuple[str, str]) -> tuple[str, str]:
 
 
 def rank_markdown(a: RankAnalysis, labels: tuple[str, str]) -> str:
-    """The report of a multi-rank comparison (`labels`: the normal and abnormal inputs)."""
+    """The report of a multi-rank comparison (`labels`: the normal and abnormal inputs); the
+    functions' names apart from one another wherever they appear."""
+    names = ([f.function for f in a.findings] + [r.cause for r in a.rows if r.cause]
+             + [v.function for v in a.verdict if v.function])
+    with shown_names(names):
+        return _markdown(a, labels, sorted({n for n in names if short_name(n, CAUSE_WIDTH) != n}))
+
+
+def _markdown(a: RankAnalysis, labels: tuple[str, str], shortened: list[str]) -> str:
     compared = f"{len(a.pairs)} rank{'s' if len(a.pairs) != 1 else ''} compared"
     # Cycles that are not iterations change how every figure below reads: said with the plan.
     unaligned = [n for n in a.notices if n.code == RankNoticeCode.CYCLES_NOT_ITERATIONS]
@@ -375,6 +385,9 @@ def rank_markdown(a: RankAnalysis, labels: tuple[str, str]) -> str:
         out += [f"{i}. {finding_line(f, a.alpha)}" for i, f in enumerate(a.findings, 1)] + [""]
     else:
         out += ["No function changed significantly and materially on any rank.", ""]
+    if shortened:
+        out += ["<details><summary>Function names in full</summary>", ""] + [f"- {full_name_line(n)}" for n in shortened]
+        out += ["", "</details>", ""]
     out += ["## 4. Rank Mapping", ""] + _mapping(a) + [""]
     if notes:
         out += ["## Notes", ""] + [f"- {notice_line(n)}" for n in notes] + [""]
