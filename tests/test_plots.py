@@ -83,3 +83,30 @@ def test_a_dollar_in_a_name_is_plain_text(tmp_path: Path) -> None:
     t = Trace("function", r"op$\\nosuch{x}$ & $a_{$", "GPU 0", "µs", x, x, x, x * 2)
     assert _panels(_pyplot(), [t], tmp_path / "p.png", "t", "cycle") == "p.png"
     assert (tmp_path / "p.png").read_bytes().startswith(PNG)
+
+
+def test_panels_of_names_alike_have_titles_apart(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Two suspects whose names differ only in a template argument in the middle get two
+    panel titles, each with the argument that tells them apart."""
+    import numpy as np
+
+    from perfdiff.analyze.records import Trace
+    from perfdiff.render import plots
+
+    x = np.arange(3.0)
+    kernel = "void gemm_kernel<" + "float, " * 8 + "{}>(" + "const float*, " * 8 + "int)"
+    traces = [Trace("function", kernel.format(k), "GPU 0", "µs", x, x, x, x * 2) for k in ("2ul", "5ul")]
+    titles: list[str] = []
+    plt = plots._pyplot()
+    real_subplots = plt.subplots
+
+    def subplots(*a, **k):
+        fig, axes = real_subplots(*a, **k)
+        for ax in axes.flat:
+            monkeypatch.setattr(ax, "set_title", lambda s, **_: titles.append(s))
+        return fig, axes
+
+    monkeypatch.setattr(plt, "subplots", subplots)
+    plots._panels(plt, traces, tmp_path / "p.png", "t", "cycle")
+    assert len(titles) == 2 and titles[0] != titles[1]
+    assert "2ul" in titles[0] and "5ul" in titles[1]

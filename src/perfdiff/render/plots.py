@@ -14,7 +14,7 @@ import numpy as np
 
 from perfdiff.analyze import Analysis
 from perfdiff.analyze.records import Trace
-from perfdiff.render.text import shorten
+from perfdiff.render.text import shorten_set
 
 DPI = 80
 SIZE_IN = (7.0, 3.2)
@@ -84,6 +84,7 @@ def _panels(plt, traces: list[Trace], path: Path, title: str, xlabel: str) -> st
     """One small panel per trace, two per row, both runs in each; returns the file name."""
     rows = (len(traces) + 1) // 2
     fig, axes = plt.subplots(rows, 2, figsize=(SIZE_IN[0], 0.4 + 2.1 * rows), dpi=DPI, squeeze=False)
+    names = shorten_set([t.name for t in traces], 44)  # panels of names alike keep what tells them apart
     for ax, t in zip(axes.flat, traces, strict=False):
         unit, scale = t.unit, 1.0
         if unit == "µs" and max(np.max(t.y_n, initial=0.0), np.max(t.y_a, initial=0.0)) >= 2e3:
@@ -91,7 +92,7 @@ def _panels(plt, traces: list[Trace], path: Path, title: str, xlabel: str) -> st
         for (label, x, y), color in zip((("normal", t.x_n, t.y_n), ("abnormal", t.x_a, t.y_a)), COLORS, strict=True):
             ax.plot(_thin(np.asarray(x, dtype=np.float64)), _thin(np.asarray(y, dtype=np.float64) * scale),
                     color=color, linewidth=0.7, label=label)
-        ax.set_title(_label(f"{shorten(t.name, 44)} · {t.device}"), fontsize=7)
+        ax.set_title(_label(f"{names[t.name]} · {t.device}"), fontsize=7)
         ax.set_ylabel(_label(unit), fontsize=7)
         ax.set_xlabel(xlabel, fontsize=7)
         ax.tick_params(labelsize=6)
