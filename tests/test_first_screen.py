@@ -61,7 +61,8 @@ def test_kernels_alike_but_for_a_template_argument_read_apart(real: Path) -> Non
                           ).to_markdown()
     bold = set(re.findall(r"\*\*(void split\\_embedding\\_backward[^*]*)\*\* on GPU", md))
     assert len(bold) >= 2, bold
-    full = md[md.index("<summary>Function names in full</summary>"):]
-    for text in bold:
-        tag = re.search(r"\\\[([0-9a-f]+)\\\]$", text)
-        assert tag is None or f"- \\[{tag.group(1)}\\] <code>void split_embedding_backward" in full
+    head, full = md.split("<summary>Function names in full</summary>")
+    full = full[:full.index("</details>")]
+    tags = set(re.findall(r"\\\[([0-9a-f]{4,16})\\\]", head))
+    assert all(f"\\[{t}\\] " in full for t in tags), tags  # every tag the report shows, explained
+    assert len(re.findall(r"\\\[[0-9a-f]{4,16}\\\] <code>void split_embedding_backward", full)) >= 2

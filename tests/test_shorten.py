@@ -4,7 +4,7 @@ from __future__ import annotations
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from perfdiff.render.text import shorten, shorten_set
+from perfdiff.render.names import shorten, shorten_set
 
 GEMM = ("void cutlass::Kernel<cutlass_80_tensorop_s1688gemm_128x128_32x3_nn_align4>(cutlass::gemm::kernel::"
         "GemmUniversal<cutlass::gemm::threadblock::MmaMultistage<cutlass::gemm::GemmShape<{}>, float, "
@@ -47,7 +47,8 @@ def test_short_names_fit_and_short_names_are_kept(xs: list[str], width: int) -> 
 def test_names_alike_but_for_their_middle_are_told_apart_in_every_sentence() -> None:
     """Within `shown_names`, a name reads the same in every sentence of a report and apart
     from the report's other names, at any width; outside, it is the plain cut."""
-    from perfdiff.render.text import md_name, short_name, shown_names
+    from perfdiff.render.names import short_name, shown_names
+    from perfdiff.render.text import md_name
 
     a, b = GEMM.format("128, 128, 32"), GEMM.format("128, 256, 64")
     with shown_names([a, b, "aten::mm"]):
@@ -62,24 +63,46 @@ def test_names_alike_but_for_their_middle_are_told_apart_in_every_sentence() -> 
 def test_names_alike_even_around_their_difference_get_tags_the_full_list_explains() -> None:
     """Names that differ in two far places read alike even with the window around the first:
     each then carries its tag (the same at every width), still fits, and the list of full
-    names gives each name its tag."""
-    from perfdiff.render.text import full_name_line, name_tag, short_name, shown_names
+    names gives each name shortened in the report, with its tags."""
+    from perfdiff.render.names import name_tag, short_name, shown_names
+    from perfdiff.render.text import full_names
 
     base = "x" * 50 + "{}" + "y" * 50 + "{}" + "z" * 50
     xs = [base.format(p, q) for p in "ab" for q in "cd"]
     short = shorten_set(xs, 40)
     assert len(set(short.values())) == 4
     assert all(len(s) <= 40 and s.endswith(f" [{name_tag(x)}]") for x, s in short.items())
-    with shown_names([*xs, "aten::mm"]):
+    with shown_names([*xs, "aten::mm", "y" * 70]):
         assert short_name(xs[0], 60).endswith(f" [{name_tag(xs[0])}]")
-        assert full_name_line(xs[0]).startswith(f"\\[{name_tag(xs[0])}\\] <code>xxx")
-        assert full_name_line("aten::mm") == "<code>aten::mm</code>"
-    assert full_name_line(xs[0]).startswith("<code>")
+        short_name("aten::mm", 60)
+        short_name("y" * 70, 60)
+        listed = full_names()
+    assert listed == [f"\\[{name_tag(xs[0])}\\] <code>{xs[0]}</code>", f"<code>{'y' * 70}</code>"]
+    assert full_names() == []  # outside a report
+
+
+def test_plain_cuts_of_other_groups_stay_apart() -> None:
+    """The window's shorter head must not make names of two groups (whose plain cuts differ
+    in the head's last characters) read alike: every text stays distinct across groups."""
+    k = ("void at::native::vectorized_elementwise_kernel<{n}, at::native::FillFunctor<{t}>, "
+         "at::detail::Array<char*, 1> >(int, at::native::FillFunctor<{t}>, at::detail::Array<char*, 1>)")
+    xs = [k.format(n=n, t=t) for n in (2, 4) for t in ("float", "double")]
+    for width in (48, 60, 80, 96):
+        assert len(set(shorten_set(xs, width).values())) == 4
+    many = [k.format(n=n, t=t) for n in range(200) for t in ("float", "double", "c10::Half")]
+    assert len(set(shorten_set(many, 80).values())) == 600
+
+
+def test_a_name_spelling_another_names_cut_stays_apart() -> None:
+    """A name that literally reads as another name's cut (it holds " … ") does not take its text."""
+    long = "a" * 100 + "b" * 100
+    short = shorten_set([long, shorten(long, 40)], 40)
+    assert len(set(short.values())) == 2 and short[shorten(long, 40)] == shorten(long, 40)
 
 
 def test_tags_that_coincide_grow() -> None:
     """Names whose four-digit tags coincide get longer tags, not one text."""
-    from perfdiff.render.text import name_tag
+    from perfdiff.render.names import name_tag
 
     base = "x" * 50 + "{}" + "y" * 50 + "{}" + "z" * 50
     seen: dict[str, int] = {}

@@ -14,11 +14,12 @@ from perfdiff.version import __version__
 from perfdiff.analyze import Analysis, DetailRow, Finding, FindingCode, FunctionStats
 from perfdiff.analyze.tree import TreeDiff
 from perfdiff.analyze.verdict import VerdictClass
+from perfdiff.render.names import short_name, shown_names
 from perfdiff.render.tree import TreeLabels, tree_section
 from perfdiff.render.wording import (finding_text, matching_text, notice_text, per_unit, plan_text, test_name,
                                      verdict_lines)
 from perfdiff.render.text import (NA, fmt_beta, fmt_num, fmt_p, fmt_pct, fmt_score, fmt_signed, fmt_time_us,
-                           fmt_z, full_name_line, md_escape, md_name, short_name, shorten, shown_names)
+                           fmt_z, full_names, md_escape, md_name, shorten)
 
 NAME_WIDTH = 96
 QUANTILE_ROWS = ("min", "P5", "P10", "P25", "P50", "P75", "P90", "P95", "P99", "max", "mean", "sd")
@@ -136,7 +137,7 @@ def build_view(c: Analysis, findings: list[Finding], verdict: list[VerdictClass]
                cycles_csv: str | None = None) -> dict[str, Any]:
     """Everything the template prints, as strings; the functions' names apart from one another
     in every table and sentence."""
-    with shown_names(f.name for f in c.functions):
+    with shown_names([f.name for f in c.functions] + [n for pair in c.renames for n in pair]):
         return _view(c, findings, verdict, top=top, cycles_csv=cycles_csv)
 
 
@@ -176,11 +177,10 @@ def _view(c: Analysis, findings: list[Finding], verdict: list[VerdictClass], *, 
                         fmt_num(res.mean_a), d, pct, fmt_z(res.z), fmt_z(r.z_log), fmt_p(res.p_welch),
                         fmt_p(res.p_mwu), fmt_p(r.q), f"{res.n_n}/{res.n_a}",
                         f"{fmt_num(r.median_interval_ms_n)}/{fmt_num(r.median_interval_ms_a)}"])
-    shortened = sorted({n for n, sh in {**short, **short_top}.items() if sh != n})
     untested = sorted((c.functions[i] for i in c.untested), key=lambda f: -(f.t_n_us + f.t_a_us))
     top_cause = next((f for f in findings if f.code == FindingCode.CAUSE), None)
     header = [h.replace("U-test p(β)", "signed-rank p(β)") for h in DETAIL_HEADER] if c.matched else DETAIL_HEADER
-    return {
+    view = {
         "version": __version__,
         "title_n": md_escape(N.name), "title_a": md_escape(A.name),
         "path_n": md_escape(N.path), "path_a": md_escape(A.path),
@@ -204,13 +204,14 @@ def _view(c: Analysis, findings: list[Finding], verdict: list[VerdictClass], *, 
                      for f in untested[:15]],
         "n_untested": len(untested),
         "constants": [md_escape(x) for x in c.constants],
-        "full_names": [full_name_line(n) for n in shortened],
         "quality": _quality(c),
         "comparability": [notice_text(x) for x in c.comparability],
         "renames": [f"{md_name(a, 80)} (normal) ⇄ {md_name(b, 80)} (abnormal)" for a, b in c.renames],
         "warnings": [notice_text(x) for x in c.warnings],
         "alpha": f"{c.alpha:g}",
     }
+    view["full_names"] = full_names()  # last: every name shortened above
+    return view
 
 
 def _overview(c: Analysis, top: Finding | None) -> str:

@@ -14,7 +14,7 @@ import numpy as np
 
 from perfdiff.analyze import Analysis
 from perfdiff.analyze.records import Trace
-from perfdiff.render.text import shorten_set
+from perfdiff.render.names import shorten_set
 
 DPI = 80
 SIZE_IN = (7.0, 3.2)
@@ -84,7 +84,8 @@ def _panels(plt, traces: list[Trace], path: Path, title: str, xlabel: str) -> st
     """One small panel per trace, two per row, both runs in each; returns the file name."""
     rows = (len(traces) + 1) // 2
     fig, axes = plt.subplots(rows, 2, figsize=(SIZE_IN[0], 0.4 + 2.1 * rows), dpi=DPI, squeeze=False)
-    names = shorten_set([t.name for t in traces], 44)  # panels of names alike keep what tells them apart
+    # Panels of names alike keep what tells them apart; no tags, which no list here explains.
+    names = shorten_set([t.name for t in traces], 44, tags=False)
     for ax, t in zip(axes.flat, traces, strict=False):
         unit, scale = t.unit, 1.0
         if unit == "µs" and max(np.max(t.y_n, initial=0.0), np.max(t.y_a, initial=0.0)) >= 2e3:

@@ -13,8 +13,8 @@ from perfdiff.model.schema import CycleSource
 from perfdiff.ranks.records import (CollectiveTime, ExcessKind, GroupCode, IdentitySource, RankAnalysis, RankFinding,
                                     RankNotice, RankNoticeCode, RankVerdict, RankVerdictCode, ScopeCode, Straggler,
                                     StragglerCode)
-from perfdiff.render.text import (fmt_num, fmt_p, fmt_signed, fmt_time_us, full_name_line, md_escape, md_name,
-                                 short_name, shown_names)
+from perfdiff.render.names import shown_names
+from perfdiff.render.text import fmt_num, fmt_p, fmt_signed, fmt_time_us, full_names, md_escape, md_name
 from perfdiff.render.wording import plan_text
 from perfdiff.version import __version__
 
@@ -337,10 +337,15 @@ def rank_markdown(a: RankAnalysis, labels: tuple[str, str]) -> str:
     names = ([f.function for f in a.findings] + [r.cause for r in a.rows if r.cause]
              + [v.function for v in a.verdict if v.function])
     with shown_names(names):
-        return _markdown(a, labels, sorted({n for n in names if short_name(n, CAUSE_WIDTH) != n}))
+        text = _markdown(a, labels)
+        listed = full_names()
+    if listed:
+        text += "\n".join(["", "<details><summary>Function names in full</summary>", ""]
+                          + [f"- {n}" for n in listed] + ["", "</details>", ""])
+    return text
 
 
-def _markdown(a: RankAnalysis, labels: tuple[str, str], shortened: list[str]) -> str:
+def _markdown(a: RankAnalysis, labels: tuple[str, str]) -> str:
     compared = f"{len(a.pairs)} rank{'s' if len(a.pairs) != 1 else ''} compared"
     # Cycles that are not iterations change how every figure below reads: said with the plan.
     unaligned = [n for n in a.notices if n.code == RankNoticeCode.CYCLES_NOT_ITERATIONS]
@@ -385,9 +390,6 @@ def _markdown(a: RankAnalysis, labels: tuple[str, str], shortened: list[str]) ->
         out += [f"{i}. {finding_line(f, a.alpha)}" for i, f in enumerate(a.findings, 1)] + [""]
     else:
         out += ["No function changed significantly and materially on any rank.", ""]
-    if shortened:
-        out += ["<details><summary>Function names in full</summary>", ""] + [f"- {full_name_line(n)}" for n in shortened]
-        out += ["", "</details>", ""]
     out += ["## 4. Rank Mapping", ""] + _mapping(a) + [""]
     if notes:
         out += ["## Notes", ""] + [f"- {notice_line(n)}" for n in notes] + [""]

@@ -5,13 +5,15 @@ Kernel and NVTX names are user data: they may hold `|`, backticks, `<`, `>`, new
 """
 from __future__ import annotations
 
-import hashlib
 import html
 import math
 import re
-from collections.abc import Iterable, Iterator
-from contextlib import contextmanager
-from contextvars import ContextVar
+from collections.abc import Iterable
+
+from perfdiff.render.names import shorten, short_name, shortened_names
+
+__all__ = ["NA", "fmt_beta", "fmt_num", "fmt_p", "fmt_pct", "fmt_score", "fmt_signed", "fmt_time_us", "fmt_value",
+           "fmt_z", "full_name_line", "full_names", "html_code", "md_escape", "md_name", "shorten"]
 
 NA = "n/a"
 _MD_SPECIAL = re.compile(r"([\\`*_\[\]<>|#~])")
@@ -117,130 +119,15 @@ def md_escape(text: str) -> str:
     return _MD_SPECIAL.sub(r"\\\1", s)
 
 
-def shorten(name: str, width: int = 96) -> str:
-    """Shorten a long (C++ template) name, keeping its head and tail: `head … tail`."""
-    s = " ".join(str(name).split())
-    if len(s) <= width:
-        return s
-    head = int(width * 0.7)
-    tail = width - head - 3
-    return s[:head].rstrip() + " … " + s[-tail:].lstrip()
+def full_name_line(name: str, tags: Iterable[str] = ()) -> str:
+    """A whole name for the list of names in full, after the tags it carried in the report."""
+    return "".join(f"\\[{t}\\] " for t in tags) + html_code(name)
 
 
-def _common_prefix(a: str, b: str) -> int:
-    n = min(len(a), len(b))
-    i = 0
-    while i < n and a[i] == b[i]:
-        i += 1
-    return i
-
-
-def _around(s: str, width: int, lo: int) -> str:
-    """`head … part from lo … tail` in `width` characters: the head (what the function is)
-    as long as it can be, a window that begins near s[lo], and a short tail."""
-    tail = max(6, width // 8)
-    window = max(12, width // 4)
-    head = width - window - tail - 6
-    cuts = [i for i in (s.find(sep, max(head, lo - window // 2), lo) for sep in " <,:(") if i >= 0]
-    start = max(head, min(cuts) + 1 if cuts else lo - window // 3)  # begin at a token where one is near
-    if start + window >= len(s) - tail:
-        start = len(s) - (width - head - 3)
-        return s[:head].rstrip() + " … " + s[start:].lstrip()
-    return s[:head].rstrip() + " … " + s[start:start + window].strip() + " … " + s[-tail:].lstrip()
-
-
-TAG_DIGITS = (4, 8, 16)
-
-
-def name_tag(name: str, digits: int = 4) -> str:
-    """Hex digits that stand for a whole name (the same in every report and at every width):
-    what tells apart names that read alike even when shortened around their difference; the
-    full names' list gives each its tag."""
-    flat = " ".join(str(name).split()).encode("utf-8", "surrogatepass")
-    return hashlib.blake2b(flat, digest_size=8).hexdigest()[:digits]
-
-
-def shorten_set(names: list[str] | set[str] | frozenset[str], width: int = 96) -> dict[str, str]:
-    """Each name shortened to at most `width` characters so that names shown together read
-    apart: the plain `head … tail` cut, except where it gives two names one text (template
-    arguments in the middle of a kernel name); those keep a window around the first
-    character where each differs from the others, and where even that is one text, their
-    `name_tag` in brackets."""
-    flat = {n: " ".join(str(n).split()) for n in names}
-    out = {raw: shorten(s, width) for raw, s in flat.items()}
-    groups: dict[str, set[str]] = {}
-    for raw, s in flat.items():
-        if len(s) > width:
-            groups.setdefault(out[raw], set()).add(s)
-    redone: dict[str, str] = {}
-    for group in groups.values():
-        if len(group) < 2:
-            continue
-        ordered = sorted(group)
-        # The first character where a name departs from its closest name: a neighbour in order.
-        for k, s in enumerate(ordered):
-            lo = max(_common_prefix(s, t) for t in ordered[max(0, k - 1):k] + ordered[k + 1:k + 2])
-            redone[s] = _around(s, width, lo)
-        texts = [redone[s] for s in ordered]
-        for digits in TAG_DIGITS:  # longer tags only where two short ones coincide
-            if len(set(texts)) == len(texts):
-                break
-            tags = [f" [{name_tag(s, digits)}]" for s in ordered]
-            texts = [shorten(s, width - len(tag)) + tag for s, tag in zip(ordered, tags, strict=True)]
-            redone.update(zip(ordered, texts, strict=True))
-    return {raw: redone.get(s, out[raw]) for raw, s in flat.items()}
-
-
-# The names of the report being rendered (see `shown_names`), shortened per width on demand.
-_SHOWN: ContextVar[_NameSet | None] = ContextVar("perfdiff_shown_names", default=None)
-
-
-class _NameSet:
-    def __init__(self, names: Iterable[str]):
-        self.names = frozenset(str(n) for n in names)
-        self.by_width: dict[int, dict[str, str]] = {}
-
-    def short(self, name: str, width: int) -> str | None:
-        if name not in self.names:
-            return None
-        if width not in self.by_width:
-            self.by_width[width] = shorten_set(self.names, width)
-        return self.by_width[width][name]
-
-    def tag(self, name: str) -> str | None:
-        """The tag the report's shortenings gave `name`, if any."""
-        for digits in TAG_DIGITS:
-            tag = name_tag(name, digits)
-            if any(short[name].endswith(f" [{tag}]") for short in self.by_width.values() if name in short):
-                return tag
-        return None
-
-
-@contextmanager
-def shown_names(names: Iterable[str]) -> Iterator[None]:
-    """Within: `short_name` and `md_name` shorten each of `names` as `shorten_set` does over
-    all of them, so that no two of a report's names read alike wherever they appear."""
-    token = _SHOWN.set(_NameSet(names))
-    try:
-        yield
-    finally:
-        _SHOWN.reset(token)
-
-
-def short_name(name: str, width: int = 96) -> str:
-    """A name shortened to at most `width` characters, apart from the other names of the
-    report being rendered (`shown_names`); unescaped."""
-    names = _SHOWN.get()
-    short = names.short(name, width) if names is not None else None
-    return short if short is not None else shorten(name, width)
-
-
-def full_name_line(name: str) -> str:
-    """A whole name for the list of names in full: its tag first where the report shortened
-    it to its tag (`shown_names`)."""
-    names = _SHOWN.get()
-    tag = names.tag(name) if names is not None else None
-    return (f"\\[{tag}\\] " if tag else "") + html_code(name)
+def full_names() -> list[str]:
+    """The list of names in full of the report being rendered: every name shortened so far
+    (names.shortened_names), with its tags."""
+    return [full_name_line(n, tags) for n, tags in shortened_names()]
 
 
 def md_name(name: str, width: int = 96) -> str:

@@ -11,7 +11,8 @@ from dataclasses import dataclass
 from typing import Any
 
 from perfdiff.analyze.tree import MATERIAL_RATIO, MATERIAL_SHARE, MIN_CYCLE_SHARE, RangeNode, TreeBasis, TreeDiff
-from perfdiff.render.text import NA, fmt_num, fmt_p, fmt_time_us, md_escape, md_name, shorten, shown_names
+from perfdiff.render.names import shown_names
+from perfdiff.render.text import NA, fmt_num, fmt_p, fmt_time_us, full_names, md_escape, md_name, shorten
 from perfdiff.version import __version__
 
 NAME_WIDTH = 80
@@ -93,10 +94,20 @@ def _subtree_sizes(d: TreeDiff) -> tuple[list[int], list[int]]:
 
 def tree_lines(d: TreeDiff) -> list[str]:
     """The tree as a nested Markdown list: nodes with a material change and their ancestors,
-    children by |Δ|; the rest of each level collapsed into one line.  Names apart from one
-    another."""
-    with shown_names([n.name for n in d.nodes] + [n.name_a for n in d.nodes if n.name_a is not None]):
-        return _lines(d)
+    children by |Δ|; the rest of each level collapsed into one line."""
+    return _rendered(d)[0]
+
+
+def _rendered(d: TreeDiff) -> tuple[list[str], list[str]]:
+    """The tree's lines and the notes under it, the range names apart from one another; the
+    names shortened, in full, as the last note."""
+    names = [n.name for n in d.nodes] + [n.name_a for n in d.nodes if n.name_a is not None]
+    with shown_names(names + [x for pair in d.renames for x in pair]):
+        lines, notes = _lines(d), _notes(d)
+        listed = full_names()
+    if listed:
+        notes.append("Range names in full: " + "; ".join(listed) + ".")
+    return lines, notes
 
 
 def _lines(d: TreeDiff) -> list[str]:
@@ -156,7 +167,7 @@ def _notes(d: TreeDiff) -> list[str]:
                    "work on that stream inside the span, per cycle in the cycle it was launched in.")
     if d.renames:
         out.append("Matched as one range (the same step under another name): "
-                   + "; ".join(f"{md_escape(shorten(a, 60))} (normal) ⇄ {md_escape(shorten(b, 60))} (abnormal)"
+                   + "; ".join(f"{md_name(a, 60)} (normal) ⇄ {md_name(b, 60)} (abnormal)"
                                for a, b in d.renames) + ".")
     return out
 
@@ -170,8 +181,8 @@ def tree_report(d: TreeDiff, labels: TreeLabels) -> str:
     material = d.n_material
     out.append(f"{material} of {len(d.nodes):,} paths changed materially." if material else
                f"No path of {len(d.nodes):,} changed materially.")
-    out += ["", *tree_lines(d), ""]
-    notes = _notes(d)
+    lines, notes = _rendered(d)
+    out += ["", *lines, ""]
     if labels.csv_name:
         notes.append(f"Every path, every column: {md_escape(labels.csv_name)}.")
     for note in notes:
@@ -182,13 +193,13 @@ def tree_report(d: TreeDiff, labels: TreeLabels) -> str:
 def tree_section(d: TreeDiff, labels: TreeLabels) -> dict[str, Any]:
     """What the compare report's "Range tree" section prints: a sentence, the first lines of
     the tree, and the whole tree for a details block."""
-    lines = tree_lines(d)
+    lines, notes = _rendered(d)
     top = lines[:SECTION_LINES]
     material = d.n_material
     lead = (f"{material} of {len(d.nodes):,} range paths changed materially" if material
             else f"No range path of {len(d.nodes):,} changed materially")
     return {"intro": lead + ". " + _basis_text(d, labels), "top": top, "more": len(lines) > len(top),
-            "full": lines, "notes": _notes(d)}
+            "full": lines, "notes": notes}
 
 
 CSV_COLUMNS = ["leaf", "path", "N_ms", "A_ms", "A-N_ms", "ratio", "basis", "presence", "renamed_to", "depth",

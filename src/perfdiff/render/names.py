@@ -1,0 +1,166 @@
+"""Long names shortened for the report, apart from one another.
+
+A kernel's C++ name can run to 1,000 characters; a report prints it in `width` characters.
+The plain cut keeps the head (what the function is) and the tail (`head … tail`), but two
+template instances that differ only in their middle then read alike, and a report that says
+one "took 10 ms more" and the other "moved against the cycle" under one text misleads.  So a
+report shortens all its names as one set (`shown_names`): where plain cuts coincide, the names
+keep a window around where they differ, and where even that coincides, a tag (`name_tag`) that
+the report's list of names in full gives.  Unescaped text: escaping is text.py's.
+"""
+from __future__ import annotations
+
+import hashlib
+from collections.abc import Iterable, Iterator
+from contextlib import contextmanager
+from contextvars import ContextVar
+
+__all__ = ["TAG_DIGITS", "name_tag", "short_name", "shortened_names", "shorten", "shorten_set", "shown_names"]
+
+TAG_DIGITS = (4, 8, 16)  # a tag's hex digits: longer only where shorter tags of two names coincide
+
+
+def flat(name: str) -> str:
+    """The name on one line, runs of white space as one space."""
+    return " ".join(str(name).split())
+
+
+def shorten(name: str, width: int = 96) -> str:
+    """Shorten a long (C++ template) name, keeping its head and tail: `head … tail`."""
+    s = flat(name)
+    if len(s) <= width:
+        return s
+    head = int(width * 0.7)
+    tail = width - head - 3
+    return s[:head].rstrip() + " … " + s[-tail:].lstrip()
+
+
+def name_tag(name: str, digits: int = 4) -> str:
+    """Hex digits that stand for a whole name, the same in every report and at every width."""
+    return hashlib.blake2b(flat(name).encode("utf-8", "surrogatepass"), digest_size=8).hexdigest()[:digits]
+
+
+def _common_prefix(a: str, b: str) -> int:
+    """Length of the longest common prefix (bisection on slices: C-speed comparisons)."""
+    lo, hi = 0, min(len(a), len(b))
+    while lo < hi:
+        mid = (lo + hi + 1) // 2
+        if a[:mid] == b[:mid]:
+            lo = mid
+        else:
+            hi = mid - 1
+    return lo
+
+
+def _around(s: str, width: int, lo: int) -> str:
+    """`head … part from lo … tail` in at most `width` characters: the head (what the function
+    is) as long as it can be, a window that begins near s[lo], and a short tail."""
+    tail = max(6, width // 8)
+    window = max(12, width // 4)
+    head = width - window - tail - 6
+    if lo < head + window // 2:  # the head nearly reaches the difference: a longer head instead
+        return s[:lo + window // 2].rstrip() + " … " + s[-(width - lo - window // 2 - 3):].lstrip()
+    cuts = [i for i in (s.find(sep, max(head, lo - window // 2), lo) for sep in " <,:(") if i >= 0]
+    start = max(head, min(cuts) + 1 if cuts else lo - window // 3)  # begin at a token where one is near
+    if start + window >= len(s) - tail:
+        return s[:head].rstrip() + " … " + s[len(s) - (width - head - 3):].lstrip()
+    return s[:head].rstrip() + " … " + s[start:start + window].strip() + " … " + s[-tail:].lstrip()
+
+
+def _departs(members: list[str]) -> dict[str, int]:
+    """For each of `members` (distinct), the first character where it departs from the member
+    closest to it (the longest common prefix: a neighbour in sorted order)."""
+    ordered = sorted(members)
+    out = {}
+    for k, s in enumerate(ordered):
+        out[s] = max(_common_prefix(s, t) for t in ordered[max(0, k - 1):k] + ordered[k + 1:k + 2])
+    return out
+
+
+def _clashes(text: dict[str, str]) -> list[list[str]]:
+    """Groups of two or more names (flat) that `text` gives one text."""
+    by_text: dict[str, list[str]] = {}
+    for s, t in text.items():
+        by_text.setdefault(t, []).append(s)
+    return [g for g in by_text.values() if len(g) > 1]
+
+
+def shorten_set(names: Iterable[str], width: int = 96, *, tags: bool = True) -> dict[str, str]:
+    """Each name shortened to at most `width` characters so that names shown together read
+    apart: the plain `head … tail` cut, except for names whose cuts coincide (template
+    arguments in the middle of a kernel name); those keep a window around where each departs
+    from the closest of them, and where texts still coincide, the name's tag in brackets
+    (`tags=False`: no tags, for titles that no list of names explains).  Names that fit are
+    never changed; two names that differ only in white space stay one text."""
+    raws = list(names)
+    text = {s: shorten(s, width) for s in {flat(n) for n in raws}}
+    lo: dict[str, int] = {}
+    for group in _clashes(text):
+        lo.update(_departs(group))
+    for s, at in lo.items():
+        if len(s) > width:
+            text[s] = _around(s, width, at)
+    for digits in TAG_DIGITS if tags else ():
+        clashes = _clashes(text)
+        if not clashes:
+            break
+        for group in clashes:
+            at = _departs(group)
+            for s in group:
+                if len(s) > width:
+                    tag = f" [{name_tag(s, digits)}]"
+                    text[s] = _around(s, width - len(tag), lo.get(s, at[s])) + tag
+    return {n: text[flat(n)] for n in raws}
+
+
+class _NameSet:
+    """The names of one report: each width's shortening (computed on first use) and the names
+    shortened so far, with the tags they were given."""
+
+    def __init__(self, names: Iterable[str]):
+        self.names = frozenset(str(n) for n in names)
+        self.by_width: dict[int, dict[str, str]] = {}
+        self.shortened: dict[str, set[str]] = {}  # name -> tags it carried
+
+    def short(self, name: str, width: int) -> str | None:
+        if name not in self.names:
+            return None
+        if width not in self.by_width:
+            self.by_width[width] = shorten_set(self.names, width)
+        text = self.by_width[width][name]
+        if text != flat(name):
+            tags = self.shortened.setdefault(name, set())
+            tags.update(name_tag(name, d) for d in TAG_DIGITS if text.endswith(f" [{name_tag(name, d)}]"))
+        return text
+
+
+# The names of the report being rendered (`shown_names`).
+_SHOWN: ContextVar[_NameSet | None] = ContextVar("perfdiff_shown_names", default=None)
+
+
+@contextmanager
+def shown_names(names: Iterable[str]) -> Iterator[None]:
+    """Within: `short_name` shortens each of `names` as `shorten_set` does over all of them,
+    so that no two of a report's names read alike wherever they appear."""
+    token = _SHOWN.set(_NameSet(names))
+    try:
+        yield
+    finally:
+        _SHOWN.reset(token)
+
+
+def short_name(name: str, width: int = 96) -> str:
+    """A name shortened to at most `width` characters, apart from the other names of the
+    report being rendered (`shown_names`); outside one, the plain cut."""
+    names = _SHOWN.get()
+    text = names.short(name, width) if names is not None else None
+    return text if text is not None else shorten(name, width)
+
+
+def shortened_names() -> list[tuple[str, list[str]]]:
+    """The names that `short_name` has shortened so far in the report being rendered, sorted,
+    each with the tags it carried: what the report's list of names in full gives."""
+    names = _SHOWN.get()
+    if names is None:
+        return []
+    return [(n, sorted(names.shortened[n], key=len)) for n in sorted(names.shortened, key=flat)]
