@@ -175,10 +175,11 @@ def test_mismatched_world_sizes_one_line_exit_2(tmp_path: Path, capsys) -> None:
     assert "world size 2" in err and "world size 4" not in err and "--ranks" in err
 
 
-def test_a_rank_without_the_plans_steps_is_named_with_the_way_out(tmp_path: Path, capsys) -> None:
-    """Rank 2 of the abnormal run lost its ProfilerStep ranges (its kernels are all there): one
-    line naming that rank and what it lacks, not the cutter's "no markers, no activity"; the
-    --ranks it suggests compares the others."""
+def test_a_rank_without_the_plans_steps_is_left_out_with_its_pair(tmp_path: Path, capsys) -> None:
+    """Rank 2 of the abnormal run lost its ProfilerStep ranges (its kernels are all there): the
+    other ranks are still compared, the report says which rank was left out and why, and the
+    straggler (rank 1) is still named; before, one damaged rank stopped the whole comparison
+    ("no markers, no activity to segment")."""
     import json
 
     n, a = _pair(tmp_path, straggler=1)
@@ -187,10 +188,29 @@ def test_a_rank_without_the_plans_steps_is_named_with_the_way_out(tmp_path: Path
     doc["traceEvents"] = [e for e in doc["traceEvents"] if not str(e.get("name", "")).startswith("ProfilerStep")]
     path.write_text(json.dumps(doc))
     code, _, err = run_cli(["compare", n, a, "--workers", "1", "-o", tmp_path / "r.md"], capsys)
-    assert code == 2 and len(err.strip().splitlines()) == 1
-    assert "rank 2 of the abnormal run has too few ProfilerStep ranges" in err and "--ranks" in err
-    res = compare_ranks(n, a, ranks="0-1,3", workers=1, processes=False)
+    assert code == 0, err
+    text = (tmp_path / "r.md").read_text()
+    assert "3 ranks compared" in text and "**straggler: rank 1**" in text
+    assert ("The abnormal run's rank 2 has too few of the markers the plan cuts at to be cut like the first rank "
+            "of each run") in text
+    res = compare_ranks(n, a, workers=1, processes=False)
     assert [p.rank for p in res.pairs] == [0, 1, 3] and res.stragglers[1].culprit == 1
+    assert [(x.code, x.ranks, x.side) for x in res.notices if x.code == RankNoticeCode.UNCUT] == [
+        (RankNoticeCode.UNCUT, (2,), "abnormal")]
+
+
+def test_no_pair_left_uncut_is_one_line(tmp_path: Path) -> None:
+    """When every pair has a rank that cannot be cut by the plan, one line says so (exit 2)."""
+    from perfdiff.ranks import pipeline
+    from perfdiff.ranks.part import UncutRank
+    from perfdiff.ranks.records import RankInput
+
+    inp = RankInput(rank=1, path=str(tmp_path / "rank-1.json"), source=IdentitySource.FILE_NAME)
+    pairs = [object()]
+    plan = type("Plan", (), {"source": "profiler-step"})()
+    with pytest.raises(InputError, match="rank 1 of the abnormal run has too few of the markers the plan cuts at "
+                                         r"\(profiler-step\), and no pair of ranks is left to compare"):
+        pipeline._drop_uncut(pairs, [object(), UncutRank(1, inp)], plan)  # the normal rank was cut
 
 
 @pytest.mark.parametrize("case", ["empty", "damaged manifest", "target not an object"])

@@ -85,6 +85,15 @@ class RankPart:
     coll_start_ns: np.ndarray | None = None  # (C,) int64 start of each collective kernel
 
 
+@dataclass(frozen=True)
+class UncutRank:
+    """A rank whose trace has too few of the plan's markers to be cut where the first rank of
+    each run is cut: left out of the comparison, with its pair."""
+
+    side: int
+    input: RankInput
+
+
 def cycle_columns(p: RankPart, iters: np.ndarray) -> np.ndarray:
     """Cycle index in `p` of each iteration of `iters` (all present in p.iteration)."""
     order = np.argsort(p.iteration, kind="stable")
@@ -113,11 +122,6 @@ def _iterations(markers: pd.DataFrame, plan: CyclePlan, start_ns: np.ndarray) ->
     return steps[at] if len(steps) else np.arange(len(start_ns), dtype=np.int64)
 
 
-_SIDES = ("normal", "abnormal")
-# The cycle sources a rank may lack while the plan, from the first ranks, imposes them.
-_SOURCE_TEXT = {CycleSource.PERFDIFF_MARKERS: "perfdiff cycle markers", CycleSource.PROFILER_STEP: "ProfilerStep ranges"}
-
-
 def _offers(markers: pd.DataFrame, plan: CyclePlan) -> bool:
     if plan.chosen_by_user or plan.source not in (CycleSource.PERFDIFF_MARKERS, CycleSource.PROFILER_STEP):
         return True
@@ -125,8 +129,9 @@ def _offers(markers: pd.DataFrame, plan: CyclePlan) -> bool:
     return len(rows) > 0 and marker_cycles(rows, plan.source).n >= MIN_CYCLES
 
 
-def load_part(task: RankTask, plan: CyclePlan) -> RankPart:
-    """Load, cut and attribute one rank; return its small matrices (a Dask task)."""
+def load_part(task: RankTask, plan: CyclePlan) -> RankPart | UncutRank:
+    """Load, cut and attribute one rank; return its small matrices (a Dask task), or UncutRank
+    where its trace lacks the markers the plan cuts at."""
     if task.own_workers:
         keep_freed_memory()  # Dask starts workers trimming the heap eagerly: every array page-faulted anew
     inp = task.input
@@ -137,11 +142,9 @@ def load_part(task: RankTask, plan: CyclePlan) -> RankPart:
     except InputError:
         if offers:
             raise
-        # The plan came from the first rank of each run: name it, and the way out, rather
-        # than the cutter's "no markers" (this rank may have plenty of its own).
-        raise InputError(f"rank {inp.rank} of the {_SIDES[task.side]} run has too few {_SOURCE_TEXT[plan.source]} "
-                         "to cut its cycles where the first rank of each run is cut; leave it out with --ranks",
-                         path=inp.path) from None
+        # The plan came from the first rank of each run; this one lost those markers (a
+        # profiler that failed on it): the others are still compared.
+        return UncutRank(task.side, inp)
     matrix = attribute_activity(run, cycles)
     K = cycles.n
     keys = matrix.keys

@@ -23,7 +23,7 @@ from perfdiff.ranks.collectives import collective_time
 from perfdiff.ranks.discover import pair_ranks, rank_inputs, world_size
 from perfdiff.ranks.fanout import estimate_bytes, fanout
 from perfdiff.ranks.groups import UNKNOWN
-from perfdiff.ranks.part import RankPart, RankTask, load_part, load_summary
+from perfdiff.ranks.part import RankPart, RankTask, UncutRank, load_part, load_summary
 from perfdiff.ranks.records import IdentitySource, Phase, RankAnalysis, RankNotice, RankNoticeCode
 from perfdiff.ranks.straggler import common_iterations, match_collectives, straggler
 from perfdiff.segment import MIN_CYCLES
@@ -66,8 +66,10 @@ def compare_ranks(normal: str | os.PathLike[str], abnormal: str | os.PathLike[st
         parts, work = fan.map_timed(load_part, tasks, batch=fan.batch_for(len(tasks)), plan=plan)
         clock.lap("ranks", len(tasks), work)
         workers_used = fan.workers
-    # The abnormal run's ranks not compared: in one run only, left out by --ranks, or declared
-    # by the world size and absent.
+    pairs, parts, uncut = _drop_uncut(pairs, parts, plan)
+    notices += uncut
+    # The abnormal run's ranks not compared: in one run only, left out by --ranks or uncut, or
+    # declared by the world size and absent.
     paired = {p.abnormal.rank for p in pairs}
     left_out = tuple(sorted((set(range(world_size(ins_a))) | {i.rank for i in ins_a}) - paired))
     result = analyze_parts(parts[:len(pairs)], parts[len(pairs):], plan, alpha=alpha, notices=notices,
@@ -75,6 +77,23 @@ def compare_ranks(normal: str | os.PathLike[str], abnormal: str | os.PathLike[st
                            left_out=left_out)
     clock.lap("analysis")
     return dataclasses.replace(result, phases=tuple(clock.phases))
+
+
+def _drop_uncut(pairs: list, parts: list, plan) -> tuple[list, list, list[RankNotice]]:
+    """The pairs whose ranks were both cut, their parts (normal ranks, then abnormal), and a
+    notice per run naming its ranks that were not.  InputError when no pair is left."""
+    n = len(pairs)
+    keep = [i for i in range(n) if not isinstance(parts[i], UncutRank) and not isinstance(parts[n + i], UncutRank)]
+    notices = [RankNotice(RankNoticeCode.UNCUT, tuple(p.input.rank for p in side_parts if isinstance(p, UncutRank)),
+                          side)
+               for side, side_parts in (("normal", parts[:n]), ("abnormal", parts[n:]))
+               if any(isinstance(p, UncutRank) for p in side_parts)]
+    if not keep:
+        p = next(p for p in parts if isinstance(p, UncutRank))
+        side = ("normal", "abnormal")[p.side]
+        raise InputError(f"rank {p.input.rank} of the {side} run has too few of the markers the plan cuts at "
+                         f"({plan.source}), and no pair of ranks is left to compare", path=p.input.path)
+    return [pairs[i] for i in keep], [parts[i] for i in keep] + [parts[n + i] for i in keep], notices
 
 
 class _Clock:

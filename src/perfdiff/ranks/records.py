@@ -236,6 +236,7 @@ class RankNoticeCode(str, Enum):
     IDENTITY_DIFFERS = "identity-differs"  # a loaded trace declares another rank than assumed
     GROUPS_UNKNOWN = "groups-unknown"  # collectives whose communicator the traces do not name
     CYCLES_NOT_ITERATIONS = "cycles-not-iterations"  # time windows or idle gaps: no iteration on every rank
+    UNCUT = "uncut"  # ranks too few of whose plan markers survive: left out with their pairs
 
     def __str__(self) -> str:
         return self.value
