@@ -199,6 +199,27 @@ def test_a_rank_without_the_plans_steps_is_left_out_with_its_pair(tmp_path: Path
         (RankNoticeCode.UNCUT, (2,), "abnormal")]
 
 
+def test_an_uncut_straggler_is_named_as_left_out_without_the_ranks_hint(tmp_path: Path) -> None:
+    """The straggler itself (rank 1) lost its ProfilerStep ranges: the verdict says the ranks
+    compared wait for a rank left out, and that its trace lost the plan's markers, not
+    "compare with --ranks all" (which cannot bring it back)."""
+    import json
+
+    from perfdiff.render.ranks import rank_markdown
+
+    n, a = _pair(tmp_path, straggler=1)
+    path = a / "rank-1.json"
+    doc = json.loads(path.read_text())
+    doc["traceEvents"] = [e for e in doc["traceEvents"] if not str(e.get("name", "")).startswith("ProfilerStep")]
+    path.write_text(json.dumps(doc))
+    res = compare_ranks(n, a, workers=1, processes=False)
+    assert all(v.others == (1,) and v.uncut == (1,) for v in res.verdict if v.others)
+    assert any(v.others for v in res.verdict)
+    verdict = rank_markdown(res, (str(n), str(a))).split("## 1. Ranks")[0]
+    assert "the abnormal run's rank 1, not compared" in verdict and "--ranks all" not in verdict
+    assert "its trace, or its pair's, lost the plan's markers (see the notes)" in verdict
+
+
 def test_no_pair_left_uncut_is_one_line(tmp_path: Path) -> None:
     """When every pair has a rank that cannot be cut by the plan, one line says so (exit 2)."""
     from perfdiff.ranks import pipeline

@@ -136,32 +136,33 @@ def findings_across(tests: list[RankTest], world: int, alpha: float) -> list[Ran
 def rank_verdict(findings: list[RankFinding], stragglers: tuple[Straggler, Straggler], *,
                  compared: tuple[int, ...], collectives: CollectiveTime | None = None,
                  cycle: RankCycle | None = None, left_out: tuple[int, ...] = (),
-                 alpha: float = 0.05) -> list[RankVerdict]:
+                 uncut: tuple[int, ...] = (), alpha: float = 0.05) -> list[RankVerdict]:
     """What changed across the `compared` ranks: a new straggler in the abnormal run first (or
     the normal run's gone), then
     a change of the collectives' own time on every rank, then the findings (all ranks, or the
     ranks named).  With none of these: the job's cycle changed unexplained when it changed
     significantly and materially, else no change.  `left_out`: the abnormal run's ranks not
-    compared."""
+    compared; `uncut`: those of them whose rank or pair could not be cut by the plan."""
+    others = {"others": tuple(left_out), "uncut": tuple(r for r in left_out if r in set(uncut))}
     out = []
     sn, sa = stragglers
     world = len(compared)
     if sa.code == StragglerCode.CULPRIT and not (sn.code == StragglerCode.CULPRIT and sn.culprit == sa.culprit
                                                  and not sa.skew_us > 2.0 * sn.skew_us):
         out.append(RankVerdict(RankVerdictCode.STRAGGLER, (int(sa.culprit),), len(sa.waits), excess=sa.excess,
-                               size_us=_victims_wait_us(sa), others=tuple(left_out)))
+                               size_us=_victims_wait_us(sa), **others))
     if sn.code == StragglerCode.CULPRIT and sa.code != StragglerCode.CULPRIT:
         out.append(RankVerdict(RankVerdictCode.STRAGGLER_GONE, (int(sn.culprit),), len(sn.waits), excess=sn.excess,
                                size_us=_victims_wait_us(sn)))
     if collectives is not None and collectives.changed:
         out.append(RankVerdict(RankVerdictCode.COLLECTIVES, tuple(compared), world, size_us=collectives.delta_us,
-                               tau_pp=collectives.tau_pp, others=tuple(left_out)))
+                               tau_pp=collectives.tau_pp, **others))
     for f in findings[:VERDICT_FINDINGS]:
         code = RankVerdictCode.ALL_RANKS if f.code == ScopeCode.ALL_RANKS else RankVerdictCode.SOME_RANKS
         out.append(RankVerdict(code, f.ranks, f.world, function=f.function, size_us=f.delta_us, tau_pp=f.tau_pp))
     if not out and cycle is not None and cycle.p <= alpha and abs(cycle.change_pct) >= MATERIAL_CYCLE_PCT:
         out.append(RankVerdict(RankVerdictCode.UNEXPLAINED, tuple(compared), world,
-                               size_us=cycle.median_a_us - cycle.median_n_us, others=tuple(left_out)))
+                               size_us=cycle.median_a_us - cycle.median_n_us, **others))
     if not out:
         out.append(RankVerdict(RankVerdictCode.NO_CHANGE, tuple(compared), world))
     return out

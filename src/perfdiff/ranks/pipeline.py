@@ -66,7 +66,7 @@ def compare_ranks(normal: str | os.PathLike[str], abnormal: str | os.PathLike[st
         parts, work = fan.map_timed(load_part, tasks, batch=fan.batch_for(len(tasks)), plan=plan)
         clock.lap("ranks", len(tasks), work)
         workers_used = fan.workers
-    pairs, parts, uncut = _drop_uncut(pairs, parts, plan)
+    pairs, parts, uncut, dropped = _drop_uncut(pairs, parts, plan)
     notices += uncut
     # The abnormal run's ranks not compared: in one run only, left out by --ranks or uncut, or
     # declared by the world size and absent.
@@ -74,14 +74,15 @@ def compare_ranks(normal: str | os.PathLike[str], abnormal: str | os.PathLike[st
     left_out = tuple(sorted((set(range(world_size(ins_a))) | {i.rank for i in ins_a}) - paired))
     result = analyze_parts(parts[:len(pairs)], parts[len(pairs):], plan, alpha=alpha, notices=notices,
                            worlds=(world_size(ins_n), world_size(ins_a)), workers=workers_used, pairs=pairs,
-                           left_out=left_out)
+                           left_out=left_out, uncut=dropped)
     clock.lap("analysis")
     return dataclasses.replace(result, phases=tuple(clock.phases))
 
 
-def _drop_uncut(pairs: list, parts: list, plan) -> tuple[list, list, list[RankNotice]]:
-    """The pairs whose ranks were both cut, their parts (normal ranks, then abnormal), and a
-    notice per run naming its ranks that were not.  InputError when no pair is left."""
+def _drop_uncut(pairs: list, parts: list, plan) -> tuple[list, list, list[RankNotice], tuple[int, ...]]:
+    """The pairs whose ranks were both cut, their parts (normal ranks, then abnormal), a notice
+    per run naming its ranks that were not, and the abnormal run's ranks of the pairs dropped.
+    InputError when no pair is left."""
     n = len(pairs)
     keep = [i for i in range(n) if not isinstance(parts[i], UncutRank) and not isinstance(parts[n + i], UncutRank)]
     notices = [RankNotice(RankNoticeCode.UNCUT, tuple(p.input.rank for p in side_parts if isinstance(p, UncutRank)),
@@ -93,7 +94,8 @@ def _drop_uncut(pairs: list, parts: list, plan) -> tuple[list, list, list[RankNo
         side = ("normal", "abnormal")[p.side]
         raise InputError(f"rank {p.input.rank} of the {side} run has too few of the markers the plan cuts at "
                          f"({plan.source}), and no pair of ranks is left to compare", path=p.input.path)
-    return [pairs[i] for i in keep], [parts[i] for i in keep] + [parts[n + i] for i in keep], notices
+    dropped = tuple(pairs[i].abnormal.rank for i in sorted(set(range(n)) - set(keep)))
+    return [pairs[i] for i in keep], [parts[i] for i in keep] + [parts[n + i] for i in keep], notices, dropped
 
 
 class _Clock:
@@ -111,9 +113,10 @@ class _Clock:
 
 def analyze_parts(parts_n: list[RankPart], parts_a: list[RankPart], plan, *, alpha: float,
                   notices: list[RankNotice], worlds: tuple[int, int], workers: int, pairs,
-                  left_out: tuple[int, ...] = ()) -> RankAnalysis:
+                  left_out: tuple[int, ...] = (), uncut: tuple[int, ...] = ()) -> RankAnalysis:
     """The analysis of the ranks' parts (pair i: parts_n[i] against parts_a[i]); `left_out`:
-    the abnormal run's ranks not compared."""
+    the abnormal run's ranks not compared, `uncut` those of them that could not be cut (they
+    or their pairs)."""
     notices = list(notices)
     iters = []
     for side, parts in (("normal", parts_n), ("abnormal", parts_a)):
@@ -158,6 +161,7 @@ def analyze_parts(parts_n: list[RankPart], parts_a: list[RankPart], plan, *, alp
     coll = collective_time(parts_n, parts_a, iters[0], iters[1], job_cycle_per_iteration(parts_a, iters[1]), alpha,
                            unmatched, matched)
     verdict = rank_verdict(findings, stragglers, collectives=coll, cycle=cycle, alpha=alpha, left_out=left_out,
+                           uncut=uncut,
                            compared=tuple(p.input.rank for p in parts_n))
     return RankAnalysis(pairs=tuple(pairs), world_n=worlds[0], world_a=worlds[1], plan=plan, rows=tuple(rows),
                         stragglers=stragglers, findings=tuple(findings), verdict=tuple(verdict), alpha=alpha,

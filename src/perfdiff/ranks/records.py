@@ -214,7 +214,8 @@ class RankVerdict:
     excess kind (straggler), and its size (µs per cycle: Δ own time, the others' wait, or Δ
     of the collectives' own time; UNEXPLAINED: Δ of the job's cycle).  `others`: the
     abnormal run's ranks left out of the comparison (COLLECTIVES: they may be the ones
-    arriving late)."""
+    arriving late); `uncut`: those of them left out because they, or their pairs, could not
+    be cut by the plan (pairing them otherwise does not bring them back)."""
 
     code: RankVerdictCode
     ranks: tuple[int, ...] = ()
@@ -224,6 +225,7 @@ class RankVerdict:
     size_us: float = math.nan
     tau_pp: float = math.nan
     others: tuple[int, ...] = ()
+    uncut: tuple[int, ...] = ()
 
 
 class RankNoticeCode(str, Enum):

@@ -95,7 +95,7 @@ def _straggler_line(v: RankVerdict, pairs: dict[int, int]) -> str:
     line = f"{head}: the other ranks wait {fmt_time_us(v.size_us)} per cycle (median) in collectives for it{where}."
     if v.others and not v.excess:
         line += (f" {_left_out(v.others).capitalize()} {_verb(v.others, 'was', 'were')} not compared: rank "
-                 f"{rank} may only pass on a wait for {_them(v.others)}; compare with `--ranks all`.")
+                 f"{rank} may only pass on a wait for {_them(v.others)}; {_way_out(v)}.")
     return line
 
 
@@ -123,10 +123,22 @@ def _collectives_line(v: RankVerdict, coll: CollectiveTime | None, worlds: tuple
         itself = "the collectives changed"
     if longer and v.others:
         line += (f" Either {_left_out(v.others)}, not compared, {_verb(v.others, 'arrives', 'arrive')} late, or "
-                 f"{itself}; compare with `--ranks all` to tell which.")
+                 f"{itself}; {_way_out(v, 'tell which')}.")
     elif longer and not counts:
         line += f" {itself[0].upper()}{itself[1:]}."
     return line
+
+
+def _way_out(v: RankVerdict, then: str = "") -> str:
+    """How to bring the ranks left out into the comparison: `--ranks all` pairs the ranks that
+    pairing left out; a rank whose trace (or whose pair's) could not be cut needs a new profile."""
+    if v.uncut and set(v.others) <= set(v.uncut):
+        one = len(v.others) == 1
+        whose = "its trace, or its pair's" if one else "their traces, or their pairs'"
+        return (f"{whose}, lost the plan's markers "
+                f"(see the notes), so only a new profile "
+                + (f"can {then}" if then else f"of {_them(v.others)} can tell"))
+    return "compare with `--ranks all`" + (f" to {then}" if then else "")
 
 
 def _left_out(ranks: tuple[int, ...]) -> str:
