@@ -15,6 +15,7 @@ from hypothesis import strategies as st
 
 from conftest import ROOT, run_cli
 from perfdiff.errors import InputError
+from perfdiff.model.schema import CycleSource
 from perfdiff.ranks import (ExcessKind, IdentitySource, RankNoticeCode, RankVerdictCode, ScopeCode, StragglerCode,
                             compare_ranks)
 from perfdiff.ranks.discover import parse_rank_spec, rank_inputs
@@ -191,8 +192,7 @@ def test_a_rank_without_the_plans_steps_is_left_out_with_its_pair(tmp_path: Path
     assert code == 0, err
     text = (tmp_path / "r.md").read_text()
     assert "3 ranks compared" in text and "**straggler: rank 1**" in text
-    assert ("The abnormal run's rank 2 has too few of the markers the plan cuts at to be cut like the first rank "
-            "of each run") in text
+    assert "The abnormal run's rank 2 has too few of the markers the plan cuts at to be cut by it" in text
     res = compare_ranks(n, a, workers=1, processes=False)
     assert [p.rank for p in res.pairs] == [0, 1, 3] and res.stragglers[1].culprit == 1
     assert [(x.code, x.ranks, x.side) for x in res.notices if x.code == RankNoticeCode.UNCUT] == [
@@ -218,6 +218,37 @@ def test_an_uncut_straggler_is_named_as_left_out_without_the_ranks_hint(tmp_path
     verdict = rank_markdown(res, (str(n), str(a))).split("## 1. Ranks")[0]
     assert "the abnormal run's rank 1, not compared" in verdict and "--ranks all" not in verdict
     assert "its trace, or its pair's, lost the plan's markers (see the notes)" in verdict
+
+
+def _strip_steps(path: Path) -> None:
+    import json
+
+    doc = json.loads(path.read_text())
+    doc["traceEvents"] = [e for e in doc["traceEvents"] if not str(e.get("name", "")).startswith("ProfilerStep")]
+    path.write_text(json.dumps(doc))
+
+
+def test_a_damaged_first_rank_does_not_set_the_plan(tmp_path: Path) -> None:
+    """Rank 0 of the abnormal run lost its ProfilerStep ranges: the plan comes from the next
+    pair that agrees (ProfilerSteps, not idle gaps for every rank), rank 0 is left out, and the
+    straggler is still named."""
+    n, a = _pair(tmp_path, straggler=1)
+    _strip_steps(a / "rank-0.json")
+    res = compare_ranks(n, a, workers=1, processes=False)
+    assert res.plan.source == CycleSource.PROFILER_STEP
+    assert [p.rank for p in res.pairs] == [1, 2, 3] and res.stragglers[1].culprit == 1
+    assert [(x.ranks, x.side) for x in res.notices if x.code == RankNoticeCode.UNCUT] == [((0,), "abnormal")]
+    assert [p.tasks for p in res.phases if p.name == "plan"] == [4]  # two pairs tried
+
+
+def test_a_rank_the_users_cycle_misses_is_left_out(tmp_path: Path) -> None:
+    """--cycle names ProfilerStep ranges, which rank 2 of the abnormal run lost: it is left out
+    with its pair, not the whole comparison stopped."""
+    n, a = _pair(tmp_path, straggler=1)
+    _strip_steps(a / "rank-2.json")
+    res = compare_ranks(n, a, cycle=r"ProfilerStep#\d+", workers=1, processes=False)
+    assert res.plan.chosen_by_user and [p.rank for p in res.pairs] == [0, 1, 3]
+    assert [(x.ranks, x.side) for x in res.notices if x.code == RankNoticeCode.UNCUT] == [((2,), "abnormal")]
 
 
 def test_no_pair_left_uncut_is_one_line(tmp_path: Path) -> None:

@@ -87,8 +87,8 @@ class RankPart:
 
 @dataclass(frozen=True)
 class UncutRank:
-    """A rank whose trace has too few of the plan's markers to be cut where the first rank of
-    each run is cut: left out of the comparison, with its pair."""
+    """A rank whose trace has too few of the plan's markers to be cut by it: left out of the
+    comparison, with its pair."""
 
     side: int
     input: RankInput
@@ -140,10 +140,10 @@ def load_part(task: RankTask, plan: CyclePlan) -> RankPart | UncutRank:
     try:
         cycles = cut_cycles(run, plan)
     except InputError:
-        if offers:
+        if offers and not plan.chosen_by_user:
             raise
-        # The plan came from the first rank of each run; this one lost those markers (a
-        # profiler that failed on it): the others are still compared.
+        # The plan came from other ranks (or the user's --cycle): this one lacks its markers
+        # (a profiler that failed on it); the others are still compared.
         return UncutRank(task.side, inp)
     matrix = attribute_activity(run, cycles)
     K = cycles.n

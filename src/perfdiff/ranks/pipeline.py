@@ -59,10 +59,8 @@ def compare_ranks(normal: str | os.PathLike[str], abnormal: str | os.PathLike[st
     with fanout(scheduler, workers=workers, tasks=len(tasks), largest_bytes=largest, progress=progress,
                 processes=processes) as fan:
         clock.lap("start")
-        # One plan for every rank, chosen as for a pair from the first rank of each run.
-        (sn, sa), work = fan.map_timed(load_summary, [tasks[0], tasks[len(pairs)]], what="planning")
-        plan = dataclasses.replace(plan_pair(sn, sa, cycle_regex=cycle, window_ns=window_ns), device_map=())
-        clock.lap("plan", 2, work)
+        plan, tried, work = _plan(fan, tasks, len(pairs), cycle, window_ns)
+        clock.lap("plan", 2 * tried, work)
         parts, work = fan.map_timed(load_part, tasks, batch=fan.batch_for(len(tasks)), plan=plan)
         clock.lap("ranks", len(tasks), work)
         workers_used = fan.workers
@@ -77,6 +75,28 @@ def compare_ranks(normal: str | os.PathLike[str], abnormal: str | os.PathLike[st
                            left_out=left_out, uncut=dropped)
     clock.lap("analysis")
     return dataclasses.replace(result, phases=tuple(clock.phases))
+
+
+# Pairs tried in turn for the plan while a pair's ranks disagree on which markers they have.
+REFERENCE_PAIRS = 4
+
+
+def _plan(fan, tasks: list[RankTask], n: int, cycle: str | None, window_ns: int | None):
+    """(the one plan for every rank, pairs tried, their tasks' work in s): chosen as for a pair
+    from the first pair whose two ranks agree on the markers they offer (perfdiff cycle markers,
+    ProfilerStep ranges), so that one rank whose profiler failed does not impose idle gaps or
+    windows on all (it is left out instead); the first pair's plan when none agrees."""
+    first, work = None, 0.0
+    for i in range(min(n, REFERENCE_PAIRS)):
+        (sn, sa), w = fan.map_timed(load_summary, [tasks[i], tasks[n + i]], what="planning")
+        work += w
+        plan = dataclasses.replace(plan_pair(sn, sa, cycle_regex=cycle, window_ns=window_ns), device_map=())
+        first = first or plan
+        offered = [(x >= MIN_CYCLES, y >= MIN_CYCLES) for x, y in ((sn.perfdiff_cycles, sa.perfdiff_cycles),
+                                                                    (sn.step_cycles, sa.step_cycles))]
+        if all(x == y for x, y in offered):
+            return plan, i + 1, work
+    return first, min(n, REFERENCE_PAIRS), work
 
 
 def _drop_uncut(pairs: list, parts: list, plan) -> tuple[list, list, list[RankNotice], tuple[int, ...]]:

@@ -231,7 +231,7 @@ def notice_line(n: RankNotice) -> str:
                 "give iterations.")
     if n.code == RankNoticeCode.UNCUT:
         return (f"The {n.side} run's {listed} {'has' if one else 'have'} too few of the markers the plan cuts at to be "
-                f"cut like the first rank of each run (the profiler may have stopped early or failed on "
+                f"cut by it (the profiler may have stopped early or failed on "
                 f"{'it' if one else 'them'}): {'it is' if one else 'they are'} left out, with "
                 f"{'its pair' if one else 'their pairs'} in the other run.")
     if n.code == RankNoticeCode.PAIRED_BY_USER:
