@@ -117,3 +117,25 @@ def test_tags_that_coincide_grow() -> None:
     short = shorten_set(xs, 40)
     assert len(set(short.values())) == 4
     assert short[a].endswith(f" [{name_tag(a, 8)}]") and short[b].endswith(f" [{name_tag(b, 8)}]")
+
+
+def test_narrow_widths_with_tags_still_fit() -> None:
+    """At widths where a tag leaves no room for a window (30 characters and a 4- to 16-digit
+    tag), the tagged texts are still no wider than asked, and apart."""
+    fam = ["void k<" + "x" * 50 + a + "y" * 50 + b + "z" * 50 + ">" for a in "12" for b in "34"]
+    for width in range(20, 50):
+        short = shorten_set(fam, width)
+        assert all(len(s) <= width for s in short.values()), width
+        assert len(set(short.values())) == 4, width
+
+
+def test_names_alike_but_for_white_space_are_listed_once() -> None:
+    from perfdiff.render.names import short_name, shortened_names, shown_names
+
+    """Two raw names that flatten to one (runs of white space) are one line of the list."""
+    a = "void k< " + "x" * 80 + ">"
+    b = a.replace("< ", "<\t\n  ")
+    with shown_names([a, b]):
+        short_name(a, 40)
+        short_name(b, 40)
+        assert [n for n, _ in shortened_names()] == [a]

@@ -137,7 +137,8 @@ def build_view(c: Analysis, findings: list[Finding], verdict: list[VerdictClass]
                cycles_csv: str | None = None) -> dict[str, Any]:
     """Everything the template prints, as strings; the functions' names apart from one another
     in every table and sentence."""
-    with shown_names([f.name for f in c.functions] + [n for pair in c.renames for n in pair]):
+    plan = [c.plan.name] if c.plan is not None and c.plan.name else []  # a range or kernel named in the plan
+    with shown_names([f.name for f in c.functions] + [n for pair in c.renames for n in pair] + plan):
         return _view(c, findings, verdict, top=top, cycles_csv=cycles_csv)
 
 

@@ -30,6 +30,8 @@ def shorten(name: str, width: int = 96) -> str:
     s = flat(name)
     if len(s) <= width:
         return s
+    if width < 8:  # no room for "head … tail"
+        return s[:width]
     head = int(width * 0.7)
     tail = width - head - 3
     return s[:head].rstrip() + " … " + s[-tail:].lstrip()
@@ -58,6 +60,8 @@ def _around(s: str, width: int, lo: int) -> str:
     tail = max(6, width // 8)
     window = max(12, width // 4)
     head = width - window - tail - 6
+    if head < 8:  # too narrow for a window: the plain cut
+        return shorten(s, width)
     if lo < head + window // 2:  # the head nearly reaches the difference: a longer head instead
         return s[:lo + window // 2].rstrip() + " … " + s[-(width - lo - window // 2 - 3):].lstrip()
     cuts = [i for i in (s.find(sep, max(head, lo - window // 2), lo) for sep in " <,:(") if i >= 0]
@@ -91,7 +95,8 @@ def shorten_set(names: Iterable[str], width: int = 96, *, tags: bool = True) -> 
     arguments in the middle of a kernel name); those keep a window around where each departs
     from the closest of them, and where texts still coincide, the name's tag in brackets
     (`tags=False`: no tags, for titles that no list of names explains).  Names that fit are
-    never changed; two names that differ only in white space stay one text."""
+    never changed, so a name that literally reads as another's shortened text may still
+    share it; two names that differ only in white space stay one text."""
     raws = list(names)
     text = {s: shorten(s, width) for s in {flat(n) for n in raws}}
     lo: dict[str, int] = {}
@@ -163,4 +168,7 @@ def shortened_names() -> list[tuple[str, list[str]]]:
     names = _SHOWN.get()
     if names is None:
         return []
-    return [(n, sorted(names.shortened[n], key=len)) for n in sorted(names.shortened, key=flat)]
+    tags: dict[str, set[str]] = {}  # names that differ only in white space read, and list, as one
+    for n, t in names.shortened.items():
+        tags.setdefault(flat(n), set()).update(t)
+    return [(n, sorted(tags[n], key=len)) for n in sorted(tags)]

@@ -352,7 +352,7 @@ def rank_markdown(a: RankAnalysis, labels: tuple[str, str]) -> str:
     """The report of a multi-rank comparison (`labels`: the normal and abnormal inputs); the
     functions' names apart from one another wherever they appear."""
     names = ([f.function for f in a.findings] + [r.cause for r in a.rows if r.cause]
-             + [v.function for v in a.verdict if v.function])
+             + [v.function for v in a.verdict if v.function] + ([a.plan.name] if a.plan.name else []))
     with shown_names(names):
         text = _markdown(a, labels)
         listed = full_names()

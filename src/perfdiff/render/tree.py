@@ -98,16 +98,14 @@ def tree_lines(d: TreeDiff) -> list[str]:
     return _rendered(d)[0]
 
 
-def _rendered(d: TreeDiff) -> tuple[list[str], list[str]]:
-    """The tree's lines and the notes under it, the range names apart from one another; the
-    names shortened, in full, as the last note."""
+def _rendered(d: TreeDiff) -> tuple[list[str], list[str], list[str]]:
+    """The tree's lines, the notes under it, and the names it shortened, in full, as a last
+    note (none when it shortened none); the range names apart from one another."""
     names = [n.name for n in d.nodes] + [n.name_a for n in d.nodes if n.name_a is not None]
     with shown_names(names + [x for pair in d.renames for x in pair]):
         lines, notes = _lines(d), _notes(d)
         listed = full_names()
-    if listed:
-        notes.append("Range names in full: " + "; ".join(listed) + ".")
-    return lines, notes
+    return lines, notes, ["Range names in full: " + "; ".join(listed) + "."] if listed else []
 
 
 def _lines(d: TreeDiff) -> list[str]:
@@ -181,10 +179,11 @@ def tree_report(d: TreeDiff, labels: TreeLabels) -> str:
     material = d.n_material
     out.append(f"{material} of {len(d.nodes):,} paths changed materially." if material else
                f"No path of {len(d.nodes):,} changed materially.")
-    lines, notes = _rendered(d)
+    lines, notes, listed = _rendered(d)
     out += ["", *lines, ""]
     if labels.csv_name:
         notes.append(f"Every path, every column: {md_escape(labels.csv_name)}.")
+    notes += listed
     for note in notes:
         out += [note, ""]
     return "\n".join(out)
@@ -193,7 +192,8 @@ def tree_report(d: TreeDiff, labels: TreeLabels) -> str:
 def tree_section(d: TreeDiff, labels: TreeLabels) -> dict[str, Any]:
     """What the compare report's "Range tree" section prints: a sentence, the first lines of
     the tree, and the whole tree for a details block."""
-    lines, notes = _rendered(d)
+    lines, notes, listed = _rendered(d)
+    notes += listed
     top = lines[:SECTION_LINES]
     material = d.n_material
     lead = (f"{material} of {len(d.nodes):,} range paths changed materially" if material
