@@ -225,3 +225,17 @@ def test_long_names_alike_read_apart_and_are_listed_in_full(tmp_path: Path) -> N
     assert "2ul&gt;(" in text and "5ul&gt;(" in text  # the part that tells them apart is shown
     listed = text[text.index("<summary>Function names in full</summary>"):]
     assert listed.count("<code>void gemm_kernel") == 2
+
+
+def test_q_values_keep_every_other_field_of_a_test() -> None:
+    """with_q rebuilds each test with its q-value: every other field comes through as it was."""
+    import dataclasses
+
+    from perfdiff.ranks.across import RankTest, with_q
+
+    tests = [RankTest(rank=r, function=f"f{r}", kind="kernel", delta_us=10.0 * r, tau_pp=0.5 * r, p=p,
+                      cliffs_delta=-0.25 * r) for r, p in enumerate((0.001, 0.2, 0.04))]
+    out = with_q(tests)
+    assert [t.q for t in out] == pytest.approx([0.003, 0.2, 0.06])
+    keep = [f.name for f in dataclasses.fields(RankTest) if f.name != "q"]
+    assert [[getattr(t, k) for k in keep] for t in out] == [[getattr(t, k) for k in keep] for t in tests]

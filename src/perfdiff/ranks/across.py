@@ -10,7 +10,7 @@ direction: every rank compared, or the ranks named (docs/STATISTICS.md, ranks).
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 
 import numpy as np
 
@@ -51,7 +51,8 @@ class RankTest:
 
 def _own(p: RankPart, iters: np.ndarray) -> tuple[dict[tuple[str, str], np.ndarray], np.ndarray]:
     cols = cycle_columns(p, iters)
-    rows = {(n, k): p.own_ns[i, cols] / NS_PER_US for i, (n, k) in enumerate(zip(p.names, p.kinds, strict=True))}
+    own = p.own_ns[:, cols] / NS_PER_US  # one copy of every function's row, not one a function
+    rows = dict(zip(zip(p.names, p.kinds, strict=True), own, strict=True))
     return rows, p.dur_ns[cols].astype(np.float64) / NS_PER_US
 
 
@@ -84,7 +85,9 @@ def rank_tests(pn: RankPart, pa: RankPart, iters_n: np.ndarray, iters_a: np.ndar
 def with_q(tests: list[RankTest]) -> list[RankTest]:
     """The tests with their q-values, one BH family over every rank."""
     q = stats.bh_qvalues([t.p for t in tests])
-    return [replace(t, q=float(v)) for t, v in zip(tests, q, strict=True)]
+    # The constructor, not dataclasses.replace: at 1,024 ranks there are 100,000 tests.
+    return [RankTest(rank=t.rank, function=t.function, kind=t.kind, delta_us=t.delta_us, tau_pp=t.tau_pp, p=t.p,
+                     cliffs_delta=t.cliffs_delta, q=float(v)) for t, v in zip(tests, q, strict=True)]
 
 
 def rank_rows(pairs: list[tuple[RankPart, RankPart]], iters: tuple[np.ndarray, np.ndarray], tests: list[RankTest],
