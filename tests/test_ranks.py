@@ -395,6 +395,27 @@ def test_rank_and_world_size_read_from_real_kineto_heads(real: Path, tmp_path: P
         (1, 2, IdentitySource.TRACE, "b.json.gz"), (3, 8, IdentitySource.TRACE, "a.json.gz")]
 
 
+@pytest.mark.real
+def test_identical_real_ranks_share_last_place(real: Path, tmp_path: Path) -> None:
+    """Two copies of a real rank (the HTA trace, renumbered) in each run: every rank waits
+    alike in every collective, so none is "last" more than the others (ties share the cycle),
+    no straggler, and no change."""
+    import gzip
+    import json
+
+    doc = json.loads(gzip.open(real / "facebookresearch/HolisticTraceAnalysis/tests/data/trace_diff/control/"
+                                      "control.json.gz").read())
+    for side in ("normal", "abnormal"):
+        (tmp_path / side).mkdir()
+        for r in range(2):
+            doc["distributedInfo"] = {**doc["distributedInfo"], "rank": r, "world_size": 2}
+            (tmp_path / side / f"rank-{r}.json").write_text(json.dumps(doc))
+    res = compare_ranks(tmp_path / "normal", tmp_path / "abnormal", workers=1, processes=False)
+    for s in res.stragglers:
+        assert s.code == StragglerCode.NO_SKEW and [w.last_share for w in s.waits] == [0.5, 0.5]
+    assert [v.code for v in res.verdict] == [RankVerdictCode.NO_CHANGE]
+
+
 def test_directories_of_rank_bundles(tmp_path: Path, scheduler: str, capsys) -> None:
     """Bundles (here imported from the rank traces) carry their rank in the manifest."""
     n, a = _pair(tmp_path / "traces", straggler=1)

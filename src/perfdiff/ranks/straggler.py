@@ -109,12 +109,11 @@ def straggler(parts: list[RankPart], side: str, alpha: float, unmatched: bool = 
     wc = total.to_numpy()  # (cycles, ranks) µs of waiting, summed over the rank's communicators
     med = np.median(wc, axis=0)
     skew = float(np.median(wc.max(axis=1) - wc.min(axis=1)))
-    last = np.argmin(wc, axis=1)
-    share = np.bincount(last, minlength=len(used)) / len(last)
+    share, alone = _last_to_arrive(wc)
     waits = tuple(RankWait(r, float(med[i]), float(share[i])) for i, r in enumerate(used))
     c = int(np.argmin(med))
     # The culprit is the best of len(used) candidates: Bonferroni over them.
-    p_raw = binomial_greater_p(int((last == c).sum()), len(last), 1.0 / len(used))
+    p_raw = binomial_greater_p(int(alone[:, c].sum()), len(wc), 1.0 / len(used))
     p_last = float(min(1.0, len(used) * p_raw))
     counts = pd.concat([w.groupby(level="iter").size() for w in matched.values()]).groupby(level=0).sum()
     per_cycle_coll = int(np.median(counts.to_numpy()))
@@ -179,6 +178,16 @@ def _total_waits(per_group: dict[str, pd.DataFrame], order: list[int]) -> pd.Dat
     return sum(w.reindex(index=cycles_idx, columns=used, fill_value=0.0) for w in per_group.values())
 
 
+def _last_to_arrive(wc: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """From each rank's wait per cycle (µs; cycles × ranks): each rank's share of the cycles in
+    which it arrived last (waited least), ranks tied for the least wait sharing the cycle; and
+    whether each was last alone (cycles × ranks), which the binomial test counts, so that ties
+    (identical traces, waits of 0) favour no rank."""
+    least = wc == np.nanmin(wc, axis=1, keepdims=True)
+    k = least.sum(axis=1)
+    return (least / np.maximum(k, 1)[:, None]).mean(axis=0), least & (k == 1)[:, None]
+
+
 def _group(label: str, w: pd.DataFrame, total: pd.DataFrame, wide: pd.DataFrame, floor: float, alpha: float,
            n_groups: int) -> GroupStraggler:
     """One communicator among its members: who arrives last, and whether it only relays a
@@ -187,9 +196,9 @@ def _group(label: str, w: pd.DataFrame, total: pd.DataFrame, wide: pd.DataFrame,
     wc = w.to_numpy()
     med = np.median(wc, axis=0)
     c = int(np.argmin(med))
-    last = np.argmin(wc, axis=1)
+    alone = _last_to_arrive(wc)[1]
     # Bonferroni over the members and over the communicators tested.
-    p_raw = binomial_greater_p(int((last == c).sum()), len(last), 1.0 / len(members))
+    p_raw = binomial_greater_p(int(alone[:, c].sum()), len(wc), 1.0 / len(members))
     p_last = float(min(1.0, len(members) * n_groups * p_raw))
     elsewhere = float(np.median(total.loc[w.index, members[c]].to_numpy() - wc[:, c]))
     gap = float(np.median(np.delete(med, c))) - float(med[c])
