@@ -66,3 +66,15 @@ def test_kernels_alike_but_for_a_template_argument_read_apart(real: Path) -> Non
     tags = set(re.findall(r"\\\[([0-9a-f]{4,16})\\\]", head))
     assert all(f"\\[{t}\\] " in full for t in tags), tags  # every tag the report shows, explained
     assert len(re.findall(r"\\\[[0-9a-f]{4,16}\\\] <code>void split_embedding_backward", full)) >= 2
+
+
+@pytest.mark.real
+def test_the_renamed_data_loader_reads_as_its_change(real: Path) -> None:
+    """The ResNet-50 pair's cause is the data loader's move from worker processes to the main
+    process, a function matched under another name: the verdict names it by what changed,
+    not by a head and tail that read like the normal run's name alone."""
+    root = real / "pytorch/kineto/tb_plugin/samples"
+    md = perfdiff.compare(root / "resnet50_num_workers_4/worker0.1623212756351.pt.trace.json.gz",
+                          root / "resnet50_num_workers_0/worker0.1623143089861.pt.trace.json.gz").to_markdown()
+    verdict = md[md.index("**Verdict:**"):md.index("## 1.")]
+    assert "**input pipeline stall**: **enumerate…{MultiProcessing ⇄ SingleProcess}Data…**" in verdict

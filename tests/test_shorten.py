@@ -139,3 +139,27 @@ def test_names_alike_but_for_white_space_are_listed_once() -> None:
         short_name(a, 40)
         short_name(b, 40)
         assert [n for n, _ in shortened_names()] == [a]
+
+
+def test_a_renamed_function_is_cut_around_what_the_rename_changed() -> None:
+    """`A ⇄ B` (a function matched under another name) writes what A and B share once, around
+    their differing middles, and cuts the shared parts first, never the middles."""
+    name = ("enumerate(DataLoader)#_MultiProcessingDataLoaderIter.__next__ ⇄ "
+            "enumerate(DataLoader)#_SingleProcessDataLoaderIter.__next__")
+    assert shorten(name, 96) == "enumerate(DataLoader)#_{MultiProcessing ⇄ SingleProcess}DataLoaderIter.__next__"
+    for width in (40, 48, 60):
+        cut = shorten(name, width)
+        assert len(cut) <= width and "{MultiProcessing ⇄ SingleProcess}" in cut and cut.startswith("enum")
+    # Nothing shared at either end, or middles too long for the width: the plain head … tail.
+    unshared = "aten::mm " * 8 + "⇄ " + "cublas " * 8
+    long_middles = "x" + "a" * 30 + " ⇄ " + "x" + "b" * 30
+    for name, width in ((unshared, 40), (long_middles, 20)):
+        cut = shorten(name, width)
+        assert "{" not in cut and " … " in cut and cut.startswith(name[:width // 2]), cut
+
+
+def test_narrow_plain_cuts_fit() -> None:
+    """At 8–14 characters the plain cut still keeps a tail and fits (it once kept the whole name)."""
+    for width in range(8, 15):
+        cut = shorten("aten::conv_forward_abcdefgh_xyz", width)
+        assert len(cut) == width and " … " in cut

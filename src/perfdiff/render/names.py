@@ -18,6 +18,7 @@ from contextvars import ContextVar
 __all__ = ["TAG_DIGITS", "name_tag", "short_name", "shortened_names", "shorten", "shorten_set", "shown_names"]
 
 TAG_DIGITS = (4, 8, 16)  # a tag's hex digits: longer only where shorter tags of two names coincide
+RENAME = " ⇄ "  # joins a function's name in the normal run to its name in the abnormal run (analyze.align)
 
 
 def flat(name: str) -> str:
@@ -26,15 +27,43 @@ def flat(name: str) -> str:
 
 
 def shorten(name: str, width: int = 96) -> str:
-    """Shorten a long (C++ template) name, keeping its head and tail: `head … tail`."""
+    """Shorten a long (C++ template) name, keeping its head and tail: `head … tail`; a renamed
+    function (`A ⇄ B`) around what the rename changed (`_renamed`)."""
     s = flat(name)
     if len(s) <= width:
         return s
     if width < 8:  # no room for "head … tail"
         return s[:width]
-    head = int(width * 0.7)
-    tail = width - head - 3
+    renamed = _renamed(s, width)
+    if renamed is not None:
+        return renamed
+    tail = max(1, width - int(width * 0.7) - 3)
+    head = width - tail - 3
     return s[:head].rstrip() + " … " + s[-tail:].lstrip()
+
+
+def _renamed(s: str, width: int) -> str | None:
+    """A renamed function, `A ⇄ B`, in at most `width` characters: what A and B share at either
+    end written once around their differing middles, `P{a ⇄ b}S`, then P and S cut (P keeps
+    its start, what the function is; S its start).  None when `s` is no rename, A and B share
+    neither end, or the middles alone do not fit."""
+    if s.count(RENAME) != 1:
+        return None
+    a, b = s.split(RENAME)
+    i = _common_prefix(a, b)
+    j = _common_prefix(a[i:][::-1], b[i:][::-1])
+    p, q = a[:i], a[len(a) - j:]
+    mid = "{" + a[i:len(a) - j] + RENAME + b[i:len(b) - j] + "}"
+    room = width - len(mid)
+    if not (p or q) or room < 4:
+        return None
+    if len(p) + len(q) <= room:
+        return p + mid + q
+    keep_q = max(room // 3, room - len(p))
+    q_cut = q if len(q) <= keep_q else q[:keep_q - 1] + "…"
+    rest = room - len(q_cut)
+    p_cut = p if len(p) <= rest else p[:rest - 1] + "…"
+    return p_cut + mid + q_cut
 
 
 def name_tag(name: str, digits: int = 4) -> str:
