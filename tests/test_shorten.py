@@ -60,18 +60,31 @@ def test_names_alike_but_for_their_middle_are_told_apart_in_every_sentence() -> 
     assert short_name(a, 60) == short_name(b, 60) == shorten(a, 60)
 
 
+def test_two_differences_are_both_shown() -> None:
+    """Template variants that differ in two places (2 × 2) keep a window around each, so each
+    reads as what it is, with no tag."""
+    base = "void k<" + "x" * 50 + "{}" + "y" * 50 + "{}" + "z" * 50 + ">"
+    xs = [base.format(p, q) for p in ("cta", "warp") for q in ("2ul", "5ul")]
+    for width in (48, 60, 80):
+        short = shorten_set(xs, width)
+        assert len(set(short.values())) == 4 and all(len(s) <= width for s in short.values())
+        assert all(p in short[base.format(p, q)] and q in short[base.format(p, q)] for p in ("cta", "warp")
+                   for q in ("2ul", "5ul")), (width, short)
+
+
 def test_names_alike_even_around_their_difference_get_tags_the_full_list_explains() -> None:
-    """Names that differ in two far places read alike even with the window around the first:
-    each then carries its tag (the same at every width), still fits, and the list of full
-    names gives each name shortened in the report, with its tags."""
+    """Names that differ in three far places can read alike even with windows around two of
+    them: those then carry their tags (the same at every width), still fit, and the list of
+    full names gives each name shortened in the report, with its tags."""
     from perfdiff.render.names import name_tag, short_name, shown_names
     from perfdiff.render.text import full_names
 
-    base = "x" * 50 + "{}" + "y" * 50 + "{}" + "z" * 50
-    xs = [base.format(p, q) for p in "ab" for q in "cd"]
+    base = "x" * 50 + "{}" + "y" * 50 + "{}" + "w" * 50 + "{}" + "z" * 50
+    xs = [base.format(p, q, r) for p in "ab" for q in "cd" for r in "ef"]
     short = shorten_set(xs, 40)
-    assert len(set(short.values())) == 4
-    assert all(len(s) <= 40 and s.endswith(f" [{name_tag(x)}]") for x, s in short.items())
+    assert len(set(short.values())) == 8 and all(len(s) <= 40 for s in short.values())
+    tagged = [x for x, s in short.items() if s.endswith(f" [{name_tag(x)}]")]
+    assert xs[0] in tagged
     with shown_names([*xs, "aten::mm", "y" * 70]):
         assert short_name(xs[0], 60).endswith(f" [{name_tag(xs[0])}]")
         short_name("aten::mm", 60)

@@ -100,6 +100,31 @@ def _around(s: str, width: int, lo: int) -> str:
     return s[:head].rstrip() + " … " + s[start:start + window].strip() + " … " + s[-tail:].lstrip()
 
 
+def _around_two(s: str, width: int, lo1: int, lo2: int) -> str:
+    """`head … part from lo1 … part from lo2 … tail` in at most `width` characters, for a name
+    that needs two differences shown (lo1 < lo2); one window where they are close, and the
+    head alone for lo1 where the head reaches it."""
+    tail = max(6, width // 8)
+    window = max(10, width // 6)
+    head = width - 2 * window - tail - 9
+    if head < 8:
+        return _around(s, width, lo2)
+    pieces = [(0, head)]
+    if lo1 < head:  # the head shows the first difference: a longer head
+        pieces = [(0, head + window + 3)]
+    else:
+        start = max(head, lo1 - window // 3)
+        pieces.append((start, start + window))
+    start = max(pieces[-1][1] + 3, lo2 - window // 3)
+    if start - 3 <= pieces[-1][1] + 3 and len(pieces) == 2:  # the windows touch: one window, twice as wide
+        pieces[-1] = (pieces[-1][0], pieces[-1][0] + 2 * window + 3)
+    elif start + window < len(s) - tail:
+        pieces.append((start, start + window))
+    else:  # the second difference is in the tail
+        return " … ".join(s[a:b].strip() for a, b in pieces) + " … " + s[len(s) - (window + tail + 3):].lstrip()
+    return " … ".join(s[a:b].strip() for a, b in pieces) + " … " + s[-tail:].lstrip()
+
+
 def _departs(members: list[str]) -> dict[str, int]:
     """For each of `members` (distinct), the first character where it departs from the member
     closest to it (the longest common prefix: a neighbour in sorted order)."""
@@ -128,23 +153,31 @@ def shorten_set(names: Iterable[str], width: int = 96, *, tags: bool = True) -> 
     share it; two names that differ only in white space stay one text."""
     raws = list(names)
     text = {s: shorten(s, width) for s in {flat(n) for n in raws}}
-    lo: dict[str, int] = {}
-    for group in _clashes(text):
-        lo.update(_departs(group))
-    for s, at in lo.items():
-        if len(s) > width:
-            text[s] = _around(s, width, at)
+    # Where each clashing name departs from the names it still reads like: a first window, and
+    # a second one where the first leaves names of a clash alike (template variants that differ
+    # in two places).
+    marks: dict[str, list[int]] = {}
+    for _ in range(2):
+        for group in _clashes(text):
+            for s, at in _departs(group).items():
+                if len(s) > width and at not in marks.setdefault(s, []):
+                    marks[s] = sorted(marks[s] + [at])
+                    text[s] = _shown(s, width, marks[s])
     for digits in TAG_DIGITS if tags else ():
         clashes = _clashes(text)
         if not clashes:
             break
         for group in clashes:
-            at = _departs(group)
             for s in group:
                 if len(s) > width:
                     tag = f" [{name_tag(s, digits)}]"
-                    text[s] = _around(s, width - len(tag), lo.get(s, at[s])) + tag
+                    text[s] = _shown(s, width - len(tag), marks.get(s) or [len(s) // 2]) + tag
     return {n: text[flat(n)] for n in raws}
+
+
+def _shown(s: str, width: int, marks: list[int]) -> str:
+    """s cut to `width` around its first and last marked difference."""
+    return _around(s, width, marks[0]) if len(marks) == 1 else _around_two(s, width, marks[0], marks[-1])
 
 
 class _NameSet:
