@@ -163,12 +163,14 @@ def test_a_renamed_function_is_cut_around_what_the_rename_changed() -> None:
     for width in (40, 48, 60):
         cut = shorten(name, width)
         assert len(cut) <= width and "{MultiProcessing ⇄ SingleProcess}" in cut and cut.startswith("enum")
-    # Nothing shared at either end, or middles too long for the width: the plain head … tail.
+    # Middles too long for the width: each cut at its end, still a rename.
+    assert shorten("x" + "a" * 30 + " ⇄ " + "x" + "b" * 30, 20) == "x{aaaaaa… ⇄ bbbbbb…}"
+    # A number is never split ("16 ⇄ 160", not "16{ ⇄ 0}").
+    assert shorten("kernel_16_x" + "y" * 100 + " ⇄ kernel_160_x" + "y" * 100, 40).startswith("kernel_{16 ⇄ 160}_x")
+    # Nothing shared at either end: the plain head … tail.
     unshared = "aten::mm " * 8 + "⇄ " + "cublas " * 8
-    long_middles = "x" + "a" * 30 + " ⇄ " + "x" + "b" * 30
-    for name, width in ((unshared, 40), (long_middles, 20)):
-        cut = shorten(name, width)
-        assert "{" not in cut and " … " in cut and cut.startswith(name[:width // 2]), cut
+    cut = shorten(unshared, 40)
+    assert "{" not in cut and " … " in cut and cut.startswith(unshared[:20]), cut
 
 
 def test_narrow_plain_cuts_fit() -> None:
@@ -176,3 +178,24 @@ def test_narrow_plain_cuts_fit() -> None:
     for width in range(8, 15):
         cut = shorten("aten::conv_forward_abcdefgh_xyz", width)
         assert len(cut) == width and " … " in cut
+
+
+def test_two_windows_keep_both_differences_at_any_mark() -> None:
+    """Whatever the two marks (in the head, next to each other, in the tail), a cut with two
+    windows keeps both differing characters and fits; it once lost the second one when the
+    head reached the first."""
+    import random
+
+    from perfdiff.render.names import _around_two
+
+    rng = random.Random(0)
+    for _ in range(3000):
+        n, width = rng.randint(20, 300), rng.randint(43, 130)
+        lo1, lo2 = sorted(rng.sample(range(n), 2))
+        s = "".join(rng.choice("ab<>:, _xyz0123") for _ in range(n))
+        s = s[:lo1] + "Q" + s[lo1 + 1:lo2] + "W" + s[lo2 + 1:]
+        if n <= width:
+            continue
+        cut = _around_two(s, width, lo1, lo2)
+        assert len(cut) <= width and "Q" in cut and "W" in cut, (width, lo1, lo2, cut)
+    assert "Y" in _around_two("a" * 6 + "X" + "a" * 16 + "Y" + "a" * 76, 43, 6, 23)

@@ -51,12 +51,24 @@ def _renamed(s: str, width: int) -> str | None:
         return None
     a, b = s.split(RENAME)
     i = _common_prefix(a, b)
+    while i and a[i - 1].isdigit() and (a[i:i + 1].isdigit() or b[i:i + 1].isdigit()):
+        i -= 1  # a number is never split: "kernel_{16 ⇄ 160}", not "kernel_16{ ⇄ 0}"
     j = _common_prefix(a[i:][::-1], b[i:][::-1])
-    p, q = a[:i], a[len(a) - j:]
-    mid = "{" + a[i:len(a) - j] + RENAME + b[i:len(b) - j] + "}"
-    room = width - len(mid)
-    if not (p or q) or room < 4:
+    while j and a[len(a) - j].isdigit() and (a[len(a) - j - 1:len(a) - j].isdigit()
+                                             or b[len(b) - j - 1:len(b) - j].isdigit()):
+        j -= 1
+    p, q, am, bm = a[:i], a[len(a) - j:], a[i:len(a) - j], b[i:len(b) - j]
+    if not (p or q) or not (am or bm):
         return None
+    mid = "{" + am + RENAME + bm + "}"
+    room = width - len(mid)
+    if room < 4:  # the middles alone are too long: P's start, then each middle cut at its end
+        p = p if len(p) <= width // 4 else p[:max(1, width // 4) - 1] + "…"
+        k = (width - len(p) - 5) // 2
+        if k < 4:
+            return None
+        am, bm = (x if len(x) <= k else x[:k - 1] + "…" for x in (am, bm))
+        return p + "{" + am + RENAME + bm + "}"
     if len(p) + len(q) <= room:
         return p + mid + q
     keep_q = max(room // 3, room - len(p))
@@ -93,33 +105,38 @@ def _around(s: str, width: int, lo: int) -> str:
         return shorten(s, width)
     if lo < head + window // 2:  # the head nearly reaches the difference: a longer head instead
         return s[:lo + window // 2].rstrip() + " … " + s[-(width - lo - window // 2 - 3):].lstrip()
-    cuts = [i for i in (s.find(sep, max(head, lo - window // 2), lo) for sep in " <,:(") if i >= 0]
-    start = max(head, min(cuts) + 1 if cuts else lo - window // 3)  # begin at a token where one is near
+    start = _window_start(s, lo, head, window)
     if start + window >= len(s) - tail:
         return s[:head].rstrip() + " … " + s[len(s) - (width - head - 3):].lstrip()
     return s[:head].rstrip() + " … " + s[start:start + window].strip() + " … " + s[-tail:].lstrip()
 
 
+def _window_start(s: str, lo: int, lower: int, window: int) -> int:
+    """Where a window showing s[lo] begins: after a separator (" <,:(") shortly before lo where
+    there is one, so that it starts with a token; never before `lower`."""
+    cuts = [i for i in (s.find(sep, max(lower, lo - window // 2), lo) for sep in " <,:(") if i >= 0]
+    return max(lower, min(cuts) + 1 if cuts else lo - window // 3)
+
+
 def _around_two(s: str, width: int, lo1: int, lo2: int) -> str:
     """`head … part from lo1 … part from lo2 … tail` in at most `width` characters, for a name
-    that needs two differences shown (lo1 < lo2); one window where they are close, and the
-    head alone for lo1 where the head reaches it."""
+    that needs two differences shown (lo1 < lo2): a longer head where it reaches lo1, one
+    wider window where the two would touch."""
     tail = max(6, width // 8)
     window = max(10, width // 6)
     head = width - 2 * window - tail - 9
     if head < 8:
         return _around(s, width, lo2)
-    pieces = [(0, head)]
-    if lo1 < head:  # the head shows the first difference: a longer head
-        pieces = [(0, head + window + 3)]
+    if lo1 < head:
+        pieces = [[0, head + window + 3]]
     else:
-        start = max(head, lo1 - window // 3)
-        pieces.append((start, start + window))
-    start = max(pieces[-1][1] + 3, lo2 - window // 3)
-    if start - 3 <= pieces[-1][1] + 3 and len(pieces) == 2:  # the windows touch: one window, twice as wide
-        pieces[-1] = (pieces[-1][0], pieces[-1][0] + 2 * window + 3)
+        start = _window_start(s, lo1, head, window)
+        pieces = [[0, head], [start, start + window]]
+    start = _window_start(s, lo2, pieces[-1][1], window)
+    if start <= pieces[-1][1] + 3:  # it would touch the last piece: that piece, a window wider
+        pieces[-1][1] += window + 3
     elif start + window < len(s) - tail:
-        pieces.append((start, start + window))
+        pieces.append([start, start + window])
     else:  # the second difference is in the tail
         return " … ".join(s[a:b].strip() for a, b in pieces) + " … " + s[len(s) - (window + tail + 3):].lstrip()
     return " … ".join(s[a:b].strip() for a, b in pieces) + " … " + s[-tail:].lstrip()
