@@ -15,7 +15,7 @@ from collections.abc import Iterable, Iterator
 from contextlib import contextmanager
 from contextvars import ContextVar
 
-__all__ = ["TAG_DIGITS", "name_tag", "short_name", "shortened_names", "shorten", "shorten_set", "shown_names"]
+__all__ = ["TAG_DIGITS", "flat", "name_tag", "short_name", "shortened_names", "shorten", "shorten_set", "shown_names"]
 
 TAG_DIGITS = (4, 8, 16)  # a tag's hex digits: longer only where shorter tags of two names coincide
 RENAME = " ⇄ "  # joins a function's name in the normal run to its name in the abnormal run (analyze.align)

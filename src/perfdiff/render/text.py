@@ -10,7 +10,7 @@ import math
 import re
 from collections.abc import Iterable
 
-from perfdiff.render.names import shorten, short_name, shortened_names
+from perfdiff.render.names import flat, shorten, short_name, shortened_names
 
 __all__ = ["NA", "fmt_beta", "fmt_num", "fmt_p", "fmt_pct", "fmt_score", "fmt_signed", "fmt_time_us", "fmt_value",
            "fmt_z", "full_name_line", "full_names", "html_code", "md_escape", "md_name", "shorten"]
@@ -137,4 +137,4 @@ def md_name(name: str, width: int = 96) -> str:
 
 def html_code(name: str) -> str:
     """A whole name inside an HTML <code> element (used in collapsed blocks)."""
-    return "<code>" + html.escape(" ".join(str(name).split()), quote=True).replace("|", "&#124;") + "</code>"
+    return "<code>" + html.escape(flat(name), quote=True).replace("|", "&#124;") + "</code>"
