@@ -146,7 +146,8 @@ def rank_verdict(findings: list[RankFinding], stragglers: tuple[Straggler, Strag
     ranks named).  With none of these: the job's cycle changed unexplained when it changed
     significantly and materially, else no change.  `left_out`: the abnormal run's ranks not
     compared; `uncut`: those of them whose rank or pair could not be cut by the plan."""
-    others = {"others": tuple(left_out), "uncut": tuple(r for r in left_out if r in set(uncut))}
+    cut_out = set(uncut)
+    others = {"others": tuple(left_out), "uncut": tuple(r for r in left_out if r in cut_out)}
     out = []
     sn, sa = stragglers
     world = len(compared)
