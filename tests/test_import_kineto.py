@@ -144,6 +144,28 @@ def test_small_blocks_give_the_same_result(monkeypatch: pytest.MonkeyPatch) -> N
         pd.testing.assert_frame_equal(getattr(whole, table).astype(str), getattr(pieces, table).astype(str))
 
 
+@needs_real
+@pytest.mark.real
+def test_one_thread_decodes_smaller_blocks_to_the_same_result(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A decoder on one core reads blocks of BLOCK_ONE_THREAD (cache-sized, beside another
+    process loading), two threads blocks of BLOCK; both give the same tables."""
+    path = HTA / "control" / "control.json.gz"
+    monkeypatch.setattr(blocks, "BLOCK", 60_000)
+    monkeypatch.setattr(blocks, "BLOCK_ONE_THREAD", 20_000)
+    asked: list[int | None] = []
+    real = blocks.blocks
+
+    def spy(p: Path, size: int | None = None):
+        asked.append(size)
+        return real(p, size)
+
+    monkeypatch.setattr(scan, "blocks", spy)
+    one, two = import_kineto(path, cores=1), import_kineto(path, cores=2)
+    assert asked == [20_000, 60_000]
+    for table in ("activity", "markers"):
+        pd.testing.assert_frame_equal(getattr(one, table).astype(str), getattr(two, table).astype(str))
+
+
 # ------------------------------------------------------------------------------ literal traces
 
 EVENTS = [

@@ -1,7 +1,7 @@
 """The decompressed bytes of a trace file, in blocks of about BLOCK bytes, read ahead in a thread.
 
 A gzip file is inflated in that thread (zlib releases the GIL), so inflating the next block
-overlaps scanning this one."""
+overlaps scanning this one.  A decoder on one thread takes smaller blocks (`block_size`)."""
 from __future__ import annotations
 
 import queue
@@ -12,13 +12,23 @@ from typing import Any, Iterator
 
 from perfdiff.errors import InputError
 
-__all__ = ["BLOCK", "blocks"]
+__all__ = ["BLOCK", "BLOCK_ONE_THREAD", "block_size", "blocks"]
 
 BLOCK = 8 << 20  # decompressed bytes per block
+# A decoder on one thread runs beside another process loading (a pair's other side, another
+# rank): a block and its temporaries then stay in the caches the two share, where 8 MB blocks
+# spill to memory and slow both (docs/PERFORMANCE.md).  Two decoder threads keep BLOCK: their
+# hand-offs cost more per block.
+BLOCK_ONE_THREAD = 2 << 20
 
 
-def blocks(p: Path) -> Iterator[list[bytes]]:
-    """Decompressed content of `p` as lists of pieces totalling about BLOCK bytes.
+def block_size(threads: int) -> int:
+    """Decompressed bytes per block for a decoder of `threads` threads."""
+    return BLOCK if threads > 1 else min(BLOCK, BLOCK_ONE_THREAD)
+
+
+def blocks(p: Path, size: int | None = None) -> Iterator[list[bytes]]:
+    """Decompressed content of `p` as lists of pieces totalling about `size` bytes (BLOCK).
 
     A gzip file is inflated in a background thread (zlib releases the GIL), so inflating
     the next block overlaps scanning this one.
@@ -30,14 +40,15 @@ def blocks(p: Path) -> Iterator[list[bytes]]:
     with fh:
         gz = fh.read(2) == b"\x1f\x8b"
         fh.seek(0)
-        source = _inflate(fh, p) if gz else _plain(fh, p)
+        size = size or BLOCK
+        source = _inflate(fh, p, size) if gz else _plain(fh, p, size)
         yield from _prefetch(source)
 
 
-def _plain(fh: Any, p: Path) -> Iterator[list[bytes]]:
+def _plain(fh: Any, p: Path, size: int) -> Iterator[list[bytes]]:
     while True:
         try:
-            data = fh.read(BLOCK)
+            data = fh.read(size)
         except OSError as exc:
             raise InputError(f"cannot read the file ({exc.strerror or exc})", path=p) from None
         if not data:
@@ -45,7 +56,7 @@ def _plain(fh: Any, p: Path) -> Iterator[list[bytes]]:
         yield [data]
 
 
-def _inflate(fh: Any, p: Path) -> Iterator[list[bytes]]:
+def _inflate(fh: Any, p: Path, block: int) -> Iterator[list[bytes]]:
     d = zlib.decompressobj(wbits=47)  # gzip or zlib header, auto-detected
     pending: list[bytes] = []
     size = 0
@@ -65,7 +76,7 @@ def _inflate(fh: Any, p: Path) -> Iterator[list[bytes]]:
         if out:
             pending.append(out)
             size += len(out)
-        if size >= BLOCK or (not raw and pending):
+        if size >= block or (not raw and pending):
             yield pending
             pending, size = [], 0
         if not raw:

@@ -29,7 +29,7 @@ import numpy as np
 import pyarrow as pa
 
 from perfdiff.importers.common import resolve_cores
-from perfdiff.importers.kineto.blocks import blocks
+from perfdiff.importers.kineto.blocks import block_size, blocks
 from perfdiff.importers.kineto.document import explain_not_a_trace, parse_header, parse_trailer
 from perfdiff.importers.kineto.objects import first_keys, keys_of_the_next_object, same_object
 from perfdiff.importers.kineto.events import (CAT_NAMES, CATEGORIES, MAX_US, ROLES, SKIPPED, Events, NeedSlowPath,
@@ -166,7 +166,7 @@ class FastScan:
         workers = min(_WORKERS, self.cores)
         with ThreadPoolExecutor(max_workers=workers) as pool:
             inflight: deque = deque()
-            for pieces in blocks(self.path):
+            for pieces in blocks(self.path, block_size(workers)):
                 total += sum(len(x) for x in pieces)
                 buf = b"".join((_FRONT, carry, *pieces, _ZEROS))  # the block's one copy
                 begin, end = len(_FRONT), len(buf) - len(_ZEROS)
