@@ -4,6 +4,7 @@ inside it (its victims' longer kernels are waits, not a slower collective), null
 the verdict's last resorts (unexplained, no change) on literal records."""
 from __future__ import annotations
 
+import dataclasses
 import math
 import sys
 from pathlib import Path
@@ -13,8 +14,8 @@ import pytest
 from conftest import ROOT
 from perfdiff.ranks import RankNoticeCode, RankVerdictCode, StragglerCode, compare_ranks
 from perfdiff.ranks.across import rank_verdict
-from perfdiff.ranks.records import CollectiveTime, RankCycle, Straggler
-from perfdiff.render.ranks import rank_markdown, verdict_line
+from perfdiff.ranks.records import CollectiveTime, RankCycle, RankNotice, Straggler
+from perfdiff.render.ranks import notice_line, rank_markdown, verdict_line
 
 sys.path.insert(0, str(ROOT / "bench"))
 import gen_ranks  # noqa: E402
@@ -97,6 +98,13 @@ def test_ranks_left_out_are_named_as_the_abnormal_runs(tmp_path: Path) -> None:
     res = compare_ranks(n, a, ranks="0:4,1:5,2:6,3:7", workers=1, processes=False)
     assert res.verdict[0].code == RankVerdictCode.COLLECTIVES and res.verdict[0].others == (0, 1, 2, 3)
     assert "Either the abnormal run's ranks 0, 1, 2 and 3, not compared, arrive late" in verdict_line(res.verdict[0])
+    # Beyond 16 ranks a sentence names the first 16 and says how many more, as the notices do.
+    many = tuple(range(40, 60))
+    first = ", ".join(str(r) for r in many[:16])
+    assert (f"Either the abnormal run's ranks {first} and 4 more, not compared, arrive late"
+            in verdict_line(dataclasses.replace(res.verdict[0], others=many)))
+    assert notice_line(RankNotice(RankNoticeCode.UNCUT, many, "abnormal")).startswith(
+        f"The abnormal run's ranks {first} and 4 more have too few")
     n, a = gen_ranks.generate(tmp_path / "tp", fmt="kineto", plant=gen_ranks.Plant(straggler=1), tp=2, **SMALL)
     res = compare_ranks(n, a, ranks="0,2-3", workers=1, processes=False)
     s = res.verdict[0]

@@ -24,6 +24,7 @@ RANKS_FORMAT = "perfdiff-rank-comparison"
 RANKS_FORMAT_VERSION = 2
 CAUSE_WIDTH = 60  # characters of a name in the rank table (the narrowest the report prints)
 MAX_WAIT_ROWS = 16  # ranks listed per straggler table (the least waiting first)
+LISTED_RANKS = 16  # ranks named in one sentence; beyond, how many more
 MAX_RANK_ROWS = 32  # more ranks: the rank table shows the notable ones, the full table collapsed
 SOURCE_WORDS = {IdentitySource.TRACE: "trace", IdentitySource.ENVIRONMENT: "launcher variables",
                 IdentitySource.MANIFEST: "manifest", IdentitySource.NCCL: "NCCL rank (NVTX)",
@@ -144,7 +145,7 @@ def _way_out(v: RankVerdict, then: str = "") -> str:
 def _left_out(ranks: tuple[int, ...]) -> str:
     """"the abnormal run's rank 1", "the abnormal run's ranks 1, 2 and 3" (numbers as that run
     gives them: with --ranks N:A they differ from the normal run's)."""
-    return f"the abnormal run's {ranks_text(ranks[:16], 0)}" + (" …" if len(ranks) > 16 else "")
+    return f"the abnormal run's {_listed(ranks)}"
 
 
 def _verb(ranks: tuple[int, ...], one: str, many: str) -> str:
@@ -206,12 +207,12 @@ def _share(s: Straggler) -> float:
 
 
 def _listed(ranks: tuple[int, ...]) -> str:
-    """"rank 3", "ranks 1, 5 and 6"; beyond 16 ranks the first 16 and "…"; "" for none (a
-    notice about the run, not its ranks)."""
+    """"rank 3", "ranks 1, 5 and 6"; beyond LISTED_RANKS the first of them and how many more
+    ("ranks 0, 1, …, 15 and 48 more"); "" for none (a notice about the run, not its ranks)."""
     if not ranks:
         return ""
-    if len(ranks) > 16:
-        return "ranks " + ", ".join(str(r) for r in ranks[:16]) + " …"
+    if len(ranks) > LISTED_RANKS:
+        return "ranks " + ", ".join(str(r) for r in ranks[:LISTED_RANKS]) + f" and {len(ranks) - LISTED_RANKS} more"
     return ranks_text(ranks, 0)
 
 
