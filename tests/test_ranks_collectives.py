@@ -59,7 +59,7 @@ def test_a_straggler_left_out_is_named_as_a_possible_cause(tmp_path: Path, how: 
     line = verdict_line(res.verdict[0], res.collectives)
     assert line.startswith("**more time in collectives on ")  # not "slower": the likelier cause is the rank
     assert ("Either the abnormal run's rank 1, not compared, arrives late" in line if how == "--ranks"
-            else "Either the abnormal run's ranks 1, 2 and 3, not compared, arrive late" in line)
+            else "Either the abnormal run's ranks 1–3, not compared, arrive late" in line)
 
 
 @pytest.mark.parametrize("fmt,tp", [("nsys", 1), ("kineto", 2), ("nsys", 2)])
@@ -97,14 +97,17 @@ def test_ranks_left_out_are_named_as_the_abnormal_runs(tmp_path: Path) -> None:
                               **{**SMALL, "ranks": 8})
     res = compare_ranks(n, a, ranks="0:4,1:5,2:6,3:7", workers=1, processes=False)
     assert res.verdict[0].code == RankVerdictCode.COLLECTIVES and res.verdict[0].others == (0, 1, 2, 3)
-    assert "Either the abnormal run's ranks 0, 1, 2 and 3, not compared, arrive late" in verdict_line(res.verdict[0])
-    # Beyond 16 ranks a sentence names the first 16 and says how many more, as the notices do.
-    many = tuple(range(40, 60))
-    first = ", ".join(str(r) for r in many[:16])
-    assert (f"Either the abnormal run's ranks {first} and 4 more, not compared, arrive late"
+    assert "Either the abnormal run's ranks 0–3, not compared, arrive late" in verdict_line(res.verdict[0])
+    # Three or more ranks in a row read as a range; beyond 16 numbers or ranges, a sentence names
+    # the first 16 and says how many ranks more, as the notices do.
+    assert "Either the abnormal run's ranks 40–59, not compared" in verdict_line(
+        dataclasses.replace(res.verdict[0], others=tuple(range(40, 60))))
+    many = (1, 2, *range(4, 60, 2), 100, 101, 102)
+    first = "1, 2, " + ", ".join(str(r) for r in range(4, 32, 2))
+    assert (f"Either the abnormal run's ranks {first} and 17 more, not compared, arrive late"
             in verdict_line(dataclasses.replace(res.verdict[0], others=many)))
     assert notice_line(RankNotice(RankNoticeCode.UNCUT, many, "abnormal")).startswith(
-        f"The abnormal run's ranks {first} and 4 more have too few")
+        f"The abnormal run's ranks {first} and 17 more have too few")
     n, a = gen_ranks.generate(tmp_path / "tp", fmt="kineto", plant=gen_ranks.Plant(straggler=1), tp=2, **SMALL)
     res = compare_ranks(n, a, ranks="0,2-3", workers=1, processes=False)
     s = res.verdict[0]

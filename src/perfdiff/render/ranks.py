@@ -24,7 +24,7 @@ RANKS_FORMAT = "perfdiff-rank-comparison"
 RANKS_FORMAT_VERSION = 2
 CAUSE_WIDTH = 60  # characters of a name in the rank table (the narrowest the report prints)
 MAX_WAIT_ROWS = 16  # ranks listed per straggler table (the least waiting first)
-LISTED_RANKS = 16  # ranks named in one sentence; beyond, how many more
+LISTED_RANKS = 16  # numbers or ranges of ranks named in one sentence; beyond, how many more
 MAX_RANK_ROWS = 32  # more ranks: the rank table shows the notable ones, the full table collapsed
 SOURCE_WORDS = {IdentitySource.TRACE: "trace", IdentitySource.ENVIRONMENT: "launcher variables",
                 IdentitySource.MANIFEST: "manifest", IdentitySource.NCCL: "NCCL rank (NVTX)",
@@ -36,14 +36,29 @@ EXCESS_WORDS = {ExcessKind.INPUT: "input (data loading)", ExcessKind.COMPUTE: "c
 
 
 def ranks_text(ranks: tuple[int, ...] | list[int], world: int) -> str:
-    """"all 8 ranks", "both ranks", "rank 3", "ranks 1, 5 and 6" (of 8)."""
-    ranks = list(ranks)
+    """"all 8 ranks", "both ranks", "rank 3", "ranks 1, 5 and 6" (of 8); three or more in a row
+    as a range ("ranks 0–3 and 8"); beyond LISTED_RANKS numbers or ranges, the first of them and
+    how many ranks more ("ranks 0, 2, 4, … and 40 more")."""
+    ranks = sorted(set(ranks))
     if len(ranks) == world and world > 1:
         return "both ranks" if world == 2 else f"all {world} ranks"
     if len(ranks) == 1:
         return f"rank {ranks[0]}"
-    head = ", ".join(str(r) for r in ranks[:-1])
-    return f"ranks {head} and {ranks[-1]}"
+    runs: list[list[int]] = []
+    for r in ranks:
+        if runs and r == runs[-1][-1] + 1:
+            runs[-1].append(r)
+        else:
+            runs.append([r])
+    items: list[tuple[str, int]] = []  # (text, ranks it names)
+    for run in runs:
+        items += [(f"{run[0]}–{run[-1]}", len(run))] if len(run) >= 3 else [(str(r), 1) for r in run]
+    if len(items) > LISTED_RANKS:
+        more = sum(n for _, n in items[LISTED_RANKS:])
+        return "ranks " + ", ".join(t for t, _ in items[:LISTED_RANKS]) + f" and {more} more"
+    if len(items) == 1:
+        return f"ranks {items[0][0]}"
+    return "ranks " + ", ".join(t for t, _ in items[:-1]) + f" and {items[-1][0]}"
 
 
 def _per_cycle(us: float) -> str:
@@ -207,13 +222,9 @@ def _share(s: Straggler) -> float:
 
 
 def _listed(ranks: tuple[int, ...]) -> str:
-    """"rank 3", "ranks 1, 5 and 6"; beyond LISTED_RANKS the first of them and how many more
-    ("ranks 0, 1, …, 15 and 48 more"); "" for none (a notice about the run, not its ranks)."""
-    if not ranks:
-        return ""
-    if len(ranks) > LISTED_RANKS:
-        return "ranks " + ", ".join(str(r) for r in ranks[:LISTED_RANKS]) + f" and {len(ranks) - LISTED_RANKS} more"
-    return ranks_text(ranks, 0)
+    """ranks_text of the ranks ("rank 3", "ranks 0–15 and 21"); "" for none (a notice about
+    the run, not its ranks)."""
+    return ranks_text(ranks, 0) if ranks else ""
 
 
 def notice_line(n: RankNotice) -> str:
