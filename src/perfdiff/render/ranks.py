@@ -6,6 +6,7 @@ import dataclasses
 import enum
 import math
 import os
+from collections import Counter
 from pathlib import Path, PurePath
 from typing import Any
 
@@ -338,6 +339,8 @@ def _group_table(s: Straggler) -> list[str]:
 
 
 def _mapping(a: RankAnalysis) -> list[str]:
+    """The pairs' inputs and how each was identified; with many ranks, a line that sums them
+    up and the table collapsed."""
     lines = ["| Rank | N input | identified by | A input | identified by |", "|---|---|---|---|---|"]
     for p in a.pairs:
         def cell(i) -> str:
@@ -345,7 +348,17 @@ def _mapping(a: RankAnalysis) -> list[str]:
             return f"{i.rank}: {md_escape(name)}"
         lines.append(f"| {p.rank} | {cell(p.normal)} | {SOURCE_WORDS[p.normal.source]} | {cell(p.abnormal)} | "
                      f"{SOURCE_WORDS[p.abnormal.source]} |")
-    return lines
+    if len(a.pairs) <= MAX_RANK_ROWS:
+        return lines
+    same = all(p.normal.rank == p.abnormal.rank == p.rank for p in a.pairs)
+
+    def how(side: str) -> str:
+        counts = Counter(SOURCE_WORDS[getattr(p, side).source] for p in a.pairs)
+        return ", ".join(f"{words} ({n})" for words, n in counts.most_common())
+
+    head = (f"{len(a.pairs)} pairs" + (", each rank with the same rank of the other run" if same else "")
+            + f"; identified in N by {how('normal')}, in A by {how('abnormal')}.")
+    return [head, "", f"<details><summary>All {len(a.pairs)} pairs</summary>", "", *lines, "", "</details>"]
 
 
 def _names(labels: tuple[str, str]) -> tuple[str, str]:
