@@ -98,16 +98,16 @@ def test_ranks_left_out_are_named_as_the_abnormal_runs(tmp_path: Path) -> None:
     res = compare_ranks(n, a, ranks="0:4,1:5,2:6,3:7", workers=1, processes=False)
     assert res.verdict[0].code == RankVerdictCode.COLLECTIVES and res.verdict[0].others == (0, 1, 2, 3)
     assert "Either the abnormal run's ranks 0–3, not compared, arrive late" in verdict_line(res.verdict[0])
-    # Three or more ranks in a row read as a range; beyond 16 numbers or ranges, a sentence names
-    # the first 16 and says how many ranks more, as the notices do.
+    # Three or more ranks in a row read as a range; beyond 16 numbers or ranges, a sentence says
+    # how many ranks, names the first 16 and how many more, as the notices do.
     assert "Either the abnormal run's ranks 40–59, not compared" in verdict_line(
         dataclasses.replace(res.verdict[0], others=tuple(range(40, 60))))
     many = (1, 2, *range(4, 60, 2), 100, 101, 102)
     first = "1, 2, " + ", ".join(str(r) for r in range(4, 32, 2))
-    assert (f"Either the abnormal run's ranks {first} and 17 more, not compared, arrive late"
+    assert (f"Either the abnormal run's 33 ranks ({first} and 17 more), not compared, arrive late"
             in verdict_line(dataclasses.replace(res.verdict[0], others=many)))
     assert notice_line(RankNotice(RankNoticeCode.UNCUT, many, "abnormal")).startswith(
-        f"The abnormal run's ranks {first} and 17 more have too few")
+        f"The abnormal run's 33 ranks ({first} and 17 more) have too few")
     n, a = gen_ranks.generate(tmp_path / "tp", fmt="kineto", plant=gen_ranks.Plant(straggler=1), tp=2, **SMALL)
     res = compare_ranks(n, a, ranks="0,2-3", workers=1, processes=False)
     s = res.verdict[0]

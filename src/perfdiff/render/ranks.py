@@ -38,8 +38,8 @@ EXCESS_WORDS = {ExcessKind.INPUT: "input (data loading)", ExcessKind.COMPUTE: "c
 
 def ranks_text(ranks: tuple[int, ...] | list[int], world: int) -> str:
     """"all 8 ranks", "both ranks", "rank 3", "ranks 1, 5 and 6" (of 8); three or more in a row
-    as a range ("ranks 0–3 and 8"); beyond LISTED_RANKS numbers or ranges, the first of them and
-    how many ranks more ("ranks 0, 2, 4, … and 40 more")."""
+    as a range ("ranks 0–3 and 8"); beyond LISTED_RANKS numbers or ranges, how many ranks, the
+    first of them and how many more ("56 ranks (0, 2, 4, … and 40 more)")."""
     ranks = sorted(set(ranks))
     if len(ranks) == world and world > 1:
         return "both ranks" if world == 2 else f"all {world} ranks"
@@ -56,7 +56,7 @@ def ranks_text(ranks: tuple[int, ...] | list[int], world: int) -> str:
         items += [(f"{run[0]}–{run[-1]}", len(run))] if len(run) >= 3 else [(str(r), 1) for r in run]
     if len(items) > LISTED_RANKS:
         more = sum(n for _, n in items[LISTED_RANKS:])
-        return "ranks " + ", ".join(t for t, _ in items[:LISTED_RANKS]) + f" and {more} more"
+        return f"{len(ranks)} ranks (" + ", ".join(t for t, _ in items[:LISTED_RANKS]) + f" and {more} more)"
     if len(items) == 1:
         return f"ranks {items[0][0]}"
     return "ranks " + ", ".join(t for t, _ in items[:-1]) + f" and {items[-1][0]}"
