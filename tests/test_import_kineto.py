@@ -162,6 +162,9 @@ def test_one_thread_decodes_smaller_blocks_to_the_same_result(monkeypatch: pytes
     monkeypatch.setattr(scan, "blocks", spy)
     one, two = import_kineto(path, cores=1), import_kineto(path, cores=2)
     assert asked == [20_000, 60_000]
+    # A gzip file inflates to blocks of the size asked, not to whatever one read inflates to.
+    sizes = [sum(map(len, pieces)) for pieces in real(path, 20_000)]
+    assert len(sizes) > 100 and set(sizes[:-1]) == {20_000} and 0 < sizes[-1] <= 20_000
     for table in ("activity", "markers"):
         pd.testing.assert_frame_equal(getattr(one, table).astype(str), getattr(two, table).astype(str))
 

@@ -57,29 +57,38 @@ def _plain(fh: Any, p: Path, size: int) -> Iterator[list[bytes]]:
 
 
 def _inflate(fh: Any, p: Path, block: int) -> Iterator[list[bytes]]:
+    """Inflated pieces in blocks of exactly `block` bytes (the last shorter): the inflater is
+    asked for no more than fills the block, the input it leaves is fed again."""
     d = zlib.decompressobj(wbits=47)  # gzip or zlib header, auto-detected
     pending: list[bytes] = []
     size = 0
+    raw = b""
     while True:
+        at_end = False
+        if not raw:
+            try:
+                raw = fh.read(1 << 18)
+            except OSError as exc:
+                raise InputError(f"cannot read the file ({exc.strerror or exc})", path=p) from None
+            at_end = not raw
         try:
-            raw = fh.read(1 << 18)
-        except OSError as exc:
-            raise InputError(f"cannot read the file ({exc.strerror or exc})", path=p) from None
-        try:
-            out = d.decompress(raw) if raw else d.flush()
-            while d.eof and d.unused_data:  # concatenated gzip members
-                rest = d.unused_data
-                d = zlib.decompressobj(wbits=47)
-                out += d.decompress(rest)
+            if at_end:
+                out = d.flush()
+            else:
+                out = d.decompress(raw, block - size)
+                raw = d.unconsumed_tail
+                if d.eof and d.unused_data:  # concatenated gzip members: the next one starts
+                    raw = d.unused_data
+                    d = zlib.decompressobj(wbits=47)
         except zlib.error as exc:
             raise InputError(f"corrupt gzip data ({exc})", path=p) from None
         if out:
             pending.append(out)
             size += len(out)
-        if size >= block or (not raw and pending):
+        if size >= block or (at_end and pending):
             yield pending
             pending, size = [], 0
-        if not raw:
+        if at_end:
             if not d.eof:
                 raise InputError("truncated gzip file (the compressed stream ends early)", path=p)
             return
