@@ -72,9 +72,9 @@ def test_planted_straggler_is_named_with_its_input_stall(tmp_path: Path, schedul
     assert "| 2 |" in section and "| 0 |" not in section and "All 4 ranks</summary>" in text
     # … and the rank mapping is summed up in a line, the table collapsed.
     mapping = text[text.index("## 4. Rank Mapping"):]
-    how = "trace (4)" if fmt == "kineto" else "launcher variables (4)"
-    assert mapping.split("\n")[2] == (f"4 pairs, each rank with the same rank of the other run; identified in N by "
-                                      f"{how}, in A by {how}.")
+    how = "4 by trace" if fmt == "kineto" else "4 by launcher variables"
+    assert mapping.split("\n")[2] == (f"4 pairs, each rank with the same rank of the other run. How the ranks were "
+                                      f"identified: in N, {how}; in A, {how}.")
     assert "All 4 pairs</summary>" in mapping and mapping.index("| Rank |") > mapping.index("<details>")
     # The culprit's excess per kind, each in the unit that reads best ("0.00 ms" before).
     excess = re.search(r"\(per cycle: input \+[\d.]+ ms, compute ([^,]+), transfer ([^,]+), host ([^)]+)\)", text)

@@ -15,7 +15,7 @@ from conftest import ROOT
 from perfdiff.ranks import RankNoticeCode, RankVerdictCode, StragglerCode, compare_ranks
 from perfdiff.ranks.across import rank_verdict
 from perfdiff.ranks.records import CollectiveTime, RankCycle, RankNotice, Straggler
-from perfdiff.render.ranks import notice_line, rank_markdown, verdict_line
+from perfdiff.render.ranks import notice_line, rank_markdown, ranks_text, verdict_line
 
 sys.path.insert(0, str(ROOT / "bench"))
 import gen_ranks  # noqa: E402
@@ -108,6 +108,9 @@ def test_ranks_left_out_are_named_as_the_abnormal_runs(tmp_path: Path) -> None:
             in verdict_line(dataclasses.replace(res.verdict[0], others=many)))
     assert notice_line(RankNotice(RankNoticeCode.UNCUT, many, "abnormal")).startswith(
         f"The abnormal run's 33 ranks ({first} and 17 more) have too few")
+    # One more than 16 is listed: "and 1 more" would be no shorter.
+    assert ranks_text(tuple(range(0, 34, 2)), 0) == "ranks " + ", ".join(str(r) for r in range(0, 32, 2)) + " and 32"
+    assert ranks_text((3, 3, 1, 2), 0) == "ranks 1–3" and ranks_text((7, 7), 2) == "rank 7"
     n, a = gen_ranks.generate(tmp_path / "tp", fmt="kineto", plant=gen_ranks.Plant(straggler=1), tp=2, **SMALL)
     res = compare_ranks(n, a, ranks="0,2-3", workers=1, processes=False)
     s = res.verdict[0]

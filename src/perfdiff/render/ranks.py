@@ -38,8 +38,9 @@ EXCESS_WORDS = {ExcessKind.INPUT: "input (data loading)", ExcessKind.COMPUTE: "c
 
 def ranks_text(ranks: tuple[int, ...] | list[int], world: int) -> str:
     """"all 8 ranks", "both ranks", "rank 3", "ranks 1, 5 and 6" (of 8); three or more in a row
-    as a range ("ranks 0–3 and 8"); beyond LISTED_RANKS numbers or ranges, how many ranks, the
-    first of them and how many more ("56 ranks (0, 2, 4, … and 40 more)")."""
+    as a range ("ranks 0–3 and 8"); beyond LISTED_RANKS numbers or ranges (and one more), how
+    many ranks, the first LISTED_RANKS and how many more ("56 ranks (0, 2, 4, 6, 8, 10, 12, 14,
+    16, 18, 20, 22, 24, 26, 28, 30 and 40 more)")."""
     ranks = sorted(set(ranks))
     if len(ranks) == world and world > 1:
         return "both ranks" if world == 2 else f"all {world} ranks"
@@ -54,7 +55,7 @@ def ranks_text(ranks: tuple[int, ...] | list[int], world: int) -> str:
     items: list[tuple[str, int]] = []  # (text, ranks it names)
     for run in runs:
         items += [(f"{run[0]}–{run[-1]}", len(run))] if len(run) >= 3 else [(str(r), 1) for r in run]
-    if len(items) > LISTED_RANKS:
+    if len(items) > LISTED_RANKS + 1:  # "and 1 more" would be no shorter than the one it hides
         more = sum(n for _, n in items[LISTED_RANKS:])
         return f"{len(ranks)} ranks (" + ", ".join(t for t, _ in items[:LISTED_RANKS]) + f" and {more} more)"
     if len(items) == 1:
@@ -159,7 +160,7 @@ def _way_out(v: RankVerdict, then: str = "") -> str:
 
 
 def _left_out(ranks: tuple[int, ...]) -> str:
-    """"the abnormal run's rank 1", "the abnormal run's ranks 1, 2 and 3" (numbers as that run
+    """"the abnormal run's rank 1", "the abnormal run's ranks 1, 2 and 5" (numbers as that run
     gives them: with --ranks N:A they differ from the normal run's)."""
     return f"the abnormal run's {_listed(ranks)}"
 
@@ -248,7 +249,7 @@ def notice_line(n: RankNotice) -> str:
                 f"{'it' if one else 'them'}): {'it is' if one else 'they are'} left out, with "
                 f"{'its pair' if one else 'their pairs'} in the other run.")
     if n.code == RankNoticeCode.PAIRED_BY_USER:
-        return f"Ranks paired as --ranks says (the normal run's {listed})."
+        return f"Ranks paired as --ranks says; the numbers are the normal run's: {listed}."
     if n.code == RankNoticeCode.UNPAIRED:
         return f"{listed[0].upper()}{listed[1:]} {'is' if one else 'are'} in one run only: not compared."
     if n.code == RankNoticeCode.GROUPS_UNKNOWN:
@@ -354,10 +355,10 @@ def _mapping(a: RankAnalysis) -> list[str]:
 
     def how(side: str) -> str:
         counts = Counter(SOURCE_WORDS[getattr(p, side).source] for p in a.pairs)
-        return ", ".join(f"{words} ({n})" for words, n in counts.most_common())
+        return ", ".join(f"{n} by {words}" for words, n in counts.most_common())
 
     head = (f"{len(a.pairs)} pairs" + (", each rank with the same rank of the other run" if same else "")
-            + f"; identified in N by {how('normal')}, in A by {how('abnormal')}.")
+            + f". How the ranks were identified: in N, {how('normal')}; in A, {how('abnormal')}.")
     return [head, "", f"<details><summary>All {len(a.pairs)} pairs</summary>", "", *lines, "", "</details>"]
 
 
