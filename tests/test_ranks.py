@@ -297,6 +297,19 @@ def test_a_directory_without_ranks_or_with_a_damaged_bundle_says_so(tmp_path: Pa
     assert want in err and "world size" not in err and "claim" not in err
 
 
+def test_two_windows_of_one_rank_are_one_line_saying_which(tmp_path: Path, capsys) -> None:
+    """A profiler's schedule writes a trace per profiling window: two files of rank 2 in one
+    directory are refused by name, with what to do."""
+    import shutil
+
+    n, a = _pair(tmp_path, straggler=1)
+    shutil.copy(a / "rank-2.json", a / "host_2.1700000050.pt.trace.json")
+    code, _, err = run_cli(["compare", n, a, "--workers", "1"], capsys)
+    assert code == 2 and len(err.strip().splitlines()) == 1
+    assert ("two inputs claim rank 2: host_2.1700000050.pt.trace.json and rank-2.json (one trace per rank: move "
+            "other profiling windows elsewhere)") in err
+
+
 @pytest.mark.parametrize("declared", ["1000000000000", "-5", '"4"', "4.5", "null"])
 def test_a_damaged_world_size_is_not_a_world(tmp_path: Path, declared: str) -> None:
     """A rank's header declaring a world of 10^12 ranks (or no number at all) is ignored: the

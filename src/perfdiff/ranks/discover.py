@@ -176,8 +176,9 @@ def rank_inputs(path: str | Path, *, split_processes: bool = False) -> list[Rank
     seen: dict[int, str] = {}
     for r in found:
         if r.rank in seen:
-            raise InputError(f"two inputs claim rank {r.rank}: {Path(seen[r.rank]).name} and {Path(r.path).name}",
-                             path=p)
+            # The likeliest cause: a profiler's schedule wrote one trace per profiling window.
+            raise InputError(f"two inputs claim rank {r.rank}: {Path(seen[r.rank]).name} and {Path(r.path).name} "
+                             "(one trace per rank: move other profiling windows elsewhere)", path=p)
         seen[r.rank] = r.path
     return sorted(found, key=lambda r: r.rank)
 
