@@ -227,8 +227,14 @@ def test_an_uncut_straggler_is_named_as_left_out_without_the_ranks_hint(tmp_path
 
 
 def _strip_steps(path: Path) -> None:
+    """Remove a generated rank trace's ProfilerStep ranges (Kineto JSON or nsys SQLite)."""
     import json
+    import sqlite3
 
+    if path.suffix == ".sqlite":
+        with sqlite3.connect(path) as con:
+            con.execute("DELETE FROM NVTX_EVENTS WHERE text LIKE 'ProfilerStep#%'")
+        return
     doc = json.loads(path.read_text())
     doc["traceEvents"] = [e for e in doc["traceEvents"] if not str(e.get("name", "")).startswith("ProfilerStep")]
     path.write_text(json.dumps(doc))
@@ -245,6 +251,24 @@ def test_a_damaged_first_rank_does_not_set_the_plan(tmp_path: Path) -> None:
     assert [p.rank for p in res.pairs] == [1, 2, 3] and res.stragglers[1].culprit == 1
     assert [(x.ranks, x.side) for x in res.notices if x.code == RankNoticeCode.UNCUT] == [((0,), "abnormal")]
     assert [p.tasks for p in res.phases if p.name == "plan"] == [4]  # two pairs tried
+
+
+@pytest.mark.parametrize("fmt", ["kineto", "nsys"])
+def test_both_first_ranks_damaged_do_not_set_the_plan(tmp_path: Path, fmt: str) -> None:
+    """Rank 0 lost its ProfilerStep ranges in both runs: that pair agrees (on having none) and
+    planned idle gaps for every rank, without a straggler analysis. The ranks' parts say the
+    others have steps: the plan comes from the next pair, every rank is cut again, and rank 0
+    is left out in both runs."""
+    n, a = _pair(tmp_path, fmt, straggler=1)
+    for side in (n, a):
+        _strip_steps(side / ("rank-0.json" if fmt == "kineto" else "report.0.sqlite"))
+    res = compare_ranks(n, a, workers=1, processes=False)
+    assert res.plan.source == CycleSource.PROFILER_STEP
+    assert [p.rank for p in res.pairs] == [1, 2, 3] and res.stragglers[1].culprit == 1
+    assert [(x.ranks, x.side) for x in res.notices if x.code == RankNoticeCode.UNCUT] == [
+        ((0,), "normal"), ((0,), "abnormal")]
+    assert [p.name for p in res.phases] == ["start", "plan", "ranks", "replan", "ranks again", "analysis"]
+    assert [p.tasks for p in res.phases if p.name == "replan"] == [2]  # pair 1 at once
 
 
 def test_a_rank_the_users_cycle_misses_is_left_out(tmp_path: Path) -> None:

@@ -83,6 +83,8 @@ class RankPart:
     coll_group: np.ndarray | None = None  # (C,) index into group_labels; None: all unknown
     group_labels: tuple[str, ...] = (groups.UNKNOWN,)  # communicator of each group code
     coll_start_ns: np.ndarray | None = None  # (C,) int64 start of each collective kernel
+    # The marker cycle sources its own trace offers (enough cycles of each), whatever the plan.
+    marker_sources: tuple[CycleSource, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -122,11 +124,21 @@ def _iterations(markers: pd.DataFrame, plan: CyclePlan, start_ns: np.ndarray) ->
     return steps[at] if len(steps) else np.arange(len(start_ns), dtype=np.int64)
 
 
-def _offers(markers: pd.DataFrame, plan: CyclePlan) -> bool:
-    if plan.chosen_by_user or plan.source not in (CycleSource.PERFDIFF_MARKERS, CycleSource.PROFILER_STEP):
-        return True
-    rows = source_rows(markers, plan.source)
-    return len(rows) > 0 and marker_cycles(rows, plan.source).n >= MIN_CYCLES
+MARKER_SOURCES = (CycleSource.PERFDIFF_MARKERS, CycleSource.PROFILER_STEP)
+
+
+def _marker_sources(markers: pd.DataFrame) -> tuple[CycleSource, ...]:
+    """The marker sources that give at least MIN_CYCLES cycles of this trace."""
+    offered = []
+    for source in MARKER_SOURCES:
+        rows = source_rows(markers, source)
+        if len(rows) > 0 and marker_cycles(rows, source).n >= MIN_CYCLES:
+            offered.append(source)
+    return tuple(offered)
+
+
+def _offers(offered: tuple[CycleSource, ...], plan: CyclePlan) -> bool:
+    return plan.chosen_by_user or plan.source not in MARKER_SOURCES or plan.source in offered
 
 
 def load_part(task: RankTask, plan: CyclePlan) -> RankPart | UncutRank:
@@ -136,7 +148,8 @@ def load_part(task: RankTask, plan: CyclePlan) -> RankPart | UncutRank:
         keep_freed_memory()  # Dask starts workers trimming the heap eagerly: every array page-faulted anew
     inp = task.input
     run = open_run(inp.path, pid=inp.pid, group=task.group, for_compare=True, cores=1)
-    offers = _offers(run.markers, plan)
+    offered = _marker_sources(run.markers)
+    offers = _offers(offered, plan)
     try:
         cycles = cut_cycles(run, plan)
     except InputError:
@@ -170,7 +183,8 @@ def load_part(task: RankTask, plan: CyclePlan) -> RankPart | UncutRank:
                     dur_ns=dur.astype(np.int64), names=[names[f] for f in keep], kinds=[kinds[f] for f in keep],
                     own_ns=own[keep], excess_ns=excess, coll_cycle=coll_cycle, coll_ord=coll_ord,
                     coll_dur_ns=coll_dur, offers_plan=offers, source_detail=cycles.detail,
-                    coll_group=coll_group, group_labels=labels, coll_start_ns=coll_start)
+                    coll_group=coll_group, group_labels=labels, coll_start_ns=coll_start,
+                    marker_sources=offered)
 
 
 def _collectives(run, row_cycle: np.ndarray, inp: RankInput):

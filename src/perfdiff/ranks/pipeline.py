@@ -23,7 +23,7 @@ from perfdiff.ranks.collectives import collective_time
 from perfdiff.ranks.discover import pair_ranks, rank_inputs, world_size
 from perfdiff.ranks.fanout import estimate_bytes, fanout
 from perfdiff.ranks.groups import UNKNOWN
-from perfdiff.ranks.part import RankPart, RankTask, UncutRank, load_part, load_summary
+from perfdiff.ranks.part import MARKER_SOURCES, RankPart, RankTask, UncutRank, load_part, load_summary
 from perfdiff.ranks.records import IdentitySource, Phase, RankAnalysis, RankNotice, RankNoticeCode
 from perfdiff.ranks.straggler import common_iterations, match_collectives, straggler
 from perfdiff.segment import MIN_CYCLES
@@ -63,6 +63,16 @@ def compare_ranks(normal: str | os.PathLike[str], abnormal: str | os.PathLike[st
         clock.lap("plan", 2 * tried, work)
         parts, work = fan.map_timed(load_part, tasks, batch=fan.batch_for(len(tasks)), plan=plan)
         clock.lap("ranks", len(tasks), work)
+        again = _marked_pair(parts, len(pairs), plan)
+        if again is not None:
+            # The reference ranks had no markers where other ranks have them (both rank 0s'
+            # profilers failed): the plan comes from a pair that has, and every rank is cut again.
+            better, tried, work = _plan(fan, tasks, len(pairs), cycle, window_ns, first=again)
+            clock.lap("replan", 2 * tried, work)
+            if better.source in MARKER_SOURCES:
+                plan = better
+                parts, work = fan.map_timed(load_part, tasks, batch=fan.batch_for(len(tasks)), plan=plan)
+                clock.lap("ranks again", len(tasks), work)
         workers_used = fan.workers
     pairs, parts, uncut, dropped = _drop_uncut(pairs, parts, plan)
     notices += uncut
@@ -81,22 +91,38 @@ def compare_ranks(normal: str | os.PathLike[str], abnormal: str | os.PathLike[st
 REFERENCE_PAIRS = 4
 
 
-def _plan(fan, tasks: list[RankTask], n: int, cycle: str | None, window_ns: int | None):
+def _plan(fan, tasks: list[RankTask], n: int, cycle: str | None, window_ns: int | None, first: int = 0):
     """(the one plan for every rank, pairs tried, their tasks' work in s): chosen as for a pair
-    from the first pair whose two ranks agree on the markers they offer (perfdiff cycle markers,
-    ProfilerStep ranges), so that one rank whose profiler failed does not impose idle gaps or
-    windows on all (it is left out instead); the first pair's plan when none agrees."""
-    first, work = None, 0.0
-    for i in range(min(n, REFERENCE_PAIRS)):
+    from the first pair (from pair `first` on) whose two ranks agree on the markers they offer
+    (perfdiff cycle markers, ProfilerStep ranges), so that one rank whose profiler failed does
+    not impose idle gaps or windows on all (it is left out instead); the first pair's plan
+    when none agrees."""
+    chosen, work = None, 0.0
+    last = min(n, first + REFERENCE_PAIRS)
+    for i in range(first, last):
         (sn, sa), w = fan.map_timed(load_summary, [tasks[i], tasks[n + i]], what="planning")
         work += w
         plan = dataclasses.replace(plan_pair(sn, sa, cycle_regex=cycle, window_ns=window_ns), device_map=())
-        first = first or plan
+        chosen = chosen or plan
         offered = [(x >= MIN_CYCLES, y >= MIN_CYCLES) for x, y in ((sn.perfdiff_cycles, sa.perfdiff_cycles),
                                                                     (sn.step_cycles, sa.step_cycles))]
         if all(x == y for x, y in offered):
-            return plan, i + 1, work
-    return first, min(n, REFERENCE_PAIRS), work
+            return plan, i + 1 - first, work
+    return chosen, last - first, work
+
+
+def _marked_pair(parts: list, n: int, plan) -> int | None:
+    """The first pair whose two ranks offer one marker source (perfdiff markers, ProfilerStep
+    ranges), where the plan (not the user's) cut at something else (a repeated range, kernel
+    launches, idle gaps, windows): its reference pair offered no markers, but the others can be
+    cut at them; None otherwise."""
+    if plan.chosen_by_user or plan.source in MARKER_SOURCES:
+        return None
+    for i in range(n):
+        pn, pa = parts[i], parts[n + i]
+        if isinstance(pn, RankPart) and isinstance(pa, RankPart) and set(pn.marker_sources) & set(pa.marker_sources):
+            return i
+    return None
 
 
 def _drop_uncut(pairs: list, parts: list, plan) -> tuple[list, list, list[RankNotice], tuple[int, ...]]:
