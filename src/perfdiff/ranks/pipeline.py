@@ -10,10 +10,12 @@ from __future__ import annotations
 import dataclasses
 import os
 import time
+from collections import Counter
 
 import numpy as np
 
 from perfdiff.errors import InputError
+from perfdiff.model.cycles import CyclePlan
 from perfdiff.model.durations import parse_duration_ns
 from perfdiff.model.schema import CycleSource
 from perfdiff.plan import plan_pair
@@ -63,16 +65,13 @@ def compare_ranks(normal: str | os.PathLike[str], abnormal: str | os.PathLike[st
         clock.lap("plan", 2 * tried, work)
         parts, work = fan.map_timed(load_part, tasks, batch=fan.batch_for(len(tasks)), plan=plan)
         clock.lap("ranks", len(tasks), work)
-        again = _marked_pair(parts, len(pairs), plan)
-        if again is not None:
-            # The reference ranks had no markers where other ranks have them (both rank 0s'
-            # profilers failed): the plan comes from a pair that has, and every rank is cut again.
-            better, tried, work = _plan(fan, tasks, len(pairs), cycle, window_ns, first=again)
-            clock.lap("replan", 2 * tried, work)
-            if better.source in MARKER_SOURCES:
-                plan = better
-                parts, work = fan.map_timed(load_part, tasks, batch=fan.batch_for(len(tasks)), plan=plan)
-                clock.lap("ranks again", len(tasks), work)
+        better = _marker_plan(parts, len(pairs), plan)
+        if better is not None:
+            # The reference ranks had no markers where most others have them (both rank 0s'
+            # profilers failed): every rank is cut again at those markers.
+            plan, parts = better, None  # the first parts freed before the second fan-out
+            parts, work = fan.map_timed(load_part, tasks, batch=fan.batch_for(len(tasks)), plan=plan)
+            clock.lap("ranks again", len(tasks), work)
         workers_used = fan.workers
     pairs, parts, uncut, dropped = _drop_uncut(pairs, parts, plan)
     notices += uncut
@@ -91,15 +90,14 @@ def compare_ranks(normal: str | os.PathLike[str], abnormal: str | os.PathLike[st
 REFERENCE_PAIRS = 4
 
 
-def _plan(fan, tasks: list[RankTask], n: int, cycle: str | None, window_ns: int | None, first: int = 0):
+def _plan(fan, tasks: list[RankTask], n: int, cycle: str | None, window_ns: int | None):
     """(the one plan for every rank, pairs tried, their tasks' work in s): chosen as for a pair
-    from the first pair (from pair `first` on) whose two ranks agree on the markers they offer
-    (perfdiff cycle markers, ProfilerStep ranges), so that one rank whose profiler failed does
-    not impose idle gaps or windows on all (it is left out instead); the first pair's plan
-    when none agrees."""
+    from the first pair whose two ranks agree on the markers they offer (perfdiff cycle markers,
+    ProfilerStep ranges), so that one rank whose profiler failed does not impose idle gaps or
+    windows on all (it is left out instead); the first pair's plan when none agrees."""
     chosen, work = None, 0.0
-    last = min(n, first + REFERENCE_PAIRS)
-    for i in range(first, last):
+    last = min(n, REFERENCE_PAIRS)
+    for i in range(last):
         (sn, sa), w = fan.map_timed(load_summary, [tasks[i], tasks[n + i]], what="planning")
         work += w
         plan = dataclasses.replace(plan_pair(sn, sa, cycle_regex=cycle, window_ns=window_ns), device_map=())
@@ -107,22 +105,22 @@ def _plan(fan, tasks: list[RankTask], n: int, cycle: str | None, window_ns: int 
         offered = [(x >= MIN_CYCLES, y >= MIN_CYCLES) for x, y in ((sn.perfdiff_cycles, sa.perfdiff_cycles),
                                                                     (sn.step_cycles, sa.step_cycles))]
         if all(x == y for x, y in offered):
-            return plan, i + 1 - first, work
-    return chosen, last - first, work
+            return plan, i + 1, work
+    return chosen, last, work
 
 
-def _marked_pair(parts: list, n: int, plan) -> int | None:
-    """The first pair whose two ranks offer one marker source (perfdiff markers, ProfilerStep
-    ranges), where the plan (not the user's) cut at something else (a repeated range, kernel
-    launches, idle gaps, windows): its reference pair offered no markers, but the others can be
-    cut at them; None otherwise."""
+def _marker_plan(parts: list, n: int, plan) -> CyclePlan | None:
+    """A plan at the markers (perfdiff markers, else ProfilerStep ranges, as for a pair) that
+    both ranks of most pairs offer, where the plan (not the user's) cut at something else: its
+    reference pair offered none, but cutting the others by iteration leaves out fewer pairs
+    than it keeps; None otherwise."""
     if plan.chosen_by_user or plan.source in MARKER_SOURCES:
         return None
-    for i in range(n):
-        pn, pa = parts[i], parts[n + i]
-        if isinstance(pn, RankPart) and isinstance(pa, RankPart) and set(pn.marker_sources) & set(pa.marker_sources):
-            return i
-    return None
+    shared: Counter = Counter()
+    for pn, pa in zip(parts[:n], parts[n:], strict=True):
+        if isinstance(pn, RankPart) and isinstance(pa, RankPart):
+            shared.update(set(pn.marker_sources) & set(pa.marker_sources))
+    return next((CyclePlan(source) for source in MARKER_SOURCES if 2 * shared[source] > n), None)
 
 
 def _drop_uncut(pairs: list, parts: list, plan) -> tuple[list, list, list[RankNotice], tuple[int, ...]]:

@@ -292,7 +292,8 @@ class CollectiveTime:
 class Phase:
     """The wall time (s) one phase of a multi-rank comparison took in this process: "start"
     (find and pair the ranks, start or reach the cluster), "plan" (the reference ranks),
-    "ranks" (every rank's task), "analysis" (on the driver).  Measured: it varies run to run.
+    "ranks" (every rank's task), "ranks again" (every rank cut at the markers most pairs
+    offer, where the reference pair had none), "analysis" (on the driver).  Measured: it varies run to run.
     A phase of tasks also has their count (rank tasks, however Dask batched them) and their
     own wall times summed (`work_s`, s, measured in the workers; NaN without tasks):
     work_s / (wall_s × workers) is how busy the workers were, and work_s / tasks what a task
