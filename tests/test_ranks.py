@@ -336,8 +336,8 @@ def test_two_windows_of_one_rank_are_one_line_saying_which(tmp_path: Path, capsy
     shutil.copy(a / "rank-2.json", a / "host_2.1700000050.pt.trace.json")
     code, _, err = run_cli(["compare", n, a, "--workers", "1"], capsys)
     assert code == 2 and len(err.strip().splitlines()) == 1
-    assert ("two inputs claim rank 2: host_2.1700000050.pt.trace.json and rank-2.json (one trace per rank: move "
-            "other profiling windows elsewhere)") in err
+    assert ("two inputs claim rank 2: host_2.1700000050.pt.trace.json and rank-2.json (a folder holds one trace "
+            "per rank: move the others, such as other profiling windows, elsewhere)") in err
 
 
 @pytest.mark.parametrize("declared", ["1000000000000", "-5", '"4"', "4.5", "null"])

@@ -178,7 +178,8 @@ def rank_inputs(path: str | Path, *, split_processes: bool = False) -> list[Rank
         if r.rank in seen:
             # The likeliest cause: a profiler's schedule wrote one trace per profiling window.
             raise InputError(f"two inputs claim rank {r.rank}: {Path(seen[r.rank]).name} and {Path(r.path).name} "
-                             "(one trace per rank: move other profiling windows elsewhere)", path=p)
+                             "(a folder holds one trace per rank: move the others, such as other profiling windows, "
+                             "elsewhere)", path=p)
         seen[r.rank] = r.path
     return sorted(found, key=lambda r: r.rank)
 
