@@ -112,3 +112,11 @@ def test_a_host_wide_slowdown_is_cpu_work_not_no_change() -> None:
     assert "every CPU-side function on Host ×1.30 per call" in verdict_lines(c, v, [wide])[0]
     faster = Finding(FindingCode.DEVICE_WIDE, device="Host", values={**wide.values, "ratio": 0.8, "tau_pp": -5.0})
     assert [x.code for x in build_verdict(c, [faster])] == [VerdictCode.NO_MATERIAL]
+    # A host state left among the causes (more time on CPU, 1.6 pp) is CPU work too, not a
+    # reason that explains the host: the two are one class. Before, that state alone was the
+    # verdict and the 22 pp host-wide slowdown (its slower ranges inside) was dropped.
+    oncpu = next(i for i, f in enumerate(c.functions) if f.name == "oncpu" and f.kind == "host")
+    state = Finding(FindingCode.CAUSE, function="oncpu", device="Host", q=1e-9, func=oncpu, values={"tau_pp": 1.6})
+    v = build_verdict(c, [wide, state])
+    assert [x.code for x in v] == [VerdictCode.CPU_WORK] and v[0].tau_pp == pytest.approx(23.6)
+    assert set(v[0].evidence) == {0, 1} and v[0].values["ratio"] == 1.3

@@ -198,7 +198,9 @@ def _host_wide(findings: list[Finding], out: list[VerdictClass], clock: tuple[fl
     CPU-work class already there)."""
     waits = sum(max(0.0, v.tau_pp) for v in out if v.code in HOST_WAITS)
     code = VerdictCode.CPU_CLOCK if clock is not None else VerdictCode.CPU_WORK
-    if not waits and any(v.code in HOST_REASONS for v in out):
+    # A class of the same code (a host state, a range that stayed among the causes) explains
+    # nothing of the host-wide rest: it is merged with, below.
+    if not waits and any(v.code in HOST_REASONS and v.code != code for v in out):
         return
     for i, x in enumerate(findings):
         ratio = x.values.get("ratio", math.nan)
