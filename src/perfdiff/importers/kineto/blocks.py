@@ -17,8 +17,8 @@ __all__ = ["BLOCK", "BLOCK_ONE_THREAD", "block_size", "blocks"]
 BLOCK = 8 << 20  # decompressed bytes per block
 # A decoder on one thread runs beside another process loading (a pair's other side, another
 # rank): a block and its temporaries then stay in the caches the two share, where 8 MB blocks
-# spill to memory and slow both (docs/PERFORMANCE.md).  Two decoder threads keep BLOCK: their
-# hand-offs cost more per block.
+# spill to memory and slow both (docs/PERFORMANCE.md).  Two decoder threads keep BLOCK: there
+# smaller blocks were no faster.
 BLOCK_ONE_THREAD = 2 << 20
 
 
