@@ -277,6 +277,20 @@ def test_both_first_ranks_damaged_do_not_set_the_plan(tmp_path: Path, fmt: str) 
     assert [p.rank for p in res.pairs] == [0, 1, 2, 3] and "ranks again" not in [p.name for p in res.phases]
 
 
+def test_an_uncut_rank_paired_by_number_names_its_pair(tmp_path: Path) -> None:
+    """--ranks 0:1,1:0,2:3,3:2 and the abnormal run's rank 2 lost its steps: the notice names
+    the pair left out with it, the normal run's rank 3 (the numbers differ)."""
+    from perfdiff.render.ranks import notice_line
+
+    n, a = _pair(tmp_path, straggler=1)
+    _strip_steps(a / "rank-2.json")
+    res = compare_ranks(n, a, ranks="0:1,1:0,2:3,3:2", workers=1, processes=False)
+    uncut = [x for x in res.notices if x.code == RankNoticeCode.UNCUT]
+    assert [(x.ranks, x.side, x.paired) for x in uncut] == [((2,), "abnormal", (3,))]
+    assert notice_line(uncut[0]).endswith("left out, with its pair in the other run (rank 3 of the normal run).")
+    assert sorted(p.rank for p in res.pairs) == [0, 1, 2]  # numbered as the normal run numbers them
+
+
 def test_a_rank_the_users_cycle_misses_is_left_out(tmp_path: Path) -> None:
     """--cycle names ProfilerStep ranges, which rank 2 of the abnormal run lost: it is left out
     with its pair, not the whole comparison stopped."""
@@ -291,10 +305,10 @@ def test_no_pair_left_uncut_is_one_line(tmp_path: Path) -> None:
     """When every pair has a rank that cannot be cut by the plan, one line says so (exit 2)."""
     from perfdiff.ranks import pipeline
     from perfdiff.ranks.part import UncutRank
-    from perfdiff.ranks.records import RankInput
+    from perfdiff.ranks.records import RankInput, RankPair
 
     inp = RankInput(rank=1, path=str(tmp_path / "rank-1.json"), source=IdentitySource.FILE_NAME)
-    pairs = [object()]
+    pairs = [RankPair(1, RankInput(rank=1, path=str(tmp_path / "n-1.json"), source=IdentitySource.FILE_NAME), inp)]
     plan = type("Plan", (), {"source": "profiler-step"})()
     with pytest.raises(InputError, match="rank 1 of the abnormal run has too few of the markers the plan cuts at "
                                          r"\(profiler-step\), and no pair of ranks is left to compare"):

@@ -129,10 +129,13 @@ def _drop_uncut(pairs: list, parts: list, plan) -> tuple[list, list, list[RankNo
     InputError when no pair is left."""
     n = len(pairs)
     keep = [i for i in range(n) if not isinstance(parts[i], UncutRank) and not isinstance(parts[n + i], UncutRank)]
-    notices = [RankNotice(RankNoticeCode.UNCUT, tuple(p.input.rank for p in side_parts if isinstance(p, UncutRank)),
-                          side)
-               for side, side_parts in (("normal", parts[:n]), ("abnormal", parts[n:]))
-               if any(isinstance(p, UncutRank) for p in side_parts)]
+    notices = []
+    for s, side in enumerate(("normal", "abnormal")):
+        cut = [i for i in range(n) if isinstance(parts[s * n + i], UncutRank)]
+        if cut:
+            other = [pairs[i].abnormal if s == 0 else pairs[i].normal for i in cut]
+            notices.append(RankNotice(RankNoticeCode.UNCUT, tuple(parts[s * n + i].input.rank for i in cut), side,
+                                      paired=tuple(x.rank for x in other)))
     if not keep:
         p = next(p for p in parts if isinstance(p, UncutRank))
         side = ("normal", "abnormal")[p.side]

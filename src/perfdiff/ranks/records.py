@@ -250,6 +250,7 @@ class RankNotice:
     ranks: tuple[int, ...] = ()
     side: str = ""
     count: int = 0
+    paired: tuple[int, ...] = ()  # uncut: the other run's rank of each pair left out, as `ranks`
 
 
 @dataclass(frozen=True)

@@ -244,10 +244,13 @@ def notice_line(n: RankNotice) -> str:
                 "the length of the iterations. ProfilerStep ranges, perfdiff markers or --cycle on a named range "
                 "give iterations.")
     if n.code == RankNoticeCode.UNCUT:
+        # Under --ranks N:A a pair's ranks differ in number: the other run's are named too.
+        other = "abnormal" if n.side == "normal" else "normal"
+        which = f" ({_listed(n.paired)} of the {other} run)" if n.paired and sorted(n.paired) != sorted(n.ranks) else ""
         return (f"The {n.side} run's {listed} {'has' if one else 'have'} too few of the markers the plan cuts at to be "
                 f"cut by it (the profiler may have stopped early or failed on "
                 f"{'it' if one else 'them'}): {'it is' if one else 'they are'} left out, with "
-                f"{'its pair' if one else 'their pairs'} in the other run.")
+                f"{'its pair' if one else 'their pairs'} in the other run{which}.")
     if n.code == RankNoticeCode.PAIRED_BY_USER:
         return f"Ranks paired as --ranks says; the numbers are the normal run's: {listed}."
     if n.code == RankNoticeCode.UNPAIRED:
