@@ -21,6 +21,7 @@ import dataclasses
 from dataclasses import dataclass, field
 
 import numpy as np
+import pandas as pd
 
 from perfdiff.bundle import RunData
 from perfdiff.model.cycles import CyclePlan
@@ -29,7 +30,10 @@ from perfdiff.segment import (DEFAULT_WINDOW_NS, MIN_CYCLES, Cycles, cut_cycles,
                               idle_gap_threshold, idle_gaps_ns, kernel_launch_counts, kernel_period, marker_cycles,
                               repeated_ranges, source_rows, timeline_ns)
 
-__all__ = ["CycleSummary", "plan_pair", "segment_cycles", "summarize_cycles"]
+__all__ = ["MARKER_SOURCES", "CycleSummary", "marker_counts", "offered_sources", "plan_pair", "segment_cycles",
+           "summarize_cycles"]
+
+MARKER_SOURCES = (CycleSource.PERFDIFF_MARKERS, CycleSource.PROFILER_STEP)  # in the order the plan prefers them
 
 
 @dataclass(frozen=True)
@@ -45,16 +49,34 @@ class CycleSummary:
     span_ns: int = 0  # the timeline's length
     gpu_busy_ns: dict[str, float] = field(default_factory=dict)  # GPU device → busy ns of its GPU work
 
+    @property
+    def marker_sources(self) -> tuple[CycleSource, ...]:
+        """The marker sources it offers (offered_sources)."""
+        return offered_sources({CycleSource.PERFDIFF_MARKERS: self.perfdiff_cycles,
+                                CycleSource.PROFILER_STEP: self.step_cycles})
+
+
+def marker_counts(markers: pd.DataFrame) -> dict[CycleSource, int]:
+    """The cycles each marker source (MARKER_SOURCES) gives of a run's markers."""
+    counts = {}
+    for source in MARKER_SOURCES:
+        rows = source_rows(markers, source)
+        counts[source] = marker_cycles(rows, source).n if len(rows) else 0
+    return counts
+
+
+def offered_sources(counts: dict[CycleSource, int]) -> tuple[CycleSource, ...]:
+    """The marker sources, of `counts` (marker_counts), that give at least MIN_CYCLES cycles."""
+    return tuple(s for s in MARKER_SOURCES if counts[s] >= MIN_CYCLES)
+
 
 def summarize_cycles(run: RunData) -> CycleSummary:
     """What `run` offers as cycles."""
     m = run.markers
-    own = source_rows(m, CycleSource.PERFDIFF_MARKERS)
-    steps = source_rows(m, CycleSource.PROFILER_STEP)
+    counts = marker_counts(m)
     t0, t1 = timeline_ns(run)
     return CycleSummary(
-        perfdiff_cycles=marker_cycles(own, CycleSource.PERFDIFF_MARKERS).n if len(own) else 0,
-        step_cycles=marker_cycles(steps, CycleSource.PROFILER_STEP).n if len(steps) else 0,
+        perfdiff_cycles=counts[CycleSource.PERFDIFF_MARKERS], step_cycles=counts[CycleSource.PROFILER_STEP],
         ranges=repeated_ranges(source_rows(m, CycleSource.ANNOTATION)),
         period=kernel_period(run), launches=kernel_launch_counts(run), gaps_ns=idle_gaps_ns(run),
         span_ns=max(0, t1 - t0), gpu_busy_ns=gpu_busy_by_device(run))

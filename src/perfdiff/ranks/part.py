@@ -20,10 +20,10 @@ from perfdiff.model.cycles import CyclePlan
 from perfdiff.model.schema import COLLECTIVE_KERNEL, CycleSource, Kind
 from perfdiff.model.waits import is_wait
 from perfdiff.parallel import keep_freed_memory
-from perfdiff.plan import CycleSummary, summarize_cycles
+from perfdiff.plan import MARKER_SOURCES, CycleSummary, marker_counts, offered_sources, summarize_cycles
 from perfdiff.ranks import groups
 from perfdiff.ranks.records import ExcessKind, RankInput
-from perfdiff.segment import MIN_CYCLES, STEP_NAME, cut_cycles, marker_cycles, source_rows
+from perfdiff.segment import STEP_NAME, cut_cycles, source_rows
 
 __all__ = ["EXCESS_KINDS", "RankPart", "RankTask", "cycle_columns", "excess_kind", "is_collective", "load_part",
            "load_summary"]
@@ -124,19 +124,6 @@ def _iterations(markers: pd.DataFrame, plan: CyclePlan, start_ns: np.ndarray) ->
     return steps[at] if len(steps) else np.arange(len(start_ns), dtype=np.int64)
 
 
-MARKER_SOURCES = (CycleSource.PERFDIFF_MARKERS, CycleSource.PROFILER_STEP)
-
-
-def _marker_sources(markers: pd.DataFrame) -> tuple[CycleSource, ...]:
-    """The marker sources that give at least MIN_CYCLES cycles of this trace."""
-    offered = []
-    for source in MARKER_SOURCES:
-        rows = source_rows(markers, source)
-        if len(rows) > 0 and marker_cycles(rows, source).n >= MIN_CYCLES:
-            offered.append(source)
-    return tuple(offered)
-
-
 def _offers(offered: tuple[CycleSource, ...], plan: CyclePlan) -> bool:
     return plan.chosen_by_user or plan.source not in MARKER_SOURCES or plan.source in offered
 
@@ -148,7 +135,7 @@ def load_part(task: RankTask, plan: CyclePlan) -> RankPart | UncutRank:
         keep_freed_memory()  # Dask starts workers trimming the heap eagerly: every array page-faulted anew
     inp = task.input
     run = open_run(inp.path, pid=inp.pid, group=task.group, for_compare=True, cores=1)
-    offered = _marker_sources(run.markers)
+    offered = offered_sources(marker_counts(run.markers))
     offers = _offers(offered, plan)
     try:
         cycles = cut_cycles(run, plan)

@@ -18,14 +18,14 @@ from perfdiff.errors import InputError
 from perfdiff.model.cycles import CyclePlan
 from perfdiff.model.durations import parse_duration_ns
 from perfdiff.model.schema import CycleSource
-from perfdiff.plan import plan_pair
+from perfdiff.plan import MARKER_SOURCES, plan_pair
 from perfdiff.ranks.across import (findings_across, job_cycle, job_cycle_per_iteration, rank_rows, rank_tests,
                                    rank_verdict, with_q)
 from perfdiff.ranks.collectives import collective_time
 from perfdiff.ranks.discover import pair_ranks, rank_inputs, world_size
 from perfdiff.ranks.fanout import estimate_bytes, fanout
 from perfdiff.ranks.groups import UNKNOWN
-from perfdiff.ranks.part import MARKER_SOURCES, RankPart, RankTask, UncutRank, load_part, load_summary
+from perfdiff.ranks.part import RankPart, RankTask, UncutRank, load_part, load_summary
 from perfdiff.ranks.records import IdentitySource, Phase, RankAnalysis, RankNotice, RankNoticeCode
 from perfdiff.ranks.straggler import common_iterations, match_collectives, straggler
 from perfdiff.segment import MIN_CYCLES
@@ -102,9 +102,7 @@ def _plan(fan, tasks: list[RankTask], n: int, cycle: str | None, window_ns: int 
         work += w
         plan = dataclasses.replace(plan_pair(sn, sa, cycle_regex=cycle, window_ns=window_ns), device_map=())
         chosen = chosen or plan
-        offered = [(x >= MIN_CYCLES, y >= MIN_CYCLES) for x, y in ((sn.perfdiff_cycles, sa.perfdiff_cycles),
-                                                                    (sn.step_cycles, sa.step_cycles))]
-        if all(x == y for x, y in offered):
+        if sn.marker_sources == sa.marker_sources:
             return plan, i + 1, work
     return chosen, last, work
 
