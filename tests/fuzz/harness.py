@@ -128,7 +128,7 @@ def check(path: Path, fmt: str) -> tuple[str, str]:
         raise
     except PerfdiffError as exc:
         text = str(exc)
-        if "\n" in text or not text or len(text) > 600:
+        if not _one_line(text):
             return "bad-message", text[:300]
         return "refused", text
     except Exception:  # noqa: BLE001 - what the fuzzer looks for
@@ -170,6 +170,11 @@ def check(path: Path, fmt: str) -> tuple[str, str]:
     return "same", ""
 
 
+def _one_line(message: str) -> bool:
+    """Whether a refusal reads as one clear line: not empty, no line break, at most 600 characters."""
+    return bool(message) and "\n" not in message and len(message) <= 600
+
+
 def _rank_readers(path: Path) -> tuple[str, str] | None:
     """(result, detail) when the multi-rank readers of an export (its processes as ranks,
     their communicators), which read it apart from the importer, fail: a traceback, or an
@@ -184,7 +189,7 @@ def _rank_readers(path: Path) -> tuple[str, str] | None:
             raise
         except PerfdiffError as exc:
             text = str(exc)
-            if "\n" in text or not text or len(text) > 600:
+            if not _one_line(text):
                 return "bad-message", "multi-rank reader: " + text[:300]
         except Exception:  # noqa: BLE001 - what the fuzzer looks for
             return "traceback", traceback.format_exc(limit=-6)
