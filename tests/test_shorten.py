@@ -164,9 +164,13 @@ def test_a_renamed_function_is_cut_around_what_the_rename_changed() -> None:
         cut = shorten(name, width)
         assert len(cut) <= width and "{MultiProcessing ⇄ SingleProcess}" in cut and cut.startswith("enum")
     # Middles too long for the width: each cut at its end, still a rename.
-    assert shorten("x" + "a" * 30 + " ⇄ " + "x" + "b" * 30, 20) == "x{aaaaaa… ⇄ bbbbbb…}"
+    assert shorten("x_" + "a" * 30 + " ⇄ " + "x_" + "b" * 30, 20) == "x_{aaaaa… ⇄ bbbbb…}"
     # A number is never split ("16 ⇄ 160", not "16{ ⇄ 0}").
     assert shorten("kernel_16_x" + "y" * 100 + " ⇄ kernel_160_x" + "y" * 100, 40).startswith("kernel_{16 ⇄ 160}_x")
+    # Nor is a word (HTA's trace pair: "C{loneBackward0 ⇄ ompiledFunctionBackward}" read as neither name).
+    autograd = "autograd::engine::evaluate_function: "
+    cut = shorten(f"{autograd}CloneBackward0 ⇄ {autograd}CompiledFunctionBackward", 60)
+    assert cut.endswith("{CloneBackward0 ⇄ CompiledFunctionBackward}") and len(cut) <= 60, cut
     # Nothing shared at either end: the plain head … tail.
     unshared = "aten::mm " * 8 + "⇄ " + "cublas " * 8
     cut = shorten(unshared, 40)

@@ -51,11 +51,10 @@ def _renamed(s: str, width: int) -> str | None:
         return None
     a, b = s.split(RENAME)
     i = _common_prefix(a, b)
-    while i and a[i - 1].isdigit() and (a[i:i + 1].isdigit() or b[i:i + 1].isdigit()):
-        i -= 1  # a number is never split: "kernel_{16 ⇄ 160}", not "kernel_16{ ⇄ 0}"
+    while i and not (_cuttable(a, i) and _cuttable(b, i)):
+        i -= 1
     j = _common_prefix(a[i:][::-1], b[i:][::-1])
-    while j and a[len(a) - j].isdigit() and (a[len(a) - j - 1:len(a) - j].isdigit()
-                                             or b[len(b) - j - 1:len(b) - j].isdigit()):
+    while j and not (_cuttable(a, len(a) - j) and _cuttable(b, len(b) - j)):
         j -= 1
     p, q, am, bm = a[:i], a[len(a) - j:], a[i:len(a) - j], b[i:len(b) - j]
     if not (p or q) or not (am or bm):
@@ -76,6 +75,17 @@ def _renamed(s: str, width: int) -> str | None:
     rest = room - len(q_cut)
     p_cut = p if len(p) <= rest else p[:rest - 1] + "…"
     return p_cut + mid + q_cut
+
+
+def _cuttable(s: str, k: int) -> bool:
+    """Whether a rename's braces may stand before s[k]: never inside a number or a word, so
+    "kernel_{16 ⇄ 160}", not "kernel_16{ ⇄ 0}", and "{CloneBackward0 ⇄ CompiledFunction…}",
+    not "C{loneBackward0 ⇄ ompiledFunction…}"; a capital after a small letter starts a word
+    ("{Multi ⇄ Single}ProcessIter")."""
+    if k <= 0 or k >= len(s):
+        return True
+    x, y = s[k - 1], s[k]
+    return not (x.isalnum() and y.isalnum()) or (x.isalpha() != y.isalpha()) or (x.islower() and y.isupper())
 
 
 def name_tag(name: str, digits: int = 4) -> str:
