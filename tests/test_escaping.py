@@ -83,3 +83,13 @@ def test_times_read_in_the_unit_their_three_digits_show() -> None:
              (99_949.0, "99.9 ms"), (-999.5, "-1 ms"), (0.0, "0 µs"), (-0.0, "0 µs"), (0.0005, "0.5 ns"),
              (1234.5, "1.23 ms"), (float("nan"), "n/a")]
     assert [(v, fmt_time_us(v)) for v, _ in cases] == cases
+
+
+def test_a_difference_of_times_has_one_way_to_read() -> None:
+    """Every table and tree writes a signed time alike: a sign on gains and losses, none on
+    zero (float residue below 10 ns is zero), and n/a for unknown (once "+n/a")."""
+    from perfdiff.render.text import fmt_signed_time
+
+    cases = [(35_100.0, "+35.1 ms"), (-0.04, "-40 ns"), (0.0, "0 µs"), (-0.0, "0 µs"), (4e-4, "0 µs"),
+             (-4e-4, "0 µs"), (0.006, "+10 ns"), (float("nan"), "n/a"), (float("-inf"), "n/a"), (None, "n/a")]
+    assert [(v, fmt_signed_time(v)) for v, _ in cases] == cases

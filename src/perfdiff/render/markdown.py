@@ -18,7 +18,7 @@ from perfdiff.render.names import short_name, shown_names
 from perfdiff.render.tree import TreeLabels, tree_section
 from perfdiff.render.wording import (finding_text, matching_text, notice_text, per_unit, plan_text, test_name,
                                      verdict_lines)
-from perfdiff.render.text import (NA, fmt_beta, fmt_num, fmt_p, fmt_pct, fmt_score, fmt_signed, fmt_time_us,
+from perfdiff.render.text import (NA, fmt_beta, fmt_num, fmt_p, fmt_pct, fmt_score, fmt_signed, fmt_signed_time, fmt_time_us,
                            fmt_z, full_names, md_escape, md_name, shorten)
 
 NAME_WIDTH = 96
@@ -154,9 +154,7 @@ def _view(c: Analysis, findings: list[Finding], verdict: list[VerdictClass], *, 
         ("Traced Time", N.traced_s * 1e6, A.traced_s * 1e6),
     ):
         d, pct = _change(float(vn), float(va))
-        delta = fmt_time_us(va - vn)
-        summary.append([label, fmt_time_us(vn), fmt_time_us(va), delta if delta.startswith("-") else "+" + delta,
-                        pct])
+        summary.append([label, fmt_time_us(vn), fmt_time_us(va), fmt_signed_time(va - vn), pct])
     dist = []
     for q in QUANTILE_ROWS:
         vn, va = c.quantiles_n[q], c.quantiles_a[q]

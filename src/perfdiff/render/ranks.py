@@ -15,7 +15,7 @@ from perfdiff.ranks.records import (CollectiveTime, ExcessKind, GroupCode, Ident
                                     RankNotice, RankNoticeCode, RankVerdict, RankVerdictCode, ScopeCode, Straggler,
                                     StragglerCode)
 from perfdiff.render.names import shown_names
-from perfdiff.render.text import fmt_num, fmt_p, fmt_signed, fmt_time_us, full_names, md_escape, md_name
+from perfdiff.render.text import fmt_num, fmt_p, fmt_signed, fmt_signed_time, fmt_time_us, full_names, md_escape, md_name
 from perfdiff.render.wording import plan_text
 from perfdiff.version import __version__
 
@@ -64,7 +64,7 @@ def ranks_text(ranks: tuple[int, ...] | list[int], world: int) -> str:
 
 
 def _per_cycle(us: float) -> str:
-    return f"{'+' if us > 0 else ''}{fmt_time_us(us)} per cycle"
+    return f"{fmt_signed_time(us)} per cycle"
 
 
 def verdict_line(v: RankVerdict, coll: CollectiveTime | None = None, worlds: tuple[int, int] | None = None,
@@ -204,19 +204,10 @@ def straggler_text(s: Straggler) -> str:
                 f"often than chance, p {fmt_p(s.p_last)}): no one rank holds the others back.")
     where = (f" Its excess over the other ranks' median is in **{EXCESS_WORDS[s.excess]}**" if s.excess
              else f" What it spends its excess in is unknown: {md_escape(s.excess_reason)}")
-    parts = ", ".join(f"{k.value} {_signed_time(v)}" for k, v in s.excess_us)
+    parts = ", ".join(f"{k.value} {fmt_signed_time(v)}" for k, v in s.excess_us)
     return (f"{head} **Rank {s.culprit}** arrives last (in {fmt_num(100 * _share(s), 0)} % of cycles, p "
             f"{fmt_p(s.p_last)}) and waits least: it is the culprit, the others its victims.{where}"
             + (f" (per cycle: {parts})." if parts else "."))
-
-
-def _signed_time(us: float) -> str:
-    """A difference of times (µs) with its sign, to the nearest 10 ns: a median of differences
-    of sums keeps float residue below that ("+0.5 ns" where nothing differs)."""
-    if not math.isfinite(us):
-        return fmt_time_us(us)
-    us = round(us, 2) + 0.0  # + 0.0: no "-0"
-    return ("+" if us > 0 else "") + fmt_time_us(us)
 
 
 def _share(s: Straggler) -> float:
@@ -291,7 +282,7 @@ def _rank_table(a: RankAnalysis, rows: tuple | list) -> list[str]:
         own = f"{md_name(r.cause, CAUSE_WIDTH)} ({md_escape(r.cause_kind or '')})" if r.cause else ""
         cause = (f"waits in collectives{held}" + (f", then {own}" if own else "")) if r.waited else own or "—"
         lines.append(f"| {r.rank} | {fmt_time_us(r.median_n_us)} | {fmt_time_us(r.median_a_us)} | "
-                     f"{'+' if r.delta_us > 0 else ''}{fmt_time_us(r.delta_us)} | {cause} | {fmt_signed(r.cause_tau_pp)} | "
+                     f"{fmt_signed_time(r.delta_us)} | {cause} | {fmt_signed(r.cause_tau_pp)} | "
                      f"{fmt_time_us(r.wait_n_us)} | {fmt_time_us(r.wait_a_us)} |")
     return lines
 

@@ -12,7 +12,7 @@ from collections.abc import Iterable
 
 from perfdiff.render.names import flat, shorten, short_name, shortened_names
 
-__all__ = ["NA", "fmt_beta", "fmt_num", "fmt_p", "fmt_pct", "fmt_score", "fmt_signed", "fmt_time_us", "fmt_value",
+__all__ = ["NA", "fmt_beta", "fmt_num", "fmt_p", "fmt_pct", "fmt_score", "fmt_signed", "fmt_signed_time", "fmt_time_us", "fmt_value",
            "fmt_z", "full_name_line", "full_names", "html_code", "md_escape", "md_name", "shorten"]
 
 NA = "n/a"
@@ -95,6 +95,16 @@ def fmt_time_us(us: float | None) -> str:
     if a >= 1 or a == 0:
         return f"{us:,.3g} µs"
     return f"{us * 1e3:,.3g} ns"
+
+
+def fmt_signed_time(us: float | None) -> str:
+    """A difference of durations (µs) with its sign ("+1.2 ms", "-40 ns", "0 µs"), to the
+    nearest 10 ns: differences of sums keep float residue below that ("+0.5 ns" where nothing
+    differs)."""
+    if us is None or not _finite(us):
+        return NA
+    us = round(float(us), 2) + 0.0  # + 0.0: no "-0"
+    return ("+" if us > 0 else "") + fmt_time_us(us)
 
 
 def fmt_value(x: float | None, unit: str = "") -> str:

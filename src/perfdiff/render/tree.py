@@ -12,7 +12,7 @@ from typing import Any
 
 from perfdiff.analyze.tree import MATERIAL_RATIO, MATERIAL_SHARE, MIN_CYCLE_SHARE, RangeNode, TreeBasis, TreeDiff
 from perfdiff.render.names import shown_names
-from perfdiff.render.text import NA, fmt_num, fmt_p, fmt_time_us, full_names, md_escape, md_name, shorten
+from perfdiff.render.text import NA, fmt_num, fmt_p, fmt_signed_time, fmt_time_us, full_names, md_escape, md_name, shorten
 from perfdiff.version import __version__
 
 NAME_WIDTH = 80
@@ -30,12 +30,6 @@ class TreeLabels:
     path_a: str
     cycles: str = ""  # how the pair was cut, in words ("" without cycles)
     csv_name: str | None = None
-
-
-def _signed_time(us: float) -> str:
-    if not math.isfinite(us):
-        return NA
-    return ("+" if us > 0 else "-" if us < 0 else "±") + fmt_time_us(abs(us))
 
 
 def _name(n: RangeNode) -> str:
@@ -65,7 +59,7 @@ def node_line(n: RangeNode) -> str:
     """One node: inclusive N → A (Δ, ratio, q, Cliff's δ); self; GPU; calls."""
     mark = GPU_SIDE_MARK if n.gpu_side and n.depth == 0 else ""
     mark += {"new": " *(abnormal only)*", "vanished": " *(normal only)*"}.get(n.presence, "")
-    change = [_signed_time(n.delta_us)]
+    change = [fmt_signed_time(n.delta_us)]
     if math.isfinite(n.ratio) and n.presence == "both":
         change.append(f"×{n.ratio:.3g}")
     if n.test is not None:
