@@ -68,7 +68,9 @@ class Starved:
 class VerdictClass:
     """One class of the verdict: its evidence (indexes into the findings), the share of the
     abnormal cycle it explains (pp) and the smallest q among its evidence; `starved`: the GPUs
-    that waited for the host because of this class."""
+    that waited for the host because of this class.  `tau_by_device`: (device, pp) where the
+    evidence lies on several devices, largest first: the host's time and the GPU's overlap in
+    the cycle, so their sum (tau_pp) is no share of the cycle's wall time."""
 
     code: VerdictCode
     tau_pp: float = 0.0
@@ -76,6 +78,7 @@ class VerdictClass:
     evidence: tuple[int, ...] = ()
     values: dict[str, Any] = field(default_factory=dict)
     starved: tuple[Starved, ...] = ()
+    tau_by_device: tuple[tuple[str, float], ...] = ()
 
 
 def build_verdict(c: Analysis, findings: list[Finding]) -> list[VerdictClass]:
@@ -174,8 +177,23 @@ def build_verdict(c: Analysis, findings: list[Finding]) -> list[VerdictClass]:
                                                                 FindingCode.IDENTICAL)]
         out.append(VerdictClass(VerdictCode.NO_MATERIAL, evidence=tuple(neg)))
     out = _point_starved(out, starved)
+    out = [_by_device(v, c, findings) for v in out]
     out.sort(key=lambda v: -abs(v.tau_pp))
     return out
+
+
+def _by_device(v: VerdictClass, c: Analysis, findings: list[Finding]) -> VerdictClass:
+    """v with tau_by_device where its causes lie on several devices and their shares add up
+    to its tau_pp (a class whose τ rests on other numbers too keeps its total alone)."""
+    shares: dict[str, float] = {}
+    for i in v.evidence:
+        x = findings[i]
+        if x.code == FindingCode.CAUSE and x.func is not None:
+            f = c.functions[x.func]
+            shares[f.device] = shares.get(f.device, 0.0) + float(x.values.get("tau_pp", f.tau_pp))
+    if len(shares) < 2 or not math.isclose(sum(shares.values()), v.tau_pp, rel_tol=1e-9, abs_tol=1e-9):
+        return v
+    return replace(v, tau_by_device=tuple(sorted(shares.items(), key=lambda kv: -abs(kv[1]))))
 
 
 HOST_REASONS = (VerdictCode.CPU_CLOCK, VerdictCode.CPU_QUOTA, VerdictCode.CPU_CONTENTION, VerdictCode.IO_WAIT,

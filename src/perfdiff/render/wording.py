@@ -538,8 +538,10 @@ def verdict_lines(c: Analysis, verdict: list[VerdictClass], findings: list[Findi
         elif who:
             text += f": {who}"
         if v.tau_pp:
-            text += f" ({fmt_signed(v.tau_pp)} pp of the abnormal cycle" + (
-                f", q {fmt_p(v.q)})" if math.isfinite(v.q) else ")")
+            # Host and GPU time overlap in the cycle: each device's share, not their sum.
+            shares = (" and ".join(f"{fmt_signed(pp)} pp on {md_name(d)}" for d, pp in v.tau_by_device)
+                      if v.tau_by_device else f"{fmt_signed(v.tau_pp)} pp")
+            text += f" ({shares} of the abnormal cycle" + (f", q {fmt_p(v.q)})" if math.isfinite(v.q) else ")")
         elif math.isfinite(v.q):
             text += f" (q {fmt_p(v.q)})"
         lines.append(text + ".")
