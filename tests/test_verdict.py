@@ -54,6 +54,18 @@ def test_real_traces(real: Path) -> None:
     assert c.to_json()["verdict"][0]["code"] == "no-material-change"
 
 
+@pytest.mark.real
+def test_a_longer_collective_is_no_kernel_regression(real: Path) -> None:
+    """HTA's pair (rank 3 of 8 against rank 1 of 2): the all-reduce kernel grew, which one
+    rank's trace cannot tell from waiting for a later peer; the verdict says so instead of
+    calling it a kernel regression."""
+    root = real / "facebookresearch/HolisticTraceAnalysis/tests/data/trace_diff"
+    c = perfdiff.compare(root / "control/control.json.gz", root / "test/test.json.gz")
+    assert named(c, VerdictCode.COLLECTIVES)[0].startswith("ncclKernel_AllReduce")
+    assert VerdictCode.GPU_KERNEL not in codes(c)
+    assert "a collective waits for the last rank" in c.to_markdown()
+
+
 def test_fake_gpu_scenario_with_another_process(tmp_path: Path) -> None:
     from fakes import make_scenario_bundle
 

@@ -18,10 +18,11 @@ from typing import Any
 from perfdiff.analyze.findings import MATERIAL_DELTA, MATERIAL_TAU_PP, Finding, FindingCode, significant
 from perfdiff.analyze.records import Analysis, FunctionStats, GpuBusy
 from perfdiff.model.cuda_names import is_launch_call, is_sync_call
-from perfdiff.model.schema import GPU_KINDS
+from perfdiff.model.schema import COLLECTIVE_KERNEL, GPU_KINDS
 
 CLOCK_DROP_REL = 0.10  # the host CPU clock fell by at least 10 % of itself
 INPUT_PATTERN = re.compile(r"DataLoader|dataloader|data_loader|input_pipeline|prefetch|collate", re.I)
+COLLECTIVE = re.compile(COLLECTIVE_KERNEL)
 HOST_CPU_STATES = ("oncpu",)
 CONTENTION_STATES = ("runq",)
 IO_STATES = ("iowait", "blocked", "read", "write")
@@ -39,6 +40,7 @@ class VerdictCode(str, Enum):
     GPU_DEVICE_WIDE = "gpu-device-wide"  # every kernel of a GPU slower per call (clocks, power, thermal)
     GPU_THROTTLING = "gpu-throttling"  # kernels slower while the GPU's clocks fell or throttle reasons rose
     GPU_KERNEL = "gpu-kernel-regression"  # named kernels slower per call
+    COLLECTIVES = "collectives-longer"  # NCCL collective kernels took longer (waiting for peers, or transfer)
     OTHER_PROCESS = "other-process"  # another process used the GPU
     LAUNCH_BOUND = "launch-bound"  # launch calls slower or more numerous than the kernels they feed; GPU idle
     ADDED_SYNC = "added-synchronisation"  # more synchronisation points per cycle; GPU idle
@@ -157,6 +159,9 @@ def build_verdict(c: Analysis, findings: list[Finding]) -> list[VerdictClass]:
                                 tau_pp=sum(float(findings[i].values.get("tau_pp", 0.0)) for i in shared_wide)
                                 + sum(findings[i].values.get("tau_pp", fn[i].tau_pp) for i in mine),
                                 values={"devices": sorted(shared)}))
+    # An NCCL kernel's time includes waiting for the other ranks: one rank's trace cannot tell
+    # a slower kernel from a later peer, so it is no kernel regression.
+    take(VerdictCode.COLLECTIVES, [i for i in free() if fn[i].kind == "kernel" and COLLECTIVE.match(fn[i].name)])
     kernels = [i for i, _ in causes if i in fn and i not in used and fn[i].kind == "kernel"]
     throttled = _gpu_throttle(findings, {fn[i].device for i in kernels})
     if throttled:

@@ -426,6 +426,7 @@ VERDICT_WORDS = {
     VerdictCode.GPU_DEVICE_WIDE: "device-wide GPU slowdown",
     VerdictCode.GPU_THROTTLING: "GPU throttling",
     VerdictCode.GPU_KERNEL: "GPU kernel regression",
+    VerdictCode.COLLECTIVES: "collectives took longer",
     VerdictCode.OTHER_PROCESS: "another process on the GPU",
     VerdictCode.LAUNCH_BOUND: "launch-bound",
     VerdictCode.ADDED_SYNC: "added synchronisation",
@@ -544,6 +545,8 @@ def verdict_lines(c: Analysis, verdict: list[VerdictClass], findings: list[Findi
             text += f" ({shares} of the abnormal cycle" + (f", q {fmt_p(v.q)})" if math.isfinite(v.q) else ")")
         elif math.isfinite(v.q):
             text += f" (q {fmt_p(v.q)})"
+        if v.code == VerdictCode.COLLECTIVES:
+            text += ": a collective waits for the last rank; compare all ranks' traces to find it"
         lines.append(text + ".")
         lines.extend(starved_line(s) for s in v.starved)
     return lines
