@@ -166,6 +166,26 @@ def test_renamed_cpu_range_is_matched_across_runs() -> None:
                           "enumerate(DataLoader)#_SingleProcessDataLoaderIter.__next__"),)
 
 
+def test_names_alike_only_by_a_wrapper_or_run_apart_are_two_steps() -> None:
+    """A rename is the same step under another name: the words that differ are alike, or
+    numbers (a source line that moved), and it runs about as often.  HTA's pair matched
+    "…evaluate_function: CloneBackward0" (5 calls) with "…: CompiledFunctionBackward" (1) by
+    their shared wrapper alone, and read a new compiled function as a clone ×156 slower."""
+    from perfdiff.analyze.align import match_renamed
+
+    def keys(*names: str) -> list[tuple[str, str, str]]:
+        return [(x, "Host", "cpu") for x in names]
+
+    wrap = "autograd::engine::evaluate_function: "
+    assert match_renamed(keys(wrap + "CloneBackward0"), keys(wrap + "CompiledFunctionBackward")) == []
+    assert match_renamed(keys(wrap + "SplitBackward0"), keys(wrap + "CompiledFunctionBackward")) == []
+    moved = keys("torch/nn/modules/linear.py(114): forward"), keys("torch/nn/modules/linear.py(116): forward")
+    assert match_renamed(*moved) == [(moved[0][0], moved[1][0])]
+    assert match_renamed(*moved, {moved[0][0]: 1.0}, {moved[1][0]: 1.4}) == [(moved[0][0], moved[1][0])]
+    assert match_renamed(*moved, {moved[0][0]: 5.0}, {moved[1][0]: 1.0}) == []  # five calls against one
+    assert match_renamed(*moved, {moved[0][0]: 0.0}, {moved[1][0]: 1.0}) == []
+
+
 def test_overlapping_cycles_count_a_row_in_each_it_overlaps() -> None:
     """Marker ranges from several threads can overlap: no fast path to a single cycle then."""
     cyc = Cycles(np.array([0, 50, 200]), np.array([100, 150, 300]), "test", "")

@@ -2,9 +2,15 @@
 
 A CPU-side range present in one run only is matched with its near-identical counterpart in
 the other (the same step under another class name, e.g. a DataLoader iterator that became
-multi-process), so its change shows as one row rather than vanished + new.
+multi-process), so its change shows as one row rather than vanished + new.  Two names alike
+only by a wrapper they share ("autograd::engine::evaluate_function: CloneBackward0" and
+"…: CompiledFunctionBackward") are two steps: the words that differ must be alike too, or be
+numbers only (a source line that moved).  And the same step runs about as often in both runs.
 """
 from __future__ import annotations
+
+import re
+from collections.abc import Mapping
 
 import numpy as np
 
@@ -12,6 +18,9 @@ from perfdiff.attribute import CycleMatrix
 
 RENAME_MIN_RATIO = 0.85
 RENAME_MAX_CANDIDATES = 300
+RENAME_MAX_CALLS_RATIO = 1.5  # calls per cycle of a renamed step, the larger over the smaller
+RENAME_MIN_WORDS_RATIO = 0.7  # difflib ratio of the words in which the two names differ
+_WORD = re.compile(r"[A-Za-z0-9]+")
 
 
 def align(mn: CycleMatrix, ma: CycleMatrix) -> tuple[list[tuple[str, str, str]], np.ndarray, np.ndarray, list[tuple[str, str]]]:
@@ -26,7 +35,9 @@ def align(mn: CycleMatrix, ma: CycleMatrix) -> tuple[list[tuple[str, str, str]],
     ka = list(map(tuple, ma.keys[["name", "device", "kind"]].to_numpy().tolist()))
     pos_n = {k: i for i, k in enumerate(kn)}
     pos_a = {k: i for i, k in enumerate(ka)}
-    renames = match_renamed([k for k in kn if k not in pos_a], [k for k in ka if k not in pos_n])
+    calls_n = dict(zip(kn, (mn.calls_total / max(mn.own_ns.shape[1], 1)).tolist(), strict=True))
+    calls_a = dict(zip(ka, (ma.calls_total / max(ma.own_ns.shape[1], 1)).tolist(), strict=True))
+    renames = match_renamed([k for k in kn if k not in pos_a], [k for k in ka if k not in pos_n], calls_n, calls_a)
     for old, new in renames:  # the abnormal side's row is read under the normal side's key
         pos_a[old] = pos_a.pop(new)
     union = sorted(set(pos_n) | set(pos_a))
@@ -37,8 +48,11 @@ def align(mn: CycleMatrix, ma: CycleMatrix) -> tuple[list[tuple[str, str, str]],
     return union, idx_n, idx_a, [(old[0], new[0]) for old, new in renames]
 
 
-def match_renamed(vanished: list[tuple], new: list[tuple]) -> list[tuple[tuple, tuple]]:
-    """Mutual best matches (difflib ratio ≥ 0.85) between vanished and new CPU ranges."""
+def match_renamed(vanished: list[tuple], new: list[tuple], calls_v: Mapping[tuple, float] | None = None,
+                  calls_w: Mapping[tuple, float] | None = None) -> list[tuple[tuple, tuple]]:
+    """Mutual best matches (difflib ratio ≥ 0.85) between vanished and new CPU ranges, among
+    those whose calls (per cycle, or per run; `calls_v`, `calls_w` by key, where known) are
+    within RENAME_MAX_CALLS_RATIO of each other."""
     import difflib
 
     v = [k for k in vanished if k[2] == "cpu"][:RENAME_MAX_CANDIDATES]
@@ -49,9 +63,10 @@ def match_renamed(vanished: list[tuple], new: list[tuple]) -> list[tuple[tuple, 
     for i, a in enumerate(v):
         sm = difflib.SequenceMatcher(None, a[0], autojunk=False)
         for j, b in enumerate(w):
-            if a[1] == b[1]:
+            if a[1] == b[1] and _alike_calls(calls_v, a, calls_w, b):
                 sm.set_seq2(b[0])
-                score[i, j] = sm.ratio()
+                r = sm.ratio()
+                score[i, j] = r if r >= RENAME_MIN_RATIO and _alike_words(a[0], b[0]) else 0.0
     out = []
     for i in range(len(v)):
         j = int(np.argmax(score[i]))
@@ -60,3 +75,30 @@ def match_renamed(vanished: list[tuple], new: list[tuple]) -> list[tuple[tuple, 
     return out
 
 
+def _alike_calls(calls_v: Mapping[tuple, float] | None, a: tuple, calls_w: Mapping[tuple, float] | None,
+                 b: tuple) -> bool:
+    """Whether a and b run about as often (True where either count is unknown)."""
+    x = calls_v.get(a) if calls_v is not None else None
+    y = calls_w.get(b) if calls_w is not None else None
+    if x is None or y is None or not (np.isfinite(x) and np.isfinite(y)):
+        return True
+    lo, hi = min(x, y), max(x, y)
+    return lo > 0 and hi <= RENAME_MAX_CALLS_RATIO * lo
+
+
+def _alike_words(a: str, b: str) -> bool:
+    """Whether the words (letters and digits) in which a and b differ, past the words they
+    share at either end, are numbers only or alike themselves."""
+    wa, wb = _WORD.findall(a), _WORD.findall(b)
+    i = 0
+    while i < min(len(wa), len(wb)) and wa[i] == wb[i]:
+        i += 1
+    j = 0
+    while j < min(len(wa), len(wb)) - i and wa[-1 - j] == wb[-1 - j]:
+        j += 1
+    da, db = wa[i:len(wa) - j], wb[i:len(wb) - j]
+    if all(w.isdigit() for w in da + db):
+        return True
+    import difflib
+
+    return difflib.SequenceMatcher(None, " ".join(da), " ".join(db), autojunk=False).ratio() >= RENAME_MIN_WORDS_RATIO

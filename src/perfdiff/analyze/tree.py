@@ -129,11 +129,11 @@ def _children(p: RangeProfile) -> dict[int, list[int]]:
 _SIDES = ("Host", "GPU")  # a name's side, as match_renamed's device: renames stay on one side
 
 
-def _match(pn: RangeProfile, pa: RangeProfile) -> tuple[list[tuple[int, int, int, tuple[str, ...], str | None]],
+def _match(pn: RangeProfile, pa: RangeProfile, per_cycle: bool) -> tuple[list[tuple[int, int, int, tuple[str, ...], str | None]],
                                                          list[tuple[str, str]]]:
     """Matched paths as (parent row, index in N or -1, index in A or -1, path, renamed-to),
     parents before children; and the renames made.  A GPU-side path matches GPU-side paths
-    only."""
+    only; a rename, paths called about as often (per cycle where `per_cycle`)."""
     kids_n, kids_a = _children(pn), _children(pa)
     rows: list[tuple[int, int, int, tuple[str, ...], str | None]] = []
     renames: list[tuple[str, str]] = []
@@ -146,7 +146,9 @@ def _match(pn: RangeProfile, pa: RangeProfile) -> tuple[list[tuple[int, int, int
         only_n = [(*key, "cpu") for key in cn if key not in ca]
         only_a = [(*key, "cpu") for key in ca if key not in cn]
         if only_n and only_a:
-            for old, new in match_renamed(only_n, only_a):
+            calls_n = {(*key, "cpu"): _side(pn, cn[key], per_cycle)[3] for key in cn if key not in ca}
+            calls_a = {(*key, "cpu"): _side(pa, ca[key], per_cycle)[3] for key in ca if key not in cn}
+            for old, new in match_renamed(only_n, only_a, calls_n, calls_a):
                 pairs = [pr for pr in pairs if (pr[0] < 0 or pr[0] != cn[old[:2]]) and (pr[1] < 0 or pr[1] != ca[new[:2]])]
                 pairs.append((cn[old[:2]], ca[new[:2]], old[0], new[0]))
                 renames.append((old[0], new[0]))
@@ -189,7 +191,7 @@ def diff_trees(pn: RangeProfile, pa: RangeProfile, *, alpha: float = 0.05,
     share = (pn.cycle_share, pa.cycle_share)
     per_cycle = (cycle_ns is not None and pn.incl_coo is not None and pa.incl_coo is not None
                  and all(not math.isfinite(x) or x >= MIN_CYCLE_SHARE for x in share))
-    rows, renames = _match(pn, pa)
+    rows, renames = _match(pn, pa, per_cycle)
     vals = []
     for _, i_n, i_a, _, _ in rows:
         vals.append((_side(pn, i_n, per_cycle), _side(pa, i_a, per_cycle)))
