@@ -52,6 +52,10 @@ def test_real_traces(real: Path) -> None:
                          k / "resnet50_num_workers_4/worker0.1623213129365.pt.trace.json.gz")
     assert codes(c) == [VerdictCode.NO_MATERIAL]
     assert c.to_json()["verdict"][0]["code"] == "no-material-change"
+    # Six cycles a run: a lone change cannot reach q ≤ 0.05, but changes shared by many can
+    # (the other pair above, with as many cycles, has significant rows): the report says which.
+    (needed,) = [x for x in c.to_markdown().splitlines() if "smallest attainable" in x]
+    assert "a change in one function alone cannot reach q ≤ 0.05" in needed and "collect ≥ 7 cycles" in needed
 
 
 @pytest.mark.real

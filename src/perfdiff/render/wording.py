@@ -256,10 +256,10 @@ def _opposite(c: Analysis, x: Finding) -> str:
 def _cycles_needed(c: Analysis, x: Finding) -> str:
     v = x.values
     return (f"With {v['n_n']} / {v['n_a']} cycles the smallest attainable {'signed-rank' if c.matched else 'U-test'} p "
-            f"is {fmt_p(v['min_p'])}, and the "
-            f"false-discovery control over {v['n_tests']} functions lifts q above {c.alpha:g} whatever the effect: "
-            f"not significant at this sample size; collect ≥ {v['cycles_needed']} cycles per run. The largest "
-            "changes are still ranked below.")
+            f"is {fmt_p(v['min_p'])}: after the false-discovery control over {v['n_tests']} functions, a change "
+            f"in one function alone cannot reach q ≤ {c.alpha:g}, however large (only changes shared by many "
+            f"can); collect ≥ {v['cycles_needed']} cycles per run to test each on its own. The largest changes "
+            "are still ranked below.")
 
 
 def _device_wide(c: Analysis, x: Finding) -> str:
