@@ -114,9 +114,14 @@ def _lines(d: TreeDiff) -> list[str]:
                 lines.append(f"{indent}- {node_line(d.nodes[c])}")
                 level(d.nodes[c].children, depth + 1)
         if hidden:
+            # Not material is not unchanged: what these paths moved together (the outermost of
+            # them; paths under them are inside it) stays in sight.
             k, k1 = sum(size[c] for c in hidden), sum(one[c] for c in hidden)
-            extra = f" ({k1} in one run only)" if k1 else ""
-            lines.append(f"{indent}- … {k} path{'s' if k != 1 else ''} unchanged{extra}")
+            moved = math.fsum(d.nodes[c].delta_us for c in hidden if math.isfinite(d.nodes[c].delta_us))
+            extra = [f"{fmt_signed_time(moved)} together"] if abs(moved) >= 1.0 else []  # µs
+            extra += [f"{k1} in one run only"] if k1 else []
+            lines.append(f"{indent}- … {k} path{'s' if k != 1 else ''} without a material change"
+                         + (f" ({', '.join(extra)})" if extra else ""))
 
     level(d.roots, 0)
     return lines
