@@ -110,3 +110,27 @@ def test_panels_of_names_alike_have_titles_apart(tmp_path: Path, monkeypatch: py
     plots._panels(plt, traces, tmp_path / "p.png", "t", "cycle")
     assert len(titles) == 2 and titles[0] != titles[1]
     assert "2ul" in titles[0] and "5ul" in titles[1]
+
+
+def test_legends_stand_outside_the_data_and_ecdfs_start_at_zero(tmp_path: Path,
+                                                                 monkeypatch: pytest.MonkeyPatch) -> None:
+    """A legend inside the axes hid the abnormal run's peak (HTA's pair, cycle 5): every
+    figure's legend is the figure's, under its plots; an ECDF starts at 0, not at 1/n."""
+    import perfdiff
+    from perfdiff.render import plots
+
+    figures = []
+    real_write = plots._write
+
+    def keep(fig, plt, path):
+        figures.append((path.name, [ax for ax in fig.axes if ax.get_visible()], list(fig.legends)))
+        return real_write(fig, plt, path)
+
+    monkeypatch.setattr(plots, "_write", keep)
+    plots.write_plots(perfdiff.compare(*PAIR).analysis, tmp_path, "r")
+    assert {name for name, _, _ in figures} == {"r.cycles.png", "r.timeline.png", "r.suspects.png", "r.context.png"}
+    for name, axes, legends in figures:
+        assert len(legends) == 1 and all(ax.get_legend() is None for ax in axes), name
+        assert [t.get_text() for t in legends[0].get_texts()][1].startswith("abnormal"), name
+    ecdf = next(axes for name, axes, _ in figures if name == "r.cycles.png")[0]
+    assert all(line.get_ydata()[0] == 0.0 for line in ecdf.get_lines())

@@ -50,20 +50,22 @@ def write_plots(c: Analysis, folder: Path, stem: str) -> list[str]:
     plt = _pyplot()
     runs = tuple(zip((("normal", c.normal), ("abnormal", c.abnormal)), COLORS, strict=True))
 
-    fig, ax = plt.subplots(figsize=SIZE_IN, dpi=DPI)
+    fig, ax = plt.subplots(figsize=SIZE_IN, dpi=DPI, layout="constrained")
     for (label, r), color in runs:
         x = np.sort(_ms(r.dur_us))
         y = np.arange(1, len(x) + 1) / max(len(x), 1)
-        ax.step(_thin(x), _thin(y), where="post", color=color, label=f"{label} ({r.n_cycles:,} cycles)")
+        # From 0 at the shortest cycle: a step that starts at 1/n reads as cycles missing.
+        x, y = np.concatenate([x[:1], _thin(x)]), np.concatenate([[0.0], _thin(y)])
+        ax.step(x, y, where="post", color=color, label=f"{label} ({r.n_cycles:,} cycles)")
     ecdf = _save(fig, ax, plt, folder / f"{stem}.cycles.png", "Cycle-time distribution (ECDF)",
-                 "cycle time (ms)", "share of cycles ≤ x", "lower right")
+                 "cycle time (ms)", "share of cycles ≤ x")
 
-    fig, ax = plt.subplots(figsize=SIZE_IN, dpi=DPI)
+    fig, ax = plt.subplots(figsize=SIZE_IN, dpi=DPI, layout="constrained")
     for (label, r), color in runs:
         y = _ms(r.dur_us)
         ax.plot(_thin(np.arange(len(y))), _thin(y), color=color, linewidth=0.8, label=label)
     timeline = _save(fig, ax, plt, folder / f"{stem}.timeline.png", "Cycle time, cycle by cycle", "cycle",
-                     "cycle time (ms)", "upper right")
+                     "cycle time (ms)")
     out = [ecdf, timeline]
     for kind, name, title, xlabel in (
         ("function", "suspects", "Top suspects: own time per cycle", "cycle"),
@@ -83,7 +85,8 @@ def _label(text: str) -> str:
 def _panels(plt, traces: list[Trace], path: Path, title: str, xlabel: str) -> str:
     """One small panel per trace, two per row, both runs in each; returns the file name."""
     rows = (len(traces) + 1) // 2
-    fig, axes = plt.subplots(rows, 2, figsize=(SIZE_IN[0], 0.4 + 2.1 * rows), dpi=DPI, squeeze=False)
+    fig, axes = plt.subplots(rows, 2, figsize=(SIZE_IN[0], 0.7 + 2.1 * rows), dpi=DPI, squeeze=False,
+                             layout="constrained")
     # Panels of names alike keep what tells them apart; no tags, which no list here explains.
     names = shorten_set([t.name for t in traces], 44, tags=False)
     for ax, t in zip(axes.flat, traces, strict=False):
@@ -100,24 +103,28 @@ def _panels(plt, traces: list[Trace], path: Path, title: str, xlabel: str) -> st
         ax.grid(alpha=0.3)
     for ax in list(axes.flat)[len(traces):]:
         ax.set_visible(False)
-    axes.flat[0].legend(loc="upper right", fontsize=6)
+    _legend(fig, axes.flat[0], 7)
     fig.suptitle(title, fontsize=9)
     return _write(fig, plt, path)
 
 
-def _save(fig, ax, plt, path: Path, title: str, xlabel: str, ylabel: str, legend: str) -> str:
+def _legend(fig, ax, size: int) -> None:
+    """The runs' legend under the plots, outside them: inside, it hid a run's peak."""
+    fig.legend(*ax.get_legend_handles_labels(), loc="outside lower center", ncol=2, fontsize=size, frameon=False)
+
+
+def _save(fig, ax, plt, path: Path, title: str, xlabel: str, ylabel: str) -> str:
     """Label, lay out and write one figure; returns its file name."""
     ax.set_title(title)
     ax.set_xlabel(xlabel)
     ax.set_ylabel(ylabel)
     ax.grid(alpha=0.3)
-    ax.legend(loc=legend, fontsize=8)
+    _legend(fig, ax, 8)
     return _write(fig, plt, path)
 
 
 def _write(fig, plt, path: Path) -> str:
-    """Lay out, write and close a figure; returns its file name."""
-    fig.tight_layout()
+    """Write and close a figure (laid out as it was made: constrained); returns its file name."""
     # No software or date metadata: the same input gives the same bytes.
     fig.savefig(path, dpi=DPI, metadata={"Software": None})
     plt.close(fig)
