@@ -93,3 +93,16 @@ def test_a_class_on_host_and_gpu_states_each_share(real: Path) -> None:
     verdict = (md := c.to_markdown())[md.index("**Verdict:**"):md.index("## 1.")]
     assert "(+39.29 pp on Host and +23.93 pp on GPU 3 of the abnormal cycle" in verdict
     assert "(+7.95 pp of the abnormal cycle" in verdict  # one device: its share alone
+
+
+@pytest.mark.real
+def test_the_verdict_opens_with_how_much_and_how_sure(real: Path) -> None:
+    """The ResNet pair's median step rose 39 % on 6 steps a run, which the U-test does not
+    find significant (p 0.065): the verdict's first line says both, where the summary table
+    shows the +39 % alone and the test came only in section 3."""
+    root = real / "pytorch/kineto/tb_plugin/samples"
+    md = perfdiff.compare(root / "resnet50_num_workers_4/worker0.1623212756351.pt.trace.json.gz",
+                          root / "resnet50_num_workers_0/worker0.1623143089861.pt.trace.json.gz").to_markdown()
+    (line,) = [x for x in md.splitlines() if x.startswith("**Verdict:**")]
+    assert line == ("**Verdict:** median cycle 127 ms → 176 ms (+39.3%; Mann–Whitney p 0.065, 6 vs 6 cycles; "
+                    "not significant at α 0.05).")

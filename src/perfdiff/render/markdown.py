@@ -17,7 +17,7 @@ from perfdiff.analyze.verdict import VerdictClass
 from perfdiff.render.names import short_name, shown_names
 from perfdiff.render.tree import TreeLabels, tree_section
 from perfdiff.render.wording import (finding_text, matching_text, notice_text, per_unit, plan_text, test_name,
-                                     verdict_lines)
+                                     verdict_head, verdict_lines)
 from perfdiff.render.text import (NA, fmt_beta, fmt_num, fmt_p, fmt_pct, fmt_score, fmt_signed, fmt_signed_time, fmt_time_us,
                            fmt_z, full_names, md_escape, md_name, shorten)
 
@@ -190,6 +190,7 @@ def _view(c: Analysis, findings: list[Finding], verdict: list[VerdictClass], *, 
                      else _overview(c, top_cause)),
         "plan": plan_text(c.plan),
         "verdict": verdict_lines(c, verdict, findings),
+        "verdict_head": verdict_head(c, findings),
         "top_header": TOP_HEADER, "top_rows": [_top_cells(c, r, i + 1, short_top) for i, r in enumerate(top_rows)],
         "per": per_unit(c),
         "short_path_n": md_escape(shorten(N.path, 60)), "short_path_a": md_escape(shorten(A.path, 60)),

@@ -102,6 +102,19 @@ def _cycle_time(c: Analysis, x: Finding) -> str:
     return text
 
 
+def verdict_head(c: Analysis, findings: list[Finding]) -> str:
+    """How much the median cycle moved and how sure, for the verdict's first line; "" where
+    the runs are compared as rates (no cycles) or the runs are identical."""
+    x = next((f for f in findings if f.code == FindingCode.CYCLE_TIME), None)
+    if x is None or compared_as_rates(c) or "median_n_us" not in x.values:
+        return ""
+    v = x.values
+    quiet = "" if significant(v["p_mwu"], c.alpha) else f"; not significant at α {c.alpha:g}"
+    return (f"median cycle {fmt_time_us(v['median_n_us'])} → {fmt_time_us(v['median_a_us'])} "
+            f"({fmt_pct(v['change_pct'], 1)}; {test_name(v.get('paired', False))} p {fmt_p(v['p_mwu'])}, "
+            f"{v['n_n']} vs {v['n_a']} cycles{quiet}).")
+
+
 def compared_as_rates(c: Analysis) -> bool:
     """No cycle source in both runs: cycles are fixed windows the tool chose, so per-cycle
     numbers are rates (time per window of wall clock)."""
