@@ -136,3 +136,21 @@ def test_a_host_wide_slowdown_is_cpu_work_not_no_change() -> None:
     v = build_verdict(c, [wide, state])
     assert [x.code for x in v] == [VerdictCode.CPU_WORK] and v[0].tau_pp == pytest.approx(23.6)
     assert set(v[0].evidence) == {0, 1} and v[0].values["ratio"] == 1.3
+
+
+@pytest.mark.real
+def test_waits_of_idle_threads_are_no_symptoms(real: Path) -> None:
+    """Rodinia's pair: two helper threads that never call CUDA wait through every cycle (poll,
+    pthread_cond_timedwait, β ≈ 100 % in both runs), so their time grew with the cycle alone;
+    the main thread's cudaThreadSynchronize (95 → 99 %) waited on the slower kernel."""
+    from perfdiff.analyze.findings import FindingCode
+
+    r = real / "kmcho2019/Rodinia_3.1_Gaussian"
+    c = perfdiff.compare(r / "report3.sqlite", r / "report2.sqlite")
+    symptoms = [x.function for x in c.findings if x.code == FindingCode.SYMPTOM]
+    (prop,) = [x for x in c.findings if x.code == FindingCode.PROPORTIONAL]
+    assert symptoms == ["cudaThreadSynchronize"]
+    assert {c.analysis.functions[i].name for i in prop.related} >= {"poll", "pthread_cond_timedwait"}
+    top = c.to_markdown().split("## 2.")[0]
+    assert "| poll | Host |" in top and [x for x in top.splitlines() if "| poll |" in x][0].endswith(
+        "| wait, with the cycle |")

@@ -19,6 +19,7 @@ MAX_SYMPTOMS = 3
 MAX_RESOURCES = 5
 MAX_LISTED = 4  # functions named in a proportional / opposite / common-mode finding
 HOST_SHARE_MIN_REL = 0.10  # a host state is a cause only when its share moved by ≥ 10 % of itself
+IDLE_SHARE_PCT = 99.0  # a wait that fills this much of the cycle in both runs: a thread idle through it
 EVENT_KINDS = ("gpu-lost", "xid", "ecc", "other-process", "target-exited")
 
 
@@ -28,7 +29,7 @@ class FindingCode(str, Enum):
     CYCLE_TIME = "cycle-time"  # the median cycle time moved (always first)
     CAUSE = "cause"  # a function's own time moved with the cycle time, significantly
     NO_CAUSE = "no-cause"  # no function's own time did
-    PROPORTIONAL = "proportional"  # host states that grew with the cycle, keeping their share
+    PROPORTIONAL = "proportional"  # host states and idle threads' waits that grew with the cycle, keeping their share
     COMMON_MODE = "common-mode"  # every kernel on a device scaled together
     SYMPTOM = "symptom"  # a wait changed significantly
     RESOURCE = "resource"  # a context metric changed significantly
@@ -173,6 +174,12 @@ def build_findings(c: Analysis, *, identical: bool = False) -> list[Finding]:
         out.append(Finding(FindingCode.NEGLIGIBLE, related=tuple(idx[id(f)] for f in negligible[:MAX_LISTED]),
                            values={"count": len(negligible), "tau_min_pp": MATERIAL_TAU_PP,
                                    "delta_min": MATERIAL_DELTA}))
+    waits = sorted((f for f in tested if f.wait and significant(q_of(f), a)), key=lambda f: -abs(tau_of(f)))
+    # A thread that waits through every cycle (a helper's poll, a condition wait) grows with
+    # the cycle by itself: like a host state, not a symptom of anything.
+    idle = [f for f in waits if f.beta_n >= IDLE_SHARE_PCT and f.beta_a >= IDLE_SHARE_PCT]
+    waits = [f for f in waits if f not in idle]
+    proportional += idle
     if proportional:
         out.append(Finding(FindingCode.PROPORTIONAL, related=tuple(idx[id(f)] for f in proportional[:MAX_LISTED])))
 
@@ -187,7 +194,6 @@ def build_findings(c: Analysis, *, identical: bool = False) -> list[Finding]:
                            values={"ratio": cm.ratio, "k": cm.k, "iqr_log": cm.iqr_log,
                                    "same_time": len(same_time)}))
 
-    waits = sorted((f for f in tested if f.wait and significant(q_of(f), a)), key=lambda f: -abs(tau_of(f)))
     for f in waits[:MAX_SYMPTOMS]:
         out.append(Finding(FindingCode.SYMPTOM, function=f.name, device=f.device, q=q_of(f), func=idx[id(f)],
                            values={"tau_pp": f.tau_pp, "t_n_us": f.t_n_us, "t_a_us": f.t_a_us}))

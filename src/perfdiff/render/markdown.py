@@ -50,12 +50,14 @@ def _change(n: float, a: float) -> tuple[str, str]:
     return fmt_signed(d), fmt_pct(pct)
 
 
-def _flags(f: FunctionStats) -> str:
+def _flags(f: FunctionStats, with_cycle: bool = False) -> str:
     out = []
     if f.presence != "both":
         out.append(f.presence)
     if f.wait:
         out.append("wait")
+    if with_cycle:
+        out.append("with the cycle")
     if f.fragile:
         out.append("fragile")
     return ", ".join(out)
@@ -65,7 +67,7 @@ def _n(res: Any) -> str:
     return f"{res.n_n}/{res.n_a}" if res is not None else NA
 
 
-def _detail_cells(c: Analysis, row: DetailRow, rank: int, short: dict[str, str]) -> list[str]:
+def _detail_cells(c: Analysis, row: DetailRow, rank: int, short: dict[str, str], with_cycle: set[int]) -> list[str]:
     f = c.functions[row.func]
     m = c.mu[row.mu] if row.mu is not None else None
     t, b = f.t, f.beta
@@ -89,7 +91,8 @@ def _detail_cells(c: Analysis, row: DetailRow, rank: int, short: dict[str, str])
                   fmt_z(r.z), fmt_z(m.z_log), fmt_p(r.p_welch), fmt_p(r.p_mwu), fmt_p(m.q)]
     else:
         cells += ["—"] * 8
-    cells += [_n(t), fmt_num(t.cliffs_delta if t else None), _flags(f) + (", μ fragile" if m and m.fragile else "")]
+    cells += [_n(t), fmt_num(t.cliffs_delta if t else None),
+              ", ".join(x for x in (_flags(f, row.func in with_cycle), "μ fragile" if m and m.fragile else "") if x)]
     return cells
 
 
@@ -112,14 +115,15 @@ def _top(c: Analysis) -> list[DetailRow]:
     return out
 
 
-def _top_cells(c: Analysis, row: DetailRow, rank: int, short: dict[str, str]) -> list[str]:
-    """A row of the first screen's table: ten columns, names shortened, times in their unit."""
+def _top_cells(c: Analysis, row: DetailRow, rank: int, short: dict[str, str], with_cycle: set[int]) -> list[str]:
+    """A row of the first screen's table: ten columns, names shortened, times in their unit;
+    `with_cycle`: the functions that grew with the cycle alone (the proportional finding)."""
     f = c.functions[row.func]
     calls = "—" if f.sampled else f"{fmt_num(f.calls_n, 1)} → {fmt_num(f.calls_a, 1)}"
     per_call = "—" if f.sampled else f"{fmt_time_us(f.per_call_n_us)} → {fmt_time_us(f.per_call_a_us)}"
     return [str(rank), md_escape(short[f.name]), md_escape(f.device), fmt_signed(f.tau_pp),
             f"{fmt_time_us(f.t_n_us)} → {fmt_time_us(f.t_a_us)}", per_call, calls, fmt_p(f.q_t),
-            fmt_num(f.t.cliffs_delta if f.t else None), _flags(f)]
+            fmt_num(f.t.cliffs_delta if f.t else None), _flags(f, row.func in with_cycle)]
 
 
 DETAIL_HEADER = [
@@ -164,7 +168,8 @@ def _view(c: Analysis, findings: list[Finding], verdict: list[VerdictClass], *, 
 
     shown = c.details[:top]
     short = {c.functions[r.func].name: short_name(c.functions[r.func].name, NAME_WIDTH) for r in shown}
-    details = [_detail_cells(c, r, i + 1, short) for i, r in enumerate(shown)]
+    with_cycle = {i for x in findings if x.code == FindingCode.PROPORTIONAL for i in x.related}
+    details = [_detail_cells(c, r, i + 1, short, with_cycle) for i, r in enumerate(shown)]
     top_rows = _top(c)
     short_top = {c.functions[r.func].name: short_name(c.functions[r.func].name, TOP_NAME_WIDTH) for r in top_rows}
     context = []
@@ -191,7 +196,7 @@ def _view(c: Analysis, findings: list[Finding], verdict: list[VerdictClass], *, 
         "plan": plan_text(c.plan),
         "verdict": verdict_lines(c, verdict, findings),
         "verdict_head": verdict_head(c, findings),
-        "top_header": TOP_HEADER, "top_rows": [_top_cells(c, r, i + 1, short_top) for i, r in enumerate(top_rows)],
+        "top_header": TOP_HEADER, "top_rows": [_top_cells(c, r, i + 1, short_top, with_cycle) for i, r in enumerate(top_rows)],
         "per": per_unit(c),
         "short_path_n": md_escape(shorten(N.path, 60)), "short_path_a": md_escape(shorten(A.path, 60)),
         "matching": matching_text(c),

@@ -200,7 +200,9 @@ def _negligible(c: Analysis, x: Finding) -> str:
 def _proportional(c: Analysis, x: Finding) -> str:
     names = ", ".join(f"{_fn(f)} ({fmt_time_us(f.t_n_us)} → {fmt_time_us(f.t_a_us)}, β {fmt_num(f.beta_n)} → "
                       f"{fmt_num(f.beta_a)} %)" for f in (c.functions[i] for i in x.related))
-    return f"Host states that grew with the cycle but kept their share of it (not causes by themselves): {names}."
+    what = ("Host states, and waits of threads idle through every cycle," if any(c.functions[i].wait for i in x.related)
+            else "Host states")
+    return f"{what} that grew with the cycle but kept their share of it (not causes by themselves): {names}."
 
 
 def _common_mode(c: Analysis, x: Finding) -> str:
