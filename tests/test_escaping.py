@@ -93,3 +93,13 @@ def test_a_difference_of_times_has_one_way_to_read() -> None:
     cases = [(35_100.0, "+35.1 ms"), (-0.04, "-40 ns"), (0.0, "0 µs"), (-0.0, "0 µs"), (4e-4, "0 µs"),
              (-4e-4, "0 µs"), (0.006, "+10 ns"), (float("nan"), "n/a"), (float("-inf"), "n/a"), (None, "n/a")]
     assert [(v, fmt_signed_time(v)) for v, _ in cases] == cases
+
+
+def test_calls_per_cycle_read_as_counts() -> None:
+    """A call spanning many cycles is "<0.1" a cycle, not "0.0" beside its time per call (a
+    helper thread's poll on Rodinia's pair); large counts need no decimal."""
+    from perfdiff.render.text import fmt_calls
+
+    cases = [(0.0, "0.0"), (0.0004, "<0.1"), (0.06, "0.1"), (2.0, "2.0"), (774.2, "774"), (1478.0, "1,478"),
+             (float("nan"), "n/a")]
+    assert [(v, fmt_calls(v)) for v, _ in cases] == cases

@@ -18,7 +18,7 @@ from perfdiff.render.names import short_name, shown_names
 from perfdiff.render.tree import TreeLabels, tree_section
 from perfdiff.render.wording import (finding_text, matching_text, notice_text, per_unit, plan_text, test_name,
                                      verdict_head, verdict_lines)
-from perfdiff.render.text import (NA, fmt_beta, fmt_num, fmt_p, fmt_pct, fmt_score, fmt_signed, fmt_signed_time, fmt_time_us,
+from perfdiff.render.text import (NA, fmt_beta, fmt_calls, fmt_num, fmt_p, fmt_pct, fmt_score, fmt_signed, fmt_signed_time, fmt_time_us,
                            fmt_z, full_names, md_escape, md_name, shorten)
 
 NAME_WIDTH = 96
@@ -119,7 +119,7 @@ def _top_cells(c: Analysis, row: DetailRow, rank: int, short: dict[str, str], wi
     """A row of the first screen's table: ten columns, names shortened, times in their unit;
     `with_cycle`: the functions that grew with the cycle alone (the proportional finding)."""
     f = c.functions[row.func]
-    calls = "—" if f.sampled else f"{fmt_num(f.calls_n, 1)} → {fmt_num(f.calls_a, 1)}"
+    calls = "—" if f.sampled else f"{fmt_calls(f.calls_n)} → {fmt_calls(f.calls_a)}"
     per_call = "—" if f.sampled else f"{fmt_time_us(f.per_call_n_us)} → {fmt_time_us(f.per_call_a_us)}"
     return [str(rank), md_escape(short[f.name]), md_escape(f.device), fmt_signed(f.tau_pp),
             f"{fmt_time_us(f.t_n_us)} → {fmt_time_us(f.t_a_us)}", per_call, calls, fmt_p(f.q_t),

@@ -12,7 +12,7 @@ from collections.abc import Iterable
 
 from perfdiff.render.names import flat, shorten, short_name, shortened_names
 
-__all__ = ["NA", "fmt_beta", "fmt_num", "fmt_p", "fmt_pct", "fmt_score", "fmt_signed", "fmt_signed_time", "fmt_time_us", "fmt_value",
+__all__ = ["NA", "fmt_beta", "fmt_calls", "fmt_num", "fmt_p", "fmt_pct", "fmt_score", "fmt_signed", "fmt_signed_time", "fmt_time_us", "fmt_value",
            "fmt_z", "full_name_line", "full_names", "html_code", "md_escape", "md_name", "shorten"]
 
 NA = "n/a"
@@ -95,6 +95,16 @@ def fmt_time_us(us: float | None) -> str:
     if a >= 1 or a == 0:
         return f"{us:,.3g} µs"
     return f"{us * 1e3:,.3g} ns"
+
+
+def fmt_calls(x: float | None) -> str:
+    """Calls per cycle: one decimal, whole numbers from 100 ("1,478", not "1,478.0"), and
+    "<0.1" for a call that spans many cycles (not "0.0" beside its time per call)."""
+    if x is None or not _finite(x):
+        return NA
+    if 0 < abs(x) < 0.05:
+        return "<0.1"
+    return f"{x:,.0f}" if abs(x) >= 100 else fmt_num(x, 1)
 
 
 def fmt_signed_time(us: float | None) -> str:

@@ -12,7 +12,7 @@ from perfdiff.analyze.findings import significant
 from perfdiff.analyze.verdict import Starved, VerdictClass, VerdictCode
 from perfdiff.model.cycles import CyclePlan
 from perfdiff.model.schema import CycleSource
-from perfdiff.render.text import fmt_num, fmt_p, fmt_pct, fmt_signed, fmt_time_us, fmt_value, md_escape, md_name
+from perfdiff.render.text import fmt_calls, fmt_num, fmt_p, fmt_pct, fmt_signed, fmt_time_us, fmt_value, md_escape, md_name
 
 EVENT_WORDS = {
     "gpu-lost": "GPU lost (fell off the bus or stopped answering)",
@@ -57,7 +57,7 @@ def _calls_vs_slower(f: FunctionStats, per: str = "per cycle") -> str:
     if f.calls_n > 0 and f.calls_a > 0:
         rc = f.calls_a / f.calls_n
         rp = (f.per_call_a_us / f.per_call_n_us) if f.per_call_n_us and f.per_call_n_us > 0 else float("nan")
-        parts.append(f"{fmt_num(f.calls_n, 1)} → {fmt_num(f.calls_a, 1)} calls {per}, "
+        parts.append(f"{fmt_calls(f.calls_n)} → {fmt_calls(f.calls_a)} calls {per}, "
                      f"{fmt_time_us(f.per_call_n_us)} → {fmt_time_us(f.per_call_a_us)} per call")
         if math.isfinite(rp) and abs(math.log(rp)) > abs(math.log(rc)) + 0.05:
             parts.append("slower calls" if rp > 1 else "faster calls")
