@@ -161,6 +161,38 @@ def test_unwritable_output(pair: tuple[Path, Path], tmp_path: Path, capsys: pyte
     _one_line_error(code, err, "output folder does not exist")
 
 
+def test_outputs_never_replace_an_input(pair: tuple[Path, Path], tmp_path: Path,
+                                        capsys: pytest.CaptureFixture[str]) -> None:
+    """`-o`, `--json`, the cycles CSV beside the report, and the tree's CSV once replaced an
+    input trace with a report (exit 0); a report inside an input folder would be read back as
+    part of it.  Each is one line, exit 2, and the inputs keep their bytes."""
+    trace = tmp_path / "a.json"
+    trace.write_text('{"traceEvents": []}')
+    ranks = tmp_path / "ranks"
+    ranks.mkdir()
+    before = trace.read_bytes()
+    cases = [
+        (["compare", trace, pair[1], "-o", trace], "refusing to overwrite an input"),
+        (["compare", trace, pair[1], "--json", trace], "refusing to overwrite an input"),
+        (["compare", *pair, "-o", tmp_path / "a.md", "--json", tmp_path / "x.json"], None),
+        (["compare", tmp_path / "a.cycles.csv", pair[1], "-o", tmp_path / "a.md"], "refusing to overwrite an input"),
+        (["compare", *pair, "-o", pair[0] / "report.md"], "refusing to write inside the input folder"),
+        (["compare", ranks, pair[1], "--json", ranks / "r.json"], "refusing to write inside the input folder"),
+        (["tree", trace, pair[1], "--csv", trace], "refusing to overwrite an input"),
+        (["tree", tmp_path / "t.csv", pair[1], "-o", tmp_path / "t.md"], "refusing to overwrite an input"),
+    ]
+    (tmp_path / "a.cycles.csv").write_text("x")
+    (tmp_path / "t.csv").write_text("x")
+    for argv, needle in cases:
+        code, _, err = run_cli(argv, capsys)
+        if needle is None:
+            assert code == 0, err
+        else:
+            _one_line_error(code, err, needle)
+    assert trace.read_bytes() == before and (tmp_path / "a.cycles.csv").read_text() != "x"
+    assert not list(ranks.iterdir()) and not (pair[0] / "report.md").exists()
+
+
 def test_window_option_and_inputs_untouched(pair: tuple[Path, Path], tmp_path: Path,
                                             capsys: pytest.CaptureFixture[str]) -> None:
     before = {p: p.stat().st_mtime_ns for p in pair[0].rglob("*")}

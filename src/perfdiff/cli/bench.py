@@ -5,8 +5,8 @@ import argparse
 import sys
 from pathlib import Path
 
-from perfdiff.cli.common import alpha, percent, write_output
-from perfdiff.errors import EXIT_GATE, InputError
+from perfdiff.cli.common import alpha, percent, refuse_overwriting, write_output
+from perfdiff.errors import EXIT_GATE
 
 
 def _columns(text: str) -> tuple[str, ...]:
@@ -21,13 +21,10 @@ def cmd_bench(args: argparse.Namespace) -> int:
     from perfdiff.benchtable import compare_tables, gate, read_table, regressed_pct, render_csv, render_json
     from perfdiff.benchtable import render_markdown
 
-    inputs = {Path(p).resolve() for p in args.tables}
     to_stdout = args.output in (None, "-")
     outputs = [(None if to_stdout else args.output, render_markdown), (args.csv, render_csv),
                (args.json, render_json)]
-    for out, _ in outputs:
-        if out is not None and Path(out).resolve() in inputs:
-            raise InputError("refusing to overwrite an input table", path=out)
+    refuse_overwriting(args.tables, [out for out, _ in outputs])
     names = [Path(p).name for p in args.tables]
     if len(set(names)) < len(names):  # before/results.csv against after/results.csv
         names = [str(p) for p in args.tables]

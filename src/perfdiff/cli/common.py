@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import argparse
+from collections.abc import Iterable
 from pathlib import Path
 
 from perfdiff.errors import InputError
@@ -52,6 +53,22 @@ def add_trace_options(p: argparse.ArgumentParser) -> None:
                    help="nsys export holding several processes: the one to read (default: most GPU work)")
     p.add_argument("--group", choices=("full", "short"), default="full",
                    help="kernel names: full demangled names, or grouped by short name")
+
+
+def refuse_overwriting(inputs: Iterable[str | Path], outputs: Iterable[str | Path | None]) -> None:
+    """InputError when an output would replace an input file or land inside an input folder
+    (a bundle, a folder of rank traces, where it would be read as one): inputs are never
+    modified.  None and "-" (stdout) are no paths."""
+    given = [Path(p).resolve() for p in inputs]
+    for out in outputs:
+        if out is None or str(out) == "-":
+            continue
+        o = Path(out).resolve()
+        for i in given:
+            if o == i:
+                raise InputError("refusing to overwrite an input", path=out)
+            if i.is_dir() and o.is_relative_to(i):
+                raise InputError(f"refusing to write inside the input folder {i}", path=out)
 
 
 def write_output(path: Path, text: str | bytes) -> None:

@@ -6,7 +6,7 @@ import json
 import sys
 from pathlib import Path
 
-from perfdiff.cli.common import add_trace_options, alpha, percent, positive_int, write_output
+from perfdiff.cli.common import add_trace_options, alpha, percent, positive_int, refuse_overwriting, write_output
 from perfdiff.errors import EXIT_GATE, InputError
 
 
@@ -16,6 +16,9 @@ def cmd_compare(args: argparse.Namespace) -> int:
     cmd_compare_ranks."""
     from perfdiff.ranks import is_multi_rank
 
+    report = Path(args.output) if args.output and args.output != "-" else None
+    cycles_csv = report.with_name(report.with_suffix("").name + ".cycles.csv") if report else None
+    refuse_overwriting([args.normal, args.abnormal], [report, cycles_csv, args.json])
     if args.ranks or args.scheduler or args.workers or is_multi_rank(args.normal) or is_multi_rank(args.abnormal):
         return cmd_compare_ranks(args)
     from perfdiff.analyze import FindingCode
@@ -27,10 +30,9 @@ def cmd_compare(args: argparse.Namespace) -> int:
                    pid=args.pid, group=args.group, force=args.force)
     if comp.findings and comp.findings[0].code == FindingCode.IDENTICAL:
         print(f"perfdiff: identical inputs: {args.normal} and {args.abnormal} hold the same bytes", file=sys.stderr)
-    if args.output and args.output != "-":
-        out = Path(args.output)
+    if report is not None and cycles_csv is not None:
+        out, csv_name = report, cycles_csv.name
         stem = out.with_suffix("").name
-        csv_name = stem + ".cycles.csv"
         plots, note = [], None
         if not args.no_plots and out.parent.is_dir():
             from perfdiff.render.plots import PlotsUnavailable

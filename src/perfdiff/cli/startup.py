@@ -5,7 +5,7 @@ import argparse
 import sys
 from pathlib import Path
 
-from perfdiff.cli.common import write_output
+from perfdiff.cli.common import refuse_overwriting, write_output
 from perfdiff.errors import InputError, reading
 
 
@@ -24,14 +24,11 @@ def cmd_startup(args: argparse.Namespace) -> int:
     rules = [parse_phase_regex(s) for s in args.phase_regex]
     if not 0.0 < args.alpha < 1.0:
         raise InputError(f"--alpha {args.alpha}: must be between 0 and 1")
-    inputs = {Path(p).resolve() for p in args.logs}
     to_stdout = args.output in (None, "-")
     outputs = [(None if to_stdout else args.output, render_markdown),
                (args.csv, render_csv),
                (args.json, render_json)]
-    for out, _ in outputs:
-        if out is not None and Path(out).resolve() in inputs:
-            raise InputError("refusing to overwrite an input log", path=out)
+    refuse_overwriting(args.logs, [out for out, _ in outputs])
     names = column_names(args.logs)
     columns = []
     for p, n in zip(args.logs, names, strict=True):

@@ -5,13 +5,15 @@ import argparse
 import sys
 from pathlib import Path
 
-from perfdiff.cli.common import add_trace_options, alpha, write_output
+from perfdiff.cli.common import add_trace_options, alpha, refuse_overwriting, write_output
 
 
 def cmd_tree(args: argparse.Namespace) -> int:
     """Build both trees, write the Markdown tree (stdout or -o) and the full table as CSV."""
     from perfdiff.api import tree
 
+    report = Path(args.output) if args.output and args.output != "-" else None
+    refuse_overwriting([args.normal, args.abnormal], [report, args.csv or (report.with_suffix(".csv") if report else None)])
     result = tree(args.normal, args.abnormal, alpha=args.alpha, cycle=args.cycle, total=args.total,
                   pid=args.pid, group=args.group)
     csv_path = Path(args.csv) if args.csv else None
