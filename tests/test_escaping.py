@@ -103,3 +103,20 @@ def test_calls_per_cycle_read_as_counts() -> None:
     cases = [(0.0, "0.0"), (0.0004, "<0.1"), (0.06, "0.1"), (2.0, "2.0"), (774.2, "774"), (1478.0, "1,478"),
              (float("nan"), "n/a")]
     assert [(v, fmt_calls(v)) for v, _ in cases] == cases
+
+
+def test_names_in_full_keep_markdown_out() -> None:
+    """Markdown is parsed inside an inline <code> element: the list of names in full read
+    "DataLoaderIter.__next__" as "DataLoaderIter.<strong>next</strong>".  Every character
+    Markdown reads is a character reference there, and the name comes back whole."""
+    import html
+
+    from perfdiff.render.text import html_code
+
+    for name in ["enumerate(DataLoader)#_SingleProcessDataLoaderIter.__next__",
+                 "a*em* **b** [l](u) a`b`c x\\y $x^2$ ~s~ <t> a|b &amp; #h", *NASTY]:
+        code = html_code(name)
+        inner = code[len("<code>"):-len("</code>")]
+        bare = re.sub(r"&#?\w+;", "", inner)
+        assert not re.search(r"[\\`*\[\]<>|~$]|(?<![A-Za-z0-9])_|_(?![A-Za-z0-9])", bare), inner
+        assert html.unescape(inner) == " ".join(name.split())

@@ -16,7 +16,9 @@ __all__ = ["NA", "fmt_beta", "fmt_calls", "fmt_num", "fmt_p", "fmt_pct", "fmt_sc
            "fmt_z", "full_name_line", "full_names", "html_code", "md_escape", "md_name", "shorten"]
 
 NA = "n/a"
-_MD_SPECIAL = re.compile(r"([\\`*_\[\]<>|#~])")
+_MD_SPECIAL = re.compile(r"([\\`*_\[\]<>|#~$])")
+# What Markdown reads inside an inline HTML element; "_" only where it may open or close emphasis.
+_CODE_SPECIAL = re.compile(r"[\\`*\[\]|~$]|(?<![A-Za-z0-9])_|_(?![A-Za-z0-9])")
 
 
 def _finite(x: object) -> bool:
@@ -156,5 +158,9 @@ def md_name(name: str, width: int = 96) -> str:
 
 
 def html_code(name: str) -> str:
-    """A whole name inside an HTML <code> element (used in collapsed blocks)."""
-    return "<code>" + html.escape(flat(name), quote=True).replace("|", "&#124;") + "</code>"
+    """A whole name inside an HTML <code> element (used in collapsed blocks).  Markdown is
+    still parsed inside an inline HTML element ("__next__" turned bold), so what it reads is a
+    character reference there; an underscore inside a word ("ampere_bf16_gemm") opens no
+    emphasis and stays as it is, for the raw text's sake."""
+    s = _CODE_SPECIAL.sub(lambda m: f"&#{ord(m.group(0))};", html.escape(flat(name), quote=True))
+    return "<code>" + s + "</code>"
