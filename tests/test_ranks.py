@@ -162,6 +162,21 @@ def test_cli_through_a_cluster_by_address(tmp_path: Path, scheduler: str, capsys
     assert err == ""  # no progress line when stderr is not a terminal
 
 
+def test_a_cluster_by_address_gets_absolute_paths(tmp_path: Path, scheduler: str, capsys, monkeypatch) -> None:
+    """Workers of a cluster given by address may run in another folder: relative paths on the
+    command line ("ranks/a") reached them as such, and every rank failed to open.  The tasks'
+    inputs are the pairs' paths."""
+    n, a = _pair(tmp_path)
+    monkeypatch.chdir(tmp_path)
+    res = compare_ranks(n.relative_to(tmp_path), a.relative_to(tmp_path), scheduler=scheduler)
+    assert len(res.pairs) == 4
+    assert all(Path(p.normal.path).is_absolute() and Path(p.abnormal.path).is_absolute() for p in res.pairs)
+    code, _, err = run_cli(["compare", n.relative_to(tmp_path), a.relative_to(tmp_path), "--scheduler", scheduler,
+                            "-o", "r.md"], capsys)
+    assert code == 0, err
+    assert f"({n.relative_to(tmp_path)}, world size 4)" in (tmp_path / "r.md").read_text()  # the user's path, shown
+
+
 def test_progress_line_on_a_terminal(tmp_path: Path, scheduler: str, capsys, monkeypatch) -> None:
     n, a = _pair(tmp_path)
     monkeypatch.setattr(sys.stderr, "isatty", lambda: True)

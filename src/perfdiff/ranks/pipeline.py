@@ -11,6 +11,7 @@ import dataclasses
 import os
 import time
 from collections import Counter
+from pathlib import Path
 
 import numpy as np
 
@@ -52,6 +53,8 @@ def compare_ranks(normal: str | os.PathLike[str], abnormal: str | os.PathLike[st
     clock = _Clock()
     window_ns = parse_duration_ns(window) if isinstance(window, str) else window
     labels = (str(normal), str(abnormal))
+    if scheduler is not None:  # its workers may run in another folder: they get absolute paths
+        normal, abnormal = Path(normal).absolute(), Path(abnormal).absolute()
     split = ranks is not None
     ins_n, ins_a = rank_inputs(normal, split_processes=split), rank_inputs(abnormal, split_processes=split)
     pairs, notices = pair_ranks(ins_n, ins_a, ranks, labels)
