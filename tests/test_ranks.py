@@ -474,6 +474,22 @@ def test_rank_and_world_size_read_from_real_kineto_heads(real: Path, tmp_path: P
 
 
 @pytest.mark.real
+def test_a_host_state_that_grew_with_the_cycle_is_no_rank_cause(real: Path, tmp_path: Path) -> None:
+    """Rodinia's pair as four ranks a run: every rank's cycle grew by Fan2, and oncpu (the CPU
+    spinning in cudaThreadSynchronize) grew with it at an unchanged share.  The verdict named
+    "slower on all 4 ranks: oncpu" where the pair's report names Fan2."""
+    src = real / "kmcho2019/Rodinia_3.1_Gaussian"
+    for side, name in (("normal", "report3.sqlite"), ("abnormal", "report2.sqlite")):
+        (tmp_path / side).mkdir()
+        for r in range(4):
+            (tmp_path / side / f"rank-{r}.sqlite").symlink_to(src / name)
+    res = compare_ranks(tmp_path / "normal", tmp_path / "abnormal", workers=1, processes=False)
+    assert [(v.code, v.function.split("(")[0]) for v in res.verdict] == [(RankVerdictCode.ALL_RANKS, "Fan2")]
+    assert all(r.cause.startswith("Fan2") for r in res.rows)
+    assert not any(f.function == "oncpu" for f in res.findings)
+
+
+@pytest.mark.real
 def test_identical_real_ranks_share_last_place(real: Path, tmp_path: Path) -> None:
     """Two copies of a real rank (the HTA trace, renumbered) in each run: every rank waits
     alike in every collective, so none is "last" more than the others (ties share the cycle),

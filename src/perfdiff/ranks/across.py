@@ -5,7 +5,9 @@ cycle, collectives and waits aside) is tested on its own time per cycle as for a
 (`stats.compare_samples`); one Benjamini–Hochberg family holds every (function, rank) test.
 A function changed on a rank when it is significant (q ≤ α) and material (|τ| ≥ 1 pp, small
 effect size at least, as for a pair); findings group the ranks where it changed in one
-direction: every rank compared, or the ranks named (docs/STATISTICS.md, ranks).
+direction: every rank compared, or the ranks named (docs/STATISTICS.md, ranks).  A host state
+(`oncpu`, `blocked` …) grows with the cycle by itself: as for a pair, it is tested only where
+its share of the cycle moved too.
 """
 from __future__ import annotations
 
@@ -16,7 +18,7 @@ import numpy as np
 
 from perfdiff import stats
 from perfdiff.analyze.compare import T_FLOOR_US, TEST_MIN_SHARE
-from perfdiff.analyze.findings import MATERIAL_DELTA, MATERIAL_TAU_PP
+from perfdiff.analyze.findings import HOST_SHARE_MIN_REL, MATERIAL_DELTA, MATERIAL_TAU_PP
 from perfdiff.ranks.part import RankPart, cycle_columns, excess_kind
 from perfdiff.ranks.records import (CollectiveTime, RankCycle, RankFinding, RankRow, RankVerdict, RankVerdictCode,
                                     ScopeCode, Straggler, StragglerCode)
@@ -69,6 +71,8 @@ def rank_tests(pn: RankPart, pa: RankPart, iters_n: np.ndarray, iters_a: np.ndar
         tn, ta = on.get(key, np.zeros(len(dn))), oa.get(key, np.zeros(len(da)))
         if (tn.sum() + ta.sum()) / (len(dn) + len(da)) < TEST_MIN_SHARE * pooled_cycle:
             continue
+        if key[1] == "host" and not _share_moved(tn / dn, ta / da, alpha):
+            continue
         keys.append(key)
         rows_n.append(tn)
         rows_a.append(ta)
@@ -80,6 +84,14 @@ def rank_tests(pn: RankPart, pa: RankPart, iters_n: np.ndarray, iters_a: np.ndar
     delta = ta.mean(axis=1) - tn.mean(axis=1)
     return [RankTest(pn.input.rank, key[0], key[1], float(delta[i]), 100.0 * float(delta[i]) / mean_da, float(p[i]),
                      float(cliffs[i])) for i, key in enumerate(keys)]
+
+
+def _share_moved(bn: np.ndarray, ba: np.ndarray, alpha: float) -> bool:
+    """Whether a host state's share of the cycle moved: significantly (U test) and by at least
+    HOST_SHARE_MIN_REL of its normal share, as for a pair."""
+    p, _ = stats.u_test_rows(ba[None, :], bn[None, :], alpha=alpha)
+    mn = float(bn.mean())
+    return bool(p[0] <= alpha) and abs(float(ba.mean()) - mn) >= HOST_SHARE_MIN_REL * max(mn, 1e-12)
 
 
 def with_q(tests: list[RankTest]) -> list[RankTest]:
