@@ -193,6 +193,23 @@ def test_outputs_never_replace_an_input(pair: tuple[Path, Path], tmp_path: Path,
     assert not list(ranks.iterdir()) and not (pair[0] / "report.md").exists()
 
 
+def test_cycle_and_window_options_at_their_edges(pair: tuple[Path, Path], tmp_path: Path,
+                                                 capsys: pytest.CaptureFixture[str]) -> None:
+    """A pattern with a group printed pandas' warning; a repetition too large and a window
+    beyond int64 ended in an internal error (exit 70); a 1 ns window ran out of memory; a
+    window longer than the run said "no markers, no activity"."""
+    code, _, err = run_cli(["compare", *pair, "--cycle", "(.+)", "-o", tmp_path / "g.md"], capsys)
+    assert code == 0 and err == "", err
+    for argv, needle in [
+        (["--cycle", "a{99999999999}"], "bad --cycle regular expression 'a{99999999999}'"),
+        (["--window", "99999999999999999999s"], "at most 30 days"),
+        (["--window", "1ns"], "into more than 1,000,000 cycles: choose a window of at least"),
+        (["--window", "1000s"], "no cycles found: its activity spans"),
+    ]:
+        code, _, err = run_cli(["compare", *pair, *argv, "-o", tmp_path / "w.md"], capsys)
+        _one_line_error(code, err, needle)
+
+
 def test_window_option_and_inputs_untouched(pair: tuple[Path, Path], tmp_path: Path,
                                             capsys: pytest.CaptureFixture[str]) -> None:
     before = {p: p.stat().st_mtime_ns for p in pair[0].rglob("*")}

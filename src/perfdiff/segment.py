@@ -24,6 +24,7 @@ from perfdiff.model.schema import GPU_KINDS, CycleSource, MarkerSource
 
 DEFAULT_WINDOW_NS = 100_000_000
 MIN_CYCLES = 2
+MAX_WINDOWS = 1_000_000  # fixed windows of one run: beyond, a window far too short for the run (memory)
 _SEQ_WINDOW = 200_000  # kernels examined when looking for a repeating sequence
 _SEQ_MATCH = 0.9  # share of positions that must repeat at period p
 
@@ -79,16 +80,29 @@ def timeline_ns(run: RunData) -> tuple[int, int]:
 
 
 def fixed_windows(run: RunData, window_ns: int, reason: str = "") -> Cycles:
-    """Consecutive windows of `window_ns` over the run's activity span."""
+    """Consecutive windows of `window_ns` over the run's activity span.  InputError when they
+    would be more than MAX_WINDOWS (a window far too short for the run)."""
     t0, t1 = timeline_ns(run)
     if t1 <= t0:
         return _finish(np.array([], np.int64), np.array([], np.int64), "window", "no activity")
+    if (t1 - t0) // window_ns > MAX_WINDOWS:
+        raise InputError(f"windows of {_ms(window_ns)} cut this run's {_ms(t1 - t0)} into more than "
+                         f"{MAX_WINDOWS:,} cycles: choose a window of at least {_ms((t1 - t0) // MAX_WINDOWS + 1)}",
+                         path=run.path)
+    if t1 - t0 < window_ns // 2:
+        return _finish(np.array([], np.int64), np.array([], np.int64), "window",
+                       f"its activity spans {_ms(t1 - t0)}, under half a window of {_ms(window_ns)}"
+                       + (f" ({reason})" if reason else ""))
     edges = np.arange(t0, t1, window_ns, dtype=np.int64)
     ends = np.minimum(edges + window_ns, t1)
     # A final partial window shorter than half a window would skew the distribution.
     keep = (ends - edges) >= window_ns // 2
     detail = f"fixed windows of {window_ns / 1e6:g} ms" + (f" ({reason})" if reason else "")
     return _finish(edges[keep], ends[keep], "window", detail)
+
+
+def _ms(ns: int) -> str:
+    return f"{ns / 1e6:,.4g} ms"
 
 
 def _kernel_order(run: RunData) -> pd.DataFrame:
@@ -324,7 +338,7 @@ def cut_cycles(run: RunData, plan: CyclePlan) -> Cycles:
     """Cut `run` into cycles by `plan`.  Raises InputError when fewer than 2 cycles result."""
     cycles = _cut(run, plan)
     if cycles.n == 0:
-        raise InputError("no cycles found (no markers, no activity to segment)", path=run.path)
+        raise InputError(f"no cycles found: {cycles.detail}", path=run.path)
     if cycles.n < MIN_CYCLES:
         raise InputError(
             f"only {cycles.n} cycle found ({cycles.detail}): comparing needs at least "
@@ -368,21 +382,27 @@ def _with_one_sided(cyc: Cycles, plan: CyclePlan) -> Cycles:
                   f"{cyc.detail} (only {few} in the normal/abnormal run: too few to compare)", cyc.dropped)
 
 
+def _matching(names: pd.Series, rx: re.Pattern) -> np.ndarray:
+    """Which rows' names rx finds a match in: searched once per distinct name (no warning
+    about the groups a user's pattern may have, as str.contains gives)."""
+    s = names.astype(str)
+    found = [x for x in pd.unique(s) if rx.search(x)]
+    return s.isin(found).to_numpy()
+
+
 def _regex_cycles(run: RunData, cycle_regex: str) -> Cycles:
     """Cycles from marker ranges (else kernel launches) whose name matches `cycle_regex`."""
     markers = run.markers
     try:
         rx = re.compile(cycle_regex)
-    except re.error as exc:
+    except (re.error, OverflowError, RecursionError) as exc:
         raise InputError(f"bad --cycle regular expression {cycle_regex!r}: {exc}") from None
-    names = pd.Series(markers["name"].astype(str))
-    hit = markers[names.str.contains(rx).to_numpy()] if len(markers) else markers
+    hit = markers[_matching(markers["name"], rx)] if len(markers) else markers
     if len(hit):
         return _ranges_to_cycles(hit, "regex", f"marker ranges matching /{cycle_regex}/")
     k = _kernel_order(run)
     if len(k):
-        kn = pd.Series(k["function"].astype(str))
-        hk = k[kn.str.contains(rx).to_numpy()]
+        hk = k[_matching(k["function"], rx)]
         if len(hk) >= 2:
             t = hk["_t"].to_numpy()
             end = np.append(t[1:], t[-1])
