@@ -62,3 +62,17 @@ def test_unwritable_output_is_an_input_error(tmp_path):
     assert e.value.code == 2
     with pytest.raises(InputError, match="cannot write"):
         startup_main(["startup", str(f), "--csv", str(tmp_path)])  # a directory
+
+
+def test_a_phase_regex_row_is_user_text(tmp_path, capsys):
+    """A --phase-regex ROW is escaped like every name ('a|b*c*' once split the row into five
+    cells), and a group that captures no number is one line, not Python's float error."""
+    f = tmp_path / "run.log"
+    f.write_text("INFO 06-02 11:03:11 [x.py:1] Loading weights took 1.0 seconds\n"
+                 "INFO 06-02 11:03:12 [x.py:1] warmup took 2.5 s\n")
+    assert startup_main(["startup", str(f), "--phase-regex", r"a|b*c*=warmup took ([\d.]+) s", "-o", "-"]) == 0
+    (row,) = [x for x in capsys.readouterr().out.splitlines() if x.startswith("| a\\|")]
+    assert row == r"| a\|b\*c\* | 2.5 |"
+    with pytest.raises(InputError, match=r"its group captured 'took', not a number of seconds") as e:
+        startup_main(["startup", str(f), "--phase-regex", "x=warmup (took)"])
+    assert e.value.code == 2

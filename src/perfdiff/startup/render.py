@@ -111,7 +111,7 @@ def _group_section(groups: StartupGroups, rows: tuple[str, ...], notes: _Notes) 
         header += [f"delta {md_escape(keys[1])} - {md_escape(keys[0])}", "delta %", "U-test p"]
     body = []
     for row in rows:
-        line = [row]
+        line = [md_escape(row)]  # a --phase-regex row is the user's text
         for k in keys:
             c = groups.cells[k].get(row)
             if c is None:
@@ -161,7 +161,7 @@ def render_markdown(table: StartupTable) -> str:
         out += _group_section(table.groups, table.rows, notes)
         out += ["## Per run", ""]
     header = ["phase"] + [md_escape(c.name) for c in table.columns]
-    body = [[row] + [_cell_text(row, c.phases.get(row), notes) for c in table.columns]
+    body = [[md_escape(row)] + [_cell_text(row, c.phases.get(row), notes) for c in table.columns]
             for row in table.rows]
     body.append(["status"] + [c.status for c in table.columns])
     out += _table(header, [":--"] + ["--:"] * len(table.columns), body)

@@ -13,7 +13,10 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta, timezone
 
+from perfdiff.errors import InputError
 from perfdiff.startup.rules import ANSI_RE, HEADER_RE, PROC_RE, RULES, UNIT_TAG_RE, Rule
+
+_NUMBER = re.compile(r"[+-]?(?:\d+\.?\d*|\.\d+)(?:[eE][+-]?\d+)?")  # what a user rule's group must capture
 
 
 
@@ -149,6 +152,9 @@ def _events_of_line(line: str, start: int, rules: Sequence[Rule]) -> list[Event]
             gd = mm.groupdict()
             secs = gd.get("s") or gd.get("s2") or (mm.group(1) if rule.kind.startswith("user:")
                                                    else None)
+            if rule.kind.startswith("user:") and secs is not None and not _NUMBER.fullmatch(secs.strip()):
+                raise InputError(f"--phase-regex {rule.kind.removeprefix('user:')!r}: its group captured "
+                                 f"{secs[:40]!r}, not a number of seconds")
             unit_m = UNIT_TAG_RE.match(line, msg_from)
             out.append(Event(
                 pos=start, kind=rule.kind.removeprefix("user:"), rank=rank, rank_label=label,
