@@ -102,6 +102,15 @@ def _table(header: list[str], align: list[str], body: list[list[str]]) -> list[s
     return lines
 
 
+_PLAIN_ROW = re.compile(r"[A-Za-z0-9](?:[A-Za-z0-9_.\-]*[A-Za-z0-9.])?")  # no Markdown: underscores inside words
+
+
+def _row_name(row: str) -> str:
+    """A row's name in a table: as it is where Markdown reads nothing in it (load_weights),
+    escaped otherwise (a --phase-regex row is the user's text)."""
+    return row if _PLAIN_ROW.fullmatch(row) else md_escape(row)
+
+
 def _group_section(groups: StartupGroups, rows: tuple[str, ...], notes: _Notes) -> list[str]:
     out = ["## By configuration", ""]
     keys = groups.keys
@@ -111,7 +120,7 @@ def _group_section(groups: StartupGroups, rows: tuple[str, ...], notes: _Notes) 
         header += [f"delta {md_escape(keys[1])} - {md_escape(keys[0])}", "delta %", "U-test p"]
     body = []
     for row in rows:
-        line = [md_escape(row)]  # a --phase-regex row is the user's text
+        line = [_row_name(row)]
         for k in keys:
             c = groups.cells[k].get(row)
             if c is None:
@@ -161,7 +170,7 @@ def render_markdown(table: StartupTable) -> str:
         out += _group_section(table.groups, table.rows, notes)
         out += ["## Per run", ""]
     header = ["phase"] + [md_escape(c.name) for c in table.columns]
-    body = [[md_escape(row)] + [_cell_text(row, c.phases.get(row), notes) for c in table.columns]
+    body = [[_row_name(row)] + [_cell_text(row, c.phases.get(row), notes) for c in table.columns]
             for row in table.rows]
     body.append(["status"] + [c.status for c in table.columns])
     out += _table(header, [":--"] + ["--:"] * len(table.columns), body)
