@@ -474,6 +474,21 @@ def test_rank_and_world_size_read_from_real_kineto_heads(real: Path, tmp_path: P
 
 
 @pytest.mark.real
+def test_profiling_windows_of_one_worker_are_no_ranks(real: Path, tmp_path: Path) -> None:
+    """TensorBoard's layout: a folder per configuration holding the trace handler's windows of
+    worker0.  They were read as ranks 0 and 1 ("world size 2 and 1: not compared")."""
+    folder = real / "pytorch/kineto/tb_plugin/samples/resnet50_num_workers_4"
+    with pytest.raises(InputError, match=r"2 traces of one worker, worker0 \(worker0\.1623212756351\.pt\.trace\.json"
+                                         r"\.gz, worker0\.1623213129365\.pt\.trace\.json\.gz\): profiling windows of one "
+                                         r"process, not ranks"):
+        rank_inputs(folder)
+    (tmp_path / "run").mkdir()  # windows of two workers, one each: ranks by order, as before
+    for name in ("worker0.1623212756351.pt.trace.json.gz", "worker1.1623212756351.pt.trace.json.gz"):
+        (tmp_path / "run" / name).symlink_to(folder / "worker0.1623212756351.pt.trace.json.gz")
+    assert [r.rank for r in rank_inputs(tmp_path / "run")] == [0, 1]
+
+
+@pytest.mark.real
 def test_a_host_state_that_grew_with_the_cycle_is_no_rank_cause(real: Path, tmp_path: Path) -> None:
     """Rodinia's pair as four ranks a run: every rank's cycle grew by Fan2, and oncpu (the CPU
     spinning in cudaThreadSynchronize) grew with it at an unchanged share.  The verdict named

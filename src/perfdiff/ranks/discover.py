@@ -115,6 +115,26 @@ def _name_rank(p: Path) -> int | None:
     return None
 
 
+# torch.profiler's trace handler names a file WORKER.TIMESTAMP_MS.pt.trace.json(.gz), one per
+# profiling window.
+_WINDOW_FILE = re.compile(r"(.+)\.\d{10,}\.pt\.trace\.json(?:\.gz)?")
+
+
+def _refuse_windows(members: list[Path], ranks: list[int | None], folder: Path) -> None:
+    """InputError when two traces that declare no rank are windows of one worker (the trace
+    handler's names): a folder of one process's profiling windows is no run of many ranks."""
+    workers: dict[str, list[str]] = {}
+    for m, r in zip(members, ranks, strict=True):
+        w = _WINDOW_FILE.fullmatch(m.name)
+        if w and r is None:
+            workers.setdefault(w.group(1), []).append(m.name)
+    for worker, names in workers.items():
+        if len(names) > 1:
+            shown = ", ".join(names[:2]) + ("…" if len(names) > 2 else "")
+            raise InputError(f"{len(names)} traces of one worker, {worker} ({shown}): profiling "
+                             "windows of one process, not ranks; compare one window of each run", path=folder)
+
+
 def _export_ranks(p: Path) -> list[RankInput]:
     """One RankInput per process that launched GPU kernels in an nsys export, numbered from
     the best source the export has (perfdiff.ranks.identity); [] with fewer than two."""
@@ -163,6 +183,7 @@ def rank_inputs(path: str | Path, *, split_processes: bool = False) -> list[Rank
     # it (a clash with a declared rank is refused below, naming both); the rest take, in order,
     # the numbers nobody has: "rank 0" by position would clash with a trace that says it is
     # rank 0, and one stray file must not renumber the others.
+    _refuse_windows(members, ranks, p)
     named = Counter(x for x in by_name if x is not None)
     for i, x in enumerate(by_name):
         if ranks[i] is None and x is not None and named[x] == 1:
