@@ -154,3 +154,17 @@ def test_waits_of_idle_threads_are_no_symptoms(real: Path) -> None:
     top = c.to_markdown().split("## 2.")[0]
     assert "| poll | Host |" in top and [x for x in top.splitlines() if "| poll |" in x][0].endswith(
         "| wait, with the cycle |")
+
+
+@pytest.mark.real
+def test_fixed_windows_name_what_grew_per_window(real: Path) -> None:
+    """Rodinia's pair cut into 100 ms windows: a last, partial window made the abnormal run's
+    mean "cycle" shorter, so Fan2 (3.6× slower a call, +25 pp) read as moving against the
+    change and the verdict said no material change.  Windows last alike by construction:
+    what grew per window is what the abnormal run spent more time on."""
+    r = real / "kmcho2019/Rodinia_3.1_Gaussian"
+    c = perfdiff.compare(r / "report3.sqlite", r / "report2.sqlite", window="100ms")
+    assert codes(c) == [VerdictCode.GPU_KERNEL] and named(c, VerdictCode.GPU_KERNEL)[0].startswith("Fan2")
+    md = c.to_markdown()
+    assert md[md.index("**Verdict:**"):].startswith("**Verdict:**\n")  # no median of windows to state
+    assert "--window cuts both runs into fixed windows, so they are compared as rates" in md

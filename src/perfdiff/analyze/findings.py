@@ -12,7 +12,7 @@ from typing import Any
 
 from perfdiff import stats
 from perfdiff.analyze.records import Analysis, CommonMode, FunctionLoad, FunctionStats
-from perfdiff.model.schema import GPU_KINDS
+from perfdiff.model.schema import GPU_KINDS, CycleSource
 
 MAX_CAUSES = 5
 MAX_SYMPTOMS = 3
@@ -76,7 +76,10 @@ def build_findings(c: Analysis, *, identical: bool = False) -> list[Finding]:
     # The direction of the change is the mean cycle's (throughput, what users feel): a quarter
     # of the cycles stalling leaves the median where it was and still costs throughput.
     d_mean = c.abnormal.mean_us - c.normal.mean_us
-    direction = 1.0 if d_mean >= 0 else -1.0
+    # Fixed windows last alike by construction (a last, partial one aside): what grew per window
+    # of wall clock is what the abnormal run spent more time on.
+    windows = c.plan is not None and c.plan.source == CycleSource.WINDOW
+    direction = 1.0 if d_mean >= 0 or windows else -1.0
     out = [Finding(FindingCode.CYCLE_TIME, q=c.cycle_test.p_mwu, values={
         "median_n_us": c.normal.median_us, "median_a_us": c.abnormal.median_us,
         "change_pct": 100.0 * d_med / c.normal.median_us if c.normal.median_us else float("nan"),

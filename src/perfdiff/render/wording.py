@@ -81,7 +81,9 @@ SHAPE_TAIL_RATIO = 1.5  # … while P95 grew by this factor and the KS test reje
 def _cycle_time(c: Analysis, x: Finding) -> str:
     v = x.values
     if compared_as_rates(c):
-        return (f"No cycle source exists in both runs, so they are compared as rates: every number below is "
+        why = ("--window cuts both runs into fixed windows" if c.plan is not None and c.plan.chosen_by_user
+               else "No cycle source exists in both runs")
+        return (f"{why}, so they are compared as rates: every number below is "
                 f"time {per_unit(c)} ({v['n_n']} vs {v['n_a']} windows), not per iteration. Mark the main loop with "
                 "`perfdiff.cycle()` or name its ranges with `--cycle REGEX` for per-iteration causes.")
     text = (f"Median cycle time {'rose' if v['median_a_us'] >= v['median_n_us'] else 'fell'} from "
@@ -116,9 +118,9 @@ def verdict_head(c: Analysis, findings: list[Finding]) -> str:
 
 
 def compared_as_rates(c: Analysis) -> bool:
-    """No cycle source in both runs: cycles are fixed windows the tool chose, so per-cycle
+    """Cycles are fixed windows (no cycle source in both runs, or --window), so per-cycle
     numbers are rates (time per window of wall clock)."""
-    return c.plan is not None and c.plan.source == CycleSource.WINDOW and not c.plan.chosen_by_user
+    return c.plan is not None and c.plan.source == CycleSource.WINDOW
 
 
 def per_unit(c: Analysis) -> str:
