@@ -146,6 +146,24 @@ def test_too_few_repetitions_are_said_so() -> None:
     assert row["test"] == Significance.TOO_FEW.value and row["outcome"] == Outcome.WORSE.value  # decided by --tie
 
 
+def test_failed_runs_marked_zero_negative_or_infinite_are_left_out_and_said() -> None:
+    """A latency of 0 or -1 marks a failed run: its configuration left the geometric mean with
+    no word; an inf in the first row made the second variant the baseline, against the
+    documented "first in the table"."""
+    from perfdiff.benchtable.records import NoteCode
+    from perfdiff.benchtable.render import render_markdown
+
+    df = pd.DataFrame({"impl": ["torch", "triton"] * 3, "op": ["mm", "mm", "conv", "conv", "attn", "attn"],
+                       "us": [np.inf, 5.5, 0.0, 4.5, -1.0, 3.5]})
+    df = pd.concat([df, pd.DataFrame({"impl": ["torch", "triton"], "op": ["gemv", "gemv"], "us": [2.5, 3.75]})])
+    r = compare_tables([("t", df)], by="impl")
+    assert r.baseline == "torch" and r.variants == ("torch", "triton")
+    notes = {n.code: n.values for n in r.notes}
+    assert notes[NoteCode.ROWS_WITHOUT_VALUE] == {"rows": 1} and notes[NoteCode.ROWS_NOT_POSITIVE] == {"rows": 2}
+    assert r.overall(0).n_configs == 1 and r.overall(0).geomean == pytest.approx(1.5)
+    assert "2 rows with a us of 0 or less (a failed run's marker?) are left out" in render_markdown(r)
+
+
 def test_two_tables_are_before_and_after_and_gate_on_regression() -> None:
     rng = np.random.default_rng(6)
     before = pd.DataFrame({"op": ["mm", "conv", "attn"] * 5, "bs": [1, 1, 1, 8, 8, 8] * 2 + [1, 8, 16],

@@ -227,13 +227,18 @@ def compare_tables(tables: list[tuple[str, pd.DataFrame]], *, by: str | None = N
         notes.append(Note(NoteCode.ROWS_WITHOUT_VARIANT, {"rows": int(no_variant.sum())}))
     variants_all = tuple(dict.fromkeys(variant[~no_variant]))
     no_value = ~np.isfinite(value) & ~no_variant
-    keep = ~no_variant & ~no_value
-    variants = tuple(dict.fromkeys(variant[keep]))
+    # A ratio needs positive values: 0 or -1 is a failed run's marker, not a time or a rate.
+    not_positive = np.isfinite(value) & (value <= 0) & ~no_variant
+    keep = ~no_variant & ~no_value & ~not_positive
+    valued = set(variant[keep])
+    variants = tuple(v for v in variants_all if v in valued)  # in the table's order, rows without values too
     empty = [v for v in variants_all if v not in variants]
     if empty:
         raise InputError(f"{by_col} {empty[0]!r} has no {metric} value in any row")
     if no_value.any():
         notes.append(Note(NoteCode.ROWS_WITHOUT_VALUE, {"rows": int(no_value.sum())}))
+    if not_positive.any():
+        notes.append(Note(NoteCode.ROWS_NOT_POSITIVE, {"rows": int(not_positive.sum())}))
     if baseline is not None and baseline not in variants:
         raise InputError(f"--baseline {baseline!r}: no row has {by_col} {baseline!r} "
                          f"(variants: {', '.join(variants)})")

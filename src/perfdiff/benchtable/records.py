@@ -40,7 +40,8 @@ class Kind(Enum):
 class NoteCode(Enum):
     """Things the reader should know about the input, with their values in `Note.values`."""
 
-    ROWS_WITHOUT_VALUE = "rows-without-value"  # rows whose metric is NaN: left out
+    ROWS_WITHOUT_VALUE = "rows-without-value"  # rows whose metric is NaN or infinite: left out
+    ROWS_NOT_POSITIVE = "rows-not-positive"  # rows whose metric is 0 or negative (no ratio): left out
     ROWS_WITHOUT_VARIANT = "rows-without-variant"  # rows with no variant name: left out
     IGNORED_COLUMNS = "ignored-columns"  # numeric, non-integer columns that are neither key nor metric
     VARIANT_KEYS = "variant-keys"  # key columns that describe a variant (not matched on)

@@ -141,6 +141,9 @@ def _header(result: BenchResult, lines: list[str]) -> None:
                          f"{', '.join(_md(k) for k in c.variant_keys)} ({why}, which the other never has).")
         elif note.code is NoteCode.ROWS_WITHOUT_VALUE:
             facts.append(f"{note.values['rows']} rows without a {_md(result.metric)} value are left out.")
+        elif note.code is NoteCode.ROWS_NOT_POSITIVE:
+            facts.append(f"{note.values['rows']} rows with a {_md(result.metric)} of 0 or less (a failed run's "
+                         "marker?) are left out: a ratio needs positive values.")
         elif note.code is NoteCode.ROWS_WITHOUT_VARIANT:
             facts.append(f"{note.values['rows']} rows without a {_md(result.by)} are left out.")
         elif note.code is NoteCode.IGNORED_COLUMNS:
