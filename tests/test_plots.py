@@ -134,3 +134,16 @@ def test_legends_stand_outside_the_data_and_ecdfs_start_at_zero(tmp_path: Path,
         assert [t.get_text() for t in legends[0].get_texts()][1].startswith("abnormal"), name
     ecdf = next(axes for name, axes, _ in figures if name == "r.cycles.png")[0]
     assert all(line.get_ydata()[0] == 0.0 for line in ecdf.get_lines())
+
+
+def test_links_to_pictures_survive_any_report_name(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """`-o "r#1 (x).md"` linked "r#1 (x).cycles.png" as written: "#" began a fragment and ")"
+    ended the link.  The targets are percent-encoded and name the files written."""
+    from urllib.parse import unquote
+
+    code, _, err = run_cli(["compare", *PAIR, "-o", tmp_path / "r#1 (x).md"], capsys)
+    assert code == 0, err
+    md = (tmp_path / "r#1 (x).md").read_text()
+    targets = re.findall(r"\]\(([^)\s]+\.png)\)", md)
+    assert targets and all("#" not in t and "(" not in t and " " not in t for t in targets)
+    assert all((tmp_path / unquote(t)).is_file() for t in targets)

@@ -7,6 +7,7 @@ from __future__ import annotations
 import functools
 from importlib import resources
 from typing import Any
+from urllib.parse import quote
 
 import jinja2
 
@@ -258,8 +259,8 @@ def render_markdown(c: Analysis, findings: list[Finding], verdict: list[VerdictC
     view["range_tree"] = (tree_section(tree, TreeLabels(c.normal.name, c.abnormal.name, c.normal.path,
                                                         c.abnormal.path, c.normal.cycle_detail))
                           if tree is not None else None)
-    view["plots"] = [(PLOT_TITLES.get(p.rsplit(".", 2)[-2], p), md_escape(p).replace(" ", "%20"))
-                     for p in plots or []]
+    # A link's target percent-encoded: "#" would start a fragment, "(" ")" end the link.
+    view["plots"] = [(PLOT_TITLES.get(p.rsplit(".", 2)[-2], p), quote(p)) for p in plots or []]
     view["plots_note"] = md_escape(plots_note) if plots_note else None
     view["collection"] = [_manifest_view(label, m) for label, m in zip(("normal", "abnormal"), manifests, strict=True)]
     view["dist_n"], view["dist_a"] = (_distributed(m) for m in manifests)
