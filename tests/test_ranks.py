@@ -177,6 +177,20 @@ def test_a_cluster_by_address_gets_absolute_paths(tmp_path: Path, scheduler: str
     assert f"({n.relative_to(tmp_path)}, world size 4)" in (tmp_path / "r.md").read_text()  # the user's path, shown
 
 
+def test_notes_said_once_and_the_baseline_asked_nothing(tmp_path: Path, scheduler: str) -> None:
+    """Traces without process groups in both runs: the communicator note was printed twice,
+    word for word but the run; and the normal run's quiet straggler paragraph asked "if the
+    run is slower", which the baseline never is."""
+    from perfdiff.render.ranks import rank_markdown
+
+    n, a = _pair(tmp_path, straggler=3, pg_args=False)
+    md = rank_markdown(compare_ranks(n, a, scheduler=scheduler), ("normal", "abnormal"))
+    assert md.count("not name the communicator (process group)") == 1
+    assert "The traces of both runs' ranks 0–3 do not name the communicator" in md
+    normal = md[md.index("**N: normal run.**"):md.index("**A: abnormal run.**")]
+    assert "No rank makes the others wait materially" in normal and "if the run is slower" not in normal
+
+
 def test_progress_line_on_a_terminal(tmp_path: Path, scheduler: str, capsys, monkeypatch) -> None:
     n, a = _pair(tmp_path)
     monkeypatch.setattr(sys.stderr, "isatty", lambda: True)

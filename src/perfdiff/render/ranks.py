@@ -195,8 +195,11 @@ def straggler_text(s: Straggler) -> str:
         head += (f" The collectives run on {len(s.groups)} communicators: each wait is read among its communicator's "
                  "members only (table below), and a rank's wait sums its communicators'.")
     if s.code == StragglerCode.NO_SKEW:
-        return (f"{head} No rank makes the others wait materially in the collectives (the least waiting rank saves "
-                "less than 2 % of the cycle): if the run is slower, either every rank slowed alike, or a barrier "
+        quiet = (f"{head} No rank makes the others wait materially in the collectives (the least waiting rank saves "
+                 "less than 2 % of the cycle)")
+        if run == "normal":  # the baseline: no slowdown of its own to explain
+            return quiet + "."
+        return (f"{quiet}: if the run is slower, either every rank slowed alike, or a barrier "
                 "before the collectives (a host synchronisation, a blocking call) lines the ranks up and makes the "
                 "culprit indistinguishable here; look for the rank that waits least in that barrier.")
     if s.code == StragglerCode.UNSTABLE:
@@ -247,7 +250,9 @@ def notice_line(n: RankNotice) -> str:
     if n.code == RankNoticeCode.UNPAIRED:
         return f"{listed[0].upper()}{listed[1:]} {'is' if one else 'are'} in one run only: not compared."
     if n.code == RankNoticeCode.GROUPS_UNKNOWN:
-        return (f"The {'trace' if one else 'traces'} of the {n.side} run's {listed} {'does' if one else 'do'} not "
+        whose = "both runs'" if n.side == BOTH else f"the {n.side} run's"
+        one = one and n.side != BOTH
+        return (f"The {'trace' if one else 'traces'} of {whose} {listed} {'does' if one else 'do'} not "
                 "name the communicator (process group) of some or all of "
                 f"{'its' if one else 'their'} collectives: for those, groups could not be told apart, and they "
                 "are matched across every rank that has them. With several communicators (tensor and data parallel) "
@@ -256,6 +261,17 @@ def notice_line(n: RankNotice) -> str:
                 "(--include-blobs=true), avoid it.")
     return (f"The {n.side} run's {listed} {'declares' if one else 'declare'} another rank number than "
             f"{'its' if one else 'their'} file name gave.")
+
+
+BOTH = "both"  # a notice's side when the same ranks of both runs share it
+
+
+def _merged(notes: list[RankNotice]) -> list[RankNotice]:
+    """The notes, with a communicator notice that names the same ranks in both runs said once."""
+    groups = [n for n in notes if n.code == RankNoticeCode.GROUPS_UNKNOWN]
+    if len(groups) != 2 or sorted(groups[0].ranks) != sorted(groups[1].ranks):
+        return notes
+    return [dataclasses.replace(n, side=BOTH) if n is groups[0] else n for n in notes if n is not groups[1]]
 
 
 def _iteration_words(a: RankAnalysis) -> str:
@@ -386,7 +402,7 @@ def _markdown(a: RankAnalysis, labels: tuple[str, str]) -> str:
     compared = f"{len(a.pairs)} rank{'s' if len(a.pairs) != 1 else ''} compared"
     # Cycles that are not iterations change how every figure below reads: said with the plan.
     unaligned = [n for n in a.notices if n.code == RankNoticeCode.CYCLES_NOT_ITERATIONS]
-    notes = [n for n in a.notices if n.code != RankNoticeCode.CYCLES_NOT_ITERATIONS]
+    notes = _merged([n for n in a.notices if n.code != RankNoticeCode.CYCLES_NOT_ITERATIONS])
     name_n, name_a = _names(labels)
     out = [f"# Cross-Rank Comparison: {md_escape(name_n)} vs {md_escape(name_a)}", "",
            f"*perfdiff {__version__}* · N = normal run ({md_escape(labels[0])}, world size {a.world_n}) · "
