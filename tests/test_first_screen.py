@@ -78,6 +78,7 @@ def test_the_renamed_data_loader_reads_as_its_change(real: Path) -> None:
                           root / "resnet50_num_workers_0/worker0.1623143089861.pt.trace.json.gz").to_markdown()
     verdict = md[md.index("**Verdict:**"):md.index("## 1.")]
     assert "**input pipeline stall**: **enumerate…{MultiProcessing ⇄ SingleProcess}Data…**" in verdict
+    assert "- **A ⇄ B**: one function under two names, A in the normal run and B in the abnormal one" in md
 
 
 @pytest.mark.real
