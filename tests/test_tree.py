@@ -365,7 +365,9 @@ def test_what_paths_without_a_material_change_moved_stays_in_sight(real: Path) -
     3.3 ms; the rest of its children, none material with 6 cycles, moved +26.5 ms together
     (all2all_tw_data:init alone +23.9 ms), which the collapsed line once called "unchanged"."""
     root = real / "facebookresearch/HolisticTraceAnalysis/tests/data/trace_diff"
-    lines = tree_lines(perfdiff.tree(root / "control/control.json.gz", root / "test/test.json.gz").diff)
+    t = perfdiff.tree(root / "control/control.json.gz", root / "test/test.json.gz")
+    lines = tree_lines(t.diff)
+    assert "Self time is a range's time outside the ranges inside it, its CUDA calls included" in t.to_markdown()
     i = next(i for i, x in enumerate(lines) if "**\\#\\# sparse\\_data\\_dist \\#\\#**" in x)
     under = [x for x in lines[i + 1:] if x.startswith("    - … ")]
     assert under[0].startswith("    - … 85 paths without a material change (+26.5 ms together")

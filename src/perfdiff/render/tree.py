@@ -127,13 +127,19 @@ def _lines(d: TreeDiff) -> list[str]:
     return lines
 
 
+# The function table's own time leaves a range's CUDA calls out (they are functions of their
+# own); the tree has no node for them, so they stay in its self time.
+SELF_WORDS = ("Self time is a range's time outside the ranges inside it, its CUDA calls included (the function "
+              "table's own time counts those calls apart).")
+
+
 def _basis_text(d: TreeDiff, labels: TreeLabels) -> str:
     if d.basis == TreeBasis.PER_CYCLE:
         tests = "paired over matched cycles" if d.matched else "over the cycles"
         return (f"Inclusive time of each range path per cycle ({d.n_cycles[0]:,} normal and {d.n_cycles[1]:,} "
                 f"abnormal cycles: {md_escape(labels.cycles)}), normal → abnormal (change, ratio, q and Cliff's δ "
                 f"of the test {tests}); then self time, the GPU time of the work launched inside the range, and "
-                f"calls, all per cycle. A change is material when it moves at least {MATERIAL_SHARE:.0%} of the "
+                f"calls, all per cycle. {SELF_WORDS} A change is material when it moves at least {MATERIAL_SHARE:.0%} of the "
                 f"mean cycle and q ≤ {d.alpha:g}.")
     why = f" ({md_escape(labels.cycles)})" if labels.cycles else ""
     shares = [x for x in d.cycle_share if math.isfinite(x)]
@@ -141,7 +147,8 @@ def _basis_text(d: TreeDiff, labels: TreeLabels) -> str:
         why = (f" (the pair's cycles, {md_escape(labels.cycles)}, hold only {min(shares):.0%} of the top-level "
                "ranges' time)")
     return (f"Inclusive time of each range path in total over each run{why}, normal → abnormal (change, ratio); "
-            f"then self time, the GPU time of the work launched inside the range, and calls. A change is material "
+            f"then self time, the GPU time of the work launched inside the range, and calls. {SELF_WORDS} "
+            f"A change is material "
             f"when it moves at least {MATERIAL_SHARE:.0%} of the largest top-level range and {MATERIAL_RATIO:.0%} "
             f"of the path's time.")
 
