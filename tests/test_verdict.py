@@ -168,3 +168,22 @@ def test_fixed_windows_name_what_grew_per_window(real: Path) -> None:
     md = c.to_markdown()
     assert md[md.index("**Verdict:**"):].startswith("**Verdict:**\n")  # no median of windows to state
     assert "--window cuts both runs into fixed windows, so they are compared as rates" in md
+
+
+@pytest.mark.real
+def test_kernels_chosen_in_place_of_others_are_no_added_work(real: Path) -> None:
+    """The ResNet pair: cuDNN ran its wgrad kernel 15 → 26 times a step (+2.19 pp) in place of
+    the splitK GEMM, 12 → 1 (−2.06 pp), and two others; the GPU's time under the convolutions
+    held.  The verdict called the wgrad kernel "new or added work"; it is a swap, said as one."""
+    from perfdiff.analyze.findings import FindingCode
+
+    k = real / KINETO
+    c = perfdiff.compare(k / "resnet50_num_workers_4/worker0.1623212756351.pt.trace.json.gz",
+                         k / "resnet50_num_workers_0/worker0.1623143089861.pt.trace.json.gz")
+    assert codes(c) == [VerdictCode.INPUT_PIPELINE]
+    (swap,) = [x for x in c.findings if x.code == FindingCode.KERNEL_SWAP]
+    names = [c.analysis.functions[i].name for i in swap.related]
+    assert names[0].startswith("void cudnn::cnn::wgrad_alg0_engine") and swap.values["grew"] == 1
+    assert "volta_scudnn_128x128_stridedB_splitK_medium_nn_v1" in names[1:]
+    assert abs(swap.values["net_pp"]) < 1.0
+    assert "Kernel choice changed on GPU 0: **void cudnn::cnn::wgrad" in c.to_markdown()

@@ -8,6 +8,7 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass, field
 from enum import Enum
+from collections.abc import Callable
 from typing import Any
 
 from perfdiff import stats
@@ -41,6 +42,7 @@ class FindingCode(str, Enum):
     NEGLIGIBLE = "negligible"  # significant changes too small to be a cause
     DEVICE_WIDE = "device-wide"  # every busy function of a device changed per call by one ratio
     LOAD = "load"  # the runs carried different load: the cycle time compared at a common load
+    KERNEL_SWAP = "kernel-swap"  # kernels with more calls replaced others on a device, net change small
 
     def __str__(self) -> str:
         return self.value
@@ -138,6 +140,9 @@ def build_findings(c: Analysis, *, identical: bool = False) -> list[Finding]:
     for child, parent in nested_in.items():
         children.setdefault(parent, []).append(child)
     causes = [f for f in causes if idx[id(f)] not in nested_in]
+    swaps = _kernel_swaps(causes, [f for f in tested if significant(q_of(f), a)], tau_of, direction)
+    swapped = {id(f) for grew, _, _ in swaps for f in grew}
+    causes = [f for f in causes if id(f) not in swapped]
     # A device-wide change per call (every kernel ×1.35: a clock cut) is one finding, before
     # the causes it explains; only the functions that deviate from it stay causes.
     # Per-call times and shares move with the load: under different load the device-wide
@@ -218,6 +223,11 @@ def build_findings(c: Analysis, *, identical: bool = False) -> list[Finding]:
 
     out.extend(_event_findings(c))
 
+    for grew, fell, net in swaps:
+        out.append(Finding(FindingCode.KERNEL_SWAP, device=grew[0].device,
+                           related=tuple(idx[id(f)] for f in grew + fell),
+                           values={"grew": len(grew), "net_pp": net,
+                                   "tau_pp": [tau_of(f) for f in grew + fell]}))
     opposite = sorted((f for f in tested if not f.wait and significant(q_of(f), a) and tau_of(f) * direction < 0),
                       key=lambda f: -abs(tau_of(f)))
     if opposite:
@@ -227,6 +237,40 @@ def build_findings(c: Analysis, *, identical: bool = False) -> list[Finding]:
         out.append(Finding(FindingCode.CYCLES_NEEDED, values={
             "n_n": c.normal.n_cycles, "n_a": c.abnormal.n_cycles, "min_p": c.min_p, "n_tests": c.n_tests_t,
             "cycles_needed": c.cycles_needed}))
+    return out
+
+
+MORE_CALLS = 1.25  # new work: at least 25 % more calls per cycle
+SWAP_OFFSET = 0.8  # kernels that lost calls take back at least this share of what the new ones added
+
+
+def more_calls(f: FunctionStats) -> bool:
+    """New in the abnormal run, or at least 25 % more calls per cycle."""
+    if f.presence == "new":
+        return True
+    return not f.sampled and f.calls_n > 0 and f.calls_a >= MORE_CALLS * f.calls_n
+
+
+def _fewer_calls(f: FunctionStats) -> bool:
+    return f.presence == "vanished" or (not f.sampled and f.calls_a > 0 and f.calls_n >= MORE_CALLS * f.calls_a)
+
+
+def _kernel_swaps(causes: list[FunctionStats], significant_fs: list[FunctionStats],
+                  tau_of: Callable[[FunctionStats], float], direction: float
+                  ) -> list[tuple[list[FunctionStats], list[FunctionStats], float]]:
+    """Per device, the kernel causes that gained calls and the significant kernels that lost
+    calls against the change, where the losers take back at least SWAP_OFFSET of the gain
+    and what is left is not material: a library that chose other kernels for the same work
+    (cuDNN's algorithm, a GEMM tile), not added work.  (gained, lost, net τ in pp) each."""
+    out = []
+    for device in dict.fromkeys(f.device for f in causes if f.kind == "kernel"):
+        grew = [f for f in causes if f.kind == "kernel" and f.device == device and more_calls(f)]
+        fell = [f for f in significant_fs if f.kind == "kernel" and f.device == device and _fewer_calls(f)
+                and tau_of(f) * direction < 0]
+        gain, back = sum(tau_of(f) for f in grew), sum(tau_of(f) for f in fell)
+        net = gain + back
+        if grew and fell and -back * direction >= SWAP_OFFSET * gain * direction and abs(net) < MATERIAL_TAU_PP:
+            out.append((grew, sorted(fell, key=lambda f: -abs(tau_of(f))), net))
     return out
 
 

@@ -15,7 +15,7 @@ from dataclasses import dataclass, field, replace
 from enum import Enum
 from typing import Any
 
-from perfdiff.analyze.findings import MATERIAL_DELTA, MATERIAL_TAU_PP, Finding, FindingCode, significant
+from perfdiff.analyze.findings import MATERIAL_DELTA, MATERIAL_TAU_PP, Finding, FindingCode, more_calls, significant
 from perfdiff.analyze.records import Analysis, FunctionStats, GpuBusy
 from perfdiff.model.cuda_names import is_launch_call, is_sync_call
 from perfdiff.model.schema import COLLECTIVE_KERNEL, GPU_KINDS
@@ -150,7 +150,7 @@ def build_verdict(c: Analysis, findings: list[Finding]) -> list[VerdictClass]:
     if sync is not None:
         used.update(i for i in sync.evidence if i in fn)
         out.append(sync)
-    take(VerdictCode.NEW_WORK, [i for i, _ in causes if i in fn and i not in used and _new_work(fn[i])])
+    take(VerdictCode.NEW_WORK, [i for i, _ in causes if i in fn and i not in used and more_calls(fn[i])])
     if other:
         mine = [i for i in free() if fn[i].kind == "kernel" and fn[i].device in shared]
         used.update(mine)
@@ -270,13 +270,6 @@ def _same_calls(f: FunctionStats) -> bool:
     if f.sampled or f.kind == "host":
         return True
     return f.calls_n > 0 and f.calls_a > 0 and abs(math.log(f.calls_a / f.calls_n)) <= 0.05
-
-
-def _new_work(f: FunctionStats) -> bool:
-    """New in the abnormal run, or at least 25 % more calls per cycle."""
-    if f.presence == "new":
-        return True
-    return not f.sampled and f.calls_n > 0 and f.calls_a >= 1.25 * f.calls_n
 
 
 # Memory-pressure signals (docs/STATISTICS.md, "Verdict"): each metric and the least rise of its

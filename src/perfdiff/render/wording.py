@@ -207,6 +207,21 @@ def _proportional(c: Analysis, x: Finding) -> str:
     return f"{what} that grew with the cycle but kept their share of it (not causes by themselves): {names}."
 
 
+def _kernel_swap(c: Analysis, x: Finding) -> str:
+    v = x.values
+    fs = [c.functions[i] for i in x.related]
+
+    def one(f: FunctionStats, tau: float) -> str:
+        return (f"**{md_name(f.name, 64)}** ({fmt_calls(f.calls_n)} → {fmt_calls(f.calls_a)} calls {per_unit(c)}, "
+                f"{fmt_signed(tau)} pp)")
+
+    parts = [one(f, t) for f, t in zip(fs, v["tau_pp"], strict=True)]
+    grew, fell = parts[:v["grew"]], parts[v["grew"]:]
+    return (f"Kernel choice changed on {md_name(x.device or '')}: {', '.join(grew)} in place of {', '.join(fell)}; "
+            f"together {fmt_signed(v['net_pp'])} pp of the abnormal cycle: the library chose other kernels for the "
+            "same work (cuDNN's algorithm search, a GEMM's tiles), not added work.")
+
+
 def _common_mode(c: Analysis, x: Finding) -> str:
     v = x.values
     text = (f"Common-mode shift: all {v['k']} kernels on {md_name(x.device or '')} scaled ×{v['ratio']:.2f} in β "
@@ -303,7 +318,7 @@ def _identical(c: Analysis, x: Finding) -> str:
 FINDING_WORDS: dict[FindingCode, Callable[[Analysis, Finding], str]] = {
     FindingCode.IDENTICAL: _identical, FindingCode.NEGLIGIBLE: _negligible, FindingCode.DEVICE_WIDE: _device_wide,
     FindingCode.CYCLE_TIME: _cycle_time, FindingCode.CAUSE: _cause, FindingCode.NO_CAUSE: _no_cause,
-    FindingCode.PROPORTIONAL: _proportional, FindingCode.COMMON_MODE: _common_mode,
+    FindingCode.PROPORTIONAL: _proportional, FindingCode.COMMON_MODE: _common_mode, FindingCode.KERNEL_SWAP: _kernel_swap,
     FindingCode.SYMPTOM: _symptom, FindingCode.RESOURCE: _resource, FindingCode.METRIC_WHILE: _metric_while,
     FindingCode.EVENT: _event, FindingCode.OPPOSITE: _opposite, FindingCode.CYCLES_NEEDED: _cycles_needed,
     FindingCode.LOAD: _load,
