@@ -191,6 +191,34 @@ def test_notes_said_once_and_the_baseline_asked_nothing(tmp_path: Path, schedule
     assert "No rank makes the others wait materially" in normal and "if the run is slower" not in normal
 
 
+def test_the_rank_table_has_a_picture(tmp_path: Path, scheduler: str, capsys, monkeypatch) -> None:
+    """The multi-rank report wrote no picture: now each rank's median cycle and wait in
+    collectives, both runs, the culprit marked, beside the report and linked from it; none
+    with --no-plots."""
+    from perfdiff.render import plots
+
+    n, a = _pair(tmp_path, straggler=3)
+    code, _, err = run_cli(["compare", n, a, "--scheduler", scheduler, "-o", tmp_path / "r.md"], capsys)
+    assert code == 0, err
+    assert "![median cycle and wait in collectives, per rank](r.ranks.png)" in (tmp_path / "r.md").read_text()
+    assert (tmp_path / "r.ranks.png").read_bytes().startswith(b"\x89PNG")
+    figures = []
+    real_write = plots._write
+
+    def keep(fig, plt, path):
+        figures.append([ax for ax in fig.axes if ax.get_visible()])
+        return real_write(fig, plt, path)
+
+    monkeypatch.setattr(plots, "_write", keep)
+    plots.write_rank_plots(compare_ranks(n, a, scheduler=scheduler), tmp_path, "again")
+    monkeypatch.undo()
+    (axes,) = figures
+    assert len(axes) == 2 and all(len(ax.get_lines()) == 3 for ax in axes)  # N, A and the culprit's line
+    assert [t.get_text() for t in axes[0].texts] == ["culprit: rank 3"]
+    code, _, err = run_cli(["compare", n, a, "--scheduler", scheduler, "-o", tmp_path / "q.md", "--no-plots"], capsys)
+    assert code == 0 and not (tmp_path / "q.ranks.png").exists() and ".png" not in (tmp_path / "q.md").read_text()
+
+
 def test_progress_line_on_a_terminal(tmp_path: Path, scheduler: str, capsys, monkeypatch) -> None:
     n, a = _pair(tmp_path)
     monkeypatch.setattr(sys.stderr, "isatty", lambda: True)

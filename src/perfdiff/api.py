@@ -428,10 +428,19 @@ class RankComparison:
         c = self.analysis.cycle
         return c.change_pct if c is not None else float("nan")
 
-    def to_markdown(self) -> str:
+    def to_markdown(self, *, plots: list[str] | None = None, plots_note: str | None = None) -> str:
+        """The Markdown report; `plots`: picture files beside it (write_plots), linked by
+        relative path; `plots_note`: why there are none."""
         from perfdiff.render.ranks import rank_markdown
 
-        return rank_markdown(self.analysis, self.labels)
+        return rank_markdown(self.analysis, self.labels, plots, plots_note)
+
+    def write_plots(self, folder: str | os.PathLike[str], stem: str) -> list[str]:
+        """Write the report's picture (PNG) into `folder` as `stem`.ranks.png and return its
+        name; perfdiff.render.plots.PlotsUnavailable without matplotlib."""
+        from perfdiff.render.plots import write_rank_plots
+
+        return write_rank_plots(self.analysis, Path(folder), stem)
 
     def to_json(self) -> dict[str, Any]:
         from perfdiff.render.ranks import rank_json

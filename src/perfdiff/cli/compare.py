@@ -5,6 +5,7 @@ import argparse
 import json
 import sys
 from pathlib import Path
+from typing import Any
 
 from perfdiff.cli.common import add_trace_options, alpha, percent, positive_int, refuse_overwriting, write_output
 from perfdiff.errors import EXIT_GATE, InputError
@@ -32,15 +33,7 @@ def cmd_compare(args: argparse.Namespace) -> int:
         print(f"perfdiff: identical inputs: {args.normal} and {args.abnormal} hold the same bytes", file=sys.stderr)
     if report is not None and cycles_csv is not None:
         out, csv_name = report, cycles_csv.name
-        stem = out.with_suffix("").name
-        plots, note = [], None
-        if not args.no_plots and out.parent.is_dir():
-            from perfdiff.render.plots import PlotsUnavailable
-
-            try:
-                plots = comp.write_plots(out.parent, stem)
-            except PlotsUnavailable as exc:
-                note = str(exc)
+        plots, note = _plots(comp, out, args)
         write_output(out, comp.to_markdown(top=args.top, cycles_csv=csv_name, plots=plots, plots_note=note))
         write_output(out.with_name(csv_name), comp.cycles_csv())
     else:
@@ -50,6 +43,19 @@ def cmd_compare(args: argparse.Namespace) -> int:
     if args.fail_on is not None:
         return _gate("median cycle time", comp.cycle_time_change_pct, comp.analysis.cycle_test.p_mwu, args)
     return 0
+
+
+def _plots(comp: Any, out: Path, args: argparse.Namespace) -> tuple[list[str], str | None]:
+    """The pictures written beside the report `out` (as its stem.*.png), and why there are
+    none where matplotlib is missing."""
+    if args.no_plots or not out.parent.is_dir():
+        return [], None
+    from perfdiff.render.plots import PlotsUnavailable
+
+    try:
+        return comp.write_plots(out.parent, out.with_suffix("").name), None
+    except PlotsUnavailable as exc:
+        return [], str(exc)
 
 
 def _gate(what: str, grew: float, p: float, args: argparse.Namespace) -> int:
@@ -76,7 +82,9 @@ def cmd_compare_ranks(args: argparse.Namespace) -> int:
                          group=args.group, ranks=args.ranks, scheduler=args.scheduler, workers=args.workers,
                          progress=True)
     if args.output and args.output != "-":
-        write_output(Path(args.output), comp.to_markdown())
+        out = Path(args.output)
+        plots, note = _plots(comp, out, args)
+        write_output(out, comp.to_markdown(plots=plots, plots_note=note))
     else:
         sys.stdout.write(comp.to_markdown())
     if args.json:

@@ -14,6 +14,7 @@ import numpy as np
 
 from perfdiff.analyze import Analysis
 from perfdiff.analyze.records import Trace
+from perfdiff.ranks.records import RankAnalysis
 from perfdiff.render.names import shorten_set
 
 DPI = 80
@@ -75,6 +76,41 @@ def write_plots(c: Analysis, folder: Path, stem: str) -> list[str]:
         if traces:
             out.append(_panels(plt, traces, folder / f"{stem}.{name}.png", title, xlabel))
     return out
+
+
+def write_rank_plots(a: RankAnalysis, folder: Path, stem: str) -> list[str]:
+    """The rank table as a picture, `stem`.ranks.png: each rank's median cycle and, where the
+    runs have collectives, its wait in them per cycle, both runs, in ms; the abnormal run's
+    culprit marked.  Ranks are numbered as in the report (the normal run's)."""
+    plt = _pyplot()
+    rows = sorted(a.rows, key=lambda r: r.rank)
+    x = np.array([r.rank for r in rows], dtype=np.float64)
+    panels = [("median_n_us", "median_a_us", "median cycle (ms)")]
+    if any(np.isfinite(r.wait_n_us) or np.isfinite(r.wait_a_us) for r in rows):
+        panels.append(("wait_n_us", "wait_a_us", "wait in collectives\nper cycle (ms)"))
+    fig, axes = plt.subplots(len(panels), 1, figsize=(SIZE_IN[0], 0.7 + 2.2 * len(panels)), dpi=DPI, sharex=True,
+                             squeeze=False, layout="constrained")
+    marker = "o" if len(rows) <= 64 else None  # dots while one can count them
+    for ax, (key_n, key_a, ylabel) in zip(axes[:, 0], panels, strict=True):
+        for (label, key), color in zip((("normal", key_n), ("abnormal", key_a)), COLORS, strict=True):
+            y = _ms(np.array([getattr(r, key) for r in rows], dtype=np.float64))
+            ax.plot(x, y, color=color, marker=marker, markersize=3, linewidth=0.8, label=label)
+        ax.set_ylabel(ylabel, fontsize=8)
+        ax.tick_params(labelsize=7)
+        ax.grid(alpha=0.3)
+    culprit = a.stragglers[1].culprit
+    if culprit is not None:
+        rank = {p.abnormal.rank: p.rank for p in a.pairs}.get(culprit, culprit)
+        for ax in axes[:, 0]:
+            ax.axvline(rank, color="0.4", linestyle="--", linewidth=0.8)
+        # Above the plot, where no run's line can be.
+        axes[0, 0].annotate(f"culprit: rank {rank}", (rank, 1.0), xycoords=("data", "axes fraction"),
+                            xytext=(0, 2), textcoords="offset points", ha="center", va="bottom", fontsize=7,
+                            color="0.3", annotation_clip=False)
+    axes[-1, 0].set_xlabel("rank", fontsize=8)
+    _legend(fig, axes[0, 0], 8)
+    fig.suptitle("Per rank: median cycle and wait in collectives", fontsize=9)
+    return [_write(fig, plt, folder / f"{stem}.ranks.png")]
 
 
 def _label(text: str) -> str:

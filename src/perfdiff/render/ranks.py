@@ -9,6 +9,7 @@ import os
 from collections import Counter
 from pathlib import Path, PurePath
 from typing import Any
+from urllib.parse import quote
 
 from perfdiff.model.schema import CycleSource
 from perfdiff.ranks.records import (CollectiveTime, ExcessKind, GroupCode, IdentitySource, RankAnalysis, RankFinding,
@@ -384,13 +385,15 @@ def _names(labels: tuple[str, str]) -> tuple[str, str]:
     return labels
 
 
-def rank_markdown(a: RankAnalysis, labels: tuple[str, str]) -> str:
+def rank_markdown(a: RankAnalysis, labels: tuple[str, str], plots: list[str] | None = None,
+                  plots_note: str | None = None) -> str:
     """The report of a multi-rank comparison (`labels`: the normal and abnormal inputs); the
-    functions' names apart from one another wherever they appear."""
+    functions' names apart from one another wherever they appear.  `plots`: picture files
+    beside it, linked by relative path; `plots_note`: why there are none."""
     names = ([f.function for f in a.findings] + [r.cause for r in a.rows if r.cause]
              + [v.function for v in a.verdict if v.function] + ([a.plan.name] if a.plan.name else []))
     with shown_names(names):
-        text = _markdown(a, labels)
+        text = _markdown(a, labels, plots or [], plots_note)
         listed = full_names()
     if listed:
         text += "\n".join(["", "<details><summary>Function names in full</summary>", ""]
@@ -398,7 +401,7 @@ def rank_markdown(a: RankAnalysis, labels: tuple[str, str]) -> str:
     return text
 
 
-def _markdown(a: RankAnalysis, labels: tuple[str, str]) -> str:
+def _markdown(a: RankAnalysis, labels: tuple[str, str], plots: list[str], plots_note: str | None) -> str:
     compared = f"{len(a.pairs)} rank{'s' if len(a.pairs) != 1 else ''} compared"
     # Cycles that are not iterations change how every figure below reads: said with the plan.
     unaligned = [n for n in a.notices if n.code == RankNoticeCode.CYCLES_NOT_ITERATIONS]
@@ -425,6 +428,10 @@ def _markdown(a: RankAnalysis, labels: tuple[str, str]) -> str:
             "(significant and material, in the direction of its cycle) — after its wait in collectives where that "
             "grew by at least half its Δ and by more than the function moved — and the median time per cycle it "
             "waits in collectives for the last rank.", ""] + _ranks_section(a)
+    # A link's target percent-encoded: "#" would start a fragment, "(" ")" end the link.
+    out += [f"![median cycle and wait in collectives, per rank]({quote(p)})" for p in plots] + ([""] if plots else [])
+    if plots_note:
+        out += [f"Pictures: {md_escape(plots_note)}", ""]
     out += ["## 2. Stragglers", ""]
     for s in a.stragglers:
         out += [f"**{'N: normal' if s.side == 'normal' else 'A: abnormal'} run.** {straggler_text(s)}", ""]
