@@ -159,6 +159,10 @@ def test_usage_errors(pair: tuple[Path, Path], capsys: pytest.CaptureFixture[str
 def test_unwritable_output(pair: tuple[Path, Path], tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     code, _, err = run_cli(["compare", *pair, "-o", tmp_path / "no" / "such" / "r.md"], capsys)
     _one_line_error(code, err, "output folder does not exist")
+    # Every output is checked before any is written: the report once stayed behind, exit 2.
+    code, _, err = run_cli(["compare", *pair, "-o", tmp_path / "r.md", "--json", tmp_path / "no" / "r.json"], capsys)
+    _one_line_error(code, err, "output folder does not exist")
+    assert not (tmp_path / "r.md").exists()
 
 
 def test_outputs_never_replace_an_input(pair: tuple[Path, Path], tmp_path: Path,

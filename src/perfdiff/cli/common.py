@@ -55,14 +55,17 @@ def add_trace_options(p: argparse.ArgumentParser) -> None:
                    help="kernel names: full demangled names, or grouped by short name")
 
 
-def refuse_overwriting(inputs: Iterable[str | Path], outputs: Iterable[str | Path | None]) -> None:
-    """InputError when an output would replace an input file or land inside an input folder
-    (a bundle, a folder of rank traces, where it would be read as one): inputs are never
-    modified.  None and "-" (stdout) are no paths."""
+def check_outputs(inputs: Iterable[str | Path], outputs: Iterable[str | Path | None]) -> None:
+    """InputError, before any work or any file is written, when an output's folder does not
+    exist, or an output would replace an input file or land inside an input folder (a bundle,
+    a folder of rank traces, where it would be read as one): inputs are never modified.  None
+    and "-" (stdout) are no paths."""
     given = [Path(p).resolve() for p in inputs]
     for out in outputs:
         if out is None or str(out) == "-":
             continue
+        if not Path(out).parent.is_dir():
+            raise InputError("output folder does not exist", path=Path(out).parent)
         o = Path(out).resolve()
         for i in given:
             if o == i:

@@ -5,7 +5,7 @@ import argparse
 import sys
 from pathlib import Path
 
-from perfdiff.cli.common import refuse_overwriting, write_output
+from perfdiff.cli.common import check_outputs, write_output
 from perfdiff.errors import InputError, reading
 
 
@@ -28,7 +28,7 @@ def cmd_startup(args: argparse.Namespace) -> int:
     outputs = [(None if to_stdout else args.output, render_markdown),
                (args.csv, render_csv),
                (args.json, render_json)]
-    refuse_overwriting(args.logs, [out for out, _ in outputs])
+    check_outputs(args.logs, [out for out, _ in outputs])
     names = column_names(args.logs)
     columns = []
     for p, n in zip(args.logs, names, strict=True):

@@ -5,7 +5,7 @@ import argparse
 import sys
 from pathlib import Path
 
-from perfdiff.cli.common import add_trace_options, alpha, refuse_overwriting, write_output
+from perfdiff.cli.common import add_trace_options, alpha, check_outputs, write_output
 
 
 def cmd_tree(args: argparse.Namespace) -> int:
@@ -13,7 +13,7 @@ def cmd_tree(args: argparse.Namespace) -> int:
     from perfdiff.api import tree
 
     report = Path(args.output) if args.output and args.output != "-" else None
-    refuse_overwriting([args.normal, args.abnormal], [report, args.csv or (report.with_suffix(".csv") if report else None)])
+    check_outputs([args.normal, args.abnormal], [report, args.csv or (report.with_suffix(".csv") if report else None)])
     result = tree(args.normal, args.abnormal, alpha=args.alpha, cycle=args.cycle, total=args.total,
                   pid=args.pid, group=args.group)
     csv_path = Path(args.csv) if args.csv else None
