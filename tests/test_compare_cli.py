@@ -214,6 +214,15 @@ def test_cycle_and_window_options_at_their_edges(pair: tuple[Path, Path], tmp_pa
         _one_line_error(code, err, needle)
 
 
+def test_pid_on_inputs_that_hold_one_process(pair: tuple[Path, Path], tmp_path: Path,
+                                             capsys: pytest.CaptureFixture[str]) -> None:
+    """--pid picks a process of an nsys export; on bundles (or PyTorch-profiler traces) it was
+    ignored without a word, and the report was of whatever the inputs held."""
+    for cmd in ("compare", "tree"):
+        code, _, err = run_cli([cmd, *pair, "--pid", "5", "-o", tmp_path / "p.md"], capsys)
+        _one_line_error(code, err, "--pid 5 picks one process of an nsys export; these inputs are not nsys exports")
+
+
 def test_window_option_and_inputs_untouched(pair: tuple[Path, Path], tmp_path: Path,
                                             capsys: pytest.CaptureFixture[str]) -> None:
     before = {p: p.stat().st_mtime_ns for p in pair[0].rglob("*")}

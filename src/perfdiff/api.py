@@ -20,7 +20,7 @@ import pandas as pd
 from perfdiff.attribute import CycleMatrix, attribute_activity, keep_rows_for_mu
 from perfdiff.bundle import RunData, is_bundle
 from perfdiff.errors import InputError
-from perfdiff.inputs import open_run, same_content
+from perfdiff.inputs import check_pid, open_run, same_content
 from perfdiff.model.cycles import CyclePlan
 from perfdiff.model.durations import parse_duration_ns
 from perfdiff.nesting import Nesting, nesting_of
@@ -122,6 +122,7 @@ def compare(normal: str | os.PathLike[str], abnormal: str | os.PathLike[str], *,
     ×50 apart) unless `force`.  Inputs with the same bytes give the one finding IDENTICAL."""
     if not 0.0 < alpha < 1.0:
         raise InputError(f"alpha {alpha}: must be between 0 and 1")
+    check_pid([normal, abnormal], pid)
     par = parallel or Parallel()
     window_ns = parse_duration_ns(window) if isinstance(window, str) else window
     opts = _Options(pid=pid, group=group, cycle=cycle, window_ns=window_ns)
@@ -320,6 +321,7 @@ def tree(normal: str | os.PathLike[str], abnormal: str | os.PathLike[str], *, al
 
     if not 0.0 < alpha < 1.0:
         raise InputError(f"alpha {alpha}: must be between 0 and 1")
+    check_pid([normal, abnormal], pid)
     runs = [open_run(p, pid=pid, group=group, for_compare=True) for p in (normal, abnormal)]
     cycles: list[Cycles | None] = [None, None]
     detail = "no cycles asked for (--total)" if total else ""

@@ -56,6 +56,24 @@ def export_nsys_rep(path: Path, workdir: Path) -> Path:
     return out
 
 
+def check_pid(paths: list[str | os.PathLike[str]], pid: int | None) -> None:
+    """InputError when `pid` is given and no input is an nsys export (the only input that
+    holds several processes to pick from): it would be ignored without a word."""
+    if pid is None:
+        return
+    for path in paths:
+        p = Path(path)
+        if p.is_dir() and not is_bundle(p):
+            try:
+                p = _find_trace_in_dir(p)
+            except InputError:
+                return  # the load names what is wrong with it
+        if not p.exists() or trace_kind(p) in ("nsys", "nsys-rep"):
+            return
+    raise InputError(f"--pid {pid} picks one process of an nsys export; these inputs are not nsys exports "
+                     "(a bundle, a PyTorch-profiler trace: one process each)")
+
+
 def open_run(path: str | os.PathLike[str], *, pid: int | None = None, group: str = "full",
              for_compare: bool = False, cores: int | None = None) -> RunData:
     """Load `path`: a bundle directory, a directory holding one trace, or a trace file.
