@@ -142,7 +142,7 @@ def test_a_host_wide_slowdown_is_cpu_work_not_no_change() -> None:
 def test_waits_of_idle_threads_are_no_symptoms(real: Path) -> None:
     """Rodinia's pair: two helper threads that never call CUDA wait through every cycle (poll,
     pthread_cond_timedwait, β ≈ 100 % in both runs), so their time grew with the cycle alone;
-    the main thread's cudaThreadSynchronize (95 → 99 %) waited on the slower kernel."""
+    the main thread's cudaThreadSynchronize (92 → 99 %, a GPU sync) waited on the slower kernel."""
     from perfdiff.analyze.findings import FindingCode
 
     r = real / "kmcho2019/Rodinia_3.1_Gaussian"
@@ -187,3 +187,37 @@ def test_kernels_chosen_in_place_of_others_are_no_added_work(real: Path) -> None
     assert "volta_scudnn_128x128_stridedB_splitK_medium_nn_v1" in names[1:]
     assert abs(swap.values["net_pp"]) < 1.0
     assert "Kernel choice changed on GPU 0: **void cudnn::cnn::wgrad" in c.to_markdown()
+
+
+def _gpu_bound_trace(path: Path, kernel_us: float, seed: int, steps: int = 20) -> Path:
+    """One thread launches a kernel and waits for it in cudaDeviceSynchronize, step by step:
+    the sync fills > 99 % of every step."""
+    import json
+    import random
+
+    rnd, ev, t = random.Random(seed), [], 1000.0
+    for s in range(steps):
+        k = kernel_us * (1 + rnd.uniform(-0.02, 0.02))
+        ev += [{"ph": "X", "cat": "cuda_runtime", "name": "cudaLaunchKernel", "pid": 1, "tid": 1, "ts": t + 2, "dur": 5,
+                "args": {"correlation": 2 * s + 1}},
+               {"ph": "X", "cat": "kernel", "name": "my_gemm_kernel", "pid": 0, "tid": 7, "ts": t + 8, "dur": k,
+                "args": {"device": 0, "stream": 7, "correlation": 2 * s + 1}},
+               {"ph": "X", "cat": "cuda_runtime", "name": "cudaDeviceSynchronize", "pid": 1, "tid": 1, "ts": t + 8,
+                "dur": k + 2, "args": {"correlation": 2 * s + 2}},
+               {"ph": "X", "cat": "user_annotation", "name": f"ProfilerStep#{s}", "pid": 1, "tid": 1, "ts": t,
+                "dur": k + 14}]
+        t += k + 14.5
+    path.write_text(json.dumps({"schemaVersion": 1, "traceEvents": ev}))
+    return path
+
+
+def test_the_main_threads_gpu_sync_stays_a_symptom(tmp_path: Path) -> None:
+    """A GPU-bound loop: the kernel 5 → 8 ms, and the thread's cudaDeviceSynchronize fills > 99 %
+    of each step in both runs.  It is the symptom ("the host waited longer on the GPU"), not
+    the wait of a thread idle through every cycle."""
+    from perfdiff.analyze.findings import FindingCode
+
+    c = perfdiff.compare(_gpu_bound_trace(tmp_path / "n.json", 5000, 1), _gpu_bound_trace(tmp_path / "a.json", 8000, 2))
+    assert [x.function for x in c.findings if x.code == FindingCode.SYMPTOM] == ["cudaDeviceSynchronize"]
+    assert not any(x.code == FindingCode.PROPORTIONAL and any(c.analysis.functions[i].name == "cudaDeviceSynchronize"
+                                                               for i in x.related) for x in c.findings)

@@ -13,6 +13,7 @@ from typing import Any
 
 from perfdiff import stats
 from perfdiff.analyze.records import Analysis, CommonMode, FunctionLoad, FunctionStats
+from perfdiff.model.cuda_names import is_sync_call
 from perfdiff.model.schema import GPU_KINDS, CycleSource
 
 MAX_CAUSES = 5
@@ -20,7 +21,7 @@ MAX_SYMPTOMS = 3
 MAX_RESOURCES = 5
 MAX_LISTED = 4  # functions named in a proportional / opposite / common-mode finding
 HOST_SHARE_MIN_REL = 0.10  # a host state is a cause only when its share moved by ≥ 10 % of itself
-IDLE_SHARE_PCT = 99.0  # a wait that fills this much of the cycle in both runs: a thread idle through it
+IDLE_SHARE_PCT = 99.0  # a wait filling this much of the cycle in both runs: maybe a thread idle through it
 EVENT_KINDS = ("gpu-lost", "xid", "ecc", "other-process", "target-exited")
 
 
@@ -184,12 +185,14 @@ def build_findings(c: Analysis, *, identical: bool = False) -> list[Finding]:
                                    "delta_min": MATERIAL_DELTA}))
     waits = sorted((f for f in tested if f.wait and significant(q_of(f), a)), key=lambda f: -abs(tau_of(f)))
     # A thread that waits through every cycle (a helper's poll, a condition wait) grows with
-    # the cycle by itself: like a host state, not a symptom of anything.
-    idle = [f for f in waits if f.beta_n >= IDLE_SHARE_PCT and f.beta_a >= IDLE_SHARE_PCT]
+    # the cycle by itself: like a host state, not a symptom of anything.  A GPU sync is not
+    # idle: in a GPU-bound loop the main thread's sync fills the cycle too, and it is the symptom.
+    idle = [f for f in waits if f.beta_n >= IDLE_SHARE_PCT and f.beta_a >= IDLE_SHARE_PCT
+            and not is_sync_call(f.name) and not _share_moved(f, a, direction)]
     waits = [f for f in waits if f not in idle]
     proportional += idle
-    if proportional:
-        out.append(Finding(FindingCode.PROPORTIONAL, related=tuple(idx[id(f)] for f in proportional[:MAX_LISTED])))
+    if proportional:  # all of them: the tables flag each; the wording names the first few
+        out.append(Finding(FindingCode.PROPORTIONAL, related=tuple(idx[id(f)] for f in proportional)))
 
     for cm in modes:
         if not cm.triggered or cm.basis != "share":

@@ -8,7 +8,7 @@ import math
 from typing import Any, Callable
 
 from perfdiff.analyze import Analysis, Finding, FindingCode, FunctionStats, Notice, NoticeCode
-from perfdiff.analyze.findings import significant
+from perfdiff.analyze.findings import MAX_LISTED, significant
 from perfdiff.analyze.verdict import Starved, VerdictClass, VerdictCode
 from perfdiff.model.cycles import CyclePlan
 from perfdiff.model.schema import CycleSource
@@ -201,7 +201,9 @@ def _negligible(c: Analysis, x: Finding) -> str:
 
 def _proportional(c: Analysis, x: Finding) -> str:
     names = ", ".join(f"{_fn(f)} ({fmt_time_us(f.t_n_us)} → {fmt_time_us(f.t_a_us)}, β {fmt_num(f.beta_n)} → "
-                      f"{fmt_num(f.beta_a)} %)" for f in (c.functions[i] for i in x.related))
+                      f"{fmt_num(f.beta_a)} %)" for f in (c.functions[i] for i in x.related[:MAX_LISTED]))
+    if len(x.related) > MAX_LISTED:
+        names += f" and {len(x.related) - MAX_LISTED} more (flagged in the tables)"
     what = ("Host states, and waits of threads idle through every cycle," if any(c.functions[i].wait for i in x.related)
             else "Host states")
     return f"{what} that grew with the cycle but kept their share of it (not causes by themselves): {names}."
