@@ -167,23 +167,43 @@ def test_renamed_cpu_range_is_matched_across_runs() -> None:
 
 
 def test_names_alike_only_by_a_wrapper_or_run_apart_are_two_steps() -> None:
-    """A rename is the same step under another name: the words that differ are alike, or
-    numbers (a source line that moved), and it runs about as often.  HTA's pair matched
-    "…evaluate_function: CloneBackward0" (5 calls) with "…: CompiledFunctionBackward" (1) by
-    their shared wrapper alone, and read a new compiled function as a clone ×156 slower."""
+    """A rename is the same step under another name: the parts only one name has share a word
+    of their own, or are numbers (a source line that moved), and where cycles are iterations
+    it runs about as often.  HTA's pair matched "…evaluate_function: CloneBackward0" (5 calls)
+    with "…: CompiledFunctionBackward" (1) by their shared wrapper alone, and read a new
+    compiled function as a clone ×156 slower; "Backward0" alone made Mul and Div alike."""
     from perfdiff.analyze.align import match_renamed
 
     def keys(*names: str) -> list[tuple[str, str, str]]:
         return [(x, "Host", "cpu") for x in names]
 
     wrap = "autograd::engine::evaluate_function: "
-    assert match_renamed(keys(wrap + "CloneBackward0"), keys(wrap + "CompiledFunctionBackward")) == []
-    assert match_renamed(keys(wrap + "SplitBackward0"), keys(wrap + "CompiledFunctionBackward")) == []
+    for a, b in [("CloneBackward0", "CompiledFunctionBackward"), ("SplitBackward0", "CompiledFunctionBackward"),
+                 ("MulBackward0", "DivBackward0"), ("AddBackward0", "SubBackward0"),
+                 ("ReluBackward0", "GeluBackward0")]:
+        assert match_renamed(keys(wrap + a), keys(wrap + b)) == [], (a, b)
+    assert match_renamed(keys("aten::relu"), keys("aten::gelu")) == []
+    for a, b in [("torch/nn/modules/linear.py(114): forward", "torch/nn/modules/linear.py(116): forward"),
+                 ("loader.DataLoaderIter.next", "loader.DataLoaderIterator.next")]:
+        assert match_renamed(keys(a), keys(b)) == [(keys(a)[0], keys(b)[0])], (a, b)
     moved = keys("torch/nn/modules/linear.py(114): forward"), keys("torch/nn/modules/linear.py(116): forward")
-    assert match_renamed(*moved) == [(moved[0][0], moved[1][0])]
     assert match_renamed(*moved, {moved[0][0]: 1.0}, {moved[1][0]: 1.4}) == [(moved[0][0], moved[1][0])]
     assert match_renamed(*moved, {moved[0][0]: 5.0}, {moved[1][0]: 1.0}) == []  # five calls against one
     assert match_renamed(*moved, {moved[0][0]: 0.0}, {moved[1][0]: 1.0}) == []
+
+
+def test_a_renamed_step_in_windows_is_matched_whatever_its_speed() -> None:
+    """Calls per window scale with speed: a step renamed and 3× slower runs 3 → 1 times a
+    window, which the calls rule (for iterations) would take for two steps."""
+    from perfdiff.segment import fixed_windows
+
+    def one(name: str, step: int) -> RunData:
+        rows = [k(name, i * step, i * step + step // 2, kind="cpu", device="Host") for i in range(60 // (step // 1000))]
+        return run_of(rows)
+    n = one("enumerate(DataLoader)#_MultiProcessingDataLoaderIter.__next__", 1000)
+    a = one("enumerate(DataLoader)#_SingleProcessDataLoaderIter.__next__", 3000)
+    c = compare_runs(n, a, fixed_windows(n, 3000), fixed_windows(a, 3000))
+    assert len(c.renames) == 1
 
 
 def test_overlapping_cycles_count_a_row_in_each_it_overlaps() -> None:

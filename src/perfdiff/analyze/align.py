@@ -3,9 +3,10 @@
 A CPU-side range present in one run only is matched with its near-identical counterpart in
 the other (the same step under another class name, e.g. a DataLoader iterator that became
 multi-process), so its change shows as one row rather than vanished + new.  Two names alike
-only by a wrapper they share ("autograd::engine::evaluate_function: CloneBackward0" and
-"…: CompiledFunctionBackward") are two steps: the words that differ must be alike too, or be
-numbers only (a source line that moved).  And the same step runs about as often in both runs.
+only by what they share ("autograd::engine::evaluate_function: CloneBackward0" and
+"…: CompiledFunctionBackward") are two steps: the parts that differ must share a word of
+their own, or be numbers only (a source line that moved).  And where cycles are iterations,
+the same step runs about as often in both runs.
 """
 from __future__ import annotations
 
@@ -19,24 +20,25 @@ from perfdiff.attribute import CycleMatrix
 RENAME_MIN_RATIO = 0.85
 RENAME_MAX_CANDIDATES = 300
 RENAME_MAX_CALLS_RATIO = 1.5  # calls per cycle of a renamed step, the larger over the smaller
-RENAME_MIN_WORDS_RATIO = 0.7  # difflib ratio of the words in which the two names differ
-_WORD = re.compile(r"[A-Za-z0-9]+")
+RENAME_MIN_SHARED_LETTERS = 5  # a word of its own that the parts only one name has share, not a suffix
+_PART = re.compile(r"[A-Z]+(?![a-z])|[A-Z]?[a-z]+|[0-9]+")  # camelCase words, acronyms, numbers
 
 
-def align(mn: CycleMatrix, ma: CycleMatrix) -> tuple[list[tuple[str, str, str]], np.ndarray, np.ndarray, list[tuple[str, str]]]:
+def align(mn: CycleMatrix, ma: CycleMatrix, per_iteration: bool = True) -> tuple[list[tuple[str, str, str]], np.ndarray, np.ndarray, list[tuple[str, str]]]:
     """Union of the two runs' function keys; index arrays into each (-1 = absent).
 
     A CPU-side range present in one run only is matched with its near-identical counterpart
     in the other (the same step under another class name, e.g. a DataLoader iterator that
     became multi-process), so its change shows as one row rather than vanished + new.
-    Returns the matched (normal name, abnormal name) pairs too.
+    Returns the matched (normal name, abnormal name) pairs too.  `per_iteration`: the cycles
+    are iterations, so a step runs about as often in each (windows' calls scale with speed).
     """
     kn = list(map(tuple, mn.keys[["name", "device", "kind"]].to_numpy().tolist()))
     ka = list(map(tuple, ma.keys[["name", "device", "kind"]].to_numpy().tolist()))
     pos_n = {k: i for i, k in enumerate(kn)}
     pos_a = {k: i for i, k in enumerate(ka)}
-    calls_n = dict(zip(kn, (mn.calls_total / max(mn.own_ns.shape[1], 1)).tolist(), strict=True))
-    calls_a = dict(zip(ka, (ma.calls_total / max(ma.own_ns.shape[1], 1)).tolist(), strict=True))
+    calls_n = dict(zip(kn, (mn.calls_total / max(mn.own_ns.shape[1], 1)).tolist(), strict=True)) if per_iteration else None
+    calls_a = dict(zip(ka, (ma.calls_total / max(ma.own_ns.shape[1], 1)).tolist(), strict=True)) if per_iteration else None
     renames = match_renamed([k for k in kn if k not in pos_a], [k for k in ka if k not in pos_n], calls_n, calls_a)
     for old, new in renames:  # the abnormal side's row is read under the normal side's key
         pos_a[old] = pos_a.pop(new)
@@ -87,18 +89,19 @@ def _alike_calls(calls_v: Mapping[tuple, float] | None, a: tuple, calls_w: Mappi
 
 
 def _alike_words(a: str, b: str) -> bool:
-    """Whether the words (letters and digits) in which a and b differ, past the words they
-    share at either end, are numbers only or alike themselves."""
-    wa, wb = _WORD.findall(a), _WORD.findall(b)
-    i = 0
-    while i < min(len(wa), len(wb)) and wa[i] == wb[i]:
-        i += 1
-    j = 0
-    while j < min(len(wa), len(wb)) - i and wa[-1 - j] == wb[-1 - j]:
-        j += 1
-    da, db = wa[i:len(wa) - j], wb[i:len(wb) - j]
-    if all(w.isdigit() for w in da + db):
+    """Whether the parts (camelCase words, numbers) that only one of a and b has are numbers
+    only (a source line that moved), one within the other (Iter, Iterator), or share a word of
+    their own: RENAME_MIN_SHARED_LETTERS letters in a row ("Process" in MultiProcessing and SingleProcess, but not "elu" in Relu and
+    Gelu, nor Mul and Div once the "Backward" both have is set aside)."""
+    pa, pb = _PART.findall(a), _PART.findall(b)
+    shared = set(pa) & set(pb)
+    da, db = [p for p in pa if p not in shared], [p for p in pb if p not in shared]
+    if all(p.isdigit() for p in da + db):
         return True
     import difflib
 
-    return difflib.SequenceMatcher(None, " ".join(da), " ".join(db), autojunk=False).ratio() >= RENAME_MIN_WORDS_RATIO
+    x, y = "".join(da), "".join(db)
+    if x and y and (x in y or y in x):  # a word grown or cut: Iter, Iterator
+        return True
+    m = difflib.SequenceMatcher(None, x, y, autojunk=False).find_longest_match(0, len(x), 0, len(y))
+    return sum(ch.isalpha() for ch in x[m.a:m.a + m.size]) >= RENAME_MIN_SHARED_LETTERS

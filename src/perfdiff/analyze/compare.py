@@ -101,7 +101,9 @@ def compare_runs(normal: RunData, abnormal: RunData, cn: Cycles, ca: Cycles, *,
     sn, sa = summarize_run(normal, cn), summarize_run(abnormal, ca)
     Dn, Da = cn.dur_ns.astype(np.float64), ca.dur_ns.astype(np.float64)
     mn, ma = matrices or (attribute_activity(normal, cn), attribute_activity(abnormal, ca))
-    keys, idx_n, idx_a, renames = align(mn, ma)
+    # Windows and idle-gap spans are no iterations: a step's calls in them scale with its speed.
+    keys, idx_n, idx_a, renames = align(mn, ma, per_iteration=cn.source not in (CycleSource.WINDOW.value,
+                                                                                CycleSource.IDLE_GAPS.value))
     Kn, Ka = cn.n, ca.n
     pooled_cycle_us = (Dn.sum() + Da.sum()) / (Kn + Ka) / NS_PER_US
     mean_da_us = Da.mean() / NS_PER_US
