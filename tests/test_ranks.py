@@ -9,6 +9,7 @@ import re
 import sys
 from pathlib import Path
 
+import numpy as np
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
@@ -528,6 +529,33 @@ def test_profiling_windows_of_one_worker_are_no_ranks(real: Path, tmp_path: Path
     for name in ("worker0.1623212756351.pt.trace.json.gz", "worker1.1623212756351.pt.trace.json.gz"):
         (tmp_path / "run" / name).symlink_to(folder / "worker0.1623212756351.pt.trace.json.gz")
     assert [r.rank for r in rank_inputs(tmp_path / "run")] == [0, 1]
+
+
+def test_a_host_states_share_must_move_with_the_ranks_cycle() -> None:
+    """As for a pair: oncpu is tested only where its share of the cycle moved with the cycle.
+    The cycle doubles 100 → 200 ms; oncpu 50 → 80 ms is a share falling 50 → 40 % (it grew by
+    +15 pp of τ, yet less than the cycle: no cause), and 50 → 140 ms a share rising to 70 %."""
+    from perfdiff.ranks.across import rank_tests
+    from perfdiff.ranks.part import EXCESS_KINDS, RankPart
+    from perfdiff.ranks.records import RankInput
+
+    rng = np.random.default_rng(0)
+
+    def part(side: int, cycle_ms: float, oncpu_ms: float) -> RankPart:
+        k = 20
+        dur = (cycle_ms * 1e6 * (1 + 0.01 * rng.standard_normal(k))).astype(np.int64)
+        own = np.vstack([oncpu_ms * 1e6 * (1 + 0.01 * rng.standard_normal(k)), dur * 0.2])
+        return RankPart(side=side, input=RankInput(0, "rank-0.json", IdentitySource.FILE_NAME), declared={},
+                        iteration=np.arange(k, dtype=np.int64), dur_ns=dur, names=["oncpu", "my_kernel"],
+                        kinds=["host", "kernel"], own_ns=own, excess_ns=np.zeros((len(EXCESS_KINDS), k)),
+                        coll_cycle=np.zeros(0, np.int64), coll_ord=np.zeros(0, np.int64),
+                        coll_dur_ns=np.zeros(0, np.int64), offers_plan=True)
+
+    iters = np.arange(20, dtype=np.int64)
+    fell = rank_tests(part(0, 100, 50), part(1, 200, 80), iters, iters, 0.05)
+    rose = rank_tests(part(0, 100, 50), part(1, 200, 140), iters, iters, 0.05)
+    assert [t.function for t in fell] == ["my_kernel"]
+    assert [t.function for t in rose] == ["my_kernel", "oncpu"]
 
 
 @pytest.mark.real

@@ -71,7 +71,7 @@ def rank_tests(pn: RankPart, pa: RankPart, iters_n: np.ndarray, iters_a: np.ndar
         tn, ta = on.get(key, np.zeros(len(dn))), oa.get(key, np.zeros(len(da)))
         if (tn.sum() + ta.sum()) / (len(dn) + len(da)) < TEST_MIN_SHARE * pooled_cycle:
             continue
-        if key[1] == "host" and not _share_moved(tn / dn, ta / da, alpha):
+        if key[1] == "host" and not _share_moved(tn / dn, ta / da, alpha, 1.0 if da.mean() >= dn.mean() else -1.0):
             continue
         keys.append(key)
         rows_n.append(tn)
@@ -86,12 +86,13 @@ def rank_tests(pn: RankPart, pa: RankPart, iters_n: np.ndarray, iters_a: np.ndar
                      float(cliffs[i])) for i, key in enumerate(keys)]
 
 
-def _share_moved(bn: np.ndarray, ba: np.ndarray, alpha: float) -> bool:
-    """Whether a host state's share of the cycle moved: significantly (U test) and by at least
-    HOST_SHARE_MIN_REL of its normal share, as for a pair."""
+def _share_moved(bn: np.ndarray, ba: np.ndarray, alpha: float, direction: float) -> bool:
+    """Whether a host state's share of the cycle moved with the rank's cycle (`direction`: +1
+    where it grew): significantly (U test p ≤ α; the pair's q ≤ α has no family here before
+    the tests are chosen) and by at least HOST_SHARE_MIN_REL of its normal share, as for a pair."""
     p, _ = stats.u_test_rows(ba[None, :], bn[None, :], alpha=alpha)
-    mn = float(bn.mean())
-    return bool(p[0] <= alpha) and abs(float(ba.mean()) - mn) >= HOST_SHARE_MIN_REL * max(mn, 1e-12)
+    mn, d = float(bn.mean()), float(ba.mean()) - float(bn.mean())
+    return bool(p[0] <= alpha) and d * direction > 0 and abs(d) >= HOST_SHARE_MIN_REL * max(mn, 1e-12)
 
 
 def with_q(tests: list[RankTest]) -> list[RankTest]:
