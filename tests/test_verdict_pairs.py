@@ -149,3 +149,28 @@ def test_pressure_stalls_back_contention_and_io_wait(label: str, metric: str, wo
     line = next(x for x in c.to_markdown().splitlines() if "host CPU contention" in x or "host I/O wait" in x)
     assert words in line
 
+
+
+@pytest.mark.parametrize(("dropped", "swap"), [(3, True), (2, False)])
+def test_kernels_chosen_in_place_of_others(dropped: int, swap: bool, tmp_path: Path) -> None:
+    """A new kernel (4 calls of 25 µs a cycle) while rms_norm loses calls (8 → 8 − dropped, 30 µs
+    each): taking back 90 µs of the 100 added it is a swap (net ≈ 0.3 pp), said once and no
+    cause; taking back 60 µs (60 %) the new kernel stays new work."""
+    from perfdiff.analyze.findings import FindingCode
+
+    n, a = write_pair(tmp_path, None, abnormal=params(None, new_kernels=[("winograd_kernel", "kernel", 25.0, 4,
+                                                                          "compute")],
+                                                      extra_calls={"rms_norm_kernel": -dropped}))
+    c = perfdiff.compare(n, a)
+    swaps = [x for x in c.findings if x.code == FindingCode.KERNEL_SWAP]
+    if swap:
+        (x,) = swaps
+        names = [c.analysis.functions[i].name for i in x.related]
+        assert names == ["winograd_kernel", "rms_norm_kernel"] and abs(x.values["net_pp"]) < 1.0
+        assert [v.code for v in c.verdict] == [VerdictCode.NO_MATERIAL]
+        codes = {f.code for f in c.findings}
+        assert FindingCode.NO_CAUSE not in codes
+        assert not any(f.code == FindingCode.OPPOSITE and any(c.analysis.functions[i].name == "rms_norm_kernel"
+                                                               for i in f.related) for f in c.findings)
+    else:
+        assert not swaps and c.verdict[0].code == VerdictCode.NEW_WORK

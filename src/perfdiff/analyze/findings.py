@@ -141,8 +141,8 @@ def build_findings(c: Analysis, *, identical: bool = False) -> list[Finding]:
     for child, parent in nested_in.items():
         children.setdefault(parent, []).append(child)
     causes = [f for f in causes if idx[id(f)] not in nested_in]
-    swaps = _kernel_swaps(causes, [f for f in tested if significant(q_of(f), a)], tau_of, direction)
-    swapped = {id(f) for grew, _, _ in swaps for f in grew}
+    swaps = _kernel_swaps(causes, [f for f in tested if significant(q_of(f), a)], tau_of)
+    swapped = {id(f) for gained, lost, _ in swaps for f in gained + lost}  # said in the swap alone
     causes = [f for f in causes if id(f) not in swapped]
     # A device-wide change per call (every kernel ×1.35: a clock cut) is one finding, before
     # the causes it explains; only the functions that deviate from it stay causes.
@@ -176,7 +176,7 @@ def build_findings(c: Analysis, *, identical: bool = False) -> list[Finding]:
                            "x0_tokens": c.load.x0_tokens if c.load else float("nan")})
         out.append(Finding(FindingCode.CAUSE, function=f.name, device=f.device, q=q_of(f), func=i,
                            related=tuple(children.get(i, ())[:MAX_LISTED]), values=values))
-    if not causes and not device_wide:
+    if not causes and not device_wide and not swaps:
         out.append(Finding(FindingCode.NO_CAUSE, values={"n_tests": c.n_tests_t, "negligible": len(negligible)}))
     if negligible:
         negligible.sort(key=lambda f: -abs(f.tau_pp))
@@ -231,8 +231,8 @@ def build_findings(c: Analysis, *, identical: bool = False) -> list[Finding]:
                            related=tuple(idx[id(f)] for f in grew + fell),
                            values={"grew": len(grew), "net_pp": net,
                                    "tau_pp": [tau_of(f) for f in grew + fell]}))
-    opposite = sorted((f for f in tested if not f.wait and significant(q_of(f), a) and tau_of(f) * direction < 0),
-                      key=lambda f: -abs(tau_of(f)))
+    opposite = sorted((f for f in tested if not f.wait and significant(q_of(f), a) and tau_of(f) * direction < 0
+                       and id(f) not in swapped), key=lambda f: -abs(tau_of(f)))
     if opposite:
         out.append(Finding(FindingCode.OPPOSITE, related=tuple(idx[id(f)] for f in opposite[:3]),
                            values={"tau_pp": [tau_of(f) for f in opposite[:3]]} if at_load is not None else {}))
@@ -244,7 +244,7 @@ def build_findings(c: Analysis, *, identical: bool = False) -> list[Finding]:
 
 
 MORE_CALLS = 1.25  # new work: at least 25 % more calls per cycle
-SWAP_OFFSET = 0.8  # kernels that lost calls take back at least this share of what the new ones added
+SWAP_OFFSET = 0.8  # kernels that moved the other way take back at least this share of the causes' τ
 
 
 def more_calls(f: FunctionStats) -> bool:
@@ -259,21 +259,30 @@ def _fewer_calls(f: FunctionStats) -> bool:
 
 
 def _kernel_swaps(causes: list[FunctionStats], significant_fs: list[FunctionStats],
-                  tau_of: Callable[[FunctionStats], float], direction: float
-                  ) -> list[tuple[list[FunctionStats], list[FunctionStats], float]]:
-    """Per device, the kernel causes that gained calls and the significant kernels that lost
-    calls against the change, where the losers take back at least SWAP_OFFSET of the gain
-    and what is left is not material: a library that chose other kernels for the same work
-    (cuDNN's algorithm, a GEMM tile), not added work.  (gained, lost, net τ in pp) each."""
+                  tau_of: Callable[[FunctionStats], float]) -> list[tuple[list[FunctionStats], list[FunctionStats], float]]:
+    """Per device, the kernel causes whose calls moved with their time (more calls and longer,
+    or fewer and shorter), and the significant kernels whose calls and time moved the other
+    way: a library that chose other kernels for the same work (cuDNN's algorithm, a GEMM
+    tile), not added or removed work: the other side takes back at least SWAP_OFFSET of the
+    causes' τ, and the net is not material.  (gained, lost, net τ in pp) each."""
     out = []
     for device in dict.fromkeys(f.device for f in causes if f.kind == "kernel"):
-        grew = [f for f in causes if f.kind == "kernel" and f.device == device and more_calls(f)]
-        fell = [f for f in significant_fs if f.kind == "kernel" and f.device == device and _fewer_calls(f)
-                and tau_of(f) * direction < 0]
-        gain, back = sum(tau_of(f) for f in grew), sum(tau_of(f) for f in fell)
-        net = gain + back
-        if grew and fell and -back * direction >= SWAP_OFFSET * gain * direction and abs(net) < MATERIAL_TAU_PP:
-            out.append((grew, sorted(fell, key=lambda f: -abs(tau_of(f))), net))
+        on = [f for f in significant_fs if f.kind == "kernel" and f.device == device]
+        gained = [f for f in on if more_calls(f) and tau_of(f) > 0]
+        lost = [f for f in on if _fewer_calls(f) and tau_of(f) < 0]
+        # The causes' side counts its causes only (what the verdict would name); the other, all.
+        if any(f in causes for f in gained):
+            gained = [f for f in gained if f in causes]
+            ours, theirs = sum(tau_of(f) for f in gained), -sum(tau_of(f) for f in lost)
+        elif any(f in causes for f in lost):
+            lost = [f for f in lost if f in causes]
+            ours, theirs = -sum(tau_of(f) for f in lost), sum(tau_of(f) for f in gained)
+        else:
+            continue
+        up, down = sum(tau_of(f) for f in gained), -sum(tau_of(f) for f in lost)
+        if gained and lost and theirs >= SWAP_OFFSET * ours and abs(up - down) < MATERIAL_TAU_PP:
+            out.append((sorted(gained, key=lambda f: -abs(tau_of(f))), sorted(lost, key=lambda f: -abs(tau_of(f))),
+                        up - down))
     return out
 
 
