@@ -221,3 +221,14 @@ def test_the_main_threads_gpu_sync_stays_a_symptom(tmp_path: Path) -> None:
     assert [x.function for x in c.findings if x.code == FindingCode.SYMPTOM] == ["cudaDeviceSynchronize"]
     assert not any(x.code == FindingCode.PROPORTIONAL and any(c.analysis.functions[i].name == "cudaDeviceSynchronize"
                                                                for i in x.related) for x in c.findings)
+
+
+def test_classes_are_ordered_by_the_share_they_explain_not_a_sum_over_devices() -> None:
+    """+10 pp on the host and +10 pp on the GPU overlap in the cycle: that class explains
+    10 pp, less than a 15 pp class on one device (it once came first, by its sum of 20)."""
+    from perfdiff.analyze.verdict import VerdictClass
+
+    both = VerdictClass(VerdictCode.NEW_WORK, tau_pp=20.0, tau_by_device=(("Host", 10.0), ("GPU 0", 10.0)))
+    one = VerdictClass(VerdictCode.GPU_KERNEL, tau_pp=15.0)
+    assert both.share_pp == 10.0 and one.share_pp == 15.0
+    assert VerdictClass(VerdictCode.GPU_KERNEL, tau_pp=-7.0, tau_by_device=(("Host", 2.0), ("GPU 0", -9.0))).share_pp == -9.0

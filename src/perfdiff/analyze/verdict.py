@@ -82,6 +82,12 @@ class VerdictClass:
     starved: tuple[Starved, ...] = ()
     tau_by_device: tuple[tuple[str, float], ...] = ()
 
+    @property
+    def share_pp(self) -> float:
+        """The share of the abnormal cycle the class explains (pp): on several devices the
+        largest device's, since the sum over host and GPU is no share of the cycle."""
+        return max((pp for _, pp in self.tau_by_device), key=abs, default=self.tau_pp)
+
 
 def build_verdict(c: Analysis, findings: list[Finding]) -> list[VerdictClass]:
     """The verdict's classes, the one explaining most of the cycle first."""
@@ -183,7 +189,7 @@ def build_verdict(c: Analysis, findings: list[Finding]) -> list[VerdictClass]:
         out.append(VerdictClass(VerdictCode.NO_MATERIAL, evidence=tuple(neg)))
     out = _point_starved(out, starved)
     out = [_by_device(v, c, findings) for v in out]
-    out.sort(key=lambda v: -abs(v.tau_pp))
+    out.sort(key=lambda v: -abs(v.share_pp))
     return out
 
 
