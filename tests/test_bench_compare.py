@@ -162,6 +162,10 @@ def test_failed_runs_marked_zero_negative_or_infinite_are_left_out_and_said() ->
     assert notes[NoteCode.ROWS_WITHOUT_VALUE] == {"rows": 1} and notes[NoteCode.ROWS_NOT_POSITIVE] == {"rows": 2}
     assert r.overall(0).n_configs == 1 and r.overall(0).geomean == pytest.approx(1.5)
     assert "2 rows with a us of 0 or less (a failed run's marker?) are left out" in render_markdown(r)
+    failed = df.assign(us=np.where(df["impl"] == "triton", -1.0, df["us"]))
+    with pytest.raises(InputError, match=r"impl 'triton' has no us value in any row above 0 \(0 or less marks a "
+                                         r"failed run\)"):
+        compare_tables([("t", failed)], by="impl")
 
 
 def test_two_tables_are_before_and_after_and_gate_on_regression() -> None:

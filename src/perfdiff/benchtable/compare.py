@@ -234,7 +234,9 @@ def compare_tables(tables: list[tuple[str, pd.DataFrame]], *, by: str | None = N
     variants = tuple(v for v in variants_all if v in valued)  # in the table's order, rows without values too
     empty = [v for v in variants_all if v not in variants]
     if empty:
-        raise InputError(f"{by_col} {empty[0]!r} has no {metric} value in any row")
+        failed = bool((not_positive & (variant == empty[0])).any())
+        raise InputError(f"{by_col} {empty[0]!r} has no {metric} value in any row"
+                         + (" above 0 (0 or less marks a failed run)" if failed else ""))
     if no_value.any():
         notes.append(Note(NoteCode.ROWS_WITHOUT_VALUE, {"rows": int(no_value.sum())}))
     if not_positive.any():
