@@ -214,6 +214,15 @@ def test_cycle_and_window_options_at_their_edges(pair: tuple[Path, Path], tmp_pa
         _one_line_error(code, err, needle)
 
 
+def test_json_to_standard_output(pair: tuple[Path, Path], tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """`--json -` wrote a file named "-"; it is standard output, for one output at most."""
+    code, out, err = run_cli(["compare", *pair, "-o", tmp_path / "r.md", "--json", "-"], capsys)
+    assert code == 0, err
+    assert json.loads(out)["format"] == "perfdiff-comparison" and not Path("-").exists()
+    code, _, err = run_cli(["compare", *pair, "--json", "-"], capsys)
+    _one_line_error(code, err, "only one output can go to standard output ('-')")
+
+
 def test_pid_on_inputs_that_hold_one_process(pair: tuple[Path, Path], tmp_path: Path,
                                              capsys: pytest.CaptureFixture[str]) -> None:
     """--pid picks a process of an nsys export; on bundles (or PyTorch-profiler traces) it was

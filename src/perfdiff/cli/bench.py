@@ -24,7 +24,7 @@ def cmd_bench(args: argparse.Namespace) -> int:
     to_stdout = args.output in (None, "-")
     outputs = [(None if to_stdout else args.output, render_markdown), (args.csv, render_csv),
                (args.json, render_json)]
-    check_outputs(args.tables, [out for out, _ in outputs])
+    check_outputs(args.tables, ["-" if to_stdout else None] + [out for out, _ in outputs])
     names = [Path(p).name for p in args.tables]
     if len(set(names)) < len(names):  # before/results.csv against after/results.csv
         names = [str(p) for p in args.tables]

@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import argparse
+import sys
 from collections.abc import Iterable
 from pathlib import Path
 
@@ -59,8 +60,11 @@ def check_outputs(inputs: Iterable[str | Path], outputs: Iterable[str | Path | N
     """InputError, before any work or any file is written, when an output's folder does not
     exist, or an output would replace an input file or land inside an input folder (a bundle,
     a folder of rank traces, where it would be read as one): inputs are never modified.  None
-    and "-" (stdout) are no paths."""
+    is no output; "-" is standard output, for one of them at most."""
     given = [Path(p).resolve() for p in inputs]
+    outputs = list(outputs)
+    if sum(str(o) == "-" for o in outputs if o is not None) > 1:
+        raise InputError("only one output can go to standard output ('-')")
     for out in outputs:
         if out is None or str(out) == "-":
             continue
@@ -75,7 +79,11 @@ def check_outputs(inputs: Iterable[str | Path], outputs: Iterable[str | Path | N
 
 
 def write_output(path: Path, text: str | bytes) -> None:
-    """Write a report file; an unwritable path is the user's error (exit 2)."""
+    """Write a report file ("-": standard output); an unwritable path is the user's error
+    (exit 2)."""
+    if str(path) == "-":
+        sys.stdout.write(text if isinstance(text, str) else text.decode("utf-8"))
+        return
     try:
         if path.parent and not path.parent.exists():
             raise InputError("output folder does not exist", path=path.parent)

@@ -19,7 +19,7 @@ def cmd_compare(args: argparse.Namespace) -> int:
 
     report = Path(args.output) if args.output and args.output != "-" else None
     cycles_csv = report.with_name(report.with_suffix("").name + ".cycles.csv") if report else None
-    check_outputs([args.normal, args.abnormal], [report, cycles_csv, args.json])
+    check_outputs([args.normal, args.abnormal], [report or "-", cycles_csv, args.json])
     if args.ranks or args.scheduler or args.workers or is_multi_rank(args.normal) or is_multi_rank(args.abnormal):
         return cmd_compare_ranks(args)
     from perfdiff.analyze import FindingCode

@@ -28,7 +28,7 @@ def cmd_startup(args: argparse.Namespace) -> int:
     outputs = [(None if to_stdout else args.output, render_markdown),
                (args.csv, render_csv),
                (args.json, render_json)]
-    check_outputs(args.logs, [out for out, _ in outputs])
+    check_outputs(args.logs, ["-" if to_stdout else None] + [out for out, _ in outputs])
     names = column_names(args.logs)
     columns = []
     for p, n in zip(args.logs, names, strict=True):

@@ -13,7 +13,8 @@ def cmd_tree(args: argparse.Namespace) -> int:
     from perfdiff.api import tree
 
     report = Path(args.output) if args.output and args.output != "-" else None
-    check_outputs([args.normal, args.abnormal], [report, args.csv or (report.with_suffix(".csv") if report else None)])
+    csv_out = args.csv or (report.with_suffix(".csv") if report else None)
+    check_outputs([args.normal, args.abnormal], [report or "-", csv_out])
     result = tree(args.normal, args.abnormal, alpha=args.alpha, cycle=args.cycle, total=args.total,
                   pid=args.pid, group=args.group)
     csv_path = Path(args.csv) if args.csv else None
