@@ -102,6 +102,7 @@ def fixed_windows(run: RunData, window_ns: int, reason: str = "") -> Cycles:
 
 
 def _ms(ns: int) -> str:
+    """A duration given in ns, as ms for a message (four significant digits)."""
     return f"{ns / 1e6:,.4g} ms"
 
 

@@ -6,9 +6,9 @@ rests on; perfdiff.render words it.  "Significant" means q ≤ α (docs/STATISTI
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from enum import Enum
-from collections.abc import Callable
 from typing import Any
 
 from perfdiff import stats

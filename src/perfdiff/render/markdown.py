@@ -19,8 +19,8 @@ from perfdiff.render.names import short_name, shown_names
 from perfdiff.render.tree import TreeLabels, tree_section
 from perfdiff.render.wording import (finding_text, matching_text, notice_text, per_unit, plan_text, test_name,
                                      verdict_head, verdict_lines)
-from perfdiff.render.text import (NA, fmt_beta, fmt_calls, fmt_num, fmt_p, fmt_pct, fmt_score, fmt_signed, fmt_signed_time, fmt_time_us,
-                           fmt_z, full_names, md_escape, md_name, shorten)
+from perfdiff.render.text import (NA, fmt_beta, fmt_calls, fmt_num, fmt_p, fmt_pct, fmt_score, fmt_signed,
+                                  fmt_signed_time, fmt_time_us, fmt_z, full_names, md_escape, md_name, shorten)
 
 NAME_WIDTH = 96
 QUANTILE_ROWS = ("min", "P5", "P10", "P25", "P50", "P75", "P90", "P95", "P99", "max", "mean", "sd")

@@ -100,8 +100,8 @@ def fmt_time_us(us: float | None) -> str:
 
 
 def fmt_calls(x: float | None) -> str:
-    """Calls per cycle: one decimal, whole numbers from 100 ("1,478", not "1,478.0"), and
-    "<0.1" for a call that spans many cycles (not "0.0" beside its time per call)."""
+    """Calls per cycle: one decimal, whole numbers from 100 ("1,478"), and "<0.1" for a call
+    that spans many cycles (a helper thread's poll)."""
     if x is None or not _finite(x):
         return NA
     if 0 < abs(x) < 0.05:
