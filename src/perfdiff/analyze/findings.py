@@ -169,7 +169,9 @@ def build_findings(c: Analysis, *, identical: bool = False) -> list[Finding]:
     for f in causes[:MAX_CAUSES]:
         i = idx[id(f)]
         values = {"tau_pp": f.tau_pp, "t_n_us": f.t_n_us, "t_a_us": f.t_a_us, "incl_n_us": f.incl_n_us,
-                  "incl_a_us": f.incl_a_us, "nested": len(children.get(i, ()))}
+                  "incl_a_us": f.incl_a_us, "nested": len(children.get(i, ())),
+                  # the nested causes' own change: part of this cause's work (pp of the abnormal cycle)
+                  "tau_nested_pp": float(sum(tau_of(c.functions[j]) for j in children.get(i, ())))}
         if at_load is not None:
             fl = at_load[i]
             values.update({"tau_pp": fl.tau_pp, "t_n_us": fl.t_n_us, "t_a_us": fl.t_a_us, "load_adjusted": True,

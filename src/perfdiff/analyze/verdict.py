@@ -102,7 +102,7 @@ def build_verdict(c: Analysis, findings: list[Finding]) -> list[VerdictClass]:
         used.update(idx + (extra or []))
         qs = [findings[i].q for i in idx + (extra or []) if math.isfinite(findings[i].q)]
         # A cause's τ as its finding states it (at the common load when the load differed).
-        out.append(VerdictClass(code, tau_pp=sum(findings[i].values.get("tau_pp", fn[i].tau_pp) for i in idx if i in fn),
+        out.append(VerdictClass(code, tau_pp=sum(_cause_tau(findings[i], fn[i]) for i in idx if i in fn),
                                 q=min(qs) if qs else math.nan, evidence=tuple(idx + (extra or [])), values=values))
 
     def free() -> list[int]:
@@ -163,7 +163,7 @@ def build_verdict(c: Analysis, findings: list[Finding]) -> list[VerdictClass]:
         ev = other + shared_wide + mine
         out.append(VerdictClass(VerdictCode.OTHER_PROCESS, evidence=tuple(ev), q=_min_q(findings, ev),
                                 tau_pp=sum(float(findings[i].values.get("tau_pp", 0.0)) for i in shared_wide)
-                                + sum(findings[i].values.get("tau_pp", fn[i].tau_pp) for i in mine),
+                                + sum(_cause_tau(findings[i], fn[i]) for i in mine),
                                 values={"devices": sorted(shared)}))
     # An NCCL kernel's time includes waiting for the other ranks: one rank's trace cannot tell
     # a slower kernel from a later peer, so it is no kernel regression.
@@ -201,7 +201,7 @@ def _by_device(v: VerdictClass, c: Analysis, findings: list[Finding]) -> Verdict
         x = findings[i]
         if x.code == FindingCode.CAUSE and x.func is not None:
             f = c.functions[x.func]
-            shares[f.device] = shares.get(f.device, 0.0) + float(x.values.get("tau_pp", f.tau_pp))
+            shares[f.device] = shares.get(f.device, 0.0) + _cause_tau(x, f)
     if len(shares) < 2 or not math.isclose(sum(shares.values()), v.tau_pp, rel_tol=1e-9, abs_tol=1e-9):
         return v
     return replace(v, tau_by_device=tuple(sorted(shares.items(), key=lambda kv: -abs(kv[1]))))
@@ -458,6 +458,13 @@ def _point_starved(out: list[VerdictClass], starved: list[GpuBusy]) -> list[Verd
     out[k] = replace(out[k], starved=tuple(Starved(b.device, b.busy_n_pct, b.busy_a_pct, b.p, out[k].code)
                                            for b in starved))
     return out
+
+
+def _cause_tau(x: Finding, f: FunctionStats) -> float:
+    """What a cause explains (pp of the abnormal cycle): its own τ as its finding states it (at
+    the common load where the load differed), and the causes nested in its range, which are
+    its work (a data loader's copies and casts)."""
+    return float(x.values.get("tau_pp", f.tau_pp)) + float(x.values.get("tau_nested_pp", 0.0))
 
 
 def _tau(c: Analysis, findings: list[Finding], func: int | None) -> float:

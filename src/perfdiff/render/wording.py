@@ -576,7 +576,10 @@ def verdict_lines(c: Analysis, verdict: list[VerdictClass], findings: list[Findi
             # Host and GPU time overlap in the cycle: each device's share, not their sum.
             shares = (" and ".join(f"{fmt_signed(pp)} pp on {md_name(d)}" for d, pp in v.tau_by_device)
                       if v.tau_by_device else f"{fmt_signed(v.tau_pp)} pp")
-            text += f" ({shares} of the abnormal cycle" + (f", q {fmt_p(v.q)})" if math.isfinite(v.q) else ")")
+            # A cause's nested causes count in its share (the tables show each one's own τ).
+            nested = any(findings[i].values.get("tau_nested_pp") for i in v.evidence)
+            text += (f" ({shares} of the abnormal cycle" + (", with the work nested in it" if nested else "")
+                     + (f", q {fmt_p(v.q)})" if math.isfinite(v.q) else ")"))
         elif math.isfinite(v.q):
             text += f" (q {fmt_p(v.q)})"
         if v.code == VerdictCode.COLLECTIVES:
