@@ -220,6 +220,19 @@ def test_the_rank_table_has_a_picture(tmp_path: Path, scheduler: str, capsys, mo
     assert code == 0 and not (tmp_path / "q.ranks.png").exists() and ".png" not in (tmp_path / "q.md").read_text()
 
 
+def test_a_victims_tau_is_its_wait(tmp_path: Path, scheduler: str) -> None:
+    """A rank that waited for the culprit showed τ n/a beside "waits in collectives": its τ is
+    now the wait's growth, pp of its abnormal cycle, as the culprit's is its function's."""
+    from perfdiff.render.ranks import rank_markdown
+
+    n, a = _pair(tmp_path, straggler=3)
+    res = compare_ranks(n, a, scheduler=scheduler)
+    victim = next(r for r in res.rows if r.waited and r.cause is None)
+    assert 10.0 < victim.wait_tau_pp < 100.0
+    line = next(x for x in rank_markdown(res, ("n", "a")).splitlines() if x.startswith(f"| {victim.rank} |"))
+    assert f"| waits in collectives (for rank 3) | +{victim.wait_tau_pp:.2f} |" in line
+
+
 def test_progress_line_on_a_terminal(tmp_path: Path, scheduler: str, capsys, monkeypatch) -> None:
     n, a = _pair(tmp_path)
     monkeypatch.setattr(sys.stderr, "isatty", lambda: True)

@@ -163,6 +163,12 @@ class RankRow:
     waited: bool = False
 
     @property
+    def wait_tau_pp(self) -> float:
+        """The growth of its wait in collectives as pp of its abnormal median cycle (NaN where
+        unknown)."""
+        return 100.0 * (self.wait_a_us - self.wait_n_us) / self.median_a_us if self.median_a_us else math.nan
+
+    @property
     def delta_us(self) -> float:
         return self.median_a_us - self.median_n_us
 
