@@ -84,11 +84,11 @@ def _cycle_time(c: Analysis, x: Finding) -> str:
         why = ("--window cuts both runs into fixed windows" if c.plan is not None and c.plan.chosen_by_user
                else "No cycle source exists in both runs")
         return (f"{why}, so they are compared as rates: every number below is "
-                f"time {per_unit(c)} ({v['n_n']} vs {v['n_a']} windows), not per iteration. Mark the main loop with "
+                f"time {per_unit(c)} ({v['n_n']:,} vs {v['n_a']:,} windows), not per iteration. Mark the main loop with "
                 "`perfdiff.cycle()` or name its ranges with `--cycle REGEX` for per-iteration causes.")
     text = (f"Median cycle time {'rose' if v['median_a_us'] >= v['median_n_us'] else 'fell'} from "
             f"{fmt_time_us(v['median_n_us'])} to {fmt_time_us(v['median_a_us'])} ({fmt_pct(v['change_pct'], 1)}; "
-            f"{test_name(v.get('paired', False))} p {fmt_p(v['p_mwu'])}, {v['n_n']} vs {v['n_a']} cycles).")
+            f"{test_name(v.get('paired', False))} p {fmt_p(v['p_mwu'])}, {v['n_n']:,} vs {v['n_a']:,} cycles).")
     if "mean_n_us" not in v:
         return text
     tail = v["p95_a_us"] / v["p95_n_us"] if v["p95_n_us"] else float("nan")
@@ -114,7 +114,7 @@ def verdict_head(c: Analysis, findings: list[Finding]) -> str:
     quiet = "" if significant(v["p_mwu"], c.alpha) else f"; not significant at α {c.alpha:g}"
     return (f"median cycle {fmt_time_us(v['median_n_us'])} → {fmt_time_us(v['median_a_us'])} "
             f"({fmt_pct(v['change_pct'], 1)}; {test_name(v.get('paired', False))} p {fmt_p(v['p_mwu'])}, "
-            f"{v['n_n']} vs {v['n_a']} cycles{quiet}).")
+            f"{v['n_n']:,} vs {v['n_a']:,} cycles{quiet}).")
 
 
 def compared_as_rates(c: Analysis) -> bool:
