@@ -530,6 +530,18 @@ def test_rank_and_world_size_read_from_real_kineto_heads(real: Path, tmp_path: P
 
 
 @pytest.mark.real
+def test_a_lone_exports_default_name_is_no_rank(real: Path) -> None:
+    """nsys names its reports report1, report2 …: with --ranks, a lone export of one process
+    was rank 3 and the other rank 2 ("no rank in common").  A lone file's name gives a rank
+    only where it says so (rank-3.sqlite)."""
+    src = real / "kmcho2019/Rodinia_3.1_Gaussian"
+    assert [(r.rank, r.source) for r in rank_inputs(src / "report3.sqlite", split_processes=True)] == [
+        (0, IdentitySource.ORDER)]
+    res = compare_ranks(src / "report3.sqlite", src / "report2.sqlite", ranks="all", workers=1, processes=False)
+    assert [p.rank for p in res.pairs] == [0]
+
+
+@pytest.mark.real
 def test_profiling_windows_of_one_worker_are_no_ranks(real: Path, tmp_path: Path) -> None:
     """TensorBoard's layout: a folder per configuration holding the trace handler's windows of
     worker0.  They were read as ranks 0 and 1 ("world size 2 and 1: not compared")."""

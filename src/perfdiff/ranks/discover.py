@@ -104,10 +104,11 @@ def _int(v: object) -> int | None:
     return v if isinstance(v, int) and not isinstance(v, bool) and 0 <= v <= MAX_RANK else None
 
 
-def _name_rank(p: Path) -> int | None:
+def _name_rank(p: Path, explicit: bool = False) -> int | None:
     """The rank a file name numbers (rank-3.json, report.3.sqlite), up to MAX_RANK (beyond:
-    a timestamp, say, not a rank)."""
-    for rx in _NAME_RANK:
+    a timestamp, say, not a rank); `explicit`: only a name that says "rank" (a lone file's
+    "report3.sqlite" is nsys's third report, not rank 3)."""
+    for rx in _NAME_RANK[:1] if explicit else _NAME_RANK:
         m = rx.search(p.name)
         if m:
             rank = int(m.group(1))
@@ -175,7 +176,7 @@ def rank_inputs(path: str | Path, *, split_processes: bool = False) -> list[Rank
         raise InputError("no trace or run bundle in this directory", path=p)
     members = members or [p]
     found: list[RankInput] = []
-    by_name = [_name_rank(m) for m in members]
+    by_name = [_name_rank(m, explicit=p.is_file()) for m in members]
     declared = [(_declared(m), m) for m in members]
     ranks = [_int(dist.get("rank")) for (dist, _), _ in declared]
     sources = [source for (_, source), _ in declared]
