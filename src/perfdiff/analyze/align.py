@@ -24,7 +24,8 @@ RENAME_MIN_SHARED_LETTERS = 5  # a word of its own that the parts only one name 
 _PART = re.compile(r"[A-Z]+(?![a-z])|[A-Z]?[a-z]+|[0-9]+")  # camelCase words, acronyms, numbers
 
 
-def align(mn: CycleMatrix, ma: CycleMatrix, per_iteration: bool = True) -> tuple[list[tuple[str, str, str]], np.ndarray, np.ndarray, list[tuple[str, str]]]:
+def align(mn: CycleMatrix, ma: CycleMatrix, per_iteration: bool = True
+          ) -> tuple[list[tuple[str, str, str]], np.ndarray, np.ndarray, list[tuple[str, str]]]:
     """Union of the two runs' function keys; index arrays into each (-1 = absent).
 
     A CPU-side range present in one run only is matched with its near-identical counterpart
@@ -37,8 +38,10 @@ def align(mn: CycleMatrix, ma: CycleMatrix, per_iteration: bool = True) -> tuple
     ka = list(map(tuple, ma.keys[["name", "device", "kind"]].to_numpy().tolist()))
     pos_n = {k: i for i, k in enumerate(kn)}
     pos_a = {k: i for i, k in enumerate(ka)}
-    calls_n = dict(zip(kn, (mn.calls_total / max(mn.own_ns.shape[1], 1)).tolist(), strict=True)) if per_iteration else None
-    calls_a = dict(zip(ka, (ma.calls_total / max(ma.own_ns.shape[1], 1)).tolist(), strict=True)) if per_iteration else None
+    calls_n = calls_a = None
+    if per_iteration:
+        calls_n = dict(zip(kn, (mn.calls_total / max(mn.own_ns.shape[1], 1)).tolist(), strict=True))
+        calls_a = dict(zip(ka, (ma.calls_total / max(ma.own_ns.shape[1], 1)).tolist(), strict=True))
     renames = match_renamed([k for k in kn if k not in pos_a], [k for k in ka if k not in pos_n], calls_n, calls_a)
     for old, new in renames:  # the abnormal side's row is read under the normal side's key
         pos_a[old] = pos_a.pop(new)
@@ -91,8 +94,9 @@ def _alike_calls(calls_v: Mapping[tuple, float] | None, a: tuple, calls_w: Mappi
 def _alike_words(a: str, b: str) -> bool:
     """Whether the parts (camelCase words, numbers) that only one of a and b has are numbers
     only (a source line that moved), one within the other (Iter, Iterator), or share a word of
-    their own: RENAME_MIN_SHARED_LETTERS letters in a row ("Process" in MultiProcessing and SingleProcess, but not "elu" in Relu and
-    Gelu, nor Mul and Div once the "Backward" both have is set aside)."""
+    their own: RENAME_MIN_SHARED_LETTERS letters in a row ("Process" in MultiProcessing and
+    SingleProcess; not "elu" in Relu and Gelu, nor anything in Mul and Div once the "Backward"
+    both have is set aside)."""
     pa, pb = _PART.findall(a), _PART.findall(b)
     shared = set(pa) & set(pb)
     da, db = [p for p in pa if p not in shared], [p for p in pb if p not in shared]

@@ -260,8 +260,11 @@ def _fewer_calls(f: FunctionStats) -> bool:
     return f.presence == "vanished" or (not f.sampled and f.calls_a > 0 and f.calls_n >= MORE_CALLS * f.calls_a)
 
 
+Swap = tuple[list[FunctionStats], list[FunctionStats], float]  # (gained, lost, net τ in pp)
+
+
 def _kernel_swaps(causes: list[FunctionStats], significant_fs: list[FunctionStats],
-                  tau_of: Callable[[FunctionStats], float]) -> list[tuple[list[FunctionStats], list[FunctionStats], float]]:
+                  tau_of: Callable[[FunctionStats], float]) -> list[Swap]:
     """Per device, the kernel causes whose calls moved with their time (more calls and longer,
     or fewer and shorter), and the significant kernels whose calls and time moved the other
     way: a library that chose other kernels for the same work (cuDNN's algorithm, a GEMM

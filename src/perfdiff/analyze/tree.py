@@ -129,8 +129,8 @@ def _children(p: RangeProfile) -> dict[int, list[int]]:
 _SIDES = ("Host", "GPU")  # a name's side, as match_renamed's device: renames stay on one side
 
 
-def _match(pn: RangeProfile, pa: RangeProfile, per_cycle: bool) -> tuple[list[tuple[int, int, int, tuple[str, ...], str | None]],
-                                                         list[tuple[str, str]]]:
+def _match(pn: RangeProfile, pa: RangeProfile, per_cycle: bool
+           ) -> tuple[list[tuple[int, int, int, tuple[str, ...], str | None]], list[tuple[str, str]]]:
     """Matched paths as (parent row, index in N or -1, index in A or -1, path, renamed-to),
     parents before children; and the renames made.  A GPU-side path matches GPU-side paths
     only; a rename, paths called about as often (per cycle where `per_cycle`)."""

@@ -16,7 +16,8 @@ from perfdiff.ranks.records import (CollectiveTime, ExcessKind, GroupCode, Ident
                                     RankNotice, RankNoticeCode, RankVerdict, RankVerdictCode, ScopeCode, Straggler,
                                     StragglerCode)
 from perfdiff.render.names import shown_names
-from perfdiff.render.text import fmt_num, fmt_p, fmt_signed, fmt_signed_time, fmt_time_us, full_names, md_escape, md_name
+from perfdiff.render.text import (fmt_num, fmt_p, fmt_signed, fmt_signed_time, fmt_time_us, full_names, md_escape,
+                                  md_name)
 from perfdiff.render.wording import plan_text
 from perfdiff.version import __version__
 
@@ -299,7 +300,8 @@ def _rank_table(a: RankAnalysis, rows: tuple | list) -> list[str]:
         own = f"{md_name(r.cause, CAUSE_WIDTH)} ({md_escape(r.cause_kind or '')})" if r.cause else ""
         cause = (f"waits in collectives{held}" + (f", then {own}" if own else "")) if r.waited else own or "—"
         lines.append(f"| {r.rank} | {fmt_time_us(r.median_n_us)} | {fmt_time_us(r.median_a_us)} | "
-                     f"{fmt_signed_time(r.delta_us)} | {cause} | {fmt_signed(r.wait_tau_pp if r.waited else r.cause_tau_pp)} | "
+                     f"{fmt_signed_time(r.delta_us)} | {cause} | "
+                     f"{fmt_signed(r.wait_tau_pp if r.waited else r.cause_tau_pp)} | "
                      f"{fmt_time_us(r.wait_n_us)} | {fmt_time_us(r.wait_a_us)} |")
     return lines
 
@@ -427,7 +429,8 @@ def _markdown(a: RankAnalysis, labels: tuple[str, str], plots: list[str], plots_
     out += ["## 1. Ranks", "", "Per rank: median cycle of each run, the function whose own time moved most "
             "(significant and material, in the direction of its cycle) — after its wait in collectives where that "
             "grew by at least half its Δ and by more than the function moved — with its change as τ, pp of the "
-            "abnormal cycle, and the median time per cycle it waits in collectives for the last rank.", ""] + _ranks_section(a)
+            "abnormal cycle, and the median time per cycle it waits in collectives for the last rank.", ""]
+    out += _ranks_section(a)
     # A link's target percent-encoded: "#" would start a fragment, "(" ")" end the link.
     out += [f"![median cycle and wait in collectives, per rank]({quote(p)})" for p in plots] + ([""] if plots else [])
     if plots_note:
