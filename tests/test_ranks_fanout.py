@@ -180,3 +180,46 @@ def test_batches_follow_the_threads_of_a_cluster_given_by_address() -> None:
             assert (fan.workers, fan.threads) == (1, 4)
             assert fan.batch_for(64) == 2  # 32 tasks: 8 for each thread
     assert Fanout(client=None, workers=1, progress=False).batch_for(1024) == 1
+
+
+@pytest.mark.parametrize(("reply", "needle"), [
+    (b"HTTP/1.1 400 Bad Request\r\nContent-Length: 0\r\n\r\n", "does not answer as a Dask scheduler"),
+    (None, "no Dask scheduler answers at"),
+])
+def test_an_address_that_is_no_scheduler_is_one_line(reply: bytes | None, needle: str, monkeypatch) -> None:
+    """--scheduler at the dashboard's port, or any service that is no scheduler: Dask's Client
+    waited forever on one that never answers, and read an HTTP reply as a frame length of
+    exabytes ("out of memory").  One question tells, within the timeout (1 s here)."""
+    import socket
+    import threading
+
+    import perfdiff.ranks.fanout as fo
+    from perfdiff.errors import InputError
+
+    server = socket.socket()
+    server.bind(("127.0.0.1", 0))
+    server.listen(4)
+    held = []
+
+    def serve() -> None:
+        while True:
+            try:
+                conn, _ = server.accept()
+            except OSError:
+                return
+            held.append(conn)
+            if reply is not None:
+                conn.sendall(reply)
+
+    threading.Thread(target=serve, daemon=True).start()
+    monkeypatch.setattr(fo, "SCHEDULER_TIMEOUT_S", 1.0)
+    address = f"tcp://127.0.0.1:{server.getsockname()[1]}"
+    try:
+        with pytest.raises(InputError, match=needle) as e:
+            with fanout(address, workers=None, tasks=2, largest_bytes=1 << 20):
+                pass
+        assert "\n" not in str(e.value)
+    finally:
+        server.close()
+        for c in held:
+            c.close()

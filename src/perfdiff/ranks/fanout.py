@@ -201,6 +201,40 @@ def _preload() -> None:
         get_mp_context().set_forkserver_preload(list(PRELOAD))
 
 
+SCHEDULER_TIMEOUT_S = 20.0  # to reach a scheduler given by address and hear it answer
+
+
+def _probe(address: str, seconds: float) -> None:
+    """InputError unless a Dask scheduler answers `identity` at `address` within `seconds`.
+    Dask's Client waits forever on a service that accepts the connection and never answers
+    (an HTTP server, the dashboard's port), and reads an answering one's bytes as a frame
+    length (exabytes: "out of memory"); one question on a connection of our own tells."""
+    import asyncio
+
+    from distributed.comm import connect
+
+    async def ask() -> Any:
+        comm = await connect(address, timeout=seconds)
+        try:
+            await comm.write({"op": "identity", "reply": True})
+            return await comm.read()
+        finally:
+            comm.abort()
+
+    try:
+        reply = asyncio.run(asyncio.wait_for(ask(), seconds))
+    except (TimeoutError, asyncio.TimeoutError):
+        raise InputError(f"no Dask scheduler answers at {address} within {seconds:g} s") from None
+    except (OSError, ValueError) as exc:
+        raise InputError(f"cannot reach the Dask scheduler at {address}: {exc}") from None
+    except MemoryError:  # bytes read as a frame length
+        raise InputError(f"{address} does not answer as a Dask scheduler (it sent no Dask message)") from None
+    except Exception as exc:  # noqa: BLE001 - whatever a service that is no scheduler sends back
+        raise InputError(f"{address} does not answer as a Dask scheduler ({type(exc).__name__})") from None
+    if not (isinstance(reply, dict) and reply.get("type") == "Scheduler"):
+        raise InputError(f"{address} answers, but not as a Dask scheduler")
+
+
 @contextmanager
 def fanout(scheduler: str | None, *, workers: int | None, tasks: int, largest_bytes: int,
            progress: bool = False, processes: bool = True) -> Iterator[Fanout]:
@@ -209,8 +243,9 @@ def fanout(scheduler: str | None, *, workers: int | None, tasks: int, largest_by
     on leaving."""
     distributed = require_dask()
     if scheduler:
+        _probe(scheduler, SCHEDULER_TIMEOUT_S)
         try:
-            client = distributed.Client(scheduler, timeout="20s")
+            client = distributed.Client(scheduler, timeout=f"{SCHEDULER_TIMEOUT_S:g}s")
         except (OSError, TimeoutError, ValueError) as exc:
             raise InputError(f"cannot reach the Dask scheduler at {scheduler}: {exc}") from None
         try:
