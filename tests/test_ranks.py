@@ -233,6 +233,14 @@ def test_a_victims_tau_is_its_wait(tmp_path: Path, scheduler: str) -> None:
     assert f"| waits in collectives (for rank 3) | +{victim.wait_tau_pp:.2f} |" in line
 
 
+def test_a_bad_cycle_pattern_is_the_users_one_line(tmp_path: Path) -> None:
+    """--cycle '(' over many ranks read "rank 0 of the normal run has too few of the markers
+    the plan cuts at": every rank failed to be cut.  It is the pattern, said as for a pair."""
+    n, a = _pair(tmp_path)
+    with pytest.raises(InputError, match=r"bad --cycle regular expression '\(': missing \)"):
+        compare_ranks(n, a, cycle="(", workers=1, processes=False)
+
+
 def test_progress_line_on_a_terminal(tmp_path: Path, scheduler: str, capsys, monkeypatch) -> None:
     n, a = _pair(tmp_path)
     monkeypatch.setattr(sys.stderr, "isatty", lambda: True)

@@ -383,6 +383,14 @@ def _with_one_sided(cyc: Cycles, plan: CyclePlan) -> Cycles:
                   f"{cyc.detail} (only {few} in the normal/abnormal run: too few to compare)", cyc.dropped)
 
 
+def cycle_pattern(cycle_regex: str) -> re.Pattern:
+    """--cycle compiled; InputError (one line) for a pattern Python cannot compile."""
+    try:
+        return re.compile(cycle_regex)
+    except (re.error, OverflowError, RecursionError) as exc:
+        raise InputError(f"bad --cycle regular expression {cycle_regex!r}: {exc}") from None
+
+
 def _matching(names: pd.Series, rx: re.Pattern) -> np.ndarray:
     """Which rows' names rx finds a match in: searched once per distinct name (no warning
     about the groups a user's pattern may have, as str.contains gives)."""
@@ -394,10 +402,7 @@ def _matching(names: pd.Series, rx: re.Pattern) -> np.ndarray:
 def _regex_cycles(run: RunData, cycle_regex: str) -> Cycles:
     """Cycles from marker ranges (else kernel launches) whose name matches `cycle_regex`."""
     markers = run.markers
-    try:
-        rx = re.compile(cycle_regex)
-    except (re.error, OverflowError, RecursionError) as exc:
-        raise InputError(f"bad --cycle regular expression {cycle_regex!r}: {exc}") from None
+    rx = cycle_pattern(cycle_regex)
     hit = markers[_matching(markers["name"], rx)] if len(markers) else markers
     if len(hit):
         return _ranges_to_cycles(hit, "regex", f"marker ranges matching /{cycle_regex}/")

@@ -29,7 +29,7 @@ from perfdiff.ranks.groups import UNKNOWN
 from perfdiff.ranks.part import RankPart, RankTask, UncutRank, load_part, load_summary
 from perfdiff.ranks.records import IdentitySource, Phase, RankAnalysis, RankNotice, RankNoticeCode
 from perfdiff.ranks.straggler import common_iterations, match_collectives, straggler
-from perfdiff.segment import MIN_CYCLES
+from perfdiff.segment import MIN_CYCLES, cycle_pattern
 
 __all__ = ["UNMATCHED_SOURCES", "analyze_parts", "compare_ranks"]
 
@@ -50,6 +50,8 @@ def compare_ranks(normal: str | os.PathLike[str], abnormal: str | os.PathLike[st
     terminal.  Raises InputError for bad input, or without Dask."""
     if not 0.0 < alpha < 1.0:
         raise InputError(f"alpha {alpha}: must be between 0 and 1")
+    if cycle is not None:
+        cycle_pattern(cycle)  # a bad pattern is the user's one line, not every rank's failure to be cut
     clock = _Clock()
     window_ns = parse_duration_ns(window) if isinstance(window, str) else window
     labels = (str(normal), str(abnormal))
