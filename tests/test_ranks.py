@@ -241,6 +241,26 @@ def test_a_bad_cycle_pattern_is_the_users_one_line(tmp_path: Path) -> None:
         compare_ranks(n, a, cycle="(", workers=1, processes=False)
 
 
+def test_a_rank_without_collectives_is_said(tmp_path: Path) -> None:
+    """A rank whose traces hold no NCCL kernel, where the others' do: it took no part in the
+    straggler tables, which listed the others only, and no note said why."""
+    import json as _json
+
+    n, a = _pair(tmp_path, straggler=1)
+    for side in (n, a):
+        path = side / "rank-3.json"
+        doc = _json.loads(path.read_text())
+        doc["traceEvents"] = [e for e in doc["traceEvents"] if not str(e.get("name", "")).startswith("nccl")]
+        path.write_text(_json.dumps(doc))
+    res = compare_ranks(n, a, workers=1, processes=False)
+    notes = [(x.side, x.ranks) for x in res.notices if x.code == RankNoticeCode.NO_COLLECTIVES]
+    assert notes == [("normal", (3,)), ("abnormal", (3,))]
+    assert all(3 not in [w.rank for w in s.waits] for s in res.stragglers)
+    from perfdiff.render.ranks import rank_markdown
+
+    assert "The normal run's rank 3 has no NCCL kernel, where the others have them" in rank_markdown(res, ("n", "a"))
+
+
 def test_progress_line_on_a_terminal(tmp_path: Path, scheduler: str, capsys, monkeypatch) -> None:
     n, a = _pair(tmp_path)
     monkeypatch.setattr(sys.stderr, "isatty", lambda: True)

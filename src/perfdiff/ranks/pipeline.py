@@ -182,6 +182,11 @@ def analyze_parts(parts_n: list[RankPart], parts_a: list[RankPart], plan, *, alp
         unnamed = tuple(p.input.rank for p in parts if _unnamed_collectives(p))
         if unnamed and len(parts) >= 2:
             notices.append(RankNotice(RankNoticeCode.GROUPS_UNKNOWN, unnamed, side))
+        # Ranks without a collective where others have them take no part in the straggler
+        # analysis (nothing of theirs to match): said, not dropped from its tables in silence.
+        silent = tuple(p.input.rank for p in parts if len(p.coll_cycle) == 0)
+        if silent and len(silent) < len(parts):
+            notices.append(RankNotice(RankNoticeCode.NO_COLLECTIVES, silent, side))
         common = common_iterations(parts)
         if len(common) < MIN_CYCLES:
             raise InputError(f"the ranks of the {side} run share {len(common)} iteration(s): comparing needs "

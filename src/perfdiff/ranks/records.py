@@ -245,6 +245,7 @@ class RankNoticeCode(str, Enum):
     GROUPS_UNKNOWN = "groups-unknown"  # collectives whose communicator the traces do not name
     CYCLES_NOT_ITERATIONS = "cycles-not-iterations"  # time windows or idle gaps: no iteration on every rank
     UNCUT = "uncut"  # ranks too few of whose plan markers survive: left out with their pairs
+    NO_COLLECTIVES = "no-collectives"  # ranks with no NCCL kernel where others have them: no straggler analysis
 
     def __str__(self) -> str:
         return self.value

@@ -251,6 +251,10 @@ def notice_line(n: RankNotice) -> str:
         return f"Ranks paired as --ranks says; the numbers are the normal run's: {listed}."
     if n.code == RankNoticeCode.UNPAIRED:
         return f"{listed[0].upper()}{listed[1:]} {'is' if one else 'are'} in one run only: not compared."
+    if n.code == RankNoticeCode.NO_COLLECTIVES:
+        return (f"The {n.side} run's {listed} {'has' if one else 'have'} no NCCL kernel, where the others have "
+                f"them: {'it takes' if one else 'they take'} no part in the run's straggler analysis, and "
+                f"{'its' if one else 'their'} wait in collectives is n/a.")
     if n.code == RankNoticeCode.GROUPS_UNKNOWN:
         whose = "both runs'" if n.side == BOTH else f"the {n.side} run's"
         one = one and n.side != BOTH
