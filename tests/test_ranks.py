@@ -272,6 +272,8 @@ def test_local_cluster_started_inside(tmp_path: Path) -> None:
     n, a = _pair(tmp_path, straggler=0)
     res = compare_ranks(n, a, workers=2, processes=False)
     assert res.workers == 2 and res.stragglers[1].culprit == 0
+    # No more workers than rank tasks: --workers 64 on 4 ranks a run started 64 processes.
+    assert compare_ranks(n, a, workers=64, processes=False).workers == 8
 
 
 def test_mismatched_world_sizes_one_line_exit_2(tmp_path: Path, capsys) -> None:

@@ -239,8 +239,8 @@ def _probe(address: str, seconds: float) -> None:
 def fanout(scheduler: str | None, *, workers: int | None, tasks: int, largest_bytes: int,
            progress: bool = False, processes: bool = True) -> Iterator[Fanout]:
     """A Fanout on the cluster at `scheduler` (its workers must read the inputs' paths), else
-    on a local cluster started here (`workers`: how many; default local_workers) and closed
-    on leaving."""
+    on a local cluster started here (`workers`: how many, no more than there are tasks;
+    default local_workers) and closed on leaving."""
     distributed = require_dask()
     if scheduler:
         _probe(scheduler, SCHEDULER_TIMEOUT_S)
@@ -257,7 +257,7 @@ def fanout(scheduler: str | None, *, workers: int | None, tasks: int, largest_by
         return
     n, limit = local_workers(tasks, largest_bytes)
     if workers:
-        n = workers
+        n = max(1, min(workers, tasks))  # a worker more than there are tasks would start and idle
         limit = max(largest_bytes, _memory_bytes() // n)
     import dask
 
