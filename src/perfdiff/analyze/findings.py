@@ -271,20 +271,21 @@ def _kernel_swaps(causes: list[FunctionStats], significant_fs: list[FunctionStat
     tile), not added or removed work: the other side takes back at least SWAP_OFFSET of the
     causes' τ, and the net is not material.  (gained, lost, net τ in pp) each."""
     out = []
+    cause_ids = {id(f) for f in causes}
     for device in dict.fromkeys(f.device for f in causes if f.kind == "kernel"):
         on = [f for f in significant_fs if f.kind == "kernel" and f.device == device]
         gained = [f for f in on if more_calls(f) and tau_of(f) > 0]
         lost = [f for f in on if _fewer_calls(f) and tau_of(f) < 0]
         # The causes' side counts its causes only (what the verdict would name); the other, all.
-        if any(f in causes for f in gained):
-            gained = [f for f in gained if f in causes]
-            ours, theirs = sum(tau_of(f) for f in gained), -sum(tau_of(f) for f in lost)
-        elif any(f in causes for f in lost):
-            lost = [f for f in lost if f in causes]
-            ours, theirs = -sum(tau_of(f) for f in lost), sum(tau_of(f) for f in gained)
+        causes_gained = any(id(f) in cause_ids for f in gained)
+        if causes_gained:
+            gained = [f for f in gained if id(f) in cause_ids]
+        elif any(id(f) in cause_ids for f in lost):
+            lost = [f for f in lost if id(f) in cause_ids]
         else:
             continue
         up, down = sum(tau_of(f) for f in gained), -sum(tau_of(f) for f in lost)
+        ours, theirs = (up, down) if causes_gained else (down, up)
         if gained and lost and theirs >= SWAP_OFFSET * ours and abs(up - down) < MATERIAL_TAU_PP:
             out.append((sorted(gained, key=lambda f: -abs(tau_of(f))), sorted(lost, key=lambda f: -abs(tau_of(f))),
                         up - down))

@@ -146,11 +146,10 @@ def _match(pn: RangeProfile, pa: RangeProfile, per_cycle: bool
         only_n = [(*key, "cpu") for key in cn if key not in ca]
         only_a = [(*key, "cpu") for key in ca if key not in cn]
         if only_n and only_a:
-            # Calls per cycle only: totals over runs of other lengths are no measure of "as often".
-            calls_n = {(*key, "cpu"): _side(pn, cn[key], per_cycle)[3] for key in cn if key not in ca} if per_cycle \
-                else None
-            calls_a = {(*key, "cpu"): _side(pa, ca[key], per_cycle)[3] for key in ca if key not in cn} if per_cycle \
-                else None
+            calls_n = calls_a = None
+            if per_cycle:  # totals over runs of other lengths are no measure of "as often"
+                calls_n = {(*key, "cpu"): _side(pn, cn[key], True)[3] for key in cn if key not in ca}
+                calls_a = {(*key, "cpu"): _side(pa, ca[key], True)[3] for key in ca if key not in cn}
             for old, new in match_renamed(only_n, only_a, calls_n, calls_a):
                 pairs = [pr for pr in pairs if (pr[0] < 0 or pr[0] != cn[old[:2]]) and (pr[1] < 0 or pr[1] != ca[new[:2]])]
                 pairs.append((cn[old[:2]], ca[new[:2]], old[0], new[0]))
