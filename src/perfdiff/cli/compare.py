@@ -32,10 +32,9 @@ def cmd_compare(args: argparse.Namespace) -> int:
     if comp.findings and comp.findings[0].code == FindingCode.IDENTICAL:
         print(f"perfdiff: identical inputs: {args.normal} and {args.abnormal} hold the same bytes", file=sys.stderr)
     if report is not None and cycles_csv is not None:
-        out, csv_name = report, cycles_csv.name
-        plots, note = _plots(comp, out, args)
-        write_output(out, comp.to_markdown(top=args.top, cycles_csv=csv_name, plots=plots, plots_note=note))
-        write_output(out.with_name(csv_name), comp.cycles_csv())
+        plots, note = _plots(comp, report, args)
+        write_output(report, comp.to_markdown(top=args.top, cycles_csv=cycles_csv.name, plots=plots, plots_note=note))
+        write_output(cycles_csv, comp.cycles_csv())
     else:
         sys.stdout.write(comp.to_markdown(top=args.top))
     if args.json:
@@ -46,9 +45,9 @@ def cmd_compare(args: argparse.Namespace) -> int:
 
 
 def _plots(comp: Any, out: Path, args: argparse.Namespace) -> tuple[list[str], str | None]:
-    """The pictures written beside the report `out` (as its stem.*.png), and why there are
-    none where matplotlib is missing."""
-    if args.no_plots or not out.parent.is_dir():
+    """The pictures written beside the report `out` (as its stem.*.png; its folder is known to
+    exist, check_outputs), and why there are none where matplotlib is missing."""
+    if args.no_plots:
         return [], None
     from perfdiff.render.plots import PlotsUnavailable
 
@@ -81,10 +80,10 @@ def cmd_compare_ranks(args: argparse.Namespace) -> int:
     comp = compare_ranks(args.normal, args.abnormal, alpha=args.alpha, cycle=args.cycle, window=args.window,
                          group=args.group, ranks=args.ranks, scheduler=args.scheduler, workers=args.workers,
                          progress=True)
-    if args.output and args.output != "-":
-        out = Path(args.output)
-        plots, note = _plots(comp, out, args)
-        write_output(out, comp.to_markdown(plots=plots, plots_note=note))
+    report = Path(args.output) if args.output and args.output != "-" else None
+    if report is not None:
+        plots, note = _plots(comp, report, args)
+        write_output(report, comp.to_markdown(plots=plots, plots_note=note))
     else:
         sys.stdout.write(comp.to_markdown())
     if args.json:

@@ -13,16 +13,13 @@ def cmd_tree(args: argparse.Namespace) -> int:
     from perfdiff.api import tree
 
     report = Path(args.output) if args.output and args.output != "-" else None
-    csv_out = args.csv or (report.with_suffix(".csv") if report else None)
-    check_outputs([args.normal, args.abnormal], [report or "-", csv_out])
+    csv_path = Path(args.csv) if args.csv else (report.with_suffix(".csv") if report else None)
+    check_outputs([args.normal, args.abnormal], [report or "-", csv_path])
     result = tree(args.normal, args.abnormal, alpha=args.alpha, cycle=args.cycle, total=args.total,
                   pid=args.pid, group=args.group)
-    csv_path = Path(args.csv) if args.csv else None
-    if args.output and args.output != "-":
-        out = Path(args.output)
-        csv_path = csv_path or out.with_suffix(".csv")
-        name = csv_path.name if csv_path.parent.resolve() == out.parent.resolve() else str(csv_path)
-        write_output(out, result.to_markdown(csv_name=name))
+    if report is not None and csv_path is not None:
+        name = csv_path.name if csv_path.parent.resolve() == report.parent.resolve() else str(csv_path)
+        write_output(report, result.to_markdown(csv_name=name))
     else:
         sys.stdout.write(result.to_markdown(csv_name=str(csv_path) if csv_path else None))
     if csv_path is not None:
