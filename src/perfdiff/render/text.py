@@ -12,8 +12,9 @@ from collections.abc import Iterable
 
 from perfdiff.render.names import flat, shorten, short_name, shortened_names
 
-__all__ = ["NA", "fmt_beta", "fmt_calls", "fmt_num", "fmt_p", "fmt_pct", "fmt_score", "fmt_signed", "fmt_signed_time", "fmt_time_us", "fmt_value",
-           "fmt_z", "full_name_line", "full_names", "html_code", "md_escape", "md_name", "shorten"]
+__all__ = ["NA", "fmt_beta", "fmt_calls", "fmt_num", "fmt_p", "fmt_pct", "fmt_score", "fmt_signed", "fmt_signed_time",
+           "fmt_time_us", "fmt_value", "fmt_z", "full_name_line", "full_names", "html_code", "md_escape", "md_name",
+           "shorten"]
 
 NA = "n/a"
 _MD_SPECIAL = re.compile(r"([\\`*_\[\]<>|#~$])")

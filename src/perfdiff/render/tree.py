@@ -12,7 +12,8 @@ from typing import Any
 
 from perfdiff.analyze.tree import MATERIAL_RATIO, MATERIAL_SHARE, MIN_CYCLE_SHARE, RangeNode, TreeBasis, TreeDiff
 from perfdiff.render.names import shown_names
-from perfdiff.render.text import NA, fmt_num, fmt_p, fmt_signed_time, fmt_time_us, full_names, md_escape, md_name, shorten
+from perfdiff.render.text import (NA, fmt_num, fmt_p, fmt_signed_time, fmt_time_us, full_names, md_escape, md_name,
+                                  shorten)
 from perfdiff.version import __version__
 
 NAME_WIDTH = 80
@@ -139,8 +140,8 @@ def _basis_text(d: TreeDiff, labels: TreeLabels) -> str:
         return (f"Inclusive time of each range path per cycle ({d.n_cycles[0]:,} normal and {d.n_cycles[1]:,} "
                 f"abnormal cycles: {md_escape(labels.cycles)}), normal → abnormal (change, ratio, q and Cliff's δ "
                 f"of the test {tests}); then self time, the GPU time of the work launched inside the range, and "
-                f"calls, all per cycle. {SELF_WORDS} A change is material when it moves at least {MATERIAL_SHARE:.0%} of the "
-                f"mean cycle and q ≤ {d.alpha:g}.")
+                f"calls, all per cycle. {SELF_WORDS} A change is material when it moves at least "
+                f"{MATERIAL_SHARE:.0%} of the mean cycle and q ≤ {d.alpha:g}.")
     why = f" ({md_escape(labels.cycles)})" if labels.cycles else ""
     shares = [x for x in d.cycle_share if math.isfinite(x)]
     if shares and min(shares) < MIN_CYCLE_SHARE:
