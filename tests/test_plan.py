@@ -259,3 +259,55 @@ def test_runs_without_a_common_cycle_source_are_compared_as_rates() -> None:
     causes = [x for x in found if x.code.value == "cause"]
     assert causes and causes[0].function == "B" and "per 100 ms of wall clock" in finding_text(c, causes[0])
     assert "calls per 100 ms of wall clock" in finding_text(c, causes[0])  # a rate of calls too
+
+
+def _layered_steps(steps: int, layers: int = 40, loader_ns: int = 1_000, inserts: tuple[int, ...] = (60, 100)
+                   ) -> list[dict]:
+    """Training steps of `layers` × [A, B, C] kernels, an all-reduce N inserted after the
+    kernels at `inserts` (twice a step: no kernel runs once per step), and a host data loader
+    of `loader_ns` before each step."""
+    rows, t = [], 0
+    for _ in range(steps):
+        rows.append(k("loader", t, t + loader_ns, kind="cpu", device="Host"))
+        t += loader_ns + 10
+        names = [n for _ in range(layers) for n in "ABC"]
+        for at in sorted(inserts, reverse=True):
+            names.insert(at, "N")
+        for name in names:
+            rows.append(k(name, t, t + 90))
+            t += 100
+    return rows
+
+
+def test_a_step_is_the_period_not_the_layer_inside_it() -> None:
+    """The layer's three kernels repeat in 97 % of the positions, but the step's all-reduces
+    break it; the step (122 kernels) repeats exactly and is the cycle, cut at every second
+    all-reduce.  Each cycle then holds one data-loader call, so a loader ten times slower is
+    seen per cycle, where per layer it would fall in one cycle in 40."""
+    a, b = run_of(_layered_steps(10)), run_of(_layered_steps(10, loader_ns=100_000))
+    assert summarize_cycles(a).period == (122, "N", 20, 2)
+    plan = plan_of(a, b)
+    assert (plan.source, plan.name, plan.period, plan.anchor_every, plan.confirmed) == \
+        (CycleSource.KERNEL_SEQUENCE, "N", 122, 2, True)
+    ca, cb = cut_cycles(a, plan), cut_cycles(b, plan)
+    assert ca.n == cb.n == 9 and "every 2 launches of N" in ca.detail
+    assert "a cycle starting every 2 launches of **N**" in plan_text(plan)
+    dur_a, dur_b = np.diff(ca.start_ns), np.diff(cb.start_ns)
+    assert np.all(dur_b - dur_a == 99_000)  # every cycle holds one loader call
+
+
+def test_a_sequence_with_no_longer_structure_keeps_its_shortest_period() -> None:
+    """Without kernels of its own, a step is indistinguishable from its layers: the shortest
+    period that repeats as well as any other is kept."""
+    run = run_of(_layered_steps(10, inserts=()))
+    assert summarize_cycles(run).period == (3, "A", 400, 1)
+
+
+def test_an_anchor_launched_other_than_as_often_per_period_is_unconfirmed() -> None:
+    """The abnormal run launches the all-reduce three times a step: cutting it at every second
+    launch would not give its steps, so the normal run's anchor is refused there."""
+    a, b = run_of(_layered_steps(10)), run_of(_layered_steps(10, inserts=(30, 60, 100)))
+    assert summarize_cycles(b).period == (123, "N", 30, 3)
+    plan = plan_of(a, b)
+    assert plan.source == CycleSource.IDLE_GAPS  # the gap the data loader leaves before each step
+    assert cut_cycles(a, plan).n == cut_cycles(b, plan).n == 10

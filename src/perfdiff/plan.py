@@ -43,7 +43,8 @@ class CycleSummary:
     perfdiff_cycles: int  # cycles its perfdiff markers give
     step_cycles: int  # cycles its ProfilerStep#N ranges give
     ranges: dict[str, tuple[int, int]]  # repeated non-overlapping range → (count, covered ns)
-    period: tuple[int, str, int] | None  # repeating kernel sequence: (period, anchor kernel, launches)
+    # repeating kernel sequence: (period, anchor kernel, its launches, its launches per period)
+    period: tuple[int, str, int, int] | None
     launches: dict[str, int]  # launches per kernel name
     gaps_ns: np.ndarray = field(repr=False)  # positive GPU idle gaps, sorted (a sample)
     span_ns: int = 0  # the timeline's length
@@ -134,31 +135,33 @@ def _plan_cycles(sn: CycleSummary, sa: CycleSummary, cycle_regex: str | None, wi
         one_sided.append((CycleSource.ANNOTATION.value, most(sn), most(sa)))
     anchor = _common_anchor(sn, sa)
     if anchor is not None:
-        return CyclePlan(CycleSource.KERNEL_SEQUENCE, name=anchor[0], period=anchor[1], one_sided=tuple(one_sided),
-                         confirmed=anchor[2])
+        return CyclePlan(CycleSource.KERNEL_SEQUENCE, name=anchor[0], period=anchor[1], anchor_every=anchor[2],
+                         one_sided=tuple(one_sided), confirmed=anchor[3])
     threshold = idle_gap_threshold(np.concatenate([sn.gaps_ns, sa.gaps_ns]))
     if threshold is not None and _gap_cycles(sn, threshold) >= 3 and _gap_cycles(sa, threshold) >= 3:
         return CyclePlan(CycleSource.IDLE_GAPS, threshold_ns=threshold, one_sided=tuple(one_sided))
     return CyclePlan(CycleSource.WINDOW, window_ns=DEFAULT_WINDOW_NS, one_sided=tuple(one_sided))
 
 
-def _common_anchor(sn: CycleSummary, sa: CycleSummary) -> tuple[str, int, bool] | None:
-    """(anchor kernel, period, confirmed) for both runs: the period's first kernel of a run
+def _common_anchor(sn: CycleSummary, sa: CycleSummary) -> tuple[str, int, int, bool] | None:
+    """(anchor kernel, period, anchor launches per cycle, confirmed) for both runs, from a run
     that repeats (the normal run's first).  Where the other run repeats too, the anchor must
-    be launched once per its period there as well (else it would cut the other run into part
-    iterations); where it does not, at least MIN_CYCLES + 1 launches, unconfirmed."""
+    be launched as often per its period there (else it would cut the other run into part
+    iterations or several); where it does not, at least MIN_CYCLES + 1 cycles' launches,
+    unconfirmed."""
     for own, other in ((sn, sa), (sa, sn)):
         if own.period is None:
             continue
-        period, anchor, _ = own.period
+        period, anchor, _, every = own.period
         launches = other.launches.get(anchor, 0)
         if other.period is not None:
-            per_period = other.period[2]  # launches of the other run's own once-per-period kernel
-            if abs(launches - per_period) <= max(1.0, 0.02 * per_period):
-                return anchor, period, True
+            # the other run's periods: launches of its own anchor over its launches per period
+            expected = every * other.period[2] / other.period[3]
+            if abs(launches - expected) <= max(every, 0.02 * expected):
+                return anchor, period, every, True
             continue
-        if launches >= MIN_CYCLES + 1:
-            return anchor, period, False
+        if launches >= (MIN_CYCLES + 1) * every:
+            return anchor, period, every, False
     return None
 
 

@@ -3,8 +3,8 @@
 Sources, in order, unless the user names one (docs/STATISTICS.md, "Cycles and functions"):
 1. perfdiff markers written by the target;
 2. annotation ranges: ``ProfilerStep#N``, or an NVTX/annotation range name that repeats;
-3. a repeating kernel sequence (smallest period p; a cycle starts at each occurrence of the
-   period's first kernel);
+3. a repeating kernel sequence (the shortest period that repeats about as well as the best
+   one; a cycle starts at every m-th launch of a kernel launched m times a period);
 4. GPU idle-gap segmentation (threshold from the gap distribution);
 5. fixed windows.
 """
@@ -27,6 +27,11 @@ MIN_CYCLES = 2
 MAX_WINDOWS = 1_000_000  # fixed windows of one run: beyond, a window far too short for the run (memory)
 _SEQ_WINDOW = 200_000  # kernels examined when looking for a repeating sequence
 _SEQ_MATCH = 0.9  # share of positions that must repeat at period p
+# A shorter period is taken only when it repeats nearly as well as the best one: a layer's
+# kernels repeat within a step, but the step's own kernels break that repetition.
+_SEQ_TOLERANCE = 0.005
+# period candidates from the rarest kernels' launches, their first _RARE_SAMPLE (_period_candidates)
+_RARE, _RARE_SPAN, _RARE_SAMPLE = 8, 32, 1024
 
 
 @dataclass(frozen=True)
@@ -117,52 +122,80 @@ def _kernel_order(run: RunData) -> pd.DataFrame:
     return k.sort_values(["_t", "start_ns"], kind="stable")
 
 
-def kernel_period(run: RunData) -> tuple[int, str, int] | None:
-    """(period p, the period's first kernel, its launches) when the kernel-name sequence
-    repeats with a smallest period p, else None."""
+def kernel_period(run: RunData) -> tuple[int, str, int, int] | None:
+    """(period p, the period's first kernel, its launches, its launches per period) when the
+    kernel-name sequence repeats with period p (in kernels), else None.  The anchor is the
+    first seen of the kernels launched fewest times per period, and a cycle starts at every
+    one of that many launches of it."""
     k = _kernel_order(run)
     if len(k) < 6:
         return None
     codes_all = k["function"].cat.codes.to_numpy()
-    seq = codes_all[:_SEQ_WINDOW]
+    period = _best_period(codes_all[:_SEQ_WINDOW])
+    if period is None:
+        return None
+    counts = np.bincount(codes_all, minlength=int(codes_all.max()) + 1)
+    n_periods = len(codes_all) / period
+    per = np.round(counts / n_periods)
+    regular = (per >= 1) & (np.abs(counts - per * n_periods) <= np.maximum(per, 0.02 * per * n_periods))
+    if not regular.any():
+        return None
+    fewest = np.flatnonzero(regular & (per == per[regular].min()))
+    first_pos = {c: int(np.argmax(codes_all == c)) for c in fewest}
+    anchor = min(first_pos, key=first_pos.get)
+    return period, str(k["function"].cat.categories[anchor]), int(counts[anchor]), int(per[anchor])
+
+
+def _best_period(seq: np.ndarray) -> int | None:
+    """The period of the code sequence `seq`: the shortest candidate that repeats about as
+    well as the best one (an iteration, not the layer that repeats inside it), None when no
+    candidate repeats at _SEQ_MATCH of the positions."""
     n = len(seq)
-    # Candidate periods: the typical distance between consecutive occurrences of each kernel.
+    candidates = _period_candidates(seq)
+    candidates = candidates[(candidates >= 1) & (candidates <= n // 3)]
+    best, tried = 0.0, []
+    for p in candidates:
+        match = np.count_nonzero(seq[:-p] == seq[p:]) / (n - p)
+        tried.append((int(p), match))
+        best = max(best, match)
+        if match >= 1.0 - _SEQ_TOLERANCE:
+            break  # nothing longer can repeat better by more than the tolerance
+    bar = max(_SEQ_MATCH, best - _SEQ_TOLERANCE)
+    return next((p for p, match in tried if match >= bar), None)
+
+
+def _period_candidates(seq: np.ndarray) -> np.ndarray:
+    """Candidate periods, ascending: the typical distance between consecutive launches of each
+    kernel, and between a launch and the 2nd … _RARE_SPAN-th next of the _RARE rarest kernels
+    (an iteration launches them a few times each)."""
+    n = len(seq)
     pos = np.arange(n)
     order = np.lexsort((pos, seq))
     s_sorted, p_sorted = seq[order], pos[order]
     same = s_sorted[1:] == s_sorted[:-1]
     gaps = (p_sorted[1:] - p_sorted[:-1])[same]
-    owners = s_sorted[1:][same]
     if len(gaps) == 0:
-        return None
-    med = pd.Series(gaps).groupby(owners).median()
-    candidates = np.unique(med.to_numpy().astype(np.int64))
-    candidates = candidates[(candidates >= 1) & (candidates <= n // 3)]
-    period = None
-    for p in np.sort(candidates):
-        if np.mean(seq[:-p] == seq[p:]) >= _SEQ_MATCH:
-            period = int(p)
-            break
-    if period is None:
-        return None
-    # The period's first kernel: of the kernels that occur once per period, the first one seen.
-    counts = np.bincount(codes_all, minlength=int(codes_all.max()) + 1)
-    n_periods = len(codes_all) / period
-    once = np.flatnonzero(np.abs(counts - n_periods) <= max(1.0, 0.02 * n_periods))
-    if len(once) == 0:
-        return None
-    first_pos = {c: int(np.argmax(codes_all == c)) for c in once}
-    anchor = min(first_pos, key=first_pos.get)
-    return period, str(k["function"].cat.categories[anchor]), int(counts[anchor])
+        return np.zeros(0, np.int64)
+    found = [pd.Series(gaps).groupby(s_sorted[1:][same]).median().to_numpy()]
+    counts = np.bincount(seq)
+    rare = np.flatnonzero(counts >= 4)
+    bounds = np.concatenate([[0], np.cumsum(counts)])
+    for c in rare[np.argsort(counts[rare], kind="stable")][:_RARE]:
+        at = p_sorted[bounds[c]:bounds[c + 1]][:_RARE_SAMPLE]
+        span = min(_RARE_SPAN, len(at) - 2)
+        w = np.lib.stride_tricks.sliding_window_view(at, span + 1)
+        found.append(np.median(w[:, 2:] - w[:, :1], axis=0))  # launch to its 2nd … span-th next
+    return np.unique(np.concatenate(found).astype(np.int64))
 
 
-def cut_at_kernel(run: RunData, anchor: str, period: int | None = None) -> Cycles | None:
-    """Cycles that start at each launch of kernel `anchor` (the last, open-ended one dropped)."""
+def cut_at_kernel(run: RunData, anchor: str, period: int | None = None, every: int = 1) -> Cycles | None:
+    """Cycles that start at every `every`-th launch of kernel `anchor`, from its first (the
+    last, open-ended one dropped)."""
     k = _kernel_order(run)
     if len(k) == 0:
         return None
     hit = (k["function"] == anchor).to_numpy()
-    starts = k["_t"].to_numpy()[hit]
+    starts = k["_t"].to_numpy()[hit][::every]
     if len(starts) < MIN_CYCLES + 1:
         return None
     t_end = int(run.activity["end_ns"].max())
@@ -170,7 +203,8 @@ def cut_at_kernel(run: RunData, anchor: str, period: int | None = None) -> Cycle
     # The last cycle is open-ended (it may hold the tail of the trace): drop it.
     starts, ends = starts[:-1], ends[:-1]
     what = f"period {period} kernel(s), " if period else ""
-    detail = f"repeating kernel sequence: {what}a cycle starts at each launch of {_short(anchor)}"
+    launch = "at each launch" if every == 1 else f"every {every} launches"
+    detail = f"repeating kernel sequence: {what}a cycle starts {launch} of {_short(anchor)}"
     return _finish(starts, ends, "kernel-sequence", detail)
 
 
@@ -363,7 +397,7 @@ def _cut(run: RunData, plan: CyclePlan) -> Cycles:
             rows = range_rows(rows, str(plan.name))
         return _with_one_sided(marker_cycles(rows, src, plan.name), plan)
     if src == CycleSource.KERNEL_SEQUENCE:
-        cyc = cut_at_kernel(run, str(plan.name), plan.period)
+        cyc = cut_at_kernel(run, str(plan.name), plan.period, plan.anchor_every)
     else:
         cyc = cut_at_gaps(run, float(plan.threshold_ns or 0.0))
     if cyc is None:

@@ -431,7 +431,8 @@ def plan_text(plan: CyclePlan | None) -> str:
     elif src == CycleSource.REGEX:
         what = f"the ranges or kernels matching /{md_escape(plan.name or '')}/ (--cycle)"
     elif src == CycleSource.KERNEL_SEQUENCE:
-        what = (f"a repeating kernel sequence ({plan.period} kernels), a cycle starting at each launch of "
+        launch = "at each launch" if plan.anchor_every == 1 else f"every {plan.anchor_every} launches"
+        what = (f"a repeating kernel sequence ({plan.period} kernels), a cycle starting {launch} of "
                 f"**{md_name(plan.name or '', 60)}**")
     elif src == CycleSource.IDLE_GAPS:
         what = f"GPU idle gaps longer than {fmt_time_us((plan.threshold_ns or 0) / 1e3)}"
