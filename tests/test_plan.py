@@ -311,3 +311,41 @@ def test_an_anchor_launched_other_than_as_often_per_period_is_unconfirmed() -> N
     plan = plan_of(a, b)
     assert plan.source == CycleSource.IDLE_GAPS  # the gap the data loader leaves before each step
     assert cut_cycles(a, plan).n == cut_cycles(b, plan).n == 10
+
+
+def _gapped(iterations: int, inner_ns: tuple[int, int], seed: int, *, syncs: int = 0, sync_ns: int = 0,
+            between_ns: int = 0, pauses: tuple[int, ...] = (), pause_ns: int = 0) -> list[dict]:
+    """Iterations of 20–40 kernels in random order (no repeating sequence), `inner_ns` apart
+    (a range), `syncs` of them followed by a `sync_ns` wait; `between_ns` of idle GPU after
+    each iteration, `pause_ns` more after the iterations in `pauses`."""
+    rng = np.random.default_rng(seed)
+    rows, t = [], 0
+    for it in range(iterations):
+        n = int(rng.integers(20, 40))
+        waits = set(rng.choice(n - 1, size=syncs, replace=False).tolist()) if syncs else set()
+        for i, name in enumerate(rng.choice(list("ABCDEFGH"), size=n)):
+            rows.append(k(str(name), t, t + 1_000))
+            t += 1_000 + int(rng.integers(*inner_ns)) + (sync_ns if i in waits else 0)
+        t += between_ns + (pause_ns if it in pauses else 0)
+    return rows
+
+
+def test_idle_gaps_cut_whole_steps_not_the_waits_inside_them() -> None:
+    """Kernels almost back to back (1–3 ns apart), a step's seven 10 µs waits for a
+    collective, 1 ms of idle GPU between steps.  The jump from launch gaps to waits is wider
+    than the one to step gaps, but only the steps give cycles alike in size."""
+    a = run_of(_gapped(12, (1, 4), 1, syncs=7, sync_ns=10_000, between_ns=1_000_000))
+    b = run_of(_gapped(12, (1, 4), 2, syncs=7, sync_ns=10_000, between_ns=1_000_000))
+    plan = plan_of(a, b)
+    assert plan.source == CycleSource.IDLE_GAPS and 14_000 < (plan.threshold_ns or 0) < 1_000_000
+    assert cut_cycles(a, plan).n == cut_cycles(b, plan).n == 12
+
+
+def test_a_few_pauses_do_not_make_iterations_of_the_runs_between_them() -> None:
+    """60 iterations, 100 µs apart with launch gaps of 2–8 µs, and three 50 ms pauses: the
+    pauses are the widest jump, but the iterations are the cycles."""
+    a = run_of(_gapped(60, (2_000, 8_000), 3, between_ns=100_000, pauses=(13, 31, 47), pause_ns=50_000_000))
+    b = run_of(_gapped(60, (2_000, 8_000), 4, between_ns=100_000, pauses=(9, 30, 44), pause_ns=50_000_000))
+    plan = plan_of(a, b)
+    assert plan.source == CycleSource.IDLE_GAPS and 8_000 < (plan.threshold_ns or 0) < 100_000
+    assert cut_cycles(a, plan).n == cut_cycles(b, plan).n == 60

@@ -26,8 +26,8 @@ import pandas as pd
 from perfdiff.bundle import RunData
 from perfdiff.model.cycles import CyclePlan
 from perfdiff.model.schema import CycleSource
-from perfdiff.segment import (DEFAULT_WINDOW_NS, MIN_CYCLES, Cycles, cut_cycles, gpu_busy_by_device,
-                              idle_gap_threshold, idle_gaps_ns, kernel_launch_counts, kernel_period, marker_cycles,
+from perfdiff.segment import (DEFAULT_WINDOW_NS, MIN_CYCLES, Cycles, IdleGaps, cut_cycles, gpu_busy_by_device,
+                              idle_gap_thresholds, idle_gaps, kernel_launch_counts, kernel_period, marker_cycles,
                               repeated_ranges, source_rows, timeline_ns)
 
 __all__ = ["MARKER_SOURCES", "CycleSummary", "marker_counts", "offered_sources", "plan_pair", "segment_cycles",
@@ -46,7 +46,7 @@ class CycleSummary:
     # repeating kernel sequence: (period, anchor kernel, its launches, its launches per period)
     period: tuple[int, str, int, int] | None
     launches: dict[str, int]  # launches per kernel name
-    gaps_ns: np.ndarray = field(repr=False)  # positive GPU idle gaps, sorted (a sample)
+    gaps: IdleGaps = field(repr=False)  # its positive GPU idle gaps
     span_ns: int = 0  # the timeline's length
     gpu_busy_ns: dict[str, float] = field(default_factory=dict)  # GPU device → busy ns of its GPU work
 
@@ -79,7 +79,7 @@ def summarize_cycles(run: RunData) -> CycleSummary:
     return CycleSummary(
         perfdiff_cycles=counts[CycleSource.PERFDIFF_MARKERS], step_cycles=counts[CycleSource.PROFILER_STEP],
         ranges=repeated_ranges(source_rows(m, CycleSource.ANNOTATION)),
-        period=kernel_period(run), launches=kernel_launch_counts(run), gaps_ns=idle_gaps_ns(run),
+        period=kernel_period(run), launches=kernel_launch_counts(run), gaps=idle_gaps(run),
         span_ns=max(0, t1 - t0), gpu_busy_ns=gpu_busy_by_device(run))
 
 
@@ -137,8 +137,8 @@ def _plan_cycles(sn: CycleSummary, sa: CycleSummary, cycle_regex: str | None, wi
     if anchor is not None:
         return CyclePlan(CycleSource.KERNEL_SEQUENCE, name=anchor[0], period=anchor[1], anchor_every=anchor[2],
                          one_sided=tuple(one_sided), confirmed=anchor[3])
-    threshold = idle_gap_threshold(np.concatenate([sn.gaps_ns, sa.gaps_ns]))
-    if threshold is not None and _gap_cycles(sn, threshold) >= 3 and _gap_cycles(sa, threshold) >= 3:
+    threshold = _gap_threshold(sn.gaps, sa.gaps)
+    if threshold is not None:
         return CyclePlan(CycleSource.IDLE_GAPS, threshold_ns=threshold, one_sided=tuple(one_sided))
     return CyclePlan(CycleSource.WINDOW, window_ns=DEFAULT_WINDOW_NS, one_sided=tuple(one_sided))
 
@@ -165,9 +165,21 @@ def _common_anchor(sn: CycleSummary, sa: CycleSummary) -> tuple[str, int, int, b
     return None
 
 
-def _gap_cycles(s: CycleSummary, threshold_ns: float) -> int:
-    """Cycles the run's GPU idle gaps longer than `threshold_ns` would give."""
-    return int(np.count_nonzero(s.gaps_ns > threshold_ns)) + 1
+def _gap_threshold(gn: IdleGaps, ga: IdleGaps) -> float | None:
+    """The idle-gap threshold for both runs, of the candidates in their gaps pooled: the one
+    whose cycles are most alike in size (GPU rows per cycle; the larger spread of the two
+    runs), of those that give each run at least three cycles; of equals, the widest jump.
+    Iterations are alike: the gaps inside one (a collective's wait, a sync) cut it into
+    unlike pieces, and a few pauses cut the run into unlike runs of iterations."""
+    best, best_spread = None, np.inf
+    for t in idle_gap_thresholds(np.concatenate([gn.sample_ns, ga.sample_ns])):
+        if gn.cycles(t) < 3 or ga.cycles(t) < 3:
+            continue
+        spread = max(gn.spread(t), ga.spread(t))
+        spread = np.inf if np.isnan(spread) else spread
+        if best is None or spread < best_spread:
+            best, best_spread = t, spread
+    return best
 
 
 def segment_cycles(run: RunData, *, cycle_regex: str | None = None, window_ns: int | None = None) -> Cycles:

@@ -222,37 +222,65 @@ def _gpu_busy(run: RunData) -> tuple[np.ndarray, np.ndarray] | None:
     return g["start_ns"].to_numpy()[order], np.maximum.accumulate(g["end_ns"].to_numpy()[order])
 
 
-def idle_gaps_ns(run: RunData) -> np.ndarray:
-    """The run's positive GPU idle gaps (ns), sorted; at most GAP_SAMPLE of them: the
-    GAP_TOP longest exactly (the gaps between iterations are among them) and evenly spaced
-    quantiles of the rest."""
+@dataclass(frozen=True)
+class IdleGaps:
+    """A run's positive GPU idle gaps, as the plan needs them (small: it crosses processes).
+
+    `sample_ns`: sorted, at most GAP_SAMPLE of them (the GAP_TOP longest exactly, evenly
+    spaced quantiles of the rest); `long_ns`, `long_row`: the GAP_TOP longest in time order,
+    each with the index of the GPU row that follows it (rows in start order); `rows`: the
+    GPU rows."""
+
+    sample_ns: np.ndarray
+    long_ns: np.ndarray
+    long_row: np.ndarray
+    rows: int
+
+    def cycles(self, threshold_ns: float) -> int:
+        """Cycles that splitting at gaps longer than `threshold_ns` gives."""
+        return int(np.count_nonzero(self.sample_ns > threshold_ns)) + 1
+
+    def spread(self, threshold_ns: float) -> float:
+        """Coefficient of variation of the GPU rows per cycle when split at gaps longer than
+        `threshold_ns` (the first and last, maybe partial, cycles included); NaN where more
+        gaps are that long than are kept in `long_ns`."""
+        cut = self.long_ns > threshold_ns
+        if self.cycles(threshold_ns) - 1 > np.count_nonzero(cut):
+            return float("nan")
+        per = np.diff(np.concatenate([[0], self.long_row[cut], [self.rows]]))
+        return float(per.std() / per.mean()) if per.mean() > 0 else float("nan")
+
+
+def idle_gaps(run: RunData) -> IdleGaps:
+    """The run's positive GPU idle gaps (IdleGaps)."""
     busy = _gpu_busy(run)
     if busy is None:
-        return np.zeros(0)
+        return IdleGaps(np.zeros(0), np.zeros(0), np.zeros(0, np.int64), 0)
     s, e = busy
     gaps = s[1:] - e[:-1]
-    pos = np.sort(gaps[gaps > 0].astype(np.float64))
+    row = np.flatnonzero(gaps > 0)
+    longest = row if len(row) <= GAP_TOP else row[np.argpartition(gaps[row], -GAP_TOP)[-GAP_TOP:]]
+    longest = np.sort(longest)
+    pos = np.sort(gaps[row].astype(np.float64))
     if len(pos) > GAP_SAMPLE:
         body, top = pos[:-GAP_TOP], pos[-GAP_TOP:]
         body = body[np.linspace(0, len(body) - 1, GAP_SAMPLE - GAP_TOP).astype(np.int64)]
         pos = np.concatenate([body, top])
-    return pos
+    return IdleGaps(pos, gaps[longest].astype(np.float64), longest + 1, len(s))
 
 
-def idle_gap_threshold(gaps_ns: np.ndarray) -> float | None:
-    """The gap length (ns) that separates "between iterations" gaps from the launch gaps
-    inside one: the widest jump (at least ×3) among the upper half of the gap sizes."""
+def idle_gap_thresholds(gaps_ns: np.ndarray) -> list[float]:
+    """Gap lengths (ns) that may separate "between iterations" gaps from the launch gaps
+    inside one: a point in each jump of at least ×3 among the upper half of the sorted gap
+    sizes (geometric middle), widest jump first."""
     if len(gaps_ns) < 3:
-        return None
+        return []
     lg = np.sort(np.log(gaps_ns.astype(np.float64)))
     lo = len(lg) // 2
     jumps = np.diff(lg[lo:])
-    if len(jumps) == 0:
-        return None
-    j = int(np.argmax(jumps))
-    if jumps[j] < np.log(3.0):
-        return None
-    return float(np.exp((lg[lo + j] + lg[lo + j + 1]) / 2))
+    at = np.flatnonzero(jumps >= np.log(3.0))
+    at = at[np.argsort(-jumps[at], kind="stable")]
+    return [float(np.exp((lg[lo + j] + lg[lo + j + 1]) / 2)) for j in at]
 
 
 def cut_at_gaps(run: RunData, threshold_ns: float) -> Cycles | None:
