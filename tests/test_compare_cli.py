@@ -209,6 +209,8 @@ def test_cycle_and_window_options_at_their_edges(pair: tuple[Path, Path], tmp_pa
         (["--window", "99999999999999999999s"], "at most 30 days"),
         (["--window", "1ns"], "into more than 1,000,000 cycles: choose a window of at least"),
         (["--window", "1000s"], "no cycles found: its activity spans"),
+        # the window was used and the pattern dropped without a word
+        (["--cycle", "step", "--window", "5ms"], "--cycle and --window both choose the cycles: give one of them"),
     ]:
         code, _, err = run_cli(["compare", *pair, *argv, "-o", tmp_path / "w.md"], capsys)
         _one_line_error(code, err, needle)

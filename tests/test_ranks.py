@@ -15,6 +15,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from conftest import ROOT, run_cli
+import perfdiff
 from perfdiff.errors import InputError
 from perfdiff.model.schema import CycleSource
 from perfdiff.ranks import (ExcessKind, IdentitySource, RankNoticeCode, RankVerdictCode, ScopeCode, StragglerCode,
@@ -807,3 +808,9 @@ def test_inputs_that_declare_no_rank_keep_their_names_numbers(tmp_path: Path) ->
         (odd / name).write_text(json.dumps({"traceEvents": []}))
     assert [(r.rank, r.source) for r in rank_inputs(odd)] == [(0, IdentitySource.ORDER), (1, IdentitySource.ORDER),
                                                               (2, IdentitySource.ORDER)]
+
+
+def test_cycles_chosen_two_ways_are_refused_before_any_work(tmp_path: Path) -> None:
+    """--cycle with --window used the window and dropped the pattern without a word."""
+    with pytest.raises(InputError, match="--cycle and --window both choose the cycles: give one of them"):
+        perfdiff.compare_ranks(tmp_path / "missing-n", tmp_path / "missing-a", cycle="step", window="5ms")

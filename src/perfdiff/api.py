@@ -123,6 +123,7 @@ def compare(normal: str | os.PathLike[str], abnormal: str | os.PathLike[str], *,
     if not 0.0 < alpha < 1.0:
         raise InputError(f"alpha {alpha}: must be between 0 and 1")
     check_pid([normal, abnormal], pid)
+    _one_cycle_choice(cycle, window)
     par = parallel or Parallel()
     window_ns = parse_duration_ns(window) if isinstance(window, str) else window
     opts = _Options(pid=pid, group=group, cycle=cycle, window_ns=window_ns)
@@ -163,6 +164,12 @@ def compare(normal: str | os.PathLike[str], abnormal: str | os.PathLike[str], *,
                                matched=analysis.matched)
     return Comparison(analysis, tuple(findings), (run_n.manifest, run_a.manifest), (cyc_n, cyc_a), csv_job,
                       verdict=tuple(build_verdict(analysis, findings)), tree=tree_diff)
+
+
+def _one_cycle_choice(cycle: str | None, window: str | int | None) -> None:
+    """Refuse cycles chosen two ways (--cycle and --window): one would be dropped unsaid."""
+    if cycle is not None and window is not None:
+        raise InputError("--cycle and --window both choose the cycles: give one of them")
 
 
 def _load_dict(x: Any) -> dict[str, np.ndarray]:
@@ -402,6 +409,7 @@ def compare_ranks(normal: str | os.PathLike[str], abnormal: str | os.PathLike[st
     raises InputError without it, and for bad input."""
     from perfdiff.ranks import compare_ranks as run
 
+    _one_cycle_choice(cycle, window)
     analysis = run(normal, abnormal, alpha=alpha, cycle=cycle, window=window, group=group, ranks=ranks,
                    scheduler=scheduler, workers=workers, progress=progress)
     return RankComparison(analysis, (str(normal), str(abnormal)))
