@@ -16,7 +16,7 @@ from conftest import assert_contract
 
 from perfdiff.bundle import MISSING
 from perfdiff.errors import InputError
-from perfdiff.importers.common import ClockDomain, canonical
+from perfdiff.importers.common import UNNAMED, ClockDomain, canonical
 from perfdiff.importers.kineto import blocks, general, scan, tables
 from perfdiff.importers.kineto.reference import reference_tables
 from perfdiff.importers.kineto import import_kineto, short_kernel_name
@@ -349,6 +349,19 @@ def test_literal_traces_equal_the_plain_reference(tmp_path: Path) -> None:
         path = write(tmp_path / name, obj, **dump)
         for group in ("full", "short"):
             assert_same_tables(import_kineto(path, group=group), reference_tables(path, group), f"{name} {group}")
+
+
+def test_null_absent_and_empty_names_read_unnamed_in_every_reader(tmp_path: Path) -> None:
+    """A null name read "None" (as if a kernel were called so) and an empty one a blank row."""
+    nameless = [dict(EVENTS[3], name=None, ts=1100), dict(EVENTS[3], name="", ts=1110),
+                {k: v for k, v in EVENTS[3].items() if k != "name"} | {"ts": 1120},
+                dict(EVENTS[3], name="None", ts=1130)]
+    for name, dump in (("compact.json", {"separators": (",", ":")}), ("sorted_keys.json", {"sort_keys": True})):
+        path = write(tmp_path / name, {"traceEvents": EVENTS + nameless}, **dump)
+        run, ref = import_kineto(path), reference_tables(path)
+        assert_same_tables(run, ref, name)
+        names = Counter(run.activity["function"].astype(str))
+        assert names[UNNAMED] == 3 and names["None"] == 1 and "" not in names
 
 
 # ------------------------------------------------------------------------------ process groups

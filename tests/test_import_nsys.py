@@ -14,7 +14,7 @@ from conftest import assert_contract
 
 from perfdiff.bundle import MISSING
 from perfdiff.errors import InputError
-from perfdiff.importers.common import canonical
+from perfdiff.importers.common import UNNAMED, canonical
 from perfdiff.importers.nsys import import_nsys, pages
 from perfdiff.importers.nsys.reference import reference_tables
 
@@ -505,3 +505,17 @@ def test_rank_and_world_size_from_the_launcher_variables(real: Path) -> None:
     in META_DATA_CAPTURE; the manifest gets rank 0 of 1 and nothing else of the environment."""
     run = import_nsys(real / "hpcgroup/pipit/pipit/tests/data/cloverleaf-nsys/perlmutter-cloverleaf-cuda.sqlite")
     assert run.manifest["target"]["distributed"] == {"rank": 0, "world_size": 1}
+
+
+def test_an_empty_string_reads_unnamed_in_both_readers(tmp_path: Path) -> None:
+    """A kernel whose name is the empty string left a blank row in the report."""
+    path = make_export(tmp_path / "e.sqlite")
+    con = sqlite3.connect(path)
+    con.execute("UPDATE StringIds SET value = '' WHERE id IN (1, 2)")  # Fan1(float *), Fan1
+    con.commit()
+    con.close()
+    for group in ("full", "short"):
+        run = import_nsys(path, group=group)
+        assert_same_tables(run, reference_tables(path, group=group), f"empty {group}")
+        names = set(run.activity["function"].astype(str))
+        assert UNNAMED in names and "" not in names

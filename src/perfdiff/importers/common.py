@@ -1,5 +1,6 @@
 """What the trace importers share beyond perfdiff.model: the core budget of one import, the
-clock domains a trace's times can be in, and the activity columns a comparison never reads."""
+clock domains a trace's times can be in, the activity columns a comparison never reads, and
+the name of what a trace names not at all."""
 from __future__ import annotations
 
 import enum
@@ -7,7 +8,16 @@ import os
 
 import pandas as pd
 
-__all__ = ["COMPARE_UNUSED", "ClockDomain", "Note", "canonical", "resolve_cores"]
+__all__ = ["COMPARE_UNUSED", "UNNAMED", "ClockDomain", "Note", "canonical", "event_name", "resolve_cores"]
+
+# A null, absent or empty name: one label that no real kernel, op or range carries (a null
+# read "None", an empty one left a blank row).
+UNNAMED = "<unnamed>"
+
+
+def event_name(value: object) -> str:
+    """A trace's name field as the name perfdiff shows: UNNAMED when null, absent or empty."""
+    return UNNAMED if value is None or value == "" else str(value)
 
 
 def resolve_cores(cores: int | None) -> int:

@@ -9,6 +9,7 @@ from typing import Any
 
 import numpy as np
 
+from perfdiff.importers.common import UNNAMED
 from perfdiff.model.schema import MISSING
 from perfdiff.model.tables import at_positions
 
@@ -89,7 +90,7 @@ class Events:
     def name_labels(self) -> list[str]:
         labels = [""] * len(self.names)
         for raw, code in self.names.items():
-            labels[code] = name_label(raw)
+            labels[code] = name_label(raw) or UNNAMED
         return labels
 
 

@@ -15,6 +15,7 @@ from typing import Any
 import numpy as np
 
 from perfdiff.errors import InputError
+from perfdiff.importers.common import event_name
 from perfdiff.importers.kineto.document import load_json
 from perfdiff.importers.kineto.events import CAT_NAMES, CATEGORIES, MAX_US, ROLES, SKIPPED, Events
 from perfdiff.importers.kineto.process_groups import COLLECTIVE, process_group
@@ -74,7 +75,7 @@ def general_events(p: Path) -> Events:
         args = e.get("args") if isinstance(e.get("args"), dict) else {}
         ts_ns = _time_ns(e, "ts", i, p)
         dur_ns = _time_ns(e, "dur", i, p)
-        name = str(e.get("name", ""))
+        name = event_name(e.get("name"))
         raw_name = json.dumps(name, ensure_ascii=False)[1:-1].encode()
         pg = process_group(args) if ROLES.index(role) == kernel and COLLECTIVE.match(name) else None
         if pg is not None:

@@ -14,6 +14,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
+from perfdiff.importers.common import event_name
 from perfdiff.importers.nsys.db import open_readonly
 from perfdiff.model.cuda_names import MEM_KINDS, memcpy_label, strip_api_version
 from perfdiff.model.intervals import self_time_ns
@@ -44,7 +45,8 @@ class _Reader:
     def __init__(self, con: sqlite3.Connection, pid: int | None, group: str):
         self.con = con
         self.tables = {r[0] for r in con.execute("SELECT name FROM sqlite_master WHERE type='table'")}
-        self.strings = dict(self.rows("SELECT id, value FROM StringIds")) if "StringIds" in self.tables else {}
+        self.strings = ({i: event_name(v) for i, v in self.rows("SELECT id, value FROM StringIds")}
+                        if "StringIds" in self.tables else {})
         t0 = (self.rows("SELECT utcEpochNs FROM TARGET_INFO_SESSION_START_TIME LIMIT 1")
               if "utcEpochNs" in self.cols("TARGET_INFO_SESSION_START_TIME") else [])
         self.t0 = int(t0[0][0]) if t0 and t0[0][0] is not None else 0

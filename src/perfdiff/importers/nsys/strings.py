@@ -6,6 +6,7 @@ from typing import Callable
 import numpy as np
 import pandas as pd
 
+from perfdiff.importers.common import UNNAMED, event_name
 from perfdiff.importers.nsys.db import Export
 from perfdiff.model.schema import MISSING
 from perfdiff.model.tables import categorical, dense_codes
@@ -17,13 +18,13 @@ def string_ids(x: Export) -> dict[int, str]:
     """id → text of every string of the export (empty when it has no StringIds)."""
     if not x.has("StringIds"):
         return {}
-    return {int(i): str(v) for i, v in x.query("SELECT id, value FROM StringIds")}
+    return {int(i): event_name(v) for i, v in x.query("SELECT id, value FROM StringIds")}
 
 
 def labels(x: Export, ids: np.ndarray, transform: Callable[[str], str] | None = None) -> pd.Categorical:
     """The strings of the ids `ids` as a categorical (`transform` applied to each distinct one)."""
     codes, uniq = dense_codes(ids)
-    names = [x.strings.get(int(u), f"<string {int(u)}>") if u != MISSING else "<unnamed>" for u in uniq]
+    names = [x.strings.get(int(u), f"<string {int(u)}>") if u != MISSING else UNNAMED for u in uniq]
     if transform is not None:
         names = [transform(s) for s in names]
     return categorical(codes, names)
