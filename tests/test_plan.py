@@ -349,3 +349,17 @@ def test_a_few_pauses_do_not_make_iterations_of_the_runs_between_them() -> None:
     plan = plan_of(a, b)
     assert plan.source == CycleSource.IDLE_GAPS and 8_000 < (plan.threshold_ns or 0) < 100_000
     assert cut_cycles(a, plan).n == cut_cycles(b, plan).n == 60
+
+
+def test_default_windows_widen_for_runs_too_long_for_a_million_of_them() -> None:
+    """A run of 30 h with nothing to cut it by was refused: 100 ms windows, which nobody
+    chose, would be more than the million windows a run may have."""
+    hours = 3_600 * 10**9
+    a = run_of([k("A", 0, 10), k("B", 30 * hours, 30 * hours + 10)])
+    b = run_of([k("A", 0, 10), k("B", 20 * hours, 20 * hours + 10)])
+    plan = plan_of(a, b)
+    assert (plan.source, plan.window_ns, plan.chosen_by_user) == (CycleSource.WINDOW, 200_000_000, False)
+    assert cut_cycles(a, plan).n == 540_000 and "fixed windows of 200 ms" in plan_text(plan)
+    assert plan_of(b, b).window_ns == 100_000_000  # 20 h: 720,000 windows of the default
+    with pytest.raises(InputError, match="choose a window of at least"):
+        cut_cycles(a, plan_of(a, b, window_ns=100_000_000))  # one the user chose is refused, as before

@@ -18,6 +18,7 @@ A source present in one run only is passed over and recorded in the plan.
 from __future__ import annotations
 
 import dataclasses
+import itertools
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -26,9 +27,9 @@ import pandas as pd
 from perfdiff.bundle import RunData
 from perfdiff.model.cycles import CyclePlan
 from perfdiff.model.schema import CycleSource
-from perfdiff.segment import (DEFAULT_WINDOW_NS, MIN_CYCLES, Cycles, IdleGaps, cut_cycles, gpu_busy_by_device,
-                              idle_gap_thresholds, idle_gaps, kernel_launch_counts, kernel_period, marker_cycles,
-                              repeated_ranges, source_rows, timeline_ns)
+from perfdiff.segment import (DEFAULT_WINDOW_NS, MAX_WINDOWS, MIN_CYCLES, Cycles, IdleGaps, cut_cycles,
+                              gpu_busy_by_device, idle_gap_thresholds, idle_gaps, kernel_launch_counts, kernel_period,
+                              marker_cycles, repeated_ranges, source_rows, timeline_ns)
 
 __all__ = ["MARKER_SOURCES", "CycleSummary", "marker_counts", "offered_sources", "plan_pair", "segment_cycles",
            "summarize_cycles"]
@@ -140,7 +141,18 @@ def _plan_cycles(sn: CycleSummary, sa: CycleSummary, cycle_regex: str | None, wi
     threshold = _gap_threshold(sn.gaps, sa.gaps)
     if threshold is not None:
         return CyclePlan(CycleSource.IDLE_GAPS, threshold_ns=threshold, one_sided=tuple(one_sided))
-    return CyclePlan(CycleSource.WINDOW, window_ns=DEFAULT_WINDOW_NS, one_sided=tuple(one_sided))
+    return CyclePlan(CycleSource.WINDOW, window_ns=_default_window_ns(sn, sa), one_sided=tuple(one_sided))
+
+
+def _default_window_ns(sn: CycleSummary, sa: CycleSummary) -> int:
+    """DEFAULT_WINDOW_NS, or for runs so long that it would cut one into more than MAX_WINDOWS
+    windows (27.8 h), the shortest window of the series 200 ms, 500 ms, 1 s, 2 s … that does
+    not: a window nobody chose is no reason to refuse the runs."""
+    span = max(sn.span_ns, sa.span_ns)
+    window, factors = DEFAULT_WINDOW_NS, itertools.cycle((2, 2.5, 2))
+    while span // window > MAX_WINDOWS:
+        window = int(window * next(factors))
+    return window
 
 
 def _common_anchor(sn: CycleSummary, sa: CycleSummary) -> tuple[str, int, int, bool] | None:
