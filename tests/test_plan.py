@@ -42,7 +42,35 @@ def test_repeated_ranges_that_differ_in_count_get_one_plan() -> None:
     plan = plan_of(a, b)
     assert plan.source == CycleSource.ANNOTATION and plan.name == "step"
     ca, cb = cut_cycles(a, plan), cut_cycles(b, plan)
-    assert ca.n == cb.n == 4 and "'step'" in ca.detail and "'step'" in cb.detail
+    assert "'step'" in ca.detail and "'step'" in cb.detail
+    # 'step' holds few of the kernels: each cycle runs to the next one's start (see below)
+    assert plan.to_next_start and ca.n == cb.n == 3
+
+
+def test_a_range_that_holds_little_of_the_gpu_work_runs_to_the_next() -> None:
+    """A data-loader range before each step's kernels was the cycle by itself: every kernel
+    fell outside the cycles and a slower kernel read "no material change".  A range that holds
+    the kernels stays the cycle as it is."""
+    def steps(kernel_ns: int, loader_ns: int = 50, inside: bool = False) -> tuple[list[dict], list[dict]]:
+        rows, marks, t = [], [], 0
+        for _ in range(6):
+            marks.append({"name": "loader", "start_ns": t, "end_ns": t + (loader_ns + 10 * (kernel_ns + 10)
+                                                                         if inside else loader_ns),
+                          "source": "nvtx"})
+            t += loader_ns
+            for _ in range(10):
+                rows.append(k("K", t, t + kernel_ns))
+                t += kernel_ns + 10
+        return rows, marks
+    a, b = run_of(*steps(100)), run_of(*steps(300))
+    plan = plan_of(a, b)
+    assert (plan.source, plan.name, plan.to_next_start) == (CycleSource.ANNOTATION, "loader", True)
+    ca, cb = cut_cycles(a, plan), cut_cycles(b, plan)
+    assert ca.n == cb.n == 5 and np.all(np.diff(ca.start_ns) == 50 + 10 * 110)
+    assert "running to the next one's start" in ca.detail and "from one's start to the next's" in plan_text(plan)
+    a, b = run_of(*steps(100, inside=True)), run_of(*steps(300, inside=True))
+    plan = plan_of(a, b)
+    assert (plan.source, plan.to_next_start) == (CycleSource.ANNOTATION, False) and cut_cycles(a, plan).n == 6
 
 
 def test_a_source_one_run_lacks_is_passed_over() -> None:

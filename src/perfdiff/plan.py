@@ -29,12 +29,13 @@ from perfdiff.model.cycles import CyclePlan
 from perfdiff.model.schema import CycleSource
 from perfdiff.segment import (DEFAULT_WINDOW_NS, MAX_WINDOWS, MIN_CYCLES, Cycles, IdleGaps, cut_cycles,
                               gpu_busy_by_device, idle_gap_thresholds, idle_gaps, kernel_launch_counts, kernel_period,
-                              marker_cycles, repeated_ranges, source_rows, timeline_ns)
+                              marker_cycles, range_work_share, repeated_ranges, source_rows, timeline_ns)
 
 __all__ = ["MARKER_SOURCES", "CycleSummary", "marker_counts", "offered_sources", "plan_pair", "segment_cycles",
            "summarize_cycles"]
 
 MARKER_SOURCES = (CycleSource.PERFDIFF_MARKERS, CycleSource.PROFILER_STEP)  # in the order the plan prefers them
+RANGE_WORK = 0.5  # share of the GPU work a repeated range must hold to be an iteration by itself
 
 
 @dataclass(frozen=True)
@@ -44,6 +45,7 @@ class CycleSummary:
     perfdiff_cycles: int  # cycles its perfdiff markers give
     step_cycles: int  # cycles its ProfilerStep#N ranges give
     ranges: dict[str, tuple[int, int]]  # repeated non-overlapping range → (count, covered ns)
+    range_work: dict[str, float]  # repeated range → share of the GPU work inside it (NaN: none)
     # repeating kernel sequence: (period, anchor kernel, its launches, its launches per period)
     period: tuple[int, str, int, int] | None
     launches: dict[str, int]  # launches per kernel name
@@ -77,9 +79,11 @@ def summarize_cycles(run: RunData) -> CycleSummary:
     m = run.markers
     counts = marker_counts(m)
     t0, t1 = timeline_ns(run)
+    annotations = source_rows(m, CycleSource.ANNOTATION)
+    ranges = repeated_ranges(annotations)
     return CycleSummary(
         perfdiff_cycles=counts[CycleSource.PERFDIFF_MARKERS], step_cycles=counts[CycleSource.PROFILER_STEP],
-        ranges=repeated_ranges(source_rows(m, CycleSource.ANNOTATION)),
+        ranges=ranges, range_work=range_work_share(run, annotations, ranges),
         period=kernel_period(run), launches=kernel_launch_counts(run), gaps=idle_gaps(run),
         span_ns=max(0, t1 - t0), gpu_busy_ns=gpu_busy_by_device(run))
 
@@ -129,7 +133,10 @@ def _plan_cycles(sn: CycleSummary, sa: CycleSummary, cycle_regex: str | None, wi
         # The largest pooled share; of equals, the one that comes first in the normal run.
         order = [k for k in sn.ranges if k in common]
         name = max(order, key=share)
-        return CyclePlan(CycleSource.ANNOTATION, name=name, one_sided=tuple(one_sided))
+        # Ranges that hold under half of either run's GPU work (a data-loader call) mark one
+        # part of each iteration: the iteration runs from one to the next.
+        to_next = sn.range_work[name] < RANGE_WORK or sa.range_work[name] < RANGE_WORK  # NaN: no GPU work
+        return CyclePlan(CycleSource.ANNOTATION, name=name, to_next_start=to_next, one_sided=tuple(one_sided))
     if sn.ranges or sa.ranges:
         def most(s: CycleSummary) -> int:
             return max((c for c, _ in s.ranges.values()), default=0)

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import dataclasses
 import re
+from collections.abc import Iterable
 from dataclasses import dataclass
 
 import numpy as np
@@ -32,6 +33,7 @@ _SEQ_MATCH = 0.9  # share of positions that must repeat at period p
 _SEQ_TOLERANCE = 0.005
 # period candidates from the rarest kernels' launches, their first _RARE_SAMPLE (_period_candidates)
 _RARE, _RARE_SPAN, _RARE_SAMPLE = 8, 32, 1024
+_WORK_SAMPLE = 20_000  # GPU rows sampled to tell what share of the work a range holds
 
 
 @dataclass(frozen=True)
@@ -62,14 +64,17 @@ def _finish(start: np.ndarray, end: np.ndarray, source: str, detail: str) -> Cyc
     return Cycles(start[ok], end[ok], source, detail, int((~ok).sum()))
 
 
-def _ranges_to_cycles(m: pd.DataFrame, source: str, detail: str) -> Cycles:
-    """Ranges become cycles as they are; point marks become the spans between consecutive marks."""
+def _ranges_to_cycles(m: pd.DataFrame, source: str, detail: str, to_next: bool = False) -> Cycles:
+    """Ranges become cycles as they are, or with `to_next` each runs from one range's start to
+    the next's (the last dropped); point marks become the spans between consecutive marks."""
     start = m["start_ns"].to_numpy(dtype=np.int64)
     end = m["end_ns"].to_numpy(dtype=np.int64)
     order = np.argsort(start, kind="stable")
     start, end = start[order], end[order]
     if len(start) and np.all(end == start):
         return _finish(start[:-1], start[1:], source, detail + " (point marks: each cycle runs to the next mark)")
+    if to_next:
+        return _finish(start[:-1], start[1:], source, detail + ", each cycle running to the next one's start")
     return _finish(start, end, source, detail)
 
 
@@ -319,6 +324,28 @@ def repeated_ranges(m: pd.DataFrame) -> dict[str, tuple[int, int]]:
     return out
 
 
+def range_work_share(run: RunData, m: pd.DataFrame, names: Iterable[str]) -> dict[str, float]:
+    """For each range name of `names` (ranges in `m`): the share of the run's GPU work (rows,
+    at their launch, else start) that falls inside its ranges; NaN without GPU work.  Ranges
+    that hold the work are iterations; ranges that hold little of it mark one part of each."""
+    a = run.activity
+    g = a[a["kind"].isin(GPU_KINDS).to_numpy()]
+    if len(g) == 0:
+        return {name: float("nan") for name in names}
+    t = g["launch_ns"].to_numpy()
+    t = np.where(t != MISSING, t, g["start_ns"].to_numpy())
+    if len(t) > _WORK_SAMPLE:
+        t = t[np.linspace(0, len(t) - 1, _WORK_SAMPLE).astype(np.int64)]
+    out = {}
+    for name in names:
+        r = range_rows(m, name)
+        order = np.argsort(r["start_ns"].to_numpy(), kind="stable")
+        s, e = r["start_ns"].to_numpy()[order], r["end_ns"].to_numpy()[order]
+        i = np.searchsorted(s, t, side="right") - 1
+        out[name] = float(np.mean((i >= 0) & (t < e[np.maximum(i, 0)])))
+    return out
+
+
 def range_rows(m: pd.DataFrame, name: str) -> pd.DataFrame:
     """The non-empty ranges called `name`."""
     return m[((m["name"].astype(str) == name) & (m["end_ns"] > m["start_ns"])).to_numpy()]
@@ -342,14 +369,14 @@ def source_rows(markers: pd.DataFrame, source: CycleSource) -> pd.DataFrame:
     return markers[own if source == CycleSource.PERFDIFF_MARKERS else ~own]
 
 
-def marker_cycles(m: pd.DataFrame, source: CycleSource, name: str | None = None) -> Cycles:
-    """Cycles from marker ranges of one source (ranges as they are; point marks as the spans
-    between consecutive marks)."""
+def marker_cycles(m: pd.DataFrame, source: CycleSource, name: str | None = None, to_next: bool = False) -> Cycles:
+    """Cycles from marker ranges of one source (ranges as they are, or from start to start with
+    `to_next`; point marks as the spans between consecutive marks)."""
     if source == CycleSource.PERFDIFF_MARKERS:
         return _ranges_to_cycles(m, source.value, "perfdiff cycle markers from the target")
     if source == CycleSource.PROFILER_STEP:
         return _ranges_to_cycles(m, source.value, f"{len(m)} ProfilerStep#N ranges")
-    return _ranges_to_cycles(m, source.value, f"repeating range {_short(name or '')!r} ({len(m)}×)")
+    return _ranges_to_cycles(m, source.value, f"repeating range {_short(name or '')!r} ({len(m)}×)", to_next)
 
 
 def gpu_busy_by_device(run: RunData) -> dict[str, float]:
@@ -423,7 +450,7 @@ def _cut(run: RunData, plan: CyclePlan) -> Cycles:
         rows = source_rows(markers, src)
         if src == CycleSource.ANNOTATION:
             rows = range_rows(rows, str(plan.name))
-        return _with_one_sided(marker_cycles(rows, src, plan.name), plan)
+        return _with_one_sided(marker_cycles(rows, src, plan.name, plan.to_next_start), plan)
     if src == CycleSource.KERNEL_SEQUENCE:
         cyc = cut_at_kernel(run, str(plan.name), plan.period, plan.anchor_every)
     else:

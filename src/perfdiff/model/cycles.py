@@ -15,7 +15,8 @@ class CyclePlan:
     """How to cut a run into cycles.
 
     `name`: the range name (ANNOTATION), the anchor kernel (KERNEL_SEQUENCE) or the regex
-    (REGEX); `period`: kernels per cycle and `anchor_every`: launches of the anchor per cycle
+    (REGEX); `to_next_start`: a cycle runs from one range's start to the next's, not over the
+    range (ANNOTATION: ranges that hold little of the GPU work mark one part of an iteration); `period`: kernels per cycle and `anchor_every`: launches of the anchor per cycle
     (KERNEL_SEQUENCE); `threshold_ns`: the idle gap that
     ends a cycle (IDLE_GAPS); `window_ns`: the window (WINDOW).  `chosen_by_user`: --cycle or
     --window.  `one_sided`: sources that one run had and the other lacked, as (source, cycles
@@ -26,6 +27,7 @@ class CyclePlan:
 
     source: CycleSource
     name: str | None = None
+    to_next_start: bool = False
     period: int | None = None
     anchor_every: int = 1
     threshold_ns: float | None = None
