@@ -342,14 +342,15 @@ def test_an_anchor_launched_other_than_as_often_per_period_is_unconfirmed() -> N
 
 
 def _gapped(iterations: int, inner_ns: tuple[int, int], seed: int, *, syncs: int = 0, sync_ns: int = 0,
-            between_ns: int = 0, pauses: tuple[int, ...] = (), pause_ns: int = 0) -> list[dict]:
-    """Iterations of 20–40 kernels in random order (no repeating sequence), `inner_ns` apart
-    (a range), `syncs` of them followed by a `sync_ns` wait; `between_ns` of idle GPU after
-    each iteration, `pause_ns` more after the iterations in `pauses`."""
+            between_ns: int = 0, pauses: tuple[int, ...] = (), pause_ns: int = 0,
+            kernels: tuple[int, int] = (20, 40)) -> list[dict]:
+    """Iterations of `kernels` (a range) kernels in random order (no repeating sequence),
+    `inner_ns` apart (a range), `syncs` of them followed by a `sync_ns` wait; `between_ns` of
+    idle GPU after each iteration, `pause_ns` more after the iterations in `pauses`."""
     rng = np.random.default_rng(seed)
     rows, t = [], 0
     for it in range(iterations):
-        n = int(rng.integers(20, 40))
+        n = int(rng.integers(*kernels))
         waits = set(rng.choice(n - 1, size=syncs, replace=False).tolist()) if syncs else set()
         for i, name in enumerate(rng.choice(list("ABCDEFGH"), size=n)):
             rows.append(k(str(name), t, t + 1_000))
@@ -391,3 +392,32 @@ def test_default_windows_widen_for_runs_too_long_for_a_million_of_them() -> None
     assert plan_of(b, b).window_ns == 100_000_000  # 20 h: 720,000 windows of the default
     with pytest.raises(InputError, match="choose a window of at least"):
         cut_cycles(a, plan_of(a, b, window_ns=100_000_000))  # one the user chose is refused, as before
+
+
+def test_regular_pauses_do_not_make_groups_of_iterations_the_cycle() -> None:
+    """A 400 µs pause after every 10th iteration: groups of ten are more alike than single
+    iterations (their spread shrinks as √10), but the iterations are alike enough and the
+    shortest such cut is the cycle."""
+    pauses = tuple(range(9, 60, 10))
+    a = run_of(_gapped(60, (2_000, 8_000), 5, between_ns=100_000, pauses=pauses, pause_ns=400_000))
+    b = run_of(_gapped(60, (2_000, 8_000), 6, between_ns=100_000, pauses=pauses, pause_ns=400_000))
+    plan = plan_of(a, b)
+    assert plan.source == CycleSource.IDLE_GAPS and cut_cycles(a, plan).n == cut_cycles(b, plan).n == 60
+
+
+def test_iterations_beyond_the_longest_gaps_kept_are_judged_on_a_block_of_the_run() -> None:
+    """More iterations than long gaps kept: their spread was unknown and three pauses won.
+    It is now measured on the cycles within the first gaps of the run."""
+    from perfdiff import segment
+
+    def run(seed: int):
+        return run_of(_gapped(300, (2_000, 8_000), seed, between_ns=100_000, pauses=(50, 150, 250),
+                              pause_ns=50_000_000, kernels=(3, 6)))
+    a, b = run(7), run(8)
+    small = segment.GAP_SAMPLE, segment.GAP_TOP
+    try:
+        segment.GAP_SAMPLE, segment.GAP_TOP = 300, 100
+        plan = plan_of(a, b)
+    finally:
+        segment.GAP_SAMPLE, segment.GAP_TOP = small
+    assert plan.source == CycleSource.IDLE_GAPS and cut_cycles(a, plan).n == cut_cycles(b, plan).n == 300

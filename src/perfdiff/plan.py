@@ -36,6 +36,7 @@ __all__ = ["MARKER_SOURCES", "CycleSummary", "marker_counts", "offered_sources",
 
 MARKER_SOURCES = (CycleSource.PERFDIFF_MARKERS, CycleSource.PROFILER_STEP)  # in the order the plan prefers them
 RANGE_WORK = 0.5  # share of the GPU work a repeated range must hold to be an iteration by itself
+GAP_ALIKE = 0.25  # coefficient of variation of GPU rows per cycle under which idle-gap cycles are alike
 
 
 @dataclass(frozen=True)
@@ -185,20 +186,24 @@ def _common_anchor(sn: CycleSummary, sa: CycleSummary) -> tuple[str, int, int, b
 
 
 def _gap_threshold(gn: IdleGaps, ga: IdleGaps) -> float | None:
-    """The idle-gap threshold for both runs, of the candidates in their gaps pooled: the one
-    whose cycles are most alike in size (GPU rows per cycle; the larger spread of the two
-    runs), of those that give each run at least three cycles; of equals, the widest jump.
-    Iterations are alike: the gaps inside one (a collective's wait, a sync) cut it into
-    unlike pieces, and a few pauses cut the run into unlike runs of iterations."""
-    best, best_spread = None, np.inf
-    for t in idle_gap_thresholds(np.concatenate([gn.sample_ns, ga.sample_ns])):
+    """The idle-gap threshold for both runs, of the candidates in their gaps pooled that give
+    each run at least three cycles: the shortest whose cycles are alike in size (GPU rows per
+    cycle, coefficient of variation at most GAP_ALIKE in both runs); else the one whose
+    cycles are most alike; else the widest jump.  Iterations are alike: the gaps inside one
+    (a collective's wait, a sync) cut it into unlike pieces; pauses every few iterations
+    give groups of iterations, alike too, hence the shortest."""
+    fits = []
+    for t, jump in idle_gap_thresholds(np.concatenate([gn.sample_ns, ga.sample_ns])):
         if gn.cycles(t) < 3 or ga.cycles(t) < 3:
             continue
-        spread = max(gn.spread(t), ga.spread(t))
-        spread = np.inf if np.isnan(spread) else spread
-        if best is None or spread < best_spread:
-            best, best_spread = t, spread
-    return best
+        spread = float(np.fmax(gn.spread(t), ga.spread(t)))  # one run's unknown spread: the other's
+        if spread <= GAP_ALIKE:
+            return t
+        fits.append((t, spread, jump))
+    if not fits:
+        return None
+    known = [f for f in fits if not np.isnan(f[1])]
+    return min(known, key=lambda f: f[1])[0] if known else max(fits, key=lambda f: f[2])[0]
 
 
 def segment_cycles(run: RunData, *, cycle_regex: str | None = None, window_ns: int | None = None) -> Cycles:

@@ -233,12 +233,14 @@ class IdleGaps:
 
     `sample_ns`: sorted, at most GAP_SAMPLE of them (the GAP_TOP longest exactly, evenly
     spaced quantiles of the rest); `long_ns`, `long_row`: the GAP_TOP longest in time order,
-    each with the index of the GPU row that follows it (rows in start order); `rows`: the
-    GPU rows."""
+    each with the index of the GPU row that follows it (rows in start order); `block_ns`,
+    `block_row`: the first GAP_TOP in time order, alike; `rows`: the GPU rows."""
 
     sample_ns: np.ndarray
     long_ns: np.ndarray
     long_row: np.ndarray
+    block_ns: np.ndarray
+    block_row: np.ndarray
     rows: int
 
     def cycles(self, threshold_ns: float) -> int:
@@ -247,45 +249,51 @@ class IdleGaps:
 
     def spread(self, threshold_ns: float) -> float:
         """Coefficient of variation of the GPU rows per cycle when split at gaps longer than
-        `threshold_ns` (the first and last, maybe partial, cycles included); NaN where more
-        gaps are that long than are kept in `long_ns`."""
+        `threshold_ns`: over all cycles (the first and last, maybe partial, included) where
+        every such gap is among `long_ns`, else over the whole cycles within the first
+        GAP_TOP gaps; NaN when that holds fewer than two."""
         cut = self.long_ns > threshold_ns
-        if self.cycles(threshold_ns) - 1 > np.count_nonzero(cut):
+        if self.cycles(threshold_ns) - 1 <= np.count_nonzero(cut):
+            per = np.diff(np.concatenate([[0], self.long_row[cut], [self.rows]]))
+        else:
+            per = np.diff(self.block_row[self.block_ns > threshold_ns])
+        if len(per) < 2 or per.mean() <= 0:
             return float("nan")
-        per = np.diff(np.concatenate([[0], self.long_row[cut], [self.rows]]))
-        return float(per.std() / per.mean()) if per.mean() > 0 else float("nan")
+        return float(per.std() / per.mean())
 
 
 def idle_gaps(run: RunData) -> IdleGaps:
     """The run's positive GPU idle gaps (IdleGaps)."""
     busy = _gpu_busy(run)
     if busy is None:
-        return IdleGaps(np.zeros(0), np.zeros(0), np.zeros(0, np.int64), 0)
+        empty = np.zeros(0, np.int64)
+        return IdleGaps(np.zeros(0), np.zeros(0), empty, np.zeros(0), empty, 0)
     s, e = busy
     gaps = s[1:] - e[:-1]
     row = np.flatnonzero(gaps > 0)
     longest = row if len(row) <= GAP_TOP else row[np.argpartition(gaps[row], -GAP_TOP)[-GAP_TOP:]]
     longest = np.sort(longest)
+    block = row[:GAP_TOP]
     pos = np.sort(gaps[row].astype(np.float64))
     if len(pos) > GAP_SAMPLE:
         body, top = pos[:-GAP_TOP], pos[-GAP_TOP:]
         body = body[np.linspace(0, len(body) - 1, GAP_SAMPLE - GAP_TOP).astype(np.int64)]
         pos = np.concatenate([body, top])
-    return IdleGaps(pos, gaps[longest].astype(np.float64), longest + 1, len(s))
+    return IdleGaps(pos, gaps[longest].astype(np.float64), longest + 1, gaps[block].astype(np.float64), block + 1,
+                    len(s))
 
 
-def idle_gap_thresholds(gaps_ns: np.ndarray) -> list[float]:
+def idle_gap_thresholds(gaps_ns: np.ndarray) -> list[tuple[float, float]]:
     """Gap lengths (ns) that may separate "between iterations" gaps from the launch gaps
     inside one: a point in each jump of at least ×3 among the upper half of the sorted gap
-    sizes (geometric middle), widest jump first."""
+    sizes (geometric middle), shortest first, each with its jump (a ratio)."""
     if len(gaps_ns) < 3:
         return []
     lg = np.sort(np.log(gaps_ns.astype(np.float64)))
     lo = len(lg) // 2
     jumps = np.diff(lg[lo:])
     at = np.flatnonzero(jumps >= np.log(3.0))
-    at = at[np.argsort(-jumps[at], kind="stable")]
-    return [float(np.exp((lg[lo + j] + lg[lo + j + 1]) / 2)) for j in at]
+    return [(float(np.exp((lg[lo + j] + lg[lo + j + 1]) / 2)), float(np.exp(jumps[j]))) for j in at]
 
 
 def cut_at_gaps(run: RunData, threshold_ns: float) -> Cycles | None:
