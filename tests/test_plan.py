@@ -289,18 +289,24 @@ def test_runs_without_a_common_cycle_source_are_compared_as_rates() -> None:
     assert "calls per 100 ms of wall clock" in finding_text(c, causes[0])  # a rate of calls too
 
 
-def _layered_steps(steps: int, layers: int = 40, loader_ns: int = 1_000, inserts: tuple[int, ...] = (60, 100)
-                   ) -> list[dict]:
+def _layered_steps(steps: int, layers: int = 40, loader_ns: int = 1_000, inserts: tuple[int, ...] = (60, 100),
+                   x_every: int = 0, warm: int = 0) -> list[dict]:
     """Training steps of `layers` × [A, B, C] kernels, an all-reduce N inserted after the
-    kernels at `inserts` (twice a step: no kernel runs once per step), and a host data loader
-    of `loader_ns` before each step."""
+    kernels at `inserts` (twice a step: no kernel runs once per step), a kernel X at the end
+    of every `x_every`-th step, and a host data loader of `loader_ns` before each step; first,
+    `warm` warm-up kernels W0, W1 … launched five times each."""
     rows, t = [], 0
-    for _ in range(steps):
+    for w in range(warm * 5):
+        rows.append(k(f"W{w % warm}", t, t + 90))
+        t += 100
+    for step in range(steps):
         rows.append(k("loader", t, t + loader_ns, kind="cpu", device="Host"))
         t += loader_ns + 10
         names = [n for _ in range(layers) for n in "ABC"]
         for at in sorted(inserts, reverse=True):
             names.insert(at, "N")
+        if x_every and step % x_every == x_every - 1:
+            names.append("X")
         for name in names:
             rows.append(k(name, t, t + 90))
             t += 100
@@ -322,6 +328,36 @@ def test_a_step_is_the_period_not_the_layer_inside_it() -> None:
     assert "a cycle starting every 2 launches of **N**" in plan_text(plan)
     dur_a, dur_b = np.diff(ca.start_ns), np.diff(cb.start_ns)
     assert np.all(dur_b - dur_a == 99_000)  # every cycle holds one loader call
+
+
+def test_a_kernel_every_few_steps_in_one_run_still_shares_the_steps() -> None:
+    """The abnormal run launches X every fifth step, so on its own it repeats every five steps;
+    it still launches N twice per step, and both runs are cut at the steps."""
+    a, b = run_of(_layered_steps(20, loader_ns=0)), run_of(_layered_steps(20, loader_ns=0, x_every=5))
+    assert summarize_cycles(b).period[:2] == (611, "X")
+    plan = plan_of(a, b)
+    assert (plan.source, plan.name, plan.period, plan.anchor_every, plan.confirmed) == \
+        (CycleSource.KERNEL_SEQUENCE, "N", 122, 2, True)
+    assert cut_cycles(a, plan).n == cut_cycles(b, plan).n == 19
+
+
+def test_warm_up_kernels_do_not_crowd_out_the_step() -> None:
+    """Eight kernels launched five times at the start were the 'rarest' kernels, and the
+    step's period was no longer a candidate: the layer was taken, or nothing."""
+    run = run_of(_layered_steps(10, warm=8))
+    assert summarize_cycles(run).period == (122, "N", 20, 2)
+
+
+def test_a_kernel_without_a_name_is_left_out_of_the_sequence() -> None:
+    """A null name (category code -1) made np.bincount raise."""
+    run = run_of([k(n, t * 100, t * 100 + 10) for t, n in enumerate(list("ABC") * 10 + [None])])
+    assert summarize_cycles(run).period == (3, "A", 10, 1)
+
+
+def test_a_pattern_and_a_window_are_refused_together() -> None:
+    a = run_of(kernels(40))
+    with pytest.raises(InputError, match="--cycle and --window both choose the cycles"):
+        plan_of(a, a, cycle_regex="K", window_ns=5_000)
 
 
 def test_a_sequence_with_no_longer_structure_keeps_its_shortest_period() -> None:

@@ -25,7 +25,7 @@ from perfdiff.model.cycles import CyclePlan
 from perfdiff.model.durations import parse_duration_ns
 from perfdiff.nesting import Nesting, nesting_of
 from perfdiff.parallel import Background, Parallel
-from perfdiff.plan import CycleSummary, plan_pair, summarize_cycles
+from perfdiff.plan import CycleSummary, check_cycle_choice, plan_pair, summarize_cycles
 from perfdiff.rangetree import RangeNesting, RangeProfile, empty_profile, range_nesting, range_profile
 from perfdiff.segment import Cycles, cut_cycles, rename_devices
 
@@ -123,7 +123,7 @@ def compare(normal: str | os.PathLike[str], abnormal: str | os.PathLike[str], *,
     if not 0.0 < alpha < 1.0:
         raise InputError(f"alpha {alpha}: must be between 0 and 1")
     check_pid([normal, abnormal], pid)
-    _one_cycle_choice(cycle, window)
+    check_cycle_choice(cycle, window)
     par = parallel or Parallel()
     window_ns = parse_duration_ns(window) if isinstance(window, str) else window
     opts = _Options(pid=pid, group=group, cycle=cycle, window_ns=window_ns)
@@ -164,12 +164,6 @@ def compare(normal: str | os.PathLike[str], abnormal: str | os.PathLike[str], *,
                                matched=analysis.matched)
     return Comparison(analysis, tuple(findings), (run_n.manifest, run_a.manifest), (cyc_n, cyc_a), csv_job,
                       verdict=tuple(build_verdict(analysis, findings)), tree=tree_diff)
-
-
-def _one_cycle_choice(cycle: str | None, window: str | int | None) -> None:
-    """Refuse cycles chosen two ways (--cycle and --window): one would be dropped unsaid."""
-    if cycle is not None and window is not None:
-        raise InputError("--cycle and --window both choose the cycles: give one of them")
 
 
 def _load_dict(x: Any) -> dict[str, np.ndarray]:
@@ -409,7 +403,7 @@ def compare_ranks(normal: str | os.PathLike[str], abnormal: str | os.PathLike[st
     raises InputError without it, and for bad input."""
     from perfdiff.ranks import compare_ranks as run
 
-    _one_cycle_choice(cycle, window)
+    check_cycle_choice(cycle, window)
     analysis = run(normal, abnormal, alpha=alpha, cycle=cycle, window=window, group=group, ranks=ranks,
                    scheduler=scheduler, workers=workers, progress=progress)
     return RankComparison(analysis, (str(normal), str(abnormal)))

@@ -25,13 +25,14 @@ import numpy as np
 import pandas as pd
 
 from perfdiff.bundle import RunData
+from perfdiff.errors import InputError
 from perfdiff.model.cycles import CyclePlan
 from perfdiff.model.schema import CycleSource
 from perfdiff.segment import (DEFAULT_WINDOW_NS, MAX_WINDOWS, MIN_CYCLES, Cycles, IdleGaps, cut_cycles,
                               gpu_busy_by_device, idle_gap_thresholds, idle_gaps, kernel_launch_counts, kernel_period,
                               marker_cycles, range_work_share, repeated_ranges, source_rows, timeline_ns)
 
-__all__ = ["MARKER_SOURCES", "CycleSummary", "marker_counts", "offered_sources", "plan_pair", "segment_cycles",
+__all__ = ["MARKER_SOURCES", "CycleSummary", "check_cycle_choice", "marker_counts", "offered_sources", "plan_pair", "segment_cycles",
            "summarize_cycles"]
 
 MARKER_SOURCES = (CycleSource.PERFDIFF_MARKERS, CycleSource.PROFILER_STEP)  # in the order the plan prefers them
@@ -110,6 +111,7 @@ def match_devices(sn: CycleSummary, sa: CycleSummary) -> tuple[tuple[str, str], 
 
 
 def _plan_cycles(sn: CycleSummary, sa: CycleSummary, cycle_regex: str | None, window_ns: int | None) -> CyclePlan:
+    check_cycle_choice(cycle_regex, window_ns)
     if window_ns is not None:
         return CyclePlan(CycleSource.WINDOW, window_ns=window_ns, chosen_by_user=True)
     if cycle_regex is not None:
@@ -152,6 +154,12 @@ def _plan_cycles(sn: CycleSummary, sa: CycleSummary, cycle_regex: str | None, wi
     return CyclePlan(CycleSource.WINDOW, window_ns=_default_window_ns(sn, sa), one_sided=tuple(one_sided))
 
 
+def check_cycle_choice(cycle: str | None, window: str | int | None) -> None:
+    """Refuse cycles chosen two ways (a pattern and a window): one would be dropped unsaid."""
+    if cycle is not None and window is not None:
+        raise InputError("--cycle and --window both choose the cycles: give one of them")
+
+
 def _default_window_ns(sn: CycleSummary, sa: CycleSummary) -> int:
     """DEFAULT_WINDOW_NS, or for runs so long that it would cut one into more than MAX_WINDOWS
     windows (27.8 h), the shortest window of the series 200 ms, 500 ms, 1 s, 2 s … that does
@@ -165,9 +173,9 @@ def _default_window_ns(sn: CycleSummary, sa: CycleSummary) -> int:
 
 def _common_anchor(sn: CycleSummary, sa: CycleSummary) -> tuple[str, int, int, bool] | None:
     """(anchor kernel, period, anchor launches per cycle, confirmed) for both runs, from a run
-    that repeats (the normal run's first).  Where the other run repeats too, the anchor must
-    be launched as often per its period there (else it would cut the other run into part
-    iterations or several); where it does not, at least MIN_CYCLES + 1 cycles' launches,
+    that repeats (the normal run's first).  Where the other run repeats too, it must launch
+    the anchor as often per `period` kernels (else the anchor would cut it into part
+    iterations or several); where it does not, at least MIN_CYCLES + 1 cycles' worth,
     unconfirmed."""
     for own, other in ((sn, sa), (sa, sn)):
         if own.period is None:
@@ -175,8 +183,9 @@ def _common_anchor(sn: CycleSummary, sa: CycleSummary) -> tuple[str, int, int, b
         period, anchor, _, every = own.period
         launches = other.launches.get(anchor, 0)
         if other.period is not None:
-            # the other run's periods: launches of its own anchor over its launches per period
-            expected = every * other.period[2] / other.period[3]
+            # At the rate of this run's period: the other run may repeat at a multiple of it
+            # (a kernel of its own every few steps) and still hold the same steps.
+            expected = every * sum(other.launches.values()) / period
             if abs(launches - expected) <= max(every, 0.02 * expected):
                 return anchor, period, every, True
             continue

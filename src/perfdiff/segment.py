@@ -136,6 +136,9 @@ def kernel_period(run: RunData) -> tuple[int, str, int, int] | None:
     if len(k) < 6:
         return None
     codes_all = k["function"].cat.codes.to_numpy()
+    codes_all = codes_all[codes_all >= 0]  # a kernel without a name (code -1) has no place in a sequence
+    if len(codes_all) < 6:
+        return None
     period = _best_period(codes_all[:_SEQ_WINDOW])
     if period is None:
         return None
@@ -172,7 +175,7 @@ def _best_period(seq: np.ndarray) -> int | None:
 def _period_candidates(seq: np.ndarray) -> np.ndarray:
     """Candidate periods, ascending: the typical distance between consecutive launches of each
     kernel, and between a launch and the 2nd … _RARE_SPAN-th next of the _RARE rarest kernels
-    (an iteration launches them a few times each)."""
+    launched throughout the sequence (an iteration launches them a few times each)."""
     n = len(seq)
     pos = np.arange(n)
     order = np.lexsort((pos, seq))
@@ -183,8 +186,11 @@ def _period_candidates(seq: np.ndarray) -> np.ndarray:
         return np.zeros(0, np.int64)
     found = [pd.Series(gaps).groupby(s_sorted[1:][same]).median().to_numpy()]
     counts = np.bincount(seq)
-    rare = np.flatnonzero(counts >= 4)
     bounds = np.concatenate([[0], np.cumsum(counts)])
+    # Kernels launched throughout (first in the first third, last in the last): a few warm-up
+    # kernels at the start would crowd out the ones an iteration launches a few times.
+    spans = (p_sorted[bounds[:-1]] < n / 3) & (p_sorted[np.maximum(bounds[1:] - 1, 0)] >= 2 * n / 3)
+    rare = np.flatnonzero((counts >= 4) & spans)
     for c in rare[np.argsort(counts[rare], kind="stable")][:_RARE]:
         at = p_sorted[bounds[c]:bounds[c + 1]][:_RARE_SAMPLE]
         span = min(_RARE_SPAN, len(at) - 2)
