@@ -519,3 +519,25 @@ def test_an_empty_string_reads_unnamed_in_both_readers(tmp_path: Path) -> None:
         assert_same_tables(run, reference_tables(path, group=group), f"empty {group}")
         names = set(run.activity["function"].astype(str))
         assert UNNAMED in names and "" not in names
+
+
+def test_nvtx_ranges_without_a_name_read_unnamed_in_both_readers(tmp_path: Path) -> None:
+    """An empty inline text left a blank name; a range with no text and no textId read
+    "<unnamed range>" where an empty registered string read "<unnamed>"."""
+    path = make_export(tmp_path / "n.sqlite")
+    con = sqlite3.connect(path)
+    g = (111 << 24) | 112
+    con.executemany("INSERT INTO NVTX_EVENTS VALUES (?,?,?,?,?,?,?,?,?,?,?)", [
+        (1500, 1510, 59, None, None, None, "", g, None, None, 0),  # empty text, no textId
+        (1520, 1530, 59, None, None, None, "", g, None, 6, 0),  # empty text, a registered string
+        (1540, 1550, 59, None, None, None, None, g, None, None, 0)])  # neither
+    con.commit()
+    con.close()
+    run = import_nsys(path)
+    assert_same_tables(run, reference_tables(path), "nameless ranges")
+    m = run.markers.sort_values("start_ns")
+    names = m["name"].astype(str).tolist()
+    assert "" not in names and "<unnamed range>" not in names
+    # the three new ranges, in start order: the first and the last have no name at all
+    new = m[m["end_ns"] - m["start_ns"] == 10]["name"].astype(str).tolist()
+    assert new == [UNNAMED, "registered range", UNNAMED]

@@ -7,6 +7,7 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
+from perfdiff.importers.common import UNNAMED
 from perfdiff.importers.nsys.db import PID_MASK, Export
 from perfdiff.model.intervals import self_time_ns
 from perfdiff.model.schema import MISSING
@@ -43,12 +44,14 @@ def nvtx(x: Export) -> tuple[Part | None, pd.DataFrame]:
     end = x.ints(arr[:, 1], table, "end")
     gt = x.ints(arr[:, 2], table, "globalTid")
     dom = x.ints(arr[:, 3], table, "domainId", null=0)
-    # Name: the text, else the registered string (textId), prefixed by a non-default domain.
-    text_code, text_uniq = pd.factorize(arr[:, 4], use_na_sentinel=True)
+    # Name: the text (an empty one as none), else the registered string (textId), prefixed by
+    # a non-default domain.
+    text = arr[:, 4].copy()
+    text[text == ""] = None
+    text_code, text_uniq = pd.factorize(text, use_na_sentinel=True)
     tid_code, tid_uniq = dense_codes(x.ints(arr[:, 5], table, "textId"))
     labels_text = [str(t) for t in text_uniq]
-    labels_id = [x.strings.get(int(u), f"<string {int(u)}>") if u != MISSING else "<unnamed range>"
-                 for u in tid_uniq]
+    labels_id = [x.strings.get(int(u), f"<string {int(u)}>") if u != MISSING else UNNAMED for u in tid_uniq]
     base = np.where(text_code >= 0, text_code, len(labels_text) + tid_code)
     base_labels = labels_text + labels_id
     dcode, duniq = dense_codes(dom)

@@ -14,7 +14,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from perfdiff.importers.common import event_name
+from perfdiff.importers.common import UNNAMED, event_name
 from perfdiff.importers.nsys.db import open_readonly
 from perfdiff.model.cuda_names import MEM_KINDS, memcpy_label, strip_api_version
 from perfdiff.model.intervals import self_time_ns
@@ -68,7 +68,7 @@ class _Reader:
         sql = f'SELECT {columns_sql} FROM "{table}" {where}'
         return [dict(zip(have, r, strict=True)) for r in self.rows(sql + " ORDER BY rowid")]
 
-    def string(self, sid: int | None, unnamed: str = "<unnamed>") -> str:
+    def string(self, sid: int | None, unnamed: str = UNNAMED) -> str:
         """The string `sid` names; an id of None or MISSING (-1) names none, as in the importer."""
         return unnamed if sid is None or sid == MISSING else str(self.strings.get(sid, f"<string {sid}>"))
 
@@ -149,7 +149,7 @@ class _Reader:
                 continue
             if r["end"] is None or r["end"] < r["start"]:  # never closed
                 continue
-            name = str(r["text"]) if r.get("text") is not None else self.string(r.get("textId"), "<unnamed range>")
+            name = str(r["text"]) if r.get("text") not in (None, "") else self.string(r.get("textId"))
             domain = r.get("domainId") or 0
             if domain != 0:
                 name = f"{domains.get(domain, f'domain {domain}')}:{name}"
