@@ -28,12 +28,12 @@ from perfdiff.bundle import RunData
 from perfdiff.errors import InputError
 from perfdiff.model.cycles import CyclePlan
 from perfdiff.model.schema import CycleSource
-from perfdiff.segment import (DEFAULT_WINDOW_NS, MAX_WINDOWS, MIN_CYCLES, Cycles, IdleGaps, cut_cycles,
+from perfdiff.segment import (DEFAULT_WINDOW_NS, MAX_WINDOWS, MIN_CYCLES, Cycles, IdleGaps, KernelPeriod, cut_cycles,
                               gpu_busy_by_device, idle_gap_thresholds, idle_gaps, kernel_launch_counts, kernel_period,
                               marker_cycles, range_work_share, repeated_ranges, source_rows, timeline_ns)
 
-__all__ = ["MARKER_SOURCES", "CycleSummary", "check_cycle_choice", "marker_counts", "offered_sources", "plan_pair", "segment_cycles",
-           "summarize_cycles"]
+__all__ = ["MARKER_SOURCES", "CycleSummary", "check_cycle_choice", "marker_counts", "offered_sources", "plan_pair",
+           "segment_cycles", "summarize_cycles"]
 
 MARKER_SOURCES = (CycleSource.PERFDIFF_MARKERS, CycleSource.PROFILER_STEP)  # in the order the plan prefers them
 RANGE_WORK = 0.5  # share of the GPU work a repeated range must hold to be an iteration by itself
@@ -48,8 +48,7 @@ class CycleSummary:
     step_cycles: int  # cycles its ProfilerStep#N ranges give
     ranges: dict[str, tuple[int, int]]  # repeated non-overlapping range → (count, covered ns)
     range_work: dict[str, float]  # repeated range → share of the GPU work inside it (NaN: none)
-    # repeating kernel sequence: (period, anchor kernel, its launches, its launches per period)
-    period: tuple[int, str, int, int] | None
+    period: KernelPeriod | None  # its repeating kernel sequence
     launches: dict[str, int]  # launches per kernel name
     gaps: IdleGaps = field(repr=False)  # its positive GPU idle gaps
     span_ns: int = 0  # the timeline's length
@@ -180,7 +179,7 @@ def _common_anchor(sn: CycleSummary, sa: CycleSummary) -> tuple[str, int, int, b
     for own, other in ((sn, sa), (sa, sn)):
         if own.period is None:
             continue
-        period, anchor, _, every = own.period
+        period, anchor, every = own.period.period, own.period.anchor, own.period.every
         launches = other.launches.get(anchor, 0)
         if other.period is not None:
             # At the rate of this run's period: the other run may repeat at a multiple of it

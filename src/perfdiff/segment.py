@@ -13,6 +13,7 @@ from __future__ import annotations
 import dataclasses
 import re
 from collections.abc import Iterable
+from typing import NamedTuple
 from dataclasses import dataclass
 
 import numpy as np
@@ -127,11 +128,18 @@ def _kernel_order(run: RunData) -> pd.DataFrame:
     return k.sort_values(["_t", "start_ns"], kind="stable")
 
 
-def kernel_period(run: RunData) -> tuple[int, str, int, int] | None:
-    """(period p, the period's first kernel, its launches, its launches per period) when the
-    kernel-name sequence repeats with period p (in kernels), else None.  The anchor is the
-    first seen of the kernels launched fewest times per period, and a cycle starts at every
-    one of that many launches of it."""
+class KernelPeriod(NamedTuple):
+    """A repeating kernel sequence: `period` kernels, cut at every `every`-th of the `launches`
+    of kernel `anchor` (the first seen of the kernels launched fewest times per period)."""
+
+    period: int
+    anchor: str
+    launches: int
+    every: int
+
+
+def kernel_period(run: RunData) -> KernelPeriod | None:
+    """The run's repeating kernel sequence (KernelPeriod), None when it does not repeat."""
     k = _kernel_order(run)
     if len(k) < 6:
         return None
@@ -151,7 +159,7 @@ def kernel_period(run: RunData) -> tuple[int, str, int, int] | None:
     fewest = np.flatnonzero(regular & (per == per[regular].min()))
     first_pos = {c: int(np.argmax(codes_all == c)) for c in fewest}
     anchor = min(first_pos, key=first_pos.get)
-    return period, str(k["function"].cat.categories[anchor]), int(counts[anchor]), int(per[anchor])
+    return KernelPeriod(period, str(k["function"].cat.categories[anchor]), int(counts[anchor]), int(per[anchor]))
 
 
 def _best_period(seq: np.ndarray) -> int | None:
