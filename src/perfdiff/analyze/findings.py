@@ -83,6 +83,8 @@ def build_findings(c: Analysis, *, identical: bool = False) -> list[Finding]:
     # of wall clock is what the abnormal run spent more time on.
     windows = c.plan is not None and c.plan.source == CycleSource.WINDOW
     direction = 1.0 if d_mean >= 0 or windows else -1.0
+    if not windows and _median_leads(c, d_med, d_mean):
+        direction = -direction
     out = [Finding(FindingCode.CYCLE_TIME, q=c.cycle_test.p_mwu, values={
         "median_n_us": c.normal.median_us, "median_a_us": c.abnormal.median_us,
         "change_pct": 100.0 * d_med / c.normal.median_us if c.normal.median_us else float("nan"),
@@ -365,6 +367,15 @@ def _event_findings(c: Analysis) -> list[Finding]:
             continue
         out.append(Finding(FindingCode.EVENT, device=str(e.get("device")), values=dict(e)))
     return out[:MAX_RESOURCES]
+
+
+def _median_leads(c: Analysis, d_med: float, d_mean: float) -> bool:
+    """The median and the mean cycle moved apart, and only the median's shift (the rank test)
+    is significant: the typical cycle's direction is the change.  A mix of cycles that changed
+    (fewer long prefill steps) moves the mean against a slowdown of every step."""
+    t = c.cycle_test
+    return (d_med * d_mean < 0 and math.isfinite(t.p_mwu) and t.p_mwu <= c.alpha
+            and not (math.isfinite(t.p_welch) and t.p_welch <= c.alpha))
 
 
 def _share_moved(f: FunctionStats, alpha: float, direction: float) -> bool:

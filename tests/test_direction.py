@@ -1,0 +1,70 @@
+"""The direction of the cycle-time change, from which a cause must move: the mean cycle's,
+unless only the median's shift is significant and the two moved apart (a different mix of
+cycles)."""
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+
+import perfdiff
+from perfdiff.analyze.verdict import VerdictCode
+from perfdiff.bundle import RunData, base_manifest, normalize_table, write_bundle
+
+T0_NS = 1_760_000_000_000_000_000
+
+
+def decode_loop(out: Path, *, seed: int, prefill_share: float, attention_us: float, n: int = 120) -> Path:
+    """A serving loop: each step the host schedules (300 µs), then the GPU runs six attention
+    and six GEMM kernels back to back; a `prefill_share` of the steps also run two long
+    prefill GEMMs (1.2 ms each).  Steps are perfdiff-marked."""
+    rng = np.random.default_rng(seed)
+    rows, marks, t = [], [], T0_NS
+    for _ in range(n):
+        start = t
+        work = [("scheduler_schedule", "cpu", "Host", 300.0)]
+        work += [("paged_attention_decode_kernel", "kernel", "GPU 0", attention_us), ("gemm_kernel", "kernel",
+                                                                                       "GPU 0", 20.0)] * 6
+        if rng.random() < prefill_share:
+            work += [("gemm_prefill_kernel", "kernel", "GPU 0", 1_200.0)] * 2
+        for name, kind, device, us in work:
+            dur = int(rng.lognormal(np.log(us * 1e3), 0.05))
+            rows.append({"function": name, "kind": kind, "device": device, "start_ns": t, "end_ns": t + dur,
+                         "busy_ns": dur, "tid": 1, "launch_ns": t if kind == "kernel" else -1, "stream": -1,
+                         "correlation": -1, "bytes": -1})
+            t += dur + 1_000
+        marks.append({"name": "step", "start_ns": start, "end_ns": t, "tid": 1, "source": "perfdiff"})
+        t += 2_000
+    run = RunData(manifest=base_manifest(run_name=out.name, created_ns=T0_NS),
+                  activity=normalize_table("activity", pd.DataFrame(rows)),
+                  samples=normalize_table("samples", pd.DataFrame(columns=["metric", "device", "t_start_ns",
+                                                                          "t_end_ns", "value"])),
+                  markers=normalize_table("markers", pd.DataFrame(marks)))
+    return write_bundle(out, run)
+
+
+def test_every_step_slower_under_fewer_prefills_is_a_slowdown(tmp_path: Path) -> None:
+    """Attention ×2 on every step, while the abnormal run happens to draw fewer prefill
+    steps: the median step is slower (significant), the mean one faster (not significant).
+    The slower kernel read "moved against the cycle-time change" and the verdict "no material
+    change"."""
+    n = decode_loop(tmp_path / "n", seed=1, prefill_share=0.3, attention_us=30.0)
+    a = decode_loop(tmp_path / "a", seed=2, prefill_share=0.22, attention_us=60.0)
+    c = perfdiff.compare(n, a)
+    an = c.analysis
+    assert an.abnormal.median_us > an.normal.median_us and an.abnormal.mean_us < an.normal.mean_us
+    assert an.cycle_test.p_mwu <= 0.05 < an.cycle_test.p_welch
+    assert c.verdict[0].code == VerdictCode.GPU_KERNEL
+    assert c.findings[c.verdict[0].evidence[0]].function == "paged_attention_decode_kernel"
+
+
+def test_a_mix_that_moved_the_mean_keeps_the_means_direction(tmp_path: Path) -> None:
+    """Many more prefill steps and nothing else: the mean moves significantly, and the
+    prefill GEMM (more calls) is the change."""
+    n = decode_loop(tmp_path / "n", seed=3, prefill_share=0.1, attention_us=30.0)
+    a = decode_loop(tmp_path / "a", seed=4, prefill_share=0.5, attention_us=30.0)
+    c = perfdiff.compare(n, a)
+    assert c.analysis.cycle_test.p_welch <= 0.05
+    causes = [f.function for f in c.findings if f.code.value == "cause"]
+    assert causes and causes[0] == "gemm_prefill_kernel"
