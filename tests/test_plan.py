@@ -457,3 +457,16 @@ def test_iterations_beyond_the_longest_gaps_kept_are_judged_on_a_block_of_the_ru
     finally:
         segment.GAP_SAMPLE, segment.GAP_TOP = small
     assert plan.source == CycleSource.IDLE_GAPS and cut_cycles(a, plan).n == cut_cycles(b, plan).n == 300
+
+
+def test_steps_of_identical_layers_are_cut_at_the_idle_gpu_between_them() -> None:
+    """Steps of 40 identical layers and nothing else: the sequence repeats per layer (three
+    kernels), and a data-loader stall fell in one cycle in 40 ("no material change").  The
+    GPU idles between steps, and those alike cycles, of 40 layers each, are the iterations."""
+    a = run_of(_layered_steps(10, inserts=()))
+    b = run_of(_layered_steps(10, inserts=(), loader_ns=10_000))
+    assert summarize_cycles(a).period == (3, "A", 400, 1)
+    plan = plan_of(a, b)
+    assert plan.source == CycleSource.IDLE_GAPS
+    ca, cb = cut_cycles(a, plan), cut_cycles(b, plan)
+    assert ca.n == cb.n == 10 and np.all(np.diff(cb.start_ns) - np.diff(ca.start_ns) == 9_000)

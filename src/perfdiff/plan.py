@@ -38,6 +38,7 @@ __all__ = ["MARKER_SOURCES", "CycleSummary", "check_cycle_choice", "marker_count
 MARKER_SOURCES = (CycleSource.PERFDIFF_MARKERS, CycleSource.PROFILER_STEP)  # in the order the plan prefers them
 RANGE_WORK = 0.5  # share of the GPU work a repeated range must hold to be an iteration by itself
 GAP_ALIKE = 0.25  # coefficient of variation of GPU rows per cycle under which idle-gap cycles are alike
+GAP_PERIODS = 1.5  # kernel periods an alike idle-gap cycle holds for it to be the iteration instead
 
 
 @dataclass(frozen=True)
@@ -144,10 +145,10 @@ def _plan_cycles(sn: CycleSummary, sa: CycleSummary, cycle_regex: str | None, wi
             return max((c for c, _ in s.ranges.values()), default=0)
         one_sided.append((CycleSource.ANNOTATION.value, most(sn), most(sa)))
     anchor = _common_anchor(sn, sa)
-    if anchor is not None:
+    threshold, alike = _gap_threshold(sn.gaps, sa.gaps)
+    if anchor is not None and not (alike and _gaps_hold_periods(sn, sa, threshold, anchor[1])):
         return CyclePlan(CycleSource.KERNEL_SEQUENCE, name=anchor[0], period=anchor[1], anchor_every=anchor[2],
                          one_sided=tuple(one_sided), confirmed=anchor[3])
-    threshold = _gap_threshold(sn.gaps, sa.gaps)
     if threshold is not None:
         return CyclePlan(CycleSource.IDLE_GAPS, threshold_ns=threshold, one_sided=tuple(one_sided))
     return CyclePlan(CycleSource.WINDOW, window_ns=_default_window_ns(sn, sa), one_sided=tuple(one_sided))
@@ -193,25 +194,34 @@ def _common_anchor(sn: CycleSummary, sa: CycleSummary) -> tuple[str, int, int, b
     return None
 
 
-def _gap_threshold(gn: IdleGaps, ga: IdleGaps) -> float | None:
-    """The idle-gap threshold for both runs, of the candidates in their gaps pooled that give
-    each run at least three cycles: the shortest whose cycles are alike in size (GPU rows per
-    cycle, coefficient of variation at most GAP_ALIKE in both runs); else the one whose
-    cycles are most alike; else the widest jump.  Iterations are alike: the gaps inside one
-    (a collective's wait, a sync) cut it into unlike pieces; pauses every few iterations
-    give groups of iterations, alike too, hence the shortest."""
+def _gap_threshold(gn: IdleGaps, ga: IdleGaps) -> tuple[float | None, bool]:
+    """(threshold, alike): the idle-gap threshold for both runs, of the candidates in their
+    gaps pooled that give each run at least three cycles: the shortest whose cycles are alike
+    in size (GPU rows per cycle, coefficient of variation at most GAP_ALIKE in both runs);
+    else the one whose cycles are most alike; else the widest jump.  Iterations are alike: the
+    gaps inside one (a collective's wait, a sync) cut it into unlike pieces; pauses every few
+    iterations give groups of iterations, alike too, hence the shortest."""
     fits = []
     for t, jump in idle_gap_thresholds(np.concatenate([gn.sample_ns, ga.sample_ns])):
         if gn.cycles(t) < 3 or ga.cycles(t) < 3:
             continue
         spread = float(np.fmax(gn.spread(t), ga.spread(t)))  # one run's unknown spread: the other's
         if spread <= GAP_ALIKE:
-            return t
+            return t, True
         fits.append((t, spread, jump))
     if not fits:
-        return None
+        return None, False
     known = [f for f in fits if not np.isnan(f[1])]
-    return min(known, key=lambda f: f[1])[0] if known else max(fits, key=lambda f: f[2])[0]
+    return (min(known, key=lambda f: f[1])[0] if known else max(fits, key=lambda f: f[2])[0]), False
+
+
+def _gaps_hold_periods(sn: CycleSummary, sa: CycleSummary, threshold_ns: float | None, period: int) -> bool:
+    """Whether the idle-gap cycles at `threshold_ns` hold, on average, at least GAP_PERIODS
+    kernel periods in both runs: the period is then a part of the iteration that repeats
+    inside it (a layer) and the GPU's idle gaps fall between iterations."""
+    if threshold_ns is None:
+        return False
+    return all(sum(s.launches.values()) / s.gaps.cycles(threshold_ns) >= GAP_PERIODS * period for s in (sn, sa))
 
 
 def segment_cycles(run: RunData, *, cycle_regex: str | None = None, window_ns: int | None = None) -> Cycles:
