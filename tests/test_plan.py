@@ -470,3 +470,21 @@ def test_steps_of_identical_layers_are_cut_at_the_idle_gpu_between_them() -> Non
     assert plan.source == CycleSource.IDLE_GAPS
     ca, cb = cut_cycles(a, plan), cut_cycles(b, plan)
     assert ca.n == cb.n == 10 and np.all(np.diff(cb.start_ns) - np.diff(ca.start_ns) == 9_000)
+
+
+def test_a_kernel_of_some_steps_only_leaves_the_loss_kernel_as_anchor() -> None:
+    """A kernel launched in half the steps shifts every position after it: no period repeats,
+    and the plan fell to 100 ms windows.  The loss kernel still comes once a step, at alike
+    distances, and cuts the steps."""
+    rng = np.random.default_rng(3)
+    rows, t = [], 0
+    for _ in range(40):
+        names = [n for _ in range(8) for n in "ABCD"] + ["loss", "optim"] + (["amp"] if rng.random() < 0.5 else [])
+        for name in names:
+            rows.append(k(name, t, t + 90))
+            t += 100
+    run = run_of(rows)
+    period = summarize_cycles(run).period
+    assert period is not None and (period.anchor, period.every) == ("loss", 1) and 34 <= period.period <= 35
+    plan = plan_of(run, run)
+    assert plan.source == CycleSource.KERNEL_SEQUENCE and cut_cycles(run, plan).n == 39

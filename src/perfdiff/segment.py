@@ -34,6 +34,7 @@ _SEQ_MATCH = 0.9  # share of positions that must repeat at period p
 _SEQ_TOLERANCE = 0.005
 # period candidates from the rarest kernels' launches, their first _RARE_SAMPLE (_period_candidates)
 _RARE, _RARE_SPAN, _RARE_SAMPLE = 8, 32, 1024
+_REGULAR_SPREAD = 0.25  # coefficient of variation of an anchor's distances (in kernels) that counts as regular
 _WORK_SAMPLE = 20_000  # GPU rows sampled to tell what share of the work a range holds
 
 
@@ -147,9 +148,14 @@ def kernel_period(run: RunData) -> KernelPeriod | None:
     codes_all = codes_all[codes_all >= 0]  # a kernel without a name (code -1) has no place in a sequence
     if len(codes_all) < 6:
         return None
+    names = k["function"].cat.categories
     period = _best_period(codes_all[:_SEQ_WINDOW])
     if period is None:
-        return None
+        regular = _regular_anchor(codes_all[:_SEQ_WINDOW])
+        if regular is None:
+            return None
+        code, distance = regular
+        return KernelPeriod(distance, str(names[code]), int(np.count_nonzero(codes_all == code)), 1)
     counts = np.bincount(codes_all, minlength=int(codes_all.max()) + 1)
     n_periods = len(codes_all) / period
     per = np.round(counts / n_periods)
@@ -159,7 +165,27 @@ def kernel_period(run: RunData) -> KernelPeriod | None:
     fewest = np.flatnonzero(regular & (per == per[regular].min()))
     first_pos = {c: int(np.argmax(codes_all == c)) for c in fewest}
     anchor = min(first_pos, key=first_pos.get)
-    return KernelPeriod(period, str(k["function"].cat.categories[anchor]), int(counts[anchor]), int(per[anchor]))
+    return KernelPeriod(period, str(names[anchor]), int(counts[anchor]), int(per[anchor]))
+
+
+def _regular_anchor(seq: np.ndarray) -> tuple[int, int] | None:
+    """(code, its median distance in kernels) of the rarest kernel launched throughout `seq`
+    (at least four times) at alike distances (coefficient of variation at most
+    _REGULAR_SPREAD), for a sequence that does not repeat position by position: a kernel of
+    some steps only, or names that vary, shift every position after it, while a kernel of
+    every step (the loss) still comes once a step."""
+    n = len(seq)
+    pos = np.arange(n)
+    order = np.lexsort((pos, seq))
+    p_sorted = pos[order]
+    counts = np.bincount(seq)
+    bounds = np.concatenate([[0], np.cumsum(counts)])
+    spans = (p_sorted[bounds[:-1]] < n / 3) & (p_sorted[np.maximum(bounds[1:] - 1, 0)] >= 2 * n / 3)
+    for c in sorted(np.flatnonzero((counts >= 4) & spans), key=lambda c: (counts[c], p_sorted[bounds[c]])):
+        d = np.diff(p_sorted[bounds[c]:bounds[c + 1]])
+        if d.std() <= _REGULAR_SPREAD * d.mean():
+            return int(c), int(np.median(d))
+    return None
 
 
 def _best_period(seq: np.ndarray) -> int | None:
