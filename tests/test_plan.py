@@ -488,3 +488,19 @@ def test_a_kernel_of_some_steps_only_leaves_the_loss_kernel_as_anchor() -> None:
     assert period is not None and (period.anchor, period.every) == ("loss", 1) and 34 <= period.period <= 35
     plan = plan_of(run, run)
     assert plan.source == CycleSource.KERNEL_SEQUENCE and cut_cycles(run, plan).n == 39
+
+
+def test_every_mth_launch_starts_at_the_same_place_wherever_the_trace_began() -> None:
+    """Cut at every second all-reduce, a trace that began after a step's first all-reduce was
+    cut half a step away from one that began before it: ranks of one job, whose cycles are
+    matched by number, would then compare half steps."""
+    rows = _layered_steps(10)
+    second_n = sorted(r["start_ns"] for r in rows if r["function"] == "N")[1]
+    late = run_of([r for r in rows if r["start_ns"] >= second_n])
+    full = run_of(rows)
+    plan = plan_of(full, late)
+    assert (plan.name, plan.anchor_every) == ("N", 2)
+    step_ns = 1_010 + 122 * 100
+    phase_full = set(cut_cycles(full, plan).start_ns % step_ns)
+    phase_late = set(cut_cycles(late, plan).start_ns % step_ns)
+    assert len(phase_full) == 1 and phase_full == phase_late

@@ -35,6 +35,7 @@ _SEQ_TOLERANCE = 0.005
 # period candidates from the rarest kernels' launches, their first _RARE_SAMPLE (_period_candidates)
 _RARE, _RARE_SPAN, _RARE_SAMPLE = 8, 32, 1024
 _REGULAR_SPREAD = 0.25  # coefficient of variation of an anchor's distances (in kernels) that counts as regular
+_PHASE_SPAN = 4_096  # kernels compared to choose where an anchor cut at every m-th launch starts
 _WORK_SAMPLE = 20_000  # GPU rows sampled to tell what share of the work a range holds
 
 
@@ -234,13 +235,14 @@ def _period_candidates(seq: np.ndarray) -> np.ndarray:
 
 
 def cut_at_kernel(run: RunData, anchor: str, period: int | None = None, every: int = 1) -> Cycles | None:
-    """Cycles that start at every `every`-th launch of kernel `anchor`, from its first (the
-    last, open-ended one dropped)."""
+    """Cycles that start at every `every`-th launch of kernel `anchor` (the last, open-ended
+    one dropped), from the one of its first `every` launches chosen by `_phase`."""
     k = _kernel_order(run)
     if len(k) == 0:
         return None
     hit = (k["function"] == anchor).to_numpy()
-    starts = k["_t"].to_numpy()[hit][::every]
+    first = _phase(k, np.flatnonzero(hit), every, period or 1) if every > 1 else 0
+    starts = k["_t"].to_numpy()[hit][first::every]
     if len(starts) < MIN_CYCLES + 1:
         return None
     t_end = int(run.activity["end_ns"].max())
@@ -251,6 +253,23 @@ def cut_at_kernel(run: RunData, anchor: str, period: int | None = None, every: i
     launch = "at each launch" if every == 1 else f"every {every} launches"
     detail = f"repeating kernel sequence: {what}a cycle starts {launch} of {_short(anchor)}"
     return _finish(starts, ends, "kernel-sequence", detail)
+
+
+def _phase(k: pd.DataFrame, hits: np.ndarray, every: int, period: int) -> int:
+    """Which of the anchor's first `every` launches (positions `hits` in kernel order `k`)
+    starts the first cycle: the one followed by the least kernel names in name order, over up
+    to one period.  It depends on what the kernels are, not on where the trace began, so
+    every rank of a job (and both runs) starts its cycles at the same place in the step."""
+    if len(hits) < every:
+        return 0
+    categories = k["function"].cat.categories
+    rank = np.empty(len(categories), np.int64)
+    rank[np.argsort(np.asarray(categories, dtype=str), kind="stable")] = np.arange(len(categories))
+    codes = k["function"].cat.codes.to_numpy()
+    seq = np.where(codes >= 0, rank[np.maximum(codes, 0)], -1)
+    span = min(period, _PHASE_SPAN, len(seq) - int(hits[every - 1]))
+    windows = np.stack([seq[h:h + span] for h in hits[:every]])
+    return int(np.lexsort(windows.T[::-1])[0])
 
 
 GAP_SAMPLE = 200_000  # idle gaps kept per run for the joint threshold
