@@ -186,7 +186,7 @@ def test_an_anchor_launched_twice_per_step_in_the_other_run_is_not_used() -> Non
 def test_iteration_gaps_beyond_the_gap_sample_still_give_cycles() -> None:
     """Many small launch gaps and a few long iteration gaps: the long ones are kept exactly in
     the summary, so the pair is cut at them."""
-    from perfdiff import segment
+    from perfdiff.segment import gaps as segment
 
     rng = np.random.default_rng(7)
     rows, t = [], 0
@@ -444,7 +444,7 @@ def test_regular_pauses_do_not_make_groups_of_iterations_the_cycle() -> None:
 def test_iterations_beyond_the_longest_gaps_kept_are_judged_on_a_block_of_the_run() -> None:
     """More iterations than long gaps kept: their spread was unknown and three pauses won.
     It is now measured on the cycles within the first gaps of the run."""
-    from perfdiff import segment
+    from perfdiff.segment import gaps as segment
 
     def run(seed: int):
         return run_of(_gapped(300, (2_000, 8_000), seed, between_ns=100_000, pauses=(50, 150, 250),

@@ -1,0 +1,272 @@
+"""Split a run's timeline into cycles (iterations of its main loop).
+
+Sources, in order, unless the user names one (docs/STATISTICS.md, "Cycles and functions"):
+1. perfdiff markers written by the target;
+2. annotation ranges: ``ProfilerStep#N``, or an NVTX/annotation range name that repeats;
+3. a repeating kernel sequence (perfdiff.segment.sequence);
+4. GPU idle-gap segmentation (perfdiff.segment.gaps);
+5. fixed windows.
+"""
+from __future__ import annotations
+
+import dataclasses
+import re
+from collections.abc import Iterable
+
+import numpy as np
+import pandas as pd
+
+from perfdiff.bundle import MISSING, RunData
+from perfdiff.errors import InputError
+from perfdiff.model.cycles import CyclePlan
+from perfdiff.model.schema import GPU_KINDS, CycleSource, MarkerSource
+from perfdiff.segment.base import MIN_CYCLES, Cycles, finish, short_name
+from perfdiff.segment.gaps import IdleGaps, cut_at_gaps, idle_gap_thresholds, idle_gaps
+from perfdiff.segment.sequence import KernelPeriod, cut_at_kernel, kernel_launch_counts, kernel_order, kernel_period
+
+__all__ = ["DEFAULT_WINDOW_NS", "MAX_WINDOWS", "MIN_CYCLES", "STEP_NAME", "Cycles", "IdleGaps", "KernelPeriod",
+           "cut_cycles", "cycle_pattern", "fixed_windows", "gpu_busy_by_device", "idle_gap_thresholds", "idle_gaps",
+           "kernel_launch_counts", "kernel_period", "marker_cycles", "range_rows", "range_work_share",
+           "rename_devices", "repeated_ranges", "source_rows", "timeline_ns"]
+
+DEFAULT_WINDOW_NS = 100_000_000
+MAX_WINDOWS = 1_000_000  # fixed windows of one run: beyond, a window far too short for the run (memory)
+_WORK_SAMPLE = 20_000  # GPU rows sampled to tell what share of the work a range holds
+
+
+def _ranges_to_cycles(m: pd.DataFrame, source: str, detail: str, to_next: bool = False) -> Cycles:
+    """Ranges become cycles as they are, or with `to_next` each runs from one range's start to
+    the next's (the last dropped); point marks become the spans between consecutive marks."""
+    start = m["start_ns"].to_numpy(dtype=np.int64)
+    end = m["end_ns"].to_numpy(dtype=np.int64)
+    order = np.argsort(start, kind="stable")
+    start, end = start[order], end[order]
+    if len(start) and np.all(end == start):
+        return finish(start[:-1], start[1:], source, detail + " (point marks: each cycle runs to the next mark)")
+    if to_next:
+        return finish(start[:-1], start[1:], source, detail + ", each cycle running to the next one's start")
+    return finish(start, end, source, detail)
+
+
+def timeline_ns(run: RunData) -> tuple[int, int]:
+    """First and last instant (ns) of the run's activity (else of its samples)."""
+    a = run.activity
+    if len(a) == 0:
+        s = run.samples
+        if len(s) == 0:
+            return 0, 0
+        return int(s["t_start_ns"].min()), int(s["t_end_ns"].max())
+    return int(a["start_ns"].min()), int(a["end_ns"].max())
+
+
+def fixed_windows(run: RunData, window_ns: int, reason: str = "") -> Cycles:
+    """Consecutive windows of `window_ns` over the run's activity span.  InputError when they
+    would be more than MAX_WINDOWS (a window far too short for the run)."""
+    t0, t1 = timeline_ns(run)
+    if t1 <= t0:
+        return finish(np.array([], np.int64), np.array([], np.int64), "window", "no activity")
+    if (t1 - t0) // window_ns > MAX_WINDOWS:
+        raise InputError(f"windows of {_ms(window_ns)} cut this run's {_ms(t1 - t0)} into more than "
+                         f"{MAX_WINDOWS:,} cycles: choose a window of at least {_ms((t1 - t0) // MAX_WINDOWS + 1)}",
+                         path=run.path)
+    if t1 - t0 < window_ns // 2:
+        return finish(np.array([], np.int64), np.array([], np.int64), "window",
+                       f"its activity spans {_ms(t1 - t0)}, under half a window of {_ms(window_ns)}"
+                       + (f" ({reason})" if reason else ""))
+    edges = np.arange(t0, t1, window_ns, dtype=np.int64)
+    ends = np.minimum(edges + window_ns, t1)
+    # A final partial window shorter than half a window would skew the distribution.
+    keep = (ends - edges) >= window_ns // 2
+    detail = f"fixed windows of {window_ns / 1e6:g} ms" + (f" ({reason})" if reason else "")
+    return finish(edges[keep], ends[keep], "window", detail)
+
+
+def _ms(ns: int) -> str:
+    """A duration given in ns, as ms for a message (four significant digits)."""
+    return f"{ns / 1e6:,.4g} ms"
+
+
+def repeated_ranges(m: pd.DataFrame) -> dict[str, tuple[int, int]]:
+    """Range names that repeat (≥ 3 times) without overlapping: name → (count, covered ns)."""
+    out: dict[str, tuple[int, int]] = {}
+    if len(m) == 0:
+        return out
+    m = m[m["end_ns"] > m["start_ns"]]
+    for name, grp in m.groupby("name", observed=True, sort=False):
+        if len(grp) < 3:
+            continue
+        order = np.argsort(grp["start_ns"].to_numpy(), kind="stable")
+        s = grp["start_ns"].to_numpy()[order]
+        e = grp["end_ns"].to_numpy()[order]
+        if np.any(s[1:] < e[:-1]):
+            continue  # overlapping ranges (several threads, nesting) are not iterations
+        out[str(name)] = (len(grp), int((e - s).sum()))
+    return out
+
+
+def range_work_share(run: RunData, m: pd.DataFrame, names: Iterable[str]) -> dict[str, float]:
+    """For each range name of `names` (ranges in `m`): the share of the run's GPU work (rows,
+    at their launch, else start) that falls inside its ranges; NaN without GPU work.  Ranges
+    that hold the work are iterations; ranges that hold little of it mark one part of each."""
+    a = run.activity
+    g = a[a["kind"].isin(GPU_KINDS).to_numpy()]
+    if len(g) == 0:
+        return {name: float("nan") for name in names}
+    t = g["launch_ns"].to_numpy()
+    t = np.where(t != MISSING, t, g["start_ns"].to_numpy())
+    if len(t) > _WORK_SAMPLE:
+        t = t[np.linspace(0, len(t) - 1, _WORK_SAMPLE).astype(np.int64)]
+    out = {}
+    for name in names:
+        r = range_rows(m, name)
+        order = np.argsort(r["start_ns"].to_numpy(), kind="stable")
+        s, e = r["start_ns"].to_numpy()[order], r["end_ns"].to_numpy()[order]
+        i = np.searchsorted(s, t, side="right") - 1
+        out[name] = float(np.mean((i >= 0) & (t < e[np.maximum(i, 0)])))
+    return out
+
+
+def range_rows(m: pd.DataFrame, name: str) -> pd.DataFrame:
+    """The non-empty ranges called `name`."""
+    return m[((m["name"].astype(str) == name) & (m["end_ns"] > m["start_ns"])).to_numpy()]
+
+
+STEP_NAME = r"ProfilerStep#\d+"
+
+
+def source_rows(markers: pd.DataFrame, source: CycleSource) -> pd.DataFrame:
+    """The marker rows a cycle source reads: the target's perfdiff markers, the profiler's
+    ProfilerStep#N ranges, or (ANNOTATION) every range not written by perfdiff."""
+    if len(markers) == 0:
+        return markers
+    if source == CycleSource.PROFILER_STEP:
+        return markers[markers["name"].astype(str).str.fullmatch(STEP_NAME).to_numpy()]
+    own = (markers["source"].astype(str) == MarkerSource.PERFDIFF.value).to_numpy()
+    return markers[own if source == CycleSource.PERFDIFF_MARKERS else ~own]
+
+
+def marker_cycles(m: pd.DataFrame, source: CycleSource, name: str | None = None, to_next: bool = False) -> Cycles:
+    """Cycles from marker ranges of one source (ranges as they are, or from start to start with
+    `to_next`; point marks as the spans between consecutive marks)."""
+    if source == CycleSource.PERFDIFF_MARKERS:
+        return _ranges_to_cycles(m, source.value, "perfdiff cycle markers from the target")
+    if source == CycleSource.PROFILER_STEP:
+        return _ranges_to_cycles(m, source.value, f"{len(m)} ProfilerStep#N ranges")
+    return _ranges_to_cycles(m, source.value, f"repeating range {short_name(name or '')!r} ({len(m)}×)", to_next)
+
+
+def gpu_busy_by_device(run: RunData) -> dict[str, float]:
+    """Busy ns of the GPU work (kernels, memcpys, memsets) on each device."""
+    a = run.activity
+    g = a[a["kind"].isin(GPU_KINDS).to_numpy()]
+    if len(g) == 0:
+        return {}
+    sums = g.groupby("device", observed=True)["busy_ns"].sum()
+    return {str(d): float(v) for d, v in sums.items() if v > 0}
+
+
+def rename_devices(run: RunData, device_map: tuple[tuple[str, str], ...]) -> RunData:
+    """`run` with its devices renamed (old, new) in the activity, samples and GPU-side range
+    tables (a GPU-side range keeps finding its stream's work on the renamed GPU)."""
+    if not device_map:
+        return run
+    mapping = dict(device_map)
+    tables = {}
+    for name in ("activity", "samples", "gpu_ranges"):
+        df = getattr(run, name)
+        if df is None or len(df) == 0:
+            continue
+        if not isinstance(df["device"].dtype, pd.CategoricalDtype):
+            df = df.assign(device=pd.Categorical(df["device"].astype(str)))
+        cats = [str(c) for c in df["device"].cat.categories]
+        # A new name may already be a category (another device's): rebuild from the codes.
+        renamed = [mapping.get(c, c) for c in cats]
+        uniq = list(dict.fromkeys(renamed))
+        lookup = np.array([uniq.index(r) for r in renamed], dtype=np.int64)
+        codes = df["device"].cat.codes.to_numpy()
+        new = pd.Categorical.from_codes(np.where(codes >= 0, lookup[np.maximum(codes, 0)], -1),
+                                        categories=pd.Index(pd.array(uniq, dtype=str)))
+        tables[name] = df.assign(device=new)
+    return dataclasses.replace(run, **tables)
+
+
+def cut_cycles(run: RunData, plan: CyclePlan) -> Cycles:
+    """Cut `run` into cycles by `plan`.  Raises InputError when fewer than 2 cycles result."""
+    cycles = _cut(run, plan)
+    if cycles.n == 0:
+        raise InputError(f"no cycles found: {cycles.detail}", path=run.path)
+    if cycles.n < MIN_CYCLES:
+        raise InputError(
+            f"only {cycles.n} cycle found ({cycles.detail}): comparing needs at least "
+            f"{MIN_CYCLES}; collect longer or choose cycles with --cycle REGEX / --window DURATION",
+            path=run.path)
+    return cycles
+
+
+def _cut(run: RunData, plan: CyclePlan) -> Cycles:
+    src = plan.source
+    markers = run.markers
+    if src == CycleSource.WINDOW:
+        reason = "chosen with --window" if plan.chosen_by_user else \
+            "no markers, no repeating kernel sequence, no clear GPU idle gaps"
+        return _with_one_sided(fixed_windows(run, int(plan.window_ns or DEFAULT_WINDOW_NS), reason), plan)
+    if src == CycleSource.REGEX:
+        return _regex_cycles(run, str(plan.name))
+    if src in (CycleSource.PERFDIFF_MARKERS, CycleSource.PROFILER_STEP, CycleSource.ANNOTATION):
+        rows = source_rows(markers, src)
+        if src == CycleSource.ANNOTATION:
+            rows = range_rows(rows, str(plan.name))
+        return _with_one_sided(marker_cycles(rows, src, plan.name, plan.to_next_start), plan)
+    if src == CycleSource.KERNEL_SEQUENCE:
+        cyc = cut_at_kernel(run, str(plan.name), plan.period, plan.anchor_every)
+    else:
+        cyc = cut_at_gaps(run, float(plan.threshold_ns or 0.0))
+    if cyc is None:
+        cyc = finish(np.array([], np.int64), np.array([], np.int64), src.value, "no activity")
+    return _with_one_sided(cyc, plan)
+
+
+def _with_one_sided(cyc: Cycles, plan: CyclePlan) -> Cycles:
+    """Say in the detail which sources were passed over for having too few cycles."""
+    if not plan.one_sided:
+        return cyc
+    few = ", ".join(f"{n_n}/{n_a} {src} cycle(s)" for src, n_n, n_a in plan.one_sided
+                    if src != CycleSource.ANNOTATION.value)
+    if not few:
+        return cyc
+    return Cycles(cyc.start_ns, cyc.end_ns, cyc.source,
+                  f"{cyc.detail} (only {few} in the normal/abnormal run: too few to compare)", cyc.dropped)
+
+
+def cycle_pattern(cycle_regex: str) -> re.Pattern:
+    """--cycle compiled; InputError (one line) for a pattern Python cannot compile."""
+    try:
+        return re.compile(cycle_regex)
+    except (re.error, OverflowError, RecursionError) as exc:
+        raise InputError(f"bad --cycle regular expression {cycle_regex!r}: {exc}") from None
+
+
+def _matching(names: pd.Series, rx: re.Pattern) -> np.ndarray:
+    """Which rows' names rx finds a match in: searched once per distinct name (no warning
+    about the groups a user's pattern may have, as str.contains gives)."""
+    s = names.astype(str)
+    found = [x for x in pd.unique(s) if rx.search(x)]
+    return s.isin(found).to_numpy()
+
+
+def _regex_cycles(run: RunData, cycle_regex: str) -> Cycles:
+    """Cycles from marker ranges (else kernel launches) whose name matches `cycle_regex`."""
+    markers = run.markers
+    rx = cycle_pattern(cycle_regex)
+    hit = markers[_matching(markers["name"], rx)] if len(markers) else markers
+    if len(hit):
+        return _ranges_to_cycles(hit, "regex", f"marker ranges matching /{cycle_regex}/")
+    k = kernel_order(run)
+    if len(k):
+        hk = k[_matching(k["function"], rx)]
+        if len(hk) >= 2:
+            t = hk["_t"].to_numpy()
+            end = np.append(t[1:], t[-1])
+            return finish(t[:-1], end[:-1], "regex",
+                           f"a cycle starts at each launch of a kernel matching /{cycle_regex}/")
+    raise InputError(f"no marker or kernel matches --cycle {cycle_regex!r}", path=run.path)

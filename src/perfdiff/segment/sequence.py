@@ -1,0 +1,192 @@
+"""Cycles from the kernel sequence: the period at which the kernel names repeat (a training
+step, not the layer inside it), the anchor kernel that starts each cycle, and the cut.
+
+docs/STATISTICS.md, "Cycles and functions", source 4.
+"""
+from __future__ import annotations
+
+from typing import NamedTuple
+
+import numpy as np
+import pandas as pd
+
+from perfdiff.bundle import MISSING, RunData
+from perfdiff.model.schema import GPU_KINDS
+from perfdiff.segment.base import MIN_CYCLES, Cycles, finish, short_name
+
+__all__ = ["KernelPeriod", "cut_at_kernel", "kernel_launch_counts", "kernel_order", "kernel_period"]
+
+_SEQ_WINDOW = 200_000  # kernels examined when looking for a repeating sequence
+_SEQ_MATCH = 0.9  # share of positions that must repeat at period p
+# A shorter period is taken only when it repeats nearly as well as the best one: a layer's
+# kernels repeat within a step, but the step's own kernels break that repetition.
+_SEQ_TOLERANCE = 0.005
+# period candidates from the rarest kernels' launches, their first _RARE_SAMPLE (_period_candidates)
+_RARE, _RARE_SPAN, _RARE_SAMPLE = 8, 32, 1024
+_REGULAR_SPREAD = 0.25  # coefficient of variation of an anchor's distances (in kernels) that counts as regular
+_PHASE_SPAN = 4_096  # kernels compared to choose where an anchor cut at every m-th launch starts
+
+
+def kernel_order(run: RunData) -> pd.DataFrame:
+    """The run's kernel rows in launch order (start where the launch is unknown), the
+    order time in column `_t` (ns)."""
+    a = run.activity
+    k = a[a["kind"].isin(GPU_KINDS[:1])]
+    if len(k) == 0:
+        return k
+    t = k["launch_ns"].to_numpy()
+    t = np.where(t != MISSING, t, k["start_ns"].to_numpy())
+    k = k.assign(_t=t)
+    return k.sort_values(["_t", "start_ns"], kind="stable")
+
+
+class KernelPeriod(NamedTuple):
+    """A repeating kernel sequence: `period` kernels, cut at every `every`-th of the `launches`
+    of kernel `anchor` (the first seen of the kernels launched fewest times per period)."""
+
+    period: int
+    anchor: str
+    launches: int
+    every: int
+
+
+def kernel_period(run: RunData) -> KernelPeriod | None:
+    """The run's repeating kernel sequence (KernelPeriod), None when it does not repeat."""
+    k = kernel_order(run)
+    if len(k) < 6:
+        return None
+    codes_all = k["function"].cat.codes.to_numpy()
+    codes_all = codes_all[codes_all >= 0]  # a kernel without a name (code -1) has no place in a sequence
+    if len(codes_all) < 6:
+        return None
+    names = k["function"].cat.categories
+    period = _best_period(codes_all[:_SEQ_WINDOW])
+    if period is None:
+        regular = _regular_anchor(codes_all[:_SEQ_WINDOW])
+        if regular is None:
+            return None
+        code, distance = regular
+        return KernelPeriod(distance, str(names[code]), int(np.count_nonzero(codes_all == code)), 1)
+    counts = np.bincount(codes_all, minlength=int(codes_all.max()) + 1)
+    n_periods = len(codes_all) / period
+    per = np.round(counts / n_periods)
+    regular = (per >= 1) & (np.abs(counts - per * n_periods) <= np.maximum(per, 0.02 * per * n_periods))
+    if not regular.any():
+        return None
+    fewest = np.flatnonzero(regular & (per == per[regular].min()))
+    first_pos = {c: int(np.argmax(codes_all == c)) for c in fewest}
+    anchor = min(first_pos, key=first_pos.get)
+    return KernelPeriod(period, str(names[anchor]), int(counts[anchor]), int(per[anchor]))
+
+
+def _regular_anchor(seq: np.ndarray) -> tuple[int, int] | None:
+    """(code, its median distance in kernels) of the rarest kernel launched throughout `seq`
+    (at least four times) at alike distances (coefficient of variation at most
+    _REGULAR_SPREAD), for a sequence that does not repeat position by position: a kernel of
+    some steps only, or names that vary, shift every position after it, while a kernel of
+    every step (the loss) still comes once a step."""
+    n = len(seq)
+    pos = np.arange(n)
+    order = np.lexsort((pos, seq))
+    p_sorted = pos[order]
+    counts = np.bincount(seq)
+    bounds = np.concatenate([[0], np.cumsum(counts)])
+    spans = (p_sorted[bounds[:-1]] < n / 3) & (p_sorted[np.maximum(bounds[1:] - 1, 0)] >= 2 * n / 3)
+    for c in sorted(np.flatnonzero((counts >= 4) & spans), key=lambda c: (counts[c], p_sorted[bounds[c]])):
+        d = np.diff(p_sorted[bounds[c]:bounds[c + 1]])
+        if d.std() <= _REGULAR_SPREAD * d.mean():
+            return int(c), int(np.median(d))
+    return None
+
+
+def _best_period(seq: np.ndarray) -> int | None:
+    """The period of the code sequence `seq`: the shortest candidate that repeats about as
+    well as the best one (an iteration, not the layer that repeats inside it), None when no
+    candidate repeats at _SEQ_MATCH of the positions."""
+    n = len(seq)
+    candidates = _period_candidates(seq)
+    candidates = candidates[(candidates >= 1) & (candidates <= n // 3)]
+    best, tried = 0.0, []
+    for p in candidates:
+        match = np.count_nonzero(seq[:-p] == seq[p:]) / (n - p)
+        tried.append((int(p), match))
+        best = max(best, match)
+        if match >= 1.0 - _SEQ_TOLERANCE:
+            break  # nothing longer can repeat better by more than the tolerance
+    bar = max(_SEQ_MATCH, best - _SEQ_TOLERANCE)
+    return next((p for p, match in tried if match >= bar), None)
+
+
+def _period_candidates(seq: np.ndarray) -> np.ndarray:
+    """Candidate periods, ascending: the typical distance between consecutive launches of each
+    kernel, and between a launch and the 2nd … _RARE_SPAN-th next of the _RARE rarest kernels
+    launched throughout the sequence (an iteration launches them a few times each)."""
+    n = len(seq)
+    pos = np.arange(n)
+    order = np.lexsort((pos, seq))
+    s_sorted, p_sorted = seq[order], pos[order]
+    same = s_sorted[1:] == s_sorted[:-1]
+    gaps = (p_sorted[1:] - p_sorted[:-1])[same]
+    if len(gaps) == 0:
+        return np.zeros(0, np.int64)
+    found = [pd.Series(gaps).groupby(s_sorted[1:][same]).median().to_numpy()]
+    counts = np.bincount(seq)
+    bounds = np.concatenate([[0], np.cumsum(counts)])
+    # Kernels launched throughout (first in the first third, last in the last): a few warm-up
+    # kernels at the start would crowd out the ones an iteration launches a few times.
+    spans = (p_sorted[bounds[:-1]] < n / 3) & (p_sorted[np.maximum(bounds[1:] - 1, 0)] >= 2 * n / 3)
+    rare = np.flatnonzero((counts >= 4) & spans)
+    for c in rare[np.argsort(counts[rare], kind="stable")][:_RARE]:
+        at = p_sorted[bounds[c]:bounds[c + 1]][:_RARE_SAMPLE]
+        span = min(_RARE_SPAN, len(at) - 2)
+        w = np.lib.stride_tricks.sliding_window_view(at, span + 1)
+        found.append(np.median(w[:, 2:] - w[:, :1], axis=0))  # launch to its 2nd … span-th next
+    return np.unique(np.concatenate(found).astype(np.int64))
+
+
+def cut_at_kernel(run: RunData, anchor: str, period: int | None = None, every: int = 1) -> Cycles | None:
+    """Cycles that start at every `every`-th launch of kernel `anchor` (the last, open-ended
+    one dropped), from the one of its first `every` launches chosen by `_phase`."""
+    k = kernel_order(run)
+    if len(k) == 0:
+        return None
+    hit = (k["function"] == anchor).to_numpy()
+    first = _phase(k, np.flatnonzero(hit), every, period or 1) if every > 1 else 0
+    starts = k["_t"].to_numpy()[hit][first::every]
+    if len(starts) < MIN_CYCLES + 1:
+        return None
+    t_end = int(run.activity["end_ns"].max())
+    ends = np.append(starts[1:], max(t_end, int(starts[-1]) + 1))
+    # The last cycle is open-ended (it may hold the tail of the trace): drop it.
+    starts, ends = starts[:-1], ends[:-1]
+    what = f"period {period} kernel(s), " if period else ""
+    launch = "at each launch" if every == 1 else f"every {every} launches"
+    detail = f"repeating kernel sequence: {what}a cycle starts {launch} of {short_name(anchor)}"
+    return finish(starts, ends, "kernel-sequence", detail)
+
+
+def _phase(k: pd.DataFrame, hits: np.ndarray, every: int, period: int) -> int:
+    """Which of the anchor's first `every` launches (positions `hits` in kernel order `k`)
+    starts the first cycle: the one followed by the least kernel names in name order, over up
+    to one period.  It depends on what the kernels are, not on where the trace began, so
+    every rank of a job (and both runs) starts its cycles at the same place in the step."""
+    if len(hits) < every:
+        return 0
+    categories = k["function"].cat.categories
+    rank = np.empty(len(categories), np.int64)
+    rank[np.argsort(np.asarray(categories, dtype=str), kind="stable")] = np.arange(len(categories))
+    codes = k["function"].cat.codes.to_numpy()
+    seq = np.where(codes >= 0, rank[np.maximum(codes, 0)], -1)
+    span = min(period, _PHASE_SPAN, len(seq) - int(hits[every - 1]))
+    windows = np.stack([seq[h:h + span] for h in hits[:every]])
+    return int(np.lexsort(windows.T[::-1])[0])
+
+
+def kernel_launch_counts(run: RunData) -> dict[str, int]:
+    """Launches per kernel name."""
+    a = run.activity
+    k = a["function"][(a["kind"] == GPU_KINDS[0]).to_numpy()]
+    if len(k) == 0:
+        return {}
+    counts = k.value_counts(sort=False)
+    return {str(name): int(n) for name, n in counts.items() if n > 0}
