@@ -504,3 +504,17 @@ def test_every_mth_launch_starts_at_the_same_place_wherever_the_trace_began() ->
     phase_full = set(cut_cycles(full, plan).start_ns % step_ns)
     phase_late = set(cut_cycles(late, plan).start_ns % step_ns)
     assert len(phase_full) == 1 and phase_full == phase_late
+
+
+def test_too_few_anchor_launches_say_so_not_no_activity() -> None:
+    """An anchor launched too rarely in the other run read "no cycles found: no activity"."""
+    from perfdiff.model.cycles import CyclePlan
+
+    run = run_of([k(n, t * 100, t * 100 + 10) for t, n in enumerate(list("ABC") * 10)])
+    plan = CyclePlan(CycleSource.KERNEL_SEQUENCE, name="A", period=3, anchor_every=8)
+    with pytest.raises(InputError, match=r"no cycles found: the anchor kernel A gives 2 cycle start\(s\) "
+                                          r"\(10 launch\(es\), one in 8\)"):
+        cut_cycles(run, plan)
+    gaps = CyclePlan(CycleSource.IDLE_GAPS, threshold_ns=1e9)
+    with pytest.raises(InputError, match="split the timeline into only 1 burst"):
+        cut_cycles(run, gaps)

@@ -110,7 +110,9 @@ def cut_at_gaps(run: RunData, threshold_ns: float) -> Cycles | None:
     starts = np.concatenate([[s[0]], s[cut + 1]])
     ends = np.concatenate([e[cut], [e[-1]]])
     if len(starts) < 3:
-        return None
+        return finish(np.zeros(0, np.int64), np.zeros(0, np.int64), "idle-gaps",
+                      f"GPU idle gaps longer than {threshold_ns / 1e3:.1f} µs split the timeline into only "
+                      f"{len(starts)} burst(s)")
     cyc_end = np.append(starts[1:], ends[-1])
     detail = f"GPU idle gaps longer than {threshold_ns / 1e3:.1f} µs split the timeline"
     return finish(starts, cyc_end, "idle-gaps", detail)

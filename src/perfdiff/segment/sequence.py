@@ -154,7 +154,9 @@ def cut_at_kernel(run: RunData, anchor: str, period: int | None = None, every: i
     first = _phase(k, np.flatnonzero(hit), every, period or 1) if every > 1 else 0
     starts = k["_t"].to_numpy()[hit][first::every]
     if len(starts) < MIN_CYCLES + 1:
-        return None
+        launches = f"{int(hit.sum())} launch(es)" + (f", one in {every}" if every > 1 else "")
+        return finish(np.zeros(0, np.int64), np.zeros(0, np.int64), "kernel-sequence",
+                      f"the anchor kernel {short_name(anchor)} gives {len(starts)} cycle start(s) ({launches})")
     t_end = int(run.activity["end_ns"].max())
     ends = np.append(starts[1:], max(t_end, int(starts[-1]) + 1))
     # The last cycle is open-ended (it may hold the tail of the trace): drop it.
