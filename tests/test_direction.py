@@ -15,15 +15,18 @@ from perfdiff.bundle import RunData, base_manifest, normalize_table, write_bundl
 T0_NS = 1_760_000_000_000_000_000
 
 
-def decode_loop(out: Path, *, seed: int, prefill_share: float, attention_us: float, n: int = 120) -> Path:
+def decode_loop(out: Path, *, seed: int, prefill_share: float, attention_us: float, n: int = 120,
+                stalls: int = 0) -> Path:
     """A serving loop: each step the host schedules (300 µs), then the GPU runs six attention
     and six GEMM kernels back to back; a `prefill_share` of the steps also run two long
-    prefill GEMMs (1.2 ms each).  Steps are perfdiff-marked."""
+    prefill GEMMs (1.2 ms each); the first `stalls` steps stall 20 ms in the host's garbage
+    collector.  Steps are perfdiff-marked."""
     rng = np.random.default_rng(seed)
     rows, marks, t = [], [], T0_NS
-    for _ in range(n):
+    for step in range(n):
         start = t
         work = [("scheduler_schedule", "cpu", "Host", 300.0)]
+        work += [("gc_collect", "cpu", "Host", 20_000.0)] if step < stalls else []
         work += [("paged_attention_decode_kernel", "kernel", "GPU 0", attention_us), ("gemm_kernel", "kernel",
                                                                                        "GPU 0", 20.0)] * 6
         if rng.random() < prefill_share:
@@ -68,3 +71,18 @@ def test_a_mix_that_moved_the_mean_keeps_the_means_direction(tmp_path: Path) -> 
     assert c.analysis.cycle_test.p_welch <= 0.05
     causes = [f.function for f in c.findings if f.code.value == "cause"]
     assert causes and causes[0] == "gemm_prefill_kernel"
+
+
+def test_a_mean_slowed_by_stalls_is_not_turned_into_a_speed_up(tmp_path: Path) -> None:
+    """Every step a little faster (attention 30 → 28 µs) and three 20 ms stalls: the median
+    is faster (significant), the mean slower (Welch's test, blind to three stalls, does not
+    reject).  Throughput was lost: the direction stays the mean's, and the faster kernel is
+    no cause."""
+    n = decode_loop(tmp_path / "n", seed=5, prefill_share=0.0, attention_us=30.0)
+    a = decode_loop(tmp_path / "a", seed=6, prefill_share=0.0, attention_us=28.0, stalls=3)
+    c = perfdiff.compare(n, a)
+    an = c.analysis
+    assert an.abnormal.median_us < an.normal.median_us and an.abnormal.mean_us > an.normal.mean_us
+    assert an.cycle_test.p_mwu <= 0.05 < an.cycle_test.p_welch
+    causes = [f.function for f in c.findings if f.code.value == "cause"]
+    assert "paged_attention_decode_kernel" not in causes

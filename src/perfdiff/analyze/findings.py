@@ -370,11 +370,13 @@ def _event_findings(c: Analysis) -> list[Finding]:
 
 
 def _median_leads(c: Analysis, d_med: float, d_mean: float) -> bool:
-    """The median and the mean cycle moved apart, and only the median's shift (the rank test)
-    is significant: the typical cycle's direction is the change.  A mix of cycles that changed
-    (fewer long prefill steps) moves the mean against a slowdown of every step."""
+    """The median cycle got slower while the mean got faster, and only the median's shift (the
+    rank test) is significant: the typical cycle's slowdown is the change.  A mix of cycles
+    that changed (fewer long prefill steps) moves the mean against a slowdown of every step.
+    Never the other way: a mean slowed by a few stalls is throughput lost, even when the
+    typical cycle got a little faster."""
     t = c.cycle_test
-    return (d_med * d_mean < 0 and math.isfinite(t.p_mwu) and t.p_mwu <= c.alpha
+    return (d_med > 0 > d_mean and math.isfinite(t.p_mwu) and t.p_mwu <= c.alpha
             and not (math.isfinite(t.p_welch) and t.p_welch <= c.alpha))
 
 
