@@ -319,7 +319,7 @@ def test_a_step_is_the_period_not_the_layer_inside_it() -> None:
     all-reduce.  Each cycle then holds one data-loader call, so a loader ten times slower is
     seen per cycle, where per layer it would fall in one cycle in 40."""
     a, b = run_of(_layered_steps(10)), run_of(_layered_steps(10, loader_ns=100_000))
-    assert summarize_cycles(a).period == (122, "N", 20, 2)
+    assert summarize_cycles(a).period == (122, "N", 20, 2, False)
     plan = plan_of(a, b)
     assert (plan.source, plan.name, plan.period, plan.anchor_every, plan.confirmed) == \
         (CycleSource.KERNEL_SEQUENCE, "N", 122, 2, True)
@@ -345,13 +345,13 @@ def test_warm_up_kernels_do_not_crowd_out_the_step() -> None:
     """Eight kernels launched five times at the start were the 'rarest' kernels, and the
     step's period was no longer a candidate: the layer was taken, or nothing."""
     run = run_of(_layered_steps(10, warm=8))
-    assert summarize_cycles(run).period == (122, "N", 20, 2)
+    assert summarize_cycles(run).period == (122, "N", 20, 2, False)
 
 
 def test_a_kernel_without_a_name_is_left_out_of_the_sequence() -> None:
     """A null name (category code -1) made np.bincount raise."""
     run = run_of([k(n, t * 100, t * 100 + 10) for t, n in enumerate(list("ABC") * 10 + [None])])
-    assert summarize_cycles(run).period == (3, "A", 10, 1)
+    assert summarize_cycles(run).period == (3, "A", 10, 1, True)
 
 
 def test_a_pattern_and_a_window_are_refused_together() -> None:
@@ -364,14 +364,14 @@ def test_a_sequence_with_no_longer_structure_keeps_its_shortest_period() -> None
     """Without kernels of its own, a step is indistinguishable from its layers: the shortest
     period that repeats as well as any other is kept."""
     run = run_of(_layered_steps(10, inserts=()))
-    assert summarize_cycles(run).period == (3, "A", 400, 1)
+    assert summarize_cycles(run).period == (3, "A", 400, 1, True)
 
 
 def test_an_anchor_launched_other_than_as_often_per_period_is_unconfirmed() -> None:
     """The abnormal run launches the all-reduce three times a step: cutting it at every second
     launch would not give its steps, so the normal run's anchor is refused there."""
     a, b = run_of(_layered_steps(10)), run_of(_layered_steps(10, inserts=(30, 60, 100)))
-    assert summarize_cycles(b).period == (123, "N", 30, 3)
+    assert summarize_cycles(b).period == (123, "N", 30, 3, False)
     plan = plan_of(a, b)
     assert plan.source == CycleSource.IDLE_GAPS  # the gap the data loader leaves before each step
     assert cut_cycles(a, plan).n == cut_cycles(b, plan).n == 10
@@ -465,7 +465,7 @@ def test_steps_of_identical_layers_are_cut_at_the_idle_gpu_between_them() -> Non
     GPU idles between steps, and those alike cycles, of 40 layers each, are the iterations."""
     a = run_of(_layered_steps(10, inserts=()))
     b = run_of(_layered_steps(10, inserts=(), loader_ns=10_000))
-    assert summarize_cycles(a).period == (3, "A", 400, 1)
+    assert summarize_cycles(a).period == (3, "A", 400, 1, True)
     plan = plan_of(a, b)
     assert plan.source == CycleSource.IDLE_GAPS
     ca, cb = cut_cycles(a, plan), cut_cycles(b, plan)
@@ -518,3 +518,96 @@ def test_too_few_anchor_launches_say_so_not_no_activity() -> None:
     gaps = CyclePlan(CycleSource.IDLE_GAPS, threshold_ns=1e9)
     with pytest.raises(InputError, match="split the timeline into only 1 burst"):
         cut_cycles(run, gaps)
+
+
+def test_cycles_counted_from_a_thinned_sample_stand_for_the_gaps_left_out() -> None:
+    """Beyond GAP_SAMPLE gaps the sample is thinned, and the count of gaps over a threshold
+    read low (31,251 for 50,000), making cycles look larger than they are."""
+    from perfdiff.segment import gaps as segment
+
+    rows, t = [], 0
+    for _ in range(500):
+        for _ in range(10):
+            rows.append(k("K", t, t + 100))
+            t += 110
+        t += 10_000
+    run = run_of(rows)
+    small = segment.GAP_SAMPLE, segment.GAP_TOP
+    try:
+        segment.GAP_SAMPLE, segment.GAP_TOP = 1_000, 100
+        gaps = summarize_cycles(run).gaps
+    finally:
+        segment.GAP_SAMPLE, segment.GAP_TOP = small
+    assert len(gaps.sample_ns) == 1_000 and abs(gaps.cycles(1_000) - 500) <= 10  # an estimate: 504
+
+
+def _loss_steps(steps: int, seed: int, *, extra: tuple[str, ...] = (), amp_share: float = 0.0,
+                occasional: int = 0, stall_every: int = 0) -> list[dict]:
+    """Steps of an embedding kernel, 8 layers of A B C D, `extra` kernels, a loss and an
+    optimizer kernel, back to back; an AMP kernel in a share of the steps; `occasional`
+    kernels launched in 4–6 random steps each; 100 µs of idle GPU after every
+    `stall_every`-th step (a logging sync)."""
+    rng = np.random.default_rng(seed)
+    occ = {f"occ{j}": set(rng.choice(steps, size=int(rng.integers(4, 7)), replace=False).tolist())
+           for j in range(occasional)}
+    rows, t = [], 0
+    for step in range(steps):
+        names = ["embed"] + [n for _ in range(8) for n in ("A", "B", "C", "D", *extra)] + ["loss", "optim"]
+        names += ["amp"] if rng.random() < amp_share else []
+        names += [name for name, at in occ.items() if step in at]
+        for name in names:
+            rows.append(k(name, t, t + 90))
+            t += 100
+        if stall_every and step % stall_every == stall_every - 1:
+            t += 100_000
+    return rows
+
+
+def test_a_kernel_more_per_step_in_one_run_still_shares_the_anchor() -> None:
+    """One more kernel per layer in the abnormal run (an unfused op) changes its kernels per
+    step; its own period has the same anchor, launched as often, and the runs share it.  The
+    rate check refused it and the plan fell to 100 ms windows."""
+    a, b = run_of(_loss_steps(60, 1)), run_of(_loss_steps(60, 2, extra=("cast",)))
+    assert summarize_cycles(a).period.anchor == summarize_cycles(b).period.anchor == "embed"
+    plan = plan_of(a, b)
+    assert (plan.source, plan.name, plan.confirmed) == (CycleSource.KERNEL_SEQUENCE, "embed", True)
+    assert cut_cycles(a, plan).n == cut_cycles(b, plan).n == 59
+
+
+def test_kernels_of_a_few_steps_are_no_regular_anchor() -> None:
+    """Kernels launched in 4–6 steps each could look regular by chance (three distances) and
+    cut 200 steps into three cycles; a regular anchor needs ten launches, and the loss
+    kernel, once a step, is it."""
+    for seed in range(6):
+        run = run_of(_loss_steps(200, seed, amp_share=0.5, occasional=20))
+        period = summarize_cycles(run).period
+        assert period is not None and period.anchor in ("embed", "loss", "optim"), (seed, period)
+
+
+def test_a_sync_every_ten_steps_does_not_make_ten_steps_the_cycle() -> None:
+    """The step (its own embedding, loss and optimizer kernels) is the period; the GPU idles
+    only at a logging sync every tenth step.  Those gaps give alike cycles of ten periods,
+    which replaced the steps: 9 cycles instead of 99."""
+    a, b = run_of(_loss_steps(100, 1, stall_every=10)), run_of(_loss_steps(100, 2, stall_every=10))
+    assert summarize_cycles(a).period.flat is False
+    plan = plan_of(a, b)
+    assert plan.source == CycleSource.KERNEL_SEQUENCE and cut_cycles(a, plan).n == 99
+
+
+def test_a_range_is_judged_by_the_gpu_time_it_holds_not_its_rows() -> None:
+    """A data-loader range holding thirty tiny copies holds most GPU rows but little GPU time:
+    it still marks one part of the step, and cycles run from one to the next."""
+    rows, marks, t = [], [], 0
+    for _ in range(8):
+        marks.append({"name": "loader", "start_ns": t, "end_ns": t + 400, "source": "nvtx"})
+        for _ in range(30):
+            rows.append(k("Memcpy HtoD", t + 5, t + 6, kind="memcpy"))
+            t += 10
+        t += 200
+        for _ in range(10):
+            rows.append(k("K", t, t + 1_000))
+            t += 1_010
+    run = run_of(rows, marks)
+    assert summarize_cycles(run).range_work["loader"] < 0.01
+    plan = plan_of(run, run)
+    assert (plan.source, plan.to_next_start) == (CycleSource.ANNOTATION, True) and cut_cycles(run, plan).n == 7

@@ -9,11 +9,14 @@ threshold from both runs' gaps), unless the user names one (--cycle, --window):
 1. perfdiff markers written by the target;
 2. ProfilerStep#N ranges;
 3. a range name that repeats in both runs without overlapping (the one covering the largest
-   share of both runs);
-4. a repeating kernel sequence, cut at the same anchor kernel in both;
+   share of both runs; cut from start to start where it holds little of the GPU work);
+4. a repeating kernel sequence (or a kernel launched at regular distances), cut at the same
+   anchor kernel in both, unless its period is flat and alike idle-gap cycles hold several
+   periods (then 5);
 5. GPU idle gaps longer than one threshold found in both runs' gaps pooled;
 6. fixed windows.
-A source present in one run only is passed over and recorded in the plan.
+A source present in one run only is passed over and recorded in the plan.  The rules in
+full: docs/STATISTICS.md, "Cycles and functions".
 """
 from __future__ import annotations
 
@@ -146,7 +149,9 @@ def _plan_cycles(sn: CycleSummary, sa: CycleSummary, cycle_regex: str | None, wi
         one_sided.append((CycleSource.ANNOTATION.value, most(sn), most(sa)))
     anchor = _common_anchor(sn, sa)
     threshold, alike = _gap_threshold(sn.gaps, sa.gaps)
-    if anchor is not None and not (alike and _gaps_hold_periods(sn, sa, threshold, anchor[1])):
+    flat = any(s.period is not None and s.period.flat and s.period.anchor == anchor[0] for s in (sn, sa)) \
+        if anchor is not None else False
+    if anchor is not None and not (flat and alike and _gaps_hold_periods(sn, sa, threshold, anchor[1])):
         return CyclePlan(CycleSource.KERNEL_SEQUENCE, name=anchor[0], period=anchor[1], anchor_every=anchor[2],
                          one_sided=tuple(one_sided), confirmed=anchor[3])
     if threshold is not None:
@@ -183,6 +188,8 @@ def _common_anchor(sn: CycleSummary, sa: CycleSummary) -> tuple[str, int, int, b
         period, anchor, every = own.period.period, own.period.anchor, own.period.every
         launches = other.launches.get(anchor, 0)
         if other.period is not None:
+            if (other.period.anchor, other.period.every) == (anchor, every):
+                return anchor, period, every, True  # the same cut, whatever each step holds
             # At the rate of this run's period: the other run may repeat at a multiple of it
             # (a kernel of its own every few steps) and still hold the same steps.
             expected = every * sum(other.launches.values()) / period
@@ -217,8 +224,10 @@ def _gap_threshold(gn: IdleGaps, ga: IdleGaps) -> tuple[float | None, bool]:
 
 def _gaps_hold_periods(sn: CycleSummary, sa: CycleSummary, threshold_ns: float | None, period: int) -> bool:
     """Whether the idle-gap cycles at `threshold_ns` hold, on average, at least GAP_PERIODS
-    kernel periods in both runs: the period is then a part of the iteration that repeats
-    inside it (a layer) and the GPU's idle gaps fall between iterations."""
+    kernel periods in both runs.  For a flat period (every kernel as often: a layer, with
+    nothing of a step's own) the period is then a part of the iteration that repeats inside
+    it, and the GPU's idle gaps fall between iterations.  A period with a step's own kernels
+    is the step, and gaps every few steps (a logging sync) are not the iteration."""
     if threshold_ns is None:
         return False
     return all(sum(s.launches.values()) / s.gaps.cycles(threshold_ns) >= GAP_PERIODS * period for s in (sn, sa))

@@ -1,11 +1,7 @@
-"""Split a run's timeline into cycles (iterations of its main loop).
-
-Sources, in order, unless the user names one (docs/STATISTICS.md, "Cycles and functions"):
-1. perfdiff markers written by the target;
-2. annotation ranges: ``ProfilerStep#N``, or an NVTX/annotation range name that repeats;
-3. a repeating kernel sequence (perfdiff.segment.sequence);
-4. GPU idle-gap segmentation (perfdiff.segment.gaps);
-5. fixed windows.
+"""Split a run's timeline into cycles (iterations of its main loop) by a plan (perfdiff.plan
+chooses it): perfdiff markers, ProfilerStep#N ranges, a repeating range, a kernel sequence
+(perfdiff.segment.sequence), GPU idle gaps (perfdiff.segment.gaps), fixed windows, or the
+user's --cycle pattern (docs/STATISTICS.md, "Cycles and functions").
 """
 from __future__ import annotations
 
@@ -105,24 +101,28 @@ def repeated_ranges(m: pd.DataFrame) -> dict[str, tuple[int, int]]:
 
 
 def range_work_share(run: RunData, m: pd.DataFrame, names: Iterable[str]) -> dict[str, float]:
-    """For each range name of `names` (ranges in `m`): the share of the run's GPU work (rows,
-    at their launch, else start) that falls inside its ranges; NaN without GPU work.  Ranges
-    that hold the work are iterations; ranges that hold little of it mark one part of each."""
+    """For each range name of `names` (ranges in `m`): the share of the run's GPU busy time
+    (rows placed at their launch, else start) that falls inside its ranges; NaN without GPU
+    work.  Ranges that hold the work are iterations; ranges that hold little of it mark one
+    part of each."""
     a = run.activity
     g = a[a["kind"].isin(GPU_KINDS).to_numpy()]
-    if len(g) == 0:
+    busy = g["busy_ns"].to_numpy().astype(np.float64)
+    if len(g) == 0 or not busy.sum() > 0:
         return {name: float("nan") for name in names}
     t = g["launch_ns"].to_numpy()
     t = np.where(t != MISSING, t, g["start_ns"].to_numpy())
     if len(t) > _WORK_SAMPLE:
-        t = t[np.linspace(0, len(t) - 1, _WORK_SAMPLE).astype(np.int64)]
+        pick = np.linspace(0, len(t) - 1, _WORK_SAMPLE).astype(np.int64)
+        t, busy = t[pick], busy[pick]
     out = {}
     for name in names:
         r = range_rows(m, name)
         order = np.argsort(r["start_ns"].to_numpy(), kind="stable")
         s, e = r["start_ns"].to_numpy()[order], r["end_ns"].to_numpy()[order]
         i = np.searchsorted(s, t, side="right") - 1
-        out[name] = float(np.mean((i >= 0) & (t < e[np.maximum(i, 0)])))
+        inside = (i >= 0) & (t < e[np.maximum(i, 0)])
+        out[name] = float(busy[inside].sum() / busy.sum()) if busy.sum() > 0 else float("nan")
     return out
 
 

@@ -36,7 +36,8 @@ class IdleGaps:
     `sample_ns`: sorted, at most GAP_SAMPLE of them (the GAP_TOP longest exactly, evenly
     spaced quantiles of the rest); `long_ns`, `long_row`: the GAP_TOP longest in time order,
     each with the index of the GPU row that follows it (rows in start order); `block_ns`,
-    `block_row`: the first GAP_TOP in time order, alike; `rows`: the GPU rows."""
+    `block_row`: the first GAP_TOP in time order, alike; `rows`: the GPU rows;
+    `body_weight`: the gaps each sampled one below the GAP_TOP longest stands for."""
 
     sample_ns: np.ndarray
     long_ns: np.ndarray
@@ -44,10 +45,15 @@ class IdleGaps:
     block_ns: np.ndarray
     block_row: np.ndarray
     rows: int
+    body_weight: float = 1.0
 
     def cycles(self, threshold_ns: float) -> int:
-        """Cycles that splitting at gaps longer than `threshold_ns` gives."""
-        return int(np.count_nonzero(self.sample_ns > threshold_ns)) + 1
+        """Cycles that splitting at gaps longer than `threshold_ns` gives (estimated from the
+        sample where it is thinned)."""
+        body = len(self.sample_ns) - len(self.long_ns)
+        over_body = np.count_nonzero(self.sample_ns[:body] > threshold_ns)
+        over_long = np.count_nonzero(self.sample_ns[body:] > threshold_ns)
+        return int(round(over_body * self.body_weight)) + int(over_long) + 1
 
     def spread(self, threshold_ns: float) -> float:
         """Coefficient of variation of the GPU rows per cycle when split at gaps longer than
@@ -77,12 +83,14 @@ def idle_gaps(run: RunData) -> IdleGaps:
     longest = np.sort(longest)
     block = row[:GAP_TOP]
     pos = np.sort(gaps[row].astype(np.float64))
+    weight = 1.0
     if len(pos) > GAP_SAMPLE:
         body, top = pos[:-GAP_TOP], pos[-GAP_TOP:]
+        weight = len(body) / (GAP_SAMPLE - GAP_TOP)
         body = body[np.linspace(0, len(body) - 1, GAP_SAMPLE - GAP_TOP).astype(np.int64)]
         pos = np.concatenate([body, top])
     return IdleGaps(pos, gaps[longest].astype(np.float64), longest + 1, gaps[block].astype(np.float64), block + 1,
-                    len(s))
+                    len(s), weight)
 
 
 def idle_gap_thresholds(gaps_ns: np.ndarray) -> list[tuple[float, float]]:

@@ -24,6 +24,7 @@ _SEQ_TOLERANCE = 0.005
 # period candidates from the rarest kernels' launches, their first _RARE_SAMPLE (_period_candidates)
 _RARE, _RARE_SPAN, _RARE_SAMPLE = 8, 32, 1024
 _REGULAR_SPREAD = 0.25  # coefficient of variation of an anchor's distances (in kernels) that counts as regular
+_REGULAR_MIN = 10  # launches of a regular anchor: fewer distances look alike by chance
 _PHASE_SPAN = 4_096  # kernels compared to choose where an anchor cut at every m-th launch starts
 
 
@@ -42,12 +43,17 @@ def kernel_order(run: RunData) -> pd.DataFrame:
 
 class KernelPeriod(NamedTuple):
     """A repeating kernel sequence: `period` kernels, cut at every `every`-th of the `launches`
-    of kernel `anchor` (the first seen of the kernels launched fewest times per period)."""
+    of kernel `anchor` (the first seen of the kernels launched fewest times per period).
+    `flat`: every kernel of the sequence is launched as often per period (a layer of
+    identical layers, with nothing of a step's own).  Where the sequence does not repeat
+    position by position, `anchor` is a kernel launched at regular distances and `period` its
+    mean distance (kernels per launch)."""
 
     period: int
     anchor: str
     launches: int
     every: int
+    flat: bool = False
 
 
 def kernel_period(run: RunData) -> KernelPeriod | None:
@@ -61,27 +67,27 @@ def kernel_period(run: RunData) -> KernelPeriod | None:
         return None
     names = k["function"].cat.categories
     period = _best_period(codes_all[:_SEQ_WINDOW])
-    if period is None:
-        regular = _regular_anchor(codes_all[:_SEQ_WINDOW])
-        if regular is None:
-            return None
-        code, distance = regular
-        return KernelPeriod(distance, str(names[code]), int(np.count_nonzero(codes_all == code)), 1)
-    counts = np.bincount(codes_all, minlength=int(codes_all.max()) + 1)
-    n_periods = len(codes_all) / period
-    per = np.round(counts / n_periods)
-    regular = (per >= 1) & (np.abs(counts - per * n_periods) <= np.maximum(per, 0.02 * per * n_periods))
-    if not regular.any():
+    if period is not None:
+        counts = np.bincount(codes_all, minlength=int(codes_all.max()) + 1)
+        n_periods = len(codes_all) / period
+        per = np.round(counts / n_periods)
+        regular = (per >= 1) & (np.abs(counts - per * n_periods) <= np.maximum(per, 0.02 * per * n_periods))
+        if regular.any():
+            fewest = np.flatnonzero(regular & (per == per[regular].min()))
+            first_pos = {c: int(np.argmax(codes_all == c)) for c in fewest}
+            anchor = min(first_pos, key=first_pos.get)
+            flat = bool(np.all(per[counts > 0.5 * n_periods] == per[anchor]))
+            return KernelPeriod(period, str(names[anchor]), int(counts[anchor]), int(per[anchor]), flat)
+    regular_anchor = _regular_anchor(codes_all[:_SEQ_WINDOW])
+    if regular_anchor is None:
         return None
-    fewest = np.flatnonzero(regular & (per == per[regular].min()))
-    first_pos = {c: int(np.argmax(codes_all == c)) for c in fewest}
-    anchor = min(first_pos, key=first_pos.get)
-    return KernelPeriod(period, str(names[anchor]), int(counts[anchor]), int(per[anchor]))
+    code, distance = regular_anchor
+    return KernelPeriod(distance, str(names[code]), int(np.count_nonzero(codes_all == code)), 1)
 
 
 def _regular_anchor(seq: np.ndarray) -> tuple[int, int] | None:
-    """(code, its median distance in kernels) of the rarest kernel launched throughout `seq`
-    (at least four times) at alike distances (coefficient of variation at most
+    """(code, its mean distance in kernels) of the rarest kernel launched throughout `seq`, at
+    least _REGULAR_MIN times, at alike distances (coefficient of variation at most
     _REGULAR_SPREAD), for a sequence that does not repeat position by position: a kernel of
     some steps only, or names that vary, shift every position after it, while a kernel of
     every step (the loss) still comes once a step."""
@@ -92,10 +98,10 @@ def _regular_anchor(seq: np.ndarray) -> tuple[int, int] | None:
     counts = np.bincount(seq)
     bounds = np.concatenate([[0], np.cumsum(counts)])
     spans = (p_sorted[bounds[:-1]] < n / 3) & (p_sorted[np.maximum(bounds[1:] - 1, 0)] >= 2 * n / 3)
-    for c in sorted(np.flatnonzero((counts >= 4) & spans), key=lambda c: (counts[c], p_sorted[bounds[c]])):
+    for c in sorted(np.flatnonzero((counts >= _REGULAR_MIN) & spans), key=lambda c: (counts[c], p_sorted[bounds[c]])):
         d = np.diff(p_sorted[bounds[c]:bounds[c + 1]])
         if d.std() <= _REGULAR_SPREAD * d.mean():
-            return int(c), int(np.median(d))
+            return int(c), int(round(d.mean()))
     return None
 
 
