@@ -16,15 +16,17 @@ T0_NS = 1_760_000_000_000_000_000
 
 
 def decode_loop(out: Path, *, seed: int, prefill_share: float, attention_us: float, n: int = 120,
-                stalls: int = 0) -> Path:
+                stalls: int = 0, batch_var: float = 0.0) -> Path:
     """A serving loop: each step the host schedules (300 µs), then the GPU runs six attention
-    and six GEMM kernels back to back; a `prefill_share` of the steps also run two long
-    prefill GEMMs (1.2 ms each); the first `stalls` steps stall 20 ms in the host's garbage
-    collector.  Steps are perfdiff-marked."""
+    and six GEMM kernels back to back, their times scaled by the step's batch (uniform within
+    ± `batch_var`); a `prefill_share` of the steps also run two long prefill GEMMs (1.2 ms
+    each); the first `stalls` steps stall 20 ms in the host's garbage collector.  Steps are
+    perfdiff-marked."""
     rng = np.random.default_rng(seed)
     rows, marks, t = [], [], T0_NS
     for step in range(n):
         start = t
+        batch = rng.uniform(1 - batch_var, 1 + batch_var) if batch_var else 1.0
         work = [("scheduler_schedule", "cpu", "Host", 300.0)]
         work += [("gc_collect", "cpu", "Host", 20_000.0)] if step < stalls else []
         work += [("paged_attention_decode_kernel", "kernel", "GPU 0", attention_us), ("gemm_kernel", "kernel",
@@ -32,7 +34,7 @@ def decode_loop(out: Path, *, seed: int, prefill_share: float, attention_us: flo
         if rng.random() < prefill_share:
             work += [("gemm_prefill_kernel", "kernel", "GPU 0", 1_200.0)] * 2
         for name, kind, device, us in work:
-            dur = int(rng.lognormal(np.log(us * 1e3), 0.05))
+            dur = int(rng.lognormal(np.log(us * 1e3 * (batch if kind == "kernel" else 1.0)), 0.05))
             rows.append({"function": name, "kind": kind, "device": device, "start_ns": t, "end_ns": t + dur,
                          "busy_ns": dur, "tid": 1, "launch_ns": t if kind == "kernel" else -1, "stream": -1,
                          "correlation": -1, "bytes": -1})
@@ -86,3 +88,17 @@ def test_a_mean_slowed_by_stalls_is_not_turned_into_a_speed_up(tmp_path: Path) -
     assert an.cycle_test.p_mwu <= 0.05 < an.cycle_test.p_welch
     causes = [f.function for f in c.findings if f.code.value == "cause"]
     assert "paged_attention_decode_kernel" not in causes
+
+
+def test_a_slower_kernel_is_named_where_neither_cycle_test_rejects(tmp_path: Path) -> None:
+    """Batches that vary ±30 % per step hide a 1.3× attention kernel from both cycle tests,
+    and fewer prefill steps happened to make the mean faster: its (untested) direction made
+    the slower kernel 'move against the change', and the verdict read "no material change"."""
+    n = decode_loop(tmp_path / "n", seed=2, prefill_share=0.3, attention_us=30.0, batch_var=0.3, n=60)
+    a = decode_loop(tmp_path / "a", seed=21, prefill_share=0.2, attention_us=39.0, batch_var=0.3, n=60)
+    c = perfdiff.compare(n, a)
+    an = c.analysis
+    assert an.abnormal.mean_us < an.normal.mean_us
+    assert min(an.cycle_test.p_mwu, an.cycle_test.p_welch) > 0.05
+    assert c.verdict[0].code == VerdictCode.GPU_KERNEL
+    assert c.findings[c.verdict[0].evidence[0]].function == "paged_attention_decode_kernel"

@@ -82,9 +82,7 @@ def build_findings(c: Analysis, *, identical: bool = False) -> list[Finding]:
     # Fixed windows last alike by construction (a last, partial one aside): what grew per window
     # of wall clock is what the abnormal run spent more time on.
     windows = c.plan is not None and c.plan.source == CycleSource.WINDOW
-    direction = 1.0 if d_mean >= 0 or windows else -1.0
-    if not windows and _median_leads(c, d_med, d_mean):
-        direction = -direction
+    direction = -1.0 if not windows and _faster(c, d_med, d_mean) else 1.0
     out = [Finding(FindingCode.CYCLE_TIME, q=c.cycle_test.p_mwu, values={
         "median_n_us": c.normal.median_us, "median_a_us": c.abnormal.median_us,
         "change_pct": 100.0 * d_med / c.normal.median_us if c.normal.median_us else float("nan"),
@@ -369,15 +367,20 @@ def _event_findings(c: Analysis) -> list[Finding]:
     return out[:MAX_RESOURCES]
 
 
-def _median_leads(c: Analysis, d_med: float, d_mean: float) -> bool:
-    """The median cycle got slower while the mean got faster, and only the median's shift (the
-    rank test) is significant: the typical cycle's slowdown is the change.  A mix of cycles
-    that changed (fewer long prefill steps) moves the mean against a slowdown of every step.
-    Never the other way: a mean slowed by a few stalls is throughput lost, even when the
-    typical cycle got a little faster."""
+def _faster(c: Analysis, d_med: float, d_mean: float) -> bool:
+    """Whether the change to explain is a speed-up: the mean cycle got faster, a test says so
+    (Welch's on the means, or the rank test with the median faster too), and the rank test
+    does not say the median got slower.  Otherwise the change explained is a slowdown: a
+    mean slowed by a few stalls (which Welch's test may miss) is throughput lost; a median
+    slower while a different mix of cycles (fewer long prefill steps) made the mean faster is
+    every step slower; and where neither test rejects, what slowed is still worth naming."""
     t = c.cycle_test
-    return (d_med > 0 > d_mean and math.isfinite(t.p_mwu) and t.p_mwu <= c.alpha
-            and not (math.isfinite(t.p_welch) and t.p_welch <= c.alpha))
+    a = c.alpha
+
+    def rejects(p: float) -> bool:
+        return math.isfinite(p) and p <= a
+    return d_mean < 0 and (rejects(t.p_welch) or (d_med < 0 and rejects(t.p_mwu))) \
+        and not (d_med > 0 and rejects(t.p_mwu))
 
 
 def _share_moved(f: FunctionStats, alpha: float, direction: float) -> bool:
