@@ -33,13 +33,13 @@ from perfdiff.model.cycles import CyclePlan
 from perfdiff.model.schema import CycleSource
 from perfdiff.segment import (DEFAULT_WINDOW_NS, MAX_WINDOWS, MIN_CYCLES, Cycles, IdleGaps, KernelPeriod, cut_cycles,
                               gpu_busy_by_device, idle_gap_thresholds, idle_gaps, kernel_launch_counts, kernel_period,
-                              marker_cycles, range_work_share, repeated_ranges, source_rows, timeline_ns)
+                              marker_cycles, repeated_ranges, source_rows, timeline_ns)
 
 __all__ = ["MARKER_SOURCES", "CycleSummary", "check_cycle_choice", "marker_counts", "offered_sources", "plan_pair",
            "segment_cycles", "summarize_cycles"]
 
 MARKER_SOURCES = (CycleSource.PERFDIFF_MARKERS, CycleSource.PROFILER_STEP)  # in the order the plan prefers them
-RANGE_WORK = 0.5  # share of the GPU work a repeated range must hold to be an iteration by itself
+RANGES_PER_PERIOD = 1.5  # a range repeated this often per kernel period marks a part of an iteration
 GAP_ALIKE = 0.25  # coefficient of variation of GPU rows per cycle under which idle-gap cycles are alike
 GAP_PERIODS = 1.5  # kernel periods an alike idle-gap cycle holds for it to be the iteration instead
 
@@ -51,7 +51,6 @@ class CycleSummary:
     perfdiff_cycles: int  # cycles its perfdiff markers give
     step_cycles: int  # cycles its ProfilerStep#N ranges give
     ranges: dict[str, tuple[int, int]]  # repeated non-overlapping range → (count, covered ns)
-    range_work: dict[str, float]  # repeated range → share of the GPU work inside it (NaN: none)
     period: KernelPeriod | None  # its repeating kernel sequence
     launches: dict[str, int]  # launches per kernel name
     gaps: IdleGaps = field(repr=False)  # its positive GPU idle gaps
@@ -84,11 +83,9 @@ def summarize_cycles(run: RunData) -> CycleSummary:
     m = run.markers
     counts = marker_counts(m)
     t0, t1 = timeline_ns(run)
-    annotations = source_rows(m, CycleSource.ANNOTATION)
-    ranges = repeated_ranges(annotations)
     return CycleSummary(
         perfdiff_cycles=counts[CycleSource.PERFDIFF_MARKERS], step_cycles=counts[CycleSource.PROFILER_STEP],
-        ranges=ranges, range_work=range_work_share(run, annotations, ranges),
+        ranges=repeated_ranges(source_rows(m, CycleSource.ANNOTATION)),
         period=kernel_period(run), launches=kernel_launch_counts(run), gaps=idle_gaps(run),
         span_ns=max(0, t1 - t0), gpu_busy_ns=gpu_busy_by_device(run))
 
@@ -132,17 +129,17 @@ def _plan_cycles(sn: CycleSummary, sa: CycleSummary, cycle_regex: str | None, wi
         return CyclePlan(CycleSource.PERFDIFF_MARKERS, one_sided=tuple(one_sided))
     if both(CycleSource.PROFILER_STEP, sn.step_cycles, sa.step_cycles):
         return CyclePlan(CycleSource.PROFILER_STEP, one_sided=tuple(one_sided))
-    common = set(sn.ranges) & set(sa.ranges)
+    # Ranges repeated several times per kernel period (a layer's) are parts of an iteration.
+    common = [k for k in sn.ranges if k in sa.ranges and not _within_period(k, sn, sa)]
     if common:
         def share(name: str) -> float:
             return (sn.ranges[name][1] / max(sn.span_ns, 1)) + (sa.ranges[name][1] / max(sa.span_ns, 1))
         # The largest pooled share; of equals, the one that comes first in the normal run.
-        order = [k for k in sn.ranges if k in common]
-        name = max(order, key=share)
-        # Ranges that hold under half of either run's GPU work (a data-loader call) mark one
-        # part of each iteration: the iteration runs from one to the next.
-        to_next = sn.range_work[name] < RANGE_WORK or sa.range_work[name] < RANGE_WORK  # NaN: no GPU work
-        return CyclePlan(CycleSource.ANNOTATION, name=name, to_next_start=to_next, one_sided=tuple(one_sided))
+        # A range may hold a part of the iteration (the compute, a data-loader call) or all
+        # of it, and not the same in both runs: a cycle runs from one range's start to the
+        # next's, which is the whole iteration either way.
+        return CyclePlan(CycleSource.ANNOTATION, name=max(common, key=share), to_next_start=True,
+                         one_sided=tuple(one_sided))
     if sn.ranges or sa.ranges:
         def most(s: CycleSummary) -> int:
             return max((c for c, _ in s.ranges.values()), default=0)
@@ -157,6 +154,13 @@ def _plan_cycles(sn: CycleSummary, sa: CycleSummary, cycle_regex: str | None, wi
     if threshold is not None:
         return CyclePlan(CycleSource.IDLE_GAPS, threshold_ns=threshold, one_sided=tuple(one_sided))
     return CyclePlan(CycleSource.WINDOW, window_ns=_default_window_ns(sn, sa), one_sided=tuple(one_sided))
+
+
+def _within_period(name: str, sn: CycleSummary, sa: CycleSummary) -> bool:
+    """Whether range `name` repeats at least RANGES_PER_PERIOD times per kernel period in a run
+    that has one: a layer's range inside a step, no iteration."""
+    return any(s.period is not None and s.ranges[name][0] >= RANGES_PER_PERIOD * s.period.launches / s.period.every
+               for s in (sn, sa))
 
 
 def check_cycle_choice(cycle: str | None, window: str | int | None) -> None:

@@ -16,8 +16,7 @@ class CyclePlan:
 
     `name`: the range name (ANNOTATION), the anchor kernel (KERNEL_SEQUENCE) or the regex
     (REGEX); `to_next_start`: a cycle runs from one range's start to the next's, not over the
-    range (ANNOTATION: ranges that hold little of the GPU work mark one part of an
-    iteration); `period`: kernels per cycle and `anchor_every`: launches of the anchor per
+    range (ANNOTATION: a range may hold a part of the iteration or all of it); `period`: kernels per cycle and `anchor_every`: launches of the anchor per
     cycle (KERNEL_SEQUENCE); `threshold_ns`: the idle gap that ends a cycle (IDLE_GAPS);
     `window_ns`: the window (WINDOW).  `chosen_by_user`: --cycle or --window.  `one_sided`:
     sources that one run had and the other lacked, as (source, cycles in the normal run,

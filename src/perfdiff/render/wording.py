@@ -429,7 +429,7 @@ def plan_text(plan: CyclePlan | None) -> str:
     elif src == CycleSource.ANNOTATION:
         what = f"the repeating range **{md_name(plan.name or '', 80)}**"
         if plan.to_next_start:
-            what += ", a cycle running from one's start to the next's (the range holds little of the GPU work)"
+            what += ", a cycle running from one's start to the next's"
     elif src == CycleSource.REGEX:
         what = f"the ranges or kernels matching /{md_escape(plan.name or '')}/ (--cycle)"
     elif src == CycleSource.KERNEL_SEQUENCE:

@@ -7,12 +7,11 @@ from __future__ import annotations
 
 import dataclasses
 import re
-from collections.abc import Iterable
 
 import numpy as np
 import pandas as pd
 
-from perfdiff.bundle import MISSING, RunData
+from perfdiff.bundle import RunData
 from perfdiff.errors import InputError
 from perfdiff.model.cycles import CyclePlan
 from perfdiff.model.schema import GPU_KINDS, CycleSource, MarkerSource
@@ -22,12 +21,11 @@ from perfdiff.segment.sequence import KernelPeriod, cut_at_kernel, kernel_launch
 
 __all__ = ["DEFAULT_WINDOW_NS", "MAX_WINDOWS", "MIN_CYCLES", "STEP_NAME", "Cycles", "IdleGaps", "KernelPeriod",
            "cut_cycles", "cycle_pattern", "fixed_windows", "gpu_busy_by_device", "idle_gap_thresholds", "idle_gaps",
-           "kernel_launch_counts", "kernel_period", "marker_cycles", "range_rows", "range_work_share",
+           "kernel_launch_counts", "kernel_period", "marker_cycles", "range_rows",
            "rename_devices", "repeated_ranges", "source_rows", "timeline_ns"]
 
 DEFAULT_WINDOW_NS = 100_000_000
 MAX_WINDOWS = 1_000_000  # fixed windows of one run: beyond, a window far too short for the run (memory)
-_WORK_SAMPLE = 20_000  # GPU rows sampled to tell what share of the work a range holds
 
 
 def _ranges_to_cycles(m: pd.DataFrame, source: str, detail: str, to_next: bool = False) -> Cycles:
@@ -97,32 +95,6 @@ def repeated_ranges(m: pd.DataFrame) -> dict[str, tuple[int, int]]:
         if np.any(s[1:] < e[:-1]):
             continue  # overlapping ranges (several threads, nesting) are not iterations
         out[str(name)] = (len(grp), int((e - s).sum()))
-    return out
-
-
-def range_work_share(run: RunData, m: pd.DataFrame, names: Iterable[str]) -> dict[str, float]:
-    """For each range name of `names` (ranges in `m`): the share of the run's GPU busy time
-    (rows placed at their launch, else start) that falls inside its ranges; NaN without GPU
-    work.  Ranges that hold the work are iterations; ranges that hold little of it mark one
-    part of each."""
-    a = run.activity
-    g = a[a["kind"].isin(GPU_KINDS).to_numpy()]
-    busy = g["busy_ns"].to_numpy().astype(np.float64)
-    if len(g) == 0 or not busy.sum() > 0:
-        return {name: float("nan") for name in names}
-    t = g["launch_ns"].to_numpy()
-    t = np.where(t != MISSING, t, g["start_ns"].to_numpy())
-    if len(t) > _WORK_SAMPLE:
-        pick = np.linspace(0, len(t) - 1, _WORK_SAMPLE).astype(np.int64)
-        t, busy = t[pick], busy[pick]
-    out = {}
-    for name in names:
-        r = range_rows(m, name)
-        order = np.argsort(r["start_ns"].to_numpy(), kind="stable")
-        s, e = r["start_ns"].to_numpy()[order], r["end_ns"].to_numpy()[order]
-        i = np.searchsorted(s, t, side="right") - 1
-        inside = (i >= 0) & (t < e[np.maximum(i, 0)])
-        out[name] = float(busy[inside].sum() / busy.sum()) if busy.sum() > 0 else float("nan")
     return out
 
 
