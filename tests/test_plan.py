@@ -335,7 +335,7 @@ def test_a_step_is_the_period_not_the_layer_inside_it() -> None:
     all-reduce.  Each cycle then holds one data-loader call, so a loader ten times slower is
     seen per cycle, where per layer it would fall in one cycle in 40."""
     a, b = run_of(_layered_steps(10)), run_of(_layered_steps(10, loader_ns=100_000))
-    assert summarize_cycles(a).period == (122, "N", 20, 2, False)
+    assert summarize_cycles(a).period[:5] == (122, "N", 20, 2, False)
     plan = plan_of(a, b)
     assert (plan.source, plan.name, plan.period, plan.anchor_every, plan.confirmed) == \
         (CycleSource.KERNEL_SEQUENCE, "N", 122, 2, True)
@@ -361,13 +361,13 @@ def test_warm_up_kernels_do_not_crowd_out_the_step() -> None:
     """Eight kernels launched five times at the start were the 'rarest' kernels, and the
     step's period was no longer a candidate: the layer was taken, or nothing."""
     run = run_of(_layered_steps(10, warm=8))
-    assert summarize_cycles(run).period == (122, "N", 20, 2, False)
+    assert summarize_cycles(run).period[:5] == (122, "N", 20, 2, False)
 
 
 def test_a_kernel_without_a_name_is_left_out_of_the_sequence() -> None:
     """A null name (category code -1) made np.bincount raise."""
     run = run_of([k(n, t * 100, t * 100 + 10) for t, n in enumerate(list("ABC") * 10 + [None])])
-    assert summarize_cycles(run).period == (3, "A", 10, 1, True)
+    assert summarize_cycles(run).period[:5] == (3, "A", 10, 1, True)
 
 
 def test_a_pattern_and_a_window_are_refused_together() -> None:
@@ -380,14 +380,14 @@ def test_a_sequence_with_no_longer_structure_keeps_its_shortest_period() -> None
     """Without kernels of its own, a step is indistinguishable from its layers: the shortest
     period that repeats as well as any other is kept."""
     run = run_of(_layered_steps(10, inserts=()))
-    assert summarize_cycles(run).period == (3, "A", 400, 1, True)
+    assert summarize_cycles(run).period[:5] == (3, "A", 400, 1, True)
 
 
 def test_an_anchor_launched_other_than_as_often_per_period_is_unconfirmed() -> None:
     """The abnormal run launches the all-reduce three times a step: cutting it at every second
     launch would not give its steps, so the normal run's anchor is refused there."""
     a, b = run_of(_layered_steps(10)), run_of(_layered_steps(10, inserts=(30, 60, 100)))
-    assert summarize_cycles(b).period == (123, "N", 30, 3, False)
+    assert summarize_cycles(b).period[:5] == (123, "N", 30, 3, False)
     plan = plan_of(a, b)
     assert plan.source == CycleSource.IDLE_GAPS  # the gap the data loader leaves before each step
     assert cut_cycles(a, plan).n == cut_cycles(b, plan).n == 10
@@ -481,7 +481,7 @@ def test_steps_of_identical_layers_are_cut_at_the_idle_gpu_between_them() -> Non
     GPU idles between steps, and those alike cycles, of 40 layers each, are the iterations."""
     a = run_of(_layered_steps(10, inserts=()))
     b = run_of(_layered_steps(10, inserts=(), loader_ns=10_000))
-    assert summarize_cycles(a).period == (3, "A", 400, 1, True)
+    assert summarize_cycles(a).period[:5] == (3, "A", 400, 1, True)
     plan = plan_of(a, b)
     assert plan.source == CycleSource.IDLE_GAPS
     ca, cb = cut_cycles(a, plan), cut_cycles(b, plan)
@@ -608,3 +608,14 @@ def test_a_sync_every_ten_steps_does_not_make_ten_steps_the_cycle() -> None:
     assert summarize_cycles(a).period.flat is False
     plan = plan_of(a, b)
     assert plan.source == CycleSource.KERNEL_SEQUENCE and cut_cycles(a, plan).n == 99
+
+
+def test_an_anchor_renamed_in_one_run_gives_way_to_another_of_the_step() -> None:
+    """The abnormal run's embedding kernel got a new name (a kernel library update): the
+    normal run's anchor was missing there and, with no idle gaps, the plan fell to 100 ms
+    windows.  The step's other once-per-step kernels anchor it instead."""
+    a = run_of(_loss_steps(60, 1))
+    b = run_of([dict(r, function="embed_v2") if r["function"] == "embed" else r for r in _loss_steps(60, 2)])
+    plan = plan_of(a, b)
+    assert (plan.source, plan.name, plan.confirmed) == (CycleSource.KERNEL_SEQUENCE, "loss", True)
+    assert cut_cycles(a, plan).n == cut_cycles(b, plan).n == 59

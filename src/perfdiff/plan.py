@@ -182,26 +182,27 @@ def _default_window_ns(sn: CycleSummary, sa: CycleSummary) -> int:
 
 def _common_anchor(sn: CycleSummary, sa: CycleSummary) -> tuple[str, int, int, bool] | None:
     """(anchor kernel, period, anchor launches per cycle, confirmed) for both runs, from a run
-    that repeats (the normal run's first).  Where the other run repeats too, it must launch
-    the anchor as often per `period` kernels (else the anchor would cut it into part
-    iterations or several); where it does not, at least MIN_CYCLES + 1 cycles' worth,
-    unconfirmed."""
+    that repeats (the normal run's first), trying its anchors in turn (another run may have
+    renamed the first).  Where the other run repeats too, it must have the same anchor, as
+    often per period, or launch it as often per `period` kernels (else the anchor would cut
+    it into part iterations or several); where it does not, at least MIN_CYCLES + 1 cycles'
+    worth, unconfirmed."""
     for own, other in ((sn, sa), (sa, sn)):
         if own.period is None:
             continue
-        period, anchor, every = own.period.period, own.period.anchor, own.period.every
-        launches = other.launches.get(anchor, 0)
-        if other.period is not None:
-            if (other.period.anchor, other.period.every) == (anchor, every):
-                return anchor, period, every, True  # the same cut, whatever each step holds
-            # At the rate of this run's period: the other run may repeat at a multiple of it
-            # (a kernel of its own every few steps) and still hold the same steps.
-            expected = every * sum(other.launches.values()) / period
-            if abs(launches - expected) <= max(every, 0.02 * expected):
-                return anchor, period, every, True
-            continue
-        if launches >= (MIN_CYCLES + 1) * every:
-            return anchor, period, every, False
+        period, every = own.period.period, own.period.every
+        for anchor in own.period.anchors or (own.period.anchor,):
+            launches = other.launches.get(anchor, 0)
+            if other.period is not None:
+                if other.period.every == every and anchor in (other.period.anchors or (other.period.anchor,)):
+                    return anchor, period, every, True  # the same cut, whatever each step holds
+                # At the rate of this run's period: the other run may repeat at a multiple of
+                # it (a kernel of its own every few steps) and still hold the same steps.
+                expected = every * sum(other.launches.values()) / period
+                if abs(launches - expected) <= max(every, 0.02 * expected):
+                    return anchor, period, every, True
+            elif launches >= (MIN_CYCLES + 1) * every:
+                return anchor, period, every, False
     return None
 
 

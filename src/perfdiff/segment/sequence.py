@@ -25,6 +25,7 @@ _SEQ_TOLERANCE = 0.005
 _RARE, _RARE_SPAN, _RARE_SAMPLE = 8, 32, 1024
 _REGULAR_SPREAD = 0.25  # coefficient of variation of an anchor's distances (in kernels) that counts as regular
 _REGULAR_MIN = 10  # launches of a regular anchor: fewer distances look alike by chance
+_ANCHORS = 8  # kernels kept that could anchor the period (another run may have renamed the first)
 _PHASE_SPAN = 4_096  # kernels compared to choose where an anchor cut at every m-th launch starts
 
 
@@ -47,13 +48,15 @@ class KernelPeriod(NamedTuple):
     `flat`: every kernel of the sequence is launched as often per period (a layer of
     identical layers, with nothing of a step's own).  Where the sequence does not repeat
     position by position, `anchor` is a kernel launched at regular distances and `period` its
-    mean distance (kernels per launch)."""
+    mean distance (kernels per launch).  `anchors`: the kernels launched as often as `anchor`
+    per period, in the order first seen (it first): another run may have renamed one."""
 
     period: int
     anchor: str
     launches: int
     every: int
     flat: bool = False
+    anchors: tuple[str, ...] = ()
 
 
 def kernel_period(run: RunData) -> KernelPeriod | None:
@@ -75,14 +78,17 @@ def kernel_period(run: RunData) -> KernelPeriod | None:
         if regular.any():
             fewest = np.flatnonzero(regular & (per == per[regular].min()))
             first_pos = {c: int(np.argmax(codes_all == c)) for c in fewest}
-            anchor = min(first_pos, key=first_pos.get)
+            order = sorted(first_pos, key=first_pos.get)
+            anchor = order[0]
             flat = bool(np.all(per[counts > 0.5 * n_periods] == per[anchor]))
-            return KernelPeriod(period, str(names[anchor]), int(counts[anchor]), int(per[anchor]), flat)
+            return KernelPeriod(period, str(names[anchor]), int(counts[anchor]), int(per[anchor]), flat,
+                                tuple(str(names[c]) for c in order[:_ANCHORS]))
     regular_anchor = _regular_anchor(codes_all[:_SEQ_WINDOW])
     if regular_anchor is None:
         return None
     code, distance = regular_anchor
-    return KernelPeriod(distance, str(names[code]), int(np.count_nonzero(codes_all == code)), 1)
+    return KernelPeriod(distance, str(names[code]), int(np.count_nonzero(codes_all == code)), 1,
+                        anchors=(str(names[code]),))
 
 
 def _regular_anchor(seq: np.ndarray) -> tuple[int, int] | None:
