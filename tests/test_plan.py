@@ -619,3 +619,17 @@ def test_an_anchor_renamed_in_one_run_gives_way_to_another_of_the_step() -> None
     plan = plan_of(a, b)
     assert (plan.source, plan.name, plan.confirmed) == (CycleSource.KERNEL_SEQUENCE, "loss", True)
     assert cut_cycles(a, plan).n == cut_cycles(b, plan).n == 59
+
+
+def test_a_kernel_every_tenth_step_does_not_make_ten_steps_the_cycle() -> None:
+    """A metrics reduction every tenth step makes ten steps the sequence's best repeat: the
+    cycles were ten steps long, two of them in 30 steps.  It is all that the step lacks, and
+    the step is the cycle."""
+    def steps(seed: int) -> list[dict]:
+        rows = _loss_steps(30, seed, extra=("E", "F", "G", "H"))
+        losses = [r["start_ns"] for r in rows if r["function"] == "loss"]
+        return rows + [k("log_metrics", t + 50, t + 60) for t in losses[9::10]]
+    a, b = run_of(steps(1)), run_of(steps(2))
+    assert summarize_cycles(a).period.period == 67
+    plan = plan_of(a, b)
+    assert plan.source == CycleSource.KERNEL_SEQUENCE and cut_cycles(a, plan).n == 29

@@ -25,6 +25,7 @@ _SEQ_TOLERANCE = 0.005
 _RARE, _RARE_SPAN, _RARE_SAMPLE = 8, 32, 1024
 _REGULAR_SPREAD = 0.25  # coefficient of variation of an anchor's distances (in kernels) that counts as regular
 _REGULAR_MIN = 10  # launches of a regular anchor: fewer distances look alike by chance
+_INCIDENTAL_NAMES, _INCIDENTAL_LAUNCHES = 0.1, 0.01  # kernels every few iterations (_incidental)
 _ANCHORS = 8  # kernels kept that could anchor the period (another run may have renamed the first)
 _PHASE_SPAN = 4_096  # kernels compared to choose where an anchor cut at every m-th launch starts
 
@@ -126,7 +127,31 @@ def _best_period(seq: np.ndarray) -> int | None:
         if match >= 1.0 - _SEQ_TOLERANCE:
             break  # nothing longer can repeat better by more than the tolerance
     bar = max(_SEQ_MATCH, best - _SEQ_TOLERANCE)
-    return next((p for p, match in tried if match >= bar), None)
+    period = next((p for p, match in tried if match >= bar), None)
+    if period is None:
+        return None
+    # A few kernels every k iterations (a metrics reduction every 10 steps) make k iterations
+    # the best repeat; where they are all that a shorter repeat q lacks, q is the iteration.
+    return next((q for q, match in tried if q < period and _incidental(seq, period, q, match)), period)
+
+
+def _incidental(seq: np.ndarray, period: int, q: int, match: float) -> bool:
+    """Whether `period` is k ≥ 2 repeats of the shorter `q`, which repeats at `match` of the
+    positions, plus incidental kernels: kernels launched fewer than k times per period (not
+    in every q), under _INCIDENTAL_NAMES of its kernel names and _INCIDENTAL_LAUNCHES of its
+    launches, which explain q's mismatches (each shifts the positions of about one q after
+    it).  A step is also many layers plus kernels of its own (embedding, loss, optimizer),
+    but those are a larger share of its names."""
+    k = round(period / q)
+    if k < 2 or abs(period - k * q) > max(k, 0.02 * period):
+        return False
+    per = np.bincount(seq) / (len(seq) / period)  # launches per period
+    present = per >= 0.5
+    extra = present & (per < k - 0.5)
+    shifts = per[extra].sum()
+    return (0 < np.count_nonzero(extra) < _INCIDENTAL_NAMES * np.count_nonzero(present)
+            and shifts < _INCIDENTAL_LAUNCHES * per[present].sum()
+            and match >= 1.0 - 1.5 * shifts * q / period)
 
 
 def _period_candidates(seq: np.ndarray) -> np.ndarray:
