@@ -14,7 +14,8 @@ from perfdiff.model.schema import CycleSource
 from perfdiff.parallel import Parallel
 from perfdiff.plan import plan_pair, summarize_cycles
 from perfdiff.render.wording import plan_text
-from perfdiff.segment import cut_cycles
+from perfdiff.bundle import RunData
+from perfdiff.segment import cut_cycles, kernel_period
 
 RODINIA = "kmcho2019/Rodinia_3.1_Gaussian"
 
@@ -53,10 +54,13 @@ def test_a_repeating_range_cuts_from_start_to_start_whatever_it_holds() -> None:
     the compute only hid a slower data loader, and one run's range holding the loader while
     the other's did not read as an input stall.  Cycles now run from one range's start to
     the next's: the whole iteration, whatever the range holds."""
-    def steps(kernel_ns: int, loader_ns: int = 50, around: str = "loader") -> tuple[list[dict], list[dict]]:
+    def steps(kernel_ns: int, loader_ns: int = 50, around: str = "loader",
+              idle_ns: int = 0) -> tuple[list[dict], list[dict]]:
         rows, marks, t = [], [], 0
         for _ in range(6):
+            t += idle_ns
             step = t
+            rows.append(k("loader", t, t + loader_ns, kind="cpu", device="Host"))
             t += loader_ns
             for _ in range(10):
                 rows.append(k("K", t, t + kernel_ns))
@@ -73,16 +77,23 @@ def test_a_repeating_range_cuts_from_start_to_start_whatever_it_holds() -> None:
     assert "running to the next one's start" in ca.detail and "from one's start to the next's" in plan_text(plan)
     a, b = run_of(*steps(100, around="compute")), run_of(*steps(100, loader_ns=500, around="compute"))
     assert np.all(np.diff(cut_cycles(b, plan_of(a, b)).start_ns) == 500 + 10 * 110)  # the loader is in the cycle
-    a, b = run_of(*steps(100, around="compute")), run_of(*steps(100, around="step"))
+    a, b = run_of(*steps(100, 500, around="compute")), run_of(*steps(100, 500, around="step"))
     ca, cb = cut_cycles(a, plan_of(a, b)), cut_cycles(b, plan_of(a, b))
     assert np.array_equal(ca.dur_ns, cb.dur_ns)  # the range moved, the iterations did not
+    # Nothing between the ranges (a server idle between its steps): the ranges are the cycles,
+    # and a lighter load (longer idle) is no slowdown.
+    busy, light = run_of(*steps(100, 0, around="step", idle_ns=100)), run_of(*steps(100, 0, around="step",
+                                                                                    idle_ns=5_000))
+    plan = plan_of(busy, light)
+    assert plan.to_next_start is False
+    assert np.array_equal(cut_cycles(busy, plan).dur_ns, cut_cycles(light, plan).dur_ns)
 
 
 def test_a_range_repeated_within_each_step_is_no_iteration() -> None:
     """A per-layer range (8 a step) made each layer a cycle, and a slower data loader fell in
     one of eight.  The step's kernel sequence (its own embedding, loss and optimizer kernels)
     shows the range repeats within it: the kernel sequence cuts the steps."""
-    rows = _loss_steps(30, 1)
+    rows = _loss_steps(30, 1, loader_ns=2_000)
     layer_starts = [r["start_ns"] for r in rows if r["function"] == "A"]
     marks = [{"name": "TransformerLayer", "start_ns": t, "end_ns": t + 350, "source": "nvtx"} for t in layer_starts]
     run = run_of(rows, marks)
@@ -558,16 +569,19 @@ def test_cycles_counted_from_a_thinned_sample_stand_for_the_gaps_left_out() -> N
 
 
 def _loss_steps(steps: int, seed: int, *, extra: tuple[str, ...] = (), amp_share: float = 0.0,
-                occasional: int = 0, stall_every: int = 0) -> list[dict]:
+                occasional: int = 0, stall_every: int = 0, loader_ns: int = 0) -> list[dict]:
     """Steps of an embedding kernel, 8 layers of A B C D, `extra` kernels, a loss and an
     optimizer kernel, back to back; an AMP kernel in a share of the steps; `occasional`
     kernels launched in 4–6 random steps each; 100 µs of idle GPU after every
-    `stall_every`-th step (a logging sync)."""
+    `stall_every`-th step (a logging sync); a host data loader of `loader_ns` before each."""
     rng = np.random.default_rng(seed)
     occ = {f"occ{j}": set(rng.choice(steps, size=int(rng.integers(4, 7)), replace=False).tolist())
            for j in range(occasional)}
     rows, t = [], 0
     for step in range(steps):
+        if loader_ns:
+            rows.append(k("loader", t, t + loader_ns, kind="cpu", device="Host"))
+            t += loader_ns
         names = ["embed"] + [n for _ in range(8) for n in ("A", "B", "C", "D", *extra)] + ["loss", "optim"]
         names += ["amp"] if rng.random() < amp_share else []
         names += [name for name, at in occ.items() if step in at]
@@ -633,3 +647,21 @@ def test_a_kernel_every_tenth_step_does_not_make_ten_steps_the_cycle() -> None:
     assert summarize_cycles(a).period.period == 67
     plan = plan_of(a, b)
     assert plan.source == CycleSource.KERNEL_SEQUENCE and cut_cycles(a, plan).n == 29
+
+
+def _named_sequence(names: list[str]) -> RunData:
+    """Kernels of the given names back to back, 10 ns each."""
+    return run_of([k(n, t * 11, t * 11 + 10, launch=t * 11) for t, n in enumerate(names)])
+
+
+def test_a_step_with_few_kernels_of_its_own_is_not_cut_into_parts() -> None:
+    """The rule for kernels every few steps took a half step that did not repeat at all (a
+    kernel twice a step makes half a step a candidate), and a flat layer where the step has
+    few kernels of its own (an inference forward pass: embedding and sampling around 32
+    identical layers)."""
+    fwd, bwd = [f"fwd{i}" for i in range(10)], [f"bwd{i}" for i in range(20)]
+    step = ["memset"] + fwd * 12 + ["loss"] + bwd * 12 + ["memset", "allreduce", "adam"]
+    assert kernel_period(_named_sequence(step[-3:] + step * 40)).period == len(step)
+    layer = [f"layer{i}" for i in range(20)]
+    forward = ["embedding"] + layer * 32 + ["argmax"]
+    assert kernel_period(_named_sequence(forward * 40)).period == len(forward)

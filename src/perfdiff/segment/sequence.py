@@ -25,7 +25,9 @@ _SEQ_TOLERANCE = 0.005
 _RARE, _RARE_SPAN, _RARE_SAMPLE = 8, 32, 1024
 _REGULAR_SPREAD = 0.25  # coefficient of variation of an anchor's distances (in kernels) that counts as regular
 _REGULAR_MIN = 10  # launches of a regular anchor: fewer distances look alike by chance
-_INCIDENTAL_NAMES, _INCIDENTAL_LAUNCHES = 0.1, 0.01  # kernels every few iterations (_incidental)
+# kernels every few iterations (_incidental): shares of a period's names and launches, and
+# the least share of positions the shorter repeat must still match
+_INCIDENTAL_NAMES, _INCIDENTAL_LAUNCHES, _INCIDENTAL_MATCH = 0.1, 0.01, 0.75
 _ANCHORS = 8  # kernels kept that could anchor the period (another run may have renamed the first)
 _PHASE_SPAN = 4_096  # kernels compared to choose where an anchor cut at every m-th launch starts
 
@@ -137,21 +139,27 @@ def _best_period(seq: np.ndarray) -> int | None:
 
 def _incidental(seq: np.ndarray, period: int, q: int, match: float) -> bool:
     """Whether `period` is k ≥ 2 repeats of the shorter `q`, which repeats at `match` of the
-    positions, plus incidental kernels: kernels launched fewer than k times per period (not
-    in every q), under _INCIDENTAL_NAMES of its kernel names and _INCIDENTAL_LAUNCHES of its
-    launches, which explain q's mismatches (each shifts the positions of about one q after
-    it).  A step is also many layers plus kernels of its own (embedding, loss, optimizer),
+    positions (at least _INCIDENTAL_MATCH), plus incidental kernels: kernels launched fewer
+    than k times per period (not in every q), under _INCIDENTAL_NAMES of its kernel names and
+    _INCIDENTAL_LAUNCHES of its launches, which explain q's mismatches (each shifts the
+    positions of about one q after it); and q is no flat layer but a step with kernels of its
+    own.  A step is also many layers plus kernels of its own (embedding, loss, optimizer),
     but those are a larger share of its names."""
     k = round(period / q)
     if k < 2 or abs(period - k * q) > max(k, 0.02 * period):
         return False
-    per = np.bincount(seq) / (len(seq) / period)  # launches per period
+    counts = np.bincount(seq)
+    per = counts / (len(seq) / period)  # launches per period
     present = per >= 0.5
     extra = present & (per < k - 0.5)
     shifts = per[extra].sum()
+    # q must be an iteration of its own: some kernels once per q and others more often (a
+    # step's loss among its layers), not a flat layer.
+    per_q = np.round(counts / (len(seq) / q))[counts / (len(seq) / q) >= 0.5]
     return (0 < np.count_nonzero(extra) < _INCIDENTAL_NAMES * np.count_nonzero(present)
             and shifts < _INCIDENTAL_LAUNCHES * per[present].sum()
-            and match >= 1.0 - 1.5 * shifts * q / period)
+            and match >= max(_INCIDENTAL_MATCH, 1.0 - 1.5 * shifts * q / period)
+            and len(per_q) > 0 and per_q.min() == 1 and per_q.max() > 1)
 
 
 def _period_candidates(seq: np.ndarray) -> np.ndarray:
