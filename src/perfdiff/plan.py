@@ -9,7 +9,7 @@ threshold from both runs' gaps), unless the user names one (--cycle, --window):
 1. perfdiff markers written by the target;
 2. ProfilerStep#N ranges;
 3. a range name that repeats in both runs without overlapping (the one covering the largest
-   share of both runs; cut from start to start where either run works between its repeats);
+   share of both runs; cut from one start to the next);
 4. a repeating kernel sequence (or a kernel launched at regular distances), cut at the same
    anchor kernel in both, unless its period is flat and alike idle-gap cycles hold several
    periods (then 5);
@@ -33,7 +33,7 @@ from perfdiff.model.cycles import CyclePlan
 from perfdiff.model.schema import CycleSource
 from perfdiff.segment import (DEFAULT_WINDOW_NS, MAX_WINDOWS, MIN_CYCLES, Cycles, IdleGaps, KernelPeriod,
                               RepeatedRange, cut_cycles, gpu_busy_by_device, idle_gap_thresholds, idle_gaps,
-                              kernel_launch_counts, kernel_period, marker_cycles, outside_ranges_share,
+                              kernel_launch_counts, kernel_period, marker_cycles,
                               repeated_ranges, source_rows, timeline_ns)
 
 __all__ = ["MARKER_SOURCES", "CycleSummary", "check_cycle_choice", "marker_counts", "offered_sources", "plan_pair",
@@ -41,7 +41,6 @@ __all__ = ["MARKER_SOURCES", "CycleSummary", "check_cycle_choice", "marker_count
 
 MARKER_SOURCES = (CycleSource.PERFDIFF_MARKERS, CycleSource.PROFILER_STEP)  # in the order the plan prefers them
 RANGES_PER_PERIOD = 1.5  # a range repeated this often per kernel period marks a part of an iteration
-RANGE_OUTSIDE = 0.05  # share of the busy time between a range's repeats that makes it a part of the iteration
 GAP_ALIKE = 0.25  # coefficient of variation of GPU rows per cycle under which idle-gap cycles are alike
 GAP_PERIODS = 1.5  # kernel periods an alike idle-gap cycle holds for it to be the iteration instead
 
@@ -53,7 +52,6 @@ class CycleSummary:
     perfdiff_cycles: int  # cycles its perfdiff markers give
     step_cycles: int  # cycles its ProfilerStep#N ranges give
     ranges: dict[str, RepeatedRange]  # repeated non-overlapping ranges by name
-    range_outside: dict[str, float]  # repeated range → share of the busy time outside it (NaN: none)
     period: KernelPeriod | None  # its repeating kernel sequence
     launches: dict[str, int]  # launches per kernel name
     gaps: IdleGaps = field(repr=False)  # its positive GPU idle gaps
@@ -86,11 +84,9 @@ def summarize_cycles(run: RunData) -> CycleSummary:
     m = run.markers
     counts = marker_counts(m)
     t0, t1 = timeline_ns(run)
-    annotations = source_rows(m, CycleSource.ANNOTATION)
-    ranges = repeated_ranges(annotations)
     return CycleSummary(
         perfdiff_cycles=counts[CycleSource.PERFDIFF_MARKERS], step_cycles=counts[CycleSource.PROFILER_STEP],
-        ranges=ranges, range_outside=outside_ranges_share(run, annotations, ranges),
+        ranges=repeated_ranges(source_rows(m, CycleSource.ANNOTATION)),
         period=kernel_period(run), launches=kernel_launch_counts(run), gaps=idle_gaps(run),
         span_ns=max(0, t1 - t0), gpu_busy_ns=gpu_busy_by_device(run))
 
@@ -135,21 +131,18 @@ def _plan_cycles(sn: CycleSummary, sa: CycleSummary, cycle_regex: str | None, wi
     if both(CycleSource.PROFILER_STEP, sn.step_cycles, sa.step_cycles):
         return CyclePlan(CycleSource.PROFILER_STEP, one_sided=tuple(one_sided))
     in_both = [k for k in sn.ranges if k in sa.ranges]
-    # Ranges repeated several times per kernel period, at unlike distances (a layer's, one of
-    # which holds the rest of the step), are parts of an iteration.
+    # Ranges repeated several times per kernel period (a layer's) are parts of an iteration.
     common = [k for k in in_both if not _within_period(k, sn, sa)]
     if common:
         def share(name: str) -> float:
             return (sn.ranges[name].covered_ns / max(sn.span_ns, 1)) + (sa.ranges[name].covered_ns / max(sa.span_ns, 1))
         # The largest pooled share; of equals, the one that comes first in the normal run.
         name = max(common, key=share)
-        # A range may hold all of the iteration, or a part (the compute, a data-loader call),
-        # and not the same in both runs: where either run works between its ranges, a cycle
-        # runs from one range's start to the next's, the whole iteration either way; where
-        # neither does (a server idle between its steps), over the range.
-        outside = max(sn.range_outside[name], sa.range_outside[name])  # NaN: no work at all
-        return CyclePlan(CycleSource.ANNOTATION, name=name, to_next_start=bool(outside >= RANGE_OUTSIDE),
-                         one_sided=tuple(one_sided))
+        # A range may hold all of the iteration or a part (the compute, a data-loader call),
+        # and not the same in both runs: a cycle runs from one range's start to the next's,
+        # the whole iteration either way.  (A server idle between its ranges counts the idle
+        # time in the cycle: a lighter load shows as longer cycles, with no function to name.)
+        return CyclePlan(CycleSource.ANNOTATION, name=name, to_next_start=True, one_sided=tuple(one_sided))
     if (sn.ranges or sa.ranges) and not in_both:
         def most(s: CycleSummary) -> int:
             return max((r.count for r in s.ranges.values()), default=0)
@@ -167,12 +160,10 @@ def _plan_cycles(sn: CycleSummary, sa: CycleSummary, cycle_regex: str | None, wi
 
 
 def _within_period(name: str, sn: CycleSummary, sa: CycleSummary) -> bool:
-    """Whether range `name` repeats at least RANGES_PER_PERIOD times per kernel period, at
-    unlike distances (coefficient of variation over GAP_ALIKE), in a run that has a period: a
-    layer's range inside a step, no iteration.  Alike distances make it the iteration, and
-    the period a multiple of it."""
-    return any(s.period is not None and s.ranges[name].spread > GAP_ALIKE
-               and s.ranges[name].count >= RANGES_PER_PERIOD * s.period.launches / s.period.every for s in (sn, sa))
+    """Whether range `name` repeats at least RANGES_PER_PERIOD times per kernel period in a run
+    that has one: a layer's range inside a step, no iteration."""
+    return any(s.period is not None and s.ranges[name].count >= RANGES_PER_PERIOD * s.period.launches / s.period.every
+               for s in (sn, sa))
 
 
 def check_cycle_choice(cycle: str | None, window: str | int | None) -> None:

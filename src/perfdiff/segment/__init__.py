@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import dataclasses
 import re
-from collections.abc import Iterable
 from typing import NamedTuple
 
 import numpy as np
@@ -24,11 +23,10 @@ from perfdiff.segment.sequence import KernelPeriod, cut_at_kernel, kernel_launch
 __all__ = ["DEFAULT_WINDOW_NS", "MAX_WINDOWS", "MIN_CYCLES", "STEP_NAME", "Cycles", "IdleGaps", "KernelPeriod",
            "RepeatedRange", "cut_cycles", "cycle_pattern", "fixed_windows", "gpu_busy_by_device",
            "idle_gap_thresholds", "idle_gaps", "kernel_launch_counts", "kernel_period", "marker_cycles",
-           "outside_ranges_share", "range_rows", "rename_devices", "repeated_ranges", "source_rows", "timeline_ns"]
+           "range_rows", "rename_devices", "repeated_ranges", "source_rows", "timeline_ns"]
 
 DEFAULT_WINDOW_NS = 100_000_000
 MAX_WINDOWS = 1_000_000  # fixed windows of one run: beyond, a window far too short for the run (memory)
-_WORK_SAMPLE = 20_000  # activity rows sampled to tell what share of the work lies outside ranges
 
 
 def _ranges_to_cycles(m: pd.DataFrame, source: str, detail: str, to_next: bool = False) -> Cycles:
@@ -84,12 +82,10 @@ def _ms(ns: int) -> str:
 
 
 class RepeatedRange(NamedTuple):
-    """A range name that repeats without overlapping: its `count`, the ns its ranges cover,
-    and the coefficient of variation of the distances between their starts (`spread`)."""
+    """A range name that repeats without overlapping: its `count`, and the ns its ranges cover."""
 
     count: int
     covered_ns: int
-    spread: float
 
 
 def repeated_ranges(m: pd.DataFrame) -> dict[str, RepeatedRange]:
@@ -106,36 +102,7 @@ def repeated_ranges(m: pd.DataFrame) -> dict[str, RepeatedRange]:
         e = grp["end_ns"].to_numpy()[order]
         if np.any(s[1:] < e[:-1]):
             continue  # overlapping ranges (several threads, nesting) are not iterations
-        d = np.diff(s).astype(np.float64)
-        out[str(name)] = RepeatedRange(len(grp), int((e - s).sum()), float(d.std() / d.mean()) if d.mean() > 0 else 0.0)
-    return out
-
-
-def outside_ranges_share(run: RunData, m: pd.DataFrame, names: Iterable[str]) -> dict[str, float]:
-    """For each range name of `names` (ranges in `m`): the share of the run's busy time (GPU
-    work and host functions, placed where they start; host states left out, they span all)
-    that starts outside its ranges; NaN without any.  Work between the ranges (a data loader
-    outside a compute range) makes them a part of the iteration; none (a server idle between
-    its steps) makes them the whole of it."""
-    a = run.activity
-    w = a[a["kind"].isin((*GPU_KINDS, "cpu", "api")).to_numpy()]
-    busy = w["busy_ns"].to_numpy().astype(np.float64)
-    total = busy.sum()
-    if not total > 0:
-        return {name: float("nan") for name in names}
-    t = w["start_ns"].to_numpy()
-    if len(t) > _WORK_SAMPLE:
-        pick = np.linspace(0, len(t) - 1, _WORK_SAMPLE).astype(np.int64)
-        t, busy = t[pick], busy[pick]
-        total = busy.sum()
-    out = {}
-    for name in names:
-        r = range_rows(m, name)
-        order = np.argsort(r["start_ns"].to_numpy(), kind="stable")
-        s, e = r["start_ns"].to_numpy()[order], r["end_ns"].to_numpy()[order]
-        i = np.searchsorted(s, t, side="right") - 1
-        inside = (i >= 0) & (t < e[np.maximum(i, 0)])
-        out[name] = float(busy[~inside].sum() / total) if total > 0 else float("nan")
+        out[str(name)] = RepeatedRange(len(grp), int((e - s).sum()))
     return out
 
 

@@ -68,11 +68,13 @@ def kernel_period(run: RunData) -> KernelPeriod | None:
     if len(k) < 6:
         return None
     codes_all = k["function"].cat.codes.to_numpy()
-    codes_all = codes_all[codes_all >= 0]  # a kernel without a name (code -1) has no place in a sequence
+    named = codes_all >= 0  # a kernel without a name (code -1) has no place in a sequence
+    codes_all = codes_all[named]
     if len(codes_all) < 6:
         return None
     names = k["function"].cat.categories
-    period = _best_period(codes_all[:_SEQ_WINDOW])
+    busy = k["busy_ns"].to_numpy()[named][:_SEQ_WINDOW].astype(np.float64)
+    period = _best_period(codes_all[:_SEQ_WINDOW], np.bincount(codes_all[:_SEQ_WINDOW], weights=busy))
     if period is not None:
         counts = np.bincount(codes_all, minlength=int(codes_all.max()) + 1)
         n_periods = len(codes_all) / period
@@ -114,10 +116,10 @@ def _regular_anchor(seq: np.ndarray) -> tuple[int, int] | None:
     return None
 
 
-def _best_period(seq: np.ndarray) -> int | None:
+def _best_period(seq: np.ndarray, busy: np.ndarray) -> int | None:
     """The period of the code sequence `seq`: the shortest candidate that repeats about as
     well as the best one (an iteration, not the layer that repeats inside it), None when no
-    candidate repeats at _SEQ_MATCH of the positions."""
+    candidate repeats at _SEQ_MATCH of the positions.  `busy`: each code's GPU time (ns)."""
     n = len(seq)
     candidates = _period_candidates(seq)
     candidates = candidates[(candidates >= 1) & (candidates <= n // 3)]
@@ -134,14 +136,15 @@ def _best_period(seq: np.ndarray) -> int | None:
         return None
     # A few kernels every k iterations (a metrics reduction every 10 steps) make k iterations
     # the best repeat; where they are all that a shorter repeat q lacks, q is the iteration.
-    return next((q for q, match in tried if q < period and _incidental(seq, period, q, match)), period)
+    return next((q for q, match in tried if q < period and _incidental(seq, busy, period, q, match)), period)
 
 
-def _incidental(seq: np.ndarray, period: int, q: int, match: float) -> bool:
+def _incidental(seq: np.ndarray, busy: np.ndarray, period: int, q: int, match: float) -> bool:
     """Whether `period` is k ≥ 2 repeats of the shorter `q`, which repeats at `match` of the
     positions (at least _INCIDENTAL_MATCH), plus incidental kernels: kernels launched fewer
     than k times per period (not in every q), under _INCIDENTAL_NAMES of its kernel names and
-    _INCIDENTAL_LAUNCHES of its launches, which explain q's mismatches (each shifts the
+    _INCIDENTAL_LAUNCHES of its launches and GPU time (an optimizer every k micro-batches is
+    no incidental kernel), which explain q's mismatches (each shifts the
     positions of about one q after it); and q is no flat layer but a step with kernels of its
     own.  A step is also many layers plus kernels of its own (embedding, loss, optimizer),
     but those are a larger share of its names."""
@@ -158,6 +161,7 @@ def _incidental(seq: np.ndarray, period: int, q: int, match: float) -> bool:
     per_q = np.round(counts / (len(seq) / q))[counts / (len(seq) / q) >= 0.5]
     return (0 < np.count_nonzero(extra) < _INCIDENTAL_NAMES * np.count_nonzero(present)
             and shifts < _INCIDENTAL_LAUNCHES * per[present].sum()
+            and busy[extra].sum() < _INCIDENTAL_LAUNCHES * busy[present].sum()
             and match >= max(_INCIDENTAL_MATCH, 1.0 - 1.5 * shifts * q / period)
             and len(per_q) > 0 and per_q.min() == 1 and per_q.max() > 1)
 
