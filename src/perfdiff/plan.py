@@ -148,9 +148,10 @@ def _plan_cycles(sn: CycleSummary, sa: CycleSummary, cycle_regex: str | None, wi
             return max((r.count for r in s.ranges.values()), default=0)
         one_sided.append((CycleSource.ANNOTATION.value, most(sn), most(sa)))
     anchor = _common_anchor(sn, sa)
-    threshold, alike = _gap_threshold(sn.gaps, sa.gaps)
-    flat = any(s.period is not None and s.period.flat and anchor[0] in (s.period.anchors or (s.period.anchor,))
-               for s in (sn, sa)) if anchor is not None else False
+    flat = anchor is not None and any(s.period is not None and s.period.flat and anchor[0] in s.period.anchors
+                                      for s in (sn, sa))
+    # Idle gaps matter only without an anchor, or against a flat one.
+    threshold, alike = _gap_threshold(sn.gaps, sa.gaps) if anchor is None or flat else (None, False)
     if anchor is not None and not (flat and alike and _gaps_hold_periods(sn, sa, threshold, anchor[1])):
         return CyclePlan(CycleSource.KERNEL_SEQUENCE, name=anchor[0], period=anchor[1], anchor_every=anchor[2],
                          one_sided=tuple(one_sided), confirmed=anchor[3])
@@ -194,10 +195,10 @@ def _common_anchor(sn: CycleSummary, sa: CycleSummary) -> tuple[str, int, int, b
         if own.period is None:
             continue
         period, every = own.period.period, own.period.every
-        for anchor in own.period.anchors or (own.period.anchor,):
+        for anchor in own.period.anchors:
             launches = other.launches.get(anchor, 0)
             if other.period is not None:
-                if other.period.every == every and anchor in (other.period.anchors or (other.period.anchor,)):
+                if other.period.every == every and anchor in other.period.anchors:
                     return anchor, period, every, True  # the same cut, whatever each step holds
                 # At the rate of this run's period: the other run may repeat at a multiple of
                 # it (a kernel of its own every few steps) and still hold the same steps.

@@ -58,8 +58,8 @@ class KernelPeriod(NamedTuple):
     anchor: str
     launches: int
     every: int
-    flat: bool = False
-    anchors: tuple[str, ...] = ()
+    flat: bool
+    anchors: tuple[str, ...]
 
 
 def kernel_period(run: RunData) -> KernelPeriod | None:
@@ -92,8 +92,8 @@ def kernel_period(run: RunData) -> KernelPeriod | None:
     if regular_anchor is None:
         return None
     code, distance = regular_anchor
-    return KernelPeriod(distance, str(names[code]), int(np.count_nonzero(codes_all == code)), 1,
-                        anchors=(str(names[code]),))
+    return KernelPeriod(distance, str(names[code]), int(np.count_nonzero(codes_all == code)), 1, False,
+                        (str(names[code]),))
 
 
 def _regular_anchor(seq: np.ndarray) -> tuple[int, int] | None:
@@ -102,18 +102,46 @@ def _regular_anchor(seq: np.ndarray) -> tuple[int, int] | None:
     _REGULAR_SPREAD), for a sequence that does not repeat position by position: a kernel of
     some steps only, or names that vary, shift every position after it, while a kernel of
     every step (the loss) still comes once a step."""
-    n = len(seq)
-    pos = np.arange(n)
-    order = np.lexsort((pos, seq))
-    p_sorted = pos[order]
-    counts = np.bincount(seq)
-    bounds = np.concatenate([[0], np.cumsum(counts)])
-    spans = (p_sorted[bounds[:-1]] < n / 3) & (p_sorted[np.maximum(bounds[1:] - 1, 0)] >= 2 * n / 3)
-    for c in sorted(np.flatnonzero((counts >= _REGULAR_MIN) & spans), key=lambda c: (counts[c], p_sorted[bounds[c]])):
-        d = np.diff(p_sorted[bounds[c]:bounds[c + 1]])
+    at = _Launches.of(seq)
+    for c in sorted(np.flatnonzero((at.counts >= _REGULAR_MIN) & at.throughout),
+                    key=lambda c: (at.counts[c], at.first[c])):
+        d = np.diff(at.positions(c))
         if d.std() <= _REGULAR_SPREAD * d.mean():
             return int(c), int(round(d.mean()))
     return None
+
+
+class _Launches(NamedTuple):
+    """Where each code of a sequence occurs: `sorted_pos` holds every code's positions in
+    turn, code c's from `bounds[c]` to `bounds[c + 1]`; `counts` per code; `throughout`:
+    first launched in the first third and last in the last (a warm-up kernel is not)."""
+
+    sorted_pos: np.ndarray
+    sorted_code: np.ndarray
+    counts: np.ndarray
+    bounds: np.ndarray
+    throughout: np.ndarray
+
+    @classmethod
+    def of(cls, seq: np.ndarray) -> _Launches:
+        n = len(seq)
+        pos = np.arange(n)
+        order = np.lexsort((pos, seq))
+        counts = np.bincount(seq)
+        bounds = np.concatenate([[0], np.cumsum(counts)])
+        p_sorted = pos[order]
+        throughout = (p_sorted[np.minimum(bounds[:-1], n - 1)] < n / 3) \
+            & (p_sorted[np.maximum(bounds[1:] - 1, 0)] >= 2 * n / 3)
+        return cls(p_sorted, seq[order], counts, bounds, throughout)
+
+    @property
+    def first(self) -> np.ndarray:
+        """Each code's first position (meaningless for a code that does not occur)."""
+        return self.sorted_pos[np.minimum(self.bounds[:-1], len(self.sorted_pos) - 1)]
+
+    def positions(self, c: int) -> np.ndarray:
+        """The positions of code `c`, ascending."""
+        return self.sorted_pos[self.bounds[c]:self.bounds[c + 1]]
 
 
 def _best_period(seq: np.ndarray, busy: np.ndarray) -> int | None:
@@ -136,29 +164,31 @@ def _best_period(seq: np.ndarray, busy: np.ndarray) -> int | None:
         return None
     # A few kernels every k iterations (a metrics reduction every 10 steps) make k iterations
     # the best repeat; where they are all that a shorter repeat q lacks, q is the iteration.
-    return next((q for q, match in tried if q < period and _incidental(seq, busy, period, q, match)), period)
+    counts = np.bincount(seq)
+    return next((q for q, match in tried if q < period and _incidental(counts, busy, period, q, match)), period)
 
 
-def _incidental(seq: np.ndarray, busy: np.ndarray, period: int, q: int, match: float) -> bool:
+def _incidental(counts: np.ndarray, busy: np.ndarray, period: int, q: int, match: float) -> bool:
     """Whether `period` is k ≥ 2 repeats of the shorter `q`, which repeats at `match` of the
     positions (at least _INCIDENTAL_MATCH), plus incidental kernels: kernels launched fewer
     than k times per period (not in every q), under _INCIDENTAL_NAMES of its kernel names and
     _INCIDENTAL_LAUNCHES of its launches and GPU time (an optimizer every k micro-batches is
-    no incidental kernel), which explain q's mismatches (each shifts the
-    positions of about one q after it); and q is no flat layer but a step with kernels of its
-    own.  A step is also many layers plus kernels of its own (embedding, loss, optimizer),
-    but those are a larger share of its names."""
+    no incidental kernel), which explain q's mismatches (each shifts the positions of about
+    one q after it); and q is no flat layer but a step with kernels of its own.  A step is
+    also many layers plus kernels of its own (embedding, loss, optimizer), but those are a
+    larger share of its names.  `counts`, `busy`: each code's launches and GPU time (ns)."""
     k = round(period / q)
     if k < 2 or abs(period - k * q) > max(k, 0.02 * period):
         return False
-    counts = np.bincount(seq)
-    per = counts / (len(seq) / period)  # launches per period
+    n = counts.sum()
+    per = counts / (n / period)  # launches per period
     present = per >= 0.5
     extra = present & (per < k - 0.5)
     shifts = per[extra].sum()
     # q must be an iteration of its own: some kernels once per q and others more often (a
     # step's loss among its layers), not a flat layer.
-    per_q = np.round(counts / (len(seq) / q))[counts / (len(seq) / q) >= 0.5]
+    per_q = counts / (n / q)
+    per_q = np.round(per_q[per_q >= 0.5])
     return (0 < np.count_nonzero(extra) < _INCIDENTAL_NAMES * np.count_nonzero(present)
             and shifts < _INCIDENTAL_LAUNCHES * per[present].sum()
             and busy[extra].sum() < _INCIDENTAL_LAUNCHES * busy[present].sum()
@@ -169,26 +199,19 @@ def _incidental(seq: np.ndarray, busy: np.ndarray, period: int, q: int, match: f
 def _period_candidates(seq: np.ndarray) -> np.ndarray:
     """Candidate periods, ascending: the typical distance between consecutive launches of each
     kernel, and between a launch and the 2nd … _RARE_SPAN-th next of the _RARE rarest kernels
-    launched throughout the sequence (an iteration launches them a few times each)."""
-    n = len(seq)
-    pos = np.arange(n)
-    order = np.lexsort((pos, seq))
-    s_sorted, p_sorted = seq[order], pos[order]
-    same = s_sorted[1:] == s_sorted[:-1]
-    gaps = (p_sorted[1:] - p_sorted[:-1])[same]
+    launched throughout the sequence (an iteration launches them a few times each; a few
+    warm-up kernels at the start would crowd them out)."""
+    at = _Launches.of(seq)
+    same = at.sorted_code[1:] == at.sorted_code[:-1]
+    gaps = (at.sorted_pos[1:] - at.sorted_pos[:-1])[same]
     if len(gaps) == 0:
         return np.zeros(0, np.int64)
-    found = [pd.Series(gaps).groupby(s_sorted[1:][same]).median().to_numpy()]
-    counts = np.bincount(seq)
-    bounds = np.concatenate([[0], np.cumsum(counts)])
-    # Kernels launched throughout (first in the first third, last in the last): a few warm-up
-    # kernels at the start would crowd out the ones an iteration launches a few times.
-    spans = (p_sorted[bounds[:-1]] < n / 3) & (p_sorted[np.maximum(bounds[1:] - 1, 0)] >= 2 * n / 3)
-    rare = np.flatnonzero((counts >= 4) & spans)
-    for c in rare[np.argsort(counts[rare], kind="stable")][:_RARE]:
-        at = p_sorted[bounds[c]:bounds[c + 1]][:_RARE_SAMPLE]
-        span = min(_RARE_SPAN, len(at) - 2)
-        w = np.lib.stride_tricks.sliding_window_view(at, span + 1)
+    found = [pd.Series(gaps).groupby(at.sorted_code[1:][same]).median().to_numpy()]
+    rare = np.flatnonzero((at.counts >= 4) & at.throughout)
+    for c in rare[np.argsort(at.counts[rare], kind="stable")][:_RARE]:
+        launches = at.positions(c)[:_RARE_SAMPLE]
+        span = min(_RARE_SPAN, len(launches) - 2)
+        w = np.lib.stride_tricks.sliding_window_view(launches, span + 1)
         found.append(np.median(w[:, 2:] - w[:, :1], axis=0))  # launch to its 2nd … span-th next
     return np.unique(np.concatenate(found).astype(np.int64))
 
