@@ -253,6 +253,21 @@ def test_python_dash_m(pair: tuple[Path, Path], tmp_path: Path) -> None:
     assert proc.stderr.count("\n") == 1 and "no such file or directory" in proc.stderr
 
 
+def test_the_command_and_python_dash_m_leave_alike() -> None:
+    """The installed `perfdiff` and `python -m perfdiff` are one entry, cli.run: main's exit
+    code with the outputs flushed, and no teardown of the interpreter after it (freeing a
+    comparison's objects one by one; ~0.3 s after a multi-rank one, docs/PERFORMANCE.md)."""
+    from importlib.metadata import entry_points
+
+    (script,) = entry_points(group="console_scripts", name="perfdiff")
+    assert script.value == "perfdiff.cli:run"
+    code = ("import atexit, sys; atexit.register(print, 'torn down'); print('before', end=''); "
+            "sys.argv = ['perfdiff', 'compare', 'no-such-run', 'nor-this']; from perfdiff.cli import run; run()")
+    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=ROOT)
+    assert (proc.returncode, proc.stdout) == (2, "before")
+    assert proc.stderr.count("\n") == 1 and "no such file or directory" in proc.stderr
+
+
 def test_fail_on_gate(pair: tuple[Path, Path], tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     code, _, err = run_cli(["compare", *pair, "-o", tmp_path / "g.md", "--fail-on", "10"], capsys)
     assert code == 1 and "median cycle time grew" in err

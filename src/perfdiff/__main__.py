@@ -1,4 +1,3 @@
-from perfdiff.cli import main
-from perfdiff.parallel import exit_now
+from perfdiff.cli import run
 
-exit_now(main())
+run()

@@ -84,4 +84,12 @@ def main(argv: list[str] | None = None) -> int:
         return _internal_error(exc, _debug_wanted(argv, args))
 
 
-__all__ = ["COMMANDS", "build_parser", "main"]
+def run() -> None:
+    """The `perfdiff` command (and `python -m perfdiff`): main() on sys.argv, then leave at
+    once with its exit code, outputs flushed (perfdiff.parallel.exit_now)."""
+    from perfdiff.parallel import exit_now
+
+    exit_now(main())
+
+
+__all__ = ["COMMANDS", "build_parser", "main", "run"]
