@@ -233,3 +233,18 @@ def test_classes_are_ordered_by_the_share_they_explain_not_a_sum_over_devices() 
     one = VerdictClass(VerdictCode.GPU_KERNEL, tau_pp=15.0)
     assert both.share_pp == 10.0 and one.share_pp == 15.0
     assert VerdictClass(VerdictCode.GPU_KERNEL, tau_pp=-7.0, tau_by_device=(("Host", 2.0), ("GPU 0", -9.0))).share_pp == -9.0
+
+
+@pytest.mark.parametrize(("calls_n", "calls_a", "same"), [(100.0, 105.0, True), (105.0, 100.0, True),
+                                                         (100.0, 106.0, False), (0.0, 0.0, False), (3.0, 0.0, False)])
+def test_same_calls_is_within_five_percent_in_both_runs(calls_n: float, calls_a: float, same: bool) -> None:
+    """One rule for "the same calls per cycle", read by the per-call common mode and by the
+    clock's verdict: called in both runs, counts within ±5 % (|ln ratio| ≤ 0.05)."""
+    from perfdiff.analyze.records import FunctionStats
+
+    nan = float("nan")
+    f = FunctionStats(name="op", device="host", kind="cpu", wait=False, presence="both", tested=True, t_n_us=1.0,
+                      t_a_us=1.0, tau_pp=0.0, t=None, q_t=nan, beta_n=1.0, beta_a=1.0, d_beta=0.0, beta=None,
+                      q_beta=nan, presence_n=1.0, presence_a=1.0, calls_n=calls_n, calls_a=calls_a,
+                      per_call_n_us=1.0, per_call_a_us=1.0)
+    assert f.same_calls is same

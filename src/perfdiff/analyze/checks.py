@@ -2,7 +2,6 @@
 the runs that can explain a change by themselves (docs/STATISTICS.md, checks)."""
 from __future__ import annotations
 
-import math
 from typing import Any
 
 import numpy as np
@@ -38,7 +37,6 @@ def common_modes(functions: list[FunctionStats] | tuple[FunctionStats, ...],
     return out + per_call_modes(functions), beta_vs_common
 
 
-SAME_CALLS_LOG = 0.05  # call counts within ±5 %: a per-call ratio compares like with like
 PER_CALL_MIN_BETA = 0.05  # pp of the cycle a function must hold to take part
 
 
@@ -53,7 +51,7 @@ def per_call_modes(functions: list[FunctionStats] | tuple[FunctionStats, ...]) -
             continue
         if not (f.kind in GPU_KINDS or f.kind == "cpu"):
             continue
-        if not (f.calls_n > 0 and f.calls_a > 0 and abs(math.log(f.calls_a / f.calls_n)) <= SAME_CALLS_LOG):
+        if not f.same_calls:
             continue
         if not (f.per_call_n_us > 0 and f.per_call_a_us > 0):
             continue

@@ -6,6 +6,7 @@ Definitions are in docs/STATISTICS.md.
 """
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass, field
 from enum import Enum
 from typing import Any
@@ -68,6 +69,15 @@ class FunctionStats:
     incl_a_us: float = NAN
     fragile: bool = False
     beta_vs_common: float = NAN
+
+    @property
+    def same_calls(self) -> bool:
+        """Called in both runs, as often per cycle within ±5 % (SAME_CALLS_LOG): a change of its
+        time per call then compares like with like."""
+        return self.calls_n > 0 and self.calls_a > 0 and abs(math.log(self.calls_a / self.calls_n)) <= SAME_CALLS_LOG
+
+
+SAME_CALLS_LOG = 0.05  # |ln(calls_A / calls_N)| at most: "the same calls per cycle"
 
 
 @dataclass(frozen=True)

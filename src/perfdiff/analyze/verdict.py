@@ -272,10 +272,8 @@ def _cpu_side(f: FunctionStats) -> bool:
 
 
 def _same_calls(f: FunctionStats) -> bool:
-    """Calls per cycle unchanged (±5 %), or a host state (no calls)."""
-    if f.sampled or f.kind == "host":
-        return True
-    return f.calls_n > 0 and f.calls_a > 0 and abs(math.log(f.calls_a / f.calls_n)) <= 0.05
+    """Calls per cycle unchanged (FunctionStats.same_calls), or a host state (no calls)."""
+    return f.sampled or f.kind == "host" or f.same_calls
 
 
 # Memory-pressure signals (docs/STATISTICS.md, "Verdict"): each metric and the least rise of its
