@@ -99,6 +99,19 @@ def test_a_class_on_host_and_gpu_states_each_share(real: Path) -> None:
 
 
 @pytest.mark.real
+def test_the_verdict_gives_throughput_where_the_median_held(tmp_path: Path) -> None:
+    """Prefill in 24 % of the serving steps against 12 %: the median step held (+0.8 %) while
+    the mean one grew 31 %.  The verdict's first line gave the +0.8 % alone, under "new or added
+    work +23 pp"; it now gives the throughput lost too."""
+    from test_direction import decode_loop
+
+    n = decode_loop(tmp_path / "n", seed=3, prefill_share=0.10, attention_us=30.0, n=300)
+    a = decode_loop(tmp_path / "a", seed=4, prefill_share=0.25, attention_us=30.0, n=300)
+    (line,) = [x for x in perfdiff.compare(n, a).to_markdown().splitlines() if x.startswith("**Verdict:**")]
+    assert line == ("**Verdict:** median cycle 617 µs → 622 µs (+0.8%; Mann–Whitney p <0.001, 300 vs 300 cycles); "
+                    "mean cycle 911 µs → 1.19 ms: throughput -23.6% (Welch p <0.001).")
+
+
 def test_the_verdict_opens_with_how_much_and_how_sure(real: Path) -> None:
     """The ResNet pair's median step rose 39 % on 6 steps a run, which the U-test does not
     find significant (p 0.065): the verdict's first line says both, where the summary table

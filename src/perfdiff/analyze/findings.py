@@ -88,6 +88,7 @@ def build_findings(c: Analysis, *, identical: bool = False) -> list[Finding]:
         "change_pct": 100.0 * d_med / c.normal.median_us if c.normal.median_us else float("nan"),
         "p_mwu": c.cycle_test.p_mwu, "n_n": c.normal.n_cycles, "n_a": c.abnormal.n_cycles,
         "paired": c.matched, "mean_n_us": c.normal.mean_us, "mean_a_us": c.abnormal.mean_us,
+        "p_welch": c.cycle_test.p_welch,
         "throughput_change_pct": (100.0 * (c.normal.mean_us / c.abnormal.mean_us - 1.0)
                                   if c.abnormal.mean_us else float("nan")),
         "p95_n_us": c.quantiles_n.get("P95", float("nan")), "p95_a_us": c.quantiles_a.get("P95", float("nan")),

@@ -112,7 +112,28 @@ def verdict_head(c: Analysis, findings: list[Finding]) -> str:
         return ""
     v = x.values
     quiet = "" if significant(v["p_mwu"], c.alpha) else f"; not significant at α {c.alpha:g}"
-    return f"median cycle {fmt_time_us(v['median_n_us'])} → {fmt_time_us(v['median_a_us'])} ({_cycle_test(v)}{quiet})."
+    head = f"median cycle {fmt_time_us(v['median_n_us'])} → {fmt_time_us(v['median_a_us'])} ({_cycle_test(v)}{quiet})"
+    return head + _mean_apart(v) + "."
+
+
+HEAD_MEAN_PCT = 5.0  # a cycle time "moved" by at least this much, %
+
+
+def _mean_apart(v: dict) -> str:
+    """"; mean cycle … : throughput −23.6% (Welch p …)" where the mean cycle tells another story
+    than the median: the median held (< 5 %) while the mean moved, or the two moved apart (more
+    steps of a long kind, a share of the cycles stalling, a different mix); else nothing."""
+    mn, ma, tput, med = v.get("mean_n_us"), v.get("mean_a_us"), v.get("throughput_change_pct"), v["change_pct"]
+    if not (mn and ma and tput is not None and math.isfinite(tput) and math.isfinite(med)):
+        return ""
+    mean_pct = 100.0 * (ma / mn - 1.0)
+    held = abs(med) < HEAD_MEAN_PCT <= abs(mean_pct)
+    apart = min(abs(med), abs(mean_pct)) >= HEAD_MEAN_PCT and med * mean_pct < 0
+    if not (held or apart):
+        return ""
+    welch = v.get("p_welch")
+    test = f" (Welch p {fmt_p(welch)})" if welch is not None and math.isfinite(welch) else ""
+    return f"; mean cycle {fmt_time_us(mn)} → {fmt_time_us(ma)}: throughput {fmt_pct(tput, 1)}{test}"
 
 
 def _cycle_test(v: dict) -> str:
