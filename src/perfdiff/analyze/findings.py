@@ -185,7 +185,7 @@ def build_findings(c: Analysis, *, identical: bool = False) -> list[Finding]:
         negligible.sort(key=lambda f: -abs(f.tau_pp))
         out.append(Finding(FindingCode.NEGLIGIBLE, related=tuple(idx[id(f)] for f in negligible[:MAX_LISTED]),
                            values={"count": len(negligible), "tau_min_pp": MATERIAL_TAU_PP,
-                                   "delta_min": MATERIAL_DELTA, "h_min": MATERIAL_H}))
+                                   "delta_min": MATERIAL_DELTA}))
     waits = sorted((f for f in tested if f.wait and significant(q_of(f), a)), key=lambda f: -abs(tau_of(f)))
     # A thread that waits through every cycle (a helper's poll, a condition wait) grows with
     # the cycle by itself: like a host state, not a symptom of anything.  A GPU sync is not
@@ -296,7 +296,6 @@ def _kernel_swaps(causes: list[FunctionStats], significant_fs: list[FunctionStat
 DEVICE_WIDE_BAND = 0.1  # |ln r| from the device's median ratio within which a function follows it
 MATERIAL_TAU_PP = 1.0  # a cause moves at least 1 % of the abnormal cycle …
 MATERIAL_DELTA = 0.147  # … with at least a small effect size, |Cliff's δ| (Romano et al. 2006)
-MATERIAL_H = 0.2  # … or, in the share of cycles a function ran in, Cohen's h (a "small" effect, Cohen 1988)
 
 
 def _at_common_load(c: Analysis) -> dict[int, FunctionLoad] | None:
@@ -325,22 +324,9 @@ def _follows(f: FunctionStats, cm: CommonMode) -> bool:
 
 
 def material(f: FunctionStats) -> bool:
-    """A change of f large enough to be a cause (material_change)."""
+    """A change large enough to be a cause: |τ| ≥ 1 pp and |δ(t)| ≥ 0.147 (δ unknown: τ alone)."""
     delta = f.t.cliffs_delta if f.t is not None else float("nan")
-    return material_change(f.tau_pp, delta, stats.cohens_h(f.presence_a, f.presence_n))
-
-
-def material_change(tau_pp: float, cliffs_delta: float, presence_h: float = float("nan")) -> bool:
-    """A change large enough to be a cause: |τ| ≥ 1 pp, and |δ| ≥ 0.147 (δ unknown: τ alone) or
-    the share of cycles the function ran in moved with τ by Cohen's h ≥ 0.2 (`presence_h`:
-    h of the abnormal share against the normal one).  Own time per cycle is zero in the cycles
-    a function skips (prefill in some serving steps only): ties at zero dilute δ, while running
-    in 24 % of the cycles against 12 % is a change of its own."""
-    if abs(tau_pp) < MATERIAL_TAU_PP:
-        return False
-    if not math.isfinite(cliffs_delta) or abs(cliffs_delta) >= MATERIAL_DELTA:
-        return True
-    return math.isfinite(presence_h) and presence_h * math.copysign(1.0, tau_pp) >= MATERIAL_H
+    return abs(f.tau_pp) >= MATERIAL_TAU_PP and not (math.isfinite(delta) and abs(delta) < MATERIAL_DELTA)
 
 
 NESTED_MIN_SHARE = 0.9  # a cause inside another cause's range for at least this share of its time

@@ -18,7 +18,7 @@ import numpy as np
 
 from perfdiff import stats
 from perfdiff.analyze.compare import T_FLOOR_US, TEST_MIN_SHARE
-from perfdiff.analyze.findings import HOST_SHARE_MIN_REL, material_change
+from perfdiff.analyze.findings import HOST_SHARE_MIN_REL, MATERIAL_DELTA, MATERIAL_TAU_PP
 from perfdiff.ranks.part import RankPart, cycle_columns, excess_kind
 from perfdiff.ranks.records import (CollectiveTime, RankCycle, RankFinding, RankRow, RankVerdict, RankVerdictCode,
                                     ScopeCode, Straggler, StragglerCode)
@@ -34,8 +34,8 @@ WAITED_SHARE = 0.5  # a rank whose wait in collectives grew by this share of its
 
 @dataclass(frozen=True)
 class RankTest:
-    """One (function, rank) test: Δ mean own time (µs per cycle), τ (pp), p, Cliff's δ, Cohen's
-    h of the share of cycles it ran in; q is filled in once every test of every rank is known."""
+    """One (function, rank) test: Δ mean own time (µs per cycle), τ (pp), p, Cliff's δ; q is
+    filled in once every test of every rank is known."""
 
     rank: int
     function: str
@@ -44,13 +44,11 @@ class RankTest:
     tau_pp: float
     p: float
     cliffs_delta: float
-    presence_h: float = math.nan
     q: float = math.nan
 
     def changed(self, alpha: float) -> bool:
-        """Significant (q ≤ α) and material, as a pair's cause (findings.material_change)."""
-        return (math.isfinite(self.q) and self.q <= alpha
-                and material_change(self.tau_pp, self.cliffs_delta, self.presence_h))
+        return (math.isfinite(self.q) and self.q <= alpha and abs(self.tau_pp) >= MATERIAL_TAU_PP
+                and not (math.isfinite(self.cliffs_delta) and abs(self.cliffs_delta) < MATERIAL_DELTA))
 
 
 def _own(p: RankPart, iters: np.ndarray) -> tuple[dict[tuple[str, str], np.ndarray], np.ndarray]:
@@ -84,9 +82,8 @@ def rank_tests(pn: RankPart, pa: RankPart, iters_n: np.ndarray, iters_a: np.ndar
     ta, tn = np.array(rows_a), np.array(rows_n)
     p, cliffs = stats.u_test_rows(ta, tn, alpha=alpha)
     delta = ta.mean(axis=1) - tn.mean(axis=1)
-    ran_a, ran_n = (ta > 0).mean(axis=1), (tn > 0).mean(axis=1)
     return [RankTest(pn.input.rank, key[0], key[1], float(delta[i]), 100.0 * float(delta[i]) / mean_da, float(p[i]),
-                     float(cliffs[i]), stats.cohens_h(float(ran_a[i]), float(ran_n[i]))) for i, key in enumerate(keys)]
+                     float(cliffs[i])) for i, key in enumerate(keys)]
 
 
 def _share_moved(bn: np.ndarray, ba: np.ndarray, alpha: float, direction: float) -> bool:
@@ -103,8 +100,7 @@ def with_q(tests: list[RankTest]) -> list[RankTest]:
     q = stats.bh_qvalues([t.p for t in tests])
     # The constructor, not dataclasses.replace: at 1,024 ranks there are 100,000 tests.
     return [RankTest(rank=t.rank, function=t.function, kind=t.kind, delta_us=t.delta_us, tau_pp=t.tau_pp, p=t.p,
-                     cliffs_delta=t.cliffs_delta, presence_h=t.presence_h, q=float(v))
-            for t, v in zip(tests, q, strict=True)]
+                     cliffs_delta=t.cliffs_delta, q=float(v)) for t, v in zip(tests, q, strict=True)]
 
 
 def rank_rows(pairs: list[tuple[RankPart, RankPart]], iters: tuple[np.ndarray, np.ndarray], tests: list[RankTest],

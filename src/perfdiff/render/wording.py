@@ -211,7 +211,7 @@ def _no_cause(c: Analysis, x: Finding) -> str:
     if x.values.get("negligible"):
         return ("No material cause: no function's own time changed both significantly and materially in the "
                 f"direction of the cycle-time change (q ≤ {c.alpha:g} over {c.n_tests_t} tested functions, "
-                "|τ| ≥ 1 pp, and |δ| ≥ 0.147 or the share of cycles it ran in moved by Cohen's h ≥ 0.2).")
+                "|τ| ≥ 1 pp and |δ| ≥ 0.147).")
     return ("No function's own time changed significantly in the direction of the cycle-time change "
             f"(q ≤ {c.alpha:g} over {c.n_tests_t} tested functions).")
 
@@ -221,9 +221,8 @@ def _negligible(c: Analysis, x: Finding) -> str:
     names = ", ".join(f"{_fn(f)} (τ {fmt_signed(f.tau_pp)} pp, δ {fmt_num(f.t.cliffs_delta if f.t else None)})"
                       for f in (c.functions[i] for i in x.related))
     more = v["count"] - len(x.related)
-    return (f"Significant but negligible (|τ| < {v['tau_min_pp']:g} pp of the abnormal cycle, or |δ| < "
-            f"{v['delta_min']:g} while the share of cycles it ran in moved by h < {v['h_min']:g}): {names}"
-            + (f" and {more} more" if more > 0 else "") + ".")
+    return (f"Significant but negligible (|τ| < {v['tau_min_pp']:g} pp of the abnormal cycle or |δ| < "
+            f"{v['delta_min']:g}): {names}" + (f" and {more} more" if more > 0 else "") + ".")
 
 
 def _proportional(c: Analysis, x: Finding) -> str:

@@ -29,7 +29,7 @@ from perfdiff.stats.common_mode import (COMMON_MAX_IQR, COMMON_MIN_BETA, COMMON_
                                         CommonModeDetail, common_mode, common_mode_detail, delta_vs_common)
 from perfdiff.stats.describe import (MAD_TO_SD, QUANTILE_KEYS, drop_nonfinite, log_epsilon, quantile_ci,
                                      quantile_table, resolution, robust_scale)
-from perfdiff.stats.effects import (MEDIAN_SHARE, cliffs_delta, cohens_h, hl_confidence_interval, hodges_lehmann,
+from perfdiff.stats.effects import (MEDIAN_SHARE, cliffs_delta, hl_confidence_interval, hodges_lehmann,
                                     ks_pvalue, ks_statistic, z_log, z_score)
 from perfdiff.stats.mannwhitney import EXACT_LIMIT, mann_whitney_p, min_attainable_p
 from perfdiff.stats.multiple import bh_qvalues, is_fragile
@@ -45,7 +45,7 @@ __all__ = [
     "MATCH_MIN_CYCLES", "MATCH_MIN_RHO",
     "MAD_TO_SD", "MEDIAN_SHARE", "QUANTILE_KEYS", "SCORE_Z_CAP",
     "CommonMode", "CommonModeDetail", "TwoSample", "UTest",
-    "bh_qvalues", "binomial_greater_p", "cliffs_delta", "cohens_h", "common_mode", "common_mode_detail", "compare_paired",
+    "bh_qvalues", "binomial_greater_p", "cliffs_delta", "common_mode", "common_mode_detail", "compare_paired",
     "compare_samples", "cycles_match", "cycles_needed",
     "delta_vs_common", "drop_nonfinite", "hl_confidence_interval", "hodges_lehmann", "is_fragile",
     "ks_pvalue", "ks_statistic", "legacy_score", "log_epsilon", "mann_whitney_p", "min_attainable_p", "quantile_ci",

@@ -1,5 +1,4 @@
-"""Effect sizes of one row: the Hodges–Lehmann shift and its CI, Z, Cliff's δ, KS D; Cohen's h
-of two proportions.
+"""Effect sizes of one row: the Hodges–Lehmann shift and its CI, Z, Cliff's δ, KS D.
 
 Shifts keep the unit of the input (µs, pp, MHz, …); Z, δ and D are dimensionless
 (docs/STATISTICS.md, "Hodges–Lehmann shift", "Z", "Cliff's δ").
@@ -71,14 +70,6 @@ def cliffs_delta(a: object, n: object) -> float:
         return math.nan
     _, greater, less = _u_statistic(av, nv)
     return (greater - less) / (av.size * nv.size)
-
-
-def cohens_h(p_a: float, p_n: float) -> float:
-    """Cohen's h = 2·asin(√p_A) − 2·asin(√p_N): the difference of two proportions (in [0, 1]) on
-    the arcsine scale, where equal differences are equally detectable; NaN outside [0, 1]."""
-    if not (0.0 <= p_a <= 1.0 and 0.0 <= p_n <= 1.0):
-        return math.nan
-    return 2.0 * math.asin(math.sqrt(p_a)) - 2.0 * math.asin(math.sqrt(p_n))
 
 
 def _z_from(hl: float, nv: np.ndarray, floor: float, presorted: bool = False) -> tuple[float, str]:
