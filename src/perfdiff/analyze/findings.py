@@ -375,13 +375,9 @@ def _faster(c: Analysis, d_med: float, d_mean: float) -> bool:
     mean slowed by a few stalls (which Welch's test may miss) is throughput lost; a median
     slower while a different mix of cycles (fewer long prefill steps) made the mean faster is
     every step slower; and where neither test rejects, what slowed is still worth naming."""
-    t = c.cycle_test
-    a = c.alpha
-
-    def rejects(p: float) -> bool:
-        return math.isfinite(p) and p <= a
-    return d_mean < 0 and (rejects(t.p_welch) or (d_med < 0 and rejects(t.p_mwu))) \
-        and not (d_med > 0 and rejects(t.p_mwu))
+    t, a = c.cycle_test, c.alpha
+    return (d_mean < 0 and (significant(t.p_welch, a) or (d_med < 0 and significant(t.p_mwu, a)))
+            and not (d_med > 0 and significant(t.p_mwu, a)))
 
 
 def _share_moved(f: FunctionStats, alpha: float, direction: float) -> bool:
