@@ -586,7 +586,8 @@ def test_agent_kernels_reach_compare(tmp_path: Path, capsys: pytest.CaptureFixtu
     rep = json.loads(js.read_text())
     # cycles from the NVTX ranges the agent recorded, one start to the next (40 ranges, 39 cycles);
     # the slowed kernel found, its neighbour not
-    assert (rep["normal"]["cycle_source"], rep["normal"]["n_cycles"], rep["abnormal"]["n_cycles"]) == ("annotation", 39, 39)
+    assert ((rep["normal"]["cycle_source"], rep["normal"]["n_cycles"], rep["abnormal"]["n_cycles"])
+            == ("annotation", 39, 39))
     assert "decode_step" in rep["normal"]["cycle_detail"]
     causes = [f["function"] for f in rep["findings"] if f["code"] == "cause"]
     assert "gemm_bf16_128x128" in causes and "rms_norm" not in causes

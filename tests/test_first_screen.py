@@ -108,8 +108,8 @@ def test_the_verdict_gives_throughput_where_the_median_held(tmp_path: Path) -> N
     n = decode_loop(tmp_path / "n", seed=3, prefill_share=0.10, attention_us=30.0, n=300)
     a = decode_loop(tmp_path / "a", seed=4, prefill_share=0.25, attention_us=30.0, n=300)
     (line,) = [x for x in perfdiff.compare(n, a).to_markdown().splitlines() if x.startswith("**Verdict:**")]
-    assert line == ("**Verdict:** median cycle 617 µs → 622 µs (+0.8%; Mann–Whitney p <0.001, 300 vs 300 cycles); "
-                    "mean cycle 911 µs → 1.19 ms: throughput -23.6% (Welch p <0.001).")
+    assert line == ("**Verdict:** median cycle 617 µs → 622 µs (+0.8%; Mann–Whitney p <0.001, 300 vs 300 "
+                    "cycles); mean cycle 911 µs → 1.19 ms: throughput -23.6% (Welch p <0.001).")
 
 
 def test_the_verdict_opens_with_how_much_and_how_sure(real: Path) -> None:

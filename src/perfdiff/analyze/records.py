@@ -38,6 +38,9 @@ class RunSummary:
     notes: tuple[str, ...] = ()  # the loader's remarks on this input (interrupted, dropped rows …)
 
 
+SAME_CALLS_LOG = 0.05  # |ln(calls_A / calls_N)| at most: "the same calls per cycle"
+
+
 @dataclass(frozen=True)
 class FunctionStats:
     """One (function, device): own time, β, calls, and their tests."""
@@ -75,9 +78,6 @@ class FunctionStats:
         """Called in both runs, as often per cycle within ±5 % (SAME_CALLS_LOG): a change of its
         time per call then compares like with like."""
         return self.calls_n > 0 and self.calls_a > 0 and abs(math.log(self.calls_a / self.calls_n)) <= SAME_CALLS_LOG
-
-
-SAME_CALLS_LOG = 0.05  # |ln(calls_A / calls_N)| at most: "the same calls per cycle"
 
 
 @dataclass(frozen=True)

@@ -16,14 +16,15 @@ class CyclePlan:
 
     `name`: the range name (ANNOTATION), the anchor kernel (KERNEL_SEQUENCE) or the regex
     (REGEX); `to_next_start`: a cycle runs from one range's start to the next's, not over the
-    range (ANNOTATION: a range may hold a part of the iteration or all of it); `period`: kernels per cycle and `anchor_every`: launches of the anchor per
-    cycle (KERNEL_SEQUENCE); `threshold_ns`: the idle gap that ends a cycle (IDLE_GAPS);
-    `window_ns`: the window (WINDOW).  `chosen_by_user`: --cycle or --window.  `one_sided`:
-    sources that one run had and the other lacked, as (source, cycles in the normal run,
-    cycles in the abnormal run; for repeating ranges, the most repeats of a name in each
-    run): passed over, never compared.  `confirmed`: each run on its own finds this
-    definition (a kernel anchor launched as often per period in both runs); when False, one
-    run's definition was applied to the other."""
+    range (ANNOTATION: a range may hold a part of the iteration or all of it); `period`:
+    kernels per cycle and `anchor_every`: launches of the anchor per cycle (KERNEL_SEQUENCE);
+    `threshold_ns`: the idle gap that ends a cycle (IDLE_GAPS); `window_ns`: the window
+    (WINDOW).  `chosen_by_user`: --cycle or --window.  `one_sided`: sources that one run had
+    and the other lacked, as (source, cycles in the normal run, cycles in the abnormal run;
+    for repeating ranges, the most repeats of a name in each run): passed over, never
+    compared.  `confirmed`: each run on its own finds this definition (a kernel anchor
+    launched as often per period in both runs); when False, one run's definition was applied
+    to the other."""
 
     source: CycleSource
     name: str | None = None
