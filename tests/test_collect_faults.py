@@ -300,7 +300,7 @@ def check_compare_puts_runq_on_top_for_contention(runs: dict[str, Path], cycles:
     result = compare(runs, "normal", "contention", tmp)
     top = lead_cause(result)
     assert top["name"] == "runq" and top["q_t"] <= 0.05 and top["tau_pp"] > 0, top
-    assert result["details"][0]["function"] == "runq"  # and first in the detailed table
+    assert result["functions"][result["details"][0]["func"]]["name"] == "runq"  # and first in the detailed table
 
 
 def check_compare_shows_oncpu_share_and_cycle_time_for_stops(runs: dict[str, Path], cycles: dict[str, pd.DataFrame], tmp: Path) -> None:

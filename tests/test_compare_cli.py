@@ -45,13 +45,13 @@ def test_example_story(pair: tuple[Path, Path], tmp_path: Path, capsys: pytest.C
                and f["values"]["mean_a"] < f["values"]["mean_n"] for f in rep["findings"])
     assert "Resource: **cpu\\_frequency** on Host fell from" in out.read_text()
     # the common-mode shift on the GPU, about ×0.3
-    cm = [c for c in rep["common_mode"] if c["triggered"]]
+    cm = [c for c in rep["common_modes"] if c["triggered"]]
     assert len(cm) == 1 and cm[0]["device"] == "GPU 0" and 0.2 < cm[0]["ratio"] < 0.45
     assert "common-mode" in kinds
     # the regressed kernel is a cause; the kernels that only moved with the common factor are not
     assert REGRESSED in cause_names
     details = rep["details"]
-    rank = {d["function"]: i for i, d in reversed(list(enumerate(details)))}
+    rank = {rep["functions"][d["func"]]["name"]: i for i, d in reversed(list(enumerate(details)))}
     innocent = [f["name"] for f in rep["functions"] if f["kind"] == "kernel" and f["name"] != REGRESSED]
     assert all(rank[REGRESSED] < rank[k] for k in innocent)
     for k in innocent:
@@ -74,7 +74,7 @@ def test_example_story(pair: tuple[Path, Path], tmp_path: Path, capsys: pytest.C
     assert "gpu_mem_frequency@GPU 0" in rep["constants"]
     assert {c["metric"] for c in rep["context"]}.isdisjoint({"gpu_sm_frequency", "gpu_mem_frequency"})
     assert rep["scope"]["gpu_sm_util@GPU 0"] == "func" and rep["scope"]["cpu_frequency@Host"] == "ctx"
-    assert any(d["metric"] == "gpu_sm_util" for d in rep["details"])
+    assert any(d["mu"] is not None and rep["mu"][d["mu"]]["metric"] == "gpu_sm_util" for d in rep["details"])
     assert "Constant in both runs (left out of the tables): gpu\\_mem\\_frequency@GPU 0" in md
     # every number is finite or null, never NaN, in the JSON
     assert "NaN" not in js.read_text()

@@ -32,7 +32,7 @@ def test_rodinia_fan2_regression(real: Path, tmp_path: Path, capsys: pytest.Capt
         assert "period 2" in rep[side]["cycle_detail"] and "Fan1" in rep[side]["cycle_detail"]
         assert 4090 <= rep[side]["n_cycles"] <= 4095
     top = rep["details"][0]
-    assert top["function"].startswith("Fan2")
+    assert rep["functions"][top["func"]]["name"].startswith("Fan2")
     fan2 = next(f for f in rep["functions"] if f["name"].startswith("Fan2"))
     assert fan2["q_t"] <= 0.05
     assert fan2["per_call_n_us"] == pytest.approx(187, rel=0.03)
@@ -55,7 +55,7 @@ def test_kineto_dataloader_cause(real: Path, tmp_path: Path, capsys: pytest.Capt
     assert v["incl_a_us"] == pytest.approx(69_000, rel=0.05)
     # the two iterator names are matched as one step, side by side
     assert any("MultiProcessing" in a and "SingleProcess" in b for a, b in rep["renames"])
-    cm = [c for c in rep["common_mode"] if c["triggered"]]
+    cm = [c for c in rep["common_modes"] if c["triggered"]]
     assert len(cm) == 1 and cm[0]["ratio"] < 0.85
     assert any(f["code"] == "common-mode" for f in rep["findings"])
 
@@ -89,7 +89,7 @@ def test_other_real_pairs_compare(real: Path, tmp_path: Path, capsys: pytest.Cap
         assert "world size differs: 8 (rank 3) vs 2 (rank 1)" in top
         assert any(x["code"] == "world-size" and x["normal"] == 8 and x["abnormal"] == 2 for x in rep["comparability"])
         # rank 3's GPU 3 against rank 1's GPU 1: matched by role, so each NCCL kernel is one row
-        assert rep["cycle_plan"]["device_map"] == [["GPU 1", "GPU 3"]]
+        assert rep["plan"]["device_map"] == [["GPU 1", "GPU 3"]]
         nccl = [f for f in rep["functions"] if f["name"].startswith("ncclKernel")]
         assert nccl and all(f["presence"] == "both" and f["device"] == "GPU 3" for f in nccl)
         assert "matched by their order of activity: the abnormal run's GPU 1 as GPU 3" in top

@@ -39,7 +39,8 @@ def test_import_round_trip(real: Path, tmp_path: Path, capsys: pytest.CaptureFix
         code, _, err = run_cli(["compare", arg, arg, "-o", tmp_path / f"{side}.md", "--json", tmp_path / f"{side}.json"], capsys)
         assert code == 0, err
     jb, jt = (json.loads((tmp_path / f"{s}.json").read_text()) for s in ("b", "t"))
-    assert [d["function"] for d in jb["details"]] == [d["function"] for d in jt["details"]]
+    assert [jb["functions"][d["func"]]["name"] for d in jb["details"]] == [jt["functions"][d["func"]]["name"]
+                                                                     for d in jt["details"]]
     assert jb["normal"]["n_cycles"] == jt["normal"]["n_cycles"]
     code, _, err = run_cli(["import", src, "-o", tmp_path / "run"], capsys)
     _one_line(code, err, "not an empty directory")

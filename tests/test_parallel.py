@@ -203,27 +203,3 @@ def test_function_tests_run_here_when_the_pool_fails(real: Path, monkeypatch: py
     failed = compare(a, b, parallel=Parallel(cores=2, pair_min_bytes=1 << 40, pool_min_cycles=0))
     _same(failed.to_json(), serial.to_json())
     assert FailingPool.shut and parallel._SHARED is None
-
-
-@pytest.mark.real
-def test_the_background_thread_starts_after_the_test_pool_forked(real: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    """The CSV thread never runs while the pool forks: it starts once the pool exists."""
-    order = []
-    real_pool = parallel._fork_pool
-    monkeypatch.setattr(parallel, "_fork_pool", lambda n: order.append("pool") or real_pool(n))
-    real_start = parallel.Background.start
-    monkeypatch.setattr(parallel.Background, "start", lambda self: order.append("thread") or real_start(self))
-    a, b = real / RODINIA / "report3.sqlite", real / RODINIA / "report2.sqlite"
-    c = compare(a, b, parallel=Parallel(cores=2, pair_min_bytes=1 << 40, pool_min_cycles=0))
-    assert order[:2] == ["pool", "thread"]
-    assert c.cycles_csv().startswith(b"rank,normal_us,abnormal_us\n")
-
-
-def test_background_job_returns_or_raises_in_the_caller() -> None:
-    job = parallel.Background(sum, [1, 2])
-    job.start()
-    job.start()  # once
-    assert job.result() == 3
-    assert parallel.Background(sum, [3]).result() == 3  # never started: runs in result
-    with pytest.raises(ZeroDivisionError):
-        parallel.Background(lambda: 1 / 0).result()

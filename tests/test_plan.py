@@ -159,7 +159,7 @@ def test_rodinia_pair_is_cut_by_one_kernel_sequence_plan(real: Path) -> None:
     assert causes and causes[0].function.startswith("Fan2")
     md = c.to_markdown()
     assert "Both runs are cut into cycles by one plan: a repeating kernel sequence (2 kernels)" in md
-    assert c.to_json()["cycle_plan"]["source"] == "kernel-sequence"
+    assert c.to_json()["plan"]["source"] == "kernel-sequence"
 
 
 def _side(arg: tuple[str, int], cores: int) -> tuple[dict, int]:

@@ -127,7 +127,7 @@ def test_legends_stand_outside_the_data_and_ecdfs_start_at_zero(tmp_path: Path,
         return real_write(fig, plt, path)
 
     monkeypatch.setattr(plots, "_write", keep)
-    plots.write_plots(perfdiff.compare(*PAIR).analysis, tmp_path, "r")
+    plots.write_plots(perfdiff.compare(*PAIR).result, tmp_path, "r")
     assert {name for name, _, _ in figures} == {"r.cycles.png", "r.timeline.png", "r.suspects.png", "r.context.png"}
     for name, axes, legends in figures:
         assert len(legends) == 1 and all(ax.get_legend() is None for ax in axes), name

@@ -202,7 +202,7 @@ def test_imported_bundles_keep_the_gpu_side_tree(tmp_path: Path, capsys: pytest.
         code, _, err = run_cli(["compare", n, a, "-o", tmp_path / f"{kind}.md", "--json", tmp_path / f"{kind}.json"],
                                capsys)
         assert code == 0, err
-        trees[kind] = json.loads((tmp_path / f"{kind}.json").read_text())["range_tree"]
+        trees[kind] = json.loads((tmp_path / f"{kind}.json").read_text())["tree"]
         md = (tmp_path / f"{kind}.md").read_text()
         assert "GPU timeline" in md and md.count("**attn**") == 1
     assert trees["bundle"] == trees["trace"]

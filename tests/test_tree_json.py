@@ -1,5 +1,5 @@
-"""The range tree in the comparison JSON: key `range_tree` when the report has its section
-(either run's own ranges nest), absent otherwise; the TreeDiff's records as they are."""
+"""The range tree in the comparison JSON: key `tree`, the TreeDiff's records as they are, when
+the report has its section (either run's own ranges nest), null otherwise."""
 from __future__ import annotations
 
 import json
@@ -13,6 +13,7 @@ from test_tree_gpu import kineto_trace
 
 import perfdiff
 from perfdiff.render import FORMAT_VERSION, read_comparison_json
+from perfdiff.render.json_report import read_comparison
 
 
 def test_nested_ranges_are_in_the_json(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
@@ -24,23 +25,24 @@ def test_nested_ranges_are_in_the_json(tmp_path: Path, capsys: pytest.CaptureFix
     code, _, err = run_cli(["compare", n, a, "-o", tmp_path / "report.md", "--json", out], capsys)
     assert code in (0, 1), err
     data = read_comparison_json(out)
-    assert data["format_version"] == FORMAT_VERSION == 1
-    t = data["range_tree"]
+    assert data["format_version"] == FORMAT_VERSION == 2
+    t = data["tree"]
     d = perfdiff.compare(n, a).tree
     assert d is not None
     assert t["basis"] == "per-cycle" and t["n_cycles"] == list(d.n_cycles) and t["nested"] == [True, True]
-    assert t["roots"] == list(d.roots) and t["n_material"] == d.n_material == 3
+    assert t["roots"] == list(d.roots) and d.n_material == 3
     assert [tuple(x["path"]) for x in t["nodes"]] == [x.path for x in d.nodes]
     attn = t["nodes"][2]
     assert attn["path"] == ["iteration", "forward", "attention"] and attn["material"] and not attn["gpu_side"]
-    assert attn["ratio"] == pytest.approx(d.nodes[2].ratio) and attn["delta_us"] == pytest.approx(d.nodes[2].delta_us)
     assert attn["q"] == pytest.approx(d.nodes[2].q) and attn["test"]["p_mwu"] == pytest.approx(d.nodes[2].test.p_mwu)
-    assert attn["depth"] == 2 and attn["parent"] == 1 and attn["presence"] == "both"
+    assert attn["parent"] == 1 and attn["presence"] == "both"
     # NVTX only: GPU time unknown (NaN in the record) is null, never 0.
     assert math.isnan(d.nodes[0].gpu_n_us) and t["nodes"][0]["gpu_n_us"] is None
     assert t["gpu_reason"][0] == d.gpu_reason[0] is not None
     assert list(t["nodes"][0]) == list(t["nodes"][1])  # every node has the same keys, in one order
     json.dumps(data, allow_nan=False)
+    back = read_comparison(out).tree  # the records again, depth and Δ derived as before
+    assert back is not None and back.nodes[2].depth == 2 and back.nodes[2].delta_us == d.nodes[2].delta_us
 
 
 def test_runs_whose_ranges_do_not_nest_have_no_tree_key(tmp_path: Path) -> None:
@@ -49,5 +51,5 @@ def test_runs_whose_ranges_do_not_nest_have_no_tree_key(tmp_path: Path) -> None:
     n = kineto_trace(tmp_path / "n.json", fwd_kernel_us=300, seed=1)
     a = kineto_trace(tmp_path / "a.json", fwd_kernel_us=3000, seed=2)
     c = perfdiff.compare(n, a)
-    assert c.tree is None and "range_tree" not in c.to_json()
+    assert c.tree is None and c.to_json()["tree"] is None
     assert "Range tree" not in c.to_markdown()

@@ -24,20 +24,22 @@ from perfdiff.inputs import check_pid, open_run, same_content
 from perfdiff.model.cycles import CyclePlan
 from perfdiff.model.durations import parse_duration_ns
 from perfdiff.nesting import Nesting, nesting_of
-from perfdiff.parallel import Background, Parallel
+from perfdiff.parallel import Parallel
 from perfdiff.plan import CycleSummary, check_cycle_choice, plan_pair, summarize_cycles
 from perfdiff.rangetree import RangeNesting, RangeProfile, empty_profile, range_nesting, range_profile
 from perfdiff.segment import Cycles, cut_cycles, rename_devices
 
 if TYPE_CHECKING:  # the analysis (scipy) is imported while the runs load: see _import_later_stages
     from perfdiff.analyze import Analysis, Finding, Notice
+    from perfdiff.analyze.result import ComparisonResult
     from perfdiff.analyze.tree import TreeDiff
     from perfdiff.analyze.verdict import VerdictClass
 
 Run = RunData
 """One run in memory: its manifest and its activity, samples and markers tables."""
 
-__all__ = ["Comparison", "RangeTree", "RankComparison", "Run", "compare", "compare_ranks", "load", "tree"]
+__all__ = ["Comparison", "RangeTree", "RankComparison", "Run", "compare", "compare_ranks", "load", "read_comparison",
+           "tree"]
 
 
 def load(path: str | os.PathLike[str], *, pid: int | None = None, group: str = "full") -> Run:
@@ -142,14 +144,9 @@ def compare(normal: str | os.PathLike[str], abnormal: str | os.PathLike[str], *,
     from perfdiff.analyze import build_findings, compare_runs
     from perfdiff.analyze.load import cycle_load
     from perfdiff.analyze.verdict import build_verdict
-    from perfdiff.render import cycles_csv
 
     # What each cycle carried (the framework's step load), when the runs recorded it.
     loads = cycle_load(run_n, cyc_n), cycle_load(run_a, cyc_a)
-    csv_load = _load_columns(loads) if any(x.recorded for x in loads) else (None, None)
-    # Built in a thread while the runs are compared (numpy's sort and Arrow's CSV writer
-    # release the GIL), once the tests' pool has forked.
-    csv_job = par.background(cycles_csv, cyc_n.dur_ns, cyc_a.dur_ns, *csv_load)
     analysis = compare_runs(run_n, run_a, cyc_n, cyc_a, alpha=alpha, matrices=(mat_n, mat_a), parallel=par,
                             plan=plans[0], nesting=(nest_n, nest_a), loads=loads)
     if not force:
@@ -162,18 +159,12 @@ def compare(normal: str | os.PathLike[str], abnormal: str | os.PathLike[str], *,
 
         tree_diff = diff_trees(tree_n, tree_a, alpha=alpha, cycle_ns=(cyc_n.dur_ns, cyc_a.dur_ns),
                                matched=analysis.matched)
-    return Comparison(analysis, tuple(findings), (run_n.manifest, run_a.manifest), (cyc_n, cyc_a), csv_job,
-                      verdict=tuple(build_verdict(analysis, findings)), tree=tree_diff)
+    from perfdiff.analyze.result import ComparisonResult, CycleTimes
 
-
-def _load_dict(x: Any) -> dict[str, np.ndarray]:
-    """One run's per-cycle load (perfdiff.analyze.records.CycleLoad) as named columns."""
-    return {"tokens": x.tokens, "requests": x.requests, "prefill_tokens": x.prefill_tokens,
-            "decode_tokens": x.decode_tokens}
-
-
-def _load_columns(loads: tuple[Any, Any]) -> tuple[dict[str, np.ndarray], dict[str, np.ndarray]]:
-    return _load_dict(loads[0]), _load_dict(loads[1])
+    return Comparison(ComparisonResult(
+        analysis=analysis, findings=tuple(findings), verdict=tuple(build_verdict(analysis, findings)),
+        manifests=(run_n.manifest, run_a.manifest), tree=tree_diff,
+        cycle_times=tuple(CycleTimes(start_ns=c.start_ns, end_ns=c.end_ns) for c in (cyc_n, cyc_a))))
 
 
 MAX_CYCLE_RATIO = 50.0  # median cycles further apart than this: nothing in common
@@ -194,86 +185,65 @@ def _check_in_common(a: Analysis, normal: Any, abnormal: Any) -> None:
 
 
 class Comparison:
-    """The result of `compare`: tables, findings and warnings as data, and the report."""
+    """The result of `compare`: `result`, the serialisable record of everything the report
+    shows (perfdiff.analyze.result.ComparisonResult), its parts and tables, and its renderings."""
 
-    def __init__(self, analysis: Analysis, findings: tuple[Finding, ...], manifests: tuple[dict, dict],
-                 cycles: tuple[Cycles, Cycles], csv_job: Background | None = None, *,
-                 verdict: tuple[VerdictClass, ...] = (), tree: TreeDiff | None = None):
-        self.analysis = analysis
-        self.tree = tree  # the range-tree diff (TreeDiff) when either run's own ranges nest, else None
-        self.findings = findings
-        self.verdict = verdict  # what changed, as VerdictClass records, the largest first
-        self.manifests = manifests
-        self._cycles = cycles
-        self._csv_job = csv_job
+    def __init__(self, result: ComparisonResult):
+        self.result = result
+
+    @property
+    def analysis(self) -> Analysis:
+        """Every statistic, unformatted (perfdiff.analyze.records.Analysis)."""
+        return self.result.analysis
+
+    @property
+    def findings(self) -> tuple[Finding, ...]:
+        """The Key Findings as records, in the report's order."""
+        return self.result.findings
+
+    @property
+    def verdict(self) -> tuple[VerdictClass, ...]:
+        """What changed, as VerdictClass records, the largest first."""
+        return self.result.verdict
+
+    @property
+    def tree(self) -> TreeDiff | None:
+        """The range-tree diff when either run's own ranges nest, else None."""
+        return self.result.tree
+
+    @property
+    def manifests(self) -> tuple[dict[str, Any], dict[str, Any]]:
+        return self.result.manifests
 
     @property
     def warnings(self) -> tuple[Notice, ...]:
         """Warnings about the comparison itself (typed records; see NoticeCode)."""
-        return self.analysis.warnings
+        return self.result.warnings
 
     @property
     def comparability(self) -> tuple[Notice, ...]:
         """Differences between the runs that can explain a change by themselves."""
-        return self.analysis.comparability
+        return self.result.comparability
 
     @property
     def functions(self) -> pd.DataFrame:
-        """One row per (function, device, kind): own time per cycle (µs), τ (pp), β (%), calls,
-        q-values, effect sizes, flags."""
-        rows = []
-        for f in self.analysis.functions:
-            d = {k: getattr(f, k) for k in f.__dataclass_fields__ if k not in ("t", "beta")}
-            for prefix, res in (("t", f.t), ("beta", f.beta)):
-                for k in ("z", "p_welch", "p_mwu", "hl", "cliffs_delta"):
-                    d[f"{prefix}_{k}"] = getattr(res, k) if res is not None else float("nan")
-            rows.append(d)
-        return pd.DataFrame(rows)
+        """One row per (function, device, kind) (ComparisonResult.functions)."""
+        return self.result.functions
 
     @property
     def metrics(self) -> pd.DataFrame:
-        """One row per metric test: μ while a function ran (scope func) or the run-level series
-        (scope ctx), with both runs' means, Z, p and q."""
-        a = self.analysis
-        rows = []
-        for m in a.mu:
-            rows.append({"scope": "func", "function": a.functions[m.func].name, "metric": m.metric,
-                         "device": m.device, "unit": m.unit, "mean_n": m.res.mean_n, "mean_a": m.res.mean_a,
-                         "z": m.res.z, "z_log": m.z_log, "p_welch": m.res.p_welch, "p_mwu": m.res.p_mwu,
-                         "q": m.q, "fragile": m.fragile})
-        for r in a.context:
-            rows.append({"scope": "ctx", "function": None, "metric": r.metric, "device": r.device,
-                         "unit": r.unit, "mean_n": r.res.mean_n, "mean_a": r.res.mean_a, "z": r.res.z,
-                         "z_log": r.z_log, "p_welch": r.res.p_welch, "p_mwu": r.res.p_mwu, "q": r.q,
-                         "fragile": r.fragile})
-        return pd.DataFrame(rows, columns=["scope", "function", "metric", "device", "unit", "mean_n", "mean_a",
-                                           "z", "z_log", "p_welch", "p_mwu", "q", "fragile"])
+        """One row per metric test (ComparisonResult.metrics)."""
+        return self.result.metrics
 
     @property
     def cycles(self) -> pd.DataFrame:
-        """Every cycle of both runs: run (normal/abnormal), index, start_ns, end_ns, dur_us; when
-        the runs recorded their engine steps' load, also the load each cycle carried (tokens,
-        requests, prefill_tokens, decode_tokens; NaN where unknown, `load_note` says why)."""
-        load = self.analysis.load
-        parts = []
-        for side, (label, c) in enumerate(zip(("normal", "abnormal"), self._cycles, strict=True)):
-            df = pd.DataFrame({"run": label, "index": np.arange(c.n), "start_ns": c.start_ns, "end_ns": c.end_ns,
-                               "dur_us": c.dur_ns / 1e3})
-            if load is not None:
-                from perfdiff.analyze.load import NO_SAMPLE
-
-                cl = load.abnormal if side else load.normal
-                for name, values in _load_dict(cl).items():
-                    df[name] = values
-                df["load_note"] = np.where(np.isfinite(cl.tokens), "", cl.reason or NO_SAMPLE)
-            parts.append(df)
-        return pd.concat(parts, ignore_index=True)
+        """Every cycle of both runs (ComparisonResult.cycles)."""
+        return self.result.cycles
 
     @property
     def cycle_time_change_pct(self) -> float:
         """How much the median cycle time grew, % (negative: it fell)."""
-        n, a = self.analysis.normal.median_us, self.analysis.abnormal.median_us
-        return 100.0 * (a / n - 1.0) if n else float("nan")
+        return self.result.cycle_time_change_pct
 
     def to_markdown(self, *, top: int = 25, cycles_csv: str | None = None, plots: list[str] | None = None,
                     plots_note: str | None = None) -> str:
@@ -281,32 +251,35 @@ class Comparison:
         `write_plots`), `plots_note` says why there are none."""
         from perfdiff.render import render_markdown
 
-        return render_markdown(self.analysis, list(self.findings), list(self.verdict), self.manifests, top=top,
-                               cycles_csv=cycles_csv,
-                               plots=plots or [], plots_note=plots_note, tree=self.tree)
+        return render_markdown(self.result, top=top, cycles_csv=cycles_csv, plots=plots or [], plots_note=plots_note)
 
     def write_plots(self, folder: str | os.PathLike[str], stem: str) -> list[str]:
         """Write the report's pictures (PNG) into `folder` as `stem`.*.png and return their
         names; perfdiff.render.plots.PlotsUnavailable without matplotlib."""
         from perfdiff.render.plots import write_plots
 
-        return write_plots(self.analysis, Path(folder), stem)
+        return write_plots(self.result, Path(folder), stem)
 
     def to_json(self) -> dict[str, Any]:
-        """Every number, finding and notice as JSON-ready data (format "perfdiff-comparison")."""
+        """Every number, finding and notice as JSON-ready data (format "perfdiff-comparison",
+        docs/FORMAT.md); `read_comparison` reads it back."""
         from perfdiff.render import to_json
 
-        return to_json(self.analysis, list(self.findings), list(self.verdict), self.tree)
+        return to_json(self.result)
 
     def cycles_csv(self) -> bytes:
         """Both runs' cycle durations (µs), rank by rank, as CSV."""
-        if self._csv_job is not None:
-            return self._csv_job.result()
-        from perfdiff.render import cycles_csv
+        from perfdiff.render.cycles_csv import render_csv
 
-        load = self.analysis.load
-        columns = _load_columns((load.normal, load.abnormal)) if load is not None else (None, None)
-        return cycles_csv(self._cycles[0].dur_ns, self._cycles[1].dur_ns, *columns)
+        return render_csv(self.result)
+
+
+def read_comparison(path: str | os.PathLike[str]) -> Comparison:
+    """The comparison a `--json` file holds (written by `Comparison.to_json`), to render again;
+    InputError where the file is no comparison of this perfdiff's format version."""
+    from perfdiff.render.json_report import read_comparison as read
+
+    return Comparison(read(path))
 
 
 def tree(normal: str | os.PathLike[str], abnormal: str | os.PathLike[str], *, alpha: float = 0.05,

@@ -2,7 +2,7 @@
 
 The pipeline (perfdiff.api) is handed a `Parallel` and asks it to run independent pieces of
 work: the two runs' loading (`map_pair`), the per-function tests (`start_map`), the μ tests
-(`map`), an output built beside the comparison (`background`).  Each runs in forked
+(`map`).  Each runs in forked
 processes when the work is large enough to pay for the fork, else here, in order, with the
 same results.  The statistics therefore read as serial code; `Parallel.serial()` runs
 everything in this process.
@@ -24,7 +24,6 @@ import pickle
 import shutil
 import sys
 import tempfile
-import threading
 import traceback
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -33,7 +32,7 @@ from typing import Any, Callable, Sequence
 from perfdiff import errors
 from perfdiff.errors import PerfdiffError
 
-__all__ = ["Background", "Parallel", "Pending", "keep_freed_memory"]
+__all__ = ["Parallel", "Pending", "keep_freed_memory"]
 
 # Data inherited by the forked workers of the pool being started (see the module docstring).
 _SHARED: Any = None
@@ -57,7 +56,6 @@ class Parallel:
     pool_min_cycles: int = 200_000
     mu_min_pairs: int = 20_000_000
     max_workers: int = 8
-    _after_fork: list[Callable[[], None]] = field(default_factory=list, repr=False)
 
     @classmethod
     def serial(cls) -> Parallel:
@@ -167,23 +165,6 @@ class Parallel:
                     _SHARED = None
         return [fn(shared, x) for x in items]
 
-    def after_fork(self, callback: Callable[[], None]) -> None:
-        """Run `callback` at `forks_done`: threads started before a fork would be copied into
-        the workers half-way."""
-        self._after_fork.append(callback)
-
-    def forks_done(self) -> None:
-        """The caller will fork no more pools: run the `after_fork` callbacks (once)."""
-        callbacks, self._after_fork = self._after_fork, []
-        for cb in callbacks:
-            cb()
-
-    def background(self, fn: Callable[..., Any], *args: Any) -> Background:
-        """fn(*args) in a thread, started at `forks_done` (see `after_fork`)."""
-        job = Background(fn, *args)
-        self.after_fork(job.start)
-        return job
-
 
 class Pending:
     """A map started by `Parallel.start_map`: `result()` returns its list, `close()` stops a
@@ -225,36 +206,6 @@ class Pending:
             self.pool.shutdown(cancel_futures=True)
             self.pool = None
             self.futures = []
-
-
-class Background:
-    """fn(*args) in a thread from `start`; `result` waits and returns it (or raises), and
-    runs it here when it was never started."""
-
-    def __init__(self, fn: Callable[..., Any], *args: Any):
-        self._out: list[Any] = []
-        self._err: list[BaseException] = []
-
-        def run() -> None:
-            try:
-                self._out.append(fn(*args))
-            except BaseException as exc:  # noqa: BLE001 - raised again in the caller's thread
-                self._err.append(exc)
-
-        self._thread = threading.Thread(target=run, name="perfdiff-background", daemon=True)
-        self._started = False
-
-    def start(self) -> None:
-        if not self._started:
-            self._started = True
-            self._thread.start()
-
-    def result(self) -> Any:
-        self.start()
-        self._thread.join()
-        if self._err:
-            raise self._err[0]
-        return self._out[0]
 
 
 def keep_freed_memory() -> None:

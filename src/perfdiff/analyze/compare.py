@@ -169,7 +169,6 @@ def compare_runs(normal: RunData, abnormal: RunData, cn: Cycles, ca: Cycles, *,
                     aliases=tuple(aliases.get(label, []))))
         mu_res = par.map(_mu_test, jobs, shared=alpha,
                          large=sum(len(j[3]) * len(j[4]) for j in jobs) >= par.mu_min_pairs)
-        par.forks_done()  # the last pool has forked: threads may start (the report's CSV)
         mu_rows = [MuStats(func=j[0], metric=j[1], device=j[2], unit=metric_unit(j[1]), res=r, z_log=z)
                    for j, (r, z) in zip(jobs, mu_res, strict=True)]
         warnings = [Notice(NoticeCode.METRIC_ONE_SIDE, fields={"metric": key[0], "device": key[1],

@@ -16,11 +16,11 @@ import sys
 import traceback
 
 from perfdiff.version import __version__
-from perfdiff.cli import bench, collect, compare, importcmd, startup, tree
+from perfdiff.cli import bench, collect, compare, importcmd, render, startup, tree
 from perfdiff.cli.common import Parser
 from perfdiff.errors import EXIT_INPUT, EXIT_INTERNAL, InternalError, PerfdiffError, input_of
 
-COMMANDS = (compare, importcmd, collect, startup, tree, bench)
+COMMANDS = (compare, render, importcmd, collect, startup, tree, bench)
 
 
 def build_parser() -> argparse.ArgumentParser:

@@ -17,8 +17,7 @@ def cmd_compare(args: argparse.Namespace) -> int:
     cmd_compare_ranks."""
     from perfdiff.ranks import is_multi_rank
 
-    report = Path(args.output) if args.output and args.output != "-" else None
-    cycles_csv = report.with_name(report.with_suffix("").name + ".cycles.csv") if report else None
+    report, cycles_csv = report_paths(args.output)
     check_outputs([args.normal, args.abnormal], [report or "-", cycles_csv, args.json])
     if args.ranks or args.scheduler or args.workers or is_multi_rank(args.normal) or is_multi_rank(args.abnormal):
         return cmd_compare_ranks(args)
@@ -31,6 +30,15 @@ def cmd_compare(args: argparse.Namespace) -> int:
                    pid=args.pid, group=args.group, force=args.force)
     if comp.findings and comp.findings[0].code == FindingCode.IDENTICAL:
         print(f"perfdiff: identical inputs: {args.normal} and {args.abnormal} hold the same bytes", file=sys.stderr)
+    write_report(comp, args, report, cycles_csv)
+    if args.fail_on is not None:
+        return _gate("median cycle time", comp.cycle_time_change_pct, comp.analysis.cycle_test.p_mwu, args)
+    return 0
+
+
+def write_report(comp: Any, args: argparse.Namespace, report: Path | None, cycles_csv: Path | None) -> None:
+    """Write a comparison's report (Markdown to `report`, or stdout), its cycles CSV and
+    pictures beside it, and its JSON (`args.json`); `args.top`, `args.no_plots` as parsed."""
     if report is not None and cycles_csv is not None:
         plots, note = _plots(comp, report, args)
         write_output(report, comp.to_markdown(top=args.top, cycles_csv=cycles_csv.name, plots=plots, plots_note=note))
@@ -39,9 +47,12 @@ def cmd_compare(args: argparse.Namespace) -> int:
         sys.stdout.write(comp.to_markdown(top=args.top))
     if args.json:
         write_output(Path(args.json), json.dumps(comp.to_json(), indent=1, allow_nan=False) + "\n")
-    if args.fail_on is not None:
-        return _gate("median cycle time", comp.cycle_time_change_pct, comp.analysis.cycle_test.p_mwu, args)
-    return 0
+
+
+def report_paths(output: str | None) -> tuple[Path | None, Path | None]:
+    """(the report, the cycles CSV beside it) for `-o OUTPUT`; (None, None) for stdout."""
+    report = Path(output) if output and output != "-" else None
+    return report, (report.with_name(report.with_suffix("").name + ".cycles.csv") if report else None)
 
 
 def _plots(comp: Any, out: Path, args: argparse.Namespace) -> tuple[list[str], str | None]:

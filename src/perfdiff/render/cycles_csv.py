@@ -6,7 +6,17 @@ from collections.abc import Mapping
 
 import numpy as np
 
+from perfdiff.analyze.result import ComparisonResult, load_columns
+
 LOAD_COLUMNS = ("tokens", "requests", "prefill_tokens", "decode_tokens")
+
+
+def render_csv(result: ComparisonResult) -> bytes:
+    """The cycles CSV of `result` (`cycles_csv`), with the load columns when the runs recorded
+    their engine steps' load."""
+    load = result.analysis.load
+    columns = (load_columns(load.normal), load_columns(load.abnormal)) if load is not None else (None, None)
+    return cycles_csv(result.cycle_times[0].dur_ns, result.cycle_times[1].dur_ns, *columns)
 
 
 def cycles_csv(dur_n_ns: np.ndarray, dur_a_ns: np.ndarray, load_n: Mapping[str, np.ndarray] | None = None,
@@ -15,7 +25,7 @@ def cycles_csv(dur_n_ns: np.ndarray, dur_a_ns: np.ndarray, load_n: Mapping[str, 
     the shorter run's column ends in empty cells.  With `load_n` / `load_a` (per cycle, keyed by
     LOAD_COLUMNS), each duration is followed by its cycle's load: columns normal_tokens …,
     abnormal_tokens …, empty where the cycle's load is unknown.  Pure numpy and Arrow, which
-    release the GIL: `perfdiff compare` builds it in a thread beside the comparison."""
+    release the GIL."""
     import pyarrow as pa
     import pyarrow.csv as pacsv
 

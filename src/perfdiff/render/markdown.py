@@ -13,7 +13,7 @@ import jinja2
 
 from perfdiff.version import __version__
 from perfdiff.analyze import Analysis, DetailRow, Finding, FindingCode, FunctionStats
-from perfdiff.analyze.tree import TreeDiff
+from perfdiff.analyze.result import ComparisonResult
 from perfdiff.analyze.verdict import VerdictClass
 from perfdiff.render.names import short_name, shown_names
 from perfdiff.render.tree import TreeLabels, tree_section
@@ -251,11 +251,13 @@ PLOT_TITLES = {"cycles": "cycle-time distribution", "timeline": "cycle time, cyc
                "suspects": "top suspects", "context": "changed metrics"}
 
 
-def render_markdown(c: Analysis, findings: list[Finding], verdict: list[VerdictClass], manifests: tuple[dict, dict], *,
-                    top: int = 25, cycles_csv: str | None = None, plots: list[str] | None = None,
-                    plots_note: str | None = None, tree: TreeDiff | None = None) -> str:
-    """The Markdown report; `plots`: picture files beside it, linked by relative path;
-    `tree`: the range-tree diff, for its section."""
+def render_markdown(result: ComparisonResult, *, top: int = 25, cycles_csv: str | None = None,
+                    plots: list[str] | None = None, plots_note: str | None = None) -> str:
+    """The Markdown report of `result`; `top`: rows of the detailed table; `cycles_csv`: the
+    cycles CSV beside it, to name; `plots`: picture files beside it, linked by relative path;
+    `plots_note`: why there are none."""
+    c, findings, verdict, manifests, tree = (result.analysis, list(result.findings), list(result.verdict),
+                                             result.manifests, result.tree)
     view = build_view(c, findings, verdict, top=top, cycles_csv=cycles_csv)
     view["range_tree"] = (tree_section(tree, TreeLabels(c.normal.name, c.abnormal.name, c.normal.path,
                                                         c.abnormal.path, c.normal.cycle_detail))

@@ -12,7 +12,7 @@ from pathlib import Path
 
 import numpy as np
 
-from perfdiff.analyze import Analysis
+from perfdiff.analyze.result import ComparisonResult
 from perfdiff.analyze.records import Trace
 from perfdiff.ranks.records import RankAnalysis
 from perfdiff.render.names import shorten_set
@@ -46,9 +46,10 @@ def _ms(us: np.ndarray) -> np.ndarray:
     return np.asarray(us, dtype=np.float64) / 1e3
 
 
-def write_plots(c: Analysis, folder: Path, stem: str) -> list[str]:
+def write_plots(result: ComparisonResult, folder: Path, stem: str) -> list[str]:
     """Write the report's pictures into `folder` as `stem`.*.png; returns their file names."""
     plt = _pyplot()
+    c = result.analysis
     runs = tuple(zip((("normal", c.normal), ("abnormal", c.abnormal)), COLORS, strict=True))
 
     fig, ax = plt.subplots(figsize=SIZE_IN, dpi=DPI, layout="constrained")
