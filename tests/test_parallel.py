@@ -84,6 +84,12 @@ def _take(shared: np.ndarray, i: int) -> int:
     return int(shared[i]) * 2
 
 
+def pair(par: Parallel, fn, args: tuple, sizes: tuple[int, int]) -> list:
+    """[fn(args[0], cores), fn(args[1], cores)] through Parallel.meet_pair, with nothing to agree on."""
+    return par.meet_pair(lambda a, cores: (fn(a, cores), None), lambda summaries: None,
+                         lambda state, decision: state, args, sizes)
+
+
 def side(arg: tuple[str, int], cores: int) -> dict:
     kind, n = arg
     if kind == "bad":
@@ -94,7 +100,7 @@ def side(arg: tuple[str, int], cores: int) -> dict:
 
 
 def test_arrays_come_back_whole_and_writable() -> None:
-    out = Parallel(cores=2, pair_min_bytes=0).map_pair(side, (("a", 1_000_000), ("b", 0)), (1 << 30, 1 << 30))
+    out = pair(Parallel(cores=2, pair_min_bytes=0), side, (("a", 1_000_000), ("b", 0)), (1 << 30, 1 << 30))
     assert out[0]["name"] == "a" and np.array_equal(out[0]["values"], np.arange(1_000_000))
     out[0]["values"][0] = 7  # copy-on-write mapping: the result is an ordinary array
     assert out[1]["values"].size == 0
@@ -102,14 +108,14 @@ def test_arrays_come_back_whole_and_writable() -> None:
 
 def test_a_bad_input_in_a_worker_is_the_same_one_line_error(tmp_path: Path) -> None:
     with pytest.raises(InputError) as err:
-        Parallel(cores=2, pair_min_bytes=0).map_pair(side, (("a", 10), ("bad", 10)), (1 << 30, 1 << 30))
+        pair(Parallel(cores=2, pair_min_bytes=0), side, (("a", 10), ("bad", 10)), (1 << 30, 1 << 30))
     assert str(err.value) == "/x/b.sqlite: not an nsys export (no CUPTI_ACTIVITY_KIND_KERNEL table)"
     assert err.value.code == 2
 
 
 def test_a_bug_in_a_worker_is_a_bug_with_its_traceback() -> None:
     with pytest.raises(InternalError, match=r"ZeroDivisionError: a bug in a worker") as info:
-        Parallel(cores=2, pair_min_bytes=0).map_pair(side, (("bug", 1), ("a", 1)), (1 << 30, 1 << 30))
+        pair(Parallel(cores=2, pair_min_bytes=0), side, (("bug", 1), ("a", 1)), (1 << 30, 1 << 30))
     assert info.value.type_name == "ZeroDivisionError"
     assert "Traceback" in info.value.traceback_text and "ZeroDivisionError" in info.value.traceback_text
 
@@ -147,13 +153,13 @@ def test_a_worker_killed_is_one_line_naming_the_input() -> None:
     from perfdiff.errors import PerfdiffError
 
     with pytest.raises(PerfdiffError, match=r"ended without a result \(killed by signal 9; out of memory\?\)"):
-        Parallel(cores=2, pair_min_bytes=0).map_pair(killed, (("a", 1), ("oom", 1)), (1 << 30, 1 << 30))
+        pair(Parallel(cores=2, pair_min_bytes=0), killed, (("a", 1), ("oom", 1)), (1 << 30, 1 << 30))
 
 
 def test_a_worker_has_half_the_cores_for_its_run() -> None:
-    out = Parallel(cores=8, pair_min_bytes=0).map_pair(lambda _, cores: cores, (0, 1), (1, 1))
+    out = pair(Parallel(cores=8, pair_min_bytes=0), lambda _, cores: cores, (0, 1), (1, 1))
     assert out == [4, 4]
-    assert Parallel(cores=8).map_pair(lambda _, cores: cores, (0, 1), (1, 1)) == [8, 8]  # in-process: all
+    assert pair(Parallel(cores=8), lambda _, cores: cores, (0, 1), (1, 1)) == [8, 8]  # in-process: all
 
 
 @pytest.mark.real

@@ -6,7 +6,7 @@ import pandas as pd
 import pytest
 
 from perfdiff.analyze import compare_runs
-from perfdiff.attribute import attribute_activity, cycle_means, sample_series
+from perfdiff.attribute import attribute_activity, sample_series
 from perfdiff.bundle import MISSING, RunData, base_manifest, empty_table, normalize_table
 from perfdiff.errors import InputError
 from perfdiff.model.durations import parse_duration_ns
@@ -137,16 +137,12 @@ def test_tau_over_a_partition_is_the_cycle_change() -> None:
     assert c.functions[[f.name for f in c.functions].index("B")].q_t <= 0.05
 
 
-def test_samples_point_intervals_and_cycle_means() -> None:
+def test_samples_point_intervals() -> None:
     samples = [{"metric": "m", "device": "Host", "t_start_ns": t, "t_end_ns": t, "value": v}
                for t, v in ((0, 1.0), (100, 3.0), (200, float("nan")), (300, 5.0))]
     s = sample_series(run_of([], None, samples))[("m", "Host")]
     assert s.dropped_nonfinite == 1
     assert s.t1.tolist() == [100, 200, 400]  # a point reading lasts until the next one
-    cyc = Cycles(np.array([0, 100, 300, 1000]), np.array([100, 300, 400, 1100]), "t", "")
-    means = cycle_means(s, cyc)
-    assert means[:3].tolist() == [1.0, 3.0, 5.0]
-    assert np.isnan(means[3])  # no sample: unknown, not 0
 
 
 def test_renamed_cpu_range_is_matched_across_runs() -> None:

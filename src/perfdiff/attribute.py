@@ -313,17 +313,3 @@ def mu_matrix(rows: DeviceRows | None, series: SeriesInfo, F: int, K: int,
     with np.errstate(invalid="ignore", divide="ignore"):
         mu = np.where(den > 0, num / np.where(den > 0, den, 1.0), np.nan)
     return mu.reshape(F, K)
-
-
-def cycle_means(series: SeriesInfo, cycles: Cycles) -> np.ndarray:
-    """Time-weighted mean of the series over each cycle (NaN for a cycle no sample covers)."""
-    K = cycles.n
-    mid = (series.t0 + series.t1) // 2
-    c = np.searchsorted(cycles.start_ns, mid, side="right") - 1
-    ok = (c >= 0) & (mid < cycles.end_ns[np.maximum(c, 0)])
-    w = (series.t1 - series.t0).astype(np.float64)[ok]
-    w = np.where(w > 0, w, 1.0)
-    num = np.bincount(c[ok], weights=w * series.value[ok], minlength=K)
-    den = np.bincount(c[ok], weights=w, minlength=K)
-    with np.errstate(invalid="ignore", divide="ignore"):
-        return np.where(den > 0, num / np.where(den > 0, den, 1.0), np.nan)

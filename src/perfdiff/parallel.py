@@ -1,7 +1,7 @@
 """Every fork, process pool, thread and memory setting of a comparison, in one place.
 
 The pipeline (perfdiff.api) is handed a `Parallel` and asks it to run independent pieces of
-work: the two runs' loading (`map_pair`), the per-function tests (`start_map`), the μ tests
+work: the two runs' loading (`meet_pair`), the per-function tests (`start_map`), the μ tests
 (`map`).  Each runs in forked
 processes when the work is large enough to pay for the fork, else here, in order, with the
 same results.  The statistics therefore read as serial code; `Parallel.serial()` runs
@@ -68,25 +68,18 @@ class Parallel:
 
     # --- the two runs ------------------------------------------------------------------
 
-    def map_pair(self, fn: Callable[[Any, int], Any], args: tuple[Any, Any], sizes: tuple[int, int] | None = None,
-                 while_waiting: Callable[[], None] | None = None) -> list[Any]:
-        """[fn(args[0], cores), fn(args[1], cores)], in two forked workers when `sizes` (the
-        inputs' bytes) add up to `pair_min_bytes`, else here one after the other.
-
-        `cores` is what each call may keep busy (half the cores in a worker).  `while_waiting`
-        is work for this process meanwhile, called once in either case.  The first side's
-        error is the one raised when both fail, as in a serial run."""
-        return self.meet_pair(lambda a, cores: (fn(a, cores), None), lambda summaries: None,
-                              lambda state, decision: state, args, sizes, while_waiting)
-
     def meet_pair(self, first: Callable[[Any, int], tuple[Any, Any]], meet: Callable[[list[Any]], Any],
                   second: Callable[[Any, Any], Any], args: tuple[Any, Any], sizes: tuple[int, int] | None = None,
                   while_waiting: Callable[[], None] | None = None) -> list[Any]:
-        """Work on two inputs that must agree on something half-way, in two workers as
-        `map_pair` decides: `first(arg, cores)` gives each side's (state, summary); once both
+        """Work on two inputs that must agree on something half-way, in two forked workers
+        when `sizes` (the inputs' bytes) add up to `pair_min_bytes`, else here one after the
+        other.  `first(arg, cores)` gives each side's (state, summary), `cores` being what it
+        may keep busy (half the cores in a worker); once both
         summaries are in, `meet([summary_0, summary_1])` gives one decision (in this process);
         then `second(state, decision)` gives each side's result.  The summaries and the
-        decision cross between processes pickled (keep them small); the states never do."""
+        decision cross between processes pickled (keep them small); the states never do.
+        `while_waiting` is work for this process meanwhile, called once in either case.  The
+        first side's error is the one raised when both fail, as in a serial run."""
         total = sum(sizes) if sizes else 0
         if total < self.pair_min_bytes or not self.can_fork:
             firsts = [first(a, self.cores) for a in args]
