@@ -17,7 +17,7 @@ from perfdiff.version import __version__
 
 from perfdiff.marker import cycle, mark_cycle  # noqa: E402
 
-_API = ("compare", "load", "tree", "compare_ranks", "Comparison", "RangeTree", "RankComparison", "Run")
+_API = ("compare", "load", "tree", "compare_ranks", "read_comparison", "Comparison", "RangeTree", "RankComparison", "Run")
 
 
 def __getattr__(name: str) -> Any:
@@ -29,4 +29,4 @@ def __getattr__(name: str) -> Any:
 
 
 __all__ = ["Comparison", "RangeTree", "RankComparison", "Run", "__version__", "compare", "compare_ranks", "cycle",
-           "load", "mark_cycle", "tree"]
+           "load", "mark_cycle", "read_comparison", "tree"]
