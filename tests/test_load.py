@@ -20,7 +20,8 @@ from perfdiff.analyze import FindingCode, NoticeCode, build_findings
 from perfdiff.analyze.load import NO_SAMPLE, cycle_load
 from perfdiff.analyze.verdict import VerdictCode, build_verdict
 from perfdiff.bundle import write_bundle
-from perfdiff.segment import Cycles
+from perfdiff.model.cycles import Cycles
+from perfdiff.model.schema import CycleSource
 from perfdiff.stats.adjusted import adjusted_difference, fit_strata, newey_west_lag
 
 
@@ -29,7 +30,7 @@ def s(metric: str, t0: int, t1: int, v: float) -> dict:
 
 
 def test_join_sums_the_samples_in_each_cycle_and_leaves_the_rest_unknown() -> None:
-    cycles = Cycles(np.array([0, 100, 200]), np.array([100, 200, 300]), "test", "")
+    cycles = Cycles(np.array([0, 100, 200]), np.array([100, 200, 300]), CycleSource.WINDOW, "")
     run = run_of([], samples=[
         s("step_tokens", 10, 90, 5), s("step_requests", 10, 90, 2),
         s("step_tokens", 100, 140, 3), s("step_tokens", 150, 200, 4),  # two steps in cycle 1: summed
@@ -43,7 +44,7 @@ def test_join_sums_the_samples_in_each_cycle_and_leaves_the_rest_unknown() -> No
 
 
 def test_join_adds_prefill_and_decode_when_tokens_are_not_recorded() -> None:
-    cycles = Cycles(np.array([0, 100]), np.array([100, 200]), "test", "")
+    cycles = Cycles(np.array([0, 100]), np.array([100, 200]), CycleSource.WINDOW, "")
     run = run_of([], samples=[s("step_prefill_tokens", 0, 100, 64), s("step_decode_tokens", 0, 100, 8),
                               s("step_prefill_tokens", 100, 200, 0), s("step_decode_tokens", 100, 200, 9)])
     assert cycle_load(run, cycles).tokens.tolist() == [72.0, 9.0]

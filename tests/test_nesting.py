@@ -11,7 +11,8 @@ import perfdiff
 from perfdiff.analyze import FindingCode
 from perfdiff.attribute import attribute_activity
 from perfdiff.nesting import nesting_of
-from perfdiff.segment import Cycles
+from perfdiff.model.cycles import Cycles
+from perfdiff.model.schema import CycleSource
 
 KINETO = "pytorch/kineto/tb_plugin/samples"
 
@@ -32,7 +33,7 @@ def test_own_time_inside_each_enclosing_range() -> None:
         cpu("copy", 200, 210, 10),  # outside everything
         cpu("copy", 20, 40, 20, tid=2),  # another thread: inside nothing
     ])
-    n = nesting_of(run, attribute_activity(run, Cycles(np.array([0]), np.array([300]), "test", "")))
+    n = nesting_of(run, attribute_activity(run, Cycles(np.array([0]), np.array([300]), CycleSource.WINDOW, "")))
     key = {name: (name, "Host", "cpu") for name in ("step", "load", "copy")}
     assert n.own_ns[key["copy"]] == 60
     assert n.inside_ns[(key["copy"], key["load"])] == 20

@@ -11,7 +11,8 @@ from perfdiff.bundle import MISSING, RunData, base_manifest, empty_table, normal
 from perfdiff.errors import InputError
 from perfdiff.model.durations import parse_duration_ns
 from perfdiff.plan import segment_cycles
-from perfdiff.segment import Cycles
+from perfdiff.model.cycles import Cycles
+from perfdiff.model.schema import CycleSource
 
 
 def run_of(rows: list[dict], markers: list[dict] | None = None, samples: list[dict] | None = None) -> RunData:
@@ -27,7 +28,7 @@ def k(name: str, s: int, e: int, launch: int = MISSING, kind: str = "kernel", de
 
 
 def test_launch_attribution_and_clipping() -> None:
-    cyc = Cycles(np.array([0, 100]), np.array([100, 200]), "test", "")
+    cyc = Cycles(np.array([0, 100]), np.array([100, 200]), CycleSource.WINDOW, "")
     run = run_of([
         k("late", 150, 170, launch=90),  # launched in cycle 0, runs in cycle 1: counts whole in 0
         k("span", 80, 120, kind="cpu", device="Host"),  # no launch: 20 in cycle 0, 20 in cycle 1
@@ -49,7 +50,7 @@ def test_launch_attribution_and_clipping() -> None:
 
 
 def test_host_counter_busy_can_exceed_duration_and_is_prorated() -> None:
-    cyc = Cycles(np.array([0, 50]), np.array([50, 100]), "test", "")
+    cyc = Cycles(np.array([0, 50]), np.array([50, 100]), CycleSource.WINDOW, "")
     run = run_of([{"function": "oncpu", "kind": "host", "device": "Host", "start_ns": 0, "end_ns": 100,
                    "busy_ns": 300}])  # three threads busy all interval
     m = attribute_activity(run, cyc)
@@ -204,13 +205,13 @@ def test_a_renamed_step_in_windows_is_matched_whatever_its_speed() -> None:
 
 def test_overlapping_cycles_count_a_row_in_each_it_overlaps() -> None:
     """Marker ranges from several threads can overlap: no fast path to a single cycle then."""
-    cyc = Cycles(np.array([0, 50, 200]), np.array([100, 150, 300]), "test", "")
+    cyc = Cycles(np.array([0, 50, 200]), np.array([100, 150, 300]), CycleSource.WINDOW, "")
     m = attribute_activity(run_of([k("r", 60, 90, kind="cpu", device="Host")]), cyc)
     assert m.own_ns[0].tolist() == [30, 30, 0]
 
 
 def test_zero_length_rows_outside_every_cycle_are_unattributed() -> None:
-    cyc = Cycles(np.array([100, 300]), np.array([200, 400]), "test", "")
+    cyc = Cycles(np.array([100, 300]), np.array([200, 400]), CycleSource.WINDOW, "")
     run = run_of([
         k("before", 50, 50, kind="cpu", device="Host"),  # before the first cycle
         k("gap", 250, 250, kind="cpu", device="Host"),  # between two cycles
@@ -229,7 +230,7 @@ def test_zero_length_rows_outside_every_cycle_are_unattributed() -> None:
 def test_split_rows_add_to_whole_rows_the_same_with_few_or_many_cycles(cycles: int) -> None:
     """Rows split over cycles are added after the whole ones, by np.add.at when they are few
     against functions × cycles (5000 cycles here) and by a bincount when many (2 cycles)."""
-    cyc = Cycles(np.arange(cycles) * 100, np.arange(cycles) * 100 + 100, "test", "")
+    cyc = Cycles(np.arange(cycles) * 100, np.arange(cycles) * 100 + 100, CycleSource.WINDOW, "")
     run = run_of([
         k("w", 10, 40, launch=5), k("w", 120, 130, launch=110),  # whole, by launch
         k("h", 20, 30, kind="cpu", device="Host"),  # whole, fast path

@@ -22,7 +22,8 @@ from perfdiff.parallel import Parallel
 from perfdiff.bundle import write_bundle
 from perfdiff.rangetree import fold_name, range_profile
 from perfdiff.render.tree import CSV_COLUMNS, tree_lines
-from perfdiff.segment import Cycles
+from perfdiff.model.cycles import Cycles
+from perfdiff.model.schema import CycleSource
 
 KINETO = "pytorch/kineto/tb_plugin/samples"
 
@@ -69,7 +70,7 @@ def test_paths_calls_self_and_gpu_time() -> None:
     assert p.gpu_ns[by["bwd"]] == 0
     assert p.nested  # fwd holds attn: the process's own ranges nest
     # Per cycle: bwd spans both steps (70 + 70); calls where a range starts.
-    c = range_profile(run, Cycles(np.array([0, 100]), np.array([100, 200]), "test", ""))
+    c = range_profile(run, Cycles(np.array([0, 100]), np.array([100, 200]), CycleSource.WINDOW, ""))
     assert c.incl_cyc_ns is not None and c.calls_cyc is not None
     assert c.incl_cyc_ns[by["bwd"]] == 140 and c.calls_cyc[by["bwd"]] == 1
     path, cyc, val = c.incl_coo
@@ -125,7 +126,7 @@ def _pair(seed: int, slow: float) -> tuple:
     out = []
     for factor in (1.0, slow):
         rows, marks = _iterations(rng, 12, factor)
-        cyc = Cycles(np.array([m[0] for m in marks]), np.array([m[1] for m in marks]), "annotation", "iteration")
+        cyc = Cycles(np.array([m[0] for m in marks]), np.array([m[1] for m in marks]), CycleSource.ANNOTATION, "iteration")
         out.append((range_profile(run_of(rows), cyc), cyc))
     (pn, cn), (pa, ca) = out
     return diff_trees(pn, pa, cycle_ns=(cn.dur_ns, ca.dur_ns))
@@ -401,7 +402,7 @@ def test_tree_totals_add_up(seed: int, n_threads: int) -> None:
     rows, kernels = _nested_ranges(np.random.default_rng(seed), n_threads)
     if not rows:
         return
-    p = range_profile(run_of(rows + kernels), Cycles(np.array([0]), np.array([10_000]), "test", ""))
+    p = range_profile(run_of(rows + kernels), Cycles(np.array([0]), np.array([10_000]), CycleSource.WINDOW, ""))
     roots = p.parent < 0
     assert p.self_ns.sum() == pytest.approx(p.incl_ns[roots].sum())
     assert p.incl_cyc_ns.tolist() == pytest.approx(p.incl_ns.tolist())

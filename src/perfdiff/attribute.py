@@ -13,7 +13,7 @@ import pandas as pd
 
 from perfdiff.bundle import MISSING, RunData
 from perfdiff.model.schema import GPU_KINDS
-from perfdiff.segment import Cycles
+from perfdiff.model.cycles import Cycles
 
 
 @dataclass

@@ -35,7 +35,7 @@ import numpy as np
 from perfdiff.bundle import RunData
 from perfdiff.model.intervals import nesting_parent
 from perfdiff.model.schema import GPU_KINDS, MISSING, Kind, MarkerSource
-from perfdiff.segment import Cycles
+from perfdiff.model.cycles import Cycles
 
 __all__ = ["MAX_DEPTH", "RangeNesting", "RangeProfile", "empty_profile", "fold_name", "range_nesting", "range_profile"]
 

@@ -9,8 +9,8 @@ import numpy as np
 from perfdiff import stats
 from perfdiff.analyze.records import CommonMode, FunctionStats, Notice, NoticeCode
 from perfdiff.bundle import RunData
-from perfdiff.model.schema import GPU_KINDS, CycleSource
-from perfdiff.segment import Cycles
+from perfdiff.model.cycles import Cycles
+from perfdiff.model.schema import GPU_KINDS
 
 CYCLE_RATIO_MAX = 2.0  # median cycle times further apart than this: warn
 
@@ -76,12 +76,12 @@ def cycle_ratio_notice(cn: Cycles, ca: Cycles, one_plan: bool) -> Notice | None:
     ratio = med_a / med_n
     if 1.0 / CYCLE_RATIO_MAX <= ratio <= CYCLE_RATIO_MAX:
         return None
-    same_marked = cn.source == ca.source and CycleSource(cn.source).marked
+    same_marked = cn.source == ca.source and cn.source.marked
     if one_plan and not same_marked:
         return None
     return Notice(NoticeCode.CYCLE_RATIO, normal=med_n / 1e3, abnormal=med_a / 1e3,
-                  fields={"ratio": ratio, "same_marked_source": same_marked, "source_n": cn.source,
-                          "source_a": ca.source})
+                  fields={"ratio": ratio, "same_marked_source": same_marked, "source_n": cn.source.value,
+                          "source_a": ca.source.value})
 
 
 def comparability(normal: RunData, abnormal: RunData, cn: Cycles, ca: Cycles) -> list[Notice]:
@@ -113,7 +113,7 @@ def comparability(normal: RunData, abnormal: RunData, cn: Cycles, ca: Cycles) ->
         out.append(Notice(NoticeCode.RANK, normal=dn.get("rank"), abnormal=da.get("rank"),
                           fields={"world_size": dn.get("world_size")}))
     if cn.source != ca.source:
-        out.append(Notice(NoticeCode.CYCLE_SOURCE, normal=cn.source, abnormal=ca.source,
+        out.append(Notice(NoticeCode.CYCLE_SOURCE, normal=cn.source.value, abnormal=ca.source.value,
                           fields={"detail_n": cn.detail, "detail_a": ca.detail}))
     sn = (normal.manifest.get("source") or {}).get("kind")
     sa = (abnormal.manifest.get("source") or {}).get("kind")

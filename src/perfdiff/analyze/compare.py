@@ -40,7 +40,7 @@ TEST_MIN_SHARE = 0.001  # test functions whose pooled mean own time ≥ 0.1 % of
 def summarize_run(run: RunData, cycles: Cycles) -> RunSummary:
     dur = cycles.dur_ns.astype(np.float64) / NS_PER_US
     return RunSummary(
-        name=run.name, path=run.path, n_cycles=cycles.n, cycle_source=cycles.source,
+        name=run.name, path=run.path, n_cycles=cycles.n, cycle_source=cycles.source.value,
         cycle_detail=cycles.detail, dropped_cycles=cycles.dropped,
         mean_us=float(dur.mean()), median_us=float(np.median(dur)),
         p95_us=float(np.quantile(dur, 0.95)),
@@ -102,8 +102,8 @@ def compare_runs(normal: RunData, abnormal: RunData, cn: Cycles, ca: Cycles, *,
     Dn, Da = cn.dur_ns.astype(np.float64), ca.dur_ns.astype(np.float64)
     mn, ma = matrices or (attribute_activity(normal, cn), attribute_activity(abnormal, ca))
     # Windows and idle-gap spans are no iterations: a step's calls in them scale with its speed.
-    keys, idx_n, idx_a, renames = align(mn, ma, per_iteration=cn.source not in (CycleSource.WINDOW.value,
-                                                                                CycleSource.IDLE_GAPS.value))
+    keys, idx_n, idx_a, renames = align(mn, ma, per_iteration=cn.source not in (CycleSource.WINDOW,
+                                                                                CycleSource.IDLE_GAPS))
     Kn, Ka = cn.n, ca.n
     pooled_cycle_us = (Dn.sum() + Da.sum()) / (Kn + Ka) / NS_PER_US
     mean_da_us = Da.mean() / NS_PER_US

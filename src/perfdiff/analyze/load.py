@@ -19,7 +19,7 @@ from perfdiff import stats
 from perfdiff.analyze.records import CycleLoad, FunctionLoad, LoadComparison, Notice, NoticeCode
 from perfdiff.attribute import CycleMatrix
 from perfdiff.bundle import RunData
-from perfdiff.segment import Cycles
+from perfdiff.model.cycles import Cycles
 from perfdiff.stats.adjusted import MIN_POINTS, AdjustedDifference, adjusted_difference, fit_strata
 
 NAN = float("nan")

@@ -1,13 +1,21 @@
-"""A cycle plan: the one definition of a cycle that both runs of a comparison are cut by.
+"""A cycle plan, the one definition of a cycle that both runs of a comparison are cut by, and
+the cycles a run is cut into.
 
-Standard library only.  perfdiff.plan chooses it from both runs' summaries; perfdiff.segment
-cuts a run by it (docs/STATISTICS.md, cycles).
+Standard library only (the bounds are numpy arrays, but nothing here imports numpy).
+perfdiff.plan chooses the plan from both runs' summaries; perfdiff.segment cuts a run by it
+(docs/STATISTICS.md, cycles).
 """
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 from perfdiff.model.schema import CycleSource
+
+if TYPE_CHECKING:
+    import numpy as np
+
+__all__ = ["CyclePlan", "Cycles"]
 
 
 @dataclass(frozen=True)
@@ -39,3 +47,25 @@ class CyclePlan:
     # GPU devices of the abnormal run renamed to their counterparts in the normal run, as
     # (abnormal name, normal name), when the runs used other device indexes (matched by role)
     device_map: tuple[tuple[str, str], ...] = ()
+
+
+@dataclass(frozen=True)
+class Cycles:
+    """Cycle bounds [start_ns, end_ns) in wall-clock ns, and how they were found.
+
+    `detail`: how the cut found them, in words; `dropped`: cycles dropped for a non-positive
+    or non-finite duration."""
+
+    start_ns: np.ndarray
+    end_ns: np.ndarray
+    source: CycleSource
+    detail: str
+    dropped: int = 0
+
+    @property
+    def n(self) -> int:
+        return int(len(self.start_ns))
+
+    @property
+    def dur_ns(self) -> np.ndarray:
+        return self.end_ns - self.start_ns

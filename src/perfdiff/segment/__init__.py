@@ -29,7 +29,7 @@ DEFAULT_WINDOW_NS = 100_000_000
 MAX_WINDOWS = 1_000_000  # fixed windows of one run: beyond, a window far too short for the run (memory)
 
 
-def _ranges_to_cycles(m: pd.DataFrame, source: str, detail: str, to_next: bool = False) -> Cycles:
+def _ranges_to_cycles(m: pd.DataFrame, source: CycleSource, detail: str, to_next: bool = False) -> Cycles:
     """Ranges become cycles as they are, or with `to_next` each runs from one range's start to
     the next's (the last dropped); point marks become the spans between consecutive marks."""
     start = m["start_ns"].to_numpy(dtype=np.int64)
@@ -59,13 +59,13 @@ def fixed_windows(run: RunData, window_ns: int, reason: str = "") -> Cycles:
     would be more than MAX_WINDOWS (a window far too short for the run)."""
     t0, t1 = timeline_ns(run)
     if t1 <= t0:
-        return finish(np.array([], np.int64), np.array([], np.int64), "window", "no activity")
+        return finish(np.array([], np.int64), np.array([], np.int64), CycleSource.WINDOW, "no activity")
     if (t1 - t0) // window_ns > MAX_WINDOWS:
         raise InputError(f"windows of {_ms(window_ns)} cut this run's {_ms(t1 - t0)} into more than "
                          f"{MAX_WINDOWS:,} cycles: choose a window of at least {_ms((t1 - t0) // MAX_WINDOWS + 1)}",
                          path=run.path)
     if t1 - t0 < window_ns // 2:
-        return finish(np.array([], np.int64), np.array([], np.int64), "window",
+        return finish(np.array([], np.int64), np.array([], np.int64), CycleSource.WINDOW,
                        f"its activity spans {_ms(t1 - t0)}, under half a window of {_ms(window_ns)}"
                        + (f" ({reason})" if reason else ""))
     edges = np.arange(t0, t1, window_ns, dtype=np.int64)
@@ -73,7 +73,7 @@ def fixed_windows(run: RunData, window_ns: int, reason: str = "") -> Cycles:
     # A final partial window shorter than half a window would skew the distribution.
     keep = (ends - edges) >= window_ns // 2
     detail = f"fixed windows of {window_ns / 1e6:g} ms" + (f" ({reason})" if reason else "")
-    return finish(edges[keep], ends[keep], "window", detail)
+    return finish(edges[keep], ends[keep], CycleSource.WINDOW, detail)
 
 
 def _ms(ns: int) -> str:
@@ -129,10 +129,10 @@ def marker_cycles(m: pd.DataFrame, source: CycleSource, name: str | None = None,
     """Cycles from marker ranges of one source (ranges as they are, or from start to start with
     `to_next`; point marks as the spans between consecutive marks)."""
     if source == CycleSource.PERFDIFF_MARKERS:
-        return _ranges_to_cycles(m, source.value, "perfdiff cycle markers from the target")
+        return _ranges_to_cycles(m, source, "perfdiff cycle markers from the target")
     if source == CycleSource.PROFILER_STEP:
-        return _ranges_to_cycles(m, source.value, f"{len(m)} ProfilerStep#N ranges")
-    return _ranges_to_cycles(m, source.value, f"repeating range {short_name(name or '')!r} ({len(m)}×)", to_next)
+        return _ranges_to_cycles(m, source, f"{len(m)} ProfilerStep#N ranges")
+    return _ranges_to_cycles(m, source, f"repeating range {short_name(name or '')!r} ({len(m)}×)", to_next)
 
 
 def gpu_busy_by_device(run: RunData) -> dict[str, float]:
@@ -202,7 +202,7 @@ def _cut(run: RunData, plan: CyclePlan) -> Cycles:
     else:
         cyc = cut_at_gaps(run, float(plan.threshold_ns or 0.0))
     if cyc is None:
-        cyc = finish(np.array([], np.int64), np.array([], np.int64), src.value, "no activity")
+        cyc = finish(np.array([], np.int64), np.array([], np.int64), src, "no activity")
     return _with_one_sided(cyc, plan)
 
 
@@ -240,13 +240,13 @@ def _regex_cycles(run: RunData, cycle_regex: str) -> Cycles:
     rx = cycle_pattern(cycle_regex)
     hit = markers[_matching(markers["name"], rx)] if len(markers) else markers
     if len(hit):
-        return _ranges_to_cycles(hit, "regex", f"marker ranges matching /{cycle_regex}/")
+        return _ranges_to_cycles(hit, CycleSource.REGEX, f"marker ranges matching /{cycle_regex}/")
     k = kernel_order(run)
     if len(k):
         hk = k[_matching(k["function"], rx)]
         if len(hk) >= 2:
             t = hk["_t"].to_numpy()
             end = np.append(t[1:], t[-1])
-            return finish(t[:-1], end[:-1], "regex",
+            return finish(t[:-1], end[:-1], CycleSource.REGEX,
                            f"a cycle starts at each launch of a kernel matching /{cycle_regex}/")
     raise InputError(f"no marker or kernel matches --cycle {cycle_regex!r}", path=run.path)

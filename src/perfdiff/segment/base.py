@@ -1,36 +1,18 @@
-"""What every way of cutting a run into cycles shares: the Cycles record, bounds made into one,
-and a name cut short for its detail."""
+"""What every way of cutting a run into cycles shares: bounds made into one Cycles record
+(perfdiff.model.cycles), and a name cut short for its detail."""
 from __future__ import annotations
 
-from dataclasses import dataclass
-
 import numpy as np
+
+from perfdiff.model.cycles import Cycles
+from perfdiff.model.schema import CycleSource
 
 __all__ = ["MIN_CYCLES", "Cycles", "finish", "short_name"]
 
 MIN_CYCLES = 2
 
 
-@dataclass(frozen=True)
-class Cycles:
-    """Cycle bounds [start_ns, end_ns) in wall-clock ns, and how they were found."""
-
-    start_ns: np.ndarray
-    end_ns: np.ndarray
-    source: str  # perfdiff-markers | profiler-step | annotation | kernel-sequence | idle-gaps | window | regex
-    detail: str  # in words, for the report
-    dropped: int = 0  # cycles dropped for a non-positive or non-finite duration
-
-    @property
-    def n(self) -> int:
-        return int(len(self.start_ns))
-
-    @property
-    def dur_ns(self) -> np.ndarray:
-        return self.end_ns - self.start_ns
-
-
-def finish(start: np.ndarray, end: np.ndarray, source: str, detail: str) -> Cycles:
+def finish(start: np.ndarray, end: np.ndarray, source: CycleSource, detail: str) -> Cycles:
     """Cycles of the bounds given (ns), in start order, less those of no positive duration
     (counted in `dropped`)."""
     start = np.asarray(start, dtype=np.int64)

@@ -11,7 +11,7 @@ import numpy as np
 import pandas as pd
 
 from perfdiff.bundle import MISSING, RunData
-from perfdiff.model.schema import GPU_KINDS
+from perfdiff.model.schema import GPU_KINDS, CycleSource
 from perfdiff.segment.base import MIN_CYCLES, Cycles, finish, short_name
 
 __all__ = ["KernelPeriod", "cut_at_kernel", "kernel_launch_counts", "kernel_order", "kernel_period"]
@@ -227,7 +227,7 @@ def cut_at_kernel(run: RunData, anchor: str, period: int | None = None, every: i
     starts = k["_t"].to_numpy()[hit][first::every]
     if len(starts) < MIN_CYCLES + 1:
         launches = f"{int(hit.sum())} launch(es)" + (f", one in {every}" if every > 1 else "")
-        return finish(np.zeros(0, np.int64), np.zeros(0, np.int64), "kernel-sequence",
+        return finish(np.zeros(0, np.int64), np.zeros(0, np.int64), CycleSource.KERNEL_SEQUENCE,
                       f"the anchor kernel {short_name(anchor)} gives {len(starts)} cycle start(s) ({launches})")
     t_end = int(run.activity["end_ns"].max())
     ends = np.append(starts[1:], max(t_end, int(starts[-1]) + 1))
@@ -236,7 +236,7 @@ def cut_at_kernel(run: RunData, anchor: str, period: int | None = None, every: i
     what = f"period {period} kernel(s), " if period else ""
     launch = "at each launch" if every == 1 else f"every {every} launches"
     detail = f"repeating kernel sequence: {what}a cycle starts {launch} of {short_name(anchor)}"
-    return finish(starts, ends, "kernel-sequence", detail)
+    return finish(starts, ends, CycleSource.KERNEL_SEQUENCE, detail)
 
 
 def _phase(k: pd.DataFrame, hits: np.ndarray, every: int, period: int) -> int:
