@@ -488,7 +488,7 @@ def test_two_exports_whose_repeated_ranges_differ_in_count_get_one_plan(real: Pa
     con.execute("DELETE FROM NVTX_EVENTS WHERE text = 'registry.cpp::checkCanSchedule<T>' AND rowid % 2 = 0")
     con.commit()
     con.close()
-    from perfdiff.plan import segment_cycles
+    from test_segment_attribute import segment_cycles
 
     alone = [segment_cycles(perfdiff.load(p)).detail for p in (a, b)]
     assert alone[0] != alone[1]  # each run on its own would take another range

@@ -55,7 +55,7 @@ def test_a_replayed_triangular_loop_is_matched_and_finds_an_8_percent_kernel_cha
     # The same rows tested as independent samples: the triangular spread hides the change.
     from perfdiff.analyze.compare import NS_PER_US
 
-    from perfdiff.plan import segment_cycles
+    from test_segment_attribute import segment_cycles
     a, b = triangular_run(1), triangular_run(2, fan2_scale=0.92)
     ma, mb = attribute_activity(a, segment_cycles(a)), attribute_activity(b, segment_cycles(b))
     row = list(ma.keys["name"]).index("Fan2")

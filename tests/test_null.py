@@ -6,9 +6,9 @@ from pathlib import Path
 import pytest
 
 from generate_cpufreq import generate_run
+from test_segment_attribute import segment_cycles
 from perfdiff.analyze import compare_runs
 from perfdiff.bundle import load_bundle
-from perfdiff.plan import segment_cycles
 
 ALPHA = 0.05
 

@@ -10,9 +10,10 @@ from perfdiff.attribute import attribute_activity, sample_series
 from perfdiff.bundle import MISSING, RunData, base_manifest, empty_table, normalize_table
 from perfdiff.errors import InputError
 from perfdiff.model.durations import parse_duration_ns
-from perfdiff.plan import segment_cycles
 from perfdiff.model.cycles import Cycles
 from perfdiff.model.schema import CycleSource
+from perfdiff.plan import plan_pair, summarize_cycles
+from perfdiff.segment import cut_cycles
 
 
 def run_of(rows: list[dict], markers: list[dict] | None = None, samples: list[dict] | None = None) -> RunData:
@@ -20,6 +21,12 @@ def run_of(rows: list[dict], markers: list[dict] | None = None, samples: list[di
     mk = normalize_table("markers", pd.DataFrame(markers)) if markers else empty_table("markers")
     sm = normalize_table("samples", pd.DataFrame(samples)) if samples else empty_table("samples")
     return RunData(base_manifest(run_name="t"), act, sm, mk, path="t")
+
+
+def segment_cycles(run: RunData, *, cycle_regex: str | None = None, window_ns: int | None = None) -> Cycles:
+    """The cycles of one run on its own: the plan it would share with itself."""
+    s = summarize_cycles(run)
+    return cut_cycles(run, plan_pair(s, s, cycle_regex=cycle_regex, window_ns=window_ns))
 
 
 def k(name: str, s: int, e: int, launch: int = MISSING, kind: str = "kernel", device: str = "GPU 0") -> dict:

@@ -31,13 +31,13 @@ from perfdiff.bundle import RunData
 from perfdiff.errors import InputError
 from perfdiff.model.cycles import CyclePlan
 from perfdiff.model.schema import CycleSource
-from perfdiff.segment import (DEFAULT_WINDOW_NS, MAX_WINDOWS, MIN_CYCLES, Cycles, IdleGaps, KernelPeriod,
-                              RepeatedRange, cut_cycles, gpu_busy_by_device, idle_gap_thresholds, idle_gaps,
+from perfdiff.segment import (DEFAULT_WINDOW_NS, MAX_WINDOWS, MIN_CYCLES, IdleGaps, KernelPeriod,
+                              RepeatedRange, gpu_busy_by_device, idle_gap_thresholds, idle_gaps,
                               kernel_launch_counts, kernel_period, marker_cycles,
                               repeated_ranges, source_rows, timeline_ns)
 
 __all__ = ["MARKER_SOURCES", "CycleSummary", "check_cycle_choice", "marker_counts", "offered_sources", "plan_pair",
-           "segment_cycles", "summarize_cycles"]
+           "summarize_cycles"]
 
 MARKER_SOURCES = (CycleSource.PERFDIFF_MARKERS, CycleSource.PROFILER_STEP)  # in the order the plan prefers them
 RANGES_PER_PERIOD = 1.5  # a range repeated this often per kernel period marks a part of an iteration
@@ -241,8 +241,3 @@ def _gaps_hold_periods(sn: CycleSummary, sa: CycleSummary, threshold_ns: float |
         return False
     return all(sum(s.launches.values()) / s.gaps.cycles(threshold_ns) >= GAP_PERIODS * period for s in (sn, sa))
 
-
-def segment_cycles(run: RunData, *, cycle_regex: str | None = None, window_ns: int | None = None) -> Cycles:
-    """The cycles of one run on its own: the plan it would share with itself."""
-    s = summarize_cycles(run)
-    return cut_cycles(run, plan_pair(s, s, cycle_regex=cycle_regex, window_ns=window_ns))
