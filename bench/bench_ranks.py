@@ -51,16 +51,14 @@ def _command(n: Path, a: Path, workers: int, fmt: str, extra: list[str]) -> list
 
 def _tasks_and_plan(normal: str, abnormal: str, own_workers: bool):
     """(the normal run's rank tasks, the abnormal run's, the one plan), as compare makes them."""
-    import dataclasses
-
-    from perfdiff.plan import plan_pair
+    from perfdiff.cycles import PairChoice, plan_cycles
     from perfdiff.ranks.discover import pair_ranks, rank_inputs
     from perfdiff.ranks.part import RankTask, load_summary
 
     pairs, _ = pair_ranks(rank_inputs(normal), rank_inputs(abnormal), None, (normal, abnormal))
     tasks_n = [RankTask(0, p.normal, own_workers=own_workers) for p in pairs]
     tasks_a = [RankTask(1, p.abnormal, own_workers=own_workers) for p in pairs]
-    plan = dataclasses.replace(plan_pair(load_summary(tasks_n[0]), load_summary(tasks_a[0])), device_map=())
+    plan = plan_cycles((load_summary(tasks_n[0]), load_summary(tasks_a[0])), PairChoice(match_devices=False))
     return tasks_n, tasks_a, plan
 
 

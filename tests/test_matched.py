@@ -14,8 +14,7 @@ from test_segment_attribute import k, run_of
 from perfdiff import stats
 from perfdiff.analyze import FindingCode, build_findings, compare_runs
 from perfdiff.attribute import attribute_activity
-from perfdiff.plan import plan_pair, summarize_cycles
-from perfdiff.segment import cut_cycles
+from perfdiff.cycles import cut_cycles, plan_pair, summarize_cycles
 
 CYCLES = 300
 

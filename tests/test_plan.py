@@ -12,10 +12,10 @@ import perfdiff
 from perfdiff.errors import InputError
 from perfdiff.model.schema import CycleSource
 from perfdiff.parallel import Parallel
-from perfdiff.plan import plan_pair, summarize_cycles
+from perfdiff.cycles import cut_cycles, plan_pair, summarize_cycles
 from perfdiff.render.wording import plan_text
 from perfdiff.bundle import RunData
-from perfdiff.segment import cut_cycles, kernel_period
+from perfdiff.segment import kernel_period
 
 RODINIA = "kmcho2019/Rodinia_3.1_Gaussian"
 
@@ -265,7 +265,7 @@ def test_meet_pair_runs_here_when_it_cannot_fork(monkeypatch: pytest.MonkeyPatch
 
 
 def test_devices_are_matched_by_activity_only_when_the_indexes_differ() -> None:
-    from perfdiff.plan import match_devices
+    from perfdiff.cycles import match_devices
 
     def on(device: str, n: int) -> list[dict]:
         return [k("K", i * 1000, i * 1000 + 500, device=device) for i in range(n)]
@@ -274,7 +274,7 @@ def test_devices_are_matched_by_activity_only_when_the_indexes_differ() -> None:
     assert match_devices(summarize_cycles(a), summarize_cycles(b)) == (("GPU 1", "GPU 3"), ("GPU 0", "GPU 5"))
     assert match_devices(summarize_cycles(a), summarize_cycles(a)) == ()
     assert match_devices(summarize_cycles(a), summarize_cycles(run_of(on("GPU 0", 40)))) == ()  # 2 vs 1 GPU
-    from perfdiff.segment import rename_devices
+    from perfdiff.cycles import rename_devices
 
     renamed = rename_devices(b, (("GPU 1", "GPU 3"), ("GPU 0", "GPU 5")))
     assert sorted(set(renamed.activity["device"].astype(str))) == ["GPU 3", "GPU 5"]

@@ -10,10 +10,9 @@ from perfdiff.attribute import attribute_activity, sample_series
 from perfdiff.bundle import MISSING, RunData, base_manifest, empty_table, normalize_table
 from perfdiff.errors import InputError
 from perfdiff.model.durations import parse_duration_ns
+from perfdiff.cycles import cut_cycles, plan_pair, summarize_cycles
 from perfdiff.model.cycles import Cycles
 from perfdiff.model.schema import CycleSource
-from perfdiff.plan import plan_pair, summarize_cycles
-from perfdiff.segment import cut_cycles
 
 
 def run_of(rows: list[dict], markers: list[dict] | None = None, samples: list[dict] | None = None) -> RunData:

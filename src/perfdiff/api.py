@@ -1,6 +1,6 @@
 """The Python API: `compare(normal, abnormal)` and `load(path)`, the pipeline behind the CLI.
 
-    load ──► plan the pair's cycles ──► segment + attribute (per run) ──► analyze ──► findings ──► render
+    load + cycles (offer ──► plan ──► cut) ──► attribute (per run) ──► analyze ──► findings ──► render
 
 Each stage is one call into its module; the work that can run at once (the two runs, the
 per-function tests, the CSV) is handed to a perfdiff.parallel.Parallel, so this reads as
@@ -19,15 +19,13 @@ import pandas as pd
 
 from perfdiff.attribute import CycleMatrix, attribute_activity, keep_rows_for_mu
 from perfdiff.bundle import RunData, is_bundle
+from perfdiff.cycles import Cut, CutSide, Cycles, Loaded, PairChoice, check_cycle_choice, prepare_pair
 from perfdiff.errors import InputError
 from perfdiff.inputs import check_pid, open_run, same_content
-from perfdiff.model.cycles import CyclePlan
 from perfdiff.model.durations import parse_duration_ns
 from perfdiff.nesting import Nesting, nesting_of
 from perfdiff.parallel import Parallel
-from perfdiff.plan import CycleSummary, check_cycle_choice, plan_pair, summarize_cycles
 from perfdiff.rangetree import RangeNesting, RangeProfile, empty_profile, range_nesting, range_profile
-from perfdiff.segment import Cycles, cut_cycles, rename_devices
 
 if TYPE_CHECKING:  # the analysis (scipy) is imported while the runs load: see _import_later_stages
     from perfdiff.analyze import Analysis, Finding, Notice
@@ -51,41 +49,39 @@ def load(path: str | os.PathLike[str], *, pid: int | None = None, group: str = "
 
 
 @dataclass(frozen=True)
-class _Options:
-    pid: int | None
-    group: str
-    cycle: str | None
-    window_ns: int | None
+class _Side:
+    """One side of a comparison, cut and attributed: its run (rows µ needs no more dropped),
+    cycles, per-(function, cycle) sums, CPU range nesting and range tree."""
+
+    run: RunData
+    cycles: Cycles
+    matrix: CycleMatrix
+    nesting: Nesting
+    ranges: RangeProfile
 
 
-def _load_side(opts: _Options, side: tuple[int, str | os.PathLike[str]],
-               cores: int) -> tuple[tuple[int, RunData, RangeNesting], tuple[CycleSummary, bool]]:
-    """Load one side (0 normal, 1 abnormal), nest its ranges, and summarise what it offers
-    as cycles and whether its own ranges nest."""
-    index, path = side
-    run = open_run(path, pid=opts.pid, group=opts.group, for_compare=True, cores=cores)
+def _load_side(pid: int | None, group: str, path: str | os.PathLike[str], cores: int) -> Loaded:
+    """Load one side, nest its ranges (kept in its worker), and note whether its own ranges
+    nest."""
+    run = open_run(path, pid=pid, group=group, for_compare=True, cores=cores)
     range_nest = range_nesting(run)
-    return (index, run, range_nest), (summarize_cycles(run), range_nest.nested)
+    return Loaded(run, keep=range_nest, note=range_nest.nested)
 
 
-def _cut_side(state: tuple[int, RunData, RangeNesting], decision: tuple[CyclePlan, bool]
-              ) -> tuple[RunData, Cycles, CycleMatrix, Nesting, RangeProfile]:
-    """Cut one side into the pair's cycles (the abnormal one's GPUs renamed to their
-    counterparts first), sum its activity per (function, cycle), note which CPU ranges
-    run inside which, and build its range tree when either side's own ranges nest (else
-    the report shows no tree, and the side gets an empty one)."""
-    index, run, range_nest = state
-    plan, trees = decision
-    if index == 1 and plan.device_map:
-        run = rename_devices(run, plan.device_map)
-        if trees:  # GPU-side ranges find their stream's work by its (renamed) device
-            range_nest = range_nesting(run)
-    cycles = cut_cycles(run, plan)
+def _attribute_side(cut: CutSide, range_nest: RangeNesting, nested: tuple[bool, bool]) -> _Side:
+    """Sum one cut side's activity per (function, cycle), note which CPU ranges run inside
+    which, and build its range tree when either side's own ranges nest (else the report
+    shows no tree, and the side gets an empty one)."""
+    run, cycles = cut.run, cut.cycles
+    assert cycles is not None  # a comparison always cuts
+    trees = nested[0] or nested[1]
+    if cut.renamed and trees:  # GPU-side ranges find their stream's work by its (renamed) device
+        range_nest = range_nesting(run)
     matrix = attribute_activity(run, cycles)
     nesting = nesting_of(run, matrix)
     ranges = range_profile(run, cycles, range_nest) if trees else empty_profile(cycles)
     run, matrix = keep_rows_for_mu(run, matrix)
-    return run, cycles, matrix, nesting, ranges
+    return _Side(run, cycles, matrix, nesting, ranges)
 
 
 def _import_later_stages() -> None:
@@ -128,42 +124,35 @@ def compare(normal: str | os.PathLike[str], abnormal: str | os.PathLike[str], *,
     check_cycle_choice(cycle, window)
     par = parallel or Parallel()
     window_ns = parse_duration_ns(window) if isinstance(window, str) else window
-    opts = _Options(pid=pid, group=group, cycle=cycle, window_ns=window_ns)
-    paths = ((0, normal), (1, abnormal))
-    plans: list[CyclePlan] = []
-
-    def meet(summaries: list[tuple[CycleSummary, bool]]) -> tuple[CyclePlan, bool]:
-        plans.append(plan_pair(summaries[0][0], summaries[1][0], cycle_regex=cycle, window_ns=window_ns))
-        # The range trees are built only when the report shows them: a run's own ranges nest.
-        return plans[0], summaries[0][1] or summaries[1][1]
-
-    # Each side loads and summarises its cycle sources; one plan for both; each side is cut by it.
-    (run_n, cyc_n, mat_n, nest_n, tree_n), (run_a, cyc_a, mat_a, nest_a, tree_a) = par.meet_pair(
-        functools.partial(_load_side, opts), meet, _cut_side, paths, (_input_bytes(normal), _input_bytes(abnormal)),
-        while_waiting=_import_later_stages)
+    # Each side loads and offers its cycles; one plan for both; each side is cut by it and attributed.
+    pair = prepare_pair((normal, abnormal), PairChoice(cycle, window_ns), functools.partial(_load_side, pid, group),
+                        _attribute_side, parallel=par, sizes=(_input_bytes(normal), _input_bytes(abnormal)),
+                        while_waiting=_import_later_stages)
     from perfdiff.analyze import build_findings, compare_runs
     from perfdiff.analyze.load import cycle_load
     from perfdiff.analyze.verdict import build_verdict
 
+    n, a = pair.normal, pair.abnormal
+    cyc_n, cyc_a = n.cycles, a.cycles
     # What each cycle carried (the framework's step load), when the runs recorded it.
-    loads = cycle_load(run_n, cyc_n), cycle_load(run_a, cyc_a)
-    analysis = compare_runs(run_n, run_a, cyc_n, cyc_a, alpha=alpha, matrices=(mat_n, mat_a), parallel=par,
-                            plan=plans[0], nesting=(nest_n, nest_a), loads=loads)
+    loads = cycle_load(n.run, cyc_n), cycle_load(a.run, cyc_a)
+    analysis = compare_runs(n.run, a.run, cyc_n, cyc_a, alpha=alpha, matrices=(n.matrix, a.matrix), parallel=par,
+                            plan=pair.plan, nesting=(n.nesting, a.nesting), loads=loads)
     if not force:
         _check_in_common(analysis, normal, abnormal)
     identical = same_content(normal, abnormal)
     findings = build_findings(analysis, identical=identical)
     tree_diff = None
-    if tree_n.nested or tree_a.nested:  # only where the process's own ranges nest
+    if n.ranges.nested or a.ranges.nested:  # only where the process's own ranges nest
         from perfdiff.analyze.tree import diff_trees
 
-        tree_diff = diff_trees(tree_n, tree_a, alpha=alpha, cycle_ns=(cyc_n.dur_ns, cyc_a.dur_ns),
+        tree_diff = diff_trees(n.ranges, a.ranges, alpha=alpha, cycle_ns=(cyc_n.dur_ns, cyc_a.dur_ns),
                                matched=analysis.matched)
     from perfdiff.analyze.result import ComparisonResult, CycleTimes
 
     return Comparison(ComparisonResult(
         analysis=analysis, findings=tuple(findings), verdict=tuple(build_verdict(analysis, findings)),
-        manifests=(run_n.manifest, run_a.manifest), tree=tree_diff,
+        manifests=(n.run.manifest, a.run.manifest), tree=tree_diff,
         cycle_times=tuple(CycleTimes(start_ns=c.start_ns, end_ns=c.end_ns) for c in (cyc_n, cyc_a))))
 
 
@@ -296,17 +285,17 @@ def tree(normal: str | os.PathLike[str], abnormal: str | os.PathLike[str], *, al
     if not 0.0 < alpha < 1.0:
         raise InputError(f"alpha {alpha}: must be between 0 and 1")
     check_pid([normal, abnormal], pid)
-    runs = [open_run(p, pid=pid, group=group, for_compare=True) for p in (normal, abnormal)]
-    cycles: list[Cycles | None] = [None, None]
-    detail = "no cycles asked for (--total)" if total else ""
-    if not total:
-        plan = plan_pair(summarize_cycles(runs[0]), summarize_cycles(runs[1]), cycle_regex=cycle)
-        if plan.source.marked:
-            runs[1] = rename_devices(runs[1], plan.device_map)
-            cycles = [cut_cycles(r, plan) for r in runs]
-            detail = cycles[0].detail if cycles[0] is not None else ""
-        else:
-            detail = "the runs share no cycles the process marked"
+    pair = prepare_pair((normal, abnormal), PairChoice(cycle, cut=Cut.NEVER if total else Cut.MARKED),
+                        lambda p, cores: Loaded(open_run(p, pid=pid, group=group, for_compare=True)),
+                        lambda cut, keep, notes: cut)
+    runs = [pair.normal.run, pair.abnormal.run]
+    cycles = [pair.normal.cycles, pair.abnormal.cycles]
+    if total:
+        detail = "no cycles asked for (--total)"
+    elif cycles[0] is None:
+        detail = "the runs share no cycles the process marked"
+    else:
+        detail = cycles[0].detail
     profiles = [range_profile(r, c) for r, c in zip(runs, cycles, strict=True)]
     if not profiles[0].n_paths and not profiles[1].n_paths:
         raise InputError(f"{normal} and {abnormal} hold no ranges (NVTX, profiler annotations or operators, "

@@ -2,8 +2,8 @@
 the cycles a run is cut into.
 
 Standard library only (the bounds are numpy arrays, but nothing here imports numpy).
-perfdiff.plan chooses the plan from both runs' summaries; perfdiff.segment cuts a run by it
-(docs/STATISTICS.md, cycles).
+perfdiff.cycles chooses the plan from both runs' offers and cuts each run by it with the
+algorithms of perfdiff.segment (docs/STATISTICS.md, cycles).
 """
 from __future__ import annotations
 

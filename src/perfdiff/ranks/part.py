@@ -14,16 +14,16 @@ import numpy as np
 import pandas as pd
 
 from perfdiff.attribute import attribute_activity
+from perfdiff.cycles import (MARKER_SOURCES, STEP_NAME, CycleSummary, cut_side, marker_counts, offered_sources,
+                             source_rows, summarize_cycles)
 from perfdiff.errors import InputError
 from perfdiff.inputs import open_run
 from perfdiff.model.cycles import CyclePlan
 from perfdiff.model.schema import COLLECTIVE_KERNEL, CycleSource, Kind
 from perfdiff.model.waits import is_wait
 from perfdiff.parallel import keep_freed_memory
-from perfdiff.plan import MARKER_SOURCES, CycleSummary, marker_counts, offered_sources, summarize_cycles
 from perfdiff.ranks import groups
 from perfdiff.ranks.records import ExcessKind, RankInput
-from perfdiff.segment import STEP_NAME, cut_cycles, source_rows
 
 __all__ = ["EXCESS_KINDS", "RankPart", "RankTask", "cycle_columns", "excess_kind", "is_collective", "load_part",
            "load_summary"]
@@ -138,7 +138,7 @@ def load_part(task: RankTask, plan: CyclePlan) -> RankPart | UncutRank:
     offered = offered_sources(marker_counts(run.markers))
     offers = _offers(offered, plan)
     try:
-        cycles = cut_cycles(run, plan)
+        cycles = cut_side(run, plan, task.side).cycles  # the plan of all ranks matches no devices
     except InputError:
         if offers and not plan.chosen_by_user:
             raise

@@ -15,11 +15,11 @@ from pathlib import Path
 
 import numpy as np
 
+from perfdiff.cycles import MARKER_SOURCES, MIN_CYCLES, PairChoice, cycle_pattern, prepare
 from perfdiff.errors import InputError
 from perfdiff.model.cycles import CyclePlan
 from perfdiff.model.durations import parse_duration_ns
 from perfdiff.model.schema import CycleSource
-from perfdiff.plan import MARKER_SOURCES, plan_pair
 from perfdiff.ranks.across import (findings_across, job_cycle, job_cycle_per_iteration, rank_rows, rank_tests,
                                    rank_verdict, with_q)
 from perfdiff.ranks.collectives import collective_time
@@ -29,7 +29,6 @@ from perfdiff.ranks.groups import UNKNOWN
 from perfdiff.ranks.part import RankPart, RankTask, UncutRank, load_part, load_summary
 from perfdiff.ranks.records import IdentitySource, Phase, RankAnalysis, RankNotice, RankNoticeCode
 from perfdiff.ranks.straggler import common_iterations, match_collectives, straggler
-from perfdiff.segment import MIN_CYCLES, cycle_pattern
 
 __all__ = ["UNMATCHED_SOURCES", "analyze_parts", "compare_ranks"]
 
@@ -102,10 +101,12 @@ def _plan(fan, tasks: list[RankTask], n: int, cycle: str | None, window_ns: int 
     windows on all (it is left out instead); the first pair's plan when none agrees."""
     chosen, work = None, 0.0
     last = min(n, REFERENCE_PAIRS)
+    # Each rank is cut alone by the one plan: a pair's GPUs matched would be wrong for the others.
+    choice = PairChoice(cycle, window_ns, match_devices=False)
     for i in range(last):
         (sn, sa), w = fan.map_timed(load_summary, [tasks[i], tasks[n + i]], what="planning")
         work += w
-        plan = dataclasses.replace(plan_pair(sn, sa, cycle_regex=cycle, window_ns=window_ns), device_map=())
+        plan = prepare.plan_cycles((sn, sa), choice)
         chosen = chosen or plan
         if sn.marker_sources == sa.marker_sources:
             return plan, i + 1, work

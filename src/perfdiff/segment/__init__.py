@@ -1,11 +1,10 @@
-"""Split a run's timeline into cycles (iterations of its main loop) by a plan (perfdiff.plan
-chooses it): perfdiff markers, ProfilerStep#N ranges, a repeating range, a kernel sequence
-(perfdiff.segment.sequence), GPU idle gaps (perfdiff.segment.gaps), fixed windows, or the
-user's --cycle pattern (docs/STATISTICS.md, "Cycles and functions").
+"""The ways of splitting a run's timeline into cycles (iterations of its main loop), which
+perfdiff.cycles plans and applies: perfdiff markers, ProfilerStep#N ranges, a repeating range,
+a kernel sequence (perfdiff.segment.sequence), GPU idle gaps (perfdiff.segment.gaps), fixed
+windows, or the user's --cycle pattern (docs/STATISTICS.md, "Cycles and functions").
 """
 from __future__ import annotations
 
-import dataclasses
 import re
 from typing import NamedTuple
 
@@ -14,16 +13,15 @@ import pandas as pd
 
 from perfdiff.bundle import RunData
 from perfdiff.errors import InputError
-from perfdiff.model.cycles import CyclePlan
 from perfdiff.model.schema import GPU_KINDS, CycleSource, MarkerSource
 from perfdiff.segment.base import MIN_CYCLES, Cycles, finish, short_name
 from perfdiff.segment.gaps import IdleGaps, cut_at_gaps, idle_gap_thresholds, idle_gaps
 from perfdiff.segment.sequence import KernelPeriod, cut_at_kernel, kernel_launch_counts, kernel_order, kernel_period
 
 __all__ = ["DEFAULT_WINDOW_NS", "MAX_WINDOWS", "MIN_CYCLES", "STEP_NAME", "Cycles", "IdleGaps", "KernelPeriod",
-           "RepeatedRange", "cut_cycles", "cycle_pattern", "fixed_windows", "gpu_busy_by_device",
-           "idle_gap_thresholds", "idle_gaps", "kernel_launch_counts", "kernel_period", "marker_cycles",
-           "range_rows", "rename_devices", "repeated_ranges", "source_rows", "timeline_ns"]
+           "RepeatedRange", "cut_at_gaps", "cut_at_kernel", "cycle_pattern", "empty_cycles", "fixed_windows",
+           "gpu_busy_by_device", "idle_gap_thresholds", "idle_gaps", "kernel_launch_counts", "kernel_period",
+           "marker_cycles", "range_rows", "regex_cycles", "repeated_ranges", "source_rows", "timeline_ns"]
 
 DEFAULT_WINDOW_NS = 100_000_000
 MAX_WINDOWS = 1_000_000  # fixed windows of one run: beyond, a window far too short for the run (memory)
@@ -74,6 +72,11 @@ def fixed_windows(run: RunData, window_ns: int, reason: str = "") -> Cycles:
     keep = (ends - edges) >= window_ns // 2
     detail = f"fixed windows of {window_ns / 1e6:g} ms" + (f" ({reason})" if reason else "")
     return finish(edges[keep], ends[keep], CycleSource.WINDOW, detail)
+
+
+def empty_cycles(source: CycleSource, detail: str) -> Cycles:
+    """No cycles, and why (`detail`, in words)."""
+    return finish(np.array([], np.int64), np.array([], np.int64), source, detail)
 
 
 def _ms(ns: int) -> str:
@@ -145,79 +148,6 @@ def gpu_busy_by_device(run: RunData) -> dict[str, float]:
     return {str(d): float(v) for d, v in sums.items() if v > 0}
 
 
-def rename_devices(run: RunData, device_map: tuple[tuple[str, str], ...]) -> RunData:
-    """`run` with its devices renamed (old, new) in the activity, samples and GPU-side range
-    tables (a GPU-side range keeps finding its stream's work on the renamed GPU)."""
-    if not device_map:
-        return run
-    mapping = dict(device_map)
-    tables = {}
-    for name in ("activity", "samples", "gpu_ranges"):
-        df = getattr(run, name)
-        if df is None or len(df) == 0:
-            continue
-        if not isinstance(df["device"].dtype, pd.CategoricalDtype):
-            df = df.assign(device=pd.Categorical(df["device"].astype(str)))
-        cats = [str(c) for c in df["device"].cat.categories]
-        # A new name may already be a category (another device's): rebuild from the codes.
-        renamed = [mapping.get(c, c) for c in cats]
-        uniq = list(dict.fromkeys(renamed))
-        lookup = np.array([uniq.index(r) for r in renamed], dtype=np.int64)
-        codes = df["device"].cat.codes.to_numpy()
-        new = pd.Categorical.from_codes(np.where(codes >= 0, lookup[np.maximum(codes, 0)], -1),
-                                        categories=pd.Index(pd.array(uniq, dtype=str)))
-        tables[name] = df.assign(device=new)
-    return dataclasses.replace(run, **tables)
-
-
-def cut_cycles(run: RunData, plan: CyclePlan) -> Cycles:
-    """Cut `run` into cycles by `plan`.  Raises InputError when fewer than 2 cycles result."""
-    cycles = _cut(run, plan)
-    if cycles.n == 0:
-        raise InputError(f"no cycles found: {cycles.detail}", path=run.path)
-    if cycles.n < MIN_CYCLES:
-        raise InputError(
-            f"only {cycles.n} cycle found ({cycles.detail}): comparing needs at least "
-            f"{MIN_CYCLES}; collect longer or choose cycles with --cycle REGEX / --window DURATION",
-            path=run.path)
-    return cycles
-
-
-def _cut(run: RunData, plan: CyclePlan) -> Cycles:
-    src = plan.source
-    markers = run.markers
-    if src == CycleSource.WINDOW:
-        reason = "chosen with --window" if plan.chosen_by_user else \
-            "no markers, no repeating kernel sequence, no clear GPU idle gaps"
-        return _with_one_sided(fixed_windows(run, int(plan.window_ns or DEFAULT_WINDOW_NS), reason), plan)
-    if src == CycleSource.REGEX:
-        return _regex_cycles(run, str(plan.name))
-    if src in (CycleSource.PERFDIFF_MARKERS, CycleSource.PROFILER_STEP, CycleSource.ANNOTATION):
-        rows = source_rows(markers, src)
-        if src == CycleSource.ANNOTATION:
-            rows = range_rows(rows, str(plan.name))
-        return _with_one_sided(marker_cycles(rows, src, plan.name, plan.to_next_start), plan)
-    if src == CycleSource.KERNEL_SEQUENCE:
-        cyc = cut_at_kernel(run, str(plan.name), plan.period, plan.anchor_every)
-    else:
-        cyc = cut_at_gaps(run, float(plan.threshold_ns or 0.0))
-    if cyc is None:
-        cyc = finish(np.array([], np.int64), np.array([], np.int64), src, "no activity")
-    return _with_one_sided(cyc, plan)
-
-
-def _with_one_sided(cyc: Cycles, plan: CyclePlan) -> Cycles:
-    """Say in the detail which sources were passed over for having too few cycles."""
-    if not plan.one_sided:
-        return cyc
-    few = ", ".join(f"{n_n}/{n_a} {src} cycle(s)" for src, n_n, n_a in plan.one_sided
-                    if src != CycleSource.ANNOTATION.value)
-    if not few:
-        return cyc
-    return Cycles(cyc.start_ns, cyc.end_ns, cyc.source,
-                  f"{cyc.detail} (only {few} in the normal/abnormal run: too few to compare)", cyc.dropped)
-
-
 def cycle_pattern(cycle_regex: str) -> re.Pattern:
     """--cycle compiled; InputError (one line) for a pattern Python cannot compile."""
     try:
@@ -234,7 +164,7 @@ def _matching(names: pd.Series, rx: re.Pattern) -> np.ndarray:
     return s.isin(found).to_numpy()
 
 
-def _regex_cycles(run: RunData, cycle_regex: str) -> Cycles:
+def regex_cycles(run: RunData, cycle_regex: str) -> Cycles:
     """Cycles from marker ranges (else kernel launches) whose name matches `cycle_regex`."""
     markers = run.markers
     rx = cycle_pattern(cycle_regex)

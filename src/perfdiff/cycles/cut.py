@@ -1,0 +1,108 @@
+"""Cut one run into cycles by the pair's plan: its GPU devices renamed to their counterparts
+first where the plan matched them (the abnormal run's), then the plan's source cut with the
+algorithms of perfdiff.segment."""
+from __future__ import annotations
+
+import dataclasses
+from dataclasses import dataclass
+
+import numpy as np
+import pandas as pd
+
+from perfdiff.bundle import RunData
+from perfdiff.errors import InputError
+from perfdiff.model.cycles import CyclePlan, Cycles
+from perfdiff.model.schema import CycleSource
+from perfdiff.segment import (DEFAULT_WINDOW_NS, MIN_CYCLES, cut_at_gaps, cut_at_kernel, empty_cycles, fixed_windows,
+                              marker_cycles, range_rows, regex_cycles, source_rows)
+
+__all__ = ["ABNORMAL", "NORMAL", "CutSide", "cut_cycles", "cut_side", "rename_devices"]
+
+NORMAL, ABNORMAL = 0, 1  # the sides of a pair
+
+
+@dataclass(frozen=True)
+class CutSide:
+    """One side of a pair cut by its plan: the run (devices renamed where the plan matched
+    them; `renamed` says so), and its cycles (None where the pair is not cut)."""
+
+    run: RunData
+    cycles: Cycles | None
+    renamed: bool = False
+
+
+def cut_side(run: RunData, plan: CyclePlan, side: int) -> CutSide:
+    """Side `side` (NORMAL, ABNORMAL) of a pair cut by `plan`: the abnormal run's devices are
+    renamed by the plan's device map first.  InputError as for `cut_cycles`."""
+    renamed = side == ABNORMAL and bool(plan.device_map)
+    if renamed:
+        run = rename_devices(run, plan.device_map)
+    return CutSide(run, cut_cycles(run, plan), renamed)
+
+
+def cut_cycles(run: RunData, plan: CyclePlan) -> Cycles:
+    """Cut `run` into cycles by `plan` (its devices as they are).  Raises InputError when
+    fewer than MIN_CYCLES cycles result."""
+    cycles = _cut(run, plan)
+    if cycles.n == 0:
+        raise InputError(f"no cycles found: {cycles.detail}", path=run.path)
+    if cycles.n < MIN_CYCLES:
+        raise InputError(
+            f"only {cycles.n} cycle found ({cycles.detail}): comparing needs at least "
+            f"{MIN_CYCLES}; collect longer or choose cycles with --cycle REGEX / --window DURATION",
+            path=run.path)
+    return cycles
+
+
+def _cut(run: RunData, plan: CyclePlan) -> Cycles:
+    src = plan.source
+    if src == CycleSource.WINDOW:
+        reason = "chosen with --window" if plan.chosen_by_user else \
+            "no markers, no repeating kernel sequence, no clear GPU idle gaps"
+        return _passed_over(fixed_windows(run, int(plan.window_ns or DEFAULT_WINDOW_NS), reason), plan)
+    if src == CycleSource.REGEX:
+        return regex_cycles(run, str(plan.name))
+    if src in (CycleSource.PERFDIFF_MARKERS, CycleSource.PROFILER_STEP, CycleSource.ANNOTATION):
+        rows = source_rows(run.markers, src)
+        if src == CycleSource.ANNOTATION:
+            rows = range_rows(rows, str(plan.name))
+        return _passed_over(marker_cycles(rows, src, plan.name, plan.to_next_start), plan)
+    if src == CycleSource.KERNEL_SEQUENCE:
+        cyc = cut_at_kernel(run, str(plan.name), plan.period, plan.anchor_every)
+    else:
+        cyc = cut_at_gaps(run, float(plan.threshold_ns or 0.0))
+    return _passed_over(cyc if cyc is not None else empty_cycles(src, "no activity"), plan)
+
+
+def _passed_over(cyc: Cycles, plan: CyclePlan) -> Cycles:
+    """Say in the detail which sources were passed over for having too few cycles."""
+    few = ", ".join(f"{n_n}/{n_a} {src} cycle(s)" for src, n_n, n_a in plan.one_sided
+                    if src != CycleSource.ANNOTATION.value)
+    if not few:
+        return cyc
+    return dataclasses.replace(cyc, detail=f"{cyc.detail} (only {few} in the normal/abnormal run: too few to compare)")
+
+
+def rename_devices(run: RunData, device_map: tuple[tuple[str, str], ...]) -> RunData:
+    """`run` with its devices renamed (old, new) in the activity, samples and GPU-side range
+    tables (a GPU-side range keeps finding its stream's work on the renamed GPU)."""
+    if not device_map:
+        return run
+    mapping = dict(device_map)
+    tables = {}
+    for name in ("activity", "samples", "gpu_ranges"):
+        df = getattr(run, name)
+        if df is None or len(df) == 0:
+            continue
+        if not isinstance(df["device"].dtype, pd.CategoricalDtype):
+            df = df.assign(device=pd.Categorical(df["device"].astype(str)))
+        cats = [str(c) for c in df["device"].cat.categories]
+        # A new name may already be a category (another device's): rebuild from the codes.
+        renamed = [mapping.get(c, c) for c in cats]
+        uniq = list(dict.fromkeys(renamed))
+        lookup = np.array([uniq.index(r) for r in renamed], dtype=np.int64)
+        codes = df["device"].cat.codes.to_numpy()
+        new = pd.Categorical.from_codes(np.where(codes >= 0, lookup[np.maximum(codes, 0)], -1),
+                                        categories=pd.Index(pd.array(uniq, dtype=str)))
+        tables[name] = df.assign(device=new)
+    return dataclasses.replace(run, **tables)
