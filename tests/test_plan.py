@@ -673,3 +673,24 @@ def test_an_optimizer_every_few_micro_batches_is_no_incidental_kernel() -> None:
         rows.append(k(n, t, t + dur, launch=t))
         t += dur + 1
     assert kernel_period(run_of(rows)).period == len(micro) * 4 + 2
+
+
+def test_why_windows_is_a_reason_the_renderer_words() -> None:
+    """The cut records why it cut windows and which sources the plan passed over as data;
+    the words (naming --window) are the renderer's, and an error still says them."""
+    from perfdiff.model.cycles import WindowReason
+    from perfdiff.render.cycles_words import cycle_detail
+
+    a = run_of(kernels(40, every=10_000_000))
+    chosen = cut_cycles(a, plan_of(a, a, window_ns=50_000_000))
+    assert chosen.window_reason is WindowReason.CHOSEN and "--" not in chosen.detail
+    assert cycle_detail(chosen) == "fixed windows of 50 ms (chosen with --window)"
+    marks = [{"name": "step", "start_ns": i * 1000, "end_ns": i * 1000 + 500, "source": "perfdiff"} for i in range(3)]
+    b = run_of([k("B", 0, 10), k("C", 900_000_000, 900_000_010)], marks)
+    fallback = cut_cycles(a, plan_of(a, b))
+    assert fallback.window_reason is WindowReason.NO_SOURCE and fallback.passed_over == (("perfdiff-markers", 0, 3),)
+    assert cycle_detail(fallback) == ("fixed windows of 100 ms (no markers, no repeating kernel sequence, no clear "
+                                      "GPU idle gaps) (only 0/3 perfdiff-markers cycle(s) in the normal/abnormal run: "
+                                      "too few to compare)")
+    with pytest.raises(InputError, match=r"under half a window of 1,000 ms \(chosen with --window\)"):
+        cut_cycles(a, plan_of(a, a, window_ns=1_000_000_000))

@@ -131,9 +131,10 @@ def compare(normal: str | os.PathLike[str], abnormal: str | os.PathLike[str], *,
     from perfdiff.analyze import build_findings, compare_runs
     from perfdiff.analyze.load import cycle_load
     from perfdiff.analyze.verdict import build_verdict
+    from perfdiff.render.cycles_words import worded
 
     n, a = pair.normal, pair.abnormal
-    cyc_n, cyc_a = n.cycles, a.cycles
+    cyc_n, cyc_a = worded(n.cycles), worded(a.cycles)  # their detail as the report says it
     # What each cycle carried (the framework's step load), when the runs recorded it.
     loads = cycle_load(n.run, cyc_n), cycle_load(a.run, cyc_a)
     analysis = compare_runs(n.run, a.run, cyc_n, cyc_a, alpha=alpha, matrices=(n.matrix, a.matrix), parallel=par,
@@ -288,8 +289,10 @@ def tree(normal: str | os.PathLike[str], abnormal: str | os.PathLike[str], *, al
     pair = prepare_pair((normal, abnormal), PairChoice(cycle, cut=Cut.NEVER if total else Cut.MARKED),
                         lambda p, cores: Loaded(open_run(p, pid=pid, group=group, for_compare=True)),
                         lambda cut, keep, notes: cut)
+    from perfdiff.render.cycles_words import worded
+
     runs = [pair.normal.run, pair.abnormal.run]
-    cycles = [pair.normal.cycles, pair.abnormal.cycles]
+    cycles = [None if s.cycles is None else worded(s.cycles) for s in (pair.normal, pair.abnormal)]
     if total:
         detail = "no cycles asked for (--total)"
     elif cycles[0] is None:

@@ -11,7 +11,7 @@ import pandas as pd
 
 from perfdiff.bundle import RunData
 from perfdiff.errors import InputError
-from perfdiff.model.cycles import CyclePlan, Cycles
+from perfdiff.model.cycles import CyclePlan, Cycles, WindowReason
 from perfdiff.model.schema import CycleSource
 from perfdiff.segment import (DEFAULT_WINDOW_NS, MIN_CYCLES, cut_at_gaps, cut_at_kernel, empty_cycles, fixed_windows,
                               marker_cycles, range_rows, regex_cycles, source_rows)
@@ -45,20 +45,33 @@ def cut_cycles(run: RunData, plan: CyclePlan) -> Cycles:
     fewer than MIN_CYCLES cycles result."""
     cycles = _cut(run, plan)
     if cycles.n == 0:
-        raise InputError(f"no cycles found: {cycles.detail}", path=run.path)
+        raise InputError(f"no cycles found: {_said(cycles)}", path=run.path)
     if cycles.n < MIN_CYCLES:
         raise InputError(
-            f"only {cycles.n} cycle found ({cycles.detail}): comparing needs at least "
+            f"only {cycles.n} cycle found ({_said(cycles)}): comparing needs at least "
             f"{MIN_CYCLES}; collect longer or choose cycles with --cycle REGEX / --window DURATION",
             path=run.path)
     return cycles
 
 
+def _said(c: Cycles) -> str:
+    """The cycles' detail with why windows and what was passed over, for an error message
+    (a report words them in perfdiff.render.cycles_words)."""
+    text = c.detail
+    if c.window_reason is WindowReason.CHOSEN:
+        text += " (chosen with --window)"
+    elif c.window_reason is WindowReason.NO_SOURCE:
+        text += " (no markers, no repeating kernel sequence, no clear GPU idle gaps)"
+    if c.passed_over:
+        few = ", ".join(f"{n_n}/{n_a} {src} cycle(s)" for src, n_n, n_a in c.passed_over)
+        text += f" (only {few} in the normal/abnormal run: too few to compare)"
+    return text
+
+
 def _cut(run: RunData, plan: CyclePlan) -> Cycles:
     src = plan.source
     if src == CycleSource.WINDOW:
-        reason = "chosen with --window" if plan.chosen_by_user else \
-            "no markers, no repeating kernel sequence, no clear GPU idle gaps"
+        reason = WindowReason.CHOSEN if plan.chosen_by_user else WindowReason.NO_SOURCE
         return _passed_over(fixed_windows(run, int(plan.window_ns or DEFAULT_WINDOW_NS), reason), plan)
     if src == CycleSource.REGEX:
         return regex_cycles(run, str(plan.name))
@@ -75,12 +88,10 @@ def _cut(run: RunData, plan: CyclePlan) -> Cycles:
 
 
 def _passed_over(cyc: Cycles, plan: CyclePlan) -> Cycles:
-    """Say in the detail which sources were passed over for having too few cycles."""
-    few = ", ".join(f"{n_n}/{n_a} {src} cycle(s)" for src, n_n, n_a in plan.one_sided
-                    if src != CycleSource.ANNOTATION.value)
-    if not few:
-        return cyc
-    return dataclasses.replace(cyc, detail=f"{cyc.detail} (only {few} in the normal/abnormal run: too few to compare)")
+    """`cyc` with the sources the plan passed over for having too few cycles in one run
+    (repeating ranges aside: the plan says those)."""
+    few = tuple(s for s in plan.one_sided if s[0] != CycleSource.ANNOTATION.value)
+    return dataclasses.replace(cyc, passed_over=few) if few else cyc
 
 
 def rename_devices(run: RunData, device_map: tuple[tuple[str, str], ...]) -> RunData:

@@ -8,6 +8,7 @@ algorithms of perfdiff.segment (docs/STATISTICS.md, cycles).
 from __future__ import annotations
 
 from dataclasses import dataclass
+from enum import Enum
 from typing import TYPE_CHECKING
 
 from perfdiff.model.schema import CycleSource
@@ -15,7 +16,7 @@ from perfdiff.model.schema import CycleSource
 if TYPE_CHECKING:
     import numpy as np
 
-__all__ = ["CyclePlan", "Cycles"]
+__all__ = ["CyclePlan", "Cycles", "WindowReason"]
 
 
 @dataclass(frozen=True)
@@ -49,18 +50,29 @@ class CyclePlan:
     device_map: tuple[tuple[str, str], ...] = ()
 
 
+class WindowReason(Enum):
+    """Why a run was cut into fixed windows (perfdiff.render words it)."""
+
+    CHOSEN = "chosen"  # the user chose windows
+    NO_SOURCE = "no-source"  # no markers, no repeating kernel sequence, no clear GPU idle gaps
+
+
 @dataclass(frozen=True)
 class Cycles:
     """Cycle bounds [start_ns, end_ns) in wall-clock ns, and how they were found.
 
-    `detail`: how the cut found them, in words; `dropped`: cycles dropped for a non-positive
-    or non-finite duration."""
+    `detail`: how the cut found them, in words; `window_reason`: why fixed windows (WINDOW
+    only); `passed_over`: the plan's one-sided sources other than repeating ranges, as
+    (source, cycles in the normal run, cycles in the abnormal run), too few to compare;
+    `dropped`: cycles dropped for a non-positive or non-finite duration."""
 
     start_ns: np.ndarray
     end_ns: np.ndarray
     source: CycleSource
     detail: str
     dropped: int = 0
+    window_reason: WindowReason | None = None
+    passed_over: tuple[tuple[str, int, int], ...] = ()
 
     @property
     def n(self) -> int:

@@ -5,6 +5,7 @@ windows, or the user's --cycle pattern (docs/STATISTICS.md, "Cycles and function
 """
 from __future__ import annotations
 
+import dataclasses
 import re
 from typing import NamedTuple
 
@@ -13,6 +14,7 @@ import pandas as pd
 
 from perfdiff.bundle import RunData
 from perfdiff.errors import InputError
+from perfdiff.model.cycles import WindowReason
 from perfdiff.model.schema import GPU_KINDS, CycleSource, MarkerSource
 from perfdiff.segment.base import MIN_CYCLES, Cycles, finish, short_name
 from perfdiff.segment.gaps import IdleGaps, cut_at_gaps, idle_gap_thresholds, idle_gaps
@@ -52,26 +54,27 @@ def timeline_ns(run: RunData) -> tuple[int, int]:
     return int(a["start_ns"].min()), int(a["end_ns"].max())
 
 
-def fixed_windows(run: RunData, window_ns: int, reason: str = "") -> Cycles:
-    """Consecutive windows of `window_ns` over the run's activity span.  InputError when they
-    would be more than MAX_WINDOWS (a window far too short for the run)."""
+def fixed_windows(run: RunData, window_ns: int, reason: WindowReason | None = None) -> Cycles:
+    """Consecutive windows of `window_ns` over the run's activity span, `reason` recorded with
+    them.  InputError when they would be more than MAX_WINDOWS (a window far too short for
+    the run)."""
     t0, t1 = timeline_ns(run)
     if t1 <= t0:
-        return finish(np.array([], np.int64), np.array([], np.int64), CycleSource.WINDOW, "no activity")
+        return empty_cycles(CycleSource.WINDOW, "no activity")
     if (t1 - t0) // window_ns > MAX_WINDOWS:
         raise InputError(f"windows of {_ms(window_ns)} cut this run's {_ms(t1 - t0)} into more than "
                          f"{MAX_WINDOWS:,} cycles: choose a window of at least {_ms((t1 - t0) // MAX_WINDOWS + 1)}",
                          path=run.path)
     if t1 - t0 < window_ns // 2:
-        return finish(np.array([], np.int64), np.array([], np.int64), CycleSource.WINDOW,
-                       f"its activity spans {_ms(t1 - t0)}, under half a window of {_ms(window_ns)}"
-                       + (f" ({reason})" if reason else ""))
+        return dataclasses.replace(
+            empty_cycles(CycleSource.WINDOW, f"its activity spans {_ms(t1 - t0)}, under half a window of {_ms(window_ns)}"),
+            window_reason=reason)
     edges = np.arange(t0, t1, window_ns, dtype=np.int64)
     ends = np.minimum(edges + window_ns, t1)
     # A final partial window shorter than half a window would skew the distribution.
     keep = (ends - edges) >= window_ns // 2
-    detail = f"fixed windows of {window_ns / 1e6:g} ms" + (f" ({reason})" if reason else "")
-    return finish(edges[keep], ends[keep], CycleSource.WINDOW, detail)
+    cycles = finish(edges[keep], ends[keep], CycleSource.WINDOW, f"fixed windows of {window_ns / 1e6:g} ms")
+    return dataclasses.replace(cycles, window_reason=reason)
 
 
 def empty_cycles(source: CycleSource, detail: str) -> Cycles:
