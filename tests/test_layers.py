@@ -2,6 +2,7 @@
 (in a staged copy: the checkout is never touched)."""
 from __future__ import annotations
 
+import re
 import subprocess
 import sys
 
@@ -47,3 +48,14 @@ def test_a_planted_violation_breaks_its_contract(plant: str, contract: str | Non
     assert code != 0, out
     broken = [line for line in out.splitlines() if " BROKEN" in line]  # "BROKEN (1 ignored import)"
     assert len(broken) >= 1 and any(contract in line for line in broken), out
+
+
+def test_ranks_ask_the_nsys_importer_and_write_no_sql() -> None:
+    """perfdiff.ranks reads an nsys export only through perfdiff.importers.nsys.query: no SQL,
+    no SQLite connection of its own and no table or column of the export's schema."""
+    schema = re.compile(r"\b(SELECT|PRAGMA|sqlite3|sqlite_master|execute)\b|CUPTI_|NVTX_[A-Z]|META_DATA_|StringIds|"
+                        r"TARGET_INFO|global(Pid|Tid)|correlationId|deviceId")
+    ranks = ROOT / "src" / "perfdiff" / "ranks"
+    found = [f"{p.name}:{i}: {line.strip()}" for p in sorted(ranks.glob("*.py"))
+             for i, line in enumerate(p.read_text().splitlines(), 1) if schema.search(line)]
+    assert found == []

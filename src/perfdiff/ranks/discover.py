@@ -13,7 +13,6 @@ from __future__ import annotations
 import gzip
 import json
 import re
-import sqlite3
 import zlib
 from collections import Counter
 from pathlib import Path
@@ -27,8 +26,6 @@ from perfdiff.ranks.records import MAX_RANK, IdentitySource, RankInput, RankNoti
 
 __all__ = ["is_multi_rank", "pair_ranks", "parse_rank_spec", "rank_inputs"]
 
-# What reading a damaged export raises: SQLite's errors, and a schema that is not UTF-8.
-EXPORT_ERRORS = (sqlite3.Error, UnicodeDecodeError)
 HEAD_BYTES = 1 << 16  # a Kineto trace's header (distributedInfo) precedes its events
 _DIST = re.compile(rb'"distributedInfo"\s*:\s*(\{[^{}]*\})')
 _NAME_RANK = (re.compile(r"rank[-_.]?(\d+)", re.I), re.compile(r"\.(\d+)\.(?:sqlite|nsys-rep|json|json\.gz)$"),
@@ -62,25 +59,18 @@ def _kineto_head(p: Path) -> dict:
 
 def _nsys_env(p: Path) -> dict:
     """rank / world_size from the launcher variables an nsys export recorded, else {}."""
+    from perfdiff.importers.nsys import query  # pandas: not imported to tell inputs apart
     from perfdiff.importers.nsys.manifest import launcher_vars, rank_and_size
 
     try:
-        con = _connect(p)
+        con = query.open_export(p)
         try:
-            rows = con.execute("SELECT value FROM META_DATA_CAPTURE "
-                               "WHERE name LIKE 'PROCESS_%:ENVIRONMENT_VARIABLE'").fetchall()
+            values = query.launcher_environment(con)
         finally:
             con.close()
-    except EXPORT_ERRORS:
+    except query.EXPORT_ERRORS:
         return {}
-    return rank_and_size(launcher_vars(value for (value,) in rows))
-
-
-def _connect(p: Path) -> sqlite3.Connection:
-    """The nsys export at `p`, read-only (the importer's way)."""
-    from perfdiff.importers.nsys.db import open_readonly  # pandas: not imported to tell inputs apart
-
-    return open_readonly(p)
+    return rank_and_size(launcher_vars(values))
 
 
 def _declared(p: Path) -> tuple[dict, IdentitySource]:
@@ -139,15 +129,16 @@ def _refuse_windows(members: list[Path], ranks: list[int | None], folder: Path) 
 def _export_ranks(p: Path) -> list[RankInput]:
     """One RankInput per process that launched GPU kernels in an nsys export, numbered from
     the best source the export has (perfdiff.ranks.identity); [] with fewer than two."""
+    from perfdiff.importers.nsys import query
+
     try:
-        con = _connect(p)
+        con = query.open_export(p)
         try:
-            rows = con.execute("SELECT DISTINCT (globalPid >> 24) & 16777215 FROM CUPTI_ACTIVITY_KIND_KERNEL").fetchall()
-            pids = sorted(int(r[0]) for r in rows if r[0] is not None)
+            pids = query.kernel_pids(con)
             found = process_ranks(con, pids) if len(pids) >= 2 else None
         finally:
             con.close()
-    except sqlite3.Error as exc:
+    except query.QueryError as exc:
         raise InputError(f"cannot list the processes of the export ({exc})", path=p) from None
     except UnicodeDecodeError:  # SQLite's own message quotes a damaged schema
         raise InputError("cannot list the processes of the export (its schema is damaged)", path=p) from None

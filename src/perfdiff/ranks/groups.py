@@ -65,38 +65,24 @@ def nsys_groups(path: str | Path, pid: int | None = None) -> KernelGroups | None
     NCCL's NVTX range around the call that launched it (ncclAllReduce …) carries the
     communicator id in its payload (docs/STATISTICS.md §11), tied to the kernel by the launch's
     correlation id.  None when the export has no such payload."""
-    import sqlite3
-
-    from perfdiff.importers.nsys.db import open_readonly
-    from perfdiff.ranks.identity import columns_of, nccl_ranges, tables_of
+    from perfdiff.importers.nsys import query
 
     p = Path(path)
     if not p.is_file() or trace_kind(p) != "nsys":
         return None
     try:
-        con = open_readonly(p)
+        con = query.open_export(p)
         try:
-            tables = tables_of(con)
-            if not {"CUPTI_ACTIVITY_KIND_RUNTIME", "CUPTI_ACTIVITY_KIND_KERNEL", "StringIds"} <= tables:
+            if not query.has_launch_tables(con):
                 return None
-            ranges = [r for r in nccl_ranges(con, "nccl%", pid) if isinstance(r[5].get(_COMM_ID), int)
+            ranges = [r for r in query.nccl_ranges(con, "nccl%", pid) if isinstance(r[5].get(_COMM_ID), int)
                       and not _NOT_COLLECTIVE.match(r[4])]
             if not ranges:
                 return None
-            name = "COALESCE(d.value, s.value)" if "demangledName" in columns_of(
-                con, "CUPTI_ACTIVITY_KIND_KERNEL") else "s.value"
-            where = "" if pid is None else " AND ((k.globalPid >> 24) & 16777215) = ?"
-            launches = con.execute(
-                f"SELECT k.start, r.globalTid, r.start, {name} FROM CUPTI_ACTIVITY_KIND_KERNEL k "
-                "JOIN CUPTI_ACTIVITY_KIND_RUNTIME r ON r.correlationId = k.correlationId "
-                "AND ((r.globalTid >> 24) & 16777215) = ((k.globalPid >> 24) & 16777215) "
-                "LEFT JOIN StringIds s ON s.id = k.shortName "
-                + ("LEFT JOIN StringIds d ON d.id = k.demangledName " if name != "s.value" else "")
-                + f"WHERE ({name} LIKE '%ncclKernel%' OR {name} LIKE '%ncclDevKernel%'){where}",
-                () if pid is None else (pid,)).fetchall()
+            launches = query.nccl_launches(con, pid)
         finally:
             con.close()
-    except (sqlite3.Error, UnicodeDecodeError):  # damaged: the collectives' groups stay unknown
+    except query.EXPORT_ERRORS:  # damaged: the collectives' groups stay unknown
         return None
     launches = [x for x in launches if _COLLECTIVE.match(str(x[3] or ""))]
     if not launches:
