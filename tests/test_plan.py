@@ -539,6 +539,22 @@ def test_too_few_anchor_launches_say_so_not_no_activity() -> None:
         cut_cycles(run, gaps)
 
 
+def test_segment_says_why_a_cut_found_no_cycles_as_data() -> None:
+    """The algorithms return why they found no cycles as a code with its numbers, no sentence."""
+    from perfdiff.model.cycles import NoCycles, NoCyclesCode
+    from perfdiff.segment import cut_at_gaps, cut_at_kernel, fixed_windows
+
+    run = run_of([k(n, t * 100, t * 100 + 10) for t, n in enumerate(list("ABC") * 10)])
+    anchor = cut_at_kernel(run, "A", 3, 8)
+    assert anchor is not None and anchor.n == 0 and anchor.detail == ""
+    assert anchor.none_found == NoCycles(NoCyclesCode.FEW_ANCHOR_STARTS, name="A", launches=10, every=8, count=2)
+    gaps = cut_at_gaps(run, 1e9)
+    assert gaps is not None and gaps.none_found == NoCycles(NoCyclesCode.FEW_BURSTS, threshold_ns=1e9, count=1)
+    window = fixed_windows(run, 100_000)
+    assert window.none_found == NoCycles(NoCyclesCode.UNDER_HALF_WINDOW, span_ns=2910, window_ns=100_000)
+    assert fixed_windows(run_of([]), 100).none_found == NoCycles(NoCyclesCode.NO_ACTIVITY)
+
+
 def test_cycles_counted_from_a_thinned_sample_stand_for_the_gaps_left_out() -> None:
     """Beyond GAP_SAMPLE gaps the sample is thinned, and the count of gaps over a threshold
     read low (31,251 for 50,000), making cycles look larger than they are."""

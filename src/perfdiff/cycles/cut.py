@@ -11,10 +11,10 @@ import pandas as pd
 
 from perfdiff.bundle import RunData
 from perfdiff.errors import InputError
-from perfdiff.model.cycles import CyclePlan, Cycles, WindowReason
+from perfdiff.model.cycles import CyclePlan, Cycles, NoCycles, NoCyclesCode, WindowReason
 from perfdiff.model.schema import CycleSource
 from perfdiff.segment import (DEFAULT_WINDOW_NS, MIN_CYCLES, cut_at_gaps, cut_at_kernel, empty_cycles, fixed_windows,
-                              marker_cycles, range_rows, regex_cycles, source_rows)
+                              marker_cycles, range_rows, regex_cycles, short_name, source_rows)
 
 __all__ = ["ABNORMAL", "NORMAL", "CutSide", "cut_cycles", "cut_side", "rename_devices"]
 
@@ -55,9 +55,9 @@ def cut_cycles(run: RunData, plan: CyclePlan) -> Cycles:
 
 
 def _said(c: Cycles) -> str:
-    """The cycles' detail with why windows and what was passed over, for an error message
-    (a report words them in perfdiff.render.cycles_words)."""
-    text = c.detail
+    """The cycles' detail (or why there are none), why windows and what was passed over, for
+    an error message (a report words them in perfdiff.render.cycles_words)."""
+    text = c.detail if c.none_found is None else _none_found(c.none_found)
     if c.window_reason is WindowReason.CHOSEN:
         text += " (chosen with --window)"
     elif c.window_reason is WindowReason.NO_SOURCE:
@@ -66,6 +66,24 @@ def _said(c: Cycles) -> str:
         few = ", ".join(f"{n_n}/{n_a} {src} cycle(s)" for src, n_n, n_a in c.passed_over)
         text += f" (only {few} in the normal/abnormal run: too few to compare)"
     return text
+
+
+def _none_found(why: NoCycles) -> str:
+    """Why a cut found no cycles, for an error message."""
+    if why.code is NoCyclesCode.UNDER_HALF_WINDOW:
+        return f"its activity spans {_ms(why.span_ns)}, under half a window of {_ms(why.window_ns)}"
+    if why.code is NoCyclesCode.FEW_BURSTS:
+        return (f"GPU idle gaps longer than {why.threshold_ns / 1e3:.1f} µs split the timeline into only "
+                f"{why.count} burst(s)")
+    if why.code is NoCyclesCode.FEW_ANCHOR_STARTS:
+        launches = f"{why.launches} launch(es)" + (f", one in {why.every}" if why.every > 1 else "")
+        return f"the anchor kernel {short_name(why.name)} gives {why.count} cycle start(s) ({launches})"
+    return "no activity"
+
+
+def _ms(ns: int) -> str:
+    """A duration given in ns, as ms for a message (four significant digits)."""
+    return f"{ns / 1e6:,.4g} ms"
 
 
 def _cut(run: RunData, plan: CyclePlan) -> Cycles:
@@ -84,7 +102,7 @@ def _cut(run: RunData, plan: CyclePlan) -> Cycles:
         cyc = cut_at_kernel(run, str(plan.name), plan.period, plan.anchor_every)
     else:
         cyc = cut_at_gaps(run, float(plan.threshold_ns or 0.0))
-    return _passed_over(cyc if cyc is not None else empty_cycles(src, "no activity"), plan)
+    return _passed_over(cyc if cyc is not None else empty_cycles(src, NoCycles(NoCyclesCode.NO_ACTIVITY)), plan)
 
 
 def _passed_over(cyc: Cycles, plan: CyclePlan) -> Cycles:

@@ -16,7 +16,7 @@ from perfdiff.model.schema import CycleSource
 if TYPE_CHECKING:
     import numpy as np
 
-__all__ = ["CyclePlan", "Cycles", "WindowReason"]
+__all__ = ["CyclePlan", "Cycles", "NoCycles", "NoCyclesCode", "WindowReason"]
 
 
 @dataclass(frozen=True)
@@ -57,12 +57,37 @@ class WindowReason(Enum):
     NO_SOURCE = "no-source"  # no markers, no repeating kernel sequence, no clear GPU idle gaps
 
 
+class NoCyclesCode(Enum):
+    """Why a cut found no cycles."""
+
+    NO_ACTIVITY = "no-activity"  # nothing to cut
+    UNDER_HALF_WINDOW = "under-half-window"  # the run spans under half a window
+    FEW_BURSTS = "few-bursts"  # the idle gaps split the timeline into too few bursts
+    FEW_ANCHOR_STARTS = "few-anchor-starts"  # the anchor kernel starts too few cycles
+
+
+@dataclass(frozen=True)
+class NoCycles:
+    """Why a cut found no cycles, with the numbers it rests on: `span_ns` and `window_ns`
+    (UNDER_HALF_WINDOW), `threshold_ns` (FEW_BURSTS), the anchor kernel `name`, its `launches`
+    and `every` (FEW_ANCHOR_STARTS); `count`: the bursts or cycle starts found."""
+
+    code: NoCyclesCode
+    span_ns: int = 0
+    window_ns: int = 0
+    threshold_ns: float = 0.0
+    name: str = ""
+    launches: int = 0
+    every: int = 1
+    count: int = 0
+
+
 @dataclass(frozen=True)
 class Cycles:
     """Cycle bounds [start_ns, end_ns) in wall-clock ns, and how they were found.
 
-    `detail`: how the cut found them, in words; `window_reason`: why fixed windows (WINDOW
-    only); `passed_over`: the plan's one-sided sources other than repeating ranges, as
+    `detail`: how the cut found them, in words; `none_found`: why it found none (then no
+    detail); `window_reason`: why fixed windows (WINDOW only); `passed_over`: the plan's one-sided sources other than repeating ranges, as
     (source, cycles in the normal run, cycles in the abnormal run), too few to compare;
     `dropped`: cycles dropped for a non-positive or non-finite duration."""
 
@@ -72,6 +97,7 @@ class Cycles:
     detail: str
     dropped: int = 0
     window_reason: WindowReason | None = None
+    none_found: NoCycles | None = None
     passed_over: tuple[tuple[str, int, int], ...] = ()
 
     @property

@@ -14,16 +14,16 @@ import pandas as pd
 
 from perfdiff.bundle import RunData
 from perfdiff.errors import InputError
-from perfdiff.model.cycles import WindowReason
+from perfdiff.model.cycles import NoCycles, NoCyclesCode, WindowReason
 from perfdiff.model.schema import GPU_KINDS, CycleSource, MarkerSource
-from perfdiff.segment.base import MIN_CYCLES, Cycles, finish, short_name
+from perfdiff.segment.base import MIN_CYCLES, Cycles, empty_cycles, finish, short_name
 from perfdiff.segment.gaps import IdleGaps, cut_at_gaps, idle_gap_thresholds, idle_gaps
 from perfdiff.segment.sequence import KernelPeriod, cut_at_kernel, kernel_launch_counts, kernel_order, kernel_period
 
 __all__ = ["DEFAULT_WINDOW_NS", "MAX_WINDOWS", "MIN_CYCLES", "STEP_NAME", "Cycles", "IdleGaps", "KernelPeriod",
            "RepeatedRange", "cut_at_gaps", "cut_at_kernel", "cycle_pattern", "empty_cycles", "fixed_windows",
            "gpu_busy_by_device", "idle_gap_thresholds", "idle_gaps", "kernel_launch_counts", "kernel_period",
-           "marker_cycles", "range_rows", "regex_cycles", "repeated_ranges", "source_rows", "timeline_ns"]
+           "marker_cycles", "range_rows", "regex_cycles", "repeated_ranges", "short_name", "source_rows", "timeline_ns"]
 
 DEFAULT_WINDOW_NS = 100_000_000
 MAX_WINDOWS = 1_000_000  # fixed windows of one run: beyond, a window far too short for the run (memory)
@@ -60,26 +60,20 @@ def fixed_windows(run: RunData, window_ns: int, reason: WindowReason | None = No
     the run)."""
     t0, t1 = timeline_ns(run)
     if t1 <= t0:
-        return empty_cycles(CycleSource.WINDOW, "no activity")
+        return empty_cycles(CycleSource.WINDOW, NoCycles(NoCyclesCode.NO_ACTIVITY))
     if (t1 - t0) // window_ns > MAX_WINDOWS:
         raise InputError(f"windows of {_ms(window_ns)} cut this run's {_ms(t1 - t0)} into more than "
                          f"{MAX_WINDOWS:,} cycles: choose a window of at least {_ms((t1 - t0) // MAX_WINDOWS + 1)}",
                          path=run.path)
     if t1 - t0 < window_ns // 2:
-        return dataclasses.replace(
-            empty_cycles(CycleSource.WINDOW, f"its activity spans {_ms(t1 - t0)}, under half a window of {_ms(window_ns)}"),
-            window_reason=reason)
+        why = NoCycles(NoCyclesCode.UNDER_HALF_WINDOW, span_ns=t1 - t0, window_ns=window_ns)
+        return dataclasses.replace(empty_cycles(CycleSource.WINDOW, why), window_reason=reason)
     edges = np.arange(t0, t1, window_ns, dtype=np.int64)
     ends = np.minimum(edges + window_ns, t1)
     # A final partial window shorter than half a window would skew the distribution.
     keep = (ends - edges) >= window_ns // 2
     cycles = finish(edges[keep], ends[keep], CycleSource.WINDOW, f"fixed windows of {window_ns / 1e6:g} ms")
     return dataclasses.replace(cycles, window_reason=reason)
-
-
-def empty_cycles(source: CycleSource, detail: str) -> Cycles:
-    """No cycles, and why (`detail`, in words)."""
-    return finish(np.array([], np.int64), np.array([], np.int64), source, detail)
 
 
 def _ms(ns: int) -> str:

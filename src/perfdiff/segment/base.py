@@ -4,10 +4,10 @@ from __future__ import annotations
 
 import numpy as np
 
-from perfdiff.model.cycles import Cycles
+from perfdiff.model.cycles import Cycles, NoCycles
 from perfdiff.model.schema import CycleSource
 
-__all__ = ["MIN_CYCLES", "Cycles", "finish", "short_name"]
+__all__ = ["MIN_CYCLES", "Cycles", "empty_cycles", "finish", "short_name"]
 
 MIN_CYCLES = 2
 
@@ -21,6 +21,11 @@ def finish(start: np.ndarray, end: np.ndarray, source: CycleSource, detail: str)
     start, end = start[order], end[order]
     ok = end > start
     return Cycles(start[ok], end[ok], source, detail, int((~ok).sum()))
+
+
+def empty_cycles(source: CycleSource, why: NoCycles) -> Cycles:
+    """No cycles, and `why`."""
+    return Cycles(np.zeros(0, np.int64), np.zeros(0, np.int64), source, "", none_found=why)
 
 
 def short_name(name: str, width: int = 60) -> str:

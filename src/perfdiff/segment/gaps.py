@@ -10,8 +10,9 @@ from dataclasses import dataclass
 import numpy as np
 
 from perfdiff.bundle import RunData
+from perfdiff.model.cycles import NoCycles, NoCyclesCode
 from perfdiff.model.schema import GPU_KINDS, CycleSource
-from perfdiff.segment.base import Cycles, finish
+from perfdiff.segment.base import Cycles, empty_cycles, finish
 
 __all__ = ["GAP_SAMPLE", "GAP_TOP", "IdleGaps", "cut_at_gaps", "idle_gap_thresholds", "idle_gaps"]
 
@@ -118,9 +119,8 @@ def cut_at_gaps(run: RunData, threshold_ns: float) -> Cycles | None:
     starts = np.concatenate([[s[0]], s[cut + 1]])
     ends = np.concatenate([e[cut], [e[-1]]])
     if len(starts) < 3:
-        return finish(np.zeros(0, np.int64), np.zeros(0, np.int64), CycleSource.IDLE_GAPS,
-                      f"GPU idle gaps longer than {threshold_ns / 1e3:.1f} µs split the timeline into only "
-                      f"{len(starts)} burst(s)")
+        return empty_cycles(CycleSource.IDLE_GAPS, NoCycles(NoCyclesCode.FEW_BURSTS, threshold_ns=threshold_ns,
+                                                            count=len(starts)))
     cyc_end = np.append(starts[1:], ends[-1])
     detail = f"GPU idle gaps longer than {threshold_ns / 1e3:.1f} µs split the timeline"
     return finish(starts, cyc_end, CycleSource.IDLE_GAPS, detail)

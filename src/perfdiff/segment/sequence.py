@@ -11,8 +11,9 @@ import numpy as np
 import pandas as pd
 
 from perfdiff.bundle import MISSING, RunData
+from perfdiff.model.cycles import NoCycles, NoCyclesCode
 from perfdiff.model.schema import GPU_KINDS, CycleSource
-from perfdiff.segment.base import MIN_CYCLES, Cycles, finish, short_name
+from perfdiff.segment.base import MIN_CYCLES, Cycles, empty_cycles, finish, short_name
 
 __all__ = ["KernelPeriod", "cut_at_kernel", "kernel_launch_counts", "kernel_order", "kernel_period"]
 
@@ -226,9 +227,8 @@ def cut_at_kernel(run: RunData, anchor: str, period: int | None = None, every: i
     first = _phase(k, np.flatnonzero(hit), every, period or 1) if every > 1 else 0
     starts = k["_t"].to_numpy()[hit][first::every]
     if len(starts) < MIN_CYCLES + 1:
-        launches = f"{int(hit.sum())} launch(es)" + (f", one in {every}" if every > 1 else "")
-        return finish(np.zeros(0, np.int64), np.zeros(0, np.int64), CycleSource.KERNEL_SEQUENCE,
-                      f"the anchor kernel {short_name(anchor)} gives {len(starts)} cycle start(s) ({launches})")
+        return empty_cycles(CycleSource.KERNEL_SEQUENCE, NoCycles(
+            NoCyclesCode.FEW_ANCHOR_STARTS, name=anchor, launches=int(hit.sum()), every=every, count=len(starts)))
     t_end = int(run.activity["end_ns"].max())
     ends = np.append(starts[1:], max(t_end, int(starts[-1]) + 1))
     # The last cycle is open-ended (it may hold the tail of the trace): drop it.
