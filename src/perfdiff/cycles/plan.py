@@ -25,13 +25,13 @@ import itertools
 
 import numpy as np
 
-from perfdiff.cycles.offer import CycleSummary
+from perfdiff.cycles.offer import MARKER_SOURCES, CycleSummary
 from perfdiff.errors import InputError
 from perfdiff.model.cycles import CyclePlan
 from perfdiff.model.schema import CycleSource
 from perfdiff.segment import DEFAULT_WINDOW_NS, MAX_WINDOWS, MIN_CYCLES, IdleGaps, idle_gap_thresholds
 
-__all__ = ["check_cycle_choice", "match_devices", "plan_pair"]
+__all__ = ["check_cycle_choice", "marker_plan", "match_devices", "plan_pair"]
 
 RANGES_PER_PERIOD = 1.5  # a range repeated this often per kernel period marks a part of an iteration
 GAP_ALIKE = 0.25  # coefficient of variation of GPU rows per cycle under which idle-gap cycles are alike
@@ -45,6 +45,13 @@ def plan_pair(sn: CycleSummary, sa: CycleSummary, *, cycle_regex: str | None = N
     plan = _plan_cycles(sn, sa, cycle_regex, window_ns)
     devices = match_devices(sn, sa)
     return dataclasses.replace(plan, device_map=devices) if devices else plan
+
+
+def marker_plan(shared: dict[CycleSource, int], pairs: int) -> CyclePlan | None:
+    """A plan at the first marker source (MARKER_SOURCES, as for a pair) that both runs of
+    more than half of `pairs` pairs offer (`shared`: source → pairs whose runs both offer
+    it); None when none does."""
+    return next((CyclePlan(source) for source in MARKER_SOURCES if 2 * shared.get(source, 0) > pairs), None)
 
 
 def match_devices(sn: CycleSummary, sa: CycleSummary) -> tuple[tuple[str, str], ...]:

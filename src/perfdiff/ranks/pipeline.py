@@ -15,7 +15,7 @@ from pathlib import Path
 
 import numpy as np
 
-from perfdiff.cycles import MARKER_SOURCES, MIN_CYCLES, PairChoice, cycle_pattern, prepare
+from perfdiff.cycles import MARKER_SOURCES, MIN_CYCLES, PairChoice, cycle_pattern, marker_plan, prepare
 from perfdiff.errors import InputError
 from perfdiff.model.cycles import CyclePlan
 from perfdiff.model.durations import parse_duration_ns
@@ -124,7 +124,7 @@ def _marker_plan(parts: list, n: int, plan) -> CyclePlan | None:
     for pn, pa in zip(parts[:n], parts[n:], strict=True):
         if isinstance(pn, RankPart) and isinstance(pa, RankPart):
             shared.update(set(pn.marker_sources) & set(pa.marker_sources))
-    return next((CyclePlan(source) for source in MARKER_SOURCES if 2 * shared[source] > n), None)
+    return marker_plan(shared, n)
 
 
 def _drop_uncut(pairs: list, parts: list, plan) -> tuple[list, list, list[RankNotice], tuple[int, ...]]:
