@@ -98,17 +98,17 @@ def test_marker_priority_and_point_marks() -> None:
     steps = [{"name": f"ProfilerStep#{i}", "start_ns": i * 100, "end_ns": i * 100 + 90, "source": "profiler_step"}
              for i in range(5)]
     cyc = segment_cycles(run_of(rows, steps))
-    assert cyc.source == "profiler-step" and cyc.n == 5
+    assert cyc.source is CycleSource.PROFILER_STEP and cyc.n == 5  # the enum the plan names too
     marks = [{"name": "cycle", "start_ns": t, "end_ns": t, "source": "perfdiff"} for t in (0, 250, 500, 900)]
     cyc = segment_cycles(run_of(rows, steps + marks))
-    assert cyc.source == "perfdiff-markers"
+    assert cyc.source is CycleSource.PERFDIFF_MARKERS
     assert cyc.start_ns.tolist() == [0, 250, 500] and cyc.end_ns.tolist() == [250, 500, 900]
 
 
 def test_regex_on_kernels_and_windows() -> None:
     rows = [k("Fan1" if i % 2 == 0 else "Fan2", i * 100, i * 100 + 10) for i in range(10)]
     cyc = segment_cycles(run_of(rows), cycle_regex="Fan1")
-    assert cyc.source == "regex" and cyc.n == 4
+    assert cyc.source is CycleSource.REGEX and cyc.n == 4
     cyc = segment_cycles(run_of(rows), window_ns=200)
     assert cyc.source == "window" and cyc.start_ns.tolist() == [0, 200, 400, 600, 800]
     with pytest.raises(InputError, match="no marker or kernel matches"):
