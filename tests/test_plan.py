@@ -710,3 +710,16 @@ def test_why_windows_is_a_reason_the_renderer_words() -> None:
                                       "too few to compare)")
     with pytest.raises(InputError, match=r"under half a window of 1,000 ms \(chosen with --window\)"):
         cut_cycles(a, plan_of(a, a, window_ns=1_000_000_000))
+
+
+def test_a_plan_at_markers_most_rank_pairs_offer() -> None:
+    """The ranks' second plan: the first marker source both runs of more than half the pairs
+    offer, in the order a pair's plan prefers them; none without a majority."""
+    from perfdiff.cycles import marker_plan
+    from perfdiff.model.cycles import CyclePlan
+
+    both = {CycleSource.PERFDIFF_MARKERS: 3, CycleSource.PROFILER_STEP: 4}
+    assert marker_plan(both, 4) == CyclePlan(CycleSource.PERFDIFF_MARKERS)
+    assert marker_plan({CycleSource.PERFDIFF_MARKERS: 2, CycleSource.PROFILER_STEP: 3}, 4) == \
+        CyclePlan(CycleSource.PROFILER_STEP)
+    assert marker_plan({CycleSource.PROFILER_STEP: 2}, 4) is None
