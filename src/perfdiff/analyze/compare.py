@@ -29,7 +29,7 @@ from perfdiff.model.waits import is_wait
 from perfdiff.nesting import Nesting
 from perfdiff.parallel import Parallel
 from perfdiff.registry import metric_unit
-from perfdiff.segment import Cycles
+from perfdiff.model.cycles import Cycles
 
 NS_PER_US = 1e3
 T_FLOOR_US = 1e-3  # own-time Z floor: the 1 ns timer resolution, in µs
