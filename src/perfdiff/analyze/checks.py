@@ -9,7 +9,7 @@ import numpy as np
 from perfdiff import stats
 from perfdiff.analyze.records import CommonMode, FunctionStats, Notice, NoticeCode
 from perfdiff.bundle import RunData
-from perfdiff.model.schema import GPU_KINDS, CycleSource
+from perfdiff.model.schema import GPU_KINDS, CycleSource, Kind
 from perfdiff.segment import Cycles
 
 CYCLE_RATIO_MAX = 2.0  # median cycle times further apart than this: warn
@@ -49,7 +49,7 @@ def per_call_modes(functions: list[FunctionStats] | tuple[FunctionStats, ...]) -
     for f in functions:
         if f.presence != "both" or f.wait or f.sampled or f.beta_n < PER_CALL_MIN_BETA:
             continue
-        if not (f.kind in GPU_KINDS or f.kind == "cpu"):
+        if not (f.kind in GPU_KINDS or f.kind == Kind.CPU):
             continue
         if not f.same_calls:
             continue

@@ -14,7 +14,7 @@ from typing import Any
 from perfdiff import stats
 from perfdiff.analyze.records import Analysis, CommonMode, FunctionLoad, FunctionStats
 from perfdiff.model.cuda_names import is_sync_call
-from perfdiff.model.schema import GPU_KINDS, CycleSource
+from perfdiff.model.schema import GPU_KINDS, CycleSource, Kind
 
 MAX_CAUSES = 5
 MAX_SYMPTOMS = 3
@@ -132,7 +132,7 @@ def build_findings(c: Analysis, *, identical: bool = False) -> list[Finding]:
                                    "change_pct": c.load.change_pct, "p": c.load.p,
                                    "median_tokens_n": c.load.median_tokens_n,
                                    "median_tokens_a": c.load.median_tokens_a, "explained": len(explained)}))
-    causes = [f for f in moved if f.kind != "host" or _share_moved(f, a, direction)]
+    causes = [f for f in moved if f.kind != Kind.HOST or _share_moved(f, a, direction)]
     proportional = [f for f in moved if f not in causes]
     causes.sort(key=lambda f: -abs(tau_of(f)))
     # Work that runs (almost) all inside another cause's range is part of that cause: it is
@@ -273,8 +273,8 @@ def _kernel_swaps(causes: list[FunctionStats], significant_fs: list[FunctionStat
     causes' τ, and the net is not material.  (gained, lost, net τ in pp) each."""
     out = []
     cause_ids = {id(f) for f in causes}
-    for device in dict.fromkeys(f.device for f in causes if f.kind == "kernel"):
-        on = [f for f in significant_fs if f.kind == "kernel" and f.device == device]
+    for device in dict.fromkeys(f.device for f in causes if f.kind == Kind.KERNEL):
+        on = [f for f in significant_fs if f.kind == Kind.KERNEL and f.device == device]
         gained = [f for f in on if more_calls(f) and tau_of(f) > 0]
         lost = [f for f in on if _fewer_calls(f) and tau_of(f) < 0]
         # The causes' side counts its causes only (what the verdict would name); the other, all.
@@ -339,7 +339,7 @@ def _nested_causes(c: Analysis, causes: list[int]) -> dict[int, int]:
     cause_set = set(causes)
     parent_of: dict[int, int] = {}
     for f in causes:
-        if c.functions[f].kind != "cpu":
+        if c.functions[f].kind != Kind.CPU:
             continue
         parents = [(share, a) for a, share in c.inside.get(f, {}).items()
                    if a in cause_set and a != f and share >= NESTED_MIN_SHARE]

@@ -18,7 +18,7 @@ from typing import Any
 from perfdiff.analyze.findings import MATERIAL_DELTA, MATERIAL_TAU_PP, Finding, FindingCode, more_calls, significant
 from perfdiff.analyze.records import Analysis, FunctionStats, GpuBusy
 from perfdiff.model.cuda_names import is_launch_call, is_sync_call
-from perfdiff.model.schema import COLLECTIVE_KERNEL, GPU_KINDS
+from perfdiff.model.schema import COLLECTIVE_KERNEL, GPU_KINDS, Kind
 
 CLOCK_DROP_REL = 0.10  # the host CPU clock fell by at least 10 % of itself
 INPUT_PATTERN = re.compile(r"DataLoader|dataloader|data_loader|input_pipeline|prefetch|collate", re.I)
@@ -134,7 +134,7 @@ def build_verdict(c: Analysis, findings: list[Finding]) -> list[VerdictClass]:
                                                                           "cgroup_cpu_throttled_time")
              and findings[i].values.get("mean_a", 0.0) > findings[i].values.get("mean_n", 0.0)]
     if quota:
-        waiting = [i for i, _ in causes if i in fn and i not in used and fn[i].kind == "host"
+        waiting = [i for i, _ in causes if i in fn and i not in used and fn[i].kind == Kind.HOST
                    and fn[i].name in CONTENTION_STATES + HOST_CPU_STATES]
         timed = [findings[i].values for i in quota if findings[i].values.get("metric") == "cgroup_cpu_throttled_time"]
         take(VerdictCode.CPU_QUOTA, waiting, quota,
@@ -144,7 +144,7 @@ def build_verdict(c: Analysis, findings: list[Finding]) -> list[VerdictClass]:
     take(VerdictCode.MEMORY_PRESSURE, mem_causes, mem_evidence, **mem_values)
     for code, states, floors in ((VerdictCode.CPU_CONTENTION, CONTENTION_STATES, CPU_STALL_SIGNALS),
                                  (VerdictCode.IO_WAIT, IO_STATES, IO_STALL_SIGNALS)):
-        waits = [i for i, _ in causes if i in fn and i not in used and fn[i].kind == "host" and fn[i].name in states]
+        waits = [i for i, _ in causes if i in fn and i not in used and fn[i].kind == Kind.HOST and fn[i].name in states]
         if waits:  # a stall signal backs a state that cost time; alone it did not slow the cycle
             stalls, values = _signal_evidence(findings, _signals(c, floors), floors)
             take(code, waits, stalls, **values)
@@ -158,7 +158,7 @@ def build_verdict(c: Analysis, findings: list[Finding]) -> list[VerdictClass]:
         out.append(sync)
     take(VerdictCode.NEW_WORK, [i for i, _ in causes if i in fn and i not in used and more_calls(fn[i])])
     if other:
-        mine = [i for i in free() if fn[i].kind == "kernel" and fn[i].device in shared]
+        mine = [i for i in free() if fn[i].kind == Kind.KERNEL and fn[i].device in shared]
         used.update(mine)
         ev = other + shared_wide + mine
         out.append(VerdictClass(VerdictCode.OTHER_PROCESS, evidence=tuple(ev), q=_min_q(findings, ev),
@@ -167,8 +167,8 @@ def build_verdict(c: Analysis, findings: list[Finding]) -> list[VerdictClass]:
                                 values={"devices": sorted(shared)}))
     # An NCCL kernel's time includes waiting for the other ranks: one rank's trace cannot tell
     # a slower kernel from a later peer, so it is no kernel regression.
-    take(VerdictCode.COLLECTIVES, [i for i in free() if fn[i].kind == "kernel" and COLLECTIVE.match(fn[i].name)])
-    kernels = [i for i, _ in causes if i in fn and i not in used and fn[i].kind == "kernel"]
+    take(VerdictCode.COLLECTIVES, [i for i in free() if fn[i].kind == Kind.KERNEL and COLLECTIVE.match(fn[i].name)])
+    kernels = [i for i, _ in causes if i in fn and i not in used and fn[i].kind == Kind.KERNEL]
     throttled = _gpu_throttle(findings, {fn[i].device for i in kernels})
     if throttled:
         take(VerdictCode.GPU_THROTTLING, kernels, [throttled[0][0]], reason=throttled[0][1])
@@ -268,12 +268,12 @@ def _clock_drop(c: Analysis) -> tuple[float, float] | None:
 
 
 def _cpu_side(f: FunctionStats) -> bool:
-    return f.kind == "cpu" or (f.kind == "host" and f.name in HOST_CPU_STATES)
+    return f.kind == Kind.CPU or (f.kind == Kind.HOST and f.name in HOST_CPU_STATES)
 
 
 def _same_calls(f: FunctionStats) -> bool:
     """Calls per cycle unchanged (FunctionStats.same_calls), or a host state (no calls)."""
-    return f.sampled or f.kind == "host" or f.same_calls
+    return f.sampled or f.kind == Kind.HOST or f.same_calls
 
 
 # Memory-pressure signals (docs/STATISTICS.md, "Verdict"): each metric and the least rise of its
@@ -306,7 +306,7 @@ def _memory_pressure(c: Analysis, findings: list[Finding], fn: dict[int, Functio
     if not best:
         return [], [], {}
     claimed = [i for i, x in enumerate(findings) if x.code == FindingCode.CAUSE and i in fn and i not in used
-               and (fn[i].kind == "cpu" or (fn[i].kind == "host" and fn[i].name in MEMORY_STATES))]
+               and (fn[i].kind == Kind.CPU or (fn[i].kind == Kind.HOST and fn[i].name in MEMORY_STATES))]
     if not claimed:
         return [], [], {}
     evidence, values = _signal_evidence(findings, best, MEMORY_SIGNALS)
@@ -409,15 +409,15 @@ def _launch_bound(c: Analysis, fn: dict[int, FunctionStats], free: list[int],
     if not starved:
         return [], {}
     devices = {b.device for b in starved}
-    kernels = [f for f in c.functions if f.kind == "kernel" and f.device in devices]
+    kernels = [f for f in c.functions if f.kind == Kind.KERNEL and f.device in devices]
     kn, ka = sum(f.calls_n for f in kernels), sum(f.calls_a for f in kernels)
-    launch = [f for f in c.functions if f.kind == "api" and is_launch_call(f.name)]
+    launch = [f for f in c.functions if f.kind == Kind.API and is_launch_call(f.name)]
     ln, la = sum(f.calls_n for f in launch), sum(f.calls_a for f in launch)
     more_launches = kn > 0 and ka > 0 and ln > 0 and la / ln >= LAUNCH_RATIO * ka / kn
     hit = []
     for i in free:
         f = fn[i]
-        if f.kind != "api" or not is_launch_call(f.name) or f.tau_pp <= 0:
+        if f.kind != Kind.API or not is_launch_call(f.name) or f.tau_pp <= 0:
             continue
         slower = f.presence == "both" and f.per_call_n_us > 0 and f.per_call_a_us >= LAUNCH_RATIO * f.per_call_n_us
         if slower or (more_launches and f.calls_a > f.calls_n):
@@ -435,7 +435,7 @@ def _added_sync(c: Analysis, findings: list[Finding], starved: list[GpuBusy]) ->
     if not starved:
         return None
     more = [j for j, f in enumerate(c.functions)
-            if f.kind in ("api", "cpu") and is_sync_call(f.name) and f.tested and significant(f.q_t, c.alpha)
+            if f.kind in (Kind.API, Kind.CPU) and is_sync_call(f.name) and f.tested and significant(f.q_t, c.alpha)
             and f.tau_pp > 0 and (f.presence == "new" or (f.calls_n > 0 and f.calls_a >= SYNC_MORE * f.calls_n))]
     if not more:
         return None
@@ -479,9 +479,9 @@ def _tau(c: Analysis, findings: list[Finding], func: int | None) -> float:
 def _cpu_time(fn: dict[int, FunctionStats], free: list[int]) -> list[int]:
     """The `oncpu` causes among `free`: the CPU time of a class's CPU-side work, claimed by it as
     evidence (a second share of the same time would double its weight in the ordering)."""
-    return [i for i in free if fn[i].kind == "host" and fn[i].name in HOST_CPU_STATES]
+    return [i for i in free if fn[i].kind == Kind.HOST and fn[i].name in HOST_CPU_STATES]
 
 
 def _host_call(f: FunctionStats) -> bool:
     """A host call that is CPU work, not a wait (a launch, an asynchronous copy …)."""
-    return f.kind == "api" and not f.wait
+    return f.kind == Kind.API and not f.wait

@@ -19,6 +19,7 @@ import numpy as np
 from perfdiff import stats
 from perfdiff.analyze.compare import T_FLOOR_US, TEST_MIN_SHARE
 from perfdiff.analyze.findings import HOST_SHARE_MIN_REL, MATERIAL_DELTA, MATERIAL_TAU_PP
+from perfdiff.model.schema import Kind
 from perfdiff.ranks.part import RankPart, cycle_columns, excess_kind
 from perfdiff.ranks.records import (CollectiveTime, RankCycle, RankFinding, RankRow, RankVerdict, RankVerdictCode,
                                     ScopeCode, Straggler, StragglerCode)
@@ -71,7 +72,7 @@ def rank_tests(pn: RankPart, pa: RankPart, iters_n: np.ndarray, iters_a: np.ndar
         tn, ta = on.get(key, np.zeros(len(dn))), oa.get(key, np.zeros(len(da)))
         if (tn.sum() + ta.sum()) / (len(dn) + len(da)) < TEST_MIN_SHARE * pooled_cycle:
             continue
-        if key[1] == "host" and not _share_moved(tn / dn, ta / da, alpha, 1.0 if da.mean() >= dn.mean() else -1.0):
+        if key[1] == Kind.HOST and not _share_moved(tn / dn, ta / da, alpha, 1.0 if da.mean() >= dn.mean() else -1.0):
             continue
         keys.append(key)
         rows_n.append(tn)

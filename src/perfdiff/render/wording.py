@@ -11,7 +11,7 @@ from perfdiff.analyze import Analysis, Finding, FindingCode, FunctionStats, Noti
 from perfdiff.analyze.findings import MAX_LISTED, significant
 from perfdiff.analyze.verdict import Starved, VerdictClass, VerdictCode
 from perfdiff.model.cycles import CyclePlan
-from perfdiff.model.schema import CycleSource
+from perfdiff.model.schema import CycleSource, Kind
 from perfdiff.render.text import (fmt_calls, fmt_num, fmt_p, fmt_pct, fmt_signed, fmt_time_us, fmt_value, md_escape,
                                   md_name)
 
@@ -159,10 +159,10 @@ def per_unit(c: Analysis) -> str:
 def _cause(c: Analysis, x: Finding) -> str:
     f = c.functions[x.func]  # type: ignore[index]
     d_t = f.t_a_us - f.t_n_us
-    how = _calls_vs_slower(f, per_unit(c)) if f.kind != "host" else (
+    how = _calls_vs_slower(f, per_unit(c)) if f.kind != Kind.HOST else (
         f"its share of the cycle went {fmt_num(f.beta_n)} → {fmt_num(f.beta_a)} % (q(β) {fmt_p(f.q_beta)})")
     incl = ""
-    if f.kind == "cpu" and abs((f.incl_a_us - f.incl_n_us) - d_t) > 0.05 * abs(d_t):
+    if f.kind == Kind.CPU and abs((f.incl_a_us - f.incl_n_us) - d_t) > 0.05 * abs(d_t):
         incl = f", inclusive of nested ranges {fmt_time_us(f.incl_n_us)} → {fmt_time_us(f.incl_a_us)}"
     if x.values.get("load_adjusted"):
         return _cause_at_load(c, x, f)
@@ -270,7 +270,7 @@ def _symptom(c: Analysis, x: Finding) -> str:
     f = c.functions[x.func]  # type: ignore[index]
     d_t = f.t_a_us - f.t_n_us
     meaning = ""
-    if f.kind == "api":
+    if f.kind == Kind.API:
         meaning = (": the GPU finished sooner relative to the host — the GPU was starved (host-bound)"
                    if d_t < 0 else ": the host waited longer on the GPU (GPU-bound)")
     return (f"Symptom: the host waited {fmt_time_us(abs(d_t))} {'more' if d_t > 0 else 'less'} {per_unit(c)} in "
