@@ -30,7 +30,7 @@ from perfdiff.rangetree import RangeNesting, RangeProfile, empty_profile, range_
 from perfdiff.segment import Cycles, cut_cycles, rename_devices
 
 if TYPE_CHECKING:  # the analysis (scipy) is imported while the runs load: see _import_later_stages
-    from perfdiff.analyze import Analysis, Finding, Notice
+    from perfdiff.analyze import Analysis, Finding, Notice, Thresholds
     from perfdiff.analyze.tree import TreeDiff
     from perfdiff.analyze.verdict import VerdictClass
 
@@ -89,8 +89,15 @@ def _cut_side(state: tuple[int, RunData, RangeNesting], decision: tuple[CyclePla
 def _import_later_stages() -> None:
     """Import the analysis and rendering modules (scipy among them: ~0.5 s) while the
     workers load the runs."""
-    import perfdiff.analyze  # noqa: F401
+    import perfdiff.analyze.compare  # noqa: F401  (perfdiff.analyze imports its modules on first use)
     import perfdiff.render  # noqa: F401
+
+
+def _thresholds(alpha: float, thresholds: Thresholds | None) -> Thresholds:
+    """The thresholds given, else perfdiff's with `alpha` (validated: InputError, one line)."""
+    from perfdiff.analyze.thresholds import Thresholds
+
+    return thresholds if thresholds is not None else Thresholds(alpha=alpha)
 
 
 def _input_bytes(path: str | os.PathLike[str]) -> int:
@@ -110,7 +117,8 @@ def _input_bytes(path: str | os.PathLike[str]) -> int:
 
 def compare(normal: str | os.PathLike[str], abnormal: str | os.PathLike[str], *, alpha: float = 0.05,
             cycle: str | None = None, window: str | int | None = None, pid: int | None = None,
-            group: str = "full", force: bool = False, parallel: Parallel | None = None) -> Comparison:
+            group: str = "full", force: bool = False, parallel: Parallel | None = None,
+            thresholds: Thresholds | None = None) -> Comparison:
     """Compare an abnormal run against a normal one.
 
     `normal`, `abnormal`: run bundles or traces.  `alpha`: the false-discovery rate for
@@ -119,9 +127,10 @@ def compare(normal: str | os.PathLike[str], abnormal: str | os.PathLike[str], *,
     `pid`, `group`: as for `load`.  `parallel`: how to use the cores (default: all of them;
     `Parallel.serial()` runs everything in this process).  Raises InputError for bad input,
     and for runs with nothing in common (no function in both, or median cycles more than
-    ×50 apart) unless `force`.  Inputs with the same bytes give the one finding IDENTICAL."""
-    if not 0.0 < alpha < 1.0:
-        raise InputError(f"alpha {alpha}: must be between 0 and 1")
+    ×50 apart) unless `force`.  Inputs with the same bytes give the one finding IDENTICAL.
+    `thresholds`: the decision thresholds (perfdiff.analyze.Thresholds; default perfdiff's with
+    `alpha`, which it replaces)."""
+    th = _thresholds(alpha, thresholds)
     check_pid([normal, abnormal], pid)
     check_cycle_choice(cycle, window)
     par = parallel or Parallel()
@@ -150,7 +159,7 @@ def compare(normal: str | os.PathLike[str], abnormal: str | os.PathLike[str], *,
     # Built in a thread while the runs are compared (numpy's sort and Arrow's CSV writer
     # release the GIL), once the tests' pool has forked.
     csv_job = par.background(cycles_csv, cyc_n.dur_ns, cyc_a.dur_ns, *csv_load)
-    analysis = compare_runs(run_n, run_a, cyc_n, cyc_a, alpha=alpha, matrices=(mat_n, mat_a), parallel=par,
+    analysis = compare_runs(run_n, run_a, cyc_n, cyc_a, thresholds=th, matrices=(mat_n, mat_a), parallel=par,
                             plan=plans[0], nesting=(nest_n, nest_a), loads=loads)
     if not force:
         _check_in_common(analysis, normal, abnormal)
@@ -160,7 +169,7 @@ def compare(normal: str | os.PathLike[str], abnormal: str | os.PathLike[str], *,
     if tree_n.nested or tree_a.nested:  # only where the process's own ranges nest
         from perfdiff.analyze.tree import diff_trees
 
-        tree_diff = diff_trees(tree_n, tree_a, alpha=alpha, cycle_ns=(cyc_n.dur_ns, cyc_a.dur_ns),
+        tree_diff = diff_trees(tree_n, tree_a, alpha=th.alpha, cycle_ns=(cyc_n.dur_ns, cyc_a.dur_ns),
                                matched=analysis.matched)
     return Comparison(analysis, tuple(findings), (run_n.manifest, run_a.manifest), (cyc_n, cyc_a), csv_job,
                       verdict=tuple(build_verdict(analysis, findings)), tree=tree_diff)
@@ -310,7 +319,8 @@ class Comparison:
 
 
 def tree(normal: str | os.PathLike[str], abnormal: str | os.PathLike[str], *, alpha: float = 0.05,
-         cycle: str | None = None, total: bool = False, pid: int | None = None, group: str = "full") -> RangeTree:
+         cycle: str | None = None, total: bool = False, pid: int | None = None, group: str = "full",
+         thresholds: Thresholds | None = None) -> RangeTree:
     """The range-tree diff of two runs: both runs' ranges nested by containment, matched by
     name path, each path's change (perfdiff.analyze.tree).
 
@@ -320,8 +330,7 @@ def tree(normal: str | os.PathLike[str], abnormal: str | os.PathLike[str], *, al
     run has ranges."""
     from perfdiff.analyze.tree import diff_trees
 
-    if not 0.0 < alpha < 1.0:
-        raise InputError(f"alpha {alpha}: must be between 0 and 1")
+    alpha = _thresholds(alpha, thresholds).alpha
     check_pid([normal, abnormal], pid)
     runs = [open_run(p, pid=pid, group=group, for_compare=True) for p in (normal, abnormal)]
     cycles: list[Cycles | None] = [None, None]
@@ -394,7 +403,7 @@ class RangeTree:
 def compare_ranks(normal: str | os.PathLike[str], abnormal: str | os.PathLike[str], *, alpha: float = 0.05,
                   cycle: str | None = None, window: str | int | None = None, group: str = "full",
                   ranks: str | None = None, scheduler: str | None = None, workers: int | None = None,
-                  progress: bool = False) -> RankComparison:
+                  progress: bool = False, thresholds: Thresholds | None = None) -> RankComparison:
     """Compare two runs of many ranks: each a directory of rank traces or bundles (or, with
     `ranks`, one nsys export holding one process per rank).  Each rank's load, segmentation
     and attribution runs as a Dask task (`scheduler`: an existing cluster's address; else a
@@ -404,7 +413,8 @@ def compare_ranks(normal: str | os.PathLike[str], abnormal: str | os.PathLike[st
     from perfdiff.ranks import compare_ranks as run
 
     check_cycle_choice(cycle, window)
-    analysis = run(normal, abnormal, alpha=alpha, cycle=cycle, window=window, group=group, ranks=ranks,
+    # The rank pipeline takes α; the other thresholds across ranks are perfdiff's.
+    analysis = run(normal, abnormal, alpha=_thresholds(alpha, thresholds).alpha, cycle=cycle, window=window, group=group, ranks=ranks,
                    scheduler=scheduler, workers=workers, progress=progress)
     return RankComparison(analysis, (str(normal), str(abnormal)))
 

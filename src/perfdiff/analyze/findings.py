@@ -13,6 +13,7 @@ from typing import Any
 
 from perfdiff import stats
 from perfdiff.analyze.records import Analysis, CommonMode, FunctionLoad, FunctionStats
+from perfdiff.analyze.thresholds import DEFAULT, Thresholds
 from perfdiff.model.cuda_names import is_sync_call
 from perfdiff.model.schema import GPU_KINDS, CycleSource, Kind
 
@@ -20,8 +21,6 @@ MAX_CAUSES = 5
 MAX_SYMPTOMS = 3
 MAX_RESOURCES = 5
 MAX_LISTED = 4  # functions named in a proportional / opposite / common-mode finding
-HOST_SHARE_MIN_REL = 0.10  # a host state is a cause only when its share moved by ≥ 10 % of itself
-IDLE_SHARE_PCT = 99.0  # a wait filling this much of the cycle in both runs: maybe a thread idle through it
 EVENT_KINDS = ("gpu-lost", "xid", "ecc", "other-process", "target-exited")
 
 
@@ -65,15 +64,11 @@ class Finding:
     values: dict[str, Any] = field(default_factory=dict)
 
 
-def significant(q: float | None, alpha: float) -> bool:
-    return q is not None and math.isfinite(q) and q <= alpha
-
-
 def build_findings(c: Analysis, *, identical: bool = False) -> list[Finding]:
     """The ordered Key Findings of a comparison; for `identical` inputs, that one fact."""
     if identical:
         return [Finding(FindingCode.IDENTICAL)]
-    a = c.alpha
+    th = c.thresholds
     idx = {id(f): i for i, f in enumerate(c.functions)}
     d_med = c.abnormal.median_us - c.normal.median_us
     # The direction of the change is the mean cycle's (throughput, what users feel): a quarter
@@ -102,7 +97,7 @@ def build_findings(c: Analysis, *, identical: bool = False) -> list[Finding]:
     at_load = _at_common_load(c)
     if at_load is not None:
         assert c.load is not None
-        raw_moved = [f for f in tested if not f.wait and significant(f.q_t, a) and f.tau_pp * direction > 0]
+        raw_moved = [f for f in tested if not f.wait and th.significant(f.q_t) and f.tau_pp * direction > 0]
         direction = 1.0 if c.load.change_us >= 0 else -1.0
 
     def q_of(f: FunctionStats) -> float:
@@ -112,9 +107,9 @@ def build_findings(c: Analysis, *, identical: bool = False) -> list[Finding]:
         return at_load[idx[id(f)]].tau_pp if at_load is not None else f.tau_pp
 
     def is_material(f: FunctionStats) -> bool:
-        return abs(tau_of(f)) >= MATERIAL_TAU_PP if at_load is not None else material(f)
+        return abs(tau_of(f)) >= th.material_tau_pp if at_load is not None else material(f, th)
 
-    moved = [f for f in tested if not f.wait and significant(q_of(f), a) and tau_of(f) * direction > 0]
+    moved = [f for f in tested if not f.wait and th.significant(q_of(f)) and tau_of(f) * direction > 0]
     # A host state summed over threads (oncpu, blocked …) grows with the cycle by itself; it is
     # a cause only when its share of the cycle moved too.
     # Significant is not enough: a cause must also be material (docs/STATISTICS.md).
@@ -132,17 +127,17 @@ def build_findings(c: Analysis, *, identical: bool = False) -> list[Finding]:
                                    "change_pct": c.load.change_pct, "p": c.load.p,
                                    "median_tokens_n": c.load.median_tokens_n,
                                    "median_tokens_a": c.load.median_tokens_a, "explained": len(explained)}))
-    causes = [f for f in moved if f.kind != Kind.HOST or _share_moved(f, a, direction)]
+    causes = [f for f in moved if f.kind != Kind.HOST or _share_moved(f, th, direction)]
     proportional = [f for f in moved if f not in causes]
     causes.sort(key=lambda f: -abs(tau_of(f)))
     # Work that runs (almost) all inside another cause's range is part of that cause: it is
     # listed under its parent, not as a cause of its own.
-    nested_in = _nested_causes(c, [idx[id(f)] for f in causes])
+    nested_in = _nested_causes(c, [idx[id(f)] for f in causes], th)
     children: dict[int, list[int]] = {}
     for child, parent in nested_in.items():
         children.setdefault(parent, []).append(child)
     causes = [f for f in causes if idx[id(f)] not in nested_in]
-    swaps = _kernel_swaps(causes, [f for f in tested if significant(q_of(f), a)], tau_of)
+    swaps = _kernel_swaps(causes, [f for f in tested if th.significant(q_of(f))], tau_of, th)
     swapped = {id(f) for gained, lost, _ in swaps for f in gained + lost}  # said in the swap alone
     causes = [f for f in causes if id(f) not in swapped]
     # A device-wide change per call (every kernel ×1.35: a clock cut) is one finding, before
@@ -153,10 +148,10 @@ def build_findings(c: Analysis, *, identical: bool = False) -> list[Finding]:
     for cm in modes:
         if not (cm.triggered and cm.basis == "per-call"):
             continue
-        absorbed = [f for f in causes if _follows(f, cm)]
+        absorbed = [f for f in causes if _follows(f, cm, th)]
         if not absorbed:
             continue
-        causes = [f for f in causes if not _follows(f, cm)]
+        causes = [f for f in causes if not _follows(f, cm, th)]
         deviating = [f for f in causes if f.device == cm.device]
         out.append(Finding(FindingCode.DEVICE_WIDE, device=cm.device,
                            related=tuple(idx[id(f)] for f in deviating[:3]),
@@ -184,14 +179,14 @@ def build_findings(c: Analysis, *, identical: bool = False) -> list[Finding]:
     if negligible:
         negligible.sort(key=lambda f: -abs(f.tau_pp))
         out.append(Finding(FindingCode.NEGLIGIBLE, related=tuple(idx[id(f)] for f in negligible[:MAX_LISTED]),
-                           values={"count": len(negligible), "tau_min_pp": MATERIAL_TAU_PP,
-                                   "delta_min": MATERIAL_DELTA}))
-    waits = sorted((f for f in tested if f.wait and significant(q_of(f), a)), key=lambda f: -abs(tau_of(f)))
+                           values={"count": len(negligible), "tau_min_pp": th.material_tau_pp,
+                                   "delta_min": th.material_delta}))
+    waits = sorted((f for f in tested if f.wait and th.significant(q_of(f))), key=lambda f: -abs(tau_of(f)))
     # A thread that waits through every cycle (a helper's poll, a condition wait) grows with
     # the cycle by itself: like a host state, not a symptom of anything.  A GPU sync is not
     # idle: in a GPU-bound loop the main thread's sync fills the cycle too, and it is the symptom.
-    idle = [f for f in waits if f.beta_n >= IDLE_SHARE_PCT and f.beta_a >= IDLE_SHARE_PCT
-            and not is_sync_call(f.name) and not _share_moved(f, a, direction)]
+    idle = [f for f in waits if f.beta_n >= th.idle_share_pct and f.beta_a >= th.idle_share_pct
+            and not is_sync_call(f.name) and not _share_moved(f, th, direction)]
     waits = [f for f in waits if f not in idle]
     proportional += idle
     if proportional:  # all of them: the tables flag each; the wording names the first few
@@ -201,9 +196,9 @@ def build_findings(c: Analysis, *, identical: bool = False) -> list[Finding]:
         if not cm.triggered or cm.basis != "share":
             continue
         on_device = [f for f in tested if f.device == cm.device and f.kind in GPU_KINDS]
-        movers = sorted((f for f in on_device if significant(f.q_t, a) and f.tau_pp * direction > 0),
+        movers = sorted((f for f in on_device if th.significant(f.q_t) and f.tau_pp * direction > 0),
                         key=lambda f: -abs(f.tau_pp))
-        same_time = [f for f in on_device if not significant(f.q_t, a)]
+        same_time = [f for f in on_device if not th.significant(f.q_t)]
         out.append(Finding(FindingCode.COMMON_MODE, device=cm.device, related=tuple(idx[id(f)] for f in movers[:3]),
                            values={"ratio": cm.ratio, "k": cm.k, "iqr_log": cm.iqr_log,
                                    "same_time": len(same_time)}))
@@ -212,7 +207,7 @@ def build_findings(c: Analysis, *, identical: bool = False) -> list[Finding]:
         out.append(Finding(FindingCode.SYMPTOM, function=f.name, device=f.device, q=q_of(f), func=idx[id(f)],
                            values={"tau_pp": f.tau_pp, "t_n_us": f.t_n_us, "t_a_us": f.t_a_us}))
 
-    res = sorted((i for i, r in enumerate(c.context) if significant(r.q, a)),
+    res = sorted((i for i, r in enumerate(c.context) if th.significant(r.q)),
                  key=lambda i: -abs(c.context[i].z_log) if math.isfinite(c.context[i].z_log) else 0.0)
     for i in res[:MAX_RESOURCES]:
         r = c.context[i]
@@ -220,7 +215,7 @@ def build_findings(c: Analysis, *, identical: bool = False) -> list[Finding]:
                            values={"metric": r.metric, "mean_n": r.res.mean_n, "mean_a": r.res.mean_a}))
     top_causes = {(f.name, f.device) for f in causes[:MAX_CAUSES]}
     mus = [j for j, m in enumerate(c.mu)
-           if significant(m.q, a) and (c.functions[m.func].name, c.functions[m.func].device) in top_causes]
+           if th.significant(m.q) and (c.functions[m.func].name, c.functions[m.func].device) in top_causes]
     for j in mus[:MAX_RESOURCES]:
         m = c.mu[j]
         f = c.functions[m.func]
@@ -234,7 +229,7 @@ def build_findings(c: Analysis, *, identical: bool = False) -> list[Finding]:
                            related=tuple(idx[id(f)] for f in grew + fell),
                            values={"grew": len(grew), "net_pp": net,
                                    "tau_pp": [tau_of(f) for f in grew + fell]}))
-    opposite = sorted((f for f in tested if not f.wait and significant(q_of(f), a) and tau_of(f) * direction < 0
+    opposite = sorted((f for f in tested if not f.wait and th.significant(q_of(f)) and tau_of(f) * direction < 0
                        and id(f) not in swapped), key=lambda f: -abs(tau_of(f)))
     if opposite:
         out.append(Finding(FindingCode.OPPOSITE, related=tuple(idx[id(f)] for f in opposite[:3]),
@@ -246,37 +241,34 @@ def build_findings(c: Analysis, *, identical: bool = False) -> list[Finding]:
     return out
 
 
-MORE_CALLS = 1.25  # new work: at least 25 % more calls per cycle
-SWAP_OFFSET = 0.8  # kernels that moved the other way take back at least this share of the causes' τ
-
-
-def more_calls(f: FunctionStats) -> bool:
-    """New in the abnormal run, or at least 25 % more calls per cycle."""
+def more_calls(f: FunctionStats, th: Thresholds = DEFAULT) -> bool:
+    """New in the abnormal run, or at least th.more_calls_ratio (25 %) more calls per cycle."""
     if f.presence == "new":
         return True
-    return not f.sampled and f.calls_n > 0 and f.calls_a >= MORE_CALLS * f.calls_n
+    return not f.sampled and f.calls_n > 0 and f.calls_a >= th.more_calls_ratio * f.calls_n
 
 
-def _fewer_calls(f: FunctionStats) -> bool:
-    return f.presence == "vanished" or (not f.sampled and f.calls_a > 0 and f.calls_n >= MORE_CALLS * f.calls_a)
+def _fewer_calls(f: FunctionStats, th: Thresholds) -> bool:
+    return f.presence == "vanished" or (not f.sampled and f.calls_a > 0
+                                        and f.calls_n >= th.more_calls_ratio * f.calls_a)
 
 
 Swap = tuple[list[FunctionStats], list[FunctionStats], float]  # (gained, lost, net τ in pp)
 
 
 def _kernel_swaps(causes: list[FunctionStats], significant_fs: list[FunctionStats],
-                  tau_of: Callable[[FunctionStats], float]) -> list[Swap]:
+                  tau_of: Callable[[FunctionStats], float], th: Thresholds) -> list[Swap]:
     """Per device, the kernel causes whose calls moved with their time (more calls and longer,
     or fewer and shorter), and the significant kernels whose calls and time moved the other
     way: a library that chose other kernels for the same work (cuDNN's algorithm, a GEMM
-    tile), not added or removed work: the other side takes back at least SWAP_OFFSET of the
+    tile), not added or removed work: the other side takes back at least th.swap_offset of the
     causes' τ, and the net is not material.  (gained, lost, net τ in pp) each."""
     out = []
     cause_ids = {id(f) for f in causes}
     for device in dict.fromkeys(f.device for f in causes if f.kind == Kind.KERNEL):
         on = [f for f in significant_fs if f.kind == Kind.KERNEL and f.device == device]
-        gained = [f for f in on if more_calls(f) and tau_of(f) > 0]
-        lost = [f for f in on if _fewer_calls(f) and tau_of(f) < 0]
+        gained = [f for f in on if more_calls(f, th) and tau_of(f) > 0]
+        lost = [f for f in on if _fewer_calls(f, th) and tau_of(f) < 0]
         # The causes' side counts its causes only (what the verdict would name); the other, all.
         causes_gained = any(id(f) in cause_ids for f in gained)
         if causes_gained:
@@ -287,15 +279,10 @@ def _kernel_swaps(causes: list[FunctionStats], significant_fs: list[FunctionStat
             continue
         up, down = sum(tau_of(f) for f in gained), -sum(tau_of(f) for f in lost)
         ours, theirs = (up, down) if causes_gained else (down, up)
-        if gained and lost and theirs >= SWAP_OFFSET * ours and abs(up - down) < MATERIAL_TAU_PP:
+        if gained and lost and theirs >= th.swap_offset * ours and abs(up - down) < th.material_tau_pp:
             out.append((sorted(gained, key=lambda f: -abs(tau_of(f))), sorted(lost, key=lambda f: -abs(tau_of(f))),
                         up - down))
     return out
-
-
-DEVICE_WIDE_BAND = 0.1  # |ln r| from the device's median ratio within which a function follows it
-MATERIAL_TAU_PP = 1.0  # a cause moves at least 1 % of the abnormal cycle …
-MATERIAL_DELTA = 0.147  # … with at least a small effect size, |Cliff's δ| (Romano et al. 2006)
 
 
 def _at_common_load(c: Analysis) -> dict[int, FunctionLoad] | None:
@@ -316,23 +303,19 @@ def _tail_cis(c: Analysis) -> dict[str, float]:
     return out
 
 
-def _follows(f: FunctionStats, cm: CommonMode) -> bool:
+def _follows(f: FunctionStats, cm: CommonMode, th: Thresholds) -> bool:
     """f is on cm's device and its per-call ratio lies within the band around cm's median."""
-    band = max(DEVICE_WIDE_BAND, cm.iqr_log)
+    band = max(th.device_wide_band, cm.iqr_log)
     return (f.device == cm.device and f.per_call_n_us > 0 and f.per_call_a_us > 0
             and abs(math.log(f.per_call_a_us / f.per_call_n_us) - cm.median_log) <= band)
 
 
-def material(f: FunctionStats) -> bool:
+def material(f: FunctionStats, th: Thresholds = DEFAULT) -> bool:
     """A change large enough to be a cause: |τ| ≥ 1 pp and |δ(t)| ≥ 0.147 (δ unknown: τ alone)."""
-    delta = f.t.cliffs_delta if f.t is not None else float("nan")
-    return abs(f.tau_pp) >= MATERIAL_TAU_PP and not (math.isfinite(delta) and abs(delta) < MATERIAL_DELTA)
+    return th.material(f.tau_pp, f.t.cliffs_delta if f.t is not None else float("nan"))
 
 
-NESTED_MIN_SHARE = 0.9  # a cause inside another cause's range for at least this share of its time
-
-
-def _nested_causes(c: Analysis, causes: list[int]) -> dict[int, int]:
+def _nested_causes(c: Analysis, causes: list[int], th: Thresholds) -> dict[int, int]:
     """{child: parent} among the causes (ordered by |τ|): a CPU-side cause whose own time in
     the abnormal run lies ≥ 90 % inside another cause's range goes under the outermost such
     parent that is itself not nested."""
@@ -342,7 +325,7 @@ def _nested_causes(c: Analysis, causes: list[int]) -> dict[int, int]:
         if c.functions[f].kind != Kind.CPU:
             continue
         parents = [(share, a) for a, share in c.inside.get(f, {}).items()
-                   if a in cause_set and a != f and share >= NESTED_MIN_SHARE]
+                   if a in cause_set and a != f and share >= th.nested_min_share]
         if parents:
             parent_of[f] = max(parents)[1]
     out = {}
@@ -375,12 +358,18 @@ def _faster(c: Analysis, d_med: float, d_mean: float) -> bool:
     mean slowed by a few stalls (which Welch's test may miss) is throughput lost; a median
     slower while a different mix of cycles (fewer long prefill steps) made the mean faster is
     every step slower; and where neither test rejects, what slowed is still worth naming."""
-    t, a = c.cycle_test, c.alpha
-    return (d_mean < 0 and (significant(t.p_welch, a) or (d_med < 0 and significant(t.p_mwu, a)))
-            and not (d_med > 0 and significant(t.p_mwu, a)))
+    t, th = c.cycle_test, c.thresholds
+    return (d_mean < 0 and (th.significant(t.p_welch) or (d_med < 0 and th.significant(t.p_mwu)))
+            and not (d_med > 0 and th.significant(t.p_mwu)))
 
 
-def _share_moved(f: FunctionStats, alpha: float, direction: float) -> bool:
+def _share_moved(f: FunctionStats, th: Thresholds, direction: float) -> bool:
     """A host state's share of the cycle moved significantly, by ≥ 10 % of its normal share."""
-    return (significant(f.q_beta, alpha) and f.d_beta * direction > 0
-            and abs(f.d_beta) >= HOST_SHARE_MIN_REL * max(f.beta_n, 1e-9))
+    return th.significant(f.q_beta) and host_share_moved(f.d_beta, f.beta_n, direction, th)
+
+
+def host_share_moved(d_beta: float, beta_n: float, direction: float, th: Thresholds, tiny: float = 1e-9) -> bool:
+    """A host state's share of the cycle moved in `direction` by at least th.host_share_min_rel of
+    its normal share, at least `tiny` (the one rule for a pair and across ranks; significance is
+    the caller's)."""
+    return d_beta * direction > 0 and abs(d_beta) >= th.host_share_min_rel * max(beta_n, tiny)

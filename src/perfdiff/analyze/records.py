@@ -7,12 +7,14 @@ Definitions are in docs/STATISTICS.md.
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from enum import Enum
 from typing import Any
 
 import numpy as np
 
+from perfdiff.analyze.thresholds import DEFAULT as DEFAULT_THRESHOLDS
+from perfdiff.analyze.thresholds import Thresholds
 from perfdiff.model.cycles import CyclePlan
 from perfdiff.stats import TwoSample
 
@@ -315,3 +317,11 @@ class Analysis:
     inside: dict[int, dict[int, float]] = field(default_factory=dict)
     traces: tuple[Trace, ...] = ()  # the top suspects' and changed context metrics' series
     load: LoadComparison | None = None  # the runs' engine-step load, when they recorded it
+    # the decision thresholds the analysis used, which the findings, verdict and wording read too
+    thresholds: Thresholds = DEFAULT_THRESHOLDS
+
+    def __post_init__(self) -> None:
+        # One α: the record's alpha is the analysis's (an Analysis built with another alpha, or
+        # copied with dataclasses.replace(c, alpha=…), carries thresholds with that alpha).
+        if self.thresholds.alpha != self.alpha:
+            object.__setattr__(self, "thresholds", replace(self.thresholds, alpha=self.alpha))

@@ -15,12 +15,12 @@ from dataclasses import dataclass, field, replace
 from enum import Enum
 from typing import Any
 
-from perfdiff.analyze.findings import MATERIAL_DELTA, MATERIAL_TAU_PP, Finding, FindingCode, more_calls, significant
+from perfdiff.analyze.findings import Finding, FindingCode, more_calls
 from perfdiff.analyze.records import Analysis, FunctionStats, GpuBusy
+from perfdiff.analyze.thresholds import Thresholds
 from perfdiff.model.cuda_names import is_launch_call, is_sync_call
 from perfdiff.model.schema import COLLECTIVE_KERNEL, GPU_KINDS, Kind
 
-CLOCK_DROP_REL = 0.10  # the host CPU clock fell by at least 10 % of itself
 INPUT_PATTERN = re.compile(r"DataLoader|dataloader|data_loader|input_pipeline|prefetch|collate", re.I)
 COLLECTIVE = re.compile(COLLECTIVE_KERNEL)
 HOST_CPU_STATES = ("oncpu",)
@@ -108,6 +108,7 @@ def build_verdict(c: Analysis, findings: list[Finding]) -> list[VerdictClass]:
     def free() -> list[int]:
         return [i for i, _ in causes if i in fn and i not in used]
 
+    th = c.thresholds
     clock = _clock_drop(c)
     resources = [i for i, x in enumerate(findings) if x.code == FindingCode.RESOURCE]
     if clock is not None:
@@ -156,7 +157,7 @@ def build_verdict(c: Analysis, findings: list[Finding]) -> list[VerdictClass]:
     if sync is not None:
         used.update(i for i in sync.evidence if i in fn)
         out.append(sync)
-    take(VerdictCode.NEW_WORK, [i for i, _ in causes if i in fn and i not in used and more_calls(fn[i])])
+    take(VerdictCode.NEW_WORK, [i for i, _ in causes if i in fn and i not in used and more_calls(fn[i], th)])
     if other:
         mine = [i for i in free() if fn[i].kind == Kind.KERNEL and fn[i].device in shared]
         used.update(mine)
@@ -176,7 +177,7 @@ def build_verdict(c: Analysis, findings: list[Finding]) -> list[VerdictClass]:
         take(VerdictCode.GPU_KERNEL, kernels)
     take(VerdictCode.TRANSFER, [i for i, _ in causes if i in fn and i not in used and fn[i].kind in GPU_KINDS])
     take(VerdictCode.CPU_WORK, [i for i, _ in causes if i in fn and i not in used and _cpu_side(fn[i])])
-    _host_wide(findings, out, clock, resources)
+    _host_wide(findings, out, clock, resources, th)
     load = [i for i, x in enumerate(findings) if x.code == FindingCode.LOAD]
     if load:
         v = findings[load[0]].values
@@ -211,14 +212,13 @@ HOST_REASONS = (VerdictCode.CPU_CLOCK, VerdictCode.CPU_QUOTA, VerdictCode.CPU_CO
                 VerdictCode.MEMORY_PRESSURE, VerdictCode.CPU_WORK)
 
 
-HOST_WIDE_REST_SHARE = 0.25  # waits leave ≥ 25 % of a host-wide slowdown unexplained
 # Host-side classes of waiting: they lengthen every call of the host they hit, and explain a
 # host-wide slowdown per call as far as their own share goes.
 HOST_WAITS = (VerdictCode.CPU_QUOTA, VerdictCode.CPU_CONTENTION, VerdictCode.IO_WAIT, VerdictCode.MEMORY_PRESSURE)
 
 
 def _host_wide(findings: list[Finding], out: list[VerdictClass], clock: tuple[float, float] | None,
-               resources: list[int]) -> None:
+               resources: list[int], th: Thresholds) -> None:
     """Every CPU-side function of the host slower per call by one ratio: the common-mode check
     took them out of the causes, yet the change is CPU work all the same (the CPU clock's when
     it fell).  Appended to `out` unless a host-side class already explains the host; waiting
@@ -239,7 +239,7 @@ def _host_wide(findings: list[Finding], out: list[VerdictClass], clock: tuple[fl
         values: dict[str, Any] = {"device": x.device, "ratio": ratio, "host_wide_pp": tau,
                                   "absorbed_funcs": x.values.get("absorbed_funcs", ())}
         if waits:
-            if not tau - waits >= max(MATERIAL_TAU_PP, HOST_WIDE_REST_SHARE * tau):
+            if not tau - waits >= max(th.material_tau_pp, th.host_wide_rest_share * tau):
                 return
             tau -= waits
             values.update(explained_pp=waits, explained_by=tuple(v.code.value for v in out if v.code in HOST_WAITS))
@@ -260,9 +260,9 @@ def _host_wide(findings: list[Finding], out: list[VerdictClass], clock: tuple[fl
 def _clock_drop(c: Analysis) -> tuple[float, float] | None:
     """(normal, abnormal) mean host CPU clock when it fell significantly by ≥ 10 %."""
     for r in c.context:
-        if r.metric in ("cpu_frequency", "cpu_frequency_mhz") and r.device == "Host" and significant(r.q, c.alpha):
+        if r.metric in ("cpu_frequency", "cpu_frequency_mhz") and r.device == "Host" and c.thresholds.significant(r.q):
             n, a = r.res.mean_n, r.res.mean_a
-            if n > 0 and (n - a) >= CLOCK_DROP_REL * n:
+            if n > 0 and (n - a) >= c.thresholds.clock_drop_rel * n:
                 return n, a
     return None
 
@@ -323,7 +323,7 @@ def _signals(c: Analysis, floors: dict[str, float]) -> dict[str, tuple[float, fl
         if floor is None:
             continue
         n, a = res.mean_n, res.mean_a
-        rose = significant(q, c.alpha) and a > n and a - n >= floor
+        rose = c.thresholds.significant(q) and a > n and a - n >= floor
         appeared = metric.startswith("cgroup_mem_") and n == 0 and a > 0
         if (rose or appeared) and (metric not in best or not q >= best[metric][0]):
             best[metric] = (q, n, a)
@@ -379,10 +379,6 @@ def _other_process(findings: list[Finding]) -> tuple[list[int], set[str]]:
 
 # --- The GPU waited for the host: starved GPUs, launch-bound, added synchronisation ---------
 
-STARVED_DROP_PP = 5.0  # a GPU's busy share fell by at least 5 pp of the cycle …
-STARVED_DROP_REL = 0.10  # … and by at least 10 % of itself (and significantly, with |δ| ≥ 0.147)
-LAUNCH_RATIO = 1.25  # launch calls ≥ 25 % slower per call, or ≥ 25 % more numerous than the kernels
-SYNC_MORE = 1.25  # synchronisation calls ≥ 25 % more numerous per cycle (or new)
 HOST_SIDE = (VerdictCode.CPU_CLOCK, VerdictCode.CPU_QUOTA, VerdictCode.CPU_CONTENTION, VerdictCode.IO_WAIT,
              VerdictCode.INPUT_PIPELINE, VerdictCode.LAUNCH_BOUND, VerdictCode.ADDED_SYNC, VerdictCode.CPU_WORK,
              VerdictCode.MEMORY_PRESSURE)
@@ -391,11 +387,11 @@ HOST_SIDE = (VerdictCode.CPU_CLOCK, VerdictCode.CPU_QUOTA, VerdictCode.CPU_CONTE
 def _starved_gpus(c: Analysis) -> list[GpuBusy]:
     """The GPUs whose busy share of the cycle fell materially and significantly."""
     out = []
+    th = c.thresholds
     for b in c.gpu_busy:
         drop = b.busy_n_pct - b.busy_a_pct
-        delta = b.res.cliffs_delta
-        if (significant(b.p, c.alpha) and drop >= STARVED_DROP_PP and drop >= STARVED_DROP_REL * b.busy_n_pct
-                and not (math.isfinite(delta) and abs(delta) < MATERIAL_DELTA)):
+        if (th.significant(b.p) and drop >= th.starved_drop_pp and drop >= th.starved_drop_rel * b.busy_n_pct
+                and not th.small_effect(b.res.cliffs_delta)):
             out.append(b)
     return out
 
@@ -413,13 +409,13 @@ def _launch_bound(c: Analysis, fn: dict[int, FunctionStats], free: list[int],
     kn, ka = sum(f.calls_n for f in kernels), sum(f.calls_a for f in kernels)
     launch = [f for f in c.functions if f.kind == Kind.API and is_launch_call(f.name)]
     ln, la = sum(f.calls_n for f in launch), sum(f.calls_a for f in launch)
-    more_launches = kn > 0 and ka > 0 and ln > 0 and la / ln >= LAUNCH_RATIO * ka / kn
+    more_launches = kn > 0 and ka > 0 and ln > 0 and la / ln >= c.thresholds.launch_ratio * ka / kn
     hit = []
     for i in free:
         f = fn[i]
         if f.kind != Kind.API or not is_launch_call(f.name) or f.tau_pp <= 0:
             continue
-        slower = f.presence == "both" and f.per_call_n_us > 0 and f.per_call_a_us >= LAUNCH_RATIO * f.per_call_n_us
+        slower = f.presence == "both" and f.per_call_n_us > 0 and f.per_call_a_us >= c.thresholds.launch_ratio * f.per_call_n_us
         if slower or (more_launches and f.calls_a > f.calls_n):
             hit.append(i)
     if not hit:
@@ -435,8 +431,9 @@ def _added_sync(c: Analysis, findings: list[Finding], starved: list[GpuBusy]) ->
     if not starved:
         return None
     more = [j for j, f in enumerate(c.functions)
-            if f.kind in (Kind.API, Kind.CPU) and is_sync_call(f.name) and f.tested and significant(f.q_t, c.alpha)
-            and f.tau_pp > 0 and (f.presence == "new" or (f.calls_n > 0 and f.calls_a >= SYNC_MORE * f.calls_n))]
+            if f.kind in (Kind.API, Kind.CPU) and is_sync_call(f.name) and f.tested and c.thresholds.significant(f.q_t)
+            and f.tau_pp > 0 and (f.presence == "new" or (f.calls_n > 0
+                                                          and f.calls_a >= c.thresholds.sync_more_ratio * f.calls_n))]
     if not more:
         return None
     ev = [i for i, x in enumerate(findings) if x.func in more and x.code in (FindingCode.CAUSE, FindingCode.SYMPTOM)]

@@ -216,6 +216,7 @@ def _view(c: Analysis, findings: list[Finding], verdict: list[VerdictClass], *, 
         "renames": [f"{md_name(a, 80)} (normal) ⇄ {md_name(b, 80)} (abnormal)" for a, b in c.renames],
         "warnings": [notice_text(x) for x in c.warnings],
         "alpha": f"{c.alpha:g}",
+        "test_min_share_pct": f"{100.0 * c.thresholds.test_min_share:g}",
     }
     view["full_names"] = full_names()  # last: every name shortened above
     return view

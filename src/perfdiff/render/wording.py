@@ -8,7 +8,7 @@ import math
 from typing import Any, Callable
 
 from perfdiff.analyze import Analysis, Finding, FindingCode, FunctionStats, Notice, NoticeCode
-from perfdiff.analyze.findings import MAX_LISTED, significant
+from perfdiff.analyze.findings import MAX_LISTED
 from perfdiff.analyze.verdict import Starved, VerdictClass, VerdictCode
 from perfdiff.model.cycles import CyclePlan
 from perfdiff.model.schema import CycleSource, Kind
@@ -37,8 +37,8 @@ def matching_text(c: Analysis) -> str:
     return ""
 
 
-def _q_words(q: float, alpha: float) -> str:
-    return f"significant, q {fmt_p(q)}" if significant(q, alpha) else f"not significant, q {fmt_p(q)}"
+def _q_words(q: float, c: Analysis) -> str:
+    return f"significant, q {fmt_p(q)}" if c.thresholds.significant(q) else f"not significant, q {fmt_p(q)}"
 
 
 def _fn(f: FunctionStats) -> str:
@@ -75,10 +75,6 @@ def _ci(v: dict, key: str) -> str:
     return f" [{fmt_time_us(lo)}–{fmt_time_us(hi)}]"
 
 
-SHAPE_MEDIAN_PCT = 5.0  # the median moved less than this …
-SHAPE_TAIL_RATIO = 1.5  # … while P95 grew by this factor and the KS test rejects: a stall
-
-
 def _cycle_time(c: Analysis, x: Finding) -> str:
     v = x.values
     if compared_as_rates(c):
@@ -97,8 +93,9 @@ def _cycle_time(c: Analysis, x: Finding) -> str:
              f"{fmt_time_us(v['p95_a_us'])}{_ci(v, 'p95_a')} (×{fmt_num(tail)}); Kolmogorov–Smirnov D "
              f"{fmt_num(v['ks_d'], 3)}, p {fmt_p(v['ks_p'])}.")
     apart = v.get("p95_a_lo_us", float("nan")) > v.get("p95_n_hi_us", float("nan"))  # NaN: False
-    if (abs(v["change_pct"]) < SHAPE_MEDIAN_PCT and tail >= SHAPE_TAIL_RATIO and apart
-            and significant(v["ks_p"], c.alpha)):
+    th = c.thresholds
+    if (abs(v["change_pct"]) < th.shape_median_pct and tail >= th.shape_tail_ratio and apart
+            and th.significant(v["ks_p"])):
         text += (" The median held but the distribution changed shape: a share of the cycles stall, and the "
                  "causes below are what those cycles spend their time on.")
     return text
@@ -111,24 +108,21 @@ def verdict_head(c: Analysis, findings: list[Finding]) -> str:
     if x is None or compared_as_rates(c) or "median_n_us" not in x.values:
         return ""
     v = x.values
-    quiet = "" if significant(v["p_mwu"], c.alpha) else f"; not significant at α {c.alpha:g}"
+    quiet = "" if c.thresholds.significant(v["p_mwu"]) else f"; not significant at α {c.alpha:g}"
     head = f"median cycle {fmt_time_us(v['median_n_us'])} → {fmt_time_us(v['median_a_us'])} ({_cycle_test(v)}{quiet})"
-    return head + _mean_apart(v) + "."
+    return head + _mean_apart(v, c.thresholds.head_mean_pct) + "."
 
 
-HEAD_MEAN_PCT = 5.0  # a cycle time "moved" by at least this much, %
-
-
-def _mean_apart(v: dict) -> str:
+def _mean_apart(v: dict, moved_pct: float) -> str:
     """"; mean cycle … : throughput −23.6% (Welch p …)" where the mean cycle tells another story
-    than the median: the median held (< 5 %) while the mean moved, or the two moved apart (more
+    than the median: the median held (< moved_pct, 5 %) while the mean moved, or the two moved apart (more
     steps of a long kind, a share of the cycles stalling, a different mix); else nothing."""
     mn, ma, tput, med = v.get("mean_n_us"), v.get("mean_a_us"), v.get("throughput_change_pct"), v["change_pct"]
     if not (mn and ma and tput is not None and math.isfinite(tput) and math.isfinite(med)):
         return ""
     mean_pct = 100.0 * (ma / mn - 1.0)
-    held = abs(med) < HEAD_MEAN_PCT <= abs(mean_pct)
-    apart = min(abs(med), abs(mean_pct)) >= HEAD_MEAN_PCT and med * mean_pct < 0
+    held = abs(med) < moved_pct <= abs(mean_pct)
+    apart = min(abs(med), abs(mean_pct)) >= moved_pct and med * mean_pct < 0
     if not (held or apart):
         return ""
     welch = v.get("p_welch")
@@ -168,7 +162,7 @@ def _cause(c: Analysis, x: Finding) -> str:
         return _cause_at_load(c, x, f)
     text = (f"{_fn(f)} took {fmt_time_us(abs(d_t))} {'more' if d_t > 0 else 'less'} "
             f"{'self time ' if incl else ''}{per_unit(c)} ({fmt_time_us(f.t_n_us)} → {fmt_time_us(f.t_a_us)}{incl}; "
-            f"τ {fmt_signed(f.tau_pp)} pp of the abnormal cycle; {_q_words(f.q_t, c.alpha)})"
+            f"τ {fmt_signed(f.tau_pp)} pp of the abnormal cycle; {_q_words(f.q_t, c)})"
             + (f": {how}." if how else "."))
     if x.related:
         inner = ", ".join(f"**{md_name(g.name, 60)}** ({fmt_signed((g.t_a_us - g.t_n_us) / 1e3)} ms/cycle)"
@@ -184,7 +178,7 @@ def _cause_at_load(c: Analysis, x: Finding, f: FunctionStats) -> str:
     d_t = v["t_a_us"] - v["t_n_us"]
     return (f"{_fn(f)} took {fmt_time_us(abs(d_t))} {'more' if d_t > 0 else 'less'} {per_unit(c)} at a common "
             f"load ({fmt_time_us(v['t_n_us'])} → {fmt_time_us(v['t_a_us'])}; "
-            f"τ {fmt_signed(v['tau_pp'])} pp of the abnormal cycle at that load; {_q_words(x.q, c.alpha)}); "
+            f"τ {fmt_signed(v['tau_pp'])} pp of the abnormal cycle at that load; {_q_words(x.q, c)}); "
             f"as measured, {fmt_time_us(f.t_n_us)} → {fmt_time_us(f.t_a_us)} {per_unit(c)}.")
 
 
@@ -211,7 +205,7 @@ def _no_cause(c: Analysis, x: Finding) -> str:
     if x.values.get("negligible"):
         return ("No material cause: no function's own time changed both significantly and materially in the "
                 f"direction of the cycle-time change (q ≤ {c.alpha:g} over {c.n_tests_t} tested functions, "
-                "|τ| ≥ 1 pp and |δ| ≥ 0.147).")
+                f"|τ| ≥ {c.thresholds.material_tau_pp:g} pp and |δ| ≥ {c.thresholds.material_delta:g}).")
     return ("No function's own time changed significantly in the direction of the cycle-time change "
             f"(q ≤ {c.alpha:g} over {c.n_tests_t} tested functions).")
 
@@ -274,7 +268,7 @@ def _symptom(c: Analysis, x: Finding) -> str:
         meaning = (": the GPU finished sooner relative to the host — the GPU was starved (host-bound)"
                    if d_t < 0 else ": the host waited longer on the GPU (GPU-bound)")
     return (f"Symptom: the host waited {fmt_time_us(abs(d_t))} {'more' if d_t > 0 else 'less'} {per_unit(c)} in "
-            f"{_fn(f)} ({fmt_time_us(f.t_n_us)} → {fmt_time_us(f.t_a_us)}; {_q_words(f.q_t, c.alpha)}){meaning}.")
+            f"{_fn(f)} ({fmt_time_us(f.t_n_us)} → {fmt_time_us(f.t_a_us)}; {_q_words(f.q_t, c)}){meaning}.")
 
 
 def _resource(c: Analysis, x: Finding) -> str:
@@ -283,14 +277,14 @@ def _resource(c: Analysis, x: Finding) -> str:
     delta = r.res.mean_a - r.res.mean_n
     return (f"Resource: **{md_name(r.metric)}**{alias} on {md_name(r.device)} "
             f"{'rose' if delta > 0 else 'fell'} from {fmt_value(r.res.mean_n, r.unit)} to "
-            f"{fmt_value(r.res.mean_a, r.unit)} ({_q_words(r.q, c.alpha)}, {r.res.n_n} vs {r.res.n_a} samples).")
+            f"{fmt_value(r.res.mean_a, r.unit)} ({_q_words(r.q, c)}, {r.res.n_n} vs {r.res.n_a} samples).")
 
 
 def _metric_while(c: Analysis, x: Finding) -> str:
     m = c.mu[x.ref]  # type: ignore[index]
     f = c.functions[m.func]
     return (f"While {_fn(f)} ran, **{md_name(m.metric)}** went from {fmt_value(m.res.mean_n, m.unit)} to "
-            f"{fmt_value(m.res.mean_a, m.unit)} ({_q_words(m.q, c.alpha)}).")
+            f"{fmt_value(m.res.mean_a, m.unit)} ({_q_words(m.q, c)}).")
 
 
 def _event(c: Analysis, x: Finding) -> str:
