@@ -7,6 +7,7 @@ from typing import Any
 import numpy as np
 
 from perfdiff import stats
+from perfdiff.analyze.evidence import CycleRatioDetail, CycleSourceDetail, RankDetail, WorldSizeDetail
 from perfdiff.analyze.records import CommonMode, FunctionStats, Notice, NoticeCode
 from perfdiff.bundle import RunData
 from perfdiff.model.schema import GPU_KINDS, CycleSource, Kind
@@ -80,8 +81,8 @@ def cycle_ratio_notice(cn: Cycles, ca: Cycles, one_plan: bool) -> Notice | None:
     if one_plan and not same_marked:
         return None
     return Notice(NoticeCode.CYCLE_RATIO, normal=med_n / 1e3, abnormal=med_a / 1e3,
-                  fields={"ratio": ratio, "same_marked_source": same_marked, "source_n": cn.source,
-                          "source_a": ca.source})
+                  detail=CycleRatioDetail(ratio=ratio, same_marked_source=same_marked, source_n=cn.source,
+                                          source_a=ca.source))
 
 
 def comparability(normal: RunData, abnormal: RunData, cn: Cycles, ca: Cycles) -> list[Notice]:
@@ -108,13 +109,13 @@ def comparability(normal: RunData, abnormal: RunData, cn: Cycles, ca: Cycles) ->
     da = ((abnormal.manifest.get("target") or {}).get("distributed") or {})
     if dn.get("world_size") != da.get("world_size") and (dn or da):
         out.append(Notice(NoticeCode.WORLD_SIZE, normal=dn.get("world_size"), abnormal=da.get("world_size"),
-                          fields={"rank_n": dn.get("rank"), "rank_a": da.get("rank")}))
+                          detail=WorldSizeDetail(rank_n=dn.get("rank"), rank_a=da.get("rank"))))
     elif dn.get("rank") != da.get("rank") and (dn or da):
         out.append(Notice(NoticeCode.RANK, normal=dn.get("rank"), abnormal=da.get("rank"),
-                          fields={"world_size": dn.get("world_size")}))
+                          detail=RankDetail(world_size=dn.get("world_size"))))
     if cn.source != ca.source:
         out.append(Notice(NoticeCode.CYCLE_SOURCE, normal=cn.source, abnormal=ca.source,
-                          fields={"detail_n": cn.detail, "detail_a": ca.detail}))
+                          detail=CycleSourceDetail(detail_n=cn.detail, detail_a=ca.detail)))
     sn = (normal.manifest.get("source") or {}).get("kind")
     sa = (abnormal.manifest.get("source") or {}).get("kind")
     if sn != sa:

@@ -19,6 +19,7 @@ from perfdiff.analyze.busy import gpu_busy_shares
 from perfdiff.analyze.checks import common_modes, comparability, cycle_ratio_notice
 from perfdiff.analyze.load import compare_load, cycle_load, is_step_metric, load_notice
 from perfdiff.analyze.metrics import aliases_and_constants, mu_jobs, z_log
+from perfdiff.analyze.evidence import MetricOneSideDetail
 from perfdiff.analyze.thresholds import Thresholds
 from perfdiff.analyze.records import (Analysis, ContextStats, CycleLoad, DetailRow, FunctionStats, MuStats, Notice,
                                       NoticeCode, RunSummary, Trace)
@@ -173,8 +174,8 @@ def compare_runs(normal: RunData, abnormal: RunData, cn: Cycles, ca: Cycles, *,
         par.forks_done()  # the last pool has forked: threads may start (the report's CSV)
         mu_rows = [MuStats(func=j[0], metric=j[1], device=j[2], unit=metric_unit(j[1]), res=r, z_log=z)
                    for j, (r, z) in zip(jobs, mu_res, strict=True)]
-        warnings = [Notice(NoticeCode.METRIC_ONE_SIDE, fields={"metric": key[0], "device": key[1],
-                                                                "side": side})
+        warnings = [Notice(NoticeCode.METRIC_ONE_SIDE, detail=MetricOneSideDetail(metric=key[0], device=key[1],
+                                                                                   side=side))
                     for key, side in one_side]
         # Everything left that does not need the function tests, while the pool finishes them.
         cycle_test = (stats.compare_paired(sa.dur_us, sn.dur_us, floor=th.t_floor_us) if matched

@@ -16,6 +16,7 @@ from dataclasses import dataclass, replace
 import numpy as np
 
 from perfdiff import stats
+from perfdiff.analyze.evidence import LoadNoticeDetail
 from perfdiff.analyze.records import CycleLoad, FunctionLoad, LoadComparison, Notice, NoticeCode
 from perfdiff.analyze.thresholds import Thresholds
 from perfdiff.attribute import CycleMatrix
@@ -254,11 +255,11 @@ def load_notice(lc: LoadComparison | None) -> Notice | None:
     """The comparability notice when the runs carried materially different load."""
     if lc is None or not lc.differs:
         return None
-    return Notice(NoticeCode.LOAD, normal=lc.median_tokens_n, abnormal=lc.median_tokens_a, fields={
-        "basis": list(lc.basis), "requests_n": lc.median_requests_n, "requests_a": lc.median_requests_a,
-        "prefill_share_n_pct": lc.prefill_share_n_pct, "prefill_share_a_pct": lc.prefill_share_a_pct,
-        "adjusted": lc.adjusted, "x0_tokens": lc.x0_tokens, "cycle_n_us": lc.cycle_n_us,
-        "cycle_a_us": lc.cycle_a_us, "change_pct": lc.change_pct,
-        "change_lo_pct": 100.0 * lc.change_lo_us / lc.cycle_n_us if lc.cycle_n_us > 0 else NAN,
-        "change_hi_pct": 100.0 * lc.change_hi_us / lc.cycle_n_us if lc.cycle_n_us > 0 else NAN,
-        "p": lc.p, "reason": lc.reason})
+    return Notice(NoticeCode.LOAD, normal=lc.median_tokens_n, abnormal=lc.median_tokens_a, detail=LoadNoticeDetail(
+        basis=tuple(lc.basis), requests_n=lc.median_requests_n, requests_a=lc.median_requests_a,
+        prefill_share_n_pct=lc.prefill_share_n_pct, prefill_share_a_pct=lc.prefill_share_a_pct,
+        adjusted=lc.adjusted, x0_tokens=lc.x0_tokens, cycle_n_us=lc.cycle_n_us,
+        cycle_a_us=lc.cycle_a_us, change_pct=lc.change_pct,
+        change_lo_pct=100.0 * lc.change_lo_us / lc.cycle_n_us if lc.cycle_n_us > 0 else NAN,
+        change_hi_pct=100.0 * lc.change_hi_us / lc.cycle_n_us if lc.cycle_n_us > 0 else NAN,
+        p=lc.p, reason=lc.reason))

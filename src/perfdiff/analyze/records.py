@@ -13,6 +13,7 @@ from typing import Any
 
 import numpy as np
 
+from perfdiff.analyze.evidence import NoticeDetail
 from perfdiff.analyze.thresholds import DEFAULT as DEFAULT_THRESHOLDS
 from perfdiff.analyze.thresholds import Thresholds
 from perfdiff.model.cycles import CyclePlan
@@ -175,13 +176,13 @@ class NoticeCode(str, Enum):
 class Notice:
     """A warning or a comparability problem: a code and the values it rests on.
 
-    `normal` / `abnormal`: the two runs' values where the notice compares them; `fields`:
-    anything else (a metric's name, a ratio)."""
+    `normal` / `abnormal`: the two runs' values where the notice compares them; `detail`:
+    anything else, one record per code that has more (perfdiff.analyze.evidence)."""
 
     code: NoticeCode
     normal: Any = None
     abnormal: Any = None
-    fields: dict[str, Any] = field(default_factory=dict)
+    detail: NoticeDetail | None = None
 
 
 @dataclass(frozen=True)

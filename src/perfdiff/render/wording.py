@@ -5,9 +5,11 @@ The only place where analysis records become prose (docs/ARCHITECTURE.md, render
 from __future__ import annotations
 
 import math
-from typing import Any, Callable
+from typing import Any, Callable, TypeVar
 
 from perfdiff.analyze import Analysis, Finding, FindingCode, FunctionStats, Notice, NoticeCode
+from perfdiff.analyze.evidence import (CycleRatioDetail, CycleSourceDetail, LoadNoticeDetail, MetricOneSideDetail,
+                                       RankDetail, WorldSizeDetail)
 from perfdiff.analyze.findings import MAX_LISTED
 from perfdiff.analyze.verdict import Starved, VerdictClass, VerdictCode
 from perfdiff.model.cycles import CyclePlan
@@ -22,6 +24,16 @@ EVENT_WORDS = {
     "other-process": "another process on the GPU",
     "target-exited": "the target exited",
 }
+
+
+R = TypeVar("R")
+
+
+def _detail(n: Notice, kind: type[R]) -> R:
+    """n's detail, of the record type its code states (a bug otherwise)."""
+    if not isinstance(n.detail, kind):
+        raise TypeError(f"a {n.code} notice without its {kind.__name__}: {n.detail!r}")
+    return n.detail
 
 
 def test_name(paired: bool) -> str:
@@ -367,68 +379,92 @@ def _unknown(v: Any) -> str:
     return "unknown" if v is None else str(v)
 
 
-def notice_text(n: Notice) -> str:
-    """A warning or comparability problem as one Markdown line (values escaped)."""
-    code, f = n.code, n.fields
-    if code == NoticeCode.METRIC_ONE_SIDE:
-        s = f"metric {f['metric']} on {f['device']} was sampled in the {f['side']} run only; not compared"
-    elif code == NoticeCode.CYCLE_RATIO:
-        head = (f"median cycle times differ by ×{f['ratio']:.2f} ({n.normal / 1e3:.3g} ms vs "
-                f"{n.abnormal / 1e3:.3g} ms)")
-        if f["same_marked_source"]:
-            s = (f"{head}: both runs' cycles are the process's own markers ({f['source_n']}), so probably a real "
-                 "change, unless the markers changed meaning")
-        else:
-            s = f"{head}: probably segmented differently; choose cycles with --cycle / --window"
-    elif code == NoticeCode.GPU_MODEL:
-        s = f"GPU model differs: {_counted(n.normal)} vs {_counted(n.abnormal)}"
-    elif code == NoticeCode.WORLD_SIZE:
-        s = (f"world size differs: {_unknown(n.normal)} (rank {_unknown(f['rank_n'])}) vs {_unknown(n.abnormal)} "
-             f"(rank {_unknown(f['rank_a'])}): collectives and the work per rank change with it")
-    elif code == NoticeCode.RANK:
-        s = (f"another rank: {_unknown(n.normal)} vs {_unknown(n.abnormal)} of {_unknown(f['world_size'])}: "
-             "ranks can do different work")
-    elif code == NoticeCode.CYCLE_SOURCE:
-        s = f"cycle source differs: {n.normal} ({f['detail_n']}) vs {n.abnormal} ({f['detail_a']})"
-    elif code == NoticeCode.INPUT_SOURCE:
-        s = f"the runs come from different sources: {n.normal} vs {n.abnormal}"
-    elif code == NoticeCode.LOAD:
-        return _load_notice(n)
-    elif code in _DIFFERS_LIST:
-        s = f"{_DIFFERS_LIST[code]} differs: {_counted([_unknown(x) for x in n.normal or []])} vs " \
-            f"{_counted([_unknown(x) for x in n.abnormal or []])}"
-    else:
-        s = f"{_DIFFERS[code]} differs: {_unknown(n.normal)} vs {_unknown(n.abnormal)}"
-    return md_escape(s)
+def _metric_one_side(n: Notice) -> str:
+    d = _detail(n, MetricOneSideDetail)
+    return f"metric {d.metric} on {d.device} was sampled in the {d.side} run only; not compared"
+
+
+def _cycle_ratio(n: Notice) -> str:
+    d = _detail(n, CycleRatioDetail)
+    head = f"median cycle times differ by ×{d.ratio:.2f} ({n.normal / 1e3:.3g} ms vs {n.abnormal / 1e3:.3g} ms)"
+    if d.same_marked_source:
+        return (f"{head}: both runs' cycles are the process's own markers ({d.source_n}), so probably a real "
+                "change, unless the markers changed meaning")
+    return f"{head}: probably segmented differently; choose cycles with --cycle / --window"
+
+
+def _world_size(n: Notice) -> str:
+    d = _detail(n, WorldSizeDetail)
+    return (f"world size differs: {_unknown(n.normal)} (rank {_unknown(d.rank_n)}) vs {_unknown(n.abnormal)} "
+            f"(rank {_unknown(d.rank_a)}): collectives and the work per rank change with it")
+
+
+def _rank(n: Notice) -> str:
+    return (f"another rank: {_unknown(n.normal)} vs {_unknown(n.abnormal)} of "
+            f"{_unknown(_detail(n, RankDetail).world_size)}: ranks can do different work")
+
+
+def _cycle_source(n: Notice) -> str:
+    d = _detail(n, CycleSourceDetail)
+    return f"cycle source differs: {n.normal} ({d.detail_n}) vs {n.abnormal} ({d.detail_a})"
 
 
 def _load_notice(n: Notice) -> str:
     """The runs carried different load: the numbers, and the cycle time at a common load."""
-    f = n.fields
+    d = _detail(n, LoadNoticeDetail)
     s = (f"the runs carried different load: median tokens per cycle {fmt_num(n.normal, 1)} → "
-         f"{fmt_num(n.abnormal, 1)}, requests per cycle {fmt_num(f['requests_n'], 1)} → "
-         f"{fmt_num(f['requests_a'], 1)}, prefill share {fmt_num(f['prefill_share_n_pct'], 1)} → "
-         f"{fmt_num(f['prefill_share_a_pct'], 1)} % of tokens; cycle times grow with load, so they are not "
+         f"{fmt_num(n.abnormal, 1)}, requests per cycle {fmt_num(d.requests_n, 1)} → "
+         f"{fmt_num(d.requests_a, 1)}, prefill share {fmt_num(d.prefill_share_n_pct, 1)} → "
+         f"{fmt_num(d.prefill_share_a_pct, 1)} % of tokens; cycle times grow with load, so they are not "
          "comparable as they stand")
-    if f["adjusted"]:
+    if d.adjusted:
         s += (f". At a common load (both runs' cycles weighted to their pooled load, median "
-              f"{fmt_num(f['x0_tokens'], 1)} tokens per cycle) the cycle time changed "
-              f"{fmt_pct(f['change_pct'], 1)} ({fmt_time_us(f['cycle_n_us'])} → {fmt_time_us(f['cycle_a_us'])}; "
-              f"{_ci_pct(f['change_lo_pct'], f['change_hi_pct'])}, p {fmt_p(f['p'])}), and the findings compare "
+              f"{fmt_num(d.x0_tokens, 1)} tokens per cycle) the cycle time changed "
+              f"{fmt_pct(d.change_pct, 1)} ({fmt_time_us(d.cycle_n_us)} → {fmt_time_us(d.cycle_a_us)}; "
+              f"{_ci_pct(d.change_lo_pct, d.change_hi_pct)}, p {fmt_p(d.p)}), and the findings compare "
               "own times at that load")
     else:
-        s += f"; they could not be compared at a common load: {f['reason']}"
-    return md_escape(s)
+        s += f"; they could not be compared at a common load: {d.reason}"
+    return s
+
+
+def _differs_list(what: str) -> Callable[[Notice], str]:
+    """A setting of each GPU that differs (driver, clock, power limit): each value once, counted."""
+    return lambda n: (f"{what} differs: {_counted([_unknown(x) for x in n.normal or []])} vs "
+                      f"{_counted([_unknown(x) for x in n.abnormal or []])}")
+
+
+def _differs(what: str) -> Callable[[Notice], str]:
+    """A setting of the host that differs."""
+    return lambda n: f"{what} differs: {_unknown(n.normal)} vs {_unknown(n.abnormal)}"
+
+
+NOTICE_WORDS: dict[NoticeCode, Callable[[Notice], str]] = {
+    NoticeCode.METRIC_ONE_SIDE: _metric_one_side,
+    NoticeCode.CYCLE_RATIO: _cycle_ratio,
+    NoticeCode.GPU_MODEL: lambda n: f"GPU model differs: {_counted(n.normal)} vs {_counted(n.abnormal)}",
+    NoticeCode.GPU_DRIVER: _differs_list("GPU driver"),
+    NoticeCode.MAX_SM_CLOCK: _differs_list("max SM clock (MHz)"),
+    NoticeCode.POWER_LIMIT: _differs_list("power limit (W)"),
+    NoticeCode.CPU_MODEL: _differs("CPU model"),
+    NoticeCode.CPU_CORES: _differs("CPU cores"),
+    NoticeCode.OS_KERNEL: _differs("OS kernel"),
+    NoticeCode.WORLD_SIZE: _world_size,
+    NoticeCode.RANK: _rank,
+    NoticeCode.CYCLE_SOURCE: _cycle_source,
+    NoticeCode.INPUT_SOURCE: lambda n: f"the runs come from different sources: {n.normal} vs {n.abnormal}",
+    NoticeCode.LOAD: _load_notice,
+}
+
+
+def notice_text(n: Notice) -> str:
+    """A warning or comparability problem as one Markdown line (values escaped)."""
+    return md_escape(NOTICE_WORDS[n.code](n))
 
 
 def _ci_pct(lo: float, hi: float) -> str:
     """"95 % CI +1.7% to +2.8%"."""
     return f"95 % CI {fmt_pct(lo, 1)} to {fmt_pct(hi, 1)}"
-
-
-_DIFFERS_LIST = {NoticeCode.GPU_DRIVER: "GPU driver", NoticeCode.MAX_SM_CLOCK: "max SM clock (MHz)",
-                 NoticeCode.POWER_LIMIT: "power limit (W)"}
-_DIFFERS = {NoticeCode.CPU_MODEL: "CPU model", NoticeCode.CPU_CORES: "CPU cores", NoticeCode.OS_KERNEL: "OS kernel"}
 
 
 def plan_text(plan: CyclePlan | None) -> str:

@@ -1,0 +1,10 @@
+"""The wording is a table keyed by code: every code has its sentence, so a code added to an
+enum without words fails here, not in a user's report (perfdiff.render.wording)."""
+from __future__ import annotations
+
+from perfdiff.analyze import NoticeCode
+from perfdiff.render import wording
+
+
+def test_every_notice_code_has_wording() -> None:
+    assert set(wording.NOTICE_WORDS) == set(NoticeCode)
