@@ -12,7 +12,7 @@ import pytest
 
 from perfdiff.analyze import evidence
 
-RECORD_MODULES = [evidence]
+RECORD_MODULES = [evidence]  # the findings and notices
 
 
 def _records() -> list[type]:

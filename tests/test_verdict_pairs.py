@@ -145,7 +145,7 @@ def test_pressure_stalls_back_contention_and_io_wait(label: str, metric: str, wo
     v = c.verdict[0]
     (sig,) = v.values["signals"]
     assert sig["metric"] == metric and sig["mean_a"] > sig["mean_n"] + 30
-    assert any(c.findings[i].values.get("metric") == metric for i in v.evidence)
+    assert any(getattr(c.findings[i].evidence, "metric", None) == metric for i in v.evidence)
     line = next(x for x in c.to_markdown().splitlines() if "host CPU contention" in x or "host I/O wait" in x)
     assert words in line
 
@@ -166,7 +166,7 @@ def test_kernels_chosen_in_place_of_others(dropped: int, swap: bool, tmp_path: P
     if swap:
         (x,) = swaps
         names = [c.analysis.functions[i].name for i in x.related]
-        assert names == ["winograd_kernel", "rms_norm_kernel"] and abs(x.values["net_pp"]) < 1.0
+        assert names == ["winograd_kernel", "rms_norm_kernel"] and abs(x.evidence.net_pp) < 1.0
         assert [v.code for v in c.verdict] == [VerdictCode.NO_MATERIAL]
         codes = {f.code for f in c.findings}
         assert FindingCode.NO_CAUSE not in codes

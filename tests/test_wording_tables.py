@@ -2,9 +2,13 @@
 enum without words fails here, not in a user's report (perfdiff.render.wording)."""
 from __future__ import annotations
 
-from perfdiff.analyze import NoticeCode
+from perfdiff.analyze import FindingCode, NoticeCode
 from perfdiff.render import wording
 
 
 def test_every_notice_code_has_wording() -> None:
     assert set(wording.NOTICE_WORDS) == set(NoticeCode)
+
+
+def test_every_finding_code_has_wording() -> None:
+    assert set(wording.FINDING_WORDS) == set(FindingCode)

@@ -15,6 +15,8 @@ from dataclasses import dataclass, field, replace
 from enum import Enum
 from typing import Any
 
+from perfdiff.analyze.evidence import (CauseEvidence, DeviceWideEvidence, EventEvidence, FindingEvidence, LoadEvidence,
+                                       MetricEvidence, SymptomEvidence)
 from perfdiff.analyze.findings import Finding, FindingCode, more_calls
 from perfdiff.analyze.records import Analysis, FunctionStats, GpuBusy
 from perfdiff.analyze.thresholds import Thresholds
@@ -115,32 +117,31 @@ def build_verdict(c: Analysis, findings: list[Finding]) -> list[VerdictClass]:
         # Host calls (launches, copies) are CPU work too: the clock slows them at the same calls.
         slower_same_calls = [i for i, _ in causes if i in fn and (_cpu_side(fn[i]) or _host_call(fn[i]))
                              and _same_calls(fn[i])]
-        clock_ev = [i for i in resources if findings[i].values.get("metric") in ("cpu_frequency", "cpu_frequency_mhz")]
+        clock_ev = [i for i in resources if _metric(findings[i]) in ("cpu_frequency", "cpu_frequency_mhz")]
         if slower_same_calls:
             take(VerdictCode.CPU_CLOCK, slower_same_calls, clock_ev[:1], clock_n=clock[0], clock_a=clock[1])
     other, shared = _other_process(findings)
     shared_wide: list[int] = []  # a device-wide slowdown of a GPU another process used is that process's
     for i, x in enumerate(findings):
-        if x.code == FindingCode.DEVICE_WIDE and not x.values.get("host"):
+        if isinstance(x.evidence, DeviceWideEvidence) and not x.evidence.host:
             if x.device in shared:
                 shared_wide.append(i)
                 continue
-            throttle = [j for j in resources if str(findings[j].values.get("metric", "")).startswith("gpu_throttle")]
-            out.append(VerdictClass(VerdictCode.GPU_DEVICE_WIDE, tau_pp=float(x.values.get("tau_pp", 0.0)),
+            throttle = [j for j in resources if _metric(findings[j]).startswith("gpu_throttle")]
+            out.append(VerdictClass(VerdictCode.GPU_DEVICE_WIDE, tau_pp=float(x.evidence.tau_pp),
                                     evidence=(i, *throttle[:2]), values={"device": x.device,
-                                                                        "ratio": x.values.get("ratio")}))
+                                                                        "ratio": x.evidence.ratio}))
     loading = [i for i in free() if INPUT_PATTERN.search(fn[i].name)]
     take(VerdictCode.INPUT_PIPELINE, loading, _cpu_time(fn, free()) if loading else [])
-    quota = [i for i in resources if findings[i].values.get("metric") in ("cgroup_cpu_throttled",
-                                                                          "cgroup_cpu_throttled_time")
-             and findings[i].values.get("mean_a", 0.0) > findings[i].values.get("mean_n", 0.0)]
+    quota = [i for i in resources if _metric(findings[i]) in ("cgroup_cpu_throttled", "cgroup_cpu_throttled_time")
+             and _rose(findings[i])]
     if quota:
         waiting = [i for i, _ in causes if i in fn and i not in used and fn[i].kind == Kind.HOST
                    and fn[i].name in CONTENTION_STATES + HOST_CPU_STATES]
-        timed = [findings[i].values for i in quota if findings[i].values.get("metric") == "cgroup_cpu_throttled_time"]
+        timed = [_metric_evidence(findings[i]) for i in quota if _metric(findings[i]) == "cgroup_cpu_throttled_time"]
         take(VerdictCode.CPU_QUOTA, waiting, quota,
-             throttled_ms_per_s_n=timed[0]["mean_n"] if timed else math.nan,
-             throttled_ms_per_s_a=timed[0]["mean_a"] if timed else math.nan)
+             throttled_ms_per_s_n=timed[0].mean_n if timed else math.nan,
+             throttled_ms_per_s_a=timed[0].mean_a if timed else math.nan)
     mem_causes, mem_evidence, mem_values = _memory_pressure(c, findings, fn, used)
     take(VerdictCode.MEMORY_PRESSURE, mem_causes, mem_evidence, **mem_values)
     for code, states, floors in ((VerdictCode.CPU_CONTENTION, CONTENTION_STATES, CPU_STALL_SIGNALS),
@@ -163,7 +164,7 @@ def build_verdict(c: Analysis, findings: list[Finding]) -> list[VerdictClass]:
         used.update(mine)
         ev = other + shared_wide + mine
         out.append(VerdictClass(VerdictCode.OTHER_PROCESS, evidence=tuple(ev), q=_min_q(findings, ev),
-                                tau_pp=sum(float(findings[i].values.get("tau_pp", 0.0)) for i in shared_wide)
+                                tau_pp=sum(_wide_tau(findings[i].evidence) for i in shared_wide)
                                 + sum(_cause_tau(findings[i], fn[i]) for i in mine),
                                 values={"devices": sorted(shared)}))
     # An NCCL kernel's time includes waiting for the other ranks: one rank's trace cannot tell
@@ -180,10 +181,11 @@ def build_verdict(c: Analysis, findings: list[Finding]) -> list[VerdictClass]:
     _host_wide(findings, out, clock, resources, th)
     load = [i for i, x in enumerate(findings) if x.code == FindingCode.LOAD]
     if load:
-        v = findings[load[0]].values
+        v = findings[load[0]].evidence
+        assert isinstance(v, LoadEvidence)
         out.append(VerdictClass(VerdictCode.LOAD, evidence=tuple(load),
-                                values={"median_tokens_n": v["median_tokens_n"], "median_tokens_a": v["median_tokens_a"],
-                                        "change_pct": v["change_pct"], "p": v["p"], "explained": not out}))
+                                values={"median_tokens_n": v.median_tokens_n, "median_tokens_a": v.median_tokens_a,
+                                        "change_pct": v.change_pct, "p": v.p, "explained": not out}))
     if not out:
         neg = [i for i, x in enumerate(findings) if x.code in (FindingCode.NO_CAUSE, FindingCode.NEGLIGIBLE,
                                                                 FindingCode.IDENTICAL)]
@@ -232,12 +234,12 @@ def _host_wide(findings: list[Finding], out: list[VerdictClass], clock: tuple[fl
     if not waits and any(v.code in HOST_REASONS and v.code != code for v in out):
         return
     for i, x in enumerate(findings):
-        ratio = x.values.get("ratio", math.nan)
-        if x.code != FindingCode.DEVICE_WIDE or not x.values.get("host") or not ratio > 1.0:
+        wide = x.evidence
+        if not (isinstance(wide, DeviceWideEvidence) and wide.host and wide.ratio > 1.0):
             continue
-        tau = float(x.values.get("tau_pp", 0.0))
-        values: dict[str, Any] = {"device": x.device, "ratio": ratio, "host_wide_pp": tau,
-                                  "absorbed_funcs": x.values.get("absorbed_funcs", ())}
+        tau = float(wide.tau_pp)
+        values: dict[str, Any] = {"device": x.device, "ratio": wide.ratio, "host_wide_pp": tau,
+                                  "absorbed_funcs": wide.absorbed_funcs}
         if waits:
             if not tau - waits >= max(th.material_tau_pp, th.host_wide_rest_share * tau):
                 return
@@ -245,7 +247,7 @@ def _host_wide(findings: list[Finding], out: list[VerdictClass], clock: tuple[fl
             values.update(explained_pp=waits, explained_by=tuple(v.code.value for v in out if v.code in HOST_WAITS))
         ev = [i]
         if clock is not None:
-            ev += [j for j in resources if findings[j].values.get("metric") in ("cpu_frequency", "cpu_frequency_mhz")][:1]
+            ev += [j for j in resources if _metric(findings[j]) in ("cpu_frequency", "cpu_frequency_mhz")][:1]
             values.update(clock_n=clock[0], clock_a=clock[1])
         same = next((k for k, v in enumerate(out) if v.code == code), None)
         if same is None:
@@ -255,6 +257,24 @@ def _host_wide(findings: list[Finding], out: list[VerdictClass], clock: tuple[fl
             out[same] = replace(v, tau_pp=v.tau_pp + tau, evidence=tuple(dict.fromkeys((*ev, *v.evidence))),
                                 values={**values, **v.values})
         return
+
+
+def _metric_evidence(x: Finding) -> MetricEvidence:
+    assert isinstance(x.evidence, MetricEvidence)
+    return x.evidence
+
+
+def _metric(x: Finding) -> str:
+    """The metric a RESOURCE or METRIC_WHILE finding states ("" for other findings)."""
+    return x.evidence.metric if isinstance(x.evidence, MetricEvidence) else ""
+
+
+def _rose(x: Finding) -> bool:
+    return isinstance(x.evidence, MetricEvidence) and x.evidence.mean_a > x.evidence.mean_n
+
+
+def _wide_tau(ev: FindingEvidence | None) -> float:
+    return float(ev.tau_pp) if isinstance(ev, DeviceWideEvidence) else 0.0
 
 
 def _clock_drop(c: Analysis) -> tuple[float, float] | None:
@@ -337,7 +357,7 @@ def _signal_evidence(findings: list[Finding], best: dict[str, tuple[float, float
     if not best:
         return [], {}
     evidence = [i for i, x in enumerate(findings) if x.code in (FindingCode.RESOURCE, FindingCode.METRIC_WHILE)
-                and x.values.get("metric") in best]
+                and _metric(x) in best]
     signals = tuple({"metric": m, "mean_n": n, "mean_a": a, "q": q} for m, (q, n, a) in
                     sorted(best.items(), key=lambda kv: list(floors).index(kv[0])))
     return evidence, {"signals": signals}
@@ -353,9 +373,9 @@ def _gpu_throttle(findings: list[Finding], devices: set[str]) -> list[tuple[int,
     throttle-reason metric that rose (power, thermal …), else a GPU clock that fell."""
     rose, fell = [], []
     for i, x in enumerate(findings):
-        if x.code != FindingCode.RESOURCE or x.device not in devices:
+        if x.code != FindingCode.RESOURCE or x.device not in devices or not isinstance(x.evidence, MetricEvidence):
             continue
-        metric, n, a = x.values.get("metric"), x.values.get("mean_n", 0.0), x.values.get("mean_a", 0.0)
+        metric, n, a = x.evidence.metric, x.evidence.mean_n, x.evidence.mean_a
         if metric in THROTTLE_REASONS and a > n:
             rose.append((i, THROTTLE_REASONS[metric]))
         elif metric in CLOCKS and a < n:
@@ -371,9 +391,9 @@ def _other_process(findings: list[Finding]) -> tuple[list[int], set[str]]:
     """(evidence, GPUs) of another process on the target's GPUs: an "other-process" event, or
     `other_process_gpu_usage` that rose significantly."""
     idx = [i for i, x in enumerate(findings)
-           if (x.code == FindingCode.EVENT and x.values.get("event") == "other-process")
-           or (x.code == FindingCode.RESOURCE and x.values.get("metric") == "other_process_gpu_usage"
-               and x.values.get("mean_a", 0) > x.values.get("mean_n", 0))]
+           if (x.code == FindingCode.EVENT and isinstance(x.evidence, EventEvidence)
+               and x.evidence.event == "other-process")
+           or (x.code == FindingCode.RESOURCE and _metric(x) == "other_process_gpu_usage" and _rose(x))]
     return idx, {str(findings[i].device) for i in idx if findings[i].device}
 
 
@@ -459,7 +479,9 @@ def _cause_tau(x: Finding, f: FunctionStats) -> float:
     """What a cause explains (pp of the abnormal cycle): its own τ as its finding states it (at
     the common load where the load differed), and the causes nested in its range, which are
     its work (a data loader's copies and casts)."""
-    return float(x.values.get("tau_pp", f.tau_pp)) + float(x.values.get("tau_nested_pp", 0.0))
+    if isinstance(x.evidence, CauseEvidence):
+        return float(x.evidence.tau_pp) + float(x.evidence.tau_nested_pp)
+    return float(f.tau_pp)
 
 
 def _tau(c: Analysis, findings: list[Finding], func: int | None) -> float:
@@ -468,8 +490,8 @@ def _tau(c: Analysis, findings: list[Finding], func: int | None) -> float:
     if func is None:
         return 0.0
     for x in findings:
-        if x.func == func and "tau_pp" in x.values:
-            return float(x.values["tau_pp"])
+        if x.func == func and isinstance(x.evidence, (CauseEvidence, SymptomEvidence)):
+            return float(x.evidence.tau_pp)
     return c.functions[func].tau_pp
 
 

@@ -8,8 +8,11 @@ import math
 from typing import Any, Callable, TypeVar
 
 from perfdiff.analyze import Analysis, Finding, FindingCode, FunctionStats, Notice, NoticeCode
-from perfdiff.analyze.evidence import (CycleRatioDetail, CycleSourceDetail, LoadNoticeDetail, MetricOneSideDetail,
-                                       RankDetail, WorldSizeDetail)
+from perfdiff.analyze.evidence import (CauseEvidence, CommonModeEvidence, CycleRatioDetail, CycleSourceDetail,
+                                       CycleTimeEvidence, CyclesNeededEvidence, DeviceWideEvidence, EventEvidence,
+                                       KernelSwapEvidence, LoadEvidence, LoadNoticeDetail, MetricOneSideDetail,
+                                       NegligibleEvidence, NoCauseEvidence, OppositeEvidence, RankDetail,
+                                       WorldSizeDetail)
 from perfdiff.analyze.findings import MAX_LISTED
 from perfdiff.analyze.verdict import Starved, VerdictClass, VerdictCode
 from perfdiff.model.cycles import CyclePlan
@@ -27,6 +30,13 @@ EVENT_WORDS = {
 
 
 R = TypeVar("R")
+
+
+def _ev(x: Finding, kind: type[R]) -> R:
+    """x's evidence, of the record type its code states (a bug otherwise)."""
+    if not isinstance(x.evidence, kind):
+        raise TypeError(f"a {x.code} finding without its {kind.__name__}: {x.evidence!r}")
+    return x.evidence
 
 
 def _detail(n: Notice, kind: type[R]) -> R:
@@ -79,35 +89,32 @@ def _calls_vs_slower(f: FunctionStats, per: str = "per cycle") -> str:
     return "; ".join(parts)
 
 
-def _ci(v: dict, key: str) -> str:
-    """" [lo–hi]" of a 95 % CI in the values, or nothing when it is unknown."""
-    lo, hi = v.get(f"{key}_lo_us"), v.get(f"{key}_hi_us")
-    if lo is None or hi is None or not (math.isfinite(lo) and math.isfinite(hi)):
+def _ci(lo: float, hi: float) -> str:
+    """" [lo–hi]" of a 95 % CI (µs), or nothing when it is unknown."""
+    if not (math.isfinite(lo) and math.isfinite(hi)):
         return ""
     return f" [{fmt_time_us(lo)}–{fmt_time_us(hi)}]"
 
 
 def _cycle_time(c: Analysis, x: Finding) -> str:
-    v = x.values
+    v = _ev(x, CycleTimeEvidence)
     if compared_as_rates(c):
         why = ("--window cuts both runs into fixed windows" if c.plan is not None and c.plan.chosen_by_user
                else "No cycle source exists in both runs")
         return (f"{why}, so they are compared as rates: every number below is time {per_unit(c)} "
-                f"({v['n_n']:,} vs {v['n_a']:,} windows), not per iteration. Mark the main loop with "
+                f"({v.n_n:,} vs {v.n_a:,} windows), not per iteration. Mark the main loop with "
                 "`perfdiff.cycle()` or name its ranges with `--cycle REGEX` for per-iteration causes.")
-    text = (f"Median cycle time {'rose' if v['median_a_us'] >= v['median_n_us'] else 'fell'} from "
-            f"{fmt_time_us(v['median_n_us'])} to {fmt_time_us(v['median_a_us'])} ({_cycle_test(v)}).")
-    if "mean_n_us" not in v:
-        return text
-    tail = v["p95_a_us"] / v["p95_n_us"] if v["p95_n_us"] else float("nan")
-    text += (f" Mean cycle {fmt_time_us(v['mean_n_us'])} → {fmt_time_us(v['mean_a_us'])}: throughput "
-             f"{fmt_pct(v['throughput_change_pct'], 1)}; P95 {fmt_time_us(v['p95_n_us'])}{_ci(v, 'p95_n')} → "
-             f"{fmt_time_us(v['p95_a_us'])}{_ci(v, 'p95_a')} (×{fmt_num(tail)}); Kolmogorov–Smirnov D "
-             f"{fmt_num(v['ks_d'], 3)}, p {fmt_p(v['ks_p'])}.")
-    apart = v.get("p95_a_lo_us", float("nan")) > v.get("p95_n_hi_us", float("nan"))  # NaN: False
+    text = (f"Median cycle time {'rose' if v.median_a_us >= v.median_n_us else 'fell'} from "
+            f"{fmt_time_us(v.median_n_us)} to {fmt_time_us(v.median_a_us)} ({_cycle_test(v)}).")
+    tail = v.p95_a_us / v.p95_n_us if v.p95_n_us else float("nan")
+    text += (f" Mean cycle {fmt_time_us(v.mean_n_us)} → {fmt_time_us(v.mean_a_us)}: throughput "
+             f"{fmt_pct(v.throughput_change_pct, 1)}; P95 {fmt_time_us(v.p95_n_us)}{_ci(v.p95_n_lo_us, v.p95_n_hi_us)} → "
+             f"{fmt_time_us(v.p95_a_us)}{_ci(v.p95_a_lo_us, v.p95_a_hi_us)} (×{fmt_num(tail)}); Kolmogorov–Smirnov D "
+             f"{fmt_num(v.ks_d, 3)}, p {fmt_p(v.ks_p)}.")
+    apart = v.p95_a_lo_us > v.p95_n_hi_us  # NaN: False
     th = c.thresholds
-    if (abs(v["change_pct"]) < th.shape_median_pct and tail >= th.shape_tail_ratio and apart
-            and th.significant(v["ks_p"])):
+    if (abs(v.change_pct) < th.shape_median_pct and tail >= th.shape_tail_ratio and apart
+            and th.significant(v.ks_p)):
         text += (" The median held but the distribution changed shape: a share of the cycles stall, and the "
                  "causes below are what those cycles spend their time on.")
     return text
@@ -117,36 +124,36 @@ def verdict_head(c: Analysis, findings: list[Finding]) -> str:
     """How much the median cycle moved and how sure, for the verdict's first line; "" where
     the runs are compared as rates (no cycles) or the runs are identical."""
     x = next((f for f in findings if f.code == FindingCode.CYCLE_TIME), None)
-    if x is None or compared_as_rates(c) or "median_n_us" not in x.values:
+    if x is None or compared_as_rates(c) or not isinstance(x.evidence, CycleTimeEvidence):
         return ""
-    v = x.values
-    quiet = "" if c.thresholds.significant(v["p_mwu"]) else f"; not significant at α {c.alpha:g}"
-    head = f"median cycle {fmt_time_us(v['median_n_us'])} → {fmt_time_us(v['median_a_us'])} ({_cycle_test(v)}{quiet})"
+    v = x.evidence
+    quiet = "" if c.thresholds.significant(v.p_mwu) else f"; not significant at α {c.alpha:g}"
+    head = f"median cycle {fmt_time_us(v.median_n_us)} → {fmt_time_us(v.median_a_us)} ({_cycle_test(v)}{quiet})"
     return head + _mean_apart(v, c.thresholds.head_mean_pct) + "."
 
 
-def _mean_apart(v: dict, moved_pct: float) -> str:
+def _mean_apart(v: CycleTimeEvidence, moved_pct: float) -> str:
     """"; mean cycle … : throughput −23.6% (Welch p …)" where the mean cycle tells another story
-    than the median: the median held (< moved_pct, 5 %) while the mean moved, or the two moved apart (more
-    steps of a long kind, a share of the cycles stalling, a different mix); else nothing."""
-    mn, ma, tput, med = v.get("mean_n_us"), v.get("mean_a_us"), v.get("throughput_change_pct"), v["change_pct"]
-    if not (mn and ma and tput is not None and math.isfinite(tput) and math.isfinite(med)):
+    than the median: the median held (< moved_pct, 5 %) while the mean moved, or the two moved
+    apart (more steps of a long kind, a share of the cycles stalling, a different mix); else
+    nothing."""
+    mn, ma, tput, med = v.mean_n_us, v.mean_a_us, v.throughput_change_pct, v.change_pct
+    if not (mn and ma and math.isfinite(tput) and math.isfinite(med)):
         return ""
     mean_pct = 100.0 * (ma / mn - 1.0)
     held = abs(med) < moved_pct <= abs(mean_pct)
     apart = min(abs(med), abs(mean_pct)) >= moved_pct and med * mean_pct < 0
     if not (held or apart):
         return ""
-    welch = v.get("p_welch")
-    test = f" (Welch p {fmt_p(welch)})" if welch is not None and math.isfinite(welch) else ""
+    test = f" (Welch p {fmt_p(v.p_welch)})" if math.isfinite(v.p_welch) else ""
     return f"; mean cycle {fmt_time_us(mn)} → {fmt_time_us(ma)}: throughput {fmt_pct(tput, 1)}{test}"
 
 
-def _cycle_test(v: dict) -> str:
-    """The median cycle's change and its test, as the cycle-time finding's values give them:
+def _cycle_test(v: CycleTimeEvidence) -> str:
+    """The median cycle's change and its test, as the cycle-time finding's evidence gives them:
     "+39.3%; Mann–Whitney p 0.065, 6 vs 6 cycles"."""
-    return (f"{fmt_pct(v['change_pct'], 1)}; {test_name(v.get('paired', False))} p {fmt_p(v['p_mwu'])}, "
-            f"{v['n_n']:,} vs {v['n_a']:,} cycles")
+    return (f"{fmt_pct(v.change_pct, 1)}; {test_name(v.paired)} p {fmt_p(v.p_mwu)}, "
+            f"{v.n_n:,} vs {v.n_a:,} cycles")
 
 
 def compared_as_rates(c: Analysis) -> bool:
@@ -170,7 +177,8 @@ def _cause(c: Analysis, x: Finding) -> str:
     incl = ""
     if f.kind == Kind.CPU and abs((f.incl_a_us - f.incl_n_us) - d_t) > 0.05 * abs(d_t):
         incl = f", inclusive of nested ranges {fmt_time_us(f.incl_n_us)} → {fmt_time_us(f.incl_a_us)}"
-    if x.values.get("load_adjusted"):
+    v = _ev(x, CauseEvidence)
+    if v.load_adjusted:
         return _cause_at_load(c, x, f)
     text = (f"{_fn(f)} took {fmt_time_us(abs(d_t))} {'more' if d_t > 0 else 'less'} "
             f"{'self time ' if incl else ''}{per_unit(c)} ({fmt_time_us(f.t_n_us)} → {fmt_time_us(f.t_a_us)}{incl}; "
@@ -179,42 +187,42 @@ def _cause(c: Analysis, x: Finding) -> str:
     if x.related:
         inner = ", ".join(f"**{md_name(g.name, 60)}** ({fmt_signed((g.t_a_us - g.t_n_us) / 1e3)} ms/cycle)"
                           for g in (c.functions[i] for i in x.related))
-        more = x.values.get("nested", 0) - len(x.related)
+        more = v.nested - len(x.related)
         text += f" Inside it, also slower: {inner}" + (f" and {more} more" if more > 0 else "") + "."
     return text
 
 
 def _cause_at_load(c: Analysis, x: Finding, f: FunctionStats) -> str:
     """A cause under different load: its own time compared at the common load."""
-    v = x.values
-    d_t = v["t_a_us"] - v["t_n_us"]
+    v = _ev(x, CauseEvidence)
+    d_t = v.t_a_us - v.t_n_us
     return (f"{_fn(f)} took {fmt_time_us(abs(d_t))} {'more' if d_t > 0 else 'less'} {per_unit(c)} at a common "
-            f"load ({fmt_time_us(v['t_n_us'])} → {fmt_time_us(v['t_a_us'])}; "
-            f"τ {fmt_signed(v['tau_pp'])} pp of the abnormal cycle at that load; {_q_words(x.q, c)}); "
+            f"load ({fmt_time_us(v.t_n_us)} → {fmt_time_us(v.t_a_us)}; "
+            f"τ {fmt_signed(v.tau_pp)} pp of the abnormal cycle at that load; {_q_words(x.q, c)}); "
             f"as measured, {fmt_time_us(f.t_n_us)} → {fmt_time_us(f.t_a_us)} {per_unit(c)}.")
 
 
 def _load(c: Analysis, x: Finding) -> str:
     """The runs carried different load: the cycle time at a common load, and what load explains."""
-    v = x.values
-    text = (f"Different load: median tokens per cycle {fmt_num(v['median_tokens_n'], 1)} → "
-            f"{fmt_num(v['median_tokens_a'], 1)}. Compared at a common load (over the load range both runs cover, "
-            f"in {v['n_strata']} load strata: each run's cycle time fitted on its tokens within each stratum, the "
-            f"strata weighted by both runs' cycles; median {fmt_num(v['x0_tokens'], 1)} tokens), the cycle time "
-            f"went {fmt_time_us(v['cycle_n_us'])} → {fmt_time_us(v['cycle_a_us'])} ({fmt_pct(v['change_pct'], 1)}; "
-            f"{_ci_pct(100.0 * v['change_lo_us'] / v['cycle_n_us'], 100.0 * v['change_hi_us'] / v['cycle_n_us'])}, "
-            f"p {fmt_p(v['p'])}); own times below are compared at that load.")
+    v = _ev(x, LoadEvidence)
+    text = (f"Different load: median tokens per cycle {fmt_num(v.median_tokens_n, 1)} → "
+            f"{fmt_num(v.median_tokens_a, 1)}. Compared at a common load (over the load range both runs cover, "
+            f"in {v.n_strata} load strata: each run's cycle time fitted on its tokens within each stratum, the "
+            f"strata weighted by both runs' cycles; median {fmt_num(v.x0_tokens, 1)} tokens), the cycle time "
+            f"went {fmt_time_us(v.cycle_n_us)} → {fmt_time_us(v.cycle_a_us)} ({fmt_pct(v.change_pct, 1)}; "
+            f"{_ci_pct(100.0 * v.change_lo_us / v.cycle_n_us, 100.0 * v.change_hi_us / v.cycle_n_us)}, "
+            f"p {fmt_p(v.p)}); own times below are compared at that load.")
     if x.related:
         names = ", ".join(f"{_fn(g)} ({fmt_time_us(g.t_n_us)} → {fmt_time_us(g.t_a_us)})"
                           for g in (c.functions[i] for i in x.related))
-        more = v["explained"] - len(x.related)
+        more = v.explained - len(x.related)
         text += (" Grew with the load alone (significant as measured, not at a common load): " + names
                  + (f" and {more} more" if more > 0 else "") + ".")
     return text
 
 
 def _no_cause(c: Analysis, x: Finding) -> str:
-    if x.values.get("negligible"):
+    if _ev(x, NoCauseEvidence).negligible:
         return ("No material cause: no function's own time changed both significantly and materially in the "
                 f"direction of the cycle-time change (q ≤ {c.alpha:g} over {c.n_tests_t} tested functions, "
                 f"|τ| ≥ {c.thresholds.material_tau_pp:g} pp and |δ| ≥ {c.thresholds.material_delta:g}).")
@@ -223,12 +231,12 @@ def _no_cause(c: Analysis, x: Finding) -> str:
 
 
 def _negligible(c: Analysis, x: Finding) -> str:
-    v = x.values
+    th = c.thresholds
     names = ", ".join(f"{_fn(f)} (τ {fmt_signed(f.tau_pp)} pp, δ {fmt_num(f.t.cliffs_delta if f.t else None)})"
                       for f in (c.functions[i] for i in x.related))
-    more = v["count"] - len(x.related)
-    return (f"Significant but negligible (|τ| < {v['tau_min_pp']:g} pp of the abnormal cycle or |δ| < "
-            f"{v['delta_min']:g}): {names}" + (f" and {more} more" if more > 0 else "") + ".")
+    more = _ev(x, NegligibleEvidence).count - len(x.related)
+    return (f"Significant but negligible (|τ| < {th.material_tau_pp:g} pp of the abnormal cycle or |δ| < "
+            f"{th.material_delta:g}): {names}" + (f" and {more} more" if more > 0 else "") + ".")
 
 
 def _proportional(c: Analysis, x: Finding) -> str:
@@ -242,29 +250,29 @@ def _proportional(c: Analysis, x: Finding) -> str:
 
 
 def _kernel_swap(c: Analysis, x: Finding) -> str:
-    v = x.values
+    v = _ev(x, KernelSwapEvidence)
     fs = [c.functions[i] for i in x.related]
 
     def one(f: FunctionStats, tau: float) -> str:
         return (f"**{md_name(f.name, 64)}** ({fmt_calls(f.calls_n)} → {fmt_calls(f.calls_a)} calls {per_unit(c)}, "
                 f"{fmt_signed(tau)} pp)")
 
-    parts = [one(f, t) for f, t in zip(fs, v["tau_pp"], strict=True)]
-    grew, fell = parts[:v["grew"]], parts[v["grew"]:]
+    parts = [one(f, t) for f, t in zip(fs, v.tau_pp, strict=True)]
+    grew, fell = parts[:v.grew], parts[v.grew:]
     return (f"Kernel choice changed on {md_name(x.device or '')}: {', '.join(grew)} in place of {', '.join(fell)}; "
-            f"together {fmt_signed(v['net_pp'])} pp of the abnormal cycle: the library chose other kernels for the "
+            f"together {fmt_signed(v.net_pp)} pp of the abnormal cycle: the library chose other kernels for the "
             "same work (cuDNN's algorithm search, a GEMM's tiles), not added work.")
 
 
 def _common_mode(c: Analysis, x: Finding) -> str:
-    v = x.values
-    text = (f"Common-mode shift: all {v['k']} kernels on {md_name(x.device or '')} scaled ×{v['ratio']:.2f} in β "
-            f"(IQR of ln ratio {v['iqr_log']:.2f}) — a device-wide shift (starvation, clocks, or a "
-            f"cycle-definition change), not {v['k']} separate regressions.")
-    if v["same_time"]:
-        text += (f" {v['same_time']} of them kept their own time per cycle (no significant change): "
-                 "their β fell only because the cycle grew." if v["ratio"] < 1 else
-                 f" {v['same_time']} of them kept their own time per cycle (no significant change).")
+    v = _ev(x, CommonModeEvidence)
+    text = (f"Common-mode shift: all {v.k} kernels on {md_name(x.device or '')} scaled ×{v.ratio:.2f} in β "
+            f"(IQR of ln ratio {v.iqr_log:.2f}) — a device-wide shift (starvation, clocks, or a "
+            f"cycle-definition change), not {v.k} separate regressions.")
+    if v.same_time:
+        text += (f" {v.same_time} of them kept their own time per cycle (no significant change): "
+                 "their β fell only because the cycle grew." if v.ratio < 1 else
+                 f" {v.same_time} of them kept their own time per cycle (no significant change).")
     if x.related:
         names = ", ".join(f"{_fn(f)} (Δβ vs common {fmt_signed(f.beta_vs_common)} pp, τ {fmt_signed(f.tau_pp)} pp)"
                           for f in (c.functions[i] for i in x.related))
@@ -300,43 +308,43 @@ def _metric_while(c: Analysis, x: Finding) -> str:
 
 
 def _event(c: Analysis, x: Finding) -> str:
-    e = x.values
-    kind = str(e.get("event"))
+    e = _ev(x, EventEvidence)
+    kind = e.event
     who = ""
     if kind == "other-process":
-        who = f": pid {e.get('pid')}" + (f" ({md_name(str(e['name']), 40)})" if e.get("name") else "")
-        if e.get("used_gpu_memory_bytes"):
-            who += f", holding {fmt_value(float(e['used_gpu_memory_bytes']), 'bytes')}"
-    elif kind == "xid" and e.get("xid") is not None:
-        who = f" {md_name(str(e.get('xid')))}"
-    return (f"Event in the abnormal run only: {EVENT_WORDS[kind]} on {md_name(str(e.get('device', '?')))}{who}, "
-            f"{fmt_num(e['t_s'], 1)} s after the first cycle.")
+        who = f": pid {e.pid}" + (f" ({md_name(e.name, 40)})" if e.name else "")
+        if math.isfinite(e.used_gpu_memory_bytes) and e.used_gpu_memory_bytes:
+            who += f", holding {fmt_value(e.used_gpu_memory_bytes, 'bytes')}"
+    elif kind == "xid" and e.xid is not None:
+        who = f" {md_name(e.xid)}"
+    return (f"Event in the abnormal run only: {EVENT_WORDS[kind]} on {md_name(e.device)}{who}, "
+            f"{fmt_num(e.t_s, 1)} s after the first cycle.")
 
 
 def _opposite(c: Analysis, x: Finding) -> str:
-    taus = x.values.get("tau_pp") or [c.functions[i].tau_pp for i in x.related]  # at a common load, if given
+    taus = _ev(x, OppositeEvidence).tau_pp or [c.functions[i].tau_pp for i in x.related]  # at a common load, if given
     names = ", ".join(f"{_fn(c.functions[i])} (τ {fmt_signed(t)} pp)" for i, t in zip(x.related, taus, strict=True))
     return f"Moved against the cycle-time change: {names}."
 
 
 def _cycles_needed(c: Analysis, x: Finding) -> str:
-    v = x.values
-    return (f"With {v['n_n']} / {v['n_a']} cycles the smallest attainable {'signed-rank' if c.matched else 'U-test'} p "
-            f"is {fmt_p(v['min_p'])}: after the false-discovery control over {v['n_tests']} functions, a change "
+    v = _ev(x, CyclesNeededEvidence)
+    return (f"With {v.n_n} / {v.n_a} cycles the smallest attainable {'signed-rank' if c.matched else 'U-test'} p "
+            f"is {fmt_p(v.min_p)}: after the false-discovery control over {v.n_tests} functions, a change "
             f"in one function alone cannot reach q ≤ {c.alpha:g}, however large (only changes shared by many "
-            f"can); collect ≥ {v['cycles_needed']} cycles per run to test each on its own. The largest changes "
+            f"can); collect ≥ {v.cycles_needed} cycles per run to test each on its own. The largest changes "
             "are still ranked below.")
 
 
 def _device_wide(c: Analysis, x: Finding) -> str:
-    v = x.values
-    what = "CPU-side operator" if v.get("host") else "kernel"
-    why = ("the CPU itself got slower (clock, contention, fewer threads)" if v.get("host") and v["ratio"] > 1
-           else "clocks, power or thermal limits, or another process on the GPU" if v["ratio"] > 1 else
+    v = _ev(x, DeviceWideEvidence)
+    what = "CPU-side operator" if v.host else "kernel"
+    why = ("the CPU itself got slower (clock, contention, fewer threads)" if v.host and v.ratio > 1
+           else "clocks, power or thermal limits, or another process on the GPU" if v.ratio > 1 else
            "a device-wide speed-up")
-    text = (f"Device-wide: every busy {what} on {md_name(x.device or '')} took ×{fmt_num(v['ratio'])} per call "
-            f"({v['k']} functions at unchanged call counts, IQR of ln ratio {fmt_num(v['iqr_log'])}), accounting for "
-            f"{fmt_signed(v['tau_pp'])} pp of the abnormal cycle: one change — {why} — not {v['absorbed']} "
+    text = (f"Device-wide: every busy {what} on {md_name(x.device or '')} took ×{fmt_num(v.ratio)} per call "
+            f"({v.k} functions at unchanged call counts, IQR of ln ratio {fmt_num(v.iqr_log)}), accounting for "
+            f"{fmt_signed(v.tau_pp)} pp of the abnormal cycle: one change — {why} — not {v.absorbed} "
             "separate regressions.")
     if x.related:
         names = ", ".join(f"{_fn(f)} (×{fmt_num(f.per_call_a_us / f.per_call_n_us)} per call)"
@@ -637,7 +645,8 @@ def verdict_lines(c: Analysis, verdict: list[VerdictClass], findings: list[Findi
             shares = (" and ".join(f"{fmt_signed(pp)} pp on {md_name(d)}" for d, pp in v.tau_by_device)
                       if v.tau_by_device else f"{fmt_signed(v.tau_pp)} pp")
             # A cause's nested causes count in its share (the tables show each one's own τ).
-            nested = any(findings[i].values.get("tau_nested_pp") for i in v.evidence)
+            nested = any(isinstance(findings[i].evidence, CauseEvidence) and findings[i].evidence.tau_nested_pp
+                         for i in v.evidence)
             text += (f" ({shares} of the abnormal cycle" + (", with the work nested in it" if nested else "")
                      + (f", q {fmt_p(v.q)})" if math.isfinite(v.q) else ")"))
         elif math.isfinite(v.q):
