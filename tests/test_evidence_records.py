@@ -5,19 +5,33 @@ from __future__ import annotations
 
 import dataclasses
 import enum
-import inspect
 import typing
 
 import pytest
 
-from perfdiff.analyze import evidence
+from perfdiff.analyze import Finding
+from perfdiff.analyze.verdict import VerdictClass
 
-RECORD_MODULES = [evidence]  # the findings and notices
+ROOTS = (Finding, VerdictClass)  # what findings and the verdict hand the renderer
 
 
 def _records() -> list[type]:
-    return [obj for m in RECORD_MODULES for _, obj in inspect.getmembers(m, dataclasses.is_dataclass)
-            if obj.__module__ == m.__name__]
+    """The records reachable from ROOTS through their fields' type hints."""
+    seen: list[type] = []
+    todo = list(ROOTS)
+    while todo:
+        r = todo.pop()
+        if r in seen:
+            continue
+        seen.append(r)
+        for tp in typing.get_type_hints(r).values():
+            todo.extend(a for a in _flatten(tp) if dataclasses.is_dataclass(a))
+    return seen
+
+
+def _flatten(tp: object) -> list[object]:
+    args = typing.get_args(tp)
+    return [x for a in args for x in _flatten(a)] if args else [tp]
 
 
 def _concrete(tp: object) -> bool:
@@ -30,6 +44,12 @@ def _concrete(tp: object) -> bool:
     if origin in (tuple, typing.Union) or str(origin) == "<class 'types.UnionType'>":
         return all(_concrete(a) for a in typing.get_args(tp) if a is not Ellipsis)
     return False
+
+
+def test_every_code_record_is_reached() -> None:
+    names = {r.__name__ for r in _records()}
+    assert {"CycleTimeEvidence", "EventEvidence", "CpuClockDetail", "Clock", "Signal",
+            "LaunchCall", "Starved"} <= names
 
 
 @pytest.mark.parametrize("record", _records(), ids=lambda r: r.__name__)

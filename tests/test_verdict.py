@@ -76,7 +76,7 @@ def test_fake_gpu_scenario_with_another_process(tmp_path: Path) -> None:
     n, a = make_scenario_bundle("competing_process", tmp_path / "s", seed=3)
     c = perfdiff.compare(n, a)
     assert codes(c) == [VerdictCode.OTHER_PROCESS]  # the kernels' slowdown is that process's
-    assert c.verdict[0].values["devices"] == ["GPU 0"] and c.verdict[0].tau_pp > 5
+    assert c.verdict[0].detail.devices == ("GPU 0",) and c.verdict[0].tau_pp > 5
 
 
 def test_simulated_clock_cut_on_the_gpu_is_device_wide() -> None:
@@ -99,7 +99,7 @@ def test_simulated_clock_cut_on_the_gpu_is_device_wide() -> None:
         return run_of(rows)
     c = compare(run(1, 1.0), run(2, 1.35))
     v = build_verdict(c, build_findings(c))
-    assert [x.code for x in v] == [VerdictCode.GPU_DEVICE_WIDE] and 1.3 < v[0].values["ratio"] < 1.4
+    assert [x.code for x in v] == [VerdictCode.GPU_DEVICE_WIDE] and 1.3 < v[0].detail.ratio < 1.4
 
 
 def test_fake_gpu_power_cap_is_named_as_power_throttling(tmp_path: Path) -> None:
@@ -108,7 +108,7 @@ def test_fake_gpu_power_cap_is_named_as_power_throttling(tmp_path: Path) -> None
     n, a = make_scenario_bundle("power_cap", tmp_path / "s", seed=3)
     c = perfdiff.compare(n, a)
     v = next(v for v in c.verdict if v.code == VerdictCode.GPU_THROTTLING)
-    assert v.values["reason"] == "power" and codes(c)[0] == VerdictCode.GPU_THROTTLING
+    assert v.detail.reason == "power" and codes(c)[0] == VerdictCode.GPU_THROTTLING
     assert "**GPU throttling** (power)" in c.to_markdown()
 
 
@@ -141,7 +141,7 @@ def test_a_host_wide_slowdown_is_cpu_work_not_no_change() -> None:
                                            incl_a_us=float("nan"), nested=0, tau_nested_pp=0.0))
     v = build_verdict(c, [wide, state])
     assert [x.code for x in v] == [VerdictCode.CPU_WORK] and v[0].tau_pp == pytest.approx(23.6)
-    assert set(v[0].evidence) == {0, 1} and v[0].values["ratio"] == 1.3
+    assert set(v[0].evidence) == {0, 1} and v[0].detail.host_wide.ratio == 1.3
 
 
 @pytest.mark.real

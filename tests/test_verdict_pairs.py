@@ -67,23 +67,25 @@ def test_cuda_graphs_turned_off_is_launch_bound(tmp: Path) -> None:
     """One cudaGraphLaunch per cycle became a launch per kernel: launches more numerous than
     the kernels they feed (unchanged), so launch-bound, not new work."""
     v = compared("launch-bound/graphs-off", tmp).verdict[0]
-    assert [x[0] for x in v.values["launches"]] == ["cudaLaunchKernel"]
-    assert v.values["launches"][0][3:] == (0.0, 28.0) and v.values["kernel_calls_n"] == v.values["kernel_calls_a"]
+    assert [x.name for x in v.detail.launches] == ["cudaLaunchKernel"]
+    assert (v.detail.launches[0].calls_n, v.detail.launches[0].calls_a) == (0.0, 28.0)
+    assert v.detail.kernel_calls_n == v.detail.kernel_calls_a
 
 
 def test_launch_bound_evidence_chain(tmp: Path) -> None:
     """The slower launch calls, the kernels they feed unchanged, the GPU's busy share N → A."""
     v = compared("launch-bound", tmp).verdict[0]
-    (name, per_n, per_a, calls_n, calls_a), = v.values["launches"]
+    (call,) = v.detail.launches
+    name, per_n, per_a, calls_n, calls_a = call.name, call.per_call_n_us, call.per_call_a_us, call.calls_n, call.calls_a
     assert name == "cudaLaunchKernel" and per_a > 10 * per_n and calls_n == calls_a
-    assert v.values["kernel_calls_n"] == v.values["kernel_calls_a"] == 28
+    assert v.detail.kernel_calls_n == v.detail.kernel_calls_a == 28
     assert "**cudaLaunchKernel** 5.01 µs → 60 µs per call" in compared("launch-bound", tmp).to_markdown()
 
 
 def test_added_synchronisation_counts_the_sync_points(tmp: Path) -> None:
     c = compared("added-synchronisation", tmp)
     v = c.verdict[0]
-    assert v.values["calls"] == [("cudaStreamSynchronize", 1.0, 8.0)]
+    assert [(x.name, x.calls_n, x.calls_a) for x in v.detail.calls] == [("cudaStreamSynchronize", 1.0, 8.0)]
     assert all(c.findings[i].code.value == "symptom" for i in v.evidence)  # waits stay symptoms
     assert "**cudaStreamSynchronize** 1.0 → 8.0 calls per cycle" in c.to_markdown()
 
@@ -143,8 +145,8 @@ def test_pressure_stalls_back_contention_and_io_wait(label: str, metric: str, wo
     it: a signal of the class, its finding among the evidence, its words on the verdict line."""
     c = compared(label, tmp)
     v = c.verdict[0]
-    (sig,) = v.values["signals"]
-    assert sig["metric"] == metric and sig["mean_a"] > sig["mean_n"] + 30
+    (sig,) = v.detail.signals
+    assert sig.metric == metric and sig.mean_a > sig.mean_n + 30
     assert any(getattr(c.findings[i].evidence, "metric", None) == metric for i in v.evidence)
     line = next(x for x in c.to_markdown().splitlines() if "host CPU contention" in x or "host I/O wait" in x)
     assert words in line

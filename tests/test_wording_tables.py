@@ -3,6 +3,7 @@ enum without words fails here, not in a user's report (perfdiff.render.wording).
 from __future__ import annotations
 
 from perfdiff.analyze import FindingCode, NoticeCode
+from perfdiff.analyze.verdict import VerdictCode
 from perfdiff.render import wording
 
 
@@ -12,3 +13,7 @@ def test_every_notice_code_has_wording() -> None:
 
 def test_every_finding_code_has_wording() -> None:
     assert set(wording.FINDING_WORDS) == set(FindingCode)
+
+
+def test_every_verdict_code_has_wording() -> None:
+    assert set(wording.VERDICT_LINES) == set(VerdictCode) == set(wording.VERDICT_WORDS)

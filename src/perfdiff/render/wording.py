@@ -14,7 +14,9 @@ from perfdiff.analyze.evidence import (CauseEvidence, CommonModeEvidence, CycleR
                                        NegligibleEvidence, NoCauseEvidence, OppositeEvidence, RankDetail,
                                        WorldSizeDetail)
 from perfdiff.analyze.findings import MAX_LISTED
-from perfdiff.analyze.verdict import Starved, VerdictClass, VerdictCode
+from perfdiff.analyze.verdict import (CpuClockDetail, CpuWorkDetail, DeviceWideDetail, HostWide, LaunchDetail,
+                                      LoadDetail, OtherProcessDetail, QuotaDetail, Signal, Starved, StallDetail,
+                                      SyncDetail, ThrottleDetail, VerdictClass, VerdictCode)
 from perfdiff.model.cycles import CyclePlan
 from perfdiff.model.schema import CycleSource, Kind
 from perfdiff.render.text import (fmt_calls, fmt_num, fmt_p, fmt_pct, fmt_signed, fmt_time_us, fmt_value, md_escape,
@@ -44,6 +46,13 @@ def _detail(n: Notice, kind: type[R]) -> R:
     if not isinstance(n.detail, kind):
         raise TypeError(f"a {n.code} notice without its {kind.__name__}: {n.detail!r}")
     return n.detail
+
+
+def _vdetail(v: VerdictClass, kind: type[R]) -> R:
+    """v's detail, of the record type its code states (a bug otherwise)."""
+    if not isinstance(v.detail, kind):
+        raise TypeError(f"a {v.code} class without its {kind.__name__}: {v.detail!r}")
+    return v.detail
 
 
 def test_name(paired: bool) -> str:
@@ -564,17 +573,17 @@ SIGNAL_WORDS = {  # metric → (group, what, unit as printed); one signal per gr
 }
 
 
-def _signal_words(signals: Any) -> str:
+def _signal_words(signals: tuple[Signal, ...]) -> str:
     """"memory limit hits 0 → 4.01 /s, memory stalls (some) 0.29 → 17.95 % of time, swap-in 0 B/s
     → 4.95 MiB/s": the first signal of each group in SIGNAL_WORDS's order, at most three."""
     order = list(SIGNAL_WORDS)
     parts, groups = [], set()
-    for sig in sorted(signals, key=lambda x: order.index(x["metric"]) if x["metric"] in order else len(order)):
-        group, what, unit = SIGNAL_WORDS.get(sig["metric"], (sig["metric"], md_name(sig["metric"]), ""))
+    for sig in sorted(signals, key=lambda x: order.index(x.metric) if x.metric in order else len(order)):
+        group, what, unit = SIGNAL_WORDS.get(sig.metric, (sig.metric, md_name(sig.metric), ""))
         if group in groups or len(parts) == 3:
             continue
         groups.add(group)
-        n, a = sig["mean_n"], sig["mean_a"]
+        n, a = sig.mean_n, sig.mean_a
         if unit in ("bytes", "B/s"):
             parts.append(f"{what} {fmt_value(n, unit)} → {fmt_value(a, unit)}")
         else:
@@ -582,64 +591,135 @@ def _signal_words(signals: Any) -> str:
     return ", ".join(parts)
 
 
-def _host_wide_words(v: VerdictClass, c: Analysis | None = None, who: str = "") -> str:
+def _host_wide_words(hw: HostWide, c: Analysis | None = None, who: str = "") -> str:
     """A host-wide common-mode slowdown, in words; with the analysis, what waiting explains of
     it, the largest functions it holds, and `who` (the other functions the class names)."""
-    device, ratio = md_name(str(v.values.get("device"))), fmt_num(v.values.get("ratio"))
-    text = f"every CPU-side function on {device} ×{ratio} per call"
+    text = f"every CPU-side function on {md_name(hw.device)} ×{fmt_num(hw.ratio)} per call"
     if c is None:
         return text
-    waits = v.values.get("explained_pp")
-    if waits:
-        by = " and ".join(VERDICT_WORDS[VerdictCode(x)] for x in v.values.get("explained_by", ()))
-        text += f", more than {by or 'waiting'} explains ({fmt_num(waits)} of {fmt_num(v.values['host_wide_pp'])} pp)"
-    funcs = [c.functions[i].name for i in v.values.get("absorbed_funcs", ())]
+    if math.isfinite(hw.explained_pp) and hw.explained_pp:
+        by = " and ".join(VERDICT_WORDS[x] for x in hw.explained_by)
+        text += f", more than {by or 'waiting'} explains ({fmt_num(hw.explained_pp)} of {fmt_num(hw.host_wide_pp)} pp)"
+    funcs = [c.functions[i].name for i in hw.absorbed_funcs]
     if funcs:
         text += "; most in " + ", ".join(f"**{md_name(n, 48)}**" for n in funcs[:2])
     return text + (f"; also {who}" if who else "")
 
 
+def _who(who: str, sep: str = ": ") -> str:
+    return f"{sep}{who}" if who else ""
+
+
+def _cpu_clock(c: Analysis, v: VerdictClass, who: str) -> str:
+    d = _vdetail(v, CpuClockDetail)
+    hw = d.host_wide
+    # With waiting beside it, the host-wide rest in the clock's class says what waiting explains.
+    if hw is not None and math.isfinite(hw.explained_pp):
+        slower = _host_wide_words(hw, c, who)
+    else:
+        slower = who or (_host_wide_words(hw) if hw is not None else "")
+    return (f": CPU clock {fmt_num(d.clock.n)} → {fmt_num(d.clock.a)} {d.clock.unit}; slower at unchanged calls: "
+            f"{slower}")
+
+
+def _cpu_work(c: Analysis, v: VerdictClass, who: str) -> str:
+    if isinstance(v.detail, CpuWorkDetail):  # a host-wide slowdown per call
+        return ": " + _host_wide_words(v.detail.host_wide, c, who)
+    return _who(who)
+
+
+def _cpu_quota(c: Analysis, v: VerdictClass, who: str) -> str:
+    d = _vdetail(v, QuotaDetail)
+    return (f": the target's cgroup was throttled {fmt_num(d.throttled_ms_per_s_n)} → "
+            f"{fmt_num(d.throttled_ms_per_s_a)} ms per s" + _who(who, "; "))
+
+
+def _stall(c: Analysis, v: VerdictClass, who: str) -> str:
+    """Memory pressure, contention, I/O wait: the signals backing the class, then its causes."""
+    d = v.detail
+    if isinstance(d, StallDetail) and d.signals:
+        return f": {_signal_words(d.signals)}" + _who(who, "; ")
+    return _who(who)
+
+
+def _gpu_throttling(c: Analysis, v: VerdictClass, who: str) -> str:
+    return f" ({_vdetail(v, ThrottleDetail).reason}): kernels slower while the GPU was held back: {who}"
+
+
+def _load_class(c: Analysis, v: VerdictClass, who: str) -> str:
+    d = _vdetail(v, LoadDetail)
+    return (f": median tokens per cycle {fmt_num(d.median_tokens_n, 1)} → {fmt_num(d.median_tokens_a, 1)}; at a "
+            f"common load the cycle time changed {fmt_pct(d.change_pct, 1)} (p {fmt_p(d.p)})"
+            + ("; no function changed materially at that load: the load explains the change" if d.explained else ""))
+
+
+def _gpu_device_wide(c: Analysis, v: VerdictClass, who: str) -> str:
+    d = _vdetail(v, DeviceWideDetail)
+    return f": every kernel on {md_name(d.device)} ×{fmt_num(d.ratio)} per call"
+
+
+def _launch_bound(c: Analysis, v: VerdictClass, who: str) -> str:
+    """The launch calls behind a launch-bound class: per call and per cycle."""
+    d, per = _vdetail(v, LaunchDetail), per_unit(c)
+    return ": " + "; ".join(f"**{md_name(x.name, 48)}** {fmt_time_us(x.per_call_n_us)} → {fmt_time_us(x.per_call_a_us)} "
+                            f"per call, {fmt_num(x.calls_n, 1)} → {fmt_num(x.calls_a, 1)} calls {per}"
+                            for x in d.launches[:2]) + (
+        f"; the kernels they feed {fmt_num(d.kernel_calls_n, 1)} → {fmt_num(d.kernel_calls_a, 1)} calls {per}")
+
+
+def _added_sync(c: Analysis, v: VerdictClass, who: str) -> str:
+    """The synchronisation calls behind an added-synchronisation class, per cycle."""
+    calls, per = _vdetail(v, SyncDetail).calls, per_unit(c)
+    return ": " + ", ".join(f"**{md_name(x.name, 48)}** {fmt_num(x.calls_n, 1)} → {fmt_num(x.calls_a, 1)} calls {per}"
+                            for x in calls[:2]) + (f" and {len(calls) - 2} more" if len(calls) > 2 else "")
+
+
+def _other_process(c: Analysis, v: VerdictClass, who: str) -> str:
+    return " (" + ", ".join(md_name(d) for d in _vdetail(v, OtherProcessDetail).devices) + ")" + _who(who)
+
+
+def _names_only(c: Analysis, v: VerdictClass, who: str) -> str:
+    return _who(who)
+
+
+def _no_material(c: Analysis, v: VerdictClass, who: str) -> str:
+    return ": no function's own time changed both significantly and materially"
+
+
+# What each class says after its name, from its detail and `who` (the functions it names).
+VERDICT_LINES: dict[VerdictCode, Callable[[Analysis, VerdictClass, str], str]] = {
+    VerdictCode.CPU_CLOCK: _cpu_clock,
+    VerdictCode.CPU_QUOTA: _cpu_quota,
+    VerdictCode.MEMORY_PRESSURE: _stall,
+    VerdictCode.CPU_CONTENTION: _stall,
+    VerdictCode.IO_WAIT: _stall,
+    VerdictCode.INPUT_PIPELINE: _names_only,
+    VerdictCode.GPU_DEVICE_WIDE: _gpu_device_wide,
+    VerdictCode.GPU_THROTTLING: _gpu_throttling,
+    VerdictCode.GPU_KERNEL: _names_only,
+    VerdictCode.COLLECTIVES: _names_only,
+    VerdictCode.OTHER_PROCESS: _other_process,
+    VerdictCode.LAUNCH_BOUND: _launch_bound,
+    VerdictCode.ADDED_SYNC: _added_sync,
+    VerdictCode.TRANSFER: _names_only,
+    VerdictCode.NEW_WORK: _names_only,
+    VerdictCode.CPU_WORK: _cpu_work,
+    VerdictCode.LOAD: _load_class,
+    VerdictCode.NO_MATERIAL: _no_material,
+}
+# What a class adds after its share and q.
+VERDICT_AFTER = {VerdictCode.COLLECTIVES: ": a collective waits for the last rank; compare all ranks' traces to find it"}
+
+
 def verdict_lines(c: Analysis, verdict: list[VerdictClass], findings: list[Finding]) -> list[str]:
-    """The verdict as short Markdown lines, one per class: the share it explains and its
-    evidence (at most two names, shortened)."""
+    """The verdict as short Markdown lines, one per class: its name, what it states
+    (VERDICT_LINES), the share it explains and its evidence (at most two names, shortened)."""
     lines = []
     for v in verdict:
-        if v.code == VerdictCode.NO_MATERIAL:
-            lines.append("**no material change**: no function's own time changed both significantly and materially.")
-            continue
         names = list(dict.fromkeys(findings[i].function for i in v.evidence if findings[i].function))
         who = ", ".join(f"**{md_name(n, 48)}**" for n in names[:2]) + (f" and {len(names) - 2} more"
                                                                           if len(names) > 2 else "")
-        text = f"**{VERDICT_WORDS[v.code]}**"
-        if v.code == VerdictCode.CPU_CLOCK:
-            unit = " %" if v.values["clock_n"] <= 100 else " MHz"
-            # With waiting beside it, the host-wide rest in the clock's class says what waiting explains.
-            slower = _host_wide_words(v, c, who) if "explained_pp" in v.values else who or _host_wide_words(v)
-            text += (f": CPU clock {fmt_num(v.values['clock_n'])} → {fmt_num(v.values['clock_a'])}{unit}; slower at "
-                     f"unchanged calls: {slower}")
-        elif v.code == VerdictCode.CPU_WORK and "ratio" in v.values:
-            text += ": " + _host_wide_words(v, c, who)
-        elif v.code == VerdictCode.CPU_QUOTA:
-            text += (f": the target's cgroup was throttled {fmt_num(v.values['throttled_ms_per_s_n'])} → "
-                     f"{fmt_num(v.values['throttled_ms_per_s_a'])} ms per s" + (f"; {who}" if who else ""))
-        elif v.code == VerdictCode.MEMORY_PRESSURE or v.values.get("signals"):
-            text += f": {_signal_words(v.values['signals'])}" + (f"; {who}" if who else "")
-        elif v.code == VerdictCode.GPU_THROTTLING:
-            text += f" ({v.values['reason']}): kernels slower while the GPU was held back: {who}"
-        elif v.code == VerdictCode.LOAD:
-            text += (f": median tokens per cycle {fmt_num(v.values['median_tokens_n'], 1)} → "
-                     f"{fmt_num(v.values['median_tokens_a'], 1)}; at a common load the cycle time changed "
-                     f"{fmt_pct(v.values['change_pct'], 1)} (p {fmt_p(v.values['p'])})"
-                     + ("; no function changed materially at that load: the load explains the change"
-                        if v.values["explained"] else ""))
-        elif v.code == VerdictCode.GPU_DEVICE_WIDE:
-            text += f": every kernel on {md_name(str(v.values.get('device')))} ×{fmt_num(v.values.get('ratio'))} per call"
-        elif v.code in (VerdictCode.LAUNCH_BOUND, VerdictCode.ADDED_SYNC):
-            text += ": " + _host_calls_words(c, v)
-        elif v.code == VerdictCode.OTHER_PROCESS:
-            text += " (" + ", ".join(md_name(d) for d in v.values.get("devices", [])) + ")" + (f": {who}" if who else "")
-        elif who:
-            text += f": {who}"
+        text = f"**{VERDICT_WORDS[v.code]}**" + VERDICT_LINES[v.code](c, v, who)
         if v.tau_pp:
             # Host and GPU time overlap in the cycle: each device's share, not their sum.
             shares = (" and ".join(f"{fmt_signed(pp)} pp on {md_name(d)}" for d, pp in v.tau_by_device)
@@ -651,24 +731,9 @@ def verdict_lines(c: Analysis, verdict: list[VerdictClass], findings: list[Findi
                      + (f", q {fmt_p(v.q)})" if math.isfinite(v.q) else ")"))
         elif math.isfinite(v.q):
             text += f" (q {fmt_p(v.q)})"
-        if v.code == VerdictCode.COLLECTIVES:
-            text += ": a collective waits for the last rank; compare all ranks' traces to find it"
-        lines.append(text + ".")
+        lines.append(text + VERDICT_AFTER.get(v.code, "") + ".")
         lines.extend(starved_line(s) for s in v.starved)
     return lines
-
-
-def _host_calls_words(c: Analysis, v: VerdictClass) -> str:
-    """The calls behind a launch-bound or added-synchronisation class: per call and per cycle."""
-    per = per_unit(c)
-    if v.code == VerdictCode.LAUNCH_BOUND:
-        return "; ".join(f"**{md_name(name, 48)}** {fmt_time_us(pn)} → {fmt_time_us(pa)} per call, {fmt_num(cn, 1)} → "
-                         f"{fmt_num(ca, 1)} calls {per}" for name, pn, pa, cn, ca in v.values["launches"][:2]) + (
-            f"; the kernels they feed {fmt_num(v.values['kernel_calls_n'], 1)} → "
-            f"{fmt_num(v.values['kernel_calls_a'], 1)} calls {per}")
-    calls = v.values["calls"]
-    return ", ".join(f"**{md_name(name, 48)}** {fmt_num(n, 1)} → {fmt_num(a, 1)} calls {per}"
-                     for name, n, a in calls[:2]) + (f" and {len(calls) - 2} more" if len(calls) > 2 else "")
 
 
 def starved_line(s: Starved) -> str:
