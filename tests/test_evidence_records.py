@@ -9,10 +9,10 @@ import typing
 
 import pytest
 
-from perfdiff.analyze import Finding
+from perfdiff.analyze import Finding, Notice
 from perfdiff.analyze.verdict import VerdictClass
 
-ROOTS = (Finding, VerdictClass)  # what findings and the verdict hand the renderer
+ROOTS = (Finding, Notice, VerdictClass)  # what findings, notices and the verdict hand the renderer
 
 
 def _records() -> list[type]:
@@ -48,7 +48,7 @@ def _concrete(tp: object) -> bool:
 
 def test_every_code_record_is_reached() -> None:
     names = {r.__name__ for r in _records()}
-    assert {"CycleTimeEvidence", "EventEvidence", "CpuClockDetail", "Clock", "Signal",
+    assert {"CycleTimeEvidence", "EventEvidence", "LoadNoticeDetail", "CpuClockDetail", "Clock", "Signal",
             "LaunchCall", "Starved"} <= names
 
 

@@ -94,12 +94,12 @@ def comparability(normal: RunData, abnormal: RunData, cn: Cycles, ca: Cycles) ->
 
     gn, ga = [str(g.get("name", "?")) for g in gpus(normal)], [str(g.get("name", "?")) for g in gpus(abnormal)]
     if gn != ga:
-        out.append(Notice(NoticeCode.GPU_MODEL, normal=gn, abnormal=ga))
+        out.append(Notice(NoticeCode.GPU_MODEL, normal=tuple(gn), abnormal=tuple(ga)))
     for key, code in (("driver", NoticeCode.GPU_DRIVER), ("max_sm_clock_mhz", NoticeCode.MAX_SM_CLOCK),
                       ("power_limit_w", NoticeCode.POWER_LIMIT)):
         vn, va = [g.get(key) for g in gpus(normal)], [g.get(key) for g in gpus(abnormal)]
         if any(v is not None for v in vn + va) and vn != va:
-            out.append(Notice(code, normal=vn, abnormal=va))
+            out.append(Notice(code, normal=tuple(vn), abnormal=tuple(va)))
     hn, ha = normal.manifest.get("host", {}) or {}, abnormal.manifest.get("host", {}) or {}
     for key, code in (("cpu_model", NoticeCode.CPU_MODEL), ("cores", NoticeCode.CPU_CORES),
                       ("kernel", NoticeCode.OS_KERNEL)):

@@ -262,5 +262,10 @@ class LoadNoticeDetail:
     reason: str
 
 
+# What a notice compares, in each run: a setting (a name, a count; None: unknown), one per
+# GPU (a tuple), or a number (the median cycle in ms, the median tokens per cycle).
+Setting = str | int | float | None
+NoticeValue = str | int | float | tuple[Setting, ...] | None
+
 NoticeDetail = (MetricOneSideDetail | CycleRatioDetail | WorldSizeDetail | RankDetail | CycleSourceDetail
                 | LoadNoticeDetail)

@@ -13,7 +13,7 @@ from typing import Any
 
 import numpy as np
 
-from perfdiff.analyze.evidence import NoticeDetail
+from perfdiff.analyze.evidence import NoticeDetail, NoticeValue
 from perfdiff.analyze.thresholds import DEFAULT as DEFAULT_THRESHOLDS
 from perfdiff.analyze.thresholds import Thresholds
 from perfdiff.model.cycles import CyclePlan
@@ -180,8 +180,8 @@ class Notice:
     anything else, one record per code that has more (perfdiff.analyze.evidence)."""
 
     code: NoticeCode
-    normal: Any = None
-    abnormal: Any = None
+    normal: NoticeValue = None
+    abnormal: NoticeValue = None
     detail: NoticeDetail | None = None
 
 
