@@ -74,3 +74,20 @@ def test_analysis_thresholds_follow_its_alpha() -> None:
               and f.default_factory is dataclasses.MISSING}
     a = Analysis(**{**fields, "alpha": 0.01})
     assert a.thresholds.alpha == 0.01 and dataclasses.replace(a, alpha=0.2).thresholds.alpha == 0.2
+
+
+def test_the_wording_states_the_thresholds_the_analysis_used() -> None:
+    """No threshold literal in the wording: a sentence that names a threshold reads the record."""
+    from conftest import EXAMPLES
+
+    import perfdiff
+    from perfdiff.analyze import Finding, FindingCode
+    from perfdiff.analyze.evidence import NegligibleEvidence, NoCauseEvidence
+    from perfdiff.render.wording import finding_text
+
+    c = perfdiff.compare(EXAMPLES / "cpufreq" / "normal", EXAMPLES / "cpufreq" / "abnormal").analysis
+    strict = dataclasses.replace(c, thresholds=Thresholds(alpha=c.alpha, material_tau_pp=2.5, material_delta=0.33))
+    no_cause = finding_text(strict, Finding(FindingCode.NO_CAUSE, evidence=NoCauseEvidence(n_tests=9, negligible=1)))
+    assert "|τ| ≥ 2.5 pp and |δ| ≥ 0.33" in no_cause
+    negligible = finding_text(strict, Finding(FindingCode.NEGLIGIBLE, evidence=NegligibleEvidence(count=0)))
+    assert "|τ| < 2.5 pp of the abnormal cycle or |δ| < 0.33" in negligible

@@ -10,6 +10,7 @@ import pytest
 from verdict_pairs import PAIRS, params, write_pair
 
 import perfdiff
+from perfdiff.analyze import Thresholds
 from perfdiff.analyze.verdict import HOST_SIDE, VerdictCode
 
 NULL_SEEDS = (11, 12, 13, 14)
@@ -119,7 +120,8 @@ def test_gpu_busy_share_is_capped_tested_and_adjusted_over_the_gpus() -> None:
     def own(k1: float) -> np.ndarray:
         return np.vstack([k1 + rng.normal(0, 5, K), np.full(K, 600.0), np.full(K, 900.0),
                           500 + rng.normal(0, 20, K)])
-    b0, b1 = gpu_busy_shares(keys, own(600.0), dur, keys, own(200.0), dur, matched=False, alpha=0.05)
+    b0, b1 = gpu_busy_shares(keys, own(600.0), dur, keys, own(200.0), dur, matched=False,
+                              thresholds=Thresholds())
     assert (b0.device, b1.device) == ("GPU 0", "GPU 1")
     assert b0.busy_n_pct == 100.0 and abs(b0.busy_a_pct - 80.0) < 1 and b0.p < 1e-10
     assert abs(b1.busy_n_pct - b1.busy_a_pct) < 2 and b1.p == min(1.0, 2 * b1.res.p_mwu)

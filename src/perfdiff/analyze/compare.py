@@ -183,13 +183,13 @@ def compare_runs(normal: RunData, abnormal: RunData, cn: Cycles, ca: Cycles, *,
         cycle_ks = stats.ks_statistic(sa.dur_us, sn.dur_us)
         quantiles = stats.quantile_table(sn.dur_us), stats.quantile_table(sa.dur_us)
         comparable = comparability(normal, abnormal, cn, ca)
-        busy = gpu_busy_shares(mn.keys, mn.own_ns, Dn, ma.keys, ma.own_ns, Da, matched=matched, alpha=alpha)
+        busy = gpu_busy_shares(mn.keys, mn.own_ns, Dn, ma.keys, ma.own_ns, Da, matched=matched, thresholds=th)
         for f, (t_res, b_res) in zip(to_test, pending.result(), strict=True):
             functions[f] = replace(functions[f], t=t_res, beta=b_res)
     finally:
         pending.close()
     functions, mu_rows, ctx_rows = _assign_q(functions, tested_idx, mu_rows, ctx_rows, alpha)
-    modes, beta_vs_common = common_modes(functions)
+    modes, beta_vs_common = common_modes(functions, th)
     for i, v in beta_vs_common.items():
         functions[i] = replace(functions[i], beta_vs_common=v)
     ln, la = loads or (cycle_load(normal, cn), cycle_load(abnormal, ca))
@@ -198,7 +198,7 @@ def compare_runs(normal: RunData, abnormal: RunData, cn: Cycles, ca: Cycles, *,
     notice = load_notice(load)
     if notice is not None:
         comparable.append(notice)
-    ratio_notice = cycle_ratio_notice(cn, ca, one_plan=plan is not None and plan.confirmed)
+    ratio_notice = cycle_ratio_notice(cn, ca, one_plan=plan is not None and plan.confirmed, th=th)
     if ratio_notice is not None:
         warnings.append(ratio_notice)
     m_tests = len(tested_idx)

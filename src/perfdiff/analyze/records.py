@@ -6,7 +6,6 @@ Definitions are in docs/STATISTICS.md.
 """
 from __future__ import annotations
 
-import math
 from dataclasses import dataclass, field, replace
 from enum import Enum
 from typing import Any
@@ -39,9 +38,6 @@ class RunSummary:
     status: str
     dur_us: np.ndarray = field(repr=False, default_factory=lambda: np.zeros(0))
     notes: tuple[str, ...] = ()  # the loader's remarks on this input (interrupted, dropped rows …)
-
-
-SAME_CALLS_LOG = 0.05  # |ln(calls_A / calls_N)| at most: "the same calls per cycle"
 
 
 @dataclass(frozen=True)
@@ -78,9 +74,10 @@ class FunctionStats:
 
     @property
     def same_calls(self) -> bool:
-        """Called in both runs, as often per cycle within ±5 % (SAME_CALLS_LOG): a change of its
-        time per call then compares like with like."""
-        return self.calls_n > 0 and self.calls_a > 0 and abs(math.log(self.calls_a / self.calls_n)) <= SAME_CALLS_LOG
+        """Called in both runs, as often per cycle within ±5 % (perfdiff's same_calls_log; an
+        analysis asks its own Thresholds.same_calls): a change of its time per call then
+        compares like with like."""
+        return DEFAULT_THRESHOLDS.same_calls(self.calls_n, self.calls_a)
 
 
 @dataclass(frozen=True)

@@ -22,11 +22,12 @@ class Thresholds:
     `alpha` the false-discovery rate; a cause moves at least `material_tau_pp` of the abnormal
     cycle with |Cliff's δ| ≥ `material_delta`.  Which functions are tested: pooled mean own
     time ≥ `test_min_share` of the pooled mean cycle; the tests' Z floors `t_floor_us`,
-    `beta_floor_pp`.  The findings' rules: `host_share_min_rel`, `idle_share_pct`,
+    `beta_floor_pp`, `busy_floor_pp`.  The checks': `same_calls_log`, `cycle_ratio_max`,
+    `common_mode_min_beta`, `per_call_min_beta`.  The findings' rules: `host_share_min_rel`, `idle_share_pct`,
     `more_calls_ratio`, `swap_offset`, `device_wide_band`, `nested_min_share`.  The verdict's:
     `clock_drop_rel`, `host_wide_rest_share`, `starved_drop_pp`, `starved_drop_rel`,
     `launch_ratio`, `sync_more_ratio`.  The wording's: `shape_median_pct`, `shape_tail_ratio`,
-    `head_mean_pct`.  Across ranks: `material_cycle_pct`, `waited_share`."""
+    `head_mean_pct`, `inclusive_rel`.  Across ranks: `material_cycle_pct`, `waited_share`."""
 
     alpha: float = 0.05  # false-discovery rate: significant is q ≤ alpha
     material_tau_pp: float = 1.0  # a cause moves at least 1 % of the abnormal cycle …
@@ -34,6 +35,11 @@ class Thresholds:
     test_min_share: float = 0.001  # a function is tested when its pooled mean own time ≥ 0.1 % of the pooled mean cycle
     t_floor_us: float = 1e-3  # own-time Z floor: the 1 ns timer resolution, in µs
     beta_floor_pp: float = 0.01  # β's Z floor, pp
+    busy_floor_pp: float = 0.01  # a GPU's busy share's Z floor, pp, as for β
+    same_calls_log: float = 0.05  # |ln(calls_A / calls_N)| at most: "the same calls per cycle"
+    cycle_ratio_max: float = 2.0  # median cycle times further apart than this ratio: warn
+    common_mode_min_beta: float = 0.05  # pp of the cycle a kernel must hold to take part in the common-mode check
+    per_call_min_beta: float = 0.05  # pp of the cycle a function must hold to take part in the per-call check
     host_share_min_rel: float = 0.10  # a host state is a cause only when its share moved by ≥ 10 % of itself
     idle_share_pct: float = 99.0  # a wait filling this much of the cycle in both runs: a thread idle through it
     more_calls_ratio: float = 1.25  # new work: at least 25 % more calls per cycle
@@ -49,6 +55,7 @@ class Thresholds:
     shape_median_pct: float = 5.0  # the median moved less than this …
     shape_tail_ratio: float = 1.5  # … while P95 grew by this factor and the KS test rejects: a stall
     head_mean_pct: float = 5.0  # a cycle time "moved" by at least this much, %
+    inclusive_rel: float = 0.05  # a range's inclusive change said beside its own when they differ by this share
     material_cycle_pct: float = 1.0  # across ranks: a job cycle that changed by less is no change to explain
     waited_share: float = 0.5  # across ranks: a rank whose wait grew by this share of its Δ was held back
 
@@ -69,6 +76,10 @@ class Thresholds:
     def material(self, tau_pp: float, delta: float) -> bool:
         """|τ| ≥ material_tau_pp and |δ| ≥ material_delta (δ unknown, NaN: τ alone)."""
         return abs(tau_pp) >= self.material_tau_pp and not self.small_effect(delta)
+
+    def same_calls(self, calls_n: float, calls_a: float) -> bool:
+        """Called in both runs, as often per cycle within same_calls_log (±5 %)."""
+        return calls_n > 0 and calls_a > 0 and abs(math.log(calls_a / calls_n)) <= self.same_calls_log
 
     def small_effect(self, delta: float) -> bool:
         """|Cliff's δ| known and below material_delta."""

@@ -329,7 +329,7 @@ def _cpu_clock(x: VerdictContext) -> tuple[VerdictClass, ...]:
     unchanged calls while the host CPU clock fell."""
     if x.clock is None:
         return ()
-    slower = [i for i in x.free() if (_cpu_side(x.fn[i]) or _host_call(x.fn[i])) and _same_calls(x.fn[i])]
+    slower = [i for i in x.free() if (_cpu_side(x.fn[i]) or _host_call(x.fn[i])) and _same_calls(x.fn[i], x.th)]
     return x.cls(VerdictCode.CPU_CLOCK, slower, list(x.clock_evidence), CpuClockDetail(x.clock)) if slower else ()
 
 
@@ -582,9 +582,9 @@ def _cpu_side(f: FunctionStats) -> bool:
     return f.kind == Kind.CPU or (f.kind == Kind.HOST and f.name in HOST_CPU_STATES)
 
 
-def _same_calls(f: FunctionStats) -> bool:
-    """Calls per cycle unchanged (FunctionStats.same_calls), or a host state (no calls)."""
-    return f.sampled or f.kind == Kind.HOST or f.same_calls
+def _same_calls(f: FunctionStats, th: Thresholds) -> bool:
+    """Calls per cycle unchanged (Thresholds.same_calls), or a host state (no calls)."""
+    return f.sampled or f.kind == Kind.HOST or th.same_calls(f.calls_n, f.calls_a)
 
 
 # Memory-pressure signals (docs/STATISTICS.md, "Verdict"): each metric and the least rise of its

@@ -77,8 +77,9 @@ def _fn(f: FunctionStats) -> str:
     return f"**{md_name(f.name, 80)}** on {md_name(f.device)}"
 
 
-def _calls_vs_slower(f: FunctionStats, per: str = "per cycle") -> str:
-    """Whether own time moved through more calls or slower calls."""
+def _calls_vs_slower(f: FunctionStats, per: str, same_calls_log: float) -> str:
+    """Whether own time moved through more calls or slower calls (calls within `same_calls_log`
+    of each other in ln: the same calls)."""
     if f.presence == "new":
         return "new in the abnormal run"
     if f.presence == "vanished":
@@ -91,9 +92,9 @@ def _calls_vs_slower(f: FunctionStats, per: str = "per cycle") -> str:
         rp = (f.per_call_a_us / f.per_call_n_us) if f.per_call_n_us and f.per_call_n_us > 0 else float("nan")
         parts.append(f"{fmt_calls(f.calls_n)} → {fmt_calls(f.calls_a)} calls {per}, "
                      f"{fmt_time_us(f.per_call_n_us)} → {fmt_time_us(f.per_call_a_us)} per call")
-        if math.isfinite(rp) and abs(math.log(rp)) > abs(math.log(rc)) + 0.05:
+        if math.isfinite(rp) and abs(math.log(rp)) > abs(math.log(rc)) + same_calls_log:
             parts.append("slower calls" if rp > 1 else "faster calls")
-        elif abs(math.log(rc)) > 0.05:
+        elif abs(math.log(rc)) > same_calls_log:
             parts.append("more calls" if rc > 1 else "fewer calls")
     return "; ".join(parts)
 
@@ -181,10 +182,10 @@ def per_unit(c: Analysis) -> str:
 def _cause(c: Analysis, x: Finding) -> str:
     f = c.functions[x.func]  # type: ignore[index]
     d_t = f.t_a_us - f.t_n_us
-    how = _calls_vs_slower(f, per_unit(c)) if f.kind != Kind.HOST else (
+    how = _calls_vs_slower(f, per_unit(c), c.thresholds.same_calls_log) if f.kind != Kind.HOST else (
         f"its share of the cycle went {fmt_num(f.beta_n)} → {fmt_num(f.beta_a)} % (q(β) {fmt_p(f.q_beta)})")
     incl = ""
-    if f.kind == Kind.CPU and abs((f.incl_a_us - f.incl_n_us) - d_t) > 0.05 * abs(d_t):
+    if f.kind == Kind.CPU and abs((f.incl_a_us - f.incl_n_us) - d_t) > c.thresholds.inclusive_rel * abs(d_t):
         incl = f", inclusive of nested ranges {fmt_time_us(f.incl_n_us)} → {fmt_time_us(f.incl_a_us)}"
     v = _ev(x, CauseEvidence)
     if v.load_adjusted:
