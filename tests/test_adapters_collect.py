@@ -69,7 +69,8 @@ def test_vllm_steps_are_the_cycles_and_a_slower_execute_model_ranks_first(tmp_pa
         assert c.verdict[0].code == VerdictCode.CPU_WORK, c.verdict
     for v in work[:1]:
         evidence = [c.findings[i] for i in v.evidence]
-        held = [c.analysis.functions[i].name for i in v.values.get("absorbed_funcs", ())]
+        hw = getattr(v.detail, "host_wide", None)
+        held = [c.analysis.functions[i].name for i in (hw.absorbed_funcs if hw else ())]
         assert "Executor.execute_model" in held or any(
             x.function == "Executor.execute_model" or (x.code == FindingCode.DEVICE_WIDE and x.device == "Host")
             for x in evidence), evidence

@@ -58,7 +58,7 @@ def test_json_is_versioned_and_carries_records(comparison: perfdiff.Comparison, 
     assert data["format"] == FORMAT == "perfdiff-comparison" and data["format_version"] == FORMAT_VERSION
     assert [f["code"] for f in data["findings"]][0] == "cycle-time"
     assert all("text" not in f for f in data["findings"])  # wording is the renderer's
-    assert data["warnings"][0]["code"] == "cycle-ratio" and data["warnings"][0]["fields"]["ratio"] > 2
+    assert data["warnings"][0]["code"] == "cycle-ratio" and data["warnings"][0]["detail"]["ratio"] > 2
     path = tmp_path / "c.json"
     path.write_text(json.dumps(data))
     assert read_comparison_json(path)["normal"]["n_cycles"] == comparison.analysis.normal.n_cycles

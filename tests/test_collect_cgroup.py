@@ -104,5 +104,5 @@ def test_the_verdict_names_a_cpu_quota(tmp_path: Path) -> None:
     write_bundle(tmp_path / "a", run(2, 8.0, 400.0))
     c = perfdiff.compare(tmp_path / "n", tmp_path / "a")
     v = c.verdict[0]
-    assert v.code == VerdictCode.CPU_QUOTA and v.values["throttled_ms_per_s_a"] > 300
+    assert v.code == VerdictCode.CPU_QUOTA and v.detail.throttled_ms_per_s_a > 300
     assert "**CPU quota throttling**: the target's cgroup was throttled" in c.to_markdown()

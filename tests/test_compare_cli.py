@@ -41,8 +41,8 @@ def test_example_story(pair: tuple[Path, Path], tmp_path: Path, capsys: pytest.C
     causes = [f for f in rep["findings"] if f["code"] == "cause"]
     cause_names = [f["function"] for f in causes]
     assert "Scheduler.get_next_batch_to_run" in cause_names
-    assert any(f["code"] == "resource" and f["values"]["metric"] == "cpu_frequency"
-               and f["values"]["mean_a"] < f["values"]["mean_n"] for f in rep["findings"])
+    assert any(f["code"] == "resource" and f["evidence"]["metric"] == "cpu_frequency"
+               and f["evidence"]["mean_a"] < f["evidence"]["mean_n"] for f in rep["findings"])
     assert "Resource: **cpu\\_frequency** on Host fell from" in out.read_text()
     # the common-mode shift on the GPU, about ×0.3
     cm = [c for c in rep["common_modes"] if c["triggered"]]

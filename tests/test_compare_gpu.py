@@ -21,10 +21,10 @@ def _compare(tmp_path: Path, scenario: str, capsys: pytest.CaptureFixture[str]) 
 def test_power_cap_names_throttle_reason_and_clock_drop(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     rep = _compare(tmp_path, "power_cap", capsys)
     res = [f for f in rep["findings"] if f["code"] == "resource"]
-    throttle = [f for f in res if f["values"]["metric"] == "gpu_throttle_power"]
-    assert throttle and throttle[0]["values"]["mean_a"] > throttle[0]["values"]["mean_n"] and throttle[0]["q"] <= 0.05
-    clock = [f for f in res if f["values"]["metric"] in ("gpu_frequency", "gpu_sm_frequency")]
-    assert clock and clock[0]["values"]["mean_a"] < clock[0]["values"]["mean_n"]
+    throttle = [f for f in res if f["evidence"]["metric"] == "gpu_throttle_power"]
+    assert throttle and throttle[0]["evidence"]["mean_a"] > throttle[0]["evidence"]["mean_n"] and throttle[0]["q"] <= 0.05
+    clock = [f for f in res if f["evidence"]["metric"] in ("gpu_frequency", "gpu_sm_frequency")]
+    assert clock and clock[0]["evidence"]["mean_a"] < clock[0]["evidence"]["mean_n"]
     md = (tmp_path / "r.md").read_text()
     assert re.search(r"Resource: \*\*gpu\\_throttle\\_power\*\*.* rose from", md)
     assert re.search(r"Resource: \*\*gpu\\_(sm\\_)?frequency\*\*.* fell from [0-9.,]+ MHz", md)
@@ -36,10 +36,10 @@ def test_power_cap_names_throttle_reason_and_clock_drop(tmp_path: Path, capsys: 
 
 def test_competing_process_named(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     rep = _compare(tmp_path, "competing_process", capsys)
-    assert any(f["code"] == "resource" and f["values"]["metric"] == "other_process_gpu_usage"
-               and f["values"]["mean_a"] > f["values"]["mean_n"] for f in rep["findings"])
+    assert any(f["code"] == "resource" and f["evidence"]["metric"] == "other_process_gpu_usage"
+               and f["evidence"]["mean_a"] > f["evidence"]["mean_n"] for f in rep["findings"])
     ev = [f for f in rep["findings"] if f["code"] == "event"]
-    assert ev and ev[0]["values"]["pid"] == 5555 and "gpu_burn" in ev[0]["values"]["name"]
+    assert ev and ev[0]["evidence"]["pid"] == 5555 and "gpu_burn" in ev[0]["evidence"]["name"]
     md = (tmp_path / "r.md").read_text()
     assert "Resource: **other\\_process\\_gpu\\_usage**" in md
     assert re.search(r"another process on the GPU on GPU \d: pid 5555 \(gpu\\_burn", md)

@@ -50,7 +50,7 @@ def test_kineto_dataloader_cause(real: Path, tmp_path: Path, capsys: pytest.Capt
     first_cause = next(f for f in rep["findings"] if f["code"] == "cause")
     assert "DataLoader" in first_cause["function"] and "__next__" in first_cause["function"]
     assert first_cause["q"] <= 0.05
-    v = first_cause["values"]
+    v = first_cause["evidence"]
     assert v["incl_n_us"] == pytest.approx(1_400, rel=0.1)
     assert v["incl_a_us"] == pytest.approx(69_000, rel=0.05)
     # the two iterator names are matched as one step, side by side

@@ -496,7 +496,7 @@ def test_two_exports_whose_repeated_ranges_differ_in_count_get_one_plan(real: Pa
     plan = c.analysis.plan
     assert plan is not None and plan.source.value == "annotation" and plan.name
     assert plan.name in c.analysis.normal.cycle_detail and plan.name in c.analysis.abnormal.cycle_detail
-    assert not [w for w in c.warnings if w.code.value == "cycle-ratio" and not w.fields["same_marked_source"]]
+    assert not [w for w in c.warnings if w.code.value == "cycle-ratio" and not w.detail.same_marked_source]
 
 
 @pytest.mark.real

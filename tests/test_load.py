@@ -145,10 +145,10 @@ def test_a_ten_percent_per_token_slowdown_under_twice_the_load_is_found(seed: in
                 step_run(31 + 2 * seed, steps=800, load=2.0, per_token={"gemm": 1.1}))
     findings = build_findings(c)
     causes = [x for x in findings if x.code == FindingCode.CAUSE]
-    assert [x.function for x in causes] == ["gemm"] and causes[0].values["load_adjusted"]
+    assert [x.function for x in causes] == ["gemm"] and causes[0].evidence.load_adjusted
     # The truth at the common load x0: 10 % of gemm's per-token time, 0.15 µs per token.
     x0 = c.load.x0_tokens
-    assert causes[0].values["t_a_us"] - causes[0].values["t_n_us"] == pytest.approx(0.15 * x0, rel=0.35)
+    assert causes[0].evidence.t_a_us - causes[0].evidence.t_n_us == pytest.approx(0.15 * x0, rel=0.35)
     assert c.load.change_lo_us > 0
     assert [v.code for v in build_verdict(c, findings)] == [VerdictCode.GPU_KERNEL, VerdictCode.LOAD]
 

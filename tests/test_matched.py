@@ -210,7 +210,7 @@ def test_a_quarter_of_the_cycles_stalling_is_headlined_by_throughput_and_tail() 
     c = compare(run(1, False), run(2, True))
     found = build_findings(c)
     head = finding_text(c, found[0])
-    assert -5 < found[0].values["change_pct"] < 0 and found[0].values["throughput_change_pct"] < -40
+    assert -5 < found[0].evidence.change_pct < 0 and found[0].evidence.throughput_change_pct < -40
     assert "throughput -" in head and "changed shape" in head
     causes = [x for x in found if x.code == FindingCode.CAUSE]
     assert causes and causes[0].function == "stall"
@@ -238,7 +238,7 @@ def test_every_kernel_slower_per_call_is_one_device_wide_finding() -> None:
     c = compare(run(1, 1.0), run(2, 1.35))
     found = build_findings(c)
     assert found[1].code == FindingCode.DEVICE_WIDE and found[1].device == "GPU 0"
-    assert 1.3 < found[1].values["ratio"] < 1.4 and found[1].values["absorbed"] == 5
+    assert 1.3 < found[1].evidence.ratio < 1.4 and found[1].evidence.absorbed == 5
     assert not [x for x in found if x.code == FindingCode.CAUSE and x.function in names]
     assert not [x for x in found if x.code == FindingCode.NO_CAUSE]
     from perfdiff.render.wording import finding_text

@@ -76,7 +76,7 @@ def test_fake_gpu_scenario_with_another_process(tmp_path: Path) -> None:
     n, a = make_scenario_bundle("competing_process", tmp_path / "s", seed=3)
     c = perfdiff.compare(n, a)
     assert codes(c) == [VerdictCode.OTHER_PROCESS]  # the kernels' slowdown is that process's
-    assert c.verdict[0].values["devices"] == ["GPU 0"] and c.verdict[0].tau_pp > 5
+    assert c.verdict[0].detail.devices == ("GPU 0",) and c.verdict[0].tau_pp > 5
 
 
 def test_simulated_clock_cut_on_the_gpu_is_device_wide() -> None:
@@ -99,7 +99,7 @@ def test_simulated_clock_cut_on_the_gpu_is_device_wide() -> None:
         return run_of(rows)
     c = compare(run(1, 1.0), run(2, 1.35))
     v = build_verdict(c, build_findings(c))
-    assert [x.code for x in v] == [VerdictCode.GPU_DEVICE_WIDE] and 1.3 < v[0].values["ratio"] < 1.4
+    assert [x.code for x in v] == [VerdictCode.GPU_DEVICE_WIDE] and 1.3 < v[0].detail.ratio < 1.4
 
 
 def test_fake_gpu_power_cap_is_named_as_power_throttling(tmp_path: Path) -> None:
@@ -108,7 +108,7 @@ def test_fake_gpu_power_cap_is_named_as_power_throttling(tmp_path: Path) -> None
     n, a = make_scenario_bundle("power_cap", tmp_path / "s", seed=3)
     c = perfdiff.compare(n, a)
     v = next(v for v in c.verdict if v.code == VerdictCode.GPU_THROTTLING)
-    assert v.values["reason"] == "power" and codes(c)[0] == VerdictCode.GPU_THROTTLING
+    assert v.detail.reason == "power" and codes(c)[0] == VerdictCode.GPU_THROTTLING
     assert "**GPU throttling** (power)" in c.to_markdown()
 
 
@@ -116,26 +116,32 @@ def test_a_host_wide_slowdown_is_cpu_work_not_no_change() -> None:
     """Every CPU-side function on the host slower per call by one ratio: the common-mode check
     takes them out of the causes, and the verdict must still name CPU-side work (it said "no
     material change" while the cycle grew 25 %)."""
+    from dataclasses import replace
+
+    from perfdiff.analyze.evidence import CauseEvidence, DeviceWideEvidence
     from perfdiff.analyze.findings import Finding, FindingCode
     from perfdiff.analyze.verdict import build_verdict
     from perfdiff.render.wording import verdict_lines
 
     c = perfdiff.compare(EXAMPLES / "contention" / "normal", EXAMPLES / "contention" / "normal").analysis
     wide = Finding(FindingCode.DEVICE_WIDE, device="Host",
-                   values={"ratio": 1.3, "k": 6, "iqr_log": 0.02, "absorbed": 6, "tau_pp": 22.0, "host": True})
+                   evidence=DeviceWideEvidence(ratio=1.3, k=6, iqr_log=0.02, absorbed=6, tau_pp=22.0, absorbed_funcs=(),
+                                               host=True))
     v = build_verdict(c, [wide])
     assert [x.code for x in v] == [VerdictCode.CPU_WORK] and v[0].tau_pp == 22.0 and v[0].evidence == (0,)
     assert "every CPU-side function on Host ×1.30 per call" in verdict_lines(c, v, [wide])[0]
-    faster = Finding(FindingCode.DEVICE_WIDE, device="Host", values={**wide.values, "ratio": 0.8, "tau_pp": -5.0})
+    faster = replace(wide, evidence=replace(wide.evidence, ratio=0.8, tau_pp=-5.0))
     assert [x.code for x in build_verdict(c, [faster])] == [VerdictCode.NO_MATERIAL]
     # A host state left among the causes (more time on CPU, 1.6 pp) is CPU work too, not a
     # reason that explains the host: the two are one class. Before, that state alone was the
     # verdict and the 22 pp host-wide slowdown (its slower ranges inside) was dropped.
     oncpu = next(i for i, f in enumerate(c.functions) if f.name == "oncpu" and f.kind == "host")
-    state = Finding(FindingCode.CAUSE, function="oncpu", device="Host", q=1e-9, func=oncpu, values={"tau_pp": 1.6})
+    state = Finding(FindingCode.CAUSE, function="oncpu", device="Host", q=1e-9, func=oncpu,
+                    evidence=CauseEvidence(tau_pp=1.6, t_n_us=0.0, t_a_us=0.0, incl_n_us=float("nan"),
+                                           incl_a_us=float("nan"), nested=0, tau_nested_pp=0.0))
     v = build_verdict(c, [wide, state])
     assert [x.code for x in v] == [VerdictCode.CPU_WORK] and v[0].tau_pp == pytest.approx(23.6)
-    assert set(v[0].evidence) == {0, 1} and v[0].values["ratio"] == 1.3
+    assert set(v[0].evidence) == {0, 1} and v[0].detail.host_wide.ratio == 1.3
 
 
 @pytest.mark.real
@@ -184,9 +190,9 @@ def test_kernels_chosen_in_place_of_others_are_no_added_work(real: Path) -> None
     assert codes(c) == [VerdictCode.INPUT_PIPELINE]
     (swap,) = [x for x in c.findings if x.code == FindingCode.KERNEL_SWAP]
     names = [c.analysis.functions[i].name for i in swap.related]
-    assert names[0].startswith("void cudnn::cnn::wgrad_alg0_engine") and swap.values["grew"] == 1
+    assert names[0].startswith("void cudnn::cnn::wgrad_alg0_engine") and swap.evidence.grew == 1
     assert "volta_scudnn_128x128_stridedB_splitK_medium_nn_v1" in names[1:]
-    assert abs(swap.values["net_pp"]) < 1.0
+    assert abs(swap.evidence.net_pp) < 1.0
     assert "Kernel choice changed on GPU 0: **void cudnn::cnn::wgrad" in c.to_markdown()
 
 

@@ -101,11 +101,12 @@ def test_contention_explains_only_its_share_of_a_host_wide_slowdown(tmp_path: Pa
         # The rest is the planted 900 µs of the large phase (as a share of the abnormal
         # cycle), not the run queue's 5 × 60 µs.
         planted_pp = 100 * 900 / float(np.median(c.analysis.abnormal.dur_us))
-        rest = wide[0].values["tau_pp"] - runq.tau_pp
-        assert work.values["explained_pp"] == runq.tau_pp and work.values["host_wide_pp"] == wide[0].values["tau_pp"]
+        rest = wide[0].evidence.tau_pp - runq.tau_pp
+        hw = work.detail.host_wide
+        assert hw.explained_pp == runq.tau_pp and hw.host_wide_pp == wide[0].evidence.tau_pp
         assert rest == pytest.approx(planted_pp, rel=0.15) and work.tau_pp >= rest > runq.tau_pp > 0
         md = c.to_markdown()
-        assert (f"more than host CPU contention explains ({runq.tau_pp:.2f} of {wide[0].values['tau_pp']:.2f} pp)"
+        assert (f"more than host CPU contention explains ({runq.tau_pp:.2f} of {wide[0].evidence.tau_pp:.2f} pp)"
                 in md and "**Executor.execute\\_model**" in md)
 
 
@@ -118,7 +119,7 @@ def test_contention_alone_explains_the_host_wide_slowdown(tmp_path: Path) -> Non
         c = compare(tmp_path, seed, wait_us=60.0, slow=1.0)
         assert any(x.code == FindingCode.DEVICE_WIDE and x.device == "Host" for x in c.findings)
         assert c.verdict[0].code == VerdictCode.CPU_CONTENTION, c.verdict
-        assert not any("ratio" in v.values for v in c.verdict), c.verdict
+        assert not any(getattr(v.detail, "host_wide", None) for v in c.verdict), c.verdict
         assert "more than host CPU contention explains" not in c.to_markdown()
 
 

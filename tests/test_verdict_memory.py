@@ -17,9 +17,9 @@ def test_memory_pressure_is_named_with_its_signals(tmp_path: Path) -> None:
     assert v.code == VerdictCode.MEMORY_PRESSURE and len(c.verdict) == 1
     names = {c.findings[i].function for i in v.evidence if c.findings[i].function}
     assert {"iowait", "Scheduler.step"} <= names  # oncpu grew with the cycle, keeping its share
-    signals = {s["metric"]: s for s in v.values["signals"]}
+    signals = {s.metric: s for s in v.detail.signals}
     assert {"host_pressure_memory_some", "host_swap_in", "process_major_faults", "cgroup_mem_events_max"} <= set(signals)
-    assert signals["host_pressure_memory_some"]["mean_a"] > 10 > signals["host_pressure_memory_some"]["mean_n"]
+    assert signals["host_pressure_memory_some"].mean_a > 10 > signals["host_pressure_memory_some"].mean_n
     assert "host_pressure_cpu_some" not in signals and v.tau_pp > 10
     md = c.to_markdown()
     assert "**host memory pressure**: memory limit hits 0.00 → 3.9" in md and "memory stalls (some) 0.29 → 17.9" in md

@@ -10,6 +10,7 @@ import pytest
 from verdict_pairs import PAIRS, params, write_pair
 
 import perfdiff
+from perfdiff.analyze import Thresholds
 from perfdiff.analyze.verdict import HOST_SIDE, VerdictCode
 
 NULL_SEEDS = (11, 12, 13, 14)
@@ -67,23 +68,25 @@ def test_cuda_graphs_turned_off_is_launch_bound(tmp: Path) -> None:
     """One cudaGraphLaunch per cycle became a launch per kernel: launches more numerous than
     the kernels they feed (unchanged), so launch-bound, not new work."""
     v = compared("launch-bound/graphs-off", tmp).verdict[0]
-    assert [x[0] for x in v.values["launches"]] == ["cudaLaunchKernel"]
-    assert v.values["launches"][0][3:] == (0.0, 28.0) and v.values["kernel_calls_n"] == v.values["kernel_calls_a"]
+    assert [x.name for x in v.detail.launches] == ["cudaLaunchKernel"]
+    assert (v.detail.launches[0].calls_n, v.detail.launches[0].calls_a) == (0.0, 28.0)
+    assert v.detail.kernel_calls_n == v.detail.kernel_calls_a
 
 
 def test_launch_bound_evidence_chain(tmp: Path) -> None:
     """The slower launch calls, the kernels they feed unchanged, the GPU's busy share N → A."""
     v = compared("launch-bound", tmp).verdict[0]
-    (name, per_n, per_a, calls_n, calls_a), = v.values["launches"]
+    (call,) = v.detail.launches
+    name, per_n, per_a, calls_n, calls_a = call.name, call.per_call_n_us, call.per_call_a_us, call.calls_n, call.calls_a
     assert name == "cudaLaunchKernel" and per_a > 10 * per_n and calls_n == calls_a
-    assert v.values["kernel_calls_n"] == v.values["kernel_calls_a"] == 28
+    assert v.detail.kernel_calls_n == v.detail.kernel_calls_a == 28
     assert "**cudaLaunchKernel** 5.01 µs → 60 µs per call" in compared("launch-bound", tmp).to_markdown()
 
 
 def test_added_synchronisation_counts_the_sync_points(tmp: Path) -> None:
     c = compared("added-synchronisation", tmp)
     v = c.verdict[0]
-    assert v.values["calls"] == [("cudaStreamSynchronize", 1.0, 8.0)]
+    assert [(x.name, x.calls_n, x.calls_a) for x in v.detail.calls] == [("cudaStreamSynchronize", 1.0, 8.0)]
     assert all(c.findings[i].code.value == "symptom" for i in v.evidence)  # waits stay symptoms
     assert "**cudaStreamSynchronize** 1.0 → 8.0 calls per cycle" in c.to_markdown()
 
@@ -117,7 +120,8 @@ def test_gpu_busy_share_is_capped_tested_and_adjusted_over_the_gpus() -> None:
     def own(k1: float) -> np.ndarray:
         return np.vstack([k1 + rng.normal(0, 5, K), np.full(K, 600.0), np.full(K, 900.0),
                           500 + rng.normal(0, 20, K)])
-    b0, b1 = gpu_busy_shares(keys, own(600.0), dur, keys, own(200.0), dur, matched=False, alpha=0.05)
+    b0, b1 = gpu_busy_shares(keys, own(600.0), dur, keys, own(200.0), dur, matched=False,
+                              thresholds=Thresholds())
     assert (b0.device, b1.device) == ("GPU 0", "GPU 1")
     assert b0.busy_n_pct == 100.0 and abs(b0.busy_a_pct - 80.0) < 1 and b0.p < 1e-10
     assert abs(b1.busy_n_pct - b1.busy_a_pct) < 2 and b1.p == min(1.0, 2 * b1.res.p_mwu)
@@ -143,9 +147,9 @@ def test_pressure_stalls_back_contention_and_io_wait(label: str, metric: str, wo
     it: a signal of the class, its finding among the evidence, its words on the verdict line."""
     c = compared(label, tmp)
     v = c.verdict[0]
-    (sig,) = v.values["signals"]
-    assert sig["metric"] == metric and sig["mean_a"] > sig["mean_n"] + 30
-    assert any(c.findings[i].values.get("metric") == metric for i in v.evidence)
+    (sig,) = v.detail.signals
+    assert sig.metric == metric and sig.mean_a > sig.mean_n + 30
+    assert any(getattr(c.findings[i].evidence, "metric", None) == metric for i in v.evidence)
     line = next(x for x in c.to_markdown().splitlines() if "host CPU contention" in x or "host I/O wait" in x)
     assert words in line
 
@@ -166,7 +170,7 @@ def test_kernels_chosen_in_place_of_others(dropped: int, swap: bool, tmp_path: P
     if swap:
         (x,) = swaps
         names = [c.analysis.functions[i].name for i in x.related]
-        assert names == ["winograd_kernel", "rms_norm_kernel"] and abs(x.values["net_pp"]) < 1.0
+        assert names == ["winograd_kernel", "rms_norm_kernel"] and abs(x.evidence.net_pp) < 1.0
         assert [v.code for v in c.verdict] == [VerdictCode.NO_MATERIAL]
         codes = {f.code for f in c.findings}
         assert FindingCode.NO_CAUSE not in codes

@@ -28,7 +28,7 @@ from perfdiff.parallel import Parallel
 from perfdiff.rangetree import RangeNesting, RangeProfile, empty_profile, range_nesting, range_profile
 
 if TYPE_CHECKING:  # the analysis (scipy) is imported while the runs load: see _import_later_stages
-    from perfdiff.analyze import Analysis, Finding, Notice
+    from perfdiff.analyze import Analysis, Finding, Notice, Thresholds
     from perfdiff.analyze.result import ComparisonResult
     from perfdiff.analyze.tree import TreeDiff
     from perfdiff.analyze.verdict import VerdictClass
@@ -87,8 +87,15 @@ def _attribute_side(cut: CutSide, range_nest: RangeNesting, nested: tuple[bool, 
 def _import_later_stages() -> None:
     """Import the analysis and rendering modules (scipy among them: ~0.5 s) while the
     workers load the runs."""
-    import perfdiff.analyze  # noqa: F401
+    import perfdiff.analyze.compare  # noqa: F401  (perfdiff.analyze imports its modules on first use)
     import perfdiff.render  # noqa: F401
+
+
+def _thresholds(alpha: float, thresholds: Thresholds | None) -> Thresholds:
+    """The thresholds given, else perfdiff's with `alpha` (validated: InputError, one line)."""
+    from perfdiff.analyze.thresholds import Thresholds
+
+    return thresholds if thresholds is not None else Thresholds(alpha=alpha)
 
 
 def _input_bytes(path: str | os.PathLike[str]) -> int:
@@ -108,7 +115,8 @@ def _input_bytes(path: str | os.PathLike[str]) -> int:
 
 def compare(normal: str | os.PathLike[str], abnormal: str | os.PathLike[str], *, alpha: float = 0.05,
             cycle: str | None = None, window: str | int | None = None, pid: int | None = None,
-            group: str = "full", force: bool = False, parallel: Parallel | None = None) -> Comparison:
+            group: str = "full", force: bool = False, parallel: Parallel | None = None,
+            thresholds: Thresholds | None = None) -> Comparison:
     """Compare an abnormal run against a normal one.
 
     `normal`, `abnormal`: run bundles or traces.  `alpha`: the false-discovery rate for
@@ -117,9 +125,10 @@ def compare(normal: str | os.PathLike[str], abnormal: str | os.PathLike[str], *,
     `pid`, `group`: as for `load`.  `parallel`: how to use the cores (default: all of them;
     `Parallel.serial()` runs everything in this process).  Raises InputError for bad input,
     and for runs with nothing in common (no function in both, or median cycles more than
-    ×50 apart) unless `force`.  Inputs with the same bytes give the one finding IDENTICAL."""
-    if not 0.0 < alpha < 1.0:
-        raise InputError(f"alpha {alpha}: must be between 0 and 1")
+    ×50 apart) unless `force`.  Inputs with the same bytes give the one finding IDENTICAL.
+    `thresholds`: the decision thresholds (perfdiff.analyze.Thresholds; default perfdiff's with
+    `alpha`, which it replaces)."""
+    th = _thresholds(alpha, thresholds)
     check_pid([normal, abnormal], pid)
     check_cycle_choice(cycle, window)
     par = parallel or Parallel()
@@ -137,7 +146,7 @@ def compare(normal: str | os.PathLike[str], abnormal: str | os.PathLike[str], *,
     cyc_n, cyc_a = worded(n.cycles), worded(a.cycles)  # their detail as the report says it
     # What each cycle carried (the framework's step load), when the runs recorded it.
     loads = cycle_load(n.run, cyc_n), cycle_load(a.run, cyc_a)
-    analysis = compare_runs(n.run, a.run, cyc_n, cyc_a, alpha=alpha, matrices=(n.matrix, a.matrix), parallel=par,
+    analysis = compare_runs(n.run, a.run, cyc_n, cyc_a, thresholds=th, matrices=(n.matrix, a.matrix), parallel=par,
                             plan=pair.plan, nesting=(n.nesting, a.nesting), loads=loads)
     if not force:
         _check_in_common(analysis, normal, abnormal)
@@ -147,7 +156,7 @@ def compare(normal: str | os.PathLike[str], abnormal: str | os.PathLike[str], *,
     if n.ranges.nested or a.ranges.nested:  # only where the process's own ranges nest
         from perfdiff.analyze.tree import diff_trees
 
-        tree_diff = diff_trees(n.ranges, a.ranges, alpha=alpha, cycle_ns=(cyc_n.dur_ns, cyc_a.dur_ns),
+        tree_diff = diff_trees(n.ranges, a.ranges, alpha=th.alpha, cycle_ns=(cyc_n.dur_ns, cyc_a.dur_ns),
                                matched=analysis.matched)
     from perfdiff.analyze.result import ComparisonResult, CycleTimes
 
@@ -273,7 +282,8 @@ def read_comparison(path: str | os.PathLike[str]) -> Comparison:
 
 
 def tree(normal: str | os.PathLike[str], abnormal: str | os.PathLike[str], *, alpha: float = 0.05,
-         cycle: str | None = None, total: bool = False, pid: int | None = None, group: str = "full") -> RangeTree:
+         cycle: str | None = None, total: bool = False, pid: int | None = None, group: str = "full",
+         thresholds: Thresholds | None = None) -> RangeTree:
     """The range-tree diff of two runs: both runs' ranges nested by containment, matched by
     name path, each path's change (perfdiff.analyze.tree).
 
@@ -283,8 +293,7 @@ def tree(normal: str | os.PathLike[str], abnormal: str | os.PathLike[str], *, al
     run has ranges."""
     from perfdiff.analyze.tree import diff_trees
 
-    if not 0.0 < alpha < 1.0:
-        raise InputError(f"alpha {alpha}: must be between 0 and 1")
+    alpha = _thresholds(alpha, thresholds).alpha
     check_pid([normal, abnormal], pid)
     pair = prepare_pair((normal, abnormal), PairChoice(cycle, cut=Cut.NEVER if total else Cut.MARKED),
                         lambda p, cores: Loaded(open_run(p, pid=pid, group=group, for_compare=True)),
@@ -359,7 +368,7 @@ class RangeTree:
 def compare_ranks(normal: str | os.PathLike[str], abnormal: str | os.PathLike[str], *, alpha: float = 0.05,
                   cycle: str | None = None, window: str | int | None = None, group: str = "full",
                   ranks: str | None = None, scheduler: str | None = None, workers: int | None = None,
-                  progress: bool = False) -> RankComparison:
+                  progress: bool = False, thresholds: Thresholds | None = None) -> RankComparison:
     """Compare two runs of many ranks: each a directory of rank traces or bundles (or, with
     `ranks`, one nsys export holding one process per rank).  Each rank's load, segmentation
     and attribution runs as a Dask task (`scheduler`: an existing cluster's address; else a
@@ -369,7 +378,8 @@ def compare_ranks(normal: str | os.PathLike[str], abnormal: str | os.PathLike[st
     from perfdiff.ranks import compare_ranks as run
 
     check_cycle_choice(cycle, window)
-    analysis = run(normal, abnormal, alpha=alpha, cycle=cycle, window=window, group=group, ranks=ranks,
+    # The rank pipeline takes α; the other thresholds across ranks are perfdiff's.
+    analysis = run(normal, abnormal, alpha=_thresholds(alpha, thresholds).alpha, cycle=cycle, window=window, group=group, ranks=ranks,
                    scheduler=scheduler, workers=workers, progress=progress)
     return RankComparison(analysis, (str(normal), str(abnormal)))
 

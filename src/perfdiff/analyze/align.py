@@ -16,6 +16,7 @@ from collections.abc import Mapping
 import numpy as np
 
 from perfdiff.attribute import CycleMatrix
+from perfdiff.model.schema import Kind
 
 RENAME_MIN_RATIO = 0.85
 RENAME_MAX_CANDIDATES = 300
@@ -60,8 +61,8 @@ def match_renamed(vanished: list[tuple], new: list[tuple], calls_v: Mapping[tupl
     within RENAME_MAX_CALLS_RATIO of each other."""
     import difflib
 
-    v = [k for k in vanished if k[2] == "cpu"][:RENAME_MAX_CANDIDATES]
-    w = [k for k in new if k[2] == "cpu"][:RENAME_MAX_CANDIDATES]
+    v = [k for k in vanished if k[2] == Kind.CPU][:RENAME_MAX_CANDIDATES]
+    w = [k for k in new if k[2] == Kind.CPU][:RENAME_MAX_CANDIDATES]
     if not v or not w:
         return []
     score = np.zeros((len(v), len(w)))

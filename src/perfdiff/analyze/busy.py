@@ -9,18 +9,17 @@ import numpy as np
 
 from perfdiff import stats
 from perfdiff.analyze.records import GpuBusy
+from perfdiff.analyze.thresholds import Thresholds
 from perfdiff.model.schema import GPU_KINDS
 
-BUSY_FLOOR_PP = 0.01  # the busy share's Z floor (pp), as for β
-
-
 def gpu_busy_shares(keys_n: Any, own_n: np.ndarray, dur_n: np.ndarray, keys_a: Any, own_a: np.ndarray,
-                    dur_a: np.ndarray, *, matched: bool, alpha: float) -> list[GpuBusy]:
+                    dur_a: np.ndarray, *, matched: bool, thresholds: Thresholds) -> list[GpuBusy]:
     """Per GPU found in both runs, its busy share of each cycle (%): the own time of its
     kernels, memcpys and memsets in the cycle over the cycle's duration, at most 100 % (work
     on concurrent streams can sum past it); compared like a function's share (paired over
     matched cycles), its p Bonferroni-adjusted over the GPUs.  `keys_*`: the matrices' rows
-    (name, device, kind); `own_*`: own ns (functions × cycles); `dur_*`: cycle ns."""
+    (name, device, kind); `own_*`: own ns (functions × cycles); `dur_*`: cycle ns; the test's
+    floor and α: `thresholds`'."""
     def shares(keys: Any, own: np.ndarray, dur: np.ndarray) -> dict[str, np.ndarray]:
         gpu = keys["kind"].astype(str).isin(GPU_KINDS).to_numpy()
         dev = keys["device"].astype(str).to_numpy()
@@ -32,7 +31,7 @@ def gpu_busy_shares(keys_n: Any, own_n: np.ndarray, dur_n: np.ndarray, keys_a: A
     test = stats.compare_paired if matched else stats.compare_samples
     out = []
     for d in devices:
-        res = test(sa[d], sn[d], floor=BUSY_FLOOR_PP, alpha=alpha)
+        res = test(sa[d], sn[d], floor=thresholds.busy_floor_pp, alpha=thresholds.alpha)
         p = min(1.0, res.p_mwu * len(devices)) if math.isfinite(res.p_mwu) else math.nan
         out.append(GpuBusy(device=d, busy_n_pct=float(sn[d].mean()), busy_a_pct=float(sa[d].mean()), res=res, p=p))
     return out

@@ -19,6 +19,8 @@ from perfdiff.analyze.busy import gpu_busy_shares
 from perfdiff.analyze.checks import common_modes, comparability, cycle_ratio_notice
 from perfdiff.analyze.load import compare_load, cycle_load, is_step_metric, load_notice
 from perfdiff.analyze.metrics import aliases_and_constants, mu_jobs, z_log
+from perfdiff.analyze.evidence import MetricOneSideDetail
+from perfdiff.analyze.thresholds import Thresholds
 from perfdiff.analyze.records import (Analysis, ContextStats, CycleLoad, DetailRow, FunctionStats, MuStats, Notice,
                                       NoticeCode, RunSummary, Trace)
 from perfdiff.attribute import CycleMatrix, DeviceRows, attribute_activity, device_rows, mu_matrix, sample_series
@@ -32,9 +34,6 @@ from perfdiff.registry import metric_unit
 from perfdiff.model.cycles import Cycles
 
 NS_PER_US = 1e3
-T_FLOOR_US = 1e-3  # own-time Z floor: the 1 ns timer resolution, in µs
-BETA_FLOOR_PP = 0.01
-TEST_MIN_SHARE = 0.001  # test functions whose pooled mean own time ≥ 0.1 % of the pooled mean cycle
 
 
 def summarize_run(run: RunData, cycles: Cycles) -> RunSummary:
@@ -71,12 +70,12 @@ def _total(v: np.ndarray, i: int) -> float:
 def _function_tests(data: tuple, f: int) -> tuple[stats.TwoSample, stats.TwoSample]:
     """(own time per cycle, share of the cycle) tests of aligned function `f`: paired over
     matched cycles, else independent."""
-    mn, ma, idx_n, idx_a, Dn, Da, alpha, matched = data
+    mn, ma, idx_n, idx_a, Dn, Da, th, matched = data
     tn = _row(mn.own_ns, idx_n[f], len(Dn)) / NS_PER_US
     ta = _row(ma.own_ns, idx_a[f], len(Da)) / NS_PER_US
     test = stats.compare_paired if matched else stats.compare_samples
-    return (test(ta, tn, floor=T_FLOOR_US, alpha=alpha),
-            test(100.0 * ta * NS_PER_US / Da, 100.0 * tn * NS_PER_US / Dn, floor=BETA_FLOOR_PP, alpha=alpha))
+    return (test(ta, tn, floor=th.t_floor_us, alpha=th.alpha),
+            test(100.0 * ta * NS_PER_US / Da, 100.0 * tn * NS_PER_US / Dn, floor=th.beta_floor_pp, alpha=th.alpha))
 
 
 def _mu_test(alpha: float, job: tuple) -> tuple[stats.TwoSample, float]:
@@ -89,14 +88,17 @@ def compare_runs(normal: RunData, abnormal: RunData, cn: Cycles, ca: Cycles, *,
                  alpha: float = 0.05, matrices: tuple[CycleMatrix, CycleMatrix] | None = None,
                  parallel: Parallel | None = None, plan: CyclePlan | None = None,
                  nesting: tuple[Nesting, Nesting] | None = None,
-                 loads: tuple[CycleLoad, CycleLoad] | None = None) -> Analysis:
+                 loads: tuple[CycleLoad, CycleLoad] | None = None, thresholds: Thresholds | None = None) -> Analysis:
     """Compare `abnormal` against `normal` over their cycles.
 
     `matrices`: both runs' `attribute_activity` over these cycles when already computed.
     `parallel`: where independent tests run (default: this process, serially).  `plan`: the
     cycle plan both runs were cut by, for the report.  `nesting`: which CPU ranges run inside
     which, in each run (perfdiff.nesting), so findings can put nested work under its parent.
-    `loads`: both runs' `cycle_load` over these cycles when already computed."""
+    `loads`: both runs' `cycle_load` over these cycles when already computed.  `thresholds`:
+    the decision thresholds (default: perfdiff's, with `alpha`); carried on the Analysis."""
+    th = thresholds or Thresholds(alpha=alpha)
+    alpha = th.alpha
     par = parallel or Parallel.serial()
     sn, sa = summarize_run(normal, cn), summarize_run(abnormal, ca)
     Dn, Da = cn.dur_ns.astype(np.float64), ca.dur_ns.astype(np.float64)
@@ -114,14 +116,14 @@ def compare_runs(normal: RunData, abnormal: RunData, cn: Cycles, ca: Cycles, *,
     sums_n = [_row_sums(mn.own_ns, i, inv_n) for i in idx_n]
     sums_a = [_row_sums(ma.own_ns, i, inv_a) for i in idx_a]
     own_sum = [(sums_n[f][0] + sums_a[f][0]) / NS_PER_US for f in range(len(keys))]
-    to_test = [f for f in range(len(keys)) if own_sum[f] / (Kn + Ka) >= TEST_MIN_SHARE * pooled_cycle_us]
+    to_test = [f for f in range(len(keys)) if own_sum[f] / (Kn + Ka) >= th.test_min_share * pooled_cycle_us]
     # Largest first (a test's cost grows with the cycles it is present in), so workers finish together.
     to_test.sort(key=lambda f: -(sums_n[f][2] + sums_a[f][2]))
     # Matched cycles (cycle i of both runs does the same work): paired tests.
     matched, rho = stats.cycles_match(Dn, Da)
     if plan is not None and plan.source == CycleSource.WINDOW:
         matched = False  # windows cut the timeline, not the work
-    pending = par.start_map(_function_tests, to_test, shared=(mn, ma, idx_n, idx_a, Dn, Da, alpha, matched),
+    pending = par.start_map(_function_tests, to_test, shared=(mn, ma, idx_n, idx_a, Dn, Da, th, matched),
                             large=Kn + Ka >= par.pool_min_cycles)
     tested_set = set(to_test)
     try:
@@ -171,31 +173,31 @@ def compare_runs(normal: RunData, abnormal: RunData, cn: Cycles, ca: Cycles, *,
                          large=sum(len(j[3]) * len(j[4]) for j in jobs) >= par.mu_min_pairs)
         mu_rows = [MuStats(func=j[0], metric=j[1], device=j[2], unit=metric_unit(j[1]), res=r, z_log=z)
                    for j, (r, z) in zip(jobs, mu_res, strict=True)]
-        warnings = [Notice(NoticeCode.METRIC_ONE_SIDE, fields={"metric": key[0], "device": key[1],
-                                                                "side": side})
+        warnings = [Notice(NoticeCode.METRIC_ONE_SIDE, detail=MetricOneSideDetail(metric=key[0], device=key[1],
+                                                                                   side=side))
                     for key, side in one_side]
         # Everything left that does not need the function tests, while the pool finishes them.
-        cycle_test = (stats.compare_paired(sa.dur_us, sn.dur_us, floor=T_FLOOR_US) if matched
-                      else stats.compare_samples(sa.dur_us, sn.dur_us, floor=T_FLOOR_US))
+        cycle_test = (stats.compare_paired(sa.dur_us, sn.dur_us, floor=th.t_floor_us) if matched
+                      else stats.compare_samples(sa.dur_us, sn.dur_us, floor=th.t_floor_us))
         cycle_ks = stats.ks_statistic(sa.dur_us, sn.dur_us)
         quantiles = stats.quantile_table(sn.dur_us), stats.quantile_table(sa.dur_us)
         comparable = comparability(normal, abnormal, cn, ca)
-        busy = gpu_busy_shares(mn.keys, mn.own_ns, Dn, ma.keys, ma.own_ns, Da, matched=matched, alpha=alpha)
+        busy = gpu_busy_shares(mn.keys, mn.own_ns, Dn, ma.keys, ma.own_ns, Da, matched=matched, thresholds=th)
         for f, (t_res, b_res) in zip(to_test, pending.result(), strict=True):
             functions[f] = replace(functions[f], t=t_res, beta=b_res)
     finally:
         pending.close()
     functions, mu_rows, ctx_rows = _assign_q(functions, tested_idx, mu_rows, ctx_rows, alpha)
-    modes, beta_vs_common = common_modes(functions)
+    modes, beta_vs_common = common_modes(functions, th)
     for i, v in beta_vs_common.items():
         functions[i] = replace(functions[i], beta_vs_common=v)
     ln, la = loads or (cycle_load(normal, cn), cycle_load(abnormal, ca))
-    load = compare_load(ln, la, sn.dur_us, sa.dur_us, alpha=alpha,
+    load = compare_load(ln, la, sn.dur_us, sa.dur_us, thresholds=th,
                         own=(mn, ma, idx_n, idx_a), tested=tested_idx)
     notice = load_notice(load)
     if notice is not None:
         comparable.append(notice)
-    ratio_notice = cycle_ratio_notice(cn, ca, one_plan=plan is not None and plan.confirmed)
+    ratio_notice = cycle_ratio_notice(cn, ca, one_plan=plan is not None and plan.confirmed, th=th)
     if ratio_notice is not None:
         warnings.append(ratio_notice)
     m_tests = len(tested_idx)
@@ -208,7 +210,7 @@ def compare_runs(normal: RunData, abnormal: RunData, cn: Cycles, ca: Cycles, *,
     traces = (_suspect_traces(functions, details, mn, ma, idx_n, idx_a, Kn, Ka, alpha)
               + _context_traces(ctx_rows, ser_n, ser_a, cn, ca, alpha))
     return Analysis(
-        normal=sn, abnormal=sa, alpha=alpha,
+        normal=sn, abnormal=sa, alpha=alpha, thresholds=th,
         cycle_test=cycle_test, cycle_ks=cycle_ks, quantiles_n=quantiles[0], quantiles_a=quantiles[1],
         functions=tuple(functions), mu=tuple(mu_rows), context=tuple(ctx_rows),
         details=tuple(details), common_modes=tuple(modes),

@@ -16,7 +16,9 @@ from dataclasses import dataclass, replace
 import numpy as np
 
 from perfdiff import stats
+from perfdiff.analyze.evidence import LoadNoticeDetail
 from perfdiff.analyze.records import CycleLoad, FunctionLoad, LoadComparison, Notice, NoticeCode
+from perfdiff.analyze.thresholds import Thresholds
 from perfdiff.attribute import CycleMatrix
 from perfdiff.bundle import RunData
 from perfdiff.model.cycles import Cycles
@@ -27,7 +29,6 @@ STEP_METRICS = ("step_requests", "step_tokens", "step_prefill_tokens", "step_dec
 STRATA = 4  # equal-frequency load strata per phase (fewer when a run has few cycles)
 STRATUM_MIN = 30  # cycles of each run a stratum needs: the HAC variance is poor on fewer
 SUPPORT_QUANTILES = (0.05, 0.95)  # each run's central 90 % of load; the common support is their overlap
-MATERIAL_DELTA = 0.147  # |Cliff's δ| of a "small" effect (Romano et al. 2006), as for causes
 CHUNK_CELLS = 2_000_000  # (functions × cycles) fitted at once: bounds the copies of the own-time rows
 NO_SAMPLE = "no step sample in this cycle"
 
@@ -90,12 +91,13 @@ def _per_cycle_prefill_share(load: CycleLoad) -> np.ndarray:
         return np.where(load.tokens > 0, load.prefill_tokens / load.tokens, NAN)
 
 
-def _material(res: stats.TwoSample | None, alpha: float) -> bool:
-    """Significant (U test p ≤ α) and at least a small effect (|Cliff's δ| ≥ 0.147)."""
+def _material(res: stats.TwoSample | None, th: Thresholds) -> bool:
+    """Significant (U test p ≤ α) and a known effect of at least a small size (|Cliff's δ| ≥
+    th.material_delta)."""
     if res is None:
         return False
-    p, d = res.p_mwu, res.cliffs_delta
-    return math.isfinite(p) and p <= alpha and math.isfinite(d) and abs(d) >= MATERIAL_DELTA
+    d = res.cliffs_delta
+    return th.significant(res.p_mwu) and math.isfinite(d) and not th.small_effect(d)
 
 
 def _test(a: np.ndarray, n: np.ndarray, alpha: float) -> stats.TwoSample | None:
@@ -105,7 +107,8 @@ def _test(a: np.ndarray, n: np.ndarray, alpha: float) -> stats.TwoSample | None:
     return stats.compare_samples(a, n, floor=1.0, alpha=alpha)
 
 
-def compare_load(ln: CycleLoad, la: CycleLoad, dur_n_us: np.ndarray, dur_a_us: np.ndarray, *, alpha: float,
+def compare_load(ln: CycleLoad, la: CycleLoad, dur_n_us: np.ndarray, dur_a_us: np.ndarray, *,
+                 thresholds: Thresholds,
                  own: tuple[CycleMatrix, CycleMatrix, np.ndarray, np.ndarray] | None = None,
                  tested: list[int] | tuple[int, ...] = ()) -> LoadComparison | None:
     """The two runs' load, whether it differs materially, and the cycle time (and each tested
@@ -113,9 +116,10 @@ def compare_load(ln: CycleLoad, la: CycleLoad, dur_n_us: np.ndarray, dur_a_us: n
     compared at a common load.  None when neither run recorded load."""
     if not ln.recorded and not la.recorded:
         return None
+    alpha = thresholds.alpha
     tests = {"tokens": _test(la.tokens, ln.tokens, alpha), "requests": _test(la.requests, ln.requests, alpha),
              "prefill-share": _test(_per_cycle_prefill_share(la), _per_cycle_prefill_share(ln), alpha)}
-    basis = tuple(k for k, r in tests.items() if _material(r, alpha))
+    basis = tuple(k for k, r in tests.items() if _material(r, thresholds))
     base = LoadComparison(
         normal=ln, abnormal=la, median_tokens_n=_median(ln.tokens), median_tokens_a=_median(la.tokens),
         median_requests_n=_median(ln.requests), median_requests_a=_median(la.requests),
@@ -251,11 +255,11 @@ def load_notice(lc: LoadComparison | None) -> Notice | None:
     """The comparability notice when the runs carried materially different load."""
     if lc is None or not lc.differs:
         return None
-    return Notice(NoticeCode.LOAD, normal=lc.median_tokens_n, abnormal=lc.median_tokens_a, fields={
-        "basis": list(lc.basis), "requests_n": lc.median_requests_n, "requests_a": lc.median_requests_a,
-        "prefill_share_n_pct": lc.prefill_share_n_pct, "prefill_share_a_pct": lc.prefill_share_a_pct,
-        "adjusted": lc.adjusted, "x0_tokens": lc.x0_tokens, "cycle_n_us": lc.cycle_n_us,
-        "cycle_a_us": lc.cycle_a_us, "change_pct": lc.change_pct,
-        "change_lo_pct": 100.0 * lc.change_lo_us / lc.cycle_n_us if lc.cycle_n_us > 0 else NAN,
-        "change_hi_pct": 100.0 * lc.change_hi_us / lc.cycle_n_us if lc.cycle_n_us > 0 else NAN,
-        "p": lc.p, "reason": lc.reason})
+    return Notice(NoticeCode.LOAD, normal=lc.median_tokens_n, abnormal=lc.median_tokens_a, detail=LoadNoticeDetail(
+        basis=tuple(lc.basis), requests_n=lc.median_requests_n, requests_a=lc.median_requests_a,
+        prefill_share_n_pct=lc.prefill_share_n_pct, prefill_share_a_pct=lc.prefill_share_a_pct,
+        adjusted=lc.adjusted, x0_tokens=lc.x0_tokens, cycle_n_us=lc.cycle_n_us,
+        cycle_a_us=lc.cycle_a_us, change_pct=lc.change_pct,
+        change_lo_pct=100.0 * lc.change_lo_us / lc.cycle_n_us if lc.cycle_n_us > 0 else NAN,
+        change_hi_pct=100.0 * lc.change_hi_us / lc.cycle_n_us if lc.cycle_n_us > 0 else NAN,
+        p=lc.p, reason=lc.reason))

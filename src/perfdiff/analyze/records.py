@@ -6,13 +6,15 @@ Definitions are in docs/STATISTICS.md.
 """
 from __future__ import annotations
 
-import math
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from enum import Enum
 from typing import Any
 
 import numpy as np
 
+from perfdiff.analyze.evidence import NoticeDetail, NoticeValue
+from perfdiff.analyze.thresholds import DEFAULT as DEFAULT_THRESHOLDS
+from perfdiff.analyze.thresholds import Thresholds
 from perfdiff.model.cycles import CyclePlan
 from perfdiff.stats import TwoSample
 
@@ -36,9 +38,6 @@ class RunSummary:
     status: str
     dur_us: np.ndarray = field(repr=False, default_factory=lambda: np.zeros(0))
     notes: tuple[str, ...] = ()  # the loader's remarks on this input (interrupted, dropped rows …)
-
-
-SAME_CALLS_LOG = 0.05  # |ln(calls_A / calls_N)| at most: "the same calls per cycle"
 
 
 @dataclass(frozen=True)
@@ -75,9 +74,10 @@ class FunctionStats:
 
     @property
     def same_calls(self) -> bool:
-        """Called in both runs, as often per cycle within ±5 % (SAME_CALLS_LOG): a change of its
-        time per call then compares like with like."""
-        return self.calls_n > 0 and self.calls_a > 0 and abs(math.log(self.calls_a / self.calls_n)) <= SAME_CALLS_LOG
+        """Called in both runs, as often per cycle within ±5 % (perfdiff's same_calls_log; an
+        analysis asks its own Thresholds.same_calls): a change of its time per call then
+        compares like with like."""
+        return DEFAULT_THRESHOLDS.same_calls(self.calls_n, self.calls_a)
 
 
 @dataclass(frozen=True)
@@ -173,13 +173,13 @@ class NoticeCode(str, Enum):
 class Notice:
     """A warning or a comparability problem: a code and the values it rests on.
 
-    `normal` / `abnormal`: the two runs' values where the notice compares them; `fields`:
-    anything else (a metric's name, a ratio)."""
+    `normal` / `abnormal`: the two runs' values where the notice compares them; `detail`:
+    anything else, one record per code that has more (perfdiff.analyze.evidence)."""
 
     code: NoticeCode
-    normal: Any = None
-    abnormal: Any = None
-    fields: dict[str, Any] = field(default_factory=dict)
+    normal: NoticeValue = None
+    abnormal: NoticeValue = None
+    detail: NoticeDetail | None = None
 
 
 @dataclass(frozen=True)
@@ -315,3 +315,11 @@ class Analysis:
     inside: dict[int, dict[int, float]] = field(default_factory=dict)
     traces: tuple[Trace, ...] = ()  # the top suspects' and changed context metrics' series
     load: LoadComparison | None = None  # the runs' engine-step load, when they recorded it
+    # the decision thresholds the analysis used, which the findings, verdict and wording read too
+    thresholds: Thresholds = DEFAULT_THRESHOLDS
+
+    def __post_init__(self) -> None:
+        # One α: the record's alpha is the analysis's (an Analysis built with another alpha, or
+        # copied with dataclasses.replace(c, alpha=…), carries thresholds with that alpha).
+        if self.thresholds.alpha != self.alpha:
+            object.__setattr__(self, "thresholds", replace(self.thresholds, alpha=self.alpha))

@@ -18,6 +18,7 @@ import numpy as np
 
 from perfdiff import stats
 from perfdiff.analyze.align import match_renamed
+from perfdiff.model.schema import Kind
 from perfdiff.rangetree import RangeProfile
 
 __all__ = ["MATERIAL_SHARE", "RangeNode", "TreeBasis", "TreeDiff", "diff_trees"]
@@ -143,13 +144,13 @@ def _match(pn: RangeProfile, pa: RangeProfile, per_cycle: bool
         cn = {(pn.name[k], _SIDES[pn.is_gpu_side(k)]): k for k in kids_n.get(i_n, [])} if i_n >= 0 or row < 0 else {}
         ca = {(pa.name[k], _SIDES[pa.is_gpu_side(k)]): k for k in kids_a.get(i_a, [])} if i_a >= 0 or row < 0 else {}
         pairs = [(cn.get(key, -1), ca.get(key, -1), key[0], None) for key in dict.fromkeys([*cn, *ca])]
-        only_n = [(*key, "cpu") for key in cn if key not in ca]
-        only_a = [(*key, "cpu") for key in ca if key not in cn]
+        only_n = [(*key, Kind.CPU.value) for key in cn if key not in ca]
+        only_a = [(*key, Kind.CPU.value) for key in ca if key not in cn]
         if only_n and only_a:
             calls_n = calls_a = None
             if per_cycle:  # totals over runs of other lengths are no measure of "as often"
-                calls_n = {(*key, "cpu"): _side(pn, cn[key], True)[3] for key in cn if key not in ca}
-                calls_a = {(*key, "cpu"): _side(pa, ca[key], True)[3] for key in ca if key not in cn}
+                calls_n = {(*key, Kind.CPU.value): _side(pn, cn[key], True)[3] for key in cn if key not in ca}
+                calls_a = {(*key, Kind.CPU.value): _side(pa, ca[key], True)[3] for key in ca if key not in cn}
             for old, new in match_renamed(only_n, only_a, calls_n, calls_a):
                 pairs = [pr for pr in pairs if (pr[0] < 0 or pr[0] != cn[old[:2]]) and (pr[1] < 0 or pr[1] != ca[new[:2]])]
                 pairs.append((cn[old[:2]], ca[new[:2]], old[0], new[0]))

@@ -3,29 +3,42 @@ cycle they explain (docs/STATISTICS.md, "Verdict").
 
 Built from the findings and the analysis only, never from prose: each class names the
 findings it rests on (indexes into the findings list), the share of the abnormal cycle it
-explains (τ, pp) and how sure it is (the smallest q of its evidence).  A GPU whose busy
-share of the cycle fell (the analysis's `gpu_busy`) while a host-side class holds is recorded
-as `Starved` on that class: the GPU waited for the host.
+explains (τ, pp), how sure it is (the smallest q of its evidence) and the numbers it states
+(`detail`, one record per code that has some).  A GPU whose busy share of the cycle fell (the
+analysis's `gpu_busy`) while a host-side class holds is recorded as `Starved` on that class:
+the GPU waited for the host.
+
+How: `RULES` is the classes' rules in order of priority.  Each rule selects its classes from a
+`VerdictContext` (the analysis, the findings, what the rules share, the classes so far and the
+causes they claimed); a cause claimed by one rule is no later rule's.  The table's order is
+the priority, stated once; docs/STATISTICS.md, "Verdict", lists the rules.
 """
 from __future__ import annotations
 
 import math
 import re
-from dataclasses import dataclass, field, replace
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, replace
 from enum import Enum
-from typing import Any
 
-from perfdiff.analyze.findings import MATERIAL_DELTA, MATERIAL_TAU_PP, Finding, FindingCode, more_calls, significant
+from perfdiff.analyze.evidence import (CauseEvidence, DeviceWideEvidence, EventEvidence, LoadEvidence,
+                                       MetricEvidence, SymptomEvidence)
+from perfdiff.analyze.findings import HOST_DEVICE, Finding, FindingCode, more_calls
 from perfdiff.analyze.records import Analysis, FunctionStats, GpuBusy
+from perfdiff.analyze.thresholds import Thresholds
 from perfdiff.model.cuda_names import is_launch_call, is_sync_call
-from perfdiff.model.schema import COLLECTIVE_KERNEL, GPU_KINDS
+from perfdiff.model.schema import COLLECTIVE_KERNEL, GPU_KINDS, Kind
 
-CLOCK_DROP_REL = 0.10  # the host CPU clock fell by at least 10 % of itself
+NAN = math.nan
 INPUT_PATTERN = re.compile(r"DataLoader|dataloader|data_loader|input_pipeline|prefetch|collate", re.I)
 COLLECTIVE = re.compile(COLLECTIVE_KERNEL)
 HOST_CPU_STATES = ("oncpu",)
 CONTENTION_STATES = ("runq",)
 IO_STATES = ("iowait", "blocked", "read", "write")
+# The host CPU clock's metrics and the unit each is stated in (perfdiff.registry).
+CLOCK_UNITS = {"cpu_frequency": "%", "cpu_frequency_mhz": "MHz"}
+QUOTA_METRICS = ("cgroup_cpu_throttled", "cgroup_cpu_throttled_time")
+MAX_THROTTLE_EVIDENCE = 2  # throttle findings a device-wide GPU class rests on beside its own
 
 
 class VerdictCode(str, Enum):
@@ -54,6 +67,150 @@ class VerdictCode(str, Enum):
         return self.value
 
 
+# --- What a class states (VerdictClass.detail), one record per code that has numbers ----------
+
+
+@dataclass(frozen=True)
+class Clock:
+    """The host CPU clock's mean in both runs, in `unit`: "%" (of its maximum) or "MHz"."""
+
+    n: float
+    a: float
+    unit: str
+
+
+@dataclass(frozen=True)
+class HostWide:
+    """Every CPU-side function of the host slower per call by one `ratio`: the share it
+    explains (pp), its largest functions (indexes into Analysis.functions), and what waiting
+    classes explain of it (`explained_pp`, NaN where none; `explained_by` their codes)."""
+
+    device: str
+    ratio: float
+    host_wide_pp: float
+    absorbed_funcs: tuple[int, ...]
+    explained_pp: float = NAN
+    explained_by: tuple[VerdictCode, ...] = ()
+
+
+@dataclass(frozen=True)
+class CpuClockDetail:
+    """CPU_CLOCK: the clock's drop; the host-wide slowdown it explains, if any."""
+
+    clock: Clock
+    host_wide: HostWide | None = None
+
+
+@dataclass(frozen=True)
+class CpuWorkDetail:
+    """CPU_WORK of a host-wide slowdown per call (a class of CPU-side causes alone has no
+    detail)."""
+
+    host_wide: HostWide
+
+
+@dataclass(frozen=True)
+class QuotaDetail:
+    """CPU_QUOTA: the cgroup's throttled time, ms per s (NaN where only the count was read)."""
+
+    throttled_ms_per_s_n: float
+    throttled_ms_per_s_a: float
+
+
+@dataclass(frozen=True)
+class Signal:
+    """A stall signal: a metric (perfdiff.registry unit) whose mean rose, and its q."""
+
+    metric: str
+    mean_n: float
+    mean_a: float
+    q: float
+
+
+@dataclass(frozen=True)
+class StallDetail:
+    """MEMORY_PRESSURE, CPU_CONTENTION, IO_WAIT: the signals backing the class (none: the
+    host state's time alone)."""
+
+    signals: tuple[Signal, ...] = ()
+
+
+@dataclass(frozen=True)
+class DeviceWideDetail:
+    """GPU_DEVICE_WIDE: the GPU and its kernels' ratio per call (A over N)."""
+
+    device: str
+    ratio: float
+
+
+@dataclass(frozen=True)
+class ThrottleDetail:
+    """GPU_THROTTLING: why the GPU was held back ("power", "thermal", "hardware slowdown",
+    "clock")."""
+
+    reason: str
+
+
+@dataclass(frozen=True)
+class LaunchCall:
+    """A launch call of a launch-bound class: µs per call and calls per cycle, both runs."""
+
+    name: str
+    per_call_n_us: float
+    per_call_a_us: float
+    calls_n: float
+    calls_a: float
+
+
+@dataclass(frozen=True)
+class LaunchDetail:
+    """LAUNCH_BOUND: its launch calls, and the calls per cycle of the kernels on the starved GPUs."""
+
+    launches: tuple[LaunchCall, ...]
+    kernel_calls_n: float
+    kernel_calls_a: float
+    devices: tuple[str, ...]
+
+
+@dataclass(frozen=True)
+class SyncCall:
+    """A synchronisation call of an added-synchronisation class: calls per cycle, both runs."""
+
+    name: str
+    calls_n: float
+    calls_a: float
+
+
+@dataclass(frozen=True)
+class SyncDetail:
+    """ADDED_SYNC: the synchronisation calls that grew in number."""
+
+    calls: tuple[SyncCall, ...]
+
+
+@dataclass(frozen=True)
+class OtherProcessDetail:
+    """OTHER_PROCESS: the GPUs another process used."""
+
+    devices: tuple[str, ...]
+
+
+@dataclass(frozen=True)
+class LoadDetail:
+    """LOAD: median tokens per cycle, both runs; the cycle time's change at a common load and
+    its p; `explained`: no other class holds (the load explains the change)."""
+
+    median_tokens_n: float
+    median_tokens_a: float
+    change_pct: float
+    p: float
+    explained: bool
+
+
+VerdictDetail = (CpuClockDetail | CpuWorkDetail | QuotaDetail | StallDetail | DeviceWideDetail | ThrottleDetail
+                 | LaunchDetail | SyncDetail | OtherProcessDetail | LoadDetail)
+
+
 @dataclass(frozen=True)
 class Starved:
     """A GPU whose busy share of the cycle fell materially while a host-side class held: the
@@ -69,7 +226,8 @@ class Starved:
 @dataclass(frozen=True)
 class VerdictClass:
     """One class of the verdict: its evidence (indexes into the findings), the share of the
-    abnormal cycle it explains (pp) and the smallest q among its evidence; `starved`: the GPUs
+    abnormal cycle it explains (pp) and the smallest q among its evidence; `detail`: the
+    numbers it states (None for a class that names its causes alone); `starved`: the GPUs
     that waited for the host because of this class.  `tau_by_device`: (device, pp) where the
     evidence lies on several devices, largest first: the host's time and the GPU's overlap in
     the cycle, so their sum (tau_pp) is no share of the cycle's wall time."""
@@ -78,7 +236,7 @@ class VerdictClass:
     tau_pp: float = 0.0
     q: float = math.nan
     evidence: tuple[int, ...] = ()
-    values: dict[str, Any] = field(default_factory=dict)
+    detail: VerdictDetail | None = None
     starved: tuple[Starved, ...] = ()
     tau_by_device: tuple[tuple[str, float], ...] = ()
 
@@ -89,108 +247,309 @@ class VerdictClass:
         return max((pp for _, pp in self.tau_by_device), key=abs, default=self.tau_pp)
 
 
-def build_verdict(c: Analysis, findings: list[Finding]) -> list[VerdictClass]:
-    """The verdict's classes, the one explaining most of the cycle first."""
-    causes = [(i, x) for i, x in enumerate(findings) if x.code == FindingCode.CAUSE]
-    fn = {i: c.functions[x.func] for i, x in causes if x.func is not None}
-    used: set[int] = set()
-    out: list[VerdictClass] = []
+# --- What the rules share -------------------------------------------------------------------
 
-    def take(code: VerdictCode, idx: list[int], extra: list[int] | None = None, **values: Any) -> None:
-        if not idx and not extra:
-            return
-        used.update(idx + (extra or []))
-        qs = [findings[i].q for i in idx + (extra or []) if math.isfinite(findings[i].q)]
+
+@dataclass(frozen=True)
+class VerdictContext:
+    """What the verdict's rules share.  `causes`: the CAUSE findings (indexes into `findings`)
+    naming a function, `fn` that function; `claimed`: the causes a class holds already (a rule
+    selects from the rest, `free`); `classes`: the classes so far, in the rules' order.
+    `clock`: the host CPU clock where it fell; `other`, `shared`: the evidence and GPUs of
+    another process; `shared_wide`: the device-wide findings on those GPUs (that process's);
+    `starved`: the GPUs whose busy share fell."""
+
+    c: Analysis
+    findings: tuple[Finding, ...]
+    fn: Mapping[int, FunctionStats]
+    causes: tuple[int, ...]
+    resources: tuple[int, ...]
+    clock: Clock | None
+    clock_evidence: tuple[int, ...]
+    other: tuple[int, ...]
+    shared: frozenset[str]
+    shared_wide: tuple[int, ...]
+    starved: tuple[GpuBusy, ...]
+    claimed: frozenset[int] = frozenset()
+    classes: tuple[VerdictClass, ...] = ()
+
+    @property
+    def th(self) -> Thresholds:
+        return self.c.thresholds
+
+    def free(self) -> list[int]:
+        """The causes no class holds yet, in the findings' order."""
+        return [i for i in self.causes if i not in self.claimed]
+
+    def after(self, new: tuple[VerdictClass, ...], merges: bool) -> VerdictContext:
+        """The context once `new` is added (merged into a class of its code where `merges`),
+        its causes claimed."""
+        classes = list(self.classes)
+        for v in new:
+            same = next((k for k, u in enumerate(classes) if u.code == v.code), None) if merges else None
+            if same is None:
+                classes.append(v)
+            else:  # one class: the causes it named and what the new one adds
+                u = classes[same]
+                classes[same] = replace(u, tau_pp=u.tau_pp + v.tau_pp,
+                                        evidence=tuple(dict.fromkeys((*v.evidence, *u.evidence))), detail=v.detail)
+        claimed = self.claimed | {i for v in new for i in v.evidence if i in self.fn}
+        return replace(self, classes=tuple(classes), claimed=frozenset(claimed))
+
+    def cls(self, code: VerdictCode, idx: list[int], extra: list[int] | None = None,
+            detail: VerdictDetail | None = None) -> tuple[VerdictClass, ...]:
+        """A class resting on the causes `idx` (its τ: theirs) and the `extra` findings; none
+        without either."""
+        ev = idx + (extra or [])
+        if not ev:
+            return ()
         # A cause's τ as its finding states it (at the common load when the load differed).
-        out.append(VerdictClass(code, tau_pp=sum(_cause_tau(findings[i], fn[i]) for i in idx if i in fn),
-                                q=min(qs) if qs else math.nan, evidence=tuple(idx + (extra or [])), values=values))
+        return (VerdictClass(code, tau_pp=sum(_cause_tau(self.findings[i], self.fn[i]) for i in idx if i in self.fn),
+                             q=_min_q(self.findings, ev), evidence=tuple(ev), detail=detail),)
 
-    def free() -> list[int]:
-        return [i for i, _ in causes if i in fn and i not in used]
 
-    clock = _clock_drop(c)
-    resources = [i for i, x in enumerate(findings) if x.code == FindingCode.RESOURCE]
-    if clock is not None:
-        # Host calls (launches, copies) are CPU work too: the clock slows them at the same calls.
-        slower_same_calls = [i for i, _ in causes if i in fn and (_cpu_side(fn[i]) or _host_call(fn[i]))
-                             and _same_calls(fn[i])]
-        clock_ev = [i for i in resources if findings[i].values.get("metric") in ("cpu_frequency", "cpu_frequency_mhz")]
-        if slower_same_calls:
-            take(VerdictCode.CPU_CLOCK, slower_same_calls, clock_ev[:1], clock_n=clock[0], clock_a=clock[1])
+def context(c: Analysis, findings: list[Finding]) -> VerdictContext:
+    """The VerdictContext before any rule."""
+    fn = {i: c.functions[x.func] for i, x in enumerate(findings) if x.code == FindingCode.CAUSE and x.func is not None}
+    resources = tuple(i for i, x in enumerate(findings) if x.code == FindingCode.RESOURCE)
     other, shared = _other_process(findings)
-    shared_wide: list[int] = []  # a device-wide slowdown of a GPU another process used is that process's
-    for i, x in enumerate(findings):
-        if x.code == FindingCode.DEVICE_WIDE and not x.values.get("host"):
-            if x.device in shared:
-                shared_wide.append(i)
-                continue
-            throttle = [j for j in resources if str(findings[j].values.get("metric", "")).startswith("gpu_throttle")]
-            out.append(VerdictClass(VerdictCode.GPU_DEVICE_WIDE, tau_pp=float(x.values.get("tau_pp", 0.0)),
-                                    evidence=(i, *throttle[:2]), values={"device": x.device,
-                                                                        "ratio": x.values.get("ratio")}))
-    loading = [i for i in free() if INPUT_PATTERN.search(fn[i].name)]
-    take(VerdictCode.INPUT_PIPELINE, loading, _cpu_time(fn, free()) if loading else [])
-    quota = [i for i in resources if findings[i].values.get("metric") in ("cgroup_cpu_throttled",
-                                                                          "cgroup_cpu_throttled_time")
-             and findings[i].values.get("mean_a", 0.0) > findings[i].values.get("mean_n", 0.0)]
-    if quota:
-        waiting = [i for i, _ in causes if i in fn and i not in used and fn[i].kind == "host"
-                   and fn[i].name in CONTENTION_STATES + HOST_CPU_STATES]
-        timed = [findings[i].values for i in quota if findings[i].values.get("metric") == "cgroup_cpu_throttled_time"]
-        take(VerdictCode.CPU_QUOTA, waiting, quota,
-             throttled_ms_per_s_n=timed[0]["mean_n"] if timed else math.nan,
-             throttled_ms_per_s_a=timed[0]["mean_a"] if timed else math.nan)
-    mem_causes, mem_evidence, mem_values = _memory_pressure(c, findings, fn, used)
-    take(VerdictCode.MEMORY_PRESSURE, mem_causes, mem_evidence, **mem_values)
-    for code, states, floors in ((VerdictCode.CPU_CONTENTION, CONTENTION_STATES, CPU_STALL_SIGNALS),
-                                 (VerdictCode.IO_WAIT, IO_STATES, IO_STALL_SIGNALS)):
-        waits = [i for i, _ in causes if i in fn and i not in used and fn[i].kind == "host" and fn[i].name in states]
-        if waits:  # a stall signal backs a state that cost time; alone it did not slow the cycle
-            stalls, values = _signal_evidence(findings, _signals(c, floors), floors)
-            take(code, waits, stalls, **values)
-    starved = _starved_gpus(c)
-    launches, launch_values = _launch_bound(c, fn, free(), starved)
-    if launches:
-        take(VerdictCode.LAUNCH_BOUND, launches, _cpu_time(fn, free()), **launch_values)
-    sync = _added_sync(c, findings, starved)
-    if sync is not None:
-        used.update(i for i in sync.evidence if i in fn)
-        out.append(sync)
-    take(VerdictCode.NEW_WORK, [i for i, _ in causes if i in fn and i not in used and more_calls(fn[i])])
-    if other:
-        mine = [i for i in free() if fn[i].kind == "kernel" and fn[i].device in shared]
-        used.update(mine)
-        ev = other + shared_wide + mine
-        out.append(VerdictClass(VerdictCode.OTHER_PROCESS, evidence=tuple(ev), q=_min_q(findings, ev),
-                                tau_pp=sum(float(findings[i].values.get("tau_pp", 0.0)) for i in shared_wide)
-                                + sum(_cause_tau(findings[i], fn[i]) for i in mine),
-                                values={"devices": sorted(shared)}))
-    # An NCCL kernel's time includes waiting for the other ranks: one rank's trace cannot tell
-    # a slower kernel from a later peer, so it is no kernel regression.
-    take(VerdictCode.COLLECTIVES, [i for i in free() if fn[i].kind == "kernel" and COLLECTIVE.match(fn[i].name)])
-    kernels = [i for i, _ in causes if i in fn and i not in used and fn[i].kind == "kernel"]
-    throttled = _gpu_throttle(findings, {fn[i].device for i in kernels})
+    shared_wide = tuple(i for i, x in enumerate(findings) if x.code == FindingCode.DEVICE_WIDE
+                        and isinstance(x.evidence, DeviceWideEvidence) and not x.evidence.host and x.device in shared)
+    clock = _clock_drop(c)
+    clock_ev = tuple(i for i in resources if _metric(findings[i]) in CLOCK_UNITS)[:1] if clock else ()
+    return VerdictContext(c, tuple(findings), fn, tuple(fn), resources, clock, clock_ev, tuple(other),
+                          frozenset(shared), shared_wide, tuple(_starved_gpus(c)))
+
+
+# --- The rules --------------------------------------------------------------------------------
+
+
+def _cpu_clock(x: VerdictContext) -> tuple[VerdictClass, ...]:
+    """CPU-side work (and host calls: launches, copies, which the clock slows too) slower at
+    unchanged calls while the host CPU clock fell."""
+    if x.clock is None:
+        return ()
+    slower = [i for i in x.free() if (_cpu_side(x.fn[i]) or _host_call(x.fn[i])) and _same_calls(x.fn[i], x.th)]
+    return x.cls(VerdictCode.CPU_CLOCK, slower, list(x.clock_evidence), CpuClockDetail(x.clock)) if slower else ()
+
+
+def _gpu_device_wide(x: VerdictContext) -> tuple[VerdictClass, ...]:
+    """Every kernel of a GPU slower per call (a GPU another process used aside: that is the
+    other process's)."""
+    throttle = [j for j in x.resources if _metric(x.findings[j]).startswith("gpu_throttle")]
+    out = []
+    for i, f in enumerate(x.findings):
+        ev = f.evidence
+        if f.code == FindingCode.DEVICE_WIDE and isinstance(ev, DeviceWideEvidence) and not ev.host \
+                and i not in x.shared_wide:
+            out.append(VerdictClass(VerdictCode.GPU_DEVICE_WIDE, tau_pp=float(ev.tau_pp),
+                                    evidence=(i, *throttle[:MAX_THROTTLE_EVIDENCE]),
+                                    detail=DeviceWideDetail(str(f.device), ev.ratio)))
+    return tuple(out)
+
+
+def _input_pipeline(x: VerdictContext) -> tuple[VerdictClass, ...]:
+    loading = [i for i in x.free() if INPUT_PATTERN.search(x.fn[i].name)]
+    return x.cls(VerdictCode.INPUT_PIPELINE, loading, _cpu_time(x) if loading else [])
+
+
+def _cpu_quota(x: VerdictContext) -> tuple[VerdictClass, ...]:
+    """The cgroup's CPU throttling rose: the run-queue and on-CPU states it explains."""
+    quota = [i for i in x.resources if _metric(x.findings[i]) in QUOTA_METRICS and _rose(x.findings[i])]
+    if not quota:
+        return ()
+    waiting = [i for i in x.free() if x.fn[i].kind == Kind.HOST and x.fn[i].name in CONTENTION_STATES + HOST_CPU_STATES]
+    timed = [x.findings[i].evidence for i in quota if _metric(x.findings[i]) == "cgroup_cpu_throttled_time"]
+    detail = (QuotaDetail(timed[0].mean_n, timed[0].mean_a) if timed and isinstance(timed[0], MetricEvidence)
+              else QuotaDetail(NAN, NAN))
+    return x.cls(VerdictCode.CPU_QUOTA, waiting, quota, detail)
+
+
+def _memory_pressure(x: VerdictContext) -> tuple[VerdictClass, ...]:
+    """Host memory pressure: a memory signal (MEMORY_SIGNALS) with the unclaimed host states of
+    MEMORY_STATES and CPU-side ranges it explains.  A signal is a memory metric whose mean
+    rose significantly by at least its floor (a run-level context metric, or its μ while a
+    function ran), or a cgroup limit event that appeared (never in the normal run, some in the
+    abnormal); without such a cause there is no class (a signal alone did not slow the cycle)."""
+    best = _signals(x.c, MEMORY_SIGNALS)
+    if not best:
+        return ()
+    claimed = [i for i in x.free() if x.fn[i].kind == Kind.CPU
+               or (x.fn[i].kind == Kind.HOST and x.fn[i].name in MEMORY_STATES)]
+    if not claimed:
+        return ()
+    evidence, detail = _signal_evidence(x.findings, best, MEMORY_SIGNALS)
+    return x.cls(VerdictCode.MEMORY_PRESSURE, claimed, evidence, detail)
+
+
+def _stalls(code: VerdictCode, states: tuple[str, ...],
+            floors: dict[str, float]) -> Callable[[VerdictContext], tuple[VerdictClass, ...]]:
+    """The rule of a host state that cost time (run-queue, I/O wait): a stall signal of
+    `floors` backs it; alone a signal did not slow the cycle."""
+    def rule(x: VerdictContext) -> tuple[VerdictClass, ...]:
+        waits = [i for i in x.free() if x.fn[i].kind == Kind.HOST and x.fn[i].name in states]
+        if not waits:
+            return ()
+        stalls, detail = _signal_evidence(x.findings, _signals(x.c, floors), floors)
+        return x.cls(code, waits, stalls, detail)
+    return rule
+
+
+def _launch_bound(x: VerdictContext) -> tuple[VerdictClass, ...]:
+    """Launch-call causes slower per call, or more numerous than the kernels on the starved
+    GPUs (all launch calls together: a CUDA graph replaced by one launch per kernel counts)."""
+    if not x.starved:
+        return ()
+    c, th = x.c, x.th
+    devices = {b.device for b in x.starved}
+    kernels = [f for f in c.functions if f.kind == Kind.KERNEL and f.device in devices]
+    kn, ka = sum(f.calls_n for f in kernels), sum(f.calls_a for f in kernels)
+    launch = [f for f in c.functions if f.kind == Kind.API and is_launch_call(f.name)]
+    ln, la = sum(f.calls_n for f in launch), sum(f.calls_a for f in launch)
+    more_launches = kn > 0 and ka > 0 and ln > 0 and la / ln >= th.launch_ratio * ka / kn
+    hit = []
+    for i in x.free():
+        f = x.fn[i]
+        if f.kind != Kind.API or not is_launch_call(f.name) or f.tau_pp <= 0:
+            continue
+        slower = f.presence == "both" and f.per_call_n_us > 0 and f.per_call_a_us >= th.launch_ratio * f.per_call_n_us
+        if slower or (more_launches and f.calls_a > f.calls_n):
+            hit.append(i)
+    if not hit:
+        return ()
+    calls = tuple(LaunchCall(x.fn[i].name, x.fn[i].per_call_n_us, x.fn[i].per_call_a_us, x.fn[i].calls_n,
+                             x.fn[i].calls_a) for i in hit)
+    return x.cls(VerdictCode.LAUNCH_BOUND, hit, _cpu_time(x),
+                 LaunchDetail(calls, kn, ka, tuple(sorted(devices))))
+
+
+def _added_sync(x: VerdictContext) -> tuple[VerdictClass, ...]:
+    """More synchronisation points per cycle (new, or ≥ sync_more_ratio more calls) whose time
+    grew significantly, on a run whose GPU starved; the share it explains is their τ.  The
+    waits stay symptoms: the class is about the number of sync points, not the time spent in
+    them."""
+    if not x.starved:
+        return ()
+    c, th = x.c, x.th
+    more = [j for j, f in enumerate(c.functions)
+            if f.kind in (Kind.API, Kind.CPU) and is_sync_call(f.name) and f.tested and th.significant(f.q_t)
+            and f.tau_pp > 0 and (f.presence == "new" or (f.calls_n > 0 and f.calls_a >= th.sync_more_ratio * f.calls_n))]
+    if not more:
+        return ()
+    ev = [i for i, f in enumerate(x.findings) if f.func in more and f.code in (FindingCode.CAUSE, FindingCode.SYMPTOM)]
+    return (VerdictClass(VerdictCode.ADDED_SYNC, tau_pp=sum(_tau(c, x.findings, j) for j in more),
+                         q=min(c.functions[j].q_t for j in more), evidence=tuple(ev),
+                         detail=SyncDetail(tuple(SyncCall(c.functions[j].name, c.functions[j].calls_n,
+                                                          c.functions[j].calls_a) for j in more))),)
+
+
+def _new_work(x: VerdictContext) -> tuple[VerdictClass, ...]:
+    return x.cls(VerdictCode.NEW_WORK, [i for i in x.free() if more_calls(x.fn[i], x.th)])
+
+
+def _other_process_class(x: VerdictContext) -> tuple[VerdictClass, ...]:
+    """Another process on the target's GPUs: its evidence, the device-wide slowdowns of those
+    GPUs and the unclaimed kernel causes on them."""
+    if not x.other:
+        return ()
+    mine = [i for i in x.free() if x.fn[i].kind == Kind.KERNEL and x.fn[i].device in x.shared]
+    ev = [*x.other, *x.shared_wide, *mine]
+    wide = sum(float(e.tau_pp) for e in (x.findings[i].evidence for i in x.shared_wide)
+               if isinstance(e, DeviceWideEvidence))
+    return (VerdictClass(VerdictCode.OTHER_PROCESS, evidence=tuple(ev), q=_min_q(x.findings, ev),
+                         tau_pp=wide + sum(_cause_tau(x.findings[i], x.fn[i]) for i in mine),
+                         detail=OtherProcessDetail(tuple(sorted(x.shared)))),)
+
+
+def _collectives(x: VerdictContext) -> tuple[VerdictClass, ...]:
+    """An NCCL kernel's time includes waiting for the other ranks: one rank's trace cannot tell
+    a slower kernel from a later peer, so it is no kernel regression."""
+    return x.cls(VerdictCode.COLLECTIVES, [i for i in x.free() if x.fn[i].kind == Kind.KERNEL
+                                           and COLLECTIVE.match(x.fn[i].name)])
+
+
+def _gpu_kernels(x: VerdictContext) -> tuple[VerdictClass, ...]:
+    """Kernels slower: held back (a throttle reason rose, a clock fell) or a regression."""
+    kernels = [i for i in x.free() if x.fn[i].kind == Kind.KERNEL]
+    throttled = _gpu_throttle(x.findings, {x.fn[i].device for i in kernels})
     if throttled:
-        take(VerdictCode.GPU_THROTTLING, kernels, [throttled[0][0]], reason=throttled[0][1])
-    else:
-        take(VerdictCode.GPU_KERNEL, kernels)
-    take(VerdictCode.TRANSFER, [i for i, _ in causes if i in fn and i not in used and fn[i].kind in GPU_KINDS])
-    take(VerdictCode.CPU_WORK, [i for i, _ in causes if i in fn and i not in used and _cpu_side(fn[i])])
-    _host_wide(findings, out, clock, resources)
-    load = [i for i, x in enumerate(findings) if x.code == FindingCode.LOAD]
-    if load:
-        v = findings[load[0]].values
-        out.append(VerdictClass(VerdictCode.LOAD, evidence=tuple(load),
-                                values={"median_tokens_n": v["median_tokens_n"], "median_tokens_a": v["median_tokens_a"],
-                                        "change_pct": v["change_pct"], "p": v["p"], "explained": not out}))
-    if not out:
-        neg = [i for i, x in enumerate(findings) if x.code in (FindingCode.NO_CAUSE, FindingCode.NEGLIGIBLE,
-                                                                FindingCode.IDENTICAL)]
-        out.append(VerdictClass(VerdictCode.NO_MATERIAL, evidence=tuple(neg)))
-    out = _point_starved(out, starved)
-    out = [_by_device(v, c, findings) for v in out]
-    out.sort(key=lambda v: -abs(v.share_pp))
-    return out
+        return x.cls(VerdictCode.GPU_THROTTLING, kernels, [throttled[0][0]], ThrottleDetail(throttled[0][1]))
+    return x.cls(VerdictCode.GPU_KERNEL, kernels)
+
+
+def _transfer(x: VerdictContext) -> tuple[VerdictClass, ...]:
+    return x.cls(VerdictCode.TRANSFER, [i for i in x.free() if x.fn[i].kind in GPU_KINDS])
+
+
+def _cpu_work(x: VerdictContext) -> tuple[VerdictClass, ...]:
+    return x.cls(VerdictCode.CPU_WORK, [i for i in x.free() if _cpu_side(x.fn[i])])
+
+
+HOST_REASONS = (VerdictCode.CPU_CLOCK, VerdictCode.CPU_QUOTA, VerdictCode.CPU_CONTENTION, VerdictCode.IO_WAIT,
+                VerdictCode.MEMORY_PRESSURE, VerdictCode.CPU_WORK)
+# Host-side classes of waiting: they lengthen every call of the host they hit, and explain a
+# host-wide slowdown per call as far as their own share goes.
+HOST_WAITS = (VerdictCode.CPU_QUOTA, VerdictCode.CPU_CONTENTION, VerdictCode.IO_WAIT, VerdictCode.MEMORY_PRESSURE)
+
+
+def _host_wide(x: VerdictContext) -> tuple[VerdictClass, ...]:
+    """Every CPU-side function of the host slower per call by one ratio: the common-mode check
+    took them out of the causes, yet the change is CPU work all the same (the CPU clock's when
+    it fell).  A class unless a host-side class already explains the host; waiting classes
+    (HOST_WAITS) explain it only as far as their own share goes, and what they leave is still
+    CPU work when it is material (≥ material_tau_pp) and ≥ host_wide_rest_share of the
+    slowdown.  The rule merges: a class of its code already there takes it in."""
+    waits = sum(max(0.0, v.tau_pp) for v in x.classes if v.code in HOST_WAITS)
+    code = VerdictCode.CPU_CLOCK if x.clock is not None else VerdictCode.CPU_WORK
+    # A class of the same code (a host state, a range that stayed among the causes) explains
+    # nothing of the host-wide rest: it is merged with.
+    if not waits and any(v.code in HOST_REASONS and v.code != code for v in x.classes):
+        return ()
+    i, ev = next(((i, f.evidence) for i, f in enumerate(x.findings) if f.code == FindingCode.DEVICE_WIDE
+                  and isinstance(f.evidence, DeviceWideEvidence) and f.evidence.host and f.evidence.ratio > 1.0),
+                 (None, None))
+    if i is None or ev is None:
+        return ()
+    tau = float(ev.tau_pp)
+    wide = HostWide(str(x.findings[i].device), ev.ratio, tau, ev.absorbed_funcs)
+    if waits:
+        if not tau - waits >= max(x.th.material_tau_pp, x.th.host_wide_rest_share * tau):
+            return ()
+        tau -= waits
+        wide = replace(wide, explained_pp=waits, explained_by=tuple(v.code for v in x.classes if v.code in HOST_WAITS))
+    detail: VerdictDetail = (CpuClockDetail(x.clock, wide) if x.clock is not None else CpuWorkDetail(wide))
+    return (VerdictClass(code, tau_pp=tau, evidence=(i, *x.clock_evidence), detail=detail),)
+
+
+def _load(x: VerdictContext) -> tuple[VerdictClass, ...]:
+    """The runs carried different load: said as a class, which explains the change when no
+    other class holds."""
+    load = [i for i, f in enumerate(x.findings) if f.code == FindingCode.LOAD]
+    ev = x.findings[load[0]].evidence if load else None
+    if not isinstance(ev, LoadEvidence):
+        return ()
+    return (VerdictClass(VerdictCode.LOAD, evidence=tuple(load), detail=LoadDetail(
+        ev.median_tokens_n, ev.median_tokens_a, ev.change_pct, ev.p, explained=not x.classes)),)
+
+
+def _no_material(x: VerdictContext) -> tuple[VerdictClass, ...]:
+    if x.classes:
+        return ()
+    neg = [i for i, f in enumerate(x.findings) if f.code in (FindingCode.NO_CAUSE, FindingCode.NEGLIGIBLE,
+                                                             FindingCode.IDENTICAL)]
+    return (VerdictClass(VerdictCode.NO_MATERIAL, evidence=tuple(neg)),)
+
+
+# --- Helpers ------------------------------------------------------------------------------------
+
+
+def _metric(x: Finding) -> str:
+    """The metric a RESOURCE or METRIC_WHILE finding states ("" for other findings)."""
+    return x.evidence.metric if isinstance(x.evidence, MetricEvidence) else ""
+
+
+def _rose(x: Finding) -> bool:
+    return isinstance(x.evidence, MetricEvidence) and x.evidence.mean_a > x.evidence.mean_n
 
 
 def _by_device(v: VerdictClass, c: Analysis, findings: list[Finding]) -> VerdictClass:
@@ -207,73 +566,25 @@ def _by_device(v: VerdictClass, c: Analysis, findings: list[Finding]) -> Verdict
     return replace(v, tau_by_device=tuple(sorted(shares.items(), key=lambda kv: -abs(kv[1]))))
 
 
-HOST_REASONS = (VerdictCode.CPU_CLOCK, VerdictCode.CPU_QUOTA, VerdictCode.CPU_CONTENTION, VerdictCode.IO_WAIT,
-                VerdictCode.MEMORY_PRESSURE, VerdictCode.CPU_WORK)
-
-
-HOST_WIDE_REST_SHARE = 0.25  # waits leave ≥ 25 % of a host-wide slowdown unexplained
-# Host-side classes of waiting: they lengthen every call of the host they hit, and explain a
-# host-wide slowdown per call as far as their own share goes.
-HOST_WAITS = (VerdictCode.CPU_QUOTA, VerdictCode.CPU_CONTENTION, VerdictCode.IO_WAIT, VerdictCode.MEMORY_PRESSURE)
-
-
-def _host_wide(findings: list[Finding], out: list[VerdictClass], clock: tuple[float, float] | None,
-               resources: list[int]) -> None:
-    """Every CPU-side function of the host slower per call by one ratio: the common-mode check
-    took them out of the causes, yet the change is CPU work all the same (the CPU clock's when
-    it fell).  Appended to `out` unless a host-side class already explains the host; waiting
-    classes (HOST_WAITS) explain it only as far as their own share goes, and what they leave
-    is still CPU work when it is material (≥ 1 pp) and ≥ 25 % of the slowdown (merged into a
-    CPU-work class already there)."""
-    waits = sum(max(0.0, v.tau_pp) for v in out if v.code in HOST_WAITS)
-    code = VerdictCode.CPU_CLOCK if clock is not None else VerdictCode.CPU_WORK
-    # A class of the same code (a host state, a range that stayed among the causes) explains
-    # nothing of the host-wide rest: it is merged with, below.
-    if not waits and any(v.code in HOST_REASONS and v.code != code for v in out):
-        return
-    for i, x in enumerate(findings):
-        ratio = x.values.get("ratio", math.nan)
-        if x.code != FindingCode.DEVICE_WIDE or not x.values.get("host") or not ratio > 1.0:
-            continue
-        tau = float(x.values.get("tau_pp", 0.0))
-        values: dict[str, Any] = {"device": x.device, "ratio": ratio, "host_wide_pp": tau,
-                                  "absorbed_funcs": x.values.get("absorbed_funcs", ())}
-        if waits:
-            if not tau - waits >= max(MATERIAL_TAU_PP, HOST_WIDE_REST_SHARE * tau):
-                return
-            tau -= waits
-            values.update(explained_pp=waits, explained_by=tuple(v.code.value for v in out if v.code in HOST_WAITS))
-        ev = [i]
-        if clock is not None:
-            ev += [j for j in resources if findings[j].values.get("metric") in ("cpu_frequency", "cpu_frequency_mhz")][:1]
-            values.update(clock_n=clock[0], clock_a=clock[1])
-        same = next((k for k, v in enumerate(out) if v.code == code), None)
-        if same is None:
-            out.append(VerdictClass(code, tau_pp=tau, evidence=tuple(ev), values=values))
-        else:  # one class: the causes it named and the unexplained host-wide rest
-            v = out[same]
-            out[same] = replace(v, tau_pp=v.tau_pp + tau, evidence=tuple(dict.fromkeys((*ev, *v.evidence))),
-                                values={**values, **v.values})
-        return
-
-
-def _clock_drop(c: Analysis) -> tuple[float, float] | None:
-    """(normal, abnormal) mean host CPU clock when it fell significantly by ≥ 10 %."""
+def _clock_drop(c: Analysis) -> Clock | None:
+    """The host CPU clock (mean, normal and abnormal) when it fell significantly by at least
+    clock_drop_rel of itself."""
+    th = c.thresholds
     for r in c.context:
-        if r.metric in ("cpu_frequency", "cpu_frequency_mhz") and r.device == "Host" and significant(r.q, c.alpha):
+        if r.metric in CLOCK_UNITS and r.device == HOST_DEVICE and th.significant(r.q):
             n, a = r.res.mean_n, r.res.mean_a
-            if n > 0 and (n - a) >= CLOCK_DROP_REL * n:
-                return n, a
+            if n > 0 and (n - a) >= th.clock_drop_rel * n:
+                return Clock(n, a, CLOCK_UNITS[r.metric])
     return None
 
 
 def _cpu_side(f: FunctionStats) -> bool:
-    return f.kind == "cpu" or (f.kind == "host" and f.name in HOST_CPU_STATES)
+    return f.kind == Kind.CPU or (f.kind == Kind.HOST and f.name in HOST_CPU_STATES)
 
 
-def _same_calls(f: FunctionStats) -> bool:
-    """Calls per cycle unchanged (FunctionStats.same_calls), or a host state (no calls)."""
-    return f.sampled or f.kind == "host" or f.same_calls
+def _same_calls(f: FunctionStats, th: Thresholds) -> bool:
+    """Calls per cycle unchanged (Thresholds.same_calls), or a host state (no calls)."""
+    return f.sampled or f.kind == Kind.HOST or th.same_calls(f.calls_n, f.calls_a)
 
 
 # Memory-pressure signals (docs/STATISTICS.md, "Verdict"): each metric and the least rise of its
@@ -293,26 +604,6 @@ IO_STALL_SIGNALS = {"cgroup_pressure_io_some": 1.0, "host_pressure_io_some": 1.0
 MEMORY_STATES = ("oncpu", "blocked", "iowait")  # host states reclaim, swap-in and faults make grow
 
 
-def _memory_pressure(c: Analysis, findings: list[Finding], fn: dict[int, FunctionStats],
-                     used: set[int]) -> tuple[list[int], list[int], dict[str, Any]]:
-    """(causes claimed, evidence findings, values) of host memory pressure, or ([], [], {}).
-
-    A signal is a memory metric of MEMORY_SIGNALS whose mean rose significantly by at least its
-    floor (a run-level context metric, or its μ while a function ran), or a cgroup limit event
-    that appeared (never in the normal run, some in the abnormal).  With a signal, the causes it
-    explains are the unclaimed host states of MEMORY_STATES and CPU-side ranges; without such
-    a cause there is no class (a signal alone did not slow the cycle)."""
-    best = _signals(c, MEMORY_SIGNALS)
-    if not best:
-        return [], [], {}
-    claimed = [i for i, x in enumerate(findings) if x.code == FindingCode.CAUSE and i in fn and i not in used
-               and (fn[i].kind == "cpu" or (fn[i].kind == "host" and fn[i].name in MEMORY_STATES))]
-    if not claimed:
-        return [], [], {}
-    evidence, values = _signal_evidence(findings, best, MEMORY_SIGNALS)
-    return claimed, evidence, values
-
-
 def _signals(c: Analysis, floors: dict[str, float]) -> dict[str, tuple[float, float, float]]:
     """metric → (q, mean_n, mean_a) of the metrics of `floors` whose mean rose significantly by
     at least their floor (a run-level context metric, or its μ while a function ran; the
@@ -323,24 +614,23 @@ def _signals(c: Analysis, floors: dict[str, float]) -> dict[str, tuple[float, fl
         if floor is None:
             continue
         n, a = res.mean_n, res.mean_a
-        rose = significant(q, c.alpha) and a > n and a - n >= floor
+        rose = c.thresholds.significant(q) and a > n and a - n >= floor
         appeared = metric.startswith("cgroup_mem_") and n == 0 and a > 0
         if (rose or appeared) and (metric not in best or not q >= best[metric][0]):
             best[metric] = (q, n, a)
     return best
 
 
-def _signal_evidence(findings: list[Finding], best: dict[str, tuple[float, float, float]],
-                     floors: dict[str, float]) -> tuple[list[int], dict[str, Any]]:
-    """(the findings that state the signals of `best`, {"signals": …} in `floors`' order), or
-    ([], {}) without a signal."""
+def _signal_evidence(findings: tuple[Finding, ...], best: dict[str, tuple[float, float, float]],
+                     floors: dict[str, float]) -> tuple[list[int], StallDetail]:
+    """(the findings that state the signals of `best`, the signals in `floors`' order); ([], no
+    signals) without a signal."""
     if not best:
-        return [], {}
+        return [], StallDetail()
     evidence = [i for i, x in enumerate(findings) if x.code in (FindingCode.RESOURCE, FindingCode.METRIC_WHILE)
-                and x.values.get("metric") in best]
-    signals = tuple({"metric": m, "mean_n": n, "mean_a": a, "q": q} for m, (q, n, a) in
-                    sorted(best.items(), key=lambda kv: list(floors).index(kv[0])))
-    return evidence, {"signals": signals}
+                and _metric(x) in best]
+    signals = tuple(Signal(m, n, a, q) for m, (q, n, a) in sorted(best.items(), key=lambda kv: list(floors).index(kv[0])))
+    return evidence, StallDetail(signals)
 
 
 THROTTLE_REASONS = {"gpu_throttle_power": "power", "gpu_throttle_thermal": "thermal",
@@ -348,14 +638,14 @@ THROTTLE_REASONS = {"gpu_throttle_power": "power", "gpu_throttle_thermal": "ther
 CLOCKS = ("gpu_sm_frequency", "gpu_frequency")
 
 
-def _gpu_throttle(findings: list[Finding], devices: set[str]) -> list[tuple[int, str]]:
+def _gpu_throttle(findings: tuple[Finding, ...], devices: set[str]) -> list[tuple[int, str]]:
     """(finding index, reason) of the evidence that the GPUs of `devices` were held back: a
     throttle-reason metric that rose (power, thermal …), else a GPU clock that fell."""
     rose, fell = [], []
     for i, x in enumerate(findings):
-        if x.code != FindingCode.RESOURCE or x.device not in devices:
+        if x.code != FindingCode.RESOURCE or x.device not in devices or not isinstance(x.evidence, MetricEvidence):
             continue
-        metric, n, a = x.values.get("metric"), x.values.get("mean_n", 0.0), x.values.get("mean_a", 0.0)
+        metric, n, a = x.evidence.metric, x.evidence.mean_n, x.evidence.mean_a
         if metric in THROTTLE_REASONS and a > n:
             rose.append((i, THROTTLE_REASONS[metric]))
         elif metric in CLOCKS and a < n:
@@ -363,7 +653,7 @@ def _gpu_throttle(findings: list[Finding], devices: set[str]) -> list[tuple[int,
     return rose or fell
 
 
-def _min_q(findings: list[Finding], idx: list[int]) -> float:
+def _min_q(findings: tuple[Finding, ...], idx: list[int]) -> float:
     return min((findings[i].q for i in idx if math.isfinite(findings[i].q)), default=math.nan)
 
 
@@ -371,79 +661,30 @@ def _other_process(findings: list[Finding]) -> tuple[list[int], set[str]]:
     """(evidence, GPUs) of another process on the target's GPUs: an "other-process" event, or
     `other_process_gpu_usage` that rose significantly."""
     idx = [i for i, x in enumerate(findings)
-           if (x.code == FindingCode.EVENT and x.values.get("event") == "other-process")
-           or (x.code == FindingCode.RESOURCE and x.values.get("metric") == "other_process_gpu_usage"
-               and x.values.get("mean_a", 0) > x.values.get("mean_n", 0))]
+           if (x.code == FindingCode.EVENT and isinstance(x.evidence, EventEvidence)
+               and x.evidence.event == "other-process")
+           or (x.code == FindingCode.RESOURCE and _metric(x) == "other_process_gpu_usage" and _rose(x))]
     return idx, {str(findings[i].device) for i in idx if findings[i].device}
 
 
-# --- The GPU waited for the host: starved GPUs, launch-bound, added synchronisation ---------
+# --- The GPU waited for the host: starved GPUs ----------------------------------------------
 
-STARVED_DROP_PP = 5.0  # a GPU's busy share fell by at least 5 pp of the cycle …
-STARVED_DROP_REL = 0.10  # … and by at least 10 % of itself (and significantly, with |δ| ≥ 0.147)
-LAUNCH_RATIO = 1.25  # launch calls ≥ 25 % slower per call, or ≥ 25 % more numerous than the kernels
-SYNC_MORE = 1.25  # synchronisation calls ≥ 25 % more numerous per cycle (or new)
 HOST_SIDE = (VerdictCode.CPU_CLOCK, VerdictCode.CPU_QUOTA, VerdictCode.CPU_CONTENTION, VerdictCode.IO_WAIT,
              VerdictCode.INPUT_PIPELINE, VerdictCode.LAUNCH_BOUND, VerdictCode.ADDED_SYNC, VerdictCode.CPU_WORK,
              VerdictCode.MEMORY_PRESSURE)
 
 
 def _starved_gpus(c: Analysis) -> list[GpuBusy]:
-    """The GPUs whose busy share of the cycle fell materially and significantly."""
+    """The GPUs whose busy share of the cycle fell materially (by starved_drop_pp and
+    starved_drop_rel of itself, with at least a small effect) and significantly."""
     out = []
+    th = c.thresholds
     for b in c.gpu_busy:
         drop = b.busy_n_pct - b.busy_a_pct
-        delta = b.res.cliffs_delta
-        if (significant(b.p, c.alpha) and drop >= STARVED_DROP_PP and drop >= STARVED_DROP_REL * b.busy_n_pct
-                and not (math.isfinite(delta) and abs(delta) < MATERIAL_DELTA)):
+        if (th.significant(b.p) and drop >= th.starved_drop_pp and drop >= th.starved_drop_rel * b.busy_n_pct
+                and not th.small_effect(b.res.cliffs_delta)):
             out.append(b)
     return out
-
-
-def _launch_bound(c: Analysis, fn: dict[int, FunctionStats], free: list[int],
-                  starved: list[GpuBusy]) -> tuple[list[int], dict[str, Any]]:
-    """Launch-call causes (indexes into the findings) slower per call, or more numerous than
-    the kernels on the starved GPUs (all launch calls together: a CUDA graph replaced by one
-    launch per kernel counts); values: each launch call's (name, µs per call N and A, calls
-    per cycle N and A), and the kernels' calls per cycle N and A."""
-    if not starved:
-        return [], {}
-    devices = {b.device for b in starved}
-    kernels = [f for f in c.functions if f.kind == "kernel" and f.device in devices]
-    kn, ka = sum(f.calls_n for f in kernels), sum(f.calls_a for f in kernels)
-    launch = [f for f in c.functions if f.kind == "api" and is_launch_call(f.name)]
-    ln, la = sum(f.calls_n for f in launch), sum(f.calls_a for f in launch)
-    more_launches = kn > 0 and ka > 0 and ln > 0 and la / ln >= LAUNCH_RATIO * ka / kn
-    hit = []
-    for i in free:
-        f = fn[i]
-        if f.kind != "api" or not is_launch_call(f.name) or f.tau_pp <= 0:
-            continue
-        slower = f.presence == "both" and f.per_call_n_us > 0 and f.per_call_a_us >= LAUNCH_RATIO * f.per_call_n_us
-        if slower or (more_launches and f.calls_a > f.calls_n):
-            hit.append(i)
-    if not hit:
-        return [], {}
-    calls = [(fn[i].name, fn[i].per_call_n_us, fn[i].per_call_a_us, fn[i].calls_n, fn[i].calls_a) for i in hit]
-    return hit, {"launches": calls, "kernel_calls_n": kn, "kernel_calls_a": ka, "devices": sorted(devices)}
-
-
-def _added_sync(c: Analysis, findings: list[Finding], starved: list[GpuBusy]) -> VerdictClass | None:
-    """More synchronisation points per cycle (new, or ≥ 25 % more calls) whose time grew
-    significantly, on a run whose GPU starved; the share it explains is their τ.  The waits
-    stay symptoms: the class is about the number of sync points, not the time spent in them."""
-    if not starved:
-        return None
-    more = [j for j, f in enumerate(c.functions)
-            if f.kind in ("api", "cpu") and is_sync_call(f.name) and f.tested and significant(f.q_t, c.alpha)
-            and f.tau_pp > 0 and (f.presence == "new" or (f.calls_n > 0 and f.calls_a >= SYNC_MORE * f.calls_n))]
-    if not more:
-        return None
-    ev = [i for i, x in enumerate(findings) if x.func in more and x.code in (FindingCode.CAUSE, FindingCode.SYMPTOM)]
-    return VerdictClass(VerdictCode.ADDED_SYNC, tau_pp=sum(_tau(c, findings, j) for j in more),
-                        q=min(c.functions[j].q_t for j in more), evidence=tuple(ev),
-                        values={"calls": [(c.functions[j].name, c.functions[j].calls_n, c.functions[j].calls_a)
-                                          for j in more]})
 
 
 def _point_starved(out: list[VerdictClass], starved: list[GpuBusy]) -> list[VerdictClass]:
@@ -462,26 +703,79 @@ def _cause_tau(x: Finding, f: FunctionStats) -> float:
     """What a cause explains (pp of the abnormal cycle): its own τ as its finding states it (at
     the common load where the load differed), and the causes nested in its range, which are
     its work (a data loader's copies and casts)."""
-    return float(x.values.get("tau_pp", f.tau_pp)) + float(x.values.get("tau_nested_pp", 0.0))
+    if isinstance(x.evidence, CauseEvidence):
+        return float(x.evidence.tau_pp) + float(x.evidence.tau_nested_pp)
+    return float(f.tau_pp)
 
 
-def _tau(c: Analysis, findings: list[Finding], func: int | None) -> float:
+def _tau(c: Analysis, findings: tuple[Finding, ...], func: int | None) -> float:
     """Function `func`'s τ (pp) as its finding states it: at the common load when the runs'
     load differed, else as measured."""
     if func is None:
         return 0.0
     for x in findings:
-        if x.func == func and "tau_pp" in x.values:
-            return float(x.values["tau_pp"])
+        if x.func == func and isinstance(x.evidence, (CauseEvidence, SymptomEvidence)):
+            return float(x.evidence.tau_pp)
     return c.functions[func].tau_pp
 
 
-def _cpu_time(fn: dict[int, FunctionStats], free: list[int]) -> list[int]:
-    """The `oncpu` causes among `free`: the CPU time of a class's CPU-side work, claimed by it as
-    evidence (a second share of the same time would double its weight in the ordering)."""
-    return [i for i in free if fn[i].kind == "host" and fn[i].name in HOST_CPU_STATES]
+def _cpu_time(x: VerdictContext) -> list[int]:
+    """The `oncpu` causes not yet claimed: the CPU time of a class's CPU-side work, claimed by it
+    as evidence (a second share of the same time would double its weight in the ordering)."""
+    return [i for i in x.free() if x.fn[i].kind == Kind.HOST and x.fn[i].name in HOST_CPU_STATES]
 
 
 def _host_call(f: FunctionStats) -> bool:
     """A host call that is CPU work, not a wait (a launch, an asynchronous copy …)."""
-    return f.kind == "api" and not f.wait
+    return f.kind == Kind.API and not f.wait
+
+
+# --- The table ----------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class VerdictRule:
+    """One rule: its name, the codes of the classes it may state, and how it selects them from
+    the context.  `merges`: a class it states joins a class of its code already there."""
+
+    name: str
+    codes: tuple[VerdictCode, ...]
+    select: Callable[[VerdictContext], tuple[VerdictClass, ...]]
+    merges: bool = False
+
+
+# The priority of the classes, stated once: a cause goes to the first rule that claims it.
+# docs/STATISTICS.md, "Verdict", lists the rules and their thresholds.
+RULES: tuple[VerdictRule, ...] = (
+    VerdictRule("cpu-clock", (VerdictCode.CPU_CLOCK,), _cpu_clock),
+    VerdictRule("gpu-device-wide", (VerdictCode.GPU_DEVICE_WIDE,), _gpu_device_wide),
+    VerdictRule("input-pipeline", (VerdictCode.INPUT_PIPELINE,), _input_pipeline),
+    VerdictRule("cpu-quota", (VerdictCode.CPU_QUOTA,), _cpu_quota),
+    VerdictRule("memory-pressure", (VerdictCode.MEMORY_PRESSURE,), _memory_pressure),
+    VerdictRule("cpu-contention", (VerdictCode.CPU_CONTENTION,),
+                _stalls(VerdictCode.CPU_CONTENTION, CONTENTION_STATES, CPU_STALL_SIGNALS)),
+    VerdictRule("io-wait", (VerdictCode.IO_WAIT,), _stalls(VerdictCode.IO_WAIT, IO_STATES, IO_STALL_SIGNALS)),
+    VerdictRule("launch-bound", (VerdictCode.LAUNCH_BOUND,), _launch_bound),
+    VerdictRule("added-sync", (VerdictCode.ADDED_SYNC,), _added_sync),
+    VerdictRule("new-work", (VerdictCode.NEW_WORK,), _new_work),
+    VerdictRule("other-process", (VerdictCode.OTHER_PROCESS,), _other_process_class),
+    VerdictRule("collectives", (VerdictCode.COLLECTIVES,), _collectives),
+    VerdictRule("gpu-kernels", (VerdictCode.GPU_THROTTLING, VerdictCode.GPU_KERNEL), _gpu_kernels),
+    VerdictRule("transfer", (VerdictCode.TRANSFER,), _transfer),
+    VerdictRule("cpu-work", (VerdictCode.CPU_WORK,), _cpu_work),
+    VerdictRule("host-wide", (VerdictCode.CPU_CLOCK, VerdictCode.CPU_WORK), _host_wide, merges=True),
+    VerdictRule("load", (VerdictCode.LOAD,), _load),
+    VerdictRule("no-material", (VerdictCode.NO_MATERIAL,), _no_material),
+)
+
+
+def build_verdict(c: Analysis, findings: list[Finding]) -> list[VerdictClass]:
+    """The verdict's classes (RULES, in order of priority), the one explaining most of the
+    cycle first."""
+    x = context(c, findings)
+    for rule in RULES:
+        x = x.after(rule.select(x), rule.merges)
+    out = _point_starved(list(x.classes), list(x.starved))
+    out = [_by_device(v, c, findings) for v in out]
+    out.sort(key=lambda v: -abs(v.share_pp))
+    return out

@@ -17,13 +17,17 @@ class Parser(argparse.ArgumentParser):
 
 
 def alpha(text: str) -> float:
-    """A significance level strictly between 0 and 1."""
+    """A significance level strictly between 0 and 1 (the rule of perfdiff.analyze.Thresholds)."""
+    from perfdiff.analyze.thresholds import Thresholds
+
     try:
         v = float(text)
     except ValueError:
         raise argparse.ArgumentTypeError(f"not a number: {text!r}") from None
-    if not 0 < v < 1:
-        raise argparse.ArgumentTypeError("must be between 0 and 1")
+    try:
+        Thresholds(alpha=v)
+    except InputError as exc:
+        raise argparse.ArgumentTypeError(str(exc)) from None
     return v
 
 

@@ -21,12 +21,12 @@ def cmd_compare(args: argparse.Namespace) -> int:
     check_outputs([args.normal, args.abnormal], [report or "-", cycles_csv, args.json])
     if args.ranks or args.scheduler or args.workers or is_multi_rank(args.normal) or is_multi_rank(args.abnormal):
         return cmd_compare_ranks(args)
-    from perfdiff.analyze import FindingCode
+    from perfdiff.analyze import FindingCode, Thresholds
     from perfdiff.api import compare
     from perfdiff.parallel import keep_freed_memory
 
     keep_freed_memory()
-    comp = compare(args.normal, args.abnormal, alpha=args.alpha, cycle=args.cycle, window=args.window,
+    comp = compare(args.normal, args.abnormal, thresholds=Thresholds(alpha=args.alpha), cycle=args.cycle, window=args.window,
                    pid=args.pid, group=args.group, force=args.force)
     if comp.findings and comp.findings[0].code == FindingCode.IDENTICAL:
         print(f"perfdiff: identical inputs: {args.normal} and {args.abnormal} hold the same bytes", file=sys.stderr)

@@ -17,8 +17,9 @@ from dataclasses import dataclass
 import numpy as np
 
 from perfdiff import stats
-from perfdiff.analyze.compare import T_FLOOR_US, TEST_MIN_SHARE
-from perfdiff.analyze.findings import HOST_SHARE_MIN_REL, MATERIAL_DELTA, MATERIAL_TAU_PP
+from perfdiff.analyze.findings import host_share_moved
+from perfdiff.analyze.thresholds import DEFAULT, Thresholds
+from perfdiff.model.schema import Kind
 from perfdiff.ranks.part import RankPart, cycle_columns, excess_kind
 from perfdiff.ranks.records import (CollectiveTime, RankCycle, RankFinding, RankRow, RankVerdict, RankVerdictCode,
                                     ScopeCode, Straggler, StragglerCode)
@@ -28,8 +29,9 @@ __all__ = ["MATERIAL_CYCLE_PCT", "NS_PER_US", "RankTest", "findings_across", "jo
 
 NS_PER_US = 1e3
 VERDICT_FINDINGS = 5  # findings the verdict names; the report lists them all
-MATERIAL_CYCLE_PCT = 1.0  # a job cycle that changed by less is no change to explain
-WAITED_SHARE = 0.5  # a rank whose wait in collectives grew by this share of its Δ was held back
+MATERIAL_CYCLE_PCT = DEFAULT.material_cycle_pct  # a job cycle that changed by less is no change to explain
+# The other thresholds are the comparison's (perfdiff.analyze.Thresholds); the rank pipeline
+# passes its α, the rest are perfdiff's defaults.
 
 
 @dataclass(frozen=True)
@@ -46,9 +48,9 @@ class RankTest:
     cliffs_delta: float
     q: float = math.nan
 
-    def changed(self, alpha: float) -> bool:
-        return (math.isfinite(self.q) and self.q <= alpha and abs(self.tau_pp) >= MATERIAL_TAU_PP
-                and not (math.isfinite(self.cliffs_delta) and abs(self.cliffs_delta) < MATERIAL_DELTA))
+    def changed(self, alpha: float, th: Thresholds = DEFAULT) -> bool:
+        """Significant at `alpha` and material by `th`'s rule for a function's change."""
+        return math.isfinite(self.q) and self.q <= alpha and th.material(self.tau_pp, self.cliffs_delta)
 
 
 def _own(p: RankPart, iters: np.ndarray) -> tuple[dict[tuple[str, str], np.ndarray], np.ndarray]:
@@ -69,9 +71,9 @@ def rank_tests(pn: RankPart, pa: RankPart, iters_n: np.ndarray, iters_a: np.ndar
         if excess_kind(*key) is None:
             continue
         tn, ta = on.get(key, np.zeros(len(dn))), oa.get(key, np.zeros(len(da)))
-        if (tn.sum() + ta.sum()) / (len(dn) + len(da)) < TEST_MIN_SHARE * pooled_cycle:
+        if (tn.sum() + ta.sum()) / (len(dn) + len(da)) < DEFAULT.test_min_share * pooled_cycle:
             continue
-        if key[1] == "host" and not _share_moved(tn / dn, ta / da, alpha, 1.0 if da.mean() >= dn.mean() else -1.0):
+        if key[1] == Kind.HOST and not _share_moved(tn / dn, ta / da, alpha, 1.0 if da.mean() >= dn.mean() else -1.0):
             continue
         keys.append(key)
         rows_n.append(tn)
@@ -89,10 +91,11 @@ def rank_tests(pn: RankPart, pa: RankPart, iters_n: np.ndarray, iters_a: np.ndar
 def _share_moved(bn: np.ndarray, ba: np.ndarray, alpha: float, direction: float) -> bool:
     """Whether a host state's share of the cycle moved with the rank's cycle (`direction`: +1
     where it grew): significantly (U test p ≤ α; the pair's q ≤ α has no family here before
-    the tests are chosen) and by at least HOST_SHARE_MIN_REL of its normal share, as for a pair."""
+    the tests are chosen) and by at least Thresholds.host_share_min_rel of its normal share, as for
+    a pair (perfdiff.analyze.findings.host_share_moved)."""
     p, _ = stats.u_test_rows(ba[None, :], bn[None, :], alpha=alpha)
     mn, d = float(bn.mean()), float(ba.mean()) - float(bn.mean())
-    return bool(p[0] <= alpha) and d * direction > 0 and abs(d) >= HOST_SHARE_MIN_REL * max(mn, 1e-12)
+    return bool(p[0] <= alpha) and host_share_moved(d, mn, direction, DEFAULT, tiny=1e-12)
 
 
 def with_q(tests: list[RankTest]) -> list[RankTest]:
@@ -122,7 +125,7 @@ def rank_rows(pairs: list[tuple[RankPart, RankPart]], iters: tuple[np.ndarray, n
         # A victim's cycle grows by its wait for the straggler: say so rather than show no cause,
         # or a function of its own that moved less than the wait grew.
         grew = wa - wn
-        waited = (ma > mn and grew >= WAITED_SHARE * (ma - mn)
+        waited = (ma > mn and grew >= DEFAULT.waited_share * (ma - mn)
                   and (top is None or grew > abs(top.delta_us)))
         rows.append(RankRow(r, len(iters[0]), len(iters[1]), mn, ma,
                             cause=top.function if top else None, cause_kind=top.kind if top else None,
@@ -177,7 +180,7 @@ def rank_verdict(findings: list[RankFinding], stragglers: tuple[Straggler, Strag
     for f in findings[:VERDICT_FINDINGS]:
         code = RankVerdictCode.ALL_RANKS if f.code == ScopeCode.ALL_RANKS else RankVerdictCode.SOME_RANKS
         out.append(RankVerdict(code, f.ranks, f.world, function=f.function, size_us=f.delta_us, tau_pp=f.tau_pp))
-    if not out and cycle is not None and cycle.p <= alpha and abs(cycle.change_pct) >= MATERIAL_CYCLE_PCT:
+    if not out and cycle is not None and cycle.p <= alpha and abs(cycle.change_pct) >= DEFAULT.material_cycle_pct:
         out.append(RankVerdict(RankVerdictCode.UNEXPLAINED, tuple(compared), world,
                                size_us=cycle.median_a_us - cycle.median_n_us, **others))
     if not out:
@@ -202,5 +205,5 @@ def job_cycle(pairs: list[tuple[RankPart, RankPart]], iters: tuple[np.ndarray, n
     n = job_cycle_per_iteration([pn for pn, _ in pairs], iters[0])
     a = job_cycle_per_iteration([pa for _, pa in pairs], iters[1])
     mn, ma = float(np.median(n)), float(np.median(a))
-    res = stats.compare_samples(a, n, floor=T_FLOOR_US)
+    res = stats.compare_samples(a, n, floor=DEFAULT.t_floor_us)
     return RankCycle(mn, ma, 100.0 * (ma / mn - 1.0) if mn > 0 else math.nan, float(res.p_mwu), len(n), len(a))

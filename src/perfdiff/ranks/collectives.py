@@ -20,8 +20,7 @@ import numpy as np
 import pandas as pd
 
 from perfdiff import stats
-from perfdiff.analyze.compare import T_FLOOR_US
-from perfdiff.analyze.findings import MATERIAL_DELTA, MATERIAL_TAU_PP
+from perfdiff.analyze.thresholds import DEFAULT
 from perfdiff.ranks.across import NS_PER_US
 from perfdiff.ranks.part import RankPart, cycle_columns
 from perfdiff.ranks.records import CollectiveTime
@@ -67,11 +66,11 @@ def collective_time(parts_n: list[RankPart], parts_a: list[RankPart], iters_n: n
         return _unmeasured(f"{'neither run has' if len(lack) == 2 else f'the {lack[0]} run has'} NCCL kernels")
     n, count_n = _per_iteration(parts_n, iters_n, matched[0])
     a, count_a = _per_iteration(parts_a, iters_a, matched[1])
-    res = stats.compare_samples(a, n, floor=T_FLOOR_US, alpha=alpha)
+    res = stats.compare_samples(a, n, floor=DEFAULT.t_floor_us, alpha=alpha)
     delta = float(a.mean() - n.mean())
     tau = 100.0 * delta / float(np.mean(cycle_a_us))
     d, p = float(res.cliffs_delta), float(res.p_mwu)
-    changed = p <= alpha and abs(tau) >= MATERIAL_TAU_PP and not (math.isfinite(d) and abs(d) < MATERIAL_DELTA)
+    changed = p <= alpha and DEFAULT.material(tau, d)
     why = "; ".join(r for r in res.reasons if r.startswith("p_mwu")) if not math.isfinite(p) else ""
     return CollectiveTime(float(n.mean()), float(a.mean()), delta, tau, p, d, changed=changed, reason=why,
                           count_n=float(np.median(count_n)), count_a=float(np.median(count_a)))

@@ -13,6 +13,7 @@ import jinja2
 
 from perfdiff.version import __version__
 from perfdiff.analyze import Analysis, DetailRow, Finding, FindingCode, FunctionStats
+from perfdiff.analyze.evidence import CauseEvidence
 from perfdiff.analyze.result import ComparisonResult
 from perfdiff.analyze.verdict import VerdictClass
 from perfdiff.render.names import short_name, shown_names
@@ -216,6 +217,7 @@ def _view(c: Analysis, findings: list[Finding], verdict: list[VerdictClass], *, 
         "renames": [f"{md_name(a, 80)} (normal) ⇄ {md_name(b, 80)} (abnormal)" for a, b in c.renames],
         "warnings": [notice_text(x) for x in c.warnings],
         "alpha": f"{c.alpha:g}",
+        "test_min_share_pct": f"{100.0 * c.thresholds.test_min_share:g}",
     }
     view["full_names"] = full_names()  # last: every name shortened above
     return view
@@ -229,13 +231,18 @@ def _overview(c: Analysis, top: Finding | None) -> str:
          f"{N.n_cycles} vs {A.n_cycles} cycles.")
     if top is not None and top.function is not None:
         s += (f" The change is led by **{md_name(top.function, 80)}** on {md_escape(top.device or '')}, "
-              f"whose own-time change accounts for {fmt_signed(top.values.get('tau_pp'))} pp of the abnormal cycle.")
+              f"whose own-time change accounts for {fmt_signed(_cause_tau(top))} pp of the abnormal cycle.")
     else:
         s += " No function's own time changed significantly in the direction of the cycle-time change."
     if c.comparability:
         s += (" The runs are not like for like (see the top of this report): the change may come from those "
               "differences rather than from the functions named.")
     return s
+
+
+def _cause_tau(x: Finding) -> float | None:
+    """A cause's τ (pp) as its finding states it (at the common load where the load differed)."""
+    return x.evidence.tau_pp if isinstance(x.evidence, CauseEvidence) else None
 
 
 def _quality(c: Analysis) -> list[list[str]]:

@@ -5,13 +5,20 @@ The only place where analysis records become prose (docs/ARCHITECTURE.md, render
 from __future__ import annotations
 
 import math
-from typing import Any, Callable
+from typing import Any, Callable, TypeVar
 
 from perfdiff.analyze import Analysis, Finding, FindingCode, FunctionStats, Notice, NoticeCode
-from perfdiff.analyze.findings import MAX_LISTED, significant
-from perfdiff.analyze.verdict import Starved, VerdictClass, VerdictCode
+from perfdiff.analyze.evidence import (CauseEvidence, CommonModeEvidence, CycleRatioDetail, CycleSourceDetail,
+                                       CycleTimeEvidence, CyclesNeededEvidence, DeviceWideEvidence, EventEvidence,
+                                       KernelSwapEvidence, LoadEvidence, LoadNoticeDetail, MetricOneSideDetail,
+                                       NegligibleEvidence, NoCauseEvidence, OppositeEvidence, RankDetail,
+                                       WorldSizeDetail)
+from perfdiff.analyze.findings import MAX_LISTED
+from perfdiff.analyze.verdict import (CpuClockDetail, CpuWorkDetail, DeviceWideDetail, HostWide, LaunchDetail,
+                                      LoadDetail, OtherProcessDetail, QuotaDetail, Signal, Starved, StallDetail,
+                                      SyncDetail, ThrottleDetail, VerdictClass, VerdictCode)
 from perfdiff.model.cycles import CyclePlan
-from perfdiff.model.schema import CycleSource
+from perfdiff.model.schema import CycleSource, Kind
 from perfdiff.render.text import (fmt_calls, fmt_num, fmt_p, fmt_pct, fmt_signed, fmt_time_us, fmt_value, md_escape,
                                   md_name)
 
@@ -22,6 +29,30 @@ EVENT_WORDS = {
     "other-process": "another process on the GPU",
     "target-exited": "the target exited",
 }
+
+
+R = TypeVar("R")
+
+
+def _ev(x: Finding, kind: type[R]) -> R:
+    """x's evidence, of the record type its code states (a bug otherwise)."""
+    if not isinstance(x.evidence, kind):
+        raise TypeError(f"a {x.code} finding without its {kind.__name__}: {x.evidence!r}")
+    return x.evidence
+
+
+def _detail(n: Notice, kind: type[R]) -> R:
+    """n's detail, of the record type its code states (a bug otherwise)."""
+    if not isinstance(n.detail, kind):
+        raise TypeError(f"a {n.code} notice without its {kind.__name__}: {n.detail!r}")
+    return n.detail
+
+
+def _vdetail(v: VerdictClass, kind: type[R]) -> R:
+    """v's detail, of the record type its code states (a bug otherwise)."""
+    if not isinstance(v.detail, kind):
+        raise TypeError(f"a {v.code} class without its {kind.__name__}: {v.detail!r}")
+    return v.detail
 
 
 def test_name(paired: bool) -> str:
@@ -37,8 +68,8 @@ def matching_text(c: Analysis) -> str:
     return ""
 
 
-def _q_words(q: float, alpha: float) -> str:
-    return f"significant, q {fmt_p(q)}" if significant(q, alpha) else f"not significant, q {fmt_p(q)}"
+def _q_words(q: float, c: Analysis) -> str:
+    return f"significant, q {fmt_p(q)}" if c.thresholds.significant(q) else f"not significant, q {fmt_p(q)}"
 
 
 def _fn(f: FunctionStats) -> str:
@@ -46,8 +77,9 @@ def _fn(f: FunctionStats) -> str:
     return f"**{md_name(f.name, 80)}** on {md_name(f.device)}"
 
 
-def _calls_vs_slower(f: FunctionStats, per: str = "per cycle") -> str:
-    """Whether own time moved through more calls or slower calls."""
+def _calls_vs_slower(f: FunctionStats, per: str, same_calls_log: float) -> str:
+    """Whether own time moved through more calls or slower calls (calls within `same_calls_log`
+    of each other in ln: the same calls)."""
     if f.presence == "new":
         return "new in the abnormal run"
     if f.presence == "vanished":
@@ -60,45 +92,39 @@ def _calls_vs_slower(f: FunctionStats, per: str = "per cycle") -> str:
         rp = (f.per_call_a_us / f.per_call_n_us) if f.per_call_n_us and f.per_call_n_us > 0 else float("nan")
         parts.append(f"{fmt_calls(f.calls_n)} → {fmt_calls(f.calls_a)} calls {per}, "
                      f"{fmt_time_us(f.per_call_n_us)} → {fmt_time_us(f.per_call_a_us)} per call")
-        if math.isfinite(rp) and abs(math.log(rp)) > abs(math.log(rc)) + 0.05:
+        if math.isfinite(rp) and abs(math.log(rp)) > abs(math.log(rc)) + same_calls_log:
             parts.append("slower calls" if rp > 1 else "faster calls")
-        elif abs(math.log(rc)) > 0.05:
+        elif abs(math.log(rc)) > same_calls_log:
             parts.append("more calls" if rc > 1 else "fewer calls")
     return "; ".join(parts)
 
 
-def _ci(v: dict, key: str) -> str:
-    """" [lo–hi]" of a 95 % CI in the values, or nothing when it is unknown."""
-    lo, hi = v.get(f"{key}_lo_us"), v.get(f"{key}_hi_us")
-    if lo is None or hi is None or not (math.isfinite(lo) and math.isfinite(hi)):
+def _ci(lo: float, hi: float) -> str:
+    """" [lo–hi]" of a 95 % CI (µs), or nothing when it is unknown."""
+    if not (math.isfinite(lo) and math.isfinite(hi)):
         return ""
     return f" [{fmt_time_us(lo)}–{fmt_time_us(hi)}]"
 
 
-SHAPE_MEDIAN_PCT = 5.0  # the median moved less than this …
-SHAPE_TAIL_RATIO = 1.5  # … while P95 grew by this factor and the KS test rejects: a stall
-
-
 def _cycle_time(c: Analysis, x: Finding) -> str:
-    v = x.values
+    v = _ev(x, CycleTimeEvidence)
     if compared_as_rates(c):
         why = ("--window cuts both runs into fixed windows" if c.plan is not None and c.plan.chosen_by_user
                else "No cycle source exists in both runs")
         return (f"{why}, so they are compared as rates: every number below is time {per_unit(c)} "
-                f"({v['n_n']:,} vs {v['n_a']:,} windows), not per iteration. Mark the main loop with "
+                f"({v.n_n:,} vs {v.n_a:,} windows), not per iteration. Mark the main loop with "
                 "`perfdiff.cycle()` or name its ranges with `--cycle REGEX` for per-iteration causes.")
-    text = (f"Median cycle time {'rose' if v['median_a_us'] >= v['median_n_us'] else 'fell'} from "
-            f"{fmt_time_us(v['median_n_us'])} to {fmt_time_us(v['median_a_us'])} ({_cycle_test(v)}).")
-    if "mean_n_us" not in v:
-        return text
-    tail = v["p95_a_us"] / v["p95_n_us"] if v["p95_n_us"] else float("nan")
-    text += (f" Mean cycle {fmt_time_us(v['mean_n_us'])} → {fmt_time_us(v['mean_a_us'])}: throughput "
-             f"{fmt_pct(v['throughput_change_pct'], 1)}; P95 {fmt_time_us(v['p95_n_us'])}{_ci(v, 'p95_n')} → "
-             f"{fmt_time_us(v['p95_a_us'])}{_ci(v, 'p95_a')} (×{fmt_num(tail)}); Kolmogorov–Smirnov D "
-             f"{fmt_num(v['ks_d'], 3)}, p {fmt_p(v['ks_p'])}.")
-    apart = v.get("p95_a_lo_us", float("nan")) > v.get("p95_n_hi_us", float("nan"))  # NaN: False
-    if (abs(v["change_pct"]) < SHAPE_MEDIAN_PCT and tail >= SHAPE_TAIL_RATIO and apart
-            and significant(v["ks_p"], c.alpha)):
+    text = (f"Median cycle time {'rose' if v.median_a_us >= v.median_n_us else 'fell'} from "
+            f"{fmt_time_us(v.median_n_us)} to {fmt_time_us(v.median_a_us)} ({_cycle_test(v)}).")
+    tail = v.p95_a_us / v.p95_n_us if v.p95_n_us else float("nan")
+    text += (f" Mean cycle {fmt_time_us(v.mean_n_us)} → {fmt_time_us(v.mean_a_us)}: throughput "
+             f"{fmt_pct(v.throughput_change_pct, 1)}; P95 {fmt_time_us(v.p95_n_us)}{_ci(v.p95_n_lo_us, v.p95_n_hi_us)} → "
+             f"{fmt_time_us(v.p95_a_us)}{_ci(v.p95_a_lo_us, v.p95_a_hi_us)} (×{fmt_num(tail)}); Kolmogorov–Smirnov D "
+             f"{fmt_num(v.ks_d, 3)}, p {fmt_p(v.ks_p)}.")
+    apart = v.p95_a_lo_us > v.p95_n_hi_us  # NaN: False
+    th = c.thresholds
+    if (abs(v.change_pct) < th.shape_median_pct and tail >= th.shape_tail_ratio and apart
+            and th.significant(v.ks_p)):
         text += (" The median held but the distribution changed shape: a share of the cycles stall, and the "
                  "causes below are what those cycles spend their time on.")
     return text
@@ -108,39 +134,36 @@ def verdict_head(c: Analysis, findings: list[Finding]) -> str:
     """How much the median cycle moved and how sure, for the verdict's first line; "" where
     the runs are compared as rates (no cycles) or the runs are identical."""
     x = next((f for f in findings if f.code == FindingCode.CYCLE_TIME), None)
-    if x is None or compared_as_rates(c) or "median_n_us" not in x.values:
+    if x is None or compared_as_rates(c) or not isinstance(x.evidence, CycleTimeEvidence):
         return ""
-    v = x.values
-    quiet = "" if significant(v["p_mwu"], c.alpha) else f"; not significant at α {c.alpha:g}"
-    head = f"median cycle {fmt_time_us(v['median_n_us'])} → {fmt_time_us(v['median_a_us'])} ({_cycle_test(v)}{quiet})"
-    return head + _mean_apart(v) + "."
+    v = x.evidence
+    quiet = "" if c.thresholds.significant(v.p_mwu) else f"; not significant at α {c.alpha:g}"
+    head = f"median cycle {fmt_time_us(v.median_n_us)} → {fmt_time_us(v.median_a_us)} ({_cycle_test(v)}{quiet})"
+    return head + _mean_apart(v, c.thresholds.head_mean_pct) + "."
 
 
-HEAD_MEAN_PCT = 5.0  # a cycle time "moved" by at least this much, %
-
-
-def _mean_apart(v: dict) -> str:
+def _mean_apart(v: CycleTimeEvidence, moved_pct: float) -> str:
     """"; mean cycle … : throughput −23.6% (Welch p …)" where the mean cycle tells another story
-    than the median: the median held (< 5 %) while the mean moved, or the two moved apart (more
-    steps of a long kind, a share of the cycles stalling, a different mix); else nothing."""
-    mn, ma, tput, med = v.get("mean_n_us"), v.get("mean_a_us"), v.get("throughput_change_pct"), v["change_pct"]
-    if not (mn and ma and tput is not None and math.isfinite(tput) and math.isfinite(med)):
+    than the median: the median held (< moved_pct, 5 %) while the mean moved, or the two moved
+    apart (more steps of a long kind, a share of the cycles stalling, a different mix); else
+    nothing."""
+    mn, ma, tput, med = v.mean_n_us, v.mean_a_us, v.throughput_change_pct, v.change_pct
+    if not (mn and ma and math.isfinite(tput) and math.isfinite(med)):
         return ""
     mean_pct = 100.0 * (ma / mn - 1.0)
-    held = abs(med) < HEAD_MEAN_PCT <= abs(mean_pct)
-    apart = min(abs(med), abs(mean_pct)) >= HEAD_MEAN_PCT and med * mean_pct < 0
+    held = abs(med) < moved_pct <= abs(mean_pct)
+    apart = min(abs(med), abs(mean_pct)) >= moved_pct and med * mean_pct < 0
     if not (held or apart):
         return ""
-    welch = v.get("p_welch")
-    test = f" (Welch p {fmt_p(welch)})" if welch is not None and math.isfinite(welch) else ""
+    test = f" (Welch p {fmt_p(v.p_welch)})" if math.isfinite(v.p_welch) else ""
     return f"; mean cycle {fmt_time_us(mn)} → {fmt_time_us(ma)}: throughput {fmt_pct(tput, 1)}{test}"
 
 
-def _cycle_test(v: dict) -> str:
-    """The median cycle's change and its test, as the cycle-time finding's values give them:
+def _cycle_test(v: CycleTimeEvidence) -> str:
+    """The median cycle's change and its test, as the cycle-time finding's evidence gives them:
     "+39.3%; Mann–Whitney p 0.065, 6 vs 6 cycles"."""
-    return (f"{fmt_pct(v['change_pct'], 1)}; {test_name(v.get('paired', False))} p {fmt_p(v['p_mwu'])}, "
-            f"{v['n_n']:,} vs {v['n_a']:,} cycles")
+    return (f"{fmt_pct(v.change_pct, 1)}; {test_name(v.paired)} p {fmt_p(v.p_mwu)}, "
+            f"{v.n_n:,} vs {v.n_a:,} cycles")
 
 
 def compared_as_rates(c: Analysis) -> bool:
@@ -159,70 +182,71 @@ def per_unit(c: Analysis) -> str:
 def _cause(c: Analysis, x: Finding) -> str:
     f = c.functions[x.func]  # type: ignore[index]
     d_t = f.t_a_us - f.t_n_us
-    how = _calls_vs_slower(f, per_unit(c)) if f.kind != "host" else (
+    how = _calls_vs_slower(f, per_unit(c), c.thresholds.same_calls_log) if f.kind != Kind.HOST else (
         f"its share of the cycle went {fmt_num(f.beta_n)} → {fmt_num(f.beta_a)} % (q(β) {fmt_p(f.q_beta)})")
     incl = ""
-    if f.kind == "cpu" and abs((f.incl_a_us - f.incl_n_us) - d_t) > 0.05 * abs(d_t):
+    if f.kind == Kind.CPU and abs((f.incl_a_us - f.incl_n_us) - d_t) > c.thresholds.inclusive_rel * abs(d_t):
         incl = f", inclusive of nested ranges {fmt_time_us(f.incl_n_us)} → {fmt_time_us(f.incl_a_us)}"
-    if x.values.get("load_adjusted"):
+    v = _ev(x, CauseEvidence)
+    if v.load_adjusted:
         return _cause_at_load(c, x, f)
     text = (f"{_fn(f)} took {fmt_time_us(abs(d_t))} {'more' if d_t > 0 else 'less'} "
             f"{'self time ' if incl else ''}{per_unit(c)} ({fmt_time_us(f.t_n_us)} → {fmt_time_us(f.t_a_us)}{incl}; "
-            f"τ {fmt_signed(f.tau_pp)} pp of the abnormal cycle; {_q_words(f.q_t, c.alpha)})"
+            f"τ {fmt_signed(f.tau_pp)} pp of the abnormal cycle; {_q_words(f.q_t, c)})"
             + (f": {how}." if how else "."))
     if x.related:
         inner = ", ".join(f"**{md_name(g.name, 60)}** ({fmt_signed((g.t_a_us - g.t_n_us) / 1e3)} ms/cycle)"
                           for g in (c.functions[i] for i in x.related))
-        more = x.values.get("nested", 0) - len(x.related)
+        more = v.nested - len(x.related)
         text += f" Inside it, also slower: {inner}" + (f" and {more} more" if more > 0 else "") + "."
     return text
 
 
 def _cause_at_load(c: Analysis, x: Finding, f: FunctionStats) -> str:
     """A cause under different load: its own time compared at the common load."""
-    v = x.values
-    d_t = v["t_a_us"] - v["t_n_us"]
+    v = _ev(x, CauseEvidence)
+    d_t = v.t_a_us - v.t_n_us
     return (f"{_fn(f)} took {fmt_time_us(abs(d_t))} {'more' if d_t > 0 else 'less'} {per_unit(c)} at a common "
-            f"load ({fmt_time_us(v['t_n_us'])} → {fmt_time_us(v['t_a_us'])}; "
-            f"τ {fmt_signed(v['tau_pp'])} pp of the abnormal cycle at that load; {_q_words(x.q, c.alpha)}); "
+            f"load ({fmt_time_us(v.t_n_us)} → {fmt_time_us(v.t_a_us)}; "
+            f"τ {fmt_signed(v.tau_pp)} pp of the abnormal cycle at that load; {_q_words(x.q, c)}); "
             f"as measured, {fmt_time_us(f.t_n_us)} → {fmt_time_us(f.t_a_us)} {per_unit(c)}.")
 
 
 def _load(c: Analysis, x: Finding) -> str:
     """The runs carried different load: the cycle time at a common load, and what load explains."""
-    v = x.values
-    text = (f"Different load: median tokens per cycle {fmt_num(v['median_tokens_n'], 1)} → "
-            f"{fmt_num(v['median_tokens_a'], 1)}. Compared at a common load (over the load range both runs cover, "
-            f"in {v['n_strata']} load strata: each run's cycle time fitted on its tokens within each stratum, the "
-            f"strata weighted by both runs' cycles; median {fmt_num(v['x0_tokens'], 1)} tokens), the cycle time "
-            f"went {fmt_time_us(v['cycle_n_us'])} → {fmt_time_us(v['cycle_a_us'])} ({fmt_pct(v['change_pct'], 1)}; "
-            f"{_ci_pct(100.0 * v['change_lo_us'] / v['cycle_n_us'], 100.0 * v['change_hi_us'] / v['cycle_n_us'])}, "
-            f"p {fmt_p(v['p'])}); own times below are compared at that load.")
+    v = _ev(x, LoadEvidence)
+    text = (f"Different load: median tokens per cycle {fmt_num(v.median_tokens_n, 1)} → "
+            f"{fmt_num(v.median_tokens_a, 1)}. Compared at a common load (over the load range both runs cover, "
+            f"in {v.n_strata} load strata: each run's cycle time fitted on its tokens within each stratum, the "
+            f"strata weighted by both runs' cycles; median {fmt_num(v.x0_tokens, 1)} tokens), the cycle time "
+            f"went {fmt_time_us(v.cycle_n_us)} → {fmt_time_us(v.cycle_a_us)} ({fmt_pct(v.change_pct, 1)}; "
+            f"{_ci_pct(100.0 * v.change_lo_us / v.cycle_n_us, 100.0 * v.change_hi_us / v.cycle_n_us)}, "
+            f"p {fmt_p(v.p)}); own times below are compared at that load.")
     if x.related:
         names = ", ".join(f"{_fn(g)} ({fmt_time_us(g.t_n_us)} → {fmt_time_us(g.t_a_us)})"
                           for g in (c.functions[i] for i in x.related))
-        more = v["explained"] - len(x.related)
+        more = v.explained - len(x.related)
         text += (" Grew with the load alone (significant as measured, not at a common load): " + names
                  + (f" and {more} more" if more > 0 else "") + ".")
     return text
 
 
 def _no_cause(c: Analysis, x: Finding) -> str:
-    if x.values.get("negligible"):
+    if _ev(x, NoCauseEvidence).negligible:
         return ("No material cause: no function's own time changed both significantly and materially in the "
                 f"direction of the cycle-time change (q ≤ {c.alpha:g} over {c.n_tests_t} tested functions, "
-                "|τ| ≥ 1 pp and |δ| ≥ 0.147).")
+                f"|τ| ≥ {c.thresholds.material_tau_pp:g} pp and |δ| ≥ {c.thresholds.material_delta:g}).")
     return ("No function's own time changed significantly in the direction of the cycle-time change "
             f"(q ≤ {c.alpha:g} over {c.n_tests_t} tested functions).")
 
 
 def _negligible(c: Analysis, x: Finding) -> str:
-    v = x.values
+    th = c.thresholds
     names = ", ".join(f"{_fn(f)} (τ {fmt_signed(f.tau_pp)} pp, δ {fmt_num(f.t.cliffs_delta if f.t else None)})"
                       for f in (c.functions[i] for i in x.related))
-    more = v["count"] - len(x.related)
-    return (f"Significant but negligible (|τ| < {v['tau_min_pp']:g} pp of the abnormal cycle or |δ| < "
-            f"{v['delta_min']:g}): {names}" + (f" and {more} more" if more > 0 else "") + ".")
+    more = _ev(x, NegligibleEvidence).count - len(x.related)
+    return (f"Significant but negligible (|τ| < {th.material_tau_pp:g} pp of the abnormal cycle or |δ| < "
+            f"{th.material_delta:g}): {names}" + (f" and {more} more" if more > 0 else "") + ".")
 
 
 def _proportional(c: Analysis, x: Finding) -> str:
@@ -236,29 +260,29 @@ def _proportional(c: Analysis, x: Finding) -> str:
 
 
 def _kernel_swap(c: Analysis, x: Finding) -> str:
-    v = x.values
+    v = _ev(x, KernelSwapEvidence)
     fs = [c.functions[i] for i in x.related]
 
     def one(f: FunctionStats, tau: float) -> str:
         return (f"**{md_name(f.name, 64)}** ({fmt_calls(f.calls_n)} → {fmt_calls(f.calls_a)} calls {per_unit(c)}, "
                 f"{fmt_signed(tau)} pp)")
 
-    parts = [one(f, t) for f, t in zip(fs, v["tau_pp"], strict=True)]
-    grew, fell = parts[:v["grew"]], parts[v["grew"]:]
+    parts = [one(f, t) for f, t in zip(fs, v.tau_pp, strict=True)]
+    grew, fell = parts[:v.grew], parts[v.grew:]
     return (f"Kernel choice changed on {md_name(x.device or '')}: {', '.join(grew)} in place of {', '.join(fell)}; "
-            f"together {fmt_signed(v['net_pp'])} pp of the abnormal cycle: the library chose other kernels for the "
+            f"together {fmt_signed(v.net_pp)} pp of the abnormal cycle: the library chose other kernels for the "
             "same work (cuDNN's algorithm search, a GEMM's tiles), not added work.")
 
 
 def _common_mode(c: Analysis, x: Finding) -> str:
-    v = x.values
-    text = (f"Common-mode shift: all {v['k']} kernels on {md_name(x.device or '')} scaled ×{v['ratio']:.2f} in β "
-            f"(IQR of ln ratio {v['iqr_log']:.2f}) — a device-wide shift (starvation, clocks, or a "
-            f"cycle-definition change), not {v['k']} separate regressions.")
-    if v["same_time"]:
-        text += (f" {v['same_time']} of them kept their own time per cycle (no significant change): "
-                 "their β fell only because the cycle grew." if v["ratio"] < 1 else
-                 f" {v['same_time']} of them kept their own time per cycle (no significant change).")
+    v = _ev(x, CommonModeEvidence)
+    text = (f"Common-mode shift: all {v.k} kernels on {md_name(x.device or '')} scaled ×{v.ratio:.2f} in β "
+            f"(IQR of ln ratio {v.iqr_log:.2f}) — a device-wide shift (starvation, clocks, or a "
+            f"cycle-definition change), not {v.k} separate regressions.")
+    if v.same_time:
+        text += (f" {v.same_time} of them kept their own time per cycle (no significant change): "
+                 "their β fell only because the cycle grew." if v.ratio < 1 else
+                 f" {v.same_time} of them kept their own time per cycle (no significant change).")
     if x.related:
         names = ", ".join(f"{_fn(f)} (Δβ vs common {fmt_signed(f.beta_vs_common)} pp, τ {fmt_signed(f.tau_pp)} pp)"
                           for f in (c.functions[i] for i in x.related))
@@ -270,11 +294,11 @@ def _symptom(c: Analysis, x: Finding) -> str:
     f = c.functions[x.func]  # type: ignore[index]
     d_t = f.t_a_us - f.t_n_us
     meaning = ""
-    if f.kind == "api":
+    if f.kind == Kind.API:
         meaning = (": the GPU finished sooner relative to the host — the GPU was starved (host-bound)"
                    if d_t < 0 else ": the host waited longer on the GPU (GPU-bound)")
     return (f"Symptom: the host waited {fmt_time_us(abs(d_t))} {'more' if d_t > 0 else 'less'} {per_unit(c)} in "
-            f"{_fn(f)} ({fmt_time_us(f.t_n_us)} → {fmt_time_us(f.t_a_us)}; {_q_words(f.q_t, c.alpha)}){meaning}.")
+            f"{_fn(f)} ({fmt_time_us(f.t_n_us)} → {fmt_time_us(f.t_a_us)}; {_q_words(f.q_t, c)}){meaning}.")
 
 
 def _resource(c: Analysis, x: Finding) -> str:
@@ -283,54 +307,54 @@ def _resource(c: Analysis, x: Finding) -> str:
     delta = r.res.mean_a - r.res.mean_n
     return (f"Resource: **{md_name(r.metric)}**{alias} on {md_name(r.device)} "
             f"{'rose' if delta > 0 else 'fell'} from {fmt_value(r.res.mean_n, r.unit)} to "
-            f"{fmt_value(r.res.mean_a, r.unit)} ({_q_words(r.q, c.alpha)}, {r.res.n_n} vs {r.res.n_a} samples).")
+            f"{fmt_value(r.res.mean_a, r.unit)} ({_q_words(r.q, c)}, {r.res.n_n} vs {r.res.n_a} samples).")
 
 
 def _metric_while(c: Analysis, x: Finding) -> str:
     m = c.mu[x.ref]  # type: ignore[index]
     f = c.functions[m.func]
     return (f"While {_fn(f)} ran, **{md_name(m.metric)}** went from {fmt_value(m.res.mean_n, m.unit)} to "
-            f"{fmt_value(m.res.mean_a, m.unit)} ({_q_words(m.q, c.alpha)}).")
+            f"{fmt_value(m.res.mean_a, m.unit)} ({_q_words(m.q, c)}).")
 
 
 def _event(c: Analysis, x: Finding) -> str:
-    e = x.values
-    kind = str(e.get("event"))
+    e = _ev(x, EventEvidence)
+    kind = e.event
     who = ""
     if kind == "other-process":
-        who = f": pid {e.get('pid')}" + (f" ({md_name(str(e['name']), 40)})" if e.get("name") else "")
-        if e.get("used_gpu_memory_bytes"):
-            who += f", holding {fmt_value(float(e['used_gpu_memory_bytes']), 'bytes')}"
-    elif kind == "xid" and e.get("xid") is not None:
-        who = f" {md_name(str(e.get('xid')))}"
-    return (f"Event in the abnormal run only: {EVENT_WORDS[kind]} on {md_name(str(e.get('device', '?')))}{who}, "
-            f"{fmt_num(e['t_s'], 1)} s after the first cycle.")
+        who = f": pid {e.pid}" + (f" ({md_name(e.name, 40)})" if e.name else "")
+        if math.isfinite(e.used_gpu_memory_bytes) and e.used_gpu_memory_bytes:
+            who += f", holding {fmt_value(e.used_gpu_memory_bytes, 'bytes')}"
+    elif kind == "xid" and e.xid is not None:
+        who = f" {md_name(e.xid)}"
+    return (f"Event in the abnormal run only: {EVENT_WORDS[kind]} on {md_name(e.device)}{who}, "
+            f"{fmt_num(e.t_s, 1)} s after the first cycle.")
 
 
 def _opposite(c: Analysis, x: Finding) -> str:
-    taus = x.values.get("tau_pp") or [c.functions[i].tau_pp for i in x.related]  # at a common load, if given
+    taus = _ev(x, OppositeEvidence).tau_pp or [c.functions[i].tau_pp for i in x.related]  # at a common load, if given
     names = ", ".join(f"{_fn(c.functions[i])} (τ {fmt_signed(t)} pp)" for i, t in zip(x.related, taus, strict=True))
     return f"Moved against the cycle-time change: {names}."
 
 
 def _cycles_needed(c: Analysis, x: Finding) -> str:
-    v = x.values
-    return (f"With {v['n_n']} / {v['n_a']} cycles the smallest attainable {'signed-rank' if c.matched else 'U-test'} p "
-            f"is {fmt_p(v['min_p'])}: after the false-discovery control over {v['n_tests']} functions, a change "
+    v = _ev(x, CyclesNeededEvidence)
+    return (f"With {v.n_n} / {v.n_a} cycles the smallest attainable {'signed-rank' if c.matched else 'U-test'} p "
+            f"is {fmt_p(v.min_p)}: after the false-discovery control over {v.n_tests} functions, a change "
             f"in one function alone cannot reach q ≤ {c.alpha:g}, however large (only changes shared by many "
-            f"can); collect ≥ {v['cycles_needed']} cycles per run to test each on its own. The largest changes "
+            f"can); collect ≥ {v.cycles_needed} cycles per run to test each on its own. The largest changes "
             "are still ranked below.")
 
 
 def _device_wide(c: Analysis, x: Finding) -> str:
-    v = x.values
-    what = "CPU-side operator" if v.get("host") else "kernel"
-    why = ("the CPU itself got slower (clock, contention, fewer threads)" if v.get("host") and v["ratio"] > 1
-           else "clocks, power or thermal limits, or another process on the GPU" if v["ratio"] > 1 else
+    v = _ev(x, DeviceWideEvidence)
+    what = "CPU-side operator" if v.host else "kernel"
+    why = ("the CPU itself got slower (clock, contention, fewer threads)" if v.host and v.ratio > 1
+           else "clocks, power or thermal limits, or another process on the GPU" if v.ratio > 1 else
            "a device-wide speed-up")
-    text = (f"Device-wide: every busy {what} on {md_name(x.device or '')} took ×{fmt_num(v['ratio'])} per call "
-            f"({v['k']} functions at unchanged call counts, IQR of ln ratio {fmt_num(v['iqr_log'])}), accounting for "
-            f"{fmt_signed(v['tau_pp'])} pp of the abnormal cycle: one change — {why} — not {v['absorbed']} "
+    text = (f"Device-wide: every busy {what} on {md_name(x.device or '')} took ×{fmt_num(v.ratio)} per call "
+            f"({v.k} functions at unchanged call counts, IQR of ln ratio {fmt_num(v.iqr_log)}), accounting for "
+            f"{fmt_signed(v.tau_pp)} pp of the abnormal cycle: one change — {why} — not {v.absorbed} "
             "separate regressions.")
     if x.related:
         names = ", ".join(f"{_fn(f)} (×{fmt_num(f.per_call_a_us / f.per_call_n_us)} per call)"
@@ -373,68 +397,92 @@ def _unknown(v: Any) -> str:
     return "unknown" if v is None else str(v)
 
 
-def notice_text(n: Notice) -> str:
-    """A warning or comparability problem as one Markdown line (values escaped)."""
-    code, f = n.code, n.fields
-    if code == NoticeCode.METRIC_ONE_SIDE:
-        s = f"metric {f['metric']} on {f['device']} was sampled in the {f['side']} run only; not compared"
-    elif code == NoticeCode.CYCLE_RATIO:
-        head = (f"median cycle times differ by ×{f['ratio']:.2f} ({n.normal / 1e3:.3g} ms vs "
-                f"{n.abnormal / 1e3:.3g} ms)")
-        if f["same_marked_source"]:
-            s = (f"{head}: both runs' cycles are the process's own markers ({f['source_n']}), so probably a real "
-                 "change, unless the markers changed meaning")
-        else:
-            s = f"{head}: probably segmented differently; choose cycles with --cycle / --window"
-    elif code == NoticeCode.GPU_MODEL:
-        s = f"GPU model differs: {_counted(n.normal)} vs {_counted(n.abnormal)}"
-    elif code == NoticeCode.WORLD_SIZE:
-        s = (f"world size differs: {_unknown(n.normal)} (rank {_unknown(f['rank_n'])}) vs {_unknown(n.abnormal)} "
-             f"(rank {_unknown(f['rank_a'])}): collectives and the work per rank change with it")
-    elif code == NoticeCode.RANK:
-        s = (f"another rank: {_unknown(n.normal)} vs {_unknown(n.abnormal)} of {_unknown(f['world_size'])}: "
-             "ranks can do different work")
-    elif code == NoticeCode.CYCLE_SOURCE:
-        s = f"cycle source differs: {n.normal} ({f['detail_n']}) vs {n.abnormal} ({f['detail_a']})"
-    elif code == NoticeCode.INPUT_SOURCE:
-        s = f"the runs come from different sources: {n.normal} vs {n.abnormal}"
-    elif code == NoticeCode.LOAD:
-        return _load_notice(n)
-    elif code in _DIFFERS_LIST:
-        s = f"{_DIFFERS_LIST[code]} differs: {_counted([_unknown(x) for x in n.normal or []])} vs " \
-            f"{_counted([_unknown(x) for x in n.abnormal or []])}"
-    else:
-        s = f"{_DIFFERS[code]} differs: {_unknown(n.normal)} vs {_unknown(n.abnormal)}"
-    return md_escape(s)
+def _metric_one_side(n: Notice) -> str:
+    d = _detail(n, MetricOneSideDetail)
+    return f"metric {d.metric} on {d.device} was sampled in the {d.side} run only; not compared"
+
+
+def _cycle_ratio(n: Notice) -> str:
+    d = _detail(n, CycleRatioDetail)
+    head = f"median cycle times differ by ×{d.ratio:.2f} ({n.normal / 1e3:.3g} ms vs {n.abnormal / 1e3:.3g} ms)"
+    if d.same_marked_source:
+        return (f"{head}: both runs' cycles are the process's own markers ({d.source_n}), so probably a real "
+                "change, unless the markers changed meaning")
+    return f"{head}: probably segmented differently; choose cycles with --cycle / --window"
+
+
+def _world_size(n: Notice) -> str:
+    d = _detail(n, WorldSizeDetail)
+    return (f"world size differs: {_unknown(n.normal)} (rank {_unknown(d.rank_n)}) vs {_unknown(n.abnormal)} "
+            f"(rank {_unknown(d.rank_a)}): collectives and the work per rank change with it")
+
+
+def _rank(n: Notice) -> str:
+    return (f"another rank: {_unknown(n.normal)} vs {_unknown(n.abnormal)} of "
+            f"{_unknown(_detail(n, RankDetail).world_size)}: ranks can do different work")
+
+
+def _cycle_source(n: Notice) -> str:
+    d = _detail(n, CycleSourceDetail)
+    return f"cycle source differs: {n.normal} ({d.detail_n}) vs {n.abnormal} ({d.detail_a})"
 
 
 def _load_notice(n: Notice) -> str:
     """The runs carried different load: the numbers, and the cycle time at a common load."""
-    f = n.fields
+    d = _detail(n, LoadNoticeDetail)
     s = (f"the runs carried different load: median tokens per cycle {fmt_num(n.normal, 1)} → "
-         f"{fmt_num(n.abnormal, 1)}, requests per cycle {fmt_num(f['requests_n'], 1)} → "
-         f"{fmt_num(f['requests_a'], 1)}, prefill share {fmt_num(f['prefill_share_n_pct'], 1)} → "
-         f"{fmt_num(f['prefill_share_a_pct'], 1)} % of tokens; cycle times grow with load, so they are not "
+         f"{fmt_num(n.abnormal, 1)}, requests per cycle {fmt_num(d.requests_n, 1)} → "
+         f"{fmt_num(d.requests_a, 1)}, prefill share {fmt_num(d.prefill_share_n_pct, 1)} → "
+         f"{fmt_num(d.prefill_share_a_pct, 1)} % of tokens; cycle times grow with load, so they are not "
          "comparable as they stand")
-    if f["adjusted"]:
+    if d.adjusted:
         s += (f". At a common load (both runs' cycles weighted to their pooled load, median "
-              f"{fmt_num(f['x0_tokens'], 1)} tokens per cycle) the cycle time changed "
-              f"{fmt_pct(f['change_pct'], 1)} ({fmt_time_us(f['cycle_n_us'])} → {fmt_time_us(f['cycle_a_us'])}; "
-              f"{_ci_pct(f['change_lo_pct'], f['change_hi_pct'])}, p {fmt_p(f['p'])}), and the findings compare "
+              f"{fmt_num(d.x0_tokens, 1)} tokens per cycle) the cycle time changed "
+              f"{fmt_pct(d.change_pct, 1)} ({fmt_time_us(d.cycle_n_us)} → {fmt_time_us(d.cycle_a_us)}; "
+              f"{_ci_pct(d.change_lo_pct, d.change_hi_pct)}, p {fmt_p(d.p)}), and the findings compare "
               "own times at that load")
     else:
-        s += f"; they could not be compared at a common load: {f['reason']}"
-    return md_escape(s)
+        s += f"; they could not be compared at a common load: {d.reason}"
+    return s
+
+
+def _differs_list(what: str) -> Callable[[Notice], str]:
+    """A setting of each GPU that differs (driver, clock, power limit): each value once, counted."""
+    return lambda n: (f"{what} differs: {_counted([_unknown(x) for x in n.normal or []])} vs "
+                      f"{_counted([_unknown(x) for x in n.abnormal or []])}")
+
+
+def _differs(what: str) -> Callable[[Notice], str]:
+    """A setting of the host that differs."""
+    return lambda n: f"{what} differs: {_unknown(n.normal)} vs {_unknown(n.abnormal)}"
+
+
+NOTICE_WORDS: dict[NoticeCode, Callable[[Notice], str]] = {
+    NoticeCode.METRIC_ONE_SIDE: _metric_one_side,
+    NoticeCode.CYCLE_RATIO: _cycle_ratio,
+    NoticeCode.GPU_MODEL: lambda n: f"GPU model differs: {_counted(n.normal)} vs {_counted(n.abnormal)}",
+    NoticeCode.GPU_DRIVER: _differs_list("GPU driver"),
+    NoticeCode.MAX_SM_CLOCK: _differs_list("max SM clock (MHz)"),
+    NoticeCode.POWER_LIMIT: _differs_list("power limit (W)"),
+    NoticeCode.CPU_MODEL: _differs("CPU model"),
+    NoticeCode.CPU_CORES: _differs("CPU cores"),
+    NoticeCode.OS_KERNEL: _differs("OS kernel"),
+    NoticeCode.WORLD_SIZE: _world_size,
+    NoticeCode.RANK: _rank,
+    NoticeCode.CYCLE_SOURCE: _cycle_source,
+    NoticeCode.INPUT_SOURCE: lambda n: f"the runs come from different sources: {n.normal} vs {n.abnormal}",
+    NoticeCode.LOAD: _load_notice,
+}
+
+
+def notice_text(n: Notice) -> str:
+    """A warning or comparability problem as one Markdown line (values escaped)."""
+    return md_escape(NOTICE_WORDS[n.code](n))
 
 
 def _ci_pct(lo: float, hi: float) -> str:
     """"95 % CI +1.7% to +2.8%"."""
     return f"95 % CI {fmt_pct(lo, 1)} to {fmt_pct(hi, 1)}"
-
-
-_DIFFERS_LIST = {NoticeCode.GPU_DRIVER: "GPU driver", NoticeCode.MAX_SM_CLOCK: "max SM clock (MHz)",
-                 NoticeCode.POWER_LIMIT: "power limit (W)"}
-_DIFFERS = {NoticeCode.CPU_MODEL: "CPU model", NoticeCode.CPU_CORES: "CPU cores", NoticeCode.OS_KERNEL: "OS kernel"}
 
 
 def plan_text(plan: CyclePlan | None) -> str:
@@ -526,17 +574,17 @@ SIGNAL_WORDS = {  # metric → (group, what, unit as printed); one signal per gr
 }
 
 
-def _signal_words(signals: Any) -> str:
+def _signal_words(signals: tuple[Signal, ...]) -> str:
     """"memory limit hits 0 → 4.01 /s, memory stalls (some) 0.29 → 17.95 % of time, swap-in 0 B/s
     → 4.95 MiB/s": the first signal of each group in SIGNAL_WORDS's order, at most three."""
     order = list(SIGNAL_WORDS)
     parts, groups = [], set()
-    for sig in sorted(signals, key=lambda x: order.index(x["metric"]) if x["metric"] in order else len(order)):
-        group, what, unit = SIGNAL_WORDS.get(sig["metric"], (sig["metric"], md_name(sig["metric"]), ""))
+    for sig in sorted(signals, key=lambda x: order.index(x.metric) if x.metric in order else len(order)):
+        group, what, unit = SIGNAL_WORDS.get(sig.metric, (sig.metric, md_name(sig.metric), ""))
         if group in groups or len(parts) == 3:
             continue
         groups.add(group)
-        n, a = sig["mean_n"], sig["mean_a"]
+        n, a = sig.mean_n, sig.mean_a
         if unit in ("bytes", "B/s"):
             parts.append(f"{what} {fmt_value(n, unit)} → {fmt_value(a, unit)}")
         else:
@@ -544,92 +592,149 @@ def _signal_words(signals: Any) -> str:
     return ", ".join(parts)
 
 
-def _host_wide_words(v: VerdictClass, c: Analysis | None = None, who: str = "") -> str:
+def _host_wide_words(hw: HostWide, c: Analysis | None = None, who: str = "") -> str:
     """A host-wide common-mode slowdown, in words; with the analysis, what waiting explains of
     it, the largest functions it holds, and `who` (the other functions the class names)."""
-    device, ratio = md_name(str(v.values.get("device"))), fmt_num(v.values.get("ratio"))
-    text = f"every CPU-side function on {device} ×{ratio} per call"
+    text = f"every CPU-side function on {md_name(hw.device)} ×{fmt_num(hw.ratio)} per call"
     if c is None:
         return text
-    waits = v.values.get("explained_pp")
-    if waits:
-        by = " and ".join(VERDICT_WORDS[VerdictCode(x)] for x in v.values.get("explained_by", ()))
-        text += f", more than {by or 'waiting'} explains ({fmt_num(waits)} of {fmt_num(v.values['host_wide_pp'])} pp)"
-    funcs = [c.functions[i].name for i in v.values.get("absorbed_funcs", ())]
+    if math.isfinite(hw.explained_pp) and hw.explained_pp:
+        by = " and ".join(VERDICT_WORDS[x] for x in hw.explained_by)
+        text += f", more than {by or 'waiting'} explains ({fmt_num(hw.explained_pp)} of {fmt_num(hw.host_wide_pp)} pp)"
+    funcs = [c.functions[i].name for i in hw.absorbed_funcs]
     if funcs:
         text += "; most in " + ", ".join(f"**{md_name(n, 48)}**" for n in funcs[:2])
     return text + (f"; also {who}" if who else "")
 
 
+def _who(who: str, sep: str = ": ") -> str:
+    return f"{sep}{who}" if who else ""
+
+
+def _cpu_clock(c: Analysis, v: VerdictClass, who: str) -> str:
+    d = _vdetail(v, CpuClockDetail)
+    hw = d.host_wide
+    # With waiting beside it, the host-wide rest in the clock's class says what waiting explains.
+    if hw is not None and math.isfinite(hw.explained_pp):
+        slower = _host_wide_words(hw, c, who)
+    else:
+        slower = who or (_host_wide_words(hw) if hw is not None else "")
+    return (f": CPU clock {fmt_num(d.clock.n)} → {fmt_num(d.clock.a)} {d.clock.unit}; slower at unchanged calls: "
+            f"{slower}")
+
+
+def _cpu_work(c: Analysis, v: VerdictClass, who: str) -> str:
+    if isinstance(v.detail, CpuWorkDetail):  # a host-wide slowdown per call
+        return ": " + _host_wide_words(v.detail.host_wide, c, who)
+    return _who(who)
+
+
+def _cpu_quota(c: Analysis, v: VerdictClass, who: str) -> str:
+    d = _vdetail(v, QuotaDetail)
+    return (f": the target's cgroup was throttled {fmt_num(d.throttled_ms_per_s_n)} → "
+            f"{fmt_num(d.throttled_ms_per_s_a)} ms per s" + _who(who, "; "))
+
+
+def _stall(c: Analysis, v: VerdictClass, who: str) -> str:
+    """Memory pressure, contention, I/O wait: the signals backing the class, then its causes."""
+    d = v.detail
+    if isinstance(d, StallDetail) and d.signals:
+        return f": {_signal_words(d.signals)}" + _who(who, "; ")
+    return _who(who)
+
+
+def _gpu_throttling(c: Analysis, v: VerdictClass, who: str) -> str:
+    return f" ({_vdetail(v, ThrottleDetail).reason}): kernels slower while the GPU was held back: {who}"
+
+
+def _load_class(c: Analysis, v: VerdictClass, who: str) -> str:
+    d = _vdetail(v, LoadDetail)
+    return (f": median tokens per cycle {fmt_num(d.median_tokens_n, 1)} → {fmt_num(d.median_tokens_a, 1)}; at a "
+            f"common load the cycle time changed {fmt_pct(d.change_pct, 1)} (p {fmt_p(d.p)})"
+            + ("; no function changed materially at that load: the load explains the change" if d.explained else ""))
+
+
+def _gpu_device_wide(c: Analysis, v: VerdictClass, who: str) -> str:
+    d = _vdetail(v, DeviceWideDetail)
+    return f": every kernel on {md_name(d.device)} ×{fmt_num(d.ratio)} per call"
+
+
+def _launch_bound(c: Analysis, v: VerdictClass, who: str) -> str:
+    """The launch calls behind a launch-bound class: per call and per cycle."""
+    d, per = _vdetail(v, LaunchDetail), per_unit(c)
+    return ": " + "; ".join(f"**{md_name(x.name, 48)}** {fmt_time_us(x.per_call_n_us)} → {fmt_time_us(x.per_call_a_us)} "
+                            f"per call, {fmt_num(x.calls_n, 1)} → {fmt_num(x.calls_a, 1)} calls {per}"
+                            for x in d.launches[:2]) + (
+        f"; the kernels they feed {fmt_num(d.kernel_calls_n, 1)} → {fmt_num(d.kernel_calls_a, 1)} calls {per}")
+
+
+def _added_sync(c: Analysis, v: VerdictClass, who: str) -> str:
+    """The synchronisation calls behind an added-synchronisation class, per cycle."""
+    calls, per = _vdetail(v, SyncDetail).calls, per_unit(c)
+    return ": " + ", ".join(f"**{md_name(x.name, 48)}** {fmt_num(x.calls_n, 1)} → {fmt_num(x.calls_a, 1)} calls {per}"
+                            for x in calls[:2]) + (f" and {len(calls) - 2} more" if len(calls) > 2 else "")
+
+
+def _other_process(c: Analysis, v: VerdictClass, who: str) -> str:
+    return " (" + ", ".join(md_name(d) for d in _vdetail(v, OtherProcessDetail).devices) + ")" + _who(who)
+
+
+def _names_only(c: Analysis, v: VerdictClass, who: str) -> str:
+    return _who(who)
+
+
+def _no_material(c: Analysis, v: VerdictClass, who: str) -> str:
+    return ": no function's own time changed both significantly and materially"
+
+
+# What each class says after its name, from its detail and `who` (the functions it names).
+VERDICT_LINES: dict[VerdictCode, Callable[[Analysis, VerdictClass, str], str]] = {
+    VerdictCode.CPU_CLOCK: _cpu_clock,
+    VerdictCode.CPU_QUOTA: _cpu_quota,
+    VerdictCode.MEMORY_PRESSURE: _stall,
+    VerdictCode.CPU_CONTENTION: _stall,
+    VerdictCode.IO_WAIT: _stall,
+    VerdictCode.INPUT_PIPELINE: _names_only,
+    VerdictCode.GPU_DEVICE_WIDE: _gpu_device_wide,
+    VerdictCode.GPU_THROTTLING: _gpu_throttling,
+    VerdictCode.GPU_KERNEL: _names_only,
+    VerdictCode.COLLECTIVES: _names_only,
+    VerdictCode.OTHER_PROCESS: _other_process,
+    VerdictCode.LAUNCH_BOUND: _launch_bound,
+    VerdictCode.ADDED_SYNC: _added_sync,
+    VerdictCode.TRANSFER: _names_only,
+    VerdictCode.NEW_WORK: _names_only,
+    VerdictCode.CPU_WORK: _cpu_work,
+    VerdictCode.LOAD: _load_class,
+    VerdictCode.NO_MATERIAL: _no_material,
+}
+# What a class adds after its share and q.
+VERDICT_AFTER = {VerdictCode.COLLECTIVES: ": a collective waits for the last rank; compare all ranks' traces to find it"}
+
+
 def verdict_lines(c: Analysis, verdict: list[VerdictClass], findings: list[Finding]) -> list[str]:
-    """The verdict as short Markdown lines, one per class: the share it explains and its
-    evidence (at most two names, shortened)."""
+    """The verdict as short Markdown lines, one per class: its name, what it states
+    (VERDICT_LINES), the share it explains and its evidence (at most two names, shortened)."""
     lines = []
     for v in verdict:
-        if v.code == VerdictCode.NO_MATERIAL:
-            lines.append("**no material change**: no function's own time changed both significantly and materially.")
-            continue
         names = list(dict.fromkeys(findings[i].function for i in v.evidence if findings[i].function))
         who = ", ".join(f"**{md_name(n, 48)}**" for n in names[:2]) + (f" and {len(names) - 2} more"
                                                                           if len(names) > 2 else "")
-        text = f"**{VERDICT_WORDS[v.code]}**"
-        if v.code == VerdictCode.CPU_CLOCK:
-            unit = " %" if v.values["clock_n"] <= 100 else " MHz"
-            # With waiting beside it, the host-wide rest in the clock's class says what waiting explains.
-            slower = _host_wide_words(v, c, who) if "explained_pp" in v.values else who or _host_wide_words(v)
-            text += (f": CPU clock {fmt_num(v.values['clock_n'])} → {fmt_num(v.values['clock_a'])}{unit}; slower at "
-                     f"unchanged calls: {slower}")
-        elif v.code == VerdictCode.CPU_WORK and "ratio" in v.values:
-            text += ": " + _host_wide_words(v, c, who)
-        elif v.code == VerdictCode.CPU_QUOTA:
-            text += (f": the target's cgroup was throttled {fmt_num(v.values['throttled_ms_per_s_n'])} → "
-                     f"{fmt_num(v.values['throttled_ms_per_s_a'])} ms per s" + (f"; {who}" if who else ""))
-        elif v.code == VerdictCode.MEMORY_PRESSURE or v.values.get("signals"):
-            text += f": {_signal_words(v.values['signals'])}" + (f"; {who}" if who else "")
-        elif v.code == VerdictCode.GPU_THROTTLING:
-            text += f" ({v.values['reason']}): kernels slower while the GPU was held back: {who}"
-        elif v.code == VerdictCode.LOAD:
-            text += (f": median tokens per cycle {fmt_num(v.values['median_tokens_n'], 1)} → "
-                     f"{fmt_num(v.values['median_tokens_a'], 1)}; at a common load the cycle time changed "
-                     f"{fmt_pct(v.values['change_pct'], 1)} (p {fmt_p(v.values['p'])})"
-                     + ("; no function changed materially at that load: the load explains the change"
-                        if v.values["explained"] else ""))
-        elif v.code == VerdictCode.GPU_DEVICE_WIDE:
-            text += f": every kernel on {md_name(str(v.values.get('device')))} ×{fmt_num(v.values.get('ratio'))} per call"
-        elif v.code in (VerdictCode.LAUNCH_BOUND, VerdictCode.ADDED_SYNC):
-            text += ": " + _host_calls_words(c, v)
-        elif v.code == VerdictCode.OTHER_PROCESS:
-            text += " (" + ", ".join(md_name(d) for d in v.values.get("devices", [])) + ")" + (f": {who}" if who else "")
-        elif who:
-            text += f": {who}"
+        text = f"**{VERDICT_WORDS[v.code]}**" + VERDICT_LINES[v.code](c, v, who)
         if v.tau_pp:
             # Host and GPU time overlap in the cycle: each device's share, not their sum.
             shares = (" and ".join(f"{fmt_signed(pp)} pp on {md_name(d)}" for d, pp in v.tau_by_device)
                       if v.tau_by_device else f"{fmt_signed(v.tau_pp)} pp")
             # A cause's nested causes count in its share (the tables show each one's own τ).
-            nested = any(findings[i].values.get("tau_nested_pp") for i in v.evidence)
+            nested = any(isinstance(findings[i].evidence, CauseEvidence) and findings[i].evidence.tau_nested_pp
+                         for i in v.evidence)
             text += (f" ({shares} of the abnormal cycle" + (", with the work nested in it" if nested else "")
                      + (f", q {fmt_p(v.q)})" if math.isfinite(v.q) else ")"))
         elif math.isfinite(v.q):
             text += f" (q {fmt_p(v.q)})"
-        if v.code == VerdictCode.COLLECTIVES:
-            text += ": a collective waits for the last rank; compare all ranks' traces to find it"
-        lines.append(text + ".")
+        lines.append(text + VERDICT_AFTER.get(v.code, "") + ".")
         lines.extend(starved_line(s) for s in v.starved)
     return lines
-
-
-def _host_calls_words(c: Analysis, v: VerdictClass) -> str:
-    """The calls behind a launch-bound or added-synchronisation class: per call and per cycle."""
-    per = per_unit(c)
-    if v.code == VerdictCode.LAUNCH_BOUND:
-        return "; ".join(f"**{md_name(name, 48)}** {fmt_time_us(pn)} → {fmt_time_us(pa)} per call, {fmt_num(cn, 1)} → "
-                         f"{fmt_num(ca, 1)} calls {per}" for name, pn, pa, cn, ca in v.values["launches"][:2]) + (
-            f"; the kernels they feed {fmt_num(v.values['kernel_calls_n'], 1)} → "
-            f"{fmt_num(v.values['kernel_calls_a'], 1)} calls {per}")
-    calls = v.values["calls"]
-    return ", ".join(f"**{md_name(name, 48)}** {fmt_num(n, 1)} → {fmt_num(a, 1)} calls {per}"
-                     for name, n, a in calls[:2]) + (f" and {len(calls) - 2} more" if len(calls) > 2 else "")
 
 
 def starved_line(s: Starved) -> str:

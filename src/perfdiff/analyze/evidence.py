@@ -1,0 +1,271 @@
+"""The numbers a finding or a notice rests on: one frozen record per code, units in the names.
+
+`Finding.evidence` (perfdiff.analyze.findings) and `Notice.detail` (perfdiff.analyze.records)
+hold one of these; the renderer reads their attributes, never string keys.  Every field has a
+concrete type (floats, ints, str, bool, tuples of them), so a record is serialisable by
+reflection; unknown is NaN (a count or a name that does not apply: its default).
+Units: `_us` µs, `_pp` percentage points of the abnormal cycle, `_pct` %, `_tokens` tokens;
+`ratio` a factor (A over N); `p`, `q` probabilities; `n_*`, `count` counts.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+NAN = float("nan")
+
+
+# --- Findings ---------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class CycleTimeEvidence:
+    """CYCLE_TIME: both runs' cycle times and the tests of their change; the P95/P99 95 %
+    distribution-free CIs (µs)."""
+
+    median_n_us: float
+    median_a_us: float
+    change_pct: float  # the median's change, % of the normal median
+    p_mwu: float  # Mann–Whitney (Wilcoxon signed-rank over matched cycles)
+    n_n: int  # cycles
+    n_a: int
+    paired: bool  # the cycles are matched: p_mwu is the signed-rank test's
+    mean_n_us: float
+    mean_a_us: float
+    p_welch: float
+    throughput_change_pct: float  # 100 · (mean_N / mean_A − 1)
+    p95_n_us: float
+    p95_a_us: float
+    p99_n_us: float
+    p99_a_us: float
+    ks_d: float  # Kolmogorov–Smirnov D
+    ks_p: float
+    p95_n_lo_us: float = NAN
+    p95_n_hi_us: float = NAN
+    p95_a_lo_us: float = NAN
+    p95_a_hi_us: float = NAN
+    p99_n_lo_us: float = NAN
+    p99_n_hi_us: float = NAN
+    p99_a_lo_us: float = NAN
+    p99_a_hi_us: float = NAN
+
+
+@dataclass(frozen=True)
+class CauseEvidence:
+    """CAUSE: the function's own time per cycle and τ as the finding states them (at the
+    common load when `load_adjusted`); the causes nested in its range and their τ."""
+
+    tau_pp: float
+    t_n_us: float
+    t_a_us: float
+    incl_n_us: float  # inclusive time per cycle (CPU ranges: children included)
+    incl_a_us: float
+    nested: int  # causes nested in its range
+    tau_nested_pp: float  # their own change: part of this cause's work
+    load_adjusted: bool = False
+    x0_tokens: float = NAN  # the common load, when load_adjusted
+
+
+@dataclass(frozen=True)
+class NoCauseEvidence:
+    """NO_CAUSE: how many functions were tested, and how many changed significantly but not
+    materially."""
+
+    n_tests: int
+    negligible: int
+
+
+@dataclass(frozen=True)
+class NegligibleEvidence:
+    """NEGLIGIBLE: how many significant changes were too small to be a cause (the thresholds:
+    Analysis.thresholds)."""
+
+    count: int
+
+
+@dataclass(frozen=True)
+class LoadEvidence:
+    """LOAD: the cycle time compared at a common load (perfdiff.analyze.records.LoadComparison)
+    and how many functions that changed as measured the load alone explains."""
+
+    x0_tokens: float
+    n_strata: int
+    cycle_n_us: float
+    cycle_a_us: float
+    change_us: float
+    change_lo_us: float
+    change_hi_us: float
+    change_pct: float
+    p: float
+    median_tokens_n: float
+    median_tokens_a: float
+    explained: int
+
+
+@dataclass(frozen=True)
+class DeviceWideEvidence:
+    """DEVICE_WIDE: every busy function of a device changed per call by one `ratio` (A over
+    N); the causes it took in (`absorbed`, the largest as indexes into Analysis.functions) and
+    their τ; `host`: the device is the host (CPU-side operators)."""
+
+    ratio: float
+    k: int  # functions in the check
+    iqr_log: float  # IQR of their ln ratios
+    absorbed: int
+    tau_pp: float
+    absorbed_funcs: tuple[int, ...]
+    host: bool
+
+
+@dataclass(frozen=True)
+class CommonModeEvidence:
+    """COMMON_MODE: every kernel of a device scaled its share of the cycle by one `ratio`;
+    `same_time`: how many kept their own time per cycle."""
+
+    ratio: float
+    k: int
+    iqr_log: float
+    same_time: int
+
+
+@dataclass(frozen=True)
+class SymptomEvidence:
+    """SYMPTOM: a wait's own time per cycle and τ."""
+
+    tau_pp: float
+    t_n_us: float
+    t_a_us: float
+
+
+@dataclass(frozen=True)
+class MetricEvidence:
+    """RESOURCE (a context metric) and METRIC_WHILE (μ while a cause ran): the metric's mean in
+    both runs, in `unit` (its registry unit)."""
+
+    metric: str
+    unit: str
+    mean_n: float
+    mean_a: float
+
+
+@dataclass(frozen=True)
+class EventEvidence:
+    """EVENT: a timed event of the abnormal run only (the collectors' record): its kind, where,
+    when (s after the first cycle), and what the kinds that have one name."""
+
+    event: str  # gpu-lost, xid, ecc, other-process, target-exited
+    device: str
+    t_s: float
+    pid: int | None = None  # other-process
+    name: str = ""  # other-process: its command
+    used_gpu_memory_bytes: float = NAN  # other-process
+    xid: str | None = None  # xid: the error's number
+
+
+@dataclass(frozen=True)
+class KernelSwapEvidence:
+    """KERNEL_SWAP: the finding's `related` are the kernels that gained calls (the first
+    `grew`), then those that lost them; each one's τ, and the net."""
+
+    grew: int
+    net_pp: float
+    tau_pp: tuple[float, ...]
+
+
+@dataclass(frozen=True)
+class OppositeEvidence:
+    """OPPOSITE: each related function's τ as the finding states it (at the common load when
+    the load differed; empty: as measured, Analysis.functions[i].tau_pp)."""
+
+    tau_pp: tuple[float, ...] = ()
+
+
+@dataclass(frozen=True)
+class CyclesNeededEvidence:
+    """CYCLES_NEEDED: too few cycles for one function's q to reach α."""
+
+    n_n: int
+    n_a: int
+    min_p: float  # the smallest attainable p
+    n_tests: int
+    cycles_needed: int
+
+
+FindingEvidence = (CycleTimeEvidence | CauseEvidence | NoCauseEvidence | NegligibleEvidence | LoadEvidence
+                   | DeviceWideEvidence | CommonModeEvidence | SymptomEvidence | MetricEvidence | EventEvidence
+                   | KernelSwapEvidence | OppositeEvidence | CyclesNeededEvidence)
+
+
+# --- Notices ----------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class MetricOneSideDetail:
+    """METRIC_ONE_SIDE: a metric sampled in one run only."""
+
+    metric: str
+    device: str
+    side: str  # "normal" | "abnormal"
+
+
+@dataclass(frozen=True)
+class CycleRatioDetail:
+    """CYCLE_RATIO: the median cycle times' ratio (A over N) and whether both runs' cycles are
+    the process's own markers of one source."""
+
+    ratio: float
+    same_marked_source: bool
+    source_n: str
+    source_a: str
+
+
+@dataclass(frozen=True)
+class WorldSizeDetail:
+    """WORLD_SIZE: each run's rank (None: unknown)."""
+
+    rank_n: int | None
+    rank_a: int | None
+
+
+@dataclass(frozen=True)
+class RankDetail:
+    """RANK: the normal run's world size (None: unknown)."""
+
+    world_size: int | None
+
+
+@dataclass(frozen=True)
+class CycleSourceDetail:
+    """CYCLE_SOURCE: how each run's cycles were found."""
+
+    detail_n: str
+    detail_a: str
+
+
+@dataclass(frozen=True)
+class LoadNoticeDetail:
+    """LOAD: the runs' load beyond the median tokens (the notice's normal/abnormal) and the
+    cycle time at a common load (NaN with `reason` when it could not be compared)."""
+
+    basis: tuple[str, ...]  # "tokens", "requests", "prefill-share"
+    requests_n: float
+    requests_a: float
+    prefill_share_n_pct: float
+    prefill_share_a_pct: float
+    adjusted: bool
+    x0_tokens: float
+    cycle_n_us: float
+    cycle_a_us: float
+    change_pct: float
+    change_lo_pct: float
+    change_hi_pct: float
+    p: float
+    reason: str
+
+
+# What a notice compares, in each run: a setting (a name, a count; None: unknown), one per
+# GPU (a tuple), or a number (the median cycle in ms, the median tokens per cycle).
+Setting = str | int | float | None
+NoticeValue = str | int | float | tuple[Setting, ...] | None
+
+NoticeDetail = (MetricOneSideDetail | CycleRatioDetail | WorldSizeDetail | RankDetail | CycleSourceDetail
+                | LoadNoticeDetail)

@@ -1,0 +1,48 @@
+"""The findings' rules are one ordered table (perfdiff.analyze.findings.RULES): its order is
+the findings' order, stated once, and every finding code but IDENTICAL has its rule."""
+from __future__ import annotations
+
+import perfdiff
+from conftest import EXAMPLES
+
+from perfdiff.analyze import evidence as ev
+from perfdiff.analyze.findings import RULES, FindingCode
+
+
+def test_the_rule_table_states_the_findings_order() -> None:
+    assert [r.code for r in RULES] == [
+        FindingCode.CYCLE_TIME, FindingCode.LOAD, FindingCode.DEVICE_WIDE, FindingCode.CAUSE, FindingCode.NO_CAUSE,
+        FindingCode.NEGLIGIBLE, FindingCode.PROPORTIONAL, FindingCode.COMMON_MODE, FindingCode.SYMPTOM,
+        FindingCode.RESOURCE, FindingCode.METRIC_WHILE, FindingCode.EVENT, FindingCode.KERNEL_SWAP,
+        FindingCode.OPPOSITE, FindingCode.CYCLES_NEEDED]
+    # IDENTICAL is no rule: identical inputs have that one finding and nothing else.
+    assert {r.code for r in RULES} == set(FindingCode) - {FindingCode.IDENTICAL}
+
+
+def test_findings_come_in_the_tables_order() -> None:
+    c = perfdiff.compare(EXAMPLES / "cpufreq" / "normal", EXAMPLES / "cpufreq" / "abnormal")
+    order = [r.code for r in RULES]
+    codes = [x.code for x in c.findings]
+    assert codes[0] == FindingCode.CYCLE_TIME and len(set(codes)) > 3
+    assert [order.index(x) for x in codes] == sorted(order.index(x) for x in codes)
+
+
+EVIDENCE = {
+    FindingCode.CYCLE_TIME: ev.CycleTimeEvidence, FindingCode.LOAD: ev.LoadEvidence,
+    FindingCode.DEVICE_WIDE: ev.DeviceWideEvidence, FindingCode.CAUSE: ev.CauseEvidence,
+    FindingCode.NO_CAUSE: ev.NoCauseEvidence, FindingCode.NEGLIGIBLE: ev.NegligibleEvidence,
+    FindingCode.PROPORTIONAL: type(None), FindingCode.COMMON_MODE: ev.CommonModeEvidence,
+    FindingCode.SYMPTOM: ev.SymptomEvidence, FindingCode.RESOURCE: ev.MetricEvidence,
+    FindingCode.METRIC_WHILE: ev.MetricEvidence, FindingCode.EVENT: ev.EventEvidence,
+    FindingCode.KERNEL_SWAP: ev.KernelSwapEvidence, FindingCode.OPPOSITE: ev.OppositeEvidence,
+    FindingCode.CYCLES_NEEDED: ev.CyclesNeededEvidence, FindingCode.IDENTICAL: type(None),
+}
+
+
+def test_every_finding_states_its_own_evidence_record() -> None:
+    """Each code's evidence is its record (none for those resting on `related` alone)."""
+    assert set(EVIDENCE) == set(FindingCode)
+    for pair in ("cpufreq", "contention"):
+        c = perfdiff.compare(EXAMPLES / pair / "normal", EXAMPLES / pair / "abnormal")
+        for x in c.findings:
+            assert type(x.evidence) is EVIDENCE[x.code], (x.code, x.evidence)
