@@ -8,7 +8,7 @@ runs them here or in forked workers with the same results.
 from __future__ import annotations
 
 import math
-from dataclasses import replace
+from dataclasses import dataclass, replace
 from typing import Any
 
 import numpy as np
@@ -18,12 +18,13 @@ from perfdiff.analyze.align import align
 from perfdiff.analyze.busy import gpu_busy_shares
 from perfdiff.analyze.checks import common_modes, comparability, cycle_ratio_notice
 from perfdiff.analyze.load import compare_load, cycle_load, is_step_metric, load_notice
-from perfdiff.analyze.metrics import aliases_and_constants, mu_jobs, z_log
+from perfdiff.analyze.metrics import MuJob, aliases_and_constants, mu_jobs, z_log
 from perfdiff.analyze.evidence import MetricOneSideDetail
 from perfdiff.analyze.thresholds import Thresholds
 from perfdiff.analyze.records import (Analysis, ContextStats, CycleLoad, DetailRow, FunctionStats, MuStats, Notice,
                                       NoticeCode, RunSummary, Trace)
-from perfdiff.attribute import CycleMatrix, DeviceRows, attribute_activity, device_rows, mu_matrix, sample_series
+from perfdiff.attribute import (CycleMatrix, DeviceRows, SeriesInfo, attribute_activity, device_rows, mu_matrix,
+                                sample_series)
 from perfdiff.bundle import RunData
 from perfdiff.model.cycles import CyclePlan
 from perfdiff.model.schema import CycleSource
@@ -67,21 +68,48 @@ def _total(v: np.ndarray, i: int) -> float:
     return float(v[i]) if i >= 0 else 0.0
 
 
-def _function_tests(data: tuple, f: int) -> tuple[stats.TwoSample, stats.TwoSample]:
-    """(own time per cycle, share of the cycle) tests of aligned function `f`: paired over
-    matched cycles, else independent."""
-    mn, ma, idx_n, idx_a, Dn, Da, th, matched = data
-    tn = _row(mn.own_ns, idx_n[f], len(Dn)) / NS_PER_US
-    ta = _row(ma.own_ns, idx_a[f], len(Da)) / NS_PER_US
-    test = stats.compare_paired if matched else stats.compare_samples
+@dataclass(frozen=True)
+class _Pair:
+    """Both runs aligned for the tests: their per-(function, cycle) matrices, the aligned
+    functions' (name, device, kind) keys and their row in each run (−1: absent there), the
+    cycle durations (ns), whether cycle i of both runs does the same work, the thresholds."""
+
+    mn: CycleMatrix
+    ma: CycleMatrix
+    keys: list[tuple[str, str, str]]
+    idx_n: np.ndarray
+    idx_a: np.ndarray
+    dur_n: np.ndarray
+    dur_a: np.ndarray
+    matched: bool
+    match_rho: float  # Spearman ρ of the two runs' cycle durations, cycle by cycle
+    renames: tuple[tuple[str, str], ...]  # (normal name, abnormal name) matched as one function
+    th: Thresholds
+
+    @property
+    def kn(self) -> int:
+        return len(self.dur_n)
+
+    @property
+    def ka(self) -> int:
+        return len(self.dur_a)
+
+
+def _function_tests(p: _Pair, f: int) -> tuple[stats.TwoSample, stats.TwoSample]:
+    """(own time per cycle, share of the cycle) tests of aligned function `f` (Parallel's
+    fn(shared, item)): paired over matched cycles, else independent."""
+    tn = _row(p.mn.own_ns, p.idx_n[f], p.kn) / NS_PER_US
+    ta = _row(p.ma.own_ns, p.idx_a[f], p.ka) / NS_PER_US
+    test = stats.compare_paired if p.matched else stats.compare_samples
+    th = p.th
     return (test(ta, tn, floor=th.t_floor_us, alpha=th.alpha),
-            test(100.0 * ta * NS_PER_US / Da, 100.0 * tn * NS_PER_US / Dn, floor=th.beta_floor_pp, alpha=th.alpha))
+            test(100.0 * ta * NS_PER_US / p.dur_a, 100.0 * tn * NS_PER_US / p.dur_n, floor=th.beta_floor_pp,
+                 alpha=th.alpha))
 
 
-def _mu_test(alpha: float, job: tuple) -> tuple[stats.TwoSample, float]:
+def _mu_test(alpha: float, job: MuJob) -> tuple[stats.TwoSample, float]:
     """One μ test (Parallel.map's fn(shared, item): the shared value is α)."""
-    _, _, _, va, vn, floor = job
-    return stats.compare_samples(va, vn, floor=floor, alpha=alpha), z_log(va, vn, floor)
+    return stats.compare_samples(job.a, job.n, floor=job.floor, alpha=alpha), z_log(job.a, job.n, job.floor)
 
 
 def compare_runs(normal: RunData, abnormal: RunData, cn: Cycles, ca: Cycles, *,
@@ -98,129 +126,166 @@ def compare_runs(normal: RunData, abnormal: RunData, cn: Cycles, ca: Cycles, *,
     `loads`: both runs' `cycle_load` over these cycles when already computed.  `thresholds`:
     the decision thresholds (default: perfdiff's, with `alpha`); carried on the Analysis."""
     th = thresholds or Thresholds(alpha=alpha)
-    alpha = th.alpha
     par = parallel or Parallel.serial()
     sn, sa = summarize_run(normal, cn), summarize_run(abnormal, ca)
-    Dn, Da = cn.dur_ns.astype(np.float64), ca.dur_ns.astype(np.float64)
-    mn, ma = matrices or (attribute_activity(normal, cn), attribute_activity(abnormal, ca))
-    # Windows and idle-gap spans are no iterations: a step's calls in them scale with its speed.
-    keys, idx_n, idx_a, renames = align(mn, ma, per_iteration=cn.source not in (CycleSource.WINDOW,
-                                                                                CycleSource.IDLE_GAPS))
-    Kn, Ka = cn.n, ca.n
-    pooled_cycle_us = (Dn.sum() + Da.sum()) / (Kn + Ka) / NS_PER_US
-    mean_da_us = Da.mean() / NS_PER_US
-
-    # Per function and run: (Σ own ns, Σ own/cycle duration, cycles it ran in), one pass over
-    # its row each (a million cycles a side: no per-cycle vector is built here).
-    inv_n, inv_a = 1.0 / Dn, 1.0 / Da
-    sums_n = [_row_sums(mn.own_ns, i, inv_n) for i in idx_n]
-    sums_a = [_row_sums(ma.own_ns, i, inv_a) for i in idx_a]
-    own_sum = [(sums_n[f][0] + sums_a[f][0]) / NS_PER_US for f in range(len(keys))]
-    to_test = [f for f in range(len(keys)) if own_sum[f] / (Kn + Ka) >= th.test_min_share * pooled_cycle_us]
-    # Largest first (a test's cost grows with the cycles it is present in), so workers finish together.
-    to_test.sort(key=lambda f: -(sums_n[f][2] + sums_a[f][2]))
-    # Matched cycles (cycle i of both runs does the same work): paired tests.
-    matched, rho = stats.cycles_match(Dn, Da)
-    if plan is not None and plan.source == CycleSource.WINDOW:
-        matched = False  # windows cut the timeline, not the work
-    pending = par.start_map(_function_tests, to_test, shared=(mn, ma, idx_n, idx_a, Dn, Da, th, matched),
-                            large=Kn + Ka >= par.pool_min_cycles)
-    tested_set = set(to_test)
+    p = _align_pair(normal, abnormal, cn, ca, matrices, plan, th)
+    functions, to_test = _function_rows(p)
+    # The function tests run in the pool while the metrics and the cycle statistics are computed here.
+    pending = par.start_map(_function_tests, to_test, shared=p, large=p.kn + p.ka >= par.pool_min_cycles)
     try:
-        functions = [_function_row(k, sums_n[f], sums_a[f], mn, ma, idx_n[f], idx_a[f], Kn, Ka, mean_da_us,
-                                   f in tested_set) for f, k in enumerate(keys)]
         tested_idx = [i for i, fs in enumerate(functions) if fs.tested]
-
-        # --- metrics: scope, aliases, constants; μ per function or the context series
-        ser_n, ser_a = sample_series(normal), sample_series(abnormal)
-        # The engine steps' load is a covariate (analyze/load.py), not a resource metric.
-        one_side = [(key, "normal" if key in ser_n else "abnormal") for key in sorted(set(ser_n) ^ set(ser_a))]
-        ser_n = {k: v for k, v in ser_n.items() if not is_step_metric(k[0])}
-        ser_a = {k: v for k, v in ser_a.items() if not is_step_metric(k[0])}
-        aliases, alias_of, constants = aliases_and_constants(ser_n, ser_a)
-        min_cycle_ns = min(float(np.median(Dn)), float(np.median(Da)))
-        scope: dict[str, str] = {}
-        ctx_rows: list[ContextStats] = []
-        dev_rows: dict[str, tuple[DeviceRows | None, DeviceRows | None]] = {}
-        jobs: list[tuple] = []
-        mu_cache: dict = {}
-        for key in sorted(set(ser_n) & set(ser_a)):
-            metric, device = key
-            label = f"{metric}@{device}"
-            if label in alias_of or metric in constants.get(device, set()):
-                continue
-            s_n, s_a = ser_n[key], ser_a[key]
-            sc = "func" if max(s_n.median_interval_ns, s_a.median_interval_ns) <= 0.5 * min_cycle_ns else "ctx"
-            scope[label] = sc
-            res_floor = stats.resolution(s_n.value, s_a.value)
-            res_floor = 0.0 if not math.isfinite(res_floor) else res_floor
-            if sc == "func":
-                if device not in dev_rows:
-                    dev_rows[device] = (device_rows(normal, mn, device, Kn), device_rows(abnormal, ma, device, Ka))
-                rn, ra = dev_rows[device]
-                mu_n = mu_matrix(rn, s_n, len(mn.keys), Kn, mu_cache)
-                mu_a = mu_matrix(ra, s_a, len(ma.keys), Ka, mu_cache)
-                jobs.extend(mu_jobs(mu_n, mu_a, idx_n, idx_a, s_n, functions, tested_idx, res_floor))
-            else:
-                res = stats.compare_samples(s_a.value, s_n.value, floor=res_floor, alpha=alpha)
-                ctx_rows.append(ContextStats(
-                    metric=metric, device=device, unit=metric_unit(metric), res=res,
-                    z_log=z_log(s_a.value, s_n.value, res_floor),
-                    median_interval_ms_n=s_n.median_interval_ns / 1e6,
-                    median_interval_ms_a=s_a.median_interval_ns / 1e6,
-                    aliases=tuple(aliases.get(label, []))))
-        mu_res = par.map(_mu_test, jobs, shared=alpha,
-                         large=sum(len(j[3]) * len(j[4]) for j in jobs) >= par.mu_min_pairs)
-        mu_rows = [MuStats(func=j[0], metric=j[1], device=j[2], unit=metric_unit(j[1]), res=r, z_log=z)
-                   for j, (r, z) in zip(jobs, mu_res, strict=True)]
-        warnings = [Notice(NoticeCode.METRIC_ONE_SIDE, detail=MetricOneSideDetail(metric=key[0], device=key[1],
-                                                                                   side=side))
-                    for key, side in one_side]
-        # Everything left that does not need the function tests, while the pool finishes them.
-        cycle_test = (stats.compare_paired(sa.dur_us, sn.dur_us, floor=th.t_floor_us) if matched
+        metrics = _metric_stats(normal, abnormal, p, functions, tested_idx, par)
+        cycle_test = (stats.compare_paired(sa.dur_us, sn.dur_us, floor=th.t_floor_us) if p.matched
                       else stats.compare_samples(sa.dur_us, sn.dur_us, floor=th.t_floor_us))
         cycle_ks = stats.ks_statistic(sa.dur_us, sn.dur_us)
-        quantiles = stats.quantile_table(sn.dur_us), stats.quantile_table(sa.dur_us)
         comparable = comparability(normal, abnormal, cn, ca)
-        busy = gpu_busy_shares(mn.keys, mn.own_ns, Dn, ma.keys, ma.own_ns, Da, matched=matched, thresholds=th)
+        busy = gpu_busy_shares(p.mn.keys, p.mn.own_ns, p.dur_n, p.ma.keys, p.ma.own_ns, p.dur_a, matched=p.matched,
+                               thresholds=th)
         for f, (t_res, b_res) in zip(to_test, pending.result(), strict=True):
             functions[f] = replace(functions[f], t=t_res, beta=b_res)
     finally:
         pending.close()
-    functions, mu_rows, ctx_rows = _assign_q(functions, tested_idx, mu_rows, ctx_rows, alpha)
+    functions, mu_rows, ctx_rows = _assign_q(functions, tested_idx, metrics.mu, metrics.context, th.alpha)
     modes, beta_vs_common = common_modes(functions, th)
     for i, v in beta_vs_common.items():
         functions[i] = replace(functions[i], beta_vs_common=v)
     ln, la = loads or (cycle_load(normal, cn), cycle_load(abnormal, ca))
-    load = compare_load(ln, la, sn.dur_us, sa.dur_us, thresholds=th,
-                        own=(mn, ma, idx_n, idx_a), tested=tested_idx)
-    notice = load_notice(load)
-    if notice is not None:
-        comparable.append(notice)
-    ratio_notice = cycle_ratio_notice(cn, ca, one_plan=plan is not None and plan.confirmed, th=th)
-    if ratio_notice is not None:
-        warnings.append(ratio_notice)
-    m_tests = len(tested_idx)
-    # The smallest p a test can reach: the signed-rank test's 2^(1−K) over matched cycles.
-    min_p = 2.0 ** (1 - Kn) if matched else stats.min_attainable_p(Kn, Ka)
-    needed = None
-    if m_tests and min_p * m_tests > alpha and not any(f.q_t <= alpha for f in functions if f.tested):
-        needed = (math.ceil(1 + math.log2(m_tests / alpha)) if matched else stats.cycles_needed(m_tests, alpha))
-    details = _detail_rows(functions, mu_rows, alpha)
-    traces = (_suspect_traces(functions, details, mn, ma, idx_n, idx_a, Kn, Ka, alpha)
-              + _context_traces(ctx_rows, ser_n, ser_a, cn, ca, alpha))
+    load = compare_load(ln, la, sn.dur_us, sa.dur_us, thresholds=th, own=(p.mn, p.ma, p.idx_n, p.idx_a),
+                        tested=tested_idx)
+    comparable += [x for x in (load_notice(load),) if x is not None]
+    warnings = metrics.warnings + [x for x in (cycle_ratio_notice(cn, ca, one_plan=plan is not None and plan.confirmed,
+                                                                  th=th),) if x is not None]
+    min_p, needed = _cycles_needed(functions, len(tested_idx), p, th.alpha)
+    details = _detail_rows(functions, mu_rows, th.alpha)
+    traces = (_suspect_traces(functions, details, p, th.alpha)
+              + _context_traces(ctx_rows, metrics.series_n, metrics.series_a, cn, ca, th.alpha))
     return Analysis(
-        normal=sn, abnormal=sa, alpha=alpha, thresholds=th,
-        cycle_test=cycle_test, cycle_ks=cycle_ks, quantiles_n=quantiles[0], quantiles_a=quantiles[1],
+        normal=sn, abnormal=sa, alpha=th.alpha, thresholds=th,
+        cycle_test=cycle_test, cycle_ks=cycle_ks,
+        quantiles_n=stats.quantile_table(sn.dur_us), quantiles_a=stats.quantile_table(sa.dur_us),
         functions=tuple(functions), mu=tuple(mu_rows), context=tuple(ctx_rows),
-        details=tuple(details), common_modes=tuple(modes),
-        constants=tuple(sorted(f"{m}@{d}" for d, ms in constants.items() for m in ms)), aliases=aliases,
-        comparability=tuple(comparable), warnings=tuple(warnings), renames=tuple(renames), gpu_busy=tuple(busy),
-        untested=tuple(i for i, fs in enumerate(functions) if not fs.tested), scope=scope, n_tests_t=m_tests,
-        min_p=min_p, cycles_needed=needed, events_n=_events(normal, cn), events_a=_events(abnormal, ca), plan=plan,
-        matched=matched, match_rho=rho, cycle_ks_p=stats.ks_pvalue(cycle_ks, Kn, Ka), inside=_inside(nesting[1], ma, idx_a) if nesting else {},
-        traces=traces,
-        load=load)
+        details=tuple(details), common_modes=tuple(modes), constants=metrics.constants, aliases=metrics.aliases,
+        comparability=tuple(comparable), warnings=tuple(warnings), renames=p.renames, gpu_busy=tuple(busy),
+        untested=tuple(i for i, fs in enumerate(functions) if not fs.tested), scope=metrics.scope,
+        n_tests_t=len(tested_idx), min_p=min_p, cycles_needed=needed, events_n=_events(normal, cn),
+        events_a=_events(abnormal, ca), plan=plan, matched=p.matched, match_rho=p.match_rho,
+        cycle_ks_p=stats.ks_pvalue(cycle_ks, p.kn, p.ka),
+        inside=_inside(nesting[1], p.ma, p.idx_a) if nesting else {}, traces=traces, load=load)
+
+
+def _align_pair(normal: RunData, abnormal: RunData, cn: Cycles, ca: Cycles,
+                matrices: tuple[CycleMatrix, CycleMatrix] | None, plan: CyclePlan | None, th: Thresholds) -> _Pair:
+    """Both runs' matrices (attributed here unless given), their functions aligned, and
+    whether their cycles are matched (cycle i of both does the same work: paired tests)."""
+    mn, ma = matrices or (attribute_activity(normal, cn), attribute_activity(abnormal, ca))
+    # Windows and idle-gap spans are no iterations: a step's calls in them scale with its speed.
+    keys, idx_n, idx_a, renames = align(mn, ma, per_iteration=cn.source not in (CycleSource.WINDOW,
+                                                                                CycleSource.IDLE_GAPS))
+    dur_n, dur_a = cn.dur_ns.astype(np.float64), ca.dur_ns.astype(np.float64)
+    matched, rho = stats.cycles_match(dur_n, dur_a)
+    if plan is not None and plan.source == CycleSource.WINDOW:
+        matched = False  # windows cut the timeline, not the work
+    return _Pair(mn=mn, ma=ma, keys=keys, idx_n=idx_n, idx_a=idx_a, dur_n=dur_n, dur_a=dur_a,
+                        matched=matched, th=th, renames=tuple(renames), match_rho=rho)
+
+
+def _function_rows(p: _Pair) -> tuple[list[FunctionStats], list[int]]:
+    """Every aligned function's means per cycle (tests to come), and the functions to test:
+    those whose pooled mean own time reaches `test_min_share` of the pooled mean cycle, the
+    ones present in most cycles first (a test's cost grows with them: workers finish together)."""
+    # Per function and run: (Σ own ns, Σ own/cycle duration, cycles it ran in), one pass over
+    # its row each (a million cycles a side: no per-cycle vector is built here).
+    sums_n = [_row_sums(p.mn.own_ns, i, 1.0 / p.dur_n) for i in p.idx_n]
+    sums_a = [_row_sums(p.ma.own_ns, i, 1.0 / p.dur_a) for i in p.idx_a]
+    pooled_cycle_us = (p.dur_n.sum() + p.dur_a.sum()) / (p.kn + p.ka) / NS_PER_US
+    floor_us = p.th.test_min_share * pooled_cycle_us
+    to_test = [f for f in range(len(p.keys)) if (sums_n[f][0] + sums_a[f][0]) / NS_PER_US / (p.kn + p.ka) >= floor_us]
+    to_test.sort(key=lambda f: -(sums_n[f][2] + sums_a[f][2]))
+    tested, mean_da_us = set(to_test), p.dur_a.mean() / NS_PER_US
+    rows = [_function_row(k, sums_n[f], sums_a[f], p.mn, p.ma, p.idx_n[f], p.idx_a[f], p.kn, p.ka, mean_da_us,
+                          f in tested) for f, k in enumerate(p.keys)]
+    return rows, to_test
+
+
+@dataclass(frozen=True)
+class _Metrics:
+    """The metrics' results before q: μ tests, context tests, scopes, aliases, constants, the
+    metrics one run lacks (as warnings), and both runs' series (the step load left out)."""
+
+    mu: list[MuStats]
+    context: list[ContextStats]
+    scope: dict[str, str]
+    aliases: dict[str, list[str]]
+    constants: tuple[str, ...]
+    warnings: list[Notice]
+    series_n: dict[tuple[str, str], SeriesInfo]
+    series_a: dict[tuple[str, str], SeriesInfo]
+
+
+def _metric_stats(normal: RunData, abnormal: RunData, p: _Pair, functions: list[FunctionStats],
+                  tested_idx: list[int], par: Parallel) -> _Metrics:
+    """Each metric sampled in both runs: its scope (func when sampled at least twice a cycle,
+    else ctx), then μ per tested function while it ran (func) or the run-level series (ctx);
+    identical series merge (aliases), constant ones leave."""
+    ser_n, ser_a = sample_series(normal), sample_series(abnormal)
+    one_side = [(key, "normal" if key in ser_n else "abnormal") for key in sorted(set(ser_n) ^ set(ser_a))]
+    # The engine steps' load is a covariate (analyze/load.py), not a resource metric.
+    ser_n = {k: v for k, v in ser_n.items() if not is_step_metric(k[0])}
+    ser_a = {k: v for k, v in ser_a.items() if not is_step_metric(k[0])}
+    aliases, alias_of, constants = aliases_and_constants(ser_n, ser_a)
+    min_cycle_ns = min(float(np.median(p.dur_n)), float(np.median(p.dur_a)))
+    scope: dict[str, str] = {}
+    ctx_rows: list[ContextStats] = []
+    dev_rows: dict[str, tuple[DeviceRows | None, DeviceRows | None]] = {}
+    jobs: list[MuJob] = []
+    mu_cache: dict = {}
+    for key in sorted(set(ser_n) & set(ser_a)):
+        metric, device = key
+        label = f"{metric}@{device}"
+        if label in alias_of or metric in constants.get(device, set()):
+            continue
+        s_n, s_a = ser_n[key], ser_a[key]
+        sc = "func" if max(s_n.median_interval_ns, s_a.median_interval_ns) <= 0.5 * min_cycle_ns else "ctx"
+        scope[label] = sc
+        res_floor = stats.resolution(s_n.value, s_a.value)
+        res_floor = 0.0 if not math.isfinite(res_floor) else res_floor
+        if sc == "func":
+            if device not in dev_rows:
+                dev_rows[device] = (device_rows(normal, p.mn, device, p.kn), device_rows(abnormal, p.ma, device, p.ka))
+            rn, ra = dev_rows[device]
+            mu_n = mu_matrix(rn, s_n, len(p.mn.keys), p.kn, mu_cache)
+            mu_a = mu_matrix(ra, s_a, len(p.ma.keys), p.ka, mu_cache)
+            jobs.extend(mu_jobs(mu_n, mu_a, p.idx_n, p.idx_a, s_n, functions, tested_idx, res_floor))
+        else:
+            ctx_rows.append(_context_row(s_n, s_a, res_floor, p.th.alpha, tuple(aliases.get(label, []))))
+    mu_res = par.map(_mu_test, jobs, shared=p.th.alpha, large=sum(len(j.a) * len(j.n) for j in jobs) >= par.mu_min_pairs)
+    mu_rows = [MuStats(func=j.func, metric=j.metric, device=j.device, unit=metric_unit(j.metric), res=r, z_log=z)
+               for j, (r, z) in zip(jobs, mu_res, strict=True)]
+    warnings = [Notice(NoticeCode.METRIC_ONE_SIDE, detail=MetricOneSideDetail(metric=key[0], device=key[1], side=side))
+                for key, side in one_side]
+    return _Metrics(mu=mu_rows, context=ctx_rows, scope=scope, aliases=aliases,
+                    constants=tuple(sorted(f"{m}@{d}" for d, ms in constants.items() for m in ms)),
+                    warnings=warnings, series_n=ser_n, series_a=ser_a)
+
+
+def _context_row(s_n: SeriesInfo, s_a: SeriesInfo, res_floor: float, alpha: float,
+                 aliases: tuple[str, ...]) -> ContextStats:
+    """A ctx-scope metric compared on its samples."""
+    return ContextStats(metric=s_n.metric, device=s_n.device, unit=metric_unit(s_n.metric),
+                        res=stats.compare_samples(s_a.value, s_n.value, floor=res_floor, alpha=alpha),
+                        z_log=z_log(s_a.value, s_n.value, res_floor),
+                        median_interval_ms_n=s_n.median_interval_ns / 1e6,
+                        median_interval_ms_a=s_a.median_interval_ns / 1e6, aliases=aliases)
+
+
+def _cycles_needed(functions: list[FunctionStats], m_tests: int, p: _Pair, alpha: float) -> tuple[float, int | None]:
+    """(the smallest p a test can reach, the cycles a run would need for any q to reach α, or
+    None when a q reached it or nothing was tested).  Over matched cycles the signed-rank
+    test's smallest p is 2^(1−K)."""
+    min_p = 2.0 ** (1 - p.kn) if p.matched else stats.min_attainable_p(p.kn, p.ka)
+    if not m_tests or min_p * m_tests <= alpha or any(f.q_t <= alpha for f in functions if f.tested):
+        return min_p, None
+    return min_p, (math.ceil(1 + math.log2(m_tests / alpha)) if p.matched else stats.cycles_needed(m_tests, alpha))
 
 
 def _function_row(key: tuple[str, str, str], sums_n: tuple[float, float, int], sums_a: tuple[float, float, int],
@@ -251,8 +316,8 @@ def _function_row(key: tuple[str, str, str], sums_n: tuple[float, float, int], s
 TRACE_PANELS = 4  # suspects and context metrics drawn, each
 
 
-def _suspect_traces(functions: list[FunctionStats], details: list[DetailRow], mn: CycleMatrix, ma: CycleMatrix,
-                    idx_n: np.ndarray, idx_a: np.ndarray, Kn: int, Ka: int, alpha: float) -> tuple[Trace, ...]:
+def _suspect_traces(functions: list[FunctionStats], details: list[DetailRow], p: _Pair,
+                    alpha: float) -> tuple[Trace, ...]:
     """Own time per cycle (µs) of the first TRACE_PANELS significant functions of the table."""
     out: list[Trace] = []
     for r in details:
@@ -261,8 +326,9 @@ def _suspect_traces(functions: list[FunctionStats], details: list[DetailRow], mn
             break
         if any(t.name == f.name and t.device == f.device for t in out):
             continue
-        out.append(Trace("function", f.name, f.device, "µs", np.arange(Kn), _row(mn.own_ns, idx_n[r.func], Kn) / NS_PER_US,
-                         np.arange(Ka), _row(ma.own_ns, idx_a[r.func], Ka) / NS_PER_US))
+        out.append(Trace("function", f.name, f.device, "µs",
+                         np.arange(p.kn), _row(p.mn.own_ns, p.idx_n[r.func], p.kn) / NS_PER_US,
+                         np.arange(p.ka), _row(p.ma.own_ns, p.idx_a[r.func], p.ka) / NS_PER_US))
     return tuple(out)
 
 

@@ -3,12 +3,26 @@
 from __future__ import annotations
 
 import math
+from dataclasses import dataclass
 
 import numpy as np
 
 from perfdiff import stats
 from perfdiff.analyze.records import FunctionStats
 from perfdiff.attribute import SeriesInfo
+
+@dataclass(frozen=True)
+class MuJob:
+    """One μ test: tested function `func` (an aligned index) and a metric of its device, the
+    per-cycle μ of each run where it ran (`a`, `n`, the metric's unit) and the test's floor."""
+
+    func: int
+    metric: str
+    device: str
+    a: np.ndarray
+    n: np.ndarray
+    floor: float
+
 
 def z_log(a: np.ndarray, n: np.ndarray, res: float) -> float:
     """Z(log μ) with ε = max(resolution, 1 % of the median positive μ) (docs/STATISTICS.md)."""
@@ -18,8 +32,8 @@ def z_log(a: np.ndarray, n: np.ndarray, res: float) -> float:
 
 
 def mu_jobs(mu_n: np.ndarray, mu_a: np.ndarray, idx_n: np.ndarray, idx_a: np.ndarray, s_n: SeriesInfo,
-             functions: list[FunctionStats], tested_idx: list[int], res_floor: float) -> list[tuple]:
-    """One μ test per tested function on the series' device: (f, metric, device, a, n, floor)."""
+             functions: list[FunctionStats], tested_idx: list[int], res_floor: float) -> list[MuJob]:
+    """One μ test per tested function on the series' device."""
     jobs = []
     for f in tested_idx:
         if functions[f].device != s_n.device:
@@ -29,7 +43,7 @@ def mu_jobs(mu_n: np.ndarray, mu_a: np.ndarray, idx_n: np.ndarray, idx_a: np.nda
         vn, va = vn[np.isfinite(vn)], va[np.isfinite(va)]
         if len(vn) == 0 and len(va) == 0:
             continue
-        jobs.append((f, s_n.metric, s_n.device, va, vn, res_floor))
+        jobs.append(MuJob(func=f, metric=s_n.metric, device=s_n.device, a=va, n=vn, floor=res_floor))
     return jobs
 
 
