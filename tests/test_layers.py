@@ -31,11 +31,14 @@ def test_the_tree_keeps_every_contract() -> None:
     ("bundle.py:import scipy", "format and the model know no statistics"),
     ("segment/gaps.py:import perfdiff.analyze", "stages import only the stages before them"),
     ("ranks/part.py:import perfdiff.segment", "Only the cycles stage uses the segmentation algorithms"),
+    ("render/wording.py:from perfdiff.analyze.findings import select", "only through its result records"),
+    ("render/text.py:from perfdiff.analyze.records import Analysis", None),  # allowed: a result record
     ("model/tables.py:import perfdiff.model.durations", None),  # allowed: same layer, no cycle
     ("model/durations.py:import perfdiff.model.tables\nimport perfdiff.model.intervals", None),
     ("model/schema.py:import perfdiff.model.durations", "in a circle"),
 ], ids=["collector-imports-analysis", "analysis-escapes-markdown", "importer-imports-collector",
-        "format-imports-scipy", "stage-imports-later-stage", "segment-outside-cycles", "allowed", "allowed-2", "cycle"])
+        "format-imports-scipy", "stage-imports-later-stage", "segment-outside-cycles", "render-reads-internals",
+        "render-reads-a-record", "allowed", "allowed-2", "cycle"])
 def test_a_planted_violation_breaks_its_contract(plant: str, contract: str | None) -> None:
     if contract == "in a circle":  # a cycle needs both directions
         plant_back = "model/durations.py:import perfdiff.model.schema"

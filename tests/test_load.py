@@ -16,8 +16,10 @@ from test_matched import compare
 from test_segment_attribute import run_of
 
 import perfdiff
-from perfdiff.analyze import FindingCode, NoticeCode, build_findings
-from perfdiff.analyze.load import NO_SAMPLE, cycle_load
+from perfdiff.analyze import FindingCode, NoticeCode
+from perfdiff.analyze.findings import build_findings
+from perfdiff.analyze.records import NO_SAMPLE
+from perfdiff.analyze.load import cycle_load
 from perfdiff.analyze.verdict import VerdictCode, build_verdict
 from perfdiff.bundle import write_bundle
 from perfdiff.model.cycles import Cycles

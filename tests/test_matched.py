@@ -12,7 +12,9 @@ import pytest
 from test_segment_attribute import k, run_of
 
 from perfdiff import stats
-from perfdiff.analyze import FindingCode, build_findings, compare_runs
+from perfdiff.analyze import FindingCode
+from perfdiff.analyze.compare import compare_runs
+from perfdiff.analyze.findings import build_findings
 from perfdiff.attribute import attribute_activity
 from perfdiff.cycles import cut_cycles, plan_pair, summarize_cycles
 

@@ -7,7 +7,7 @@ import pytest
 
 from generate_cpufreq import generate_run
 from test_segment_attribute import segment_cycles
-from perfdiff.analyze import compare_runs
+from perfdiff.analyze.compare import compare_runs
 from perfdiff.bundle import load_bundle
 
 ALPHA = 0.05

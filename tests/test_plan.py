@@ -283,7 +283,8 @@ def test_devices_are_matched_by_activity_only_when_the_indexes_differ() -> None:
 def test_runs_without_a_common_cycle_source_are_compared_as_rates() -> None:
     """Fixed windows the tool had to choose: the headline says the runs are compared as rates
     and the causes speak of time per window of wall clock, not per cycle."""
-    from perfdiff.analyze import build_findings, compare_runs
+    from perfdiff.analyze.compare import compare_runs
+    from perfdiff.analyze.findings import build_findings
     from perfdiff.attribute import attribute_activity
     from perfdiff.render.wording import finding_text
 

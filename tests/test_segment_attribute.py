@@ -5,7 +5,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from perfdiff.analyze import compare_runs
+from perfdiff.analyze.compare import compare_runs
 from perfdiff.attribute import attribute_activity, sample_series
 from perfdiff.bundle import MISSING, RunData, base_manifest, empty_table, normalize_table
 from perfdiff.errors import InputError

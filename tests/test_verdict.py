@@ -84,7 +84,7 @@ def test_simulated_clock_cut_on_the_gpu_is_device_wide() -> None:
 
     import numpy as np
 
-    from perfdiff.analyze import build_findings
+    from perfdiff.analyze.findings import build_findings
     from perfdiff.analyze.verdict import build_verdict
 
     def run(seed: int, scale: float):

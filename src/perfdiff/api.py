@@ -30,8 +30,8 @@ from perfdiff.rangetree import RangeNesting, RangeProfile, empty_profile, range_
 if TYPE_CHECKING:  # the analysis (scipy) is imported while the runs load: see _import_later_stages
     from perfdiff.analyze import Analysis, Finding, Notice, Thresholds
     from perfdiff.analyze.result import ComparisonResult
-    from perfdiff.analyze.tree import TreeDiff
-    from perfdiff.analyze.verdict import VerdictClass
+    from perfdiff.analyze.tree_records import TreeDiff
+    from perfdiff.analyze.verdict_records import VerdictClass
 
 Run = RunData
 """One run in memory: its manifest and its activity, samples and markers tables."""
@@ -137,7 +137,8 @@ def compare(normal: str | os.PathLike[str], abnormal: str | os.PathLike[str], *,
     pair = prepare_pair((normal, abnormal), PairChoice(cycle, window_ns), functools.partial(_load_side, pid, group),
                         _attribute_side, parallel=par, sizes=(_input_bytes(normal), _input_bytes(abnormal)),
                         while_waiting=_import_later_stages)
-    from perfdiff.analyze import build_findings, compare_runs
+    from perfdiff.analyze.compare import compare_runs
+    from perfdiff.analyze.findings import build_findings
     from perfdiff.analyze.load import cycle_load
     from perfdiff.analyze.verdict import build_verdict
     from perfdiff.render.cycles_words import worded

@@ -1,7 +1,11 @@
 """Analysis: per-(function, metric, device) statistics, checks and findings, as records.
 
-`compare_runs` builds an `Analysis` from two loaded, segmented and attributed runs;
-`build_findings` orders what it says.  No wording here: perfdiff.render does that.
+The package's names are the result records, what rendering and users read: `Analysis` and
+its rows (records.py), `Finding` and the evidence records (evidence.py), the verdict's records
+(verdict_records.py), the range tree's (tree_records.py), `ComparisonResult` (result.py) and
+`Thresholds`.  The computations are their modules' own: `compare.compare_runs` builds an
+`Analysis` from two loaded, cut and attributed runs, `findings.build_findings` states what it
+says, `verdict.build_verdict` names the classes of change.  No wording here: perfdiff.render.
 
 `Thresholds` (standard library only) is imported at once: the CLI and the API build one
 before the runs load.  The rest (numpy, scipy) is imported on first use of a name, so that
@@ -15,22 +19,24 @@ from typing import TYPE_CHECKING, Any
 from perfdiff.analyze.thresholds import Thresholds
 
 if TYPE_CHECKING:
-    from perfdiff.analyze.compare import compare_runs
-    from perfdiff.analyze.findings import Finding, FindingCode, build_findings
+    from perfdiff.analyze.evidence import Finding, FindingCode
     from perfdiff.analyze.records import (Analysis, CommonMode, ContextStats, DetailRow, FunctionStats, MuStats,
                                           Notice, NoticeCode, RunSummary)
+    from perfdiff.analyze.result import ComparisonResult
+    from perfdiff.analyze.verdict_records import VerdictClass, VerdictCode
 
 _LAZY = {
-    "compare_runs": "perfdiff.analyze.compare",
-    "Finding": "perfdiff.analyze.findings", "FindingCode": "perfdiff.analyze.findings",
-    "build_findings": "perfdiff.analyze.findings",
+    "Finding": "perfdiff.analyze.evidence", "FindingCode": "perfdiff.analyze.evidence",
+    "ComparisonResult": "perfdiff.analyze.result",
+    "VerdictClass": "perfdiff.analyze.verdict_records", "VerdictCode": "perfdiff.analyze.verdict_records",
     **{name: "perfdiff.analyze.records" for name in ("Analysis", "CommonMode", "ContextStats", "DetailRow",
                                                      "FunctionStats", "MuStats", "Notice", "NoticeCode",
                                                      "RunSummary")},
 }
 
-__all__ = ["Analysis", "CommonMode", "ContextStats", "DetailRow", "Finding", "FindingCode", "FunctionStats",
-           "MuStats", "Notice", "NoticeCode", "RunSummary", "Thresholds", "build_findings", "compare_runs"]
+__all__ = ["Analysis", "CommonMode", "ComparisonResult", "ContextStats", "DetailRow", "Finding", "FindingCode",
+           "FunctionStats", "MuStats", "Notice", "NoticeCode", "RunSummary", "Thresholds", "VerdictClass",
+           "VerdictCode"]
 
 
 def __getattr__(name: str) -> Any:

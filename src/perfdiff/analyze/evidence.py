@@ -1,7 +1,8 @@
-"""The numbers a finding or a notice rests on: one frozen record per code, units in the names.
+"""The findings as records, and the numbers a finding or a notice rests on: one frozen record
+per code, units in the names.
 
-`Finding.evidence` (perfdiff.analyze.findings) and `Notice.detail` (perfdiff.analyze.records)
-hold one of these; the renderer reads their attributes, never string keys.  Every field has a
+`Finding.evidence` (the rules that state findings are perfdiff.analyze.findings) and
+`Notice.detail` (perfdiff.analyze.records) hold one of these; the renderer reads their attributes, never string keys.  Every field has a
 concrete type (floats, ints, str, bool, tuples of them), so a record is serialisable by
 reflection; unknown is NaN (a count or a name that does not apply: its default).
 Units: `_us` µs, `_pp` percentage points of the abnormal cycle, `_pct` %, `_tokens` tokens;
@@ -10,6 +11,7 @@ Units: `_us` µs, `_pp` percentage points of the abnormal cycle, `_pct` %, `_tok
 from __future__ import annotations
 
 from dataclasses import dataclass
+from enum import Enum
 
 NAN = float("nan")
 
@@ -269,3 +271,49 @@ NoticeValue = str | int | float | tuple[Setting, ...] | None
 
 NoticeDetail = (MetricOneSideDetail | CycleRatioDetail | WorldSizeDetail | RankDetail | CycleSourceDetail
                 | LoadNoticeDetail)
+
+
+# --- The findings ---------------------------------------------------------------------------
+
+MAX_LISTED = 4  # functions a proportional, opposite or common-mode finding names
+
+
+class FindingCode(str, Enum):
+    """What a finding says; stable across releases."""
+
+    CYCLE_TIME = "cycle-time"  # the median cycle time moved (always first)
+    CAUSE = "cause"  # a function's own time moved with the cycle time, significantly
+    NO_CAUSE = "no-cause"  # no function's own time did
+    PROPORTIONAL = "proportional"  # host states and idle threads' waits that grew with the cycle, keeping their share
+    COMMON_MODE = "common-mode"  # every kernel on a device scaled together
+    SYMPTOM = "symptom"  # a wait changed significantly
+    RESOURCE = "resource"  # a context metric changed significantly
+    METRIC_WHILE = "metric-while"  # a metric changed while a cause ran
+    EVENT = "event"  # a timed event in the abnormal run only
+    OPPOSITE = "opposite"  # functions that moved against the cycle-time change
+    CYCLES_NEEDED = "cycles-needed"  # too few cycles for any q to reach α
+    IDENTICAL = "identical"  # the two inputs hold the same bytes: nothing to find
+    NEGLIGIBLE = "negligible"  # significant changes too small to be a cause
+    DEVICE_WIDE = "device-wide"  # every busy function of a device changed per call by one ratio
+    LOAD = "load"  # the runs carried different load: the cycle time compared at a common load
+    KERNEL_SWAP = "kernel-swap"  # kernels with more calls replaced others on a device, net change small
+
+    def __str__(self) -> str:
+        return self.value
+
+
+@dataclass(frozen=True)
+class Finding:
+    """One finding.  `func` indexes Analysis.functions, `related` lists more function indexes,
+    `ref` indexes Analysis.context (RESOURCE) or Analysis.mu (METRIC_WHILE); `evidence` holds
+    the numbers the finding rests on (a record of perfdiff.analyze.evidence; None for
+    IDENTICAL and PROPORTIONAL, which rest on their `related` alone)."""
+
+    code: FindingCode
+    function: str | None = None
+    device: str | None = None
+    q: float = float("nan")
+    func: int | None = None
+    related: tuple[int, ...] = ()
+    ref: int | None = None
+    evidence: FindingEvidence | None = None

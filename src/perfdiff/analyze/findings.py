@@ -14,13 +14,12 @@ from __future__ import annotations
 import math
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
-from enum import Enum
 
 from perfdiff import stats
-from perfdiff.analyze.evidence import (CauseEvidence, CommonModeEvidence, CycleTimeEvidence, CyclesNeededEvidence,
-                                       DeviceWideEvidence, EventEvidence, FindingEvidence, KernelSwapEvidence,
-                                       LoadEvidence, MetricEvidence, NegligibleEvidence, NoCauseEvidence,
-                                       OppositeEvidence, SymptomEvidence)
+from perfdiff.analyze.evidence import (MAX_LISTED, CauseEvidence, CommonModeEvidence, CycleTimeEvidence,
+                                       CyclesNeededEvidence, DeviceWideEvidence, EventEvidence, Finding, FindingCode,
+                                       KernelSwapEvidence, LoadEvidence, MetricEvidence,
+                                       NegligibleEvidence, NoCauseEvidence, OppositeEvidence, SymptomEvidence)
 from perfdiff.analyze.records import Analysis, CommonMode, FunctionLoad, FunctionStats
 from perfdiff.analyze.thresholds import DEFAULT, Thresholds
 from perfdiff.model.cuda_names import is_sync_call
@@ -29,51 +28,9 @@ from perfdiff.model.schema import GPU_KINDS, CycleSource, Kind
 MAX_CAUSES = 5
 MAX_SYMPTOMS = 3
 MAX_RESOURCES = 5
-MAX_LISTED = 4  # functions named in a proportional / opposite / common-mode finding
 MAX_DEVIATING = 3  # functions named as deviating from a device-wide or common-mode change
 EVENT_KINDS = ("gpu-lost", "xid", "ecc", "other-process", "target-exited")
 HOST_DEVICE = "Host"
-
-
-class FindingCode(str, Enum):
-    """What a finding says; stable across releases."""
-
-    CYCLE_TIME = "cycle-time"  # the median cycle time moved (always first)
-    CAUSE = "cause"  # a function's own time moved with the cycle time, significantly
-    NO_CAUSE = "no-cause"  # no function's own time did
-    PROPORTIONAL = "proportional"  # host states and idle threads' waits that grew with the cycle, keeping their share
-    COMMON_MODE = "common-mode"  # every kernel on a device scaled together
-    SYMPTOM = "symptom"  # a wait changed significantly
-    RESOURCE = "resource"  # a context metric changed significantly
-    METRIC_WHILE = "metric-while"  # a metric changed while a cause ran
-    EVENT = "event"  # a timed event in the abnormal run only
-    OPPOSITE = "opposite"  # functions that moved against the cycle-time change
-    CYCLES_NEEDED = "cycles-needed"  # too few cycles for any q to reach α
-    IDENTICAL = "identical"  # the two inputs hold the same bytes: nothing to find
-    NEGLIGIBLE = "negligible"  # significant changes too small to be a cause
-    DEVICE_WIDE = "device-wide"  # every busy function of a device changed per call by one ratio
-    LOAD = "load"  # the runs carried different load: the cycle time compared at a common load
-    KERNEL_SWAP = "kernel-swap"  # kernels with more calls replaced others on a device, net change small
-
-    def __str__(self) -> str:
-        return self.value
-
-
-@dataclass(frozen=True)
-class Finding:
-    """One finding.  `func` indexes Analysis.functions, `related` lists more function indexes,
-    `ref` indexes Analysis.context (RESOURCE) or Analysis.mu (METRIC_WHILE); `evidence` holds
-    the numbers the finding rests on (a record of perfdiff.analyze.evidence; None for
-    IDENTICAL and PROPORTIONAL, which rest on their `related` alone)."""
-
-    code: FindingCode
-    function: str | None = None
-    device: str | None = None
-    q: float = float("nan")
-    func: int | None = None
-    related: tuple[int, ...] = ()
-    ref: int | None = None
-    evidence: FindingEvidence | None = None
 
 
 # --- What the rules share -------------------------------------------------------------------

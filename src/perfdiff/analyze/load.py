@@ -30,7 +30,6 @@ STRATA = 4  # equal-frequency load strata per phase (fewer when a run has few cy
 STRATUM_MIN = 30  # cycles of each run a stratum needs: the HAC variance is poor on fewer
 SUPPORT_QUANTILES = (0.05, 0.95)  # each run's central 90 % of load; the common support is their overlap
 CHUNK_CELLS = 2_000_000  # (functions × cycles) fitted at once: bounds the copies of the own-time rows
-NO_SAMPLE = "no step sample in this cycle"
 
 
 def is_step_metric(metric: str) -> bool:

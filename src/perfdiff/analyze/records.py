@@ -198,6 +198,9 @@ class Trace:
     y_a: np.ndarray = field(repr=False)
 
 
+NO_SAMPLE = "no step sample in this cycle"  # why one cycle of a run with load has none
+
+
 @dataclass(frozen=True)
 class CycleLoad:
     """What each cycle of one run carried (docs/STATISTICS.md, "Load as a covariate"): the

@@ -13,11 +13,10 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from perfdiff.analyze.findings import Finding
-from perfdiff.analyze.load import NO_SAMPLE
-from perfdiff.analyze.records import Analysis, CycleLoad, Notice
-from perfdiff.analyze.tree import TreeDiff
-from perfdiff.analyze.verdict import VerdictClass
+from perfdiff.analyze.evidence import Finding
+from perfdiff.analyze.records import NO_SAMPLE, Analysis, CycleLoad, Notice
+from perfdiff.analyze.tree_records import TreeDiff
+from perfdiff.analyze.verdict_records import VerdictClass
 from perfdiff.model import codec
 
 

@@ -12,10 +12,10 @@ from urllib.parse import quote
 import jinja2
 
 from perfdiff.version import __version__
-from perfdiff.analyze import Analysis, DetailRow, Finding, FindingCode, FunctionStats
-from perfdiff.analyze.evidence import CauseEvidence
+from perfdiff.analyze.evidence import CauseEvidence, Finding, FindingCode
+from perfdiff.analyze.records import Analysis, DetailRow, FunctionStats
 from perfdiff.analyze.result import ComparisonResult
-from perfdiff.analyze.verdict import VerdictClass
+from perfdiff.analyze.verdict_records import VerdictClass
 from perfdiff.render.names import short_name, shown_names
 from perfdiff.render.tree import TreeLabels, tree_section
 from perfdiff.render.wording import (finding_text, matching_text, notice_text, per_unit, plan_text, test_name,

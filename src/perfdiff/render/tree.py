@@ -10,7 +10,7 @@ import math
 from dataclasses import dataclass
 from typing import Any
 
-from perfdiff.analyze.tree import MATERIAL_RATIO, MATERIAL_SHARE, MIN_CYCLE_SHARE, RangeNode, TreeBasis, TreeDiff
+from perfdiff.analyze.tree_records import MATERIAL_RATIO, MATERIAL_SHARE, MIN_CYCLE_SHARE, RangeNode, TreeBasis, TreeDiff
 from perfdiff.render.names import shown_names
 from perfdiff.render.text import (NA, fmt_num, fmt_p, fmt_signed_time, fmt_time_us, full_names, md_escape, md_name,
                                   shorten)

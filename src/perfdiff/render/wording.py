@@ -7,16 +7,15 @@ from __future__ import annotations
 import math
 from typing import Any, Callable, TypeVar
 
-from perfdiff.analyze import Analysis, Finding, FindingCode, FunctionStats, Notice, NoticeCode
-from perfdiff.analyze.evidence import (CauseEvidence, CommonModeEvidence, CycleRatioDetail, CycleSourceDetail,
-                                       CycleTimeEvidence, CyclesNeededEvidence, DeviceWideEvidence, EventEvidence,
-                                       KernelSwapEvidence, LoadEvidence, LoadNoticeDetail, MetricOneSideDetail,
-                                       NegligibleEvidence, NoCauseEvidence, OppositeEvidence, RankDetail,
-                                       WorldSizeDetail)
-from perfdiff.analyze.findings import MAX_LISTED
-from perfdiff.analyze.verdict import (CpuClockDetail, CpuWorkDetail, DeviceWideDetail, HostWide, LaunchDetail,
-                                      LoadDetail, OtherProcessDetail, QuotaDetail, Signal, Starved, StallDetail,
-                                      SyncDetail, ThrottleDetail, VerdictClass, VerdictCode)
+from perfdiff.analyze.evidence import (MAX_LISTED, CauseEvidence, CommonModeEvidence, CycleRatioDetail,
+                                       CycleSourceDetail, CycleTimeEvidence, CyclesNeededEvidence, DeviceWideEvidence,
+                                       EventEvidence, Finding, FindingCode, KernelSwapEvidence, LoadEvidence,
+                                       LoadNoticeDetail, MetricOneSideDetail, NegligibleEvidence, NoCauseEvidence,
+                                       OppositeEvidence, RankDetail, WorldSizeDetail)
+from perfdiff.analyze.records import Analysis, FunctionStats, Notice, NoticeCode
+from perfdiff.analyze.verdict_records import (CpuClockDetail, CpuWorkDetail, DeviceWideDetail, HostWide, LaunchDetail,
+                                              LoadDetail, OtherProcessDetail, QuotaDetail, Signal, Starved,
+                                              StallDetail, SyncDetail, ThrottleDetail, VerdictClass, VerdictCode)
 from perfdiff.model.cycles import CyclePlan
 from perfdiff.model.schema import CycleSource, Kind
 from perfdiff.render.text import (fmt_calls, fmt_num, fmt_p, fmt_pct, fmt_signed, fmt_time_us, fmt_value, md_escape,
