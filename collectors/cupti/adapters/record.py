@@ -114,7 +114,8 @@ class Recorder:
 
         self._undo.append((framework, restore))
         state = self.frameworks.setdefault(framework, {"state": "wrapped", "wrapped": []})
-        state["state"] = "wrapped"  # again after an uninstall (a second attach)
+        if state.get("state") != "failed":  # a failure stays said until the process ends
+            state["state"] = "wrapped"  # again after an uninstall (a second attach)
         name = f"{getattr(owner, '__name__', type(owner).__name__)}.{attr}"
         if name not in state["wrapped"]:
             state["wrapped"].append(name)
@@ -154,6 +155,20 @@ class Recorder:
             state["state"] = "unsupported"
         self.warn(f"{what}: not found: {', '.join(missing)}; left unwrapped (an unsupported version? "
                   "docs/PROFILING_LLM_SERVERS.md lists the supported ones)")
+
+    def failed(self, framework: str, what: str, exc: BaseException) -> None:
+        """Installing `framework`'s wrappers raised (a version whose objects refuse them): count
+        it, say so in one warning line, remove the framework's wrappers in this process and keep
+        the state "failed" with the reason (the agent's status, the bundle's manifest), never
+        "wrapped"."""
+        self.fault(what, exc)
+        reason = f"{what}: {type(exc).__name__}: {exc}"
+        self.undo(framework)
+        state = self.frameworks.setdefault(framework, {"wrapped": []})
+        state["state"] = "failed"
+        state["error"] = reason
+        self.warn(f"{reason}; left unwrapped, no cycles from it (docs/PROFILING_LLM_SERVERS.md lists the "
+                  "supported versions)")
 
     def status(self) -> dict[str, Any]:
         """What the adapters did, for the agent's status."""
