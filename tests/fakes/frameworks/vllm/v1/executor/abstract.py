@@ -8,7 +8,16 @@ from vllm import VERSION
 
 
 def _gpu(seconds: float) -> None:
-    time.sleep(seconds)
+    """The forward pass: a sleep, or with $FAKE_CUPTI_KERNELS (and the fake cupti-python on the
+    path) one kernel of that length launched and waited for, as the GPU workers would."""
+    name = os.environ.get("FAKE_CUPTI_KERNELS")
+    if not name:
+        time.sleep(seconds)
+        return
+    from cupti import cupti
+
+    cupti._fake.launch(name, int(seconds * 1e9))
+    cupti._fake.synchronize()
 
 
 class Executor:
