@@ -50,3 +50,6 @@ adapters-check: $(STAMP)  ## Check the adapters against released vLLM/SGLang/PyT
 	@if $(PY) tools/adapters_check.py --only sglang==0.5.23 --plant sglang:Scheduler.run_batch=forward_batch >/dev/null; \
 	then echo "adapters-check: a planted rename was NOT caught"; exit 1; \
 	else echo "adapters-check: a planted rename (Scheduler.run_batch) fails the check, as it must"; fi
+
+gpu-check: $(STAMP)  ## On a GPU machine: collectors, verdicts and the agent's overhead on a real training loop (< 8 min)
+	$(PY) tools/gpu_check.py
