@@ -47,3 +47,27 @@ def test_forked_vllm_engine_core_yields_kernels_and_steps(tmp_path: Path, method
         parse_marks(f.read_bytes(), out)
     m = out.take()["markers"]
     assert m["name"] == ["EngineCore.step"] * n and set(m["tid"]) == {engine}
+
+
+def test_no_rearm_where_pytorch_had_initialised_cuda(tmp_path: Path) -> None:
+    """A child forked after PyTorch initialised CUDA (a DataLoader worker) cannot use CUDA:
+    its agent stays inert (no files, no warning)."""
+    (tmp_path / "torch").mkdir()
+    (tmp_path / "torch" / "__init__.py").write_text(
+        "class cuda:\n    _in_bad_fork = False\n    is_initialized = staticmethod(lambda: True)\n")
+    script = tmp_path / "loader.py"
+    script.write_text("import os, torch\nchild = os.fork()\nif child == 0:\n    os._exit(0)\n"
+                      "os.waitpid(child, 0)\nprint(child)\n")
+    src = rd.AgentTraceSource.announce(lambda m: None)
+    pkg = fake_cupti.write_package(tmp_path / "pkg", "kernels_and_markers")  # the parent records
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("PERFDIFF", "NVTX_", "FAKE_"))}
+    env.update(src.env(env))
+    env["PYTHONPATH"] = os.pathsep.join([env["PYTHONPATH"], str(tmp_path), str(pkg)])
+    try:
+        proc = subprocess.run([sys.executable, str(script)], env=env, capture_output=True, text=True, timeout=60)
+        assert proc.returncode == 0, proc.stderr
+        child = int(proc.stdout.split()[-1])
+        assert any(p.name.endswith(".rec") for p in Path(src.directory).iterdir())  # the parent recorded
+        assert not [p for p in Path(src.directory).iterdir() if p.name.startswith(f"{child}.")]
+    finally:
+        src.close()

@@ -33,7 +33,9 @@ the bootstrap loads this package by path where perfdiff is not importable):
   the same directory, registers the CUPTI callbacks again and enables the same kinds (vLLM
   used as a library — ``LLM(...)``, ``AsyncLLM`` — forks its engine core and workers); a
   forked multiprocessing child, which leaves by ``os._exit``, writes its last records through
-  multiprocessing's exit finalizers.  $PERFDIFF_AGENT_FORK=0 leaves forked children inert.
+  multiprocessing's exit finalizers.  A child of a process where PyTorch had initialised CUDA
+  (a DataLoader worker) cannot use CUDA and stays inert; $PERFDIFF_AGENT_FORK=0 leaves every
+  forked child inert.
   A child started by exec runs its own agent through the environment.
 
 The hand-off directory is $PERFDIFF_AGENT_DIR for `collect -- CMD`, else
@@ -114,7 +116,7 @@ def _rearm_after_fork() -> None:
     parent = _AGENT
     if parent is None or not parent.announced or parent.state_at_fork != "recording":
         return
-    if os.environ.get(ENV_FORK) == "0":
+    if os.environ.get(ENV_FORK) == "0" or _cuda_used_before_fork():
         return
     try:
         # The parent's records still in CUPTI's buffers were copied with its memory: a forced
@@ -139,6 +141,18 @@ def _rearm_after_fork() -> None:
             sys.stderr.write(f"perfdiff agent: not re-armed in forked pid {os.getpid()} ({type(exc).__name__}: {exc})\n")
         except Exception:  # noqa: BLE001
             pass
+
+
+def _cuda_used_before_fork() -> bool:
+    """Whether PyTorch had initialised CUDA in the parent: the child cannot use CUDA then (a
+    DataLoader worker forked from a training process), so there is nothing to trace."""
+    import sys
+
+    cuda = getattr(sys.modules.get("torch"), "cuda", None)
+    try:
+        return bool(getattr(cuda, "_in_bad_fork", False) or (cuda is not None and cuda.is_initialized()))
+    except Exception:  # noqa: BLE001
+        return False
 
 
 def _exit_with_multiprocessing(agent: Agent) -> None:
