@@ -11,7 +11,11 @@ network needed): `make gpu-check`, under 8 minutes.
    table, kernels, metrics, warnings) and the verdicts are printed.  The perfdiff pair must
    name the other process on the GPU (verdict ``other-process``), the profiler pair must show
    the slower cycle.
-3. The agent's overhead on the loop: the loop's own step times, plain and under ``collect``,
+3. A forked child (as vLLM used as a library forks its engine core): a parent that never
+   touches CUDA forks a child running matmuls, under ``perfdiff collect``; the child's kernels
+   must be in the bundle (the agent re-arms after fork) and the child must run (CUPTI in the
+   parent must not break CUDA in the child).
+4. The agent's overhead on the loop: the loop's own step times, plain and under ``collect``,
    interleaved; the median must grow less than 3 %.
 
 Without a GPU — PyTorch missing, ``torch.cuda.is_available()`` false, or NVML (pynvml) missing
@@ -90,6 +94,26 @@ BURN = textwrap.dedent('''
         for _ in range(20):
             a = (a @ b).clamp_(-1, 1)
         torch.cuda.synchronize()
+''')
+
+
+FORKED = textwrap.dedent('''
+    """A parent that never touches CUDA forks a child that runs matmuls (vLLM's library mode)."""
+    import multiprocessing as mp
+    import sys
+    import torch
+
+    def child(n):
+        x = torch.randn(4096, 4096, device="cuda")
+        for _ in range(n):
+            x = (x @ x).clamp_(-1, 1)
+        torch.cuda.synchronize()
+
+    if __name__ == "__main__":
+        p = mp.get_context("fork").Process(target=child, args=(50,))
+        p.start()
+        p.join()
+        sys.exit(p.exitcode)
 ''')
 
 
@@ -243,6 +267,19 @@ def main(argv: list[str] | None = None) -> int:
     abnormal = collect("abnormal", fault=True)
     p_normal = profiled("prof_normal", fault=False)
     p_abnormal = profiled("prof_abnormal", fault=True)
+
+    forked = work / "forked"
+    shutil.rmtree(forked, ignore_errors=True)
+    (work / "forked.py").write_text(FORKED)
+    r = run([*perfdiff, "collect", "-o", str(forked), "--", sys.executable, str(work / "forked.py")])
+    print("\nforked child under collect:")
+    if r.returncode != 0:
+        failures.append(f"the forked child failed under collect ({r.returncode}): {r.stderr.strip().splitlines()[-3:]}")
+    elif forked.exists():
+        lines = describe_bundle(forked)
+        print("\n".join(lines))
+        if not any(line.startswith("    kernels: ") and not line.startswith("    kernels: 0 ") for line in lines):
+            failures.append("forked child: no kernel trace from the child (the agent did not re-arm after fork)")
 
     import perfdiff as pd_api
 
