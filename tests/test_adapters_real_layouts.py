@@ -180,3 +180,22 @@ def test_status_of_a_deferring_pytorch_adapter(tmp_path: Path) -> None:
                                        "adapters.status()['frameworks']['pytorch']) + '\\n')\n"])
     line = next(x for x in err.splitlines() if x.startswith("STATUS"))
     assert json.loads(line[len("STATUS"):])["defers_to"] == "vllm"
+
+
+def test_a_failed_adapter_is_a_warning_of_the_collection(tmp_path: Path) -> None:
+    """The agent's status says an adapter failed: the collector warns once (the bundle's
+    warnings) and the manifest keeps the adapter's state."""
+    from perfdiff.collectors.cupti import reader as rd
+
+    status = {"state": "recording", "anchors": [], "adapters": {"frameworks": {"sglang": {
+        "state": "failed", "error": "SGLang 0.5.23 scheduler loop: wrapping its calls failed: TypeError: x",
+        "wrapped": []}}}}
+    (tmp_path / "4242.status.json").write_text(json.dumps(status))
+    warnings: list[str] = []
+    src = rd.AgentTraceSource(str(tmp_path), announced=True, warn=warnings.append)
+    src.sample(1)
+    src.sample(2)
+    assert warnings == ["sglang adapter failed in pid 4242: SGLang 0.5.23 scheduler loop: wrapping its calls "
+                        "failed: TypeError: x; no steps from it"]
+    (agent,) = src.manifest()["collector"]["agents"]
+    assert agent["adapters"]["frameworks"]["sglang"]["state"] == "failed"
