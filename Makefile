@@ -5,7 +5,7 @@ PY     := $(VENV)/bin/python
 STAMP  := $(VENV)/.installed
 SHARED ?= ../shared
 
-.PHONY: help demo test test-timing bench lint clean examples fuzz
+.PHONY: help demo test test-timing bench lint clean examples fuzz adapters-check gpu-check
 
 help:  ## List the targets
 	@grep -E '^[a-z-]+:.*##' $(MAKEFILE_LIST) | sed 's/:.*## /\t/'
@@ -44,3 +44,12 @@ examples: $(STAMP)  ## Regenerate the shipped example pair and its report (then 
 	$(PY) examples/generate_cpufreq.py examples/cpufreq
 	$(PY) -m perfdiff compare examples/cpufreq/normal examples/cpufreq/abnormal -o examples/cpufreq/report.md --json examples/cpufreq/report.json
 	$(PY) -m perfdiff compare examples/contention/normal examples/contention/abnormal -o examples/contention/report.md --json examples/contention/report.json
+
+adapters-check: $(STAMP)  ## Check the adapters against released vLLM/SGLang/PyTorch sources (needs the package index)
+	$(PY) tools/adapters_check.py
+	@if $(PY) tools/adapters_check.py --only sglang==0.5.23 --plant sglang:Scheduler.run_batch=forward_batch >/dev/null; \
+	then echo "adapters-check: a planted rename was NOT caught"; exit 1; \
+	else echo "adapters-check: a planted rename (Scheduler.run_batch) fails the check, as it must"; fi
+
+gpu-check: $(STAMP)  ## On a GPU machine: collectors, verdicts and the agent's overhead on a real training loop (< 8 min)
+	$(PY) tools/gpu_check.py

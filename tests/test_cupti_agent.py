@@ -433,18 +433,26 @@ def test_bootstrap_loads_the_collectors_file_when_versions_differ(target: Path, 
         src.close()
 
 
-def test_flush_at_exit_and_forked_child_writes_nothing(target: Path, tmp_path: Path) -> None:
+@pytest.mark.parametrize("rearm", [True, False])
+def test_flush_at_exit_and_forked_child_records_its_own(target: Path, tmp_path: Path, rearm: bool) -> None:
+    """A forked child keeps none of the parent's records; under `collect -- CMD` it re-arms and
+    hands over its own kernels in its own files ($PERFDIFF_AGENT_FORK=0: it stays inert)."""
     src = rd.AgentTraceSource.announce(lambda m: None)
     try:
-        proc = start_target(src, target, ["fork"], tmp_path)
+        proc = start_target(src, target, ["fork"], tmp_path, **({} if rearm else {"PERFDIFF_AGENT_FORK": "0"}))
         assert proc.wait(30) == 0
         info = json.loads((tmp_path / "info.json").read_text())
         files = sorted(p.name for p in Path(src.directory).iterdir() if p.name != "boot")
-        assert not any(name.startswith(f"{info['child']}.") for name in files)  # the child wrote nothing
+        assert any(name.startswith(f"{info['child']}.") for name in files) == rearm
         rows = src.stop()  # the parent exited without flushing: its atexit hook wrote everything
         k = rows["activity"][rows["activity"]["kind"] == "kernel"]
-        assert len(k) == 10 and "child_kernel" not in set(k["function"].astype(str))
-        assert k["correlation"].is_unique
+        parent, child = k[k["tid"] == info["tid"]], k[k["tid"] == info["child"]]
+        assert len(parent) == 10 and "child_kernel" not in set(parent["function"].astype(str))
+        assert len(child) == (2 if rearm else 0) and set(child["function"].astype(str)) <= {"child_kernel"}
+        assert len(k) == len(parent) + len(child)
+        if rearm:
+            (agent,) = [a for a in src.manifest()["collector"]["agents"] if a["pid"] == info["child"]]
+            assert agent["state"] == "stopped" and agent["reason"] == "exit"
     finally:
         src.close()
 

@@ -27,9 +27,16 @@ the bootstrap loads this package by path where perfdiff is not importable):
   target's first NVTX call: the agent sets it (unless set) to the libcupti cupti-python loads —
   when it starts recording, or at once when it starts idle (so a later `collect --pid` gets
   ranges too; $PERFDIFF_AGENT_NVTX=0 leaves the variable alone).
-* A forked child keeps nothing: its queue is dropped, its copies of the files are closed and
-  it never flushes (CUPTI's state does not survive fork); a child started by exec runs its
-  own agent through the environment.
+* A forked child keeps none of the parent's records: its queue is dropped and its copies of
+  the parent's files are closed (the parent writes those).  Where the parent was recording
+  for `collect -- CMD` (announced), the child re-arms: a new agent for the child's pid, in
+  the same directory, registers the CUPTI callbacks again and enables the same kinds (vLLM
+  used as a library — ``LLM(...)``, ``AsyncLLM`` — forks its engine core and workers); a
+  forked multiprocessing child, which leaves by ``os._exit``, writes its last records through
+  multiprocessing's exit finalizers.  A child of a process where PyTorch had initialised CUDA
+  (a DataLoader worker) cannot use CUDA and stays inert; $PERFDIFF_AGENT_FORK=0 leaves every
+  forked child inert.
+  A child started by exec runs its own agent through the environment.
 
 The hand-off directory is $PERFDIFF_AGENT_DIR for `collect -- CMD`, else
 ``/dev/shm/perfdiff-agent-<uid>``, where the agent waits idle on its control socket until a
@@ -61,6 +68,7 @@ from .wire import (ENV_DIR, ENV_ENABLE, K_API, K_KERNEL, K_MEMCPY, K_MEMSET, K_R
 __all__ = ["Agent", "WIRE_VERSION", "current", "start", "start_from_env"]
 
 ENV_NVTX = "PERFDIFF_AGENT_NVTX"  # "0": leave NVTX_INJECTION64_PATH alone
+ENV_FORK = "PERFDIFF_AGENT_FORK"  # "0": a forked child's agent stays inert
 NVTX_ENV = "NVTX_INJECTION64_PATH"
 
 FLUSH_NS = 500_000_000  # the agent's flush period
@@ -98,6 +106,69 @@ _LIVE: weakref.WeakSet[Agent] = weakref.WeakSet()
 def _reset_after_fork() -> None:
     for agent in list(_LIVE):
         agent._after_fork()  # noqa: SLF001 - the fork hook belongs to the class
+    _rearm_after_fork()
+
+
+def _rearm_after_fork() -> None:
+    """In a forked child of a recording, announced agent: start this process's own agent (see
+    the module docstring).  Never raises into the child."""
+    global _AGENT
+    parent = _AGENT
+    if parent is None or not parent.announced or parent.state_at_fork != "recording":
+        return
+    if os.environ.get(ENV_FORK) == "0" or _cuda_used_before_fork():
+        return
+    try:
+        # The parent's records still in CUPTI's buffers were copied with its memory: a forced
+        # flush hands them to the parent's (inert) agent here, and they are dropped with it.
+        try:
+            parent._cupti.activity_flush_all(FLUSH_FORCED)
+        except Exception:  # noqa: BLE001
+            pass
+        parent._inbox.clear()
+        agent = Agent(parent.directory, announced=True, load_cupti=parent._load_cupti, flush_ns=parent.flush_ns,
+                      handle_signals=parent.handle_signals)
+        agent._cupti = parent._cupti
+        agent.forked_from = parent.pid
+        _AGENT = agent
+        agent.serve()
+        agent.start_recording()
+        _exit_with_multiprocessing(agent)
+    except Exception as exc:  # noqa: BLE001
+        try:
+            import sys
+
+            sys.stderr.write(f"perfdiff agent: not re-armed in forked pid {os.getpid()} ({type(exc).__name__}: {exc})\n")
+        except Exception:  # noqa: BLE001
+            pass
+
+
+def _cuda_used_before_fork() -> bool:
+    """Whether PyTorch had initialised CUDA in the parent: the child cannot use CUDA then (a
+    DataLoader worker forked from a training process), so there is nothing to trace."""
+    import sys
+
+    cuda = getattr(sys.modules.get("torch"), "cuda", None)
+    try:
+        return bool(getattr(cuda, "_in_bad_fork", False) or (cuda is not None and cuda.is_initialized()))
+    except Exception:  # noqa: BLE001
+        return False
+
+
+def _exit_with_multiprocessing(agent: Agent) -> None:
+    """A multiprocessing child leaves by os._exit, after its exit finalizers but not atexit:
+    register the agent's exit there.  Its bootstrap clears the finalizers inherited through
+    fork and then runs its after-fork hooks, so the finalizer is registered from such a hook."""
+    import sys
+
+    util = sys.modules.get("multiprocessing.util")
+    if util is None:
+        return
+
+    def register(a: Agent) -> None:
+        util.Finalize(None, a._at_exit, exitpriority=-(1 << 30))  # noqa: SLF001 - after the program's own
+
+    util.register_after_fork(agent, register)
 
 
 os.register_at_fork(after_in_child=_reset_after_fork)
@@ -148,6 +219,8 @@ class Agent:
         self.flush_ns_max = 0
         self.callback_records = 0
         self.started_ns = self.stopped_ns = 0
+        self.state_at_fork = ""  # in a forked child: the parent's state when it forked
+        self.forked_from = 0  # a re-armed agent: the pid it was forked from
         self._last_anchor_mono = 0
         self._status_mono = 0
         _LIVE.add(self)
@@ -467,6 +540,7 @@ class Agent:
             "flushes": self.flushes, "flush_ns_total": self.flush_ns_total, "flush_ns_max": self.flush_ns_max,
             "anchors": list(self.anchors), "nvtx": dict(self.nvtx), "errors": list(self.errors),
             "started_ns": self.started_ns, "stopped_ns": self.stopped_ns, "updated_ns": time.time_ns(),
+            "forked_from": self.forked_from,
             "adapters": adapters.status(),
         }
 
@@ -509,7 +583,8 @@ class Agent:
         # The default action was "terminate": write what CUPTI holds, then die by the same signal.
         signal.signal(signum, signal.SIG_DFL)
         try:
-            self._at_exit()
+            here = current()  # in a forked child: the child's re-armed agent
+            (here if here is not None else self)._at_exit()
         finally:
             os.kill(os.getpid(), signum)
 
@@ -523,6 +598,8 @@ class Agent:
 
     def _after_fork(self) -> None:
         """In a forked child: forget everything, never write (the parent owns these files)."""
+        if self.state != "forked":
+            self.state_at_fork = self.state
         self.state, self.reason = "forked", f"forked from pid {self.pid}"
         self._inbox = deque()
         self._lock = threading.RLock()

@@ -358,6 +358,7 @@ class AgentTraceSource:
             st = sp.read_status()
             if st.get("state") == "unsupported":
                 self._unsupported(f"no kernel trace from pid {sp.pid}: {st.get('reason')}", warn=True)
+            self._warn_adapters(sp, st)
             a, m = self._convert(sp, sp.read_records(), final=final)
             activity += a
             markers += m
@@ -368,6 +369,23 @@ class AgentTraceSource:
         if markers:
             out["markers"] = concat_parts("markers", markers)
         return out
+
+    def _warn_adapters(self, sp: _Spool, st: dict[str, Any]) -> None:
+        """A framework adapter that failed to install in the process (docs/COLLECTORS.md,
+        Framework adapters): one warning of the collection, so that the bundle says why that
+        process has no steps."""
+        frameworks = (st.get("adapters") or {}).get("frameworks") or {}
+        for name, state in frameworks.items() if isinstance(frameworks, dict) else ():
+            if not isinstance(state, dict) or state.get("state") != "failed":
+                continue
+            key = f"adapter-failed {name}"
+            if key in sp.warned:
+                continue
+            sp.warned.add(key)
+            line = f"{name} adapter failed in pid {sp.pid}: {state.get('error', 'unknown error')}; no steps from it"
+            if line not in self._warned:
+                self._warned.add(line)
+                self.warn(line)
 
     def _warn_drops(self, sp: _Spool, st: dict[str, Any]) -> None:
         lost = int((st.get("dropped") or {}).get("cupti", 0)) + int((st.get("dropped") or {}).get("agent", 0))

@@ -11,6 +11,11 @@ process's pid in each namespace, outermost (the one that mounted this procfs) fi
 3. it exists here as an outer pid whose innermost NSpid entry is a target pid that does not
    exist in this /proc (the target was named by its in-container pid and /proc is the host's).
 
+perfdiff's own processes — the collector and the helpers it starts (its process tree, less
+the target's) — are neither the target nor "another process": ``is_own`` tells them, and the
+readers leave them out of every per-process reading (their command line names the target,
+and a verdict "another process on the GPU: pid … (perfdiff)" would point at the collector).
+
 A pid that exists in this /proc is always taken literally, so a container-local pid that
 collides with an unrelated host pid never matches.  When no NVML pid matches, the devices the
 target has open as /dev/nvidiaN (links in /proc/PID/fd; N = nvmlDeviceGetMinorNumber) are
@@ -18,6 +23,7 @@ used instead (docs/COLLECTORS.md).
 """
 from __future__ import annotations
 
+import os
 import re
 from collections.abc import Iterable
 
@@ -67,6 +73,8 @@ class PidMatcher:
         self._inner_alias: dict[int, int] = {}  # rule 2: inner-namespace pid → target pid
         self._absent_targets: set[int] = set()  # rule 3: target pids not in this /proc
         self._cache: dict[int, bool] = {}
+        self._own: dict[int, bool] = {}
+        self.own_pid = os.getpid()
         self.aliases: dict[int, int] = {}  # NVML pid → target pid it was matched through NSpid
 
     def set_targets(self, pids: Iterable[int]) -> None:
@@ -76,6 +84,7 @@ class PidMatcher:
             return
         self._targets = targets
         self._cache.clear()
+        self._own.clear()
         self._inner_alias = {}
         self._absent_targets = set()
         for t in targets:
@@ -110,6 +119,32 @@ class PidMatcher:
         self._cache[pid] = hit
         return hit
 
+    def is_own(self, pid: int) -> bool:
+        """True when `pid` is perfdiff's own: this process, or one it started (through parents
+        that are not the target's) — read in the host's /proc, where this process lives."""
+        hit = self._own.get(pid)
+        if hit is None:
+            hit = self._own[pid] = pid not in self._targets and descends_from(pid, self.own_pid, self._targets)
+        return hit
+
     def visible(self, pid: int) -> bool:
         """True when `pid` exists in this /proc (NVML and /proc share the namespace)."""
         return self.fs.exists(pid)
+
+
+def descends_from(pid: int, ancestor: int, stop: Iterable[int] = (), proc_root: str = "/proc") -> bool:
+    """Whether `pid` is `ancestor` or its descendant through parents none of which is in `stop`
+    (/proc/PID/stat's parent field, at most 64 steps)."""
+    stops = set(stop)
+    for _ in range(64):
+        if pid == ancestor:
+            return True
+        if pid in stops or pid <= 1:
+            return False
+        try:
+            with open(f"{proc_root}/{pid}/stat", "rb") as fh:
+                raw = fh.read()
+            pid = int(raw[raw.rindex(b")") + 2:].split()[1])  # after "(comm)": state, ppid
+        except (OSError, ValueError, IndexError):
+            return False
+    return False

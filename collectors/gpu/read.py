@@ -209,6 +209,8 @@ class DeviceReader:
         for pid, (total, n) in per_pid.items():
             if self.ctx.matcher.is_target(pid):
                 target += total / n
+            elif self.ctx.matcher.is_own(pid):
+                continue  # perfdiff's own process (pids.PidMatcher.is_own): not another process
             else:
                 other += total / n
                 self.ctx.other_process(dev.name, pid, t1, seen_in="nvmlDeviceGetProcessUtilization",
@@ -303,6 +305,8 @@ class DeviceReader:
         for pid, used in procs.items():
             if self.ctx.matcher.is_target(pid):
                 target += _NAN if used is None else used
+            elif self.ctx.matcher.is_own(pid):
+                continue  # perfdiff's own process (pids.PidMatcher.is_own): not another process
             else:
                 other += _NAN if used is None else used
                 self.ctx.other_process(dev.name, pid, t, seen_in="process list", used_gpu_memory_bytes=used)

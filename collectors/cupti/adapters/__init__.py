@@ -143,9 +143,7 @@ def _adapt(module: Any) -> None:
             rec.give_up(adapter, f"{what} ({name}{', version ' + version if version else ''})", missing,
                         undo=name not in OPTIONAL)
     except Exception as exc:  # noqa: BLE001
-        rec.fault(f"adapter {name}", exc)
-        rec.warn(f"{what} ({name}): adapter failed ({type(exc).__name__}: {exc}); left unwrapped")
-        rec.undo(adapter)
+        rec.failed(adapter, f"{what} ({name}): adapter failed", exc)
 
 
 def install(marker_file: str | None = None, warn: Callable[[str], None] | None = None) -> Recorder | None:

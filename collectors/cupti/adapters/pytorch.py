@@ -11,15 +11,36 @@
 
 In a distributed job (``RANK`` set by torchrun) only rank 0 writes cycles; every rank writes
 its ``Optimizer.step`` phases.
+
+In a process of an inference server the server's adapter is in charge of the cycles: where
+the vLLM or SGLang adapter wrapped something in this process, or the process is one of their
+GPU workers (``vllm.v1.worker`` or ``sglang.srt.managers.tp_worker`` imported), PyTorch's
+boundaries write no cycles (``import torch`` loads torch.optim and torch.profiler in every
+such process, and vLLM's own torch profiler steps would otherwise be cycles beside the
+engine's steps); the status says ``defers_to``.
 """
 from __future__ import annotations
 
 import os
+import sys
 from typing import Any
 
 from .record import Recorder
 
 FRAMEWORK = "pytorch"
+SERVERS = ("vllm", "sglang")  # adapters that own the cycles of their processes
+WORKER_MODULES = {"vllm.v1.worker": "vllm", "sglang.srt.managers.tp_worker": "sglang"}
+
+
+def serving(rec: Recorder) -> str | None:
+    """The inference server in charge of this process's cycles, if any (see the docstring)."""
+    for fw in SERVERS:
+        if rec.frameworks.get(fw, {}).get("state") == "wrapped":
+            return fw
+    for module, fw in WORKER_MODULES.items():
+        if module in sys.modules:
+            return fw
+    return None
 
 
 class _Training:
@@ -34,6 +55,15 @@ class _Training:
         self.prof_name = rec.name("profiler.step")
 
     def boundary(self, name: bytes) -> None:
+        server = serving(self.rec)
+        if server is not None:
+            if self.t0:
+                self.rec.close_cycle(self.t0, name, keep=False)
+                self.t0 = 0
+            state = self.rec.frameworks.get(FRAMEWORK)
+            if state is not None and state.get("defers_to") != server:
+                state["defers_to"] = server
+            return
         if self.t0:
             self.rec.close_cycle(self.t0, name, primary=self.primary)
         self.t0 = self.rec.open_cycle()
@@ -96,7 +126,8 @@ def patch_profiler(module: Any, rec: Recorder) -> list[str]:
         try:
             if not st.profiler_seen:
                 st.profiler_seen = True
-                rec.close_cycle(st.t0, st.step_name, keep=False)  # an optimizer-bounded cycle is open
+                if st.t0:
+                    rec.close_cycle(st.t0, st.step_name, keep=False)  # an optimizer-bounded cycle is open
                 st.t0 = 0
             st.boundary(st.prof_name)
         except Exception as exc:  # noqa: BLE001

@@ -114,7 +114,8 @@ class Recorder:
 
         self._undo.append((framework, restore))
         state = self.frameworks.setdefault(framework, {"state": "wrapped", "wrapped": []})
-        state["state"] = "wrapped"  # again after an uninstall (a second attach)
+        if state.get("state") != "failed":  # a failure stays said until the process ends
+            state["state"] = "wrapped"  # again after an uninstall (a second attach)
         name = f"{getattr(owner, '__name__', type(owner).__name__)}.{attr}"
         if name not in state["wrapped"]:
             state["wrapped"].append(name)
@@ -154,6 +155,20 @@ class Recorder:
             state["state"] = "unsupported"
         self.warn(f"{what}: not found: {', '.join(missing)}; left unwrapped (an unsupported version? "
                   "docs/PROFILING_LLM_SERVERS.md lists the supported ones)")
+
+    def failed(self, framework: str, what: str, exc: BaseException) -> None:
+        """Installing `framework`'s wrappers raised (a version whose objects refuse them): count
+        it, say so in one warning line, remove the framework's wrappers in this process and keep
+        the state "failed" with the reason (the agent's status, the bundle's manifest), never
+        "wrapped"."""
+        self.fault(what, exc)
+        reason = f"{what}: {type(exc).__name__}: {exc}"
+        self.undo(framework)
+        state = self.frameworks.setdefault(framework, {"wrapped": []})
+        state["state"] = "failed"
+        state["error"] = reason
+        self.warn(f"{reason}; left unwrapped, no cycles from it (docs/PROFILING_LLM_SERVERS.md lists the "
+                  "supported versions)")
 
     def status(self) -> dict[str, Any]:
         """What the adapters did, for the agent's status."""
@@ -386,10 +401,22 @@ def unwrapped(fn: Any) -> Any:
     return fn
 
 
-def live_instances(cls: type) -> list[Any]:
-    """The objects of `cls` or its subclasses alive now, found once through the garbage
-    collector (instances of heap classes refer to their class): for wrapping objects that
-    existed before the agent was loaded into a running process."""
+def live_instances(cls: type, *, depth: int = 4, budget: int = 200_000) -> list[Any]:
+    """The objects of `cls` or its subclasses alive now: for wrapping objects that existed
+    before the agent was loaded into a running process.
+
+    Two searches, their union (each object once):
+
+    * the garbage collector's (``gc.get_referrers`` of the classes: instances of heap classes
+      refer to their class) — which does not look into the permanent generation, where
+      ``gc.freeze()`` moves every object (vLLM at engine start from 0.10.2, SGLang's
+      ``/freeze_gc`` after warm-up);
+    * a walk from the roots a running engine hangs from: the locals of every thread's frames
+      (``sys._current_frames()``: the busy loop's ``self``) and the globals of every module
+      (``sys.modules``), then at most `depth` steps along instance attributes (``__dict__``,
+      ``__slots__``) and the items of lists, tuples, sets and dicts, visiting at most `budget`
+      objects.
+    """
     import gc
 
     classes, todo = [], [cls]
@@ -397,4 +424,82 @@ def live_instances(cls: type) -> list[Any]:
         c = todo.pop()
         classes.append(c)
         todo += c.__subclasses__()
-    return [obj for obj in gc.get_referrers(*classes) if isinstance(obj, cls)]
+    found: dict[int, Any] = {}
+    try:
+        for obj in gc.get_referrers(*classes):
+            if isinstance(obj, cls):
+                found.setdefault(id(obj), obj)
+    except Exception:  # noqa: BLE001 - the walk below still runs
+        pass
+    for obj in _walk_roots(cls, depth, budget):
+        found.setdefault(id(obj), obj)
+    return list(found.values())
+
+
+_ATOMS = (str, bytes, bytearray, int, float, complex, bool, type(None), type, memoryview, range)
+
+
+def _walk_roots(cls: type, depth: int, budget: int) -> list[Any]:
+    """Instances of `cls` reachable from the threads' frames and the modules' globals."""
+    import types
+
+    seen: set[int] = set()
+    out: list[Any] = []
+    level: list[Any] = []
+    me = sys._getframe()  # noqa: SLF001 - this walk's own frames hold nothing of the target
+    try:
+        frames = list(sys._current_frames().values())  # noqa: SLF001
+    except Exception:  # noqa: BLE001
+        frames = []
+    for frame in frames:
+        while frame is not None:
+            if frame is not me:
+                try:
+                    level += list(frame.f_locals.values())
+                except Exception:  # noqa: BLE001
+                    pass
+            frame = frame.f_back
+    for module in list(sys.modules.values()):
+        d = getattr(module, "__dict__", None)
+        if isinstance(d, dict):
+            try:
+                level += list(d.values())
+            except Exception:  # noqa: BLE001 - a module dict changed while copied
+                pass
+    visited = 0
+    for _ in range(depth + 1):
+        nxt: list[Any] = []
+        for obj in level:
+            if visited >= budget:
+                return out
+            if isinstance(obj, _ATOMS) or isinstance(obj, (types.ModuleType, types.FunctionType,
+                                                           types.BuiltinFunctionType, types.CodeType)):
+                continue
+            i = id(obj)
+            if i in seen:
+                continue
+            seen.add(i)
+            visited += 1
+            try:
+                if isinstance(obj, cls):
+                    out.append(obj)
+                if isinstance(obj, (list, tuple, set, frozenset)):
+                    nxt += list(obj)[:1000]
+                elif isinstance(obj, dict):
+                    nxt += list(obj.values())[:1000]
+                elif isinstance(obj, types.MethodType):
+                    nxt.append(obj.__self__)
+                else:
+                    d = getattr(obj, "__dict__", None)
+                    if isinstance(d, dict):
+                        nxt += list(d.values())
+                    for klass in type(obj).__mro__:
+                        for slot in vars(klass).get("__slots__", ()) if isinstance(
+                                vars(klass).get("__slots__", ()), (tuple, list)) else ():
+                            v = getattr(obj, slot, None) if isinstance(slot, str) else None
+                            if v is not None:
+                                nxt.append(v)
+            except Exception:  # noqa: BLE001 - a hostile __getattr__ or a changing container
+                continue
+        level = nxt
+    return out

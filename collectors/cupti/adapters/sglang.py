@@ -123,7 +123,11 @@ def _wrap_running(rec: Recorder, cls: type) -> None:
     the wrapped loop: their per-iteration calls are wrapped on them now (the loop looks them up
     at every iteration).  Found once through the garbage collector, as in the vLLM adapter."""
     for obj in live_instances(cls):
-        it = _Iteration.install(rec, obj)
+        try:
+            it = _Iteration.install(rec, obj)
+        except Exception as exc:  # noqa: BLE001
+            rec.failed(FRAMEWORK, f"SGLang {version()} running scheduler: wrapping its calls failed", exc)
+            return
         if it is not None:
             rec.on_undo(FRAMEWORK, it.remove)
 
@@ -151,7 +155,7 @@ def _loop(rec: Recorder, loop: Any) -> Any:
         try:
             it = _Iteration.install(rec, sched)
         except Exception as exc:  # noqa: BLE001
-            rec.fault("event loop setup", exc)
+            rec.failed(FRAMEWORK, f"SGLang {version()} scheduler loop: wrapping its calls failed", exc)
         try:
             return loop(sched, *args, **kwargs)
         finally:
@@ -160,6 +164,40 @@ def _loop(rec: Recorder, loop: Any) -> Any:
 
     event_loop.__perfdiff_wrapped__ = loop  # type: ignore[attr-defined]
     return event_loop
+
+
+# Per-iteration wrappers of objects that refuse instance attributes (SGLang's request receiver
+# is a frozen, slotted dataclass from 0.5.13): the class gets one dispatching wrapper per
+# method, which calls the wrapper registered for that object (by id) or the method itself.
+_ON_OBJECT: dict[tuple[int, str], Any] = {}
+
+
+def _dispatch(rec: Recorder, cls: type, attr: str) -> None:
+    """Put the dispatching wrapper of `attr` on `cls` (once; removed with the others on undo)."""
+    fn = vars(cls).get(attr)
+    if fn is None or getattr(fn, "__perfdiff_dispatch__", False):
+        return
+    table = _ON_OBJECT
+
+    def dispatch(obj: Any, *args: Any, **kwargs: Any) -> Any:
+        wrapper = table.get((id(obj), attr))
+        if wrapper is None:
+            return fn(obj, *args, **kwargs)
+        return wrapper(*args, **kwargs)
+
+    dispatch.__perfdiff_wrapped__ = fn  # type: ignore[attr-defined]
+    dispatch.__perfdiff_dispatch__ = True  # type: ignore[attr-defined]
+    dispatch.__name__ = getattr(fn, "__name__", attr)
+    rec.patch(FRAMEWORK, cls, attr, dispatch)
+
+
+def _method(obj: Any, attr: str) -> Any:
+    """`obj.attr`, bound to the method under a dispatching wrapper where its class has one
+    (a second loop on the same receiver class must not call the dispatcher from its wrapper)."""
+    fn = getattr(type(obj), attr, None)
+    if getattr(fn, "__perfdiff_dispatch__", False):
+        return fn.__perfdiff_wrapped__.__get__(obj, type(obj))
+    return getattr(obj, attr, None)
 
 
 class _Iteration:
@@ -171,43 +209,73 @@ class _Iteration:
         self.t0 = 0
         self.worked = False
         self.name = rec.name(CYCLE)
-        self.undo: list[tuple[Any, str]] = []
+        self.undo: list[tuple[Any, str, bool]] = []
 
     @classmethod
     def install(cls, rec: Recorder, sched: Any) -> _Iteration | None:
+        """Wrap the per-iteration calls on `sched` (None: nothing to do, or a version without
+        them, said once).  Where an iteration begins, by version: ``Scheduler.ingest_requests``
+        (0.5.20 on), else ``Scheduler.recv_requests`` (up to 0.5.12), else
+        ``Scheduler.request_receiver.recv_requests`` (0.5.13 to 0.5.19)."""
         if vars(sched).get(ACTIVE) is not None:
             return None  # an event loop entered from another one: the outer loop's wrappers serve
-        owner = sched if callable(getattr(sched, "recv_requests", None)) else getattr(sched, "request_receiver", None)
-        if not callable(getattr(owner, "recv_requests", None)):
-            rec.give_up(FRAMEWORK, f"SGLang {version()}", ["Scheduler.recv_requests (or request_receiver.recv_requests)"])
+        receiver = getattr(sched, "request_receiver", None)
+        owner = sched if callable(getattr(sched, "recv_requests", None)) else receiver
+        ingest = getattr(sched, "ingest_requests", None)
+        if not callable(ingest) and not callable(getattr(owner, "recv_requests", None)):
+            rec.give_up(FRAMEWORK, f"SGLang {version()}", ["Scheduler.ingest_requests (or recv_requests, or "
+                                                          "request_receiver.recv_requests)"])
             return None
         primary = all(r in (0, None) for r in ranks(sched))
         it = cls(rec, primary)
-        it._set(sched, ACTIVE, it)
-        it._set(owner, "recv_requests", it.receiving(rec.phase("Scheduler.recv_requests", owner.recv_requests)))
-        it._set(sched, "get_next_batch_to_run", rec.phase("Scheduler.get_next_batch_to_run", sched.get_next_batch_to_run))
-        it._set(sched, "run_batch", rec.phase("Scheduler.run_batch", sched.run_batch, before=it.ran))
-        it._set(sched, "process_batch_result", rec.phase("Scheduler.process_batch_result", sched.process_batch_result,
-                                                         before=it.processed))
-        for name in DISAGG_PHASES:
-            fn = getattr(sched, name, None)
-            if callable(fn):
-                it._set(sched, name, rec.phase(f"Scheduler.{name}", fn,
-                                               before=it.processed if name.startswith("process") else None))
+        try:
+            it._set(sched, ACTIVE, it)
+            recv = _method(owner, "recv_requests")
+            if callable(ingest):
+                it._set(sched, "ingest_requests", it.receiving(rec.phase("Scheduler.ingest_requests", ingest)))
+                if callable(recv):
+                    it._set(owner, "recv_requests", rec.phase("Scheduler.recv_requests", recv))
+            else:
+                it._set(owner, "recv_requests", it.receiving(rec.phase("Scheduler.recv_requests", recv)))
+            it._set(sched, "get_next_batch_to_run", rec.phase("Scheduler.get_next_batch_to_run",
+                                                              sched.get_next_batch_to_run))
+            it._set(sched, "run_batch", rec.phase("Scheduler.run_batch", sched.run_batch, before=it.ran))
+            it._set(sched, "process_batch_result", rec.phase("Scheduler.process_batch_result",
+                                                             sched.process_batch_result, before=it.processed))
+            for name in DISAGG_PHASES:
+                fn = getattr(sched, name, None)
+                if callable(fn):
+                    it._set(sched, name, rec.phase(f"Scheduler.{name}", fn,
+                                                   before=it.processed if name.startswith("process") else None))
+        except BaseException:
+            it.remove()
+            raise
         return it
 
     def _set(self, owner: Any, attr: str, fn: Any) -> None:
-        setattr(owner, attr, fn)
-        self.undo.append((owner, attr))
+        """`owner.attr = fn` for this loop; an object that refuses it (frozen, slotted) gets `fn`
+        through its class's dispatching wrapper."""
+        try:
+            setattr(owner, attr, fn)
+        except (AttributeError, TypeError):  # dataclasses.FrozenInstanceError is an AttributeError
+            _dispatch(self.rec, type(owner), attr)
+            _ON_OBJECT[(id(owner), attr)] = fn
+            self.undo.append((owner, attr, True))
+            return
+        self.undo.append((owner, attr, False))
 
     def remove(self) -> None:
         """The loop ended: drop the open iteration, take the wrappers off the scheduler."""
         self.rec.close_cycle(self.t0, self.name, keep=False)
-        for owner, attr in reversed(self.undo):
+        for owner, attr, dispatched in reversed(self.undo):
+            if dispatched:
+                _ON_OBJECT.pop((id(owner), attr), None)
+                continue
             try:
                 delattr(owner, attr)
             except AttributeError:
                 pass
+        self.undo = []
 
     # `before` hooks of phases: run only while recording; record.phase keeps their exceptions
 

@@ -12,6 +12,10 @@ $FAKE_VLLM_VERSION picks the layout, as vLLM's source has it:
 * "0.11.2" (default; 0.11.1 on): a Future from a non-blocking ``execute_model``, a separate
   ``sample_tokens``, ``step`` returns (outputs, executed).
 
+The heap is frozen at engine start as vLLM does it (``gc.freeze()`` at the end of
+``EngineCoreProc.__init__`` in 0.10.2 to 0.11.0, ``vllm.utils.gc_utils.freeze_gc_heap()`` at
+the end of ``EngineCore.__init__`` from 0.11.1): ``gc.get_referrers`` finds no engine then.
+
 $FAKE_VLLM_RENAME=1 renames EngineCore.step (an unknown version); $FAKE_IDLE_STEPS=N makes the
 busy loop step N more times with no requests, as an idle data-parallel rank does;
 $FAKE_DP_RANK sets the engine's data-parallel rank.

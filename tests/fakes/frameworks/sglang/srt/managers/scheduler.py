@@ -9,6 +9,7 @@ from dataclasses import dataclass
 from sglang.srt.managers.schedule_batch import Req, ScheduleBatch
 from sglang.srt.model_executor.forward_batch_info import ForwardMode
 from sglang.srt.runtime_context import get_parallel
+from sglang.srt.utils import freeze_gc
 
 VERSION = tuple(int(p) for p in os.environ.get("FAKE_SGLANG_VERSION", "0.5.23").split(".")[:3])
 RECEIVER = VERSION >= (0, 5, 13)  # request_receiver.recv_requests, ranks on Scheduler.ps
@@ -29,12 +30,10 @@ class NextBatchPlan:
     running_batch: ScheduleBatch | None
 
 
-class SchedulerRequestReceiver:
-    def __init__(self, scheduler: "Scheduler"):
-        self.scheduler = scheduler
-
-    def recv_requests(self, local_reqs=None):
-        return self.scheduler._recv()
+@dataclass
+class FreezeGCReq:
+    """What the server's warm-up sends from 0.5.20 (``/freeze_gc``)."""
+    gc_threshold: int | None = None
 
 
 class Scheduler:
@@ -62,10 +61,21 @@ class Scheduler:
         self.running_batch = None
         self.last_batch = None
         self.idle_left = 3  # idle iterations once everything is done, then exit
+        self._deferred_input_requests = []
+        self.warmed_up = not INGEST  # 0.5.20 on: the warm-up's /freeze_gc arrives first
         if RECEIVER:
-            self.request_receiver = SchedulerRequestReceiver(self)
+            self.init_request_receiver()
+
+    def init_request_receiver(self) -> None:
+        from sglang.srt.managers.scheduler_components.request_receiver import SchedulerRequestReceiver
+
+        self.request_receiver = SchedulerRequestReceiver(recv_from_tokenizer=self._recv, recv_from_rpc=None,
+                                                         max_recv_per_poll=-1, get_last_batch=lambda: self.last_batch)
 
     def _recv(self):
+        if not self.warmed_up:
+            self.warmed_up = True
+            return [FreezeGCReq()]
         if not self.waiting and not self.running and self.last_batch is None:
             self.idle_left -= 1
             if self.idle_left < 0:
@@ -78,13 +88,22 @@ class Scheduler:
         def recv_requests(self):
             return self._recv()
 
-    def ingest_requests(self, stop_at_pause: bool = False):
-        recv_reqs = self.request_receiver.recv_requests(local_reqs=[])
-        self.process_input_requests(recv_reqs)
-        return recv_reqs
+    if INGEST:
+        def ingest_requests(self, stop_at_pause: bool = False):
+            self._deferred_input_requests.extend(self.request_receiver.recv_requests(local_reqs=[]))
+            recv_reqs = self._deferred_input_requests[:]
+            del self._deferred_input_requests[:]
+            self.process_input_requests(recv_reqs)
+            return recv_reqs
 
     def process_input_requests(self, recv_reqs) -> None:
-        pass
+        for recv_req in recv_reqs:
+            if isinstance(recv_req, FreezeGCReq):
+                self.handle_freeze_gc(recv_req)
+
+    def handle_freeze_gc(self, recv_req: FreezeGCReq):
+        """Handle freeze_gc request: freeze scheduler's GC and forward to detokenizer."""
+        freeze_gc("Scheduler")
 
     def _next_batch(self):
         if self.waiting and len(self.running) < self.max_batch:

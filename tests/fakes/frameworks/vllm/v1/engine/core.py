@@ -1,5 +1,6 @@
 from __future__ import annotations
 
+import gc
 import os
 from collections import deque
 from types import SimpleNamespace
@@ -12,6 +13,8 @@ from vllm.v1.executor.abstract import UniProcExecutor
 STEP_FN = VERSION >= (0, 7, 3)  # the busy loop calls step_fn: step or step_with_batch_queue
 NON_BLOCK = VERSION >= (0, 11, 1)  # execute_model(non_block=True) → Future, then sample_tokens
 TUPLE = VERSION >= (0, 9, 0)  # step returns (outputs, model executed)
+FREEZE_PROC = (0, 10, 2) <= VERSION < (0, 11, 1)  # gc.freeze() at the end of EngineCoreProc.__init__
+FREEZE_CORE = VERSION >= (0, 11, 1)  # freeze_gc_heap() at the end of EngineCore.__init__
 
 
 class EngineCore:
@@ -28,6 +31,11 @@ class EngineCore:
             self.batch_queue = deque(maxlen=self.batch_queue_size) if self.batch_queue_size > 1 else None
             step = "step" if not os.environ.get("FAKE_VLLM_RENAME") else "execute_step"
             self.step_fn = getattr(self, step) if self.batch_queue is None else self.step_with_batch_queue
+        if FREEZE_CORE:
+            # Mark the startup heap as static so that it's ignored by GC.
+            from vllm.utils.gc_utils import freeze_gc_heap
+
+            freeze_gc_heap()
 
     def add_request(self, req_id: str) -> None:
         self.scheduler.add_request(req_id)
@@ -76,6 +84,10 @@ class EngineCoreProc(EngineCore):
         self.conn = conn
         for i in range(requests):
             self.add_request(f"req-{i}")
+        if FREEZE_PROC:
+            # Mark the startup heap as static so that it's ignored by GC.
+            gc.collect()
+            gc.freeze()
 
     @staticmethod
     def run_engine_core(conn, requests: int) -> None:

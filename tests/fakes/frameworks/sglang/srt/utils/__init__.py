@@ -1,0 +1,3 @@
+from sglang.srt.utils.common import freeze_gc
+
+__all__ = ["freeze_gc"]
