@@ -97,6 +97,7 @@ def analysis_at_scale(normal: Path, abnormal: Path, ranks: int, functions: int, 
     import numpy as np
 
     from perfdiff.ranks.part import load_part
+    from perfdiff.analyze.thresholds import Thresholds
     from perfdiff.ranks.pipeline import analyze_parts
     from perfdiff.ranks.records import RankPair
 
@@ -116,8 +117,8 @@ def analysis_at_scale(normal: Path, abnormal: Path, ranks: int, functions: int, 
     walls = []
     for _ in range(repeat):
         t = time.perf_counter()
-        res = analyze_parts(parts[0], parts[1], plan, alpha=0.05, notices=[], worlds=(ranks, ranks), workers=1,
-                            pairs=rank_pairs)
+        res = analyze_parts(parts[0], parts[1], plan, thresholds=Thresholds(), notices=[], worlds=(ranks, ranks),
+                            workers=1, pairs=rank_pairs)
         walls.append(time.perf_counter() - t)
     s = res.stragglers[1]
     named = f"rank {s.culprit}" if s.culprit is not None else s.code.value

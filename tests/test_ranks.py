@@ -16,6 +16,7 @@ from hypothesis import strategies as st
 
 from conftest import ROOT, run_cli
 import perfdiff
+from perfdiff.analyze.thresholds import Thresholds
 from perfdiff.errors import InputError
 from perfdiff.model.schema import CycleSource
 from perfdiff.ranks import (ExcessKind, IdentitySource, RankNoticeCode, RankVerdictCode, ScopeCode, StragglerCode,
@@ -608,10 +609,18 @@ def test_a_host_states_share_must_move_with_the_ranks_cycle() -> None:
                         coll_dur_ns=np.zeros(0, np.int64), offers_plan=True)
 
     iters = np.arange(20, dtype=np.int64)
-    fell = rank_tests(part(0, 100, 50), part(1, 200, 80), iters, iters, 0.05)
-    rose = rank_tests(part(0, 100, 50), part(1, 200, 140), iters, iters, 0.05)
+    fell = rank_tests(part(0, 100, 50), part(1, 200, 80), iters, iters, Thresholds(alpha=0.05))
+    rose = rank_tests(part(0, 100, 50), part(1, 200, 140), iters, iters, Thresholds(alpha=0.05))
     assert [t.function for t in fell] == ["my_kernel"]
     assert [t.function for t in rose] == ["my_kernel", "oncpu"]
+    # The comparison's thresholds decide across ranks too: a materiality no change reaches
+    # leaves no finding, and a test floor above every function leaves nothing tested.
+    from perfdiff.ranks.across import findings_across, with_q
+
+    tests = with_q(rose)
+    assert {f.function for f in findings_across(tests, 1, Thresholds())} == {"my_kernel", "oncpu"}
+    assert findings_across(tests, 1, Thresholds(material_tau_pp=1e6)) == []
+    assert rank_tests(part(0, 100, 50), part(1, 200, 140), iters, iters, Thresholds(test_min_share=0.99)) == []
 
 
 @pytest.mark.real

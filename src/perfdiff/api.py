@@ -379,8 +379,7 @@ def compare_ranks(normal: str | os.PathLike[str], abnormal: str | os.PathLike[st
     from perfdiff.ranks import compare_ranks as run
 
     check_cycle_choice(cycle, window)
-    # The rank pipeline takes α; the other thresholds across ranks are perfdiff's.
-    analysis = run(normal, abnormal, alpha=_thresholds(alpha, thresholds).alpha, cycle=cycle, window=window, group=group, ranks=ranks,
+    analysis = run(normal, abnormal, thresholds=_thresholds(alpha, thresholds), cycle=cycle, window=window, group=group, ranks=ranks,
                    scheduler=scheduler, workers=workers, progress=progress)
     return RankComparison(analysis, (str(normal), str(abnormal)))
 

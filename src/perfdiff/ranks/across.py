@@ -30,8 +30,8 @@ __all__ = ["MATERIAL_CYCLE_PCT", "NS_PER_US", "RankTest", "findings_across", "jo
 NS_PER_US = 1e3
 VERDICT_FINDINGS = 5  # findings the verdict names; the report lists them all
 MATERIAL_CYCLE_PCT = DEFAULT.material_cycle_pct  # a job cycle that changed by less is no change to explain
-# The other thresholds are the comparison's (perfdiff.analyze.Thresholds); the rank pipeline
-# passes its α, the rest are perfdiff's defaults.
+# The decisions' thresholds are the comparison's (perfdiff.analyze.Thresholds), handed down by
+# the rank pipeline.
 
 
 @dataclass(frozen=True)
@@ -48,9 +48,9 @@ class RankTest:
     cliffs_delta: float
     q: float = math.nan
 
-    def changed(self, alpha: float, th: Thresholds = DEFAULT) -> bool:
-        """Significant at `alpha` and material by `th`'s rule for a function's change."""
-        return math.isfinite(self.q) and self.q <= alpha and th.material(self.tau_pp, self.cliffs_delta)
+    def changed(self, th: Thresholds) -> bool:
+        """Significant at `th`'s α and material by its rule for a function's change."""
+        return math.isfinite(self.q) and self.q <= th.alpha and th.material(self.tau_pp, self.cliffs_delta)
 
 
 def _own(p: RankPart, iters: np.ndarray) -> tuple[dict[tuple[str, str], np.ndarray], np.ndarray]:
@@ -60,7 +60,7 @@ def _own(p: RankPart, iters: np.ndarray) -> tuple[dict[tuple[str, str], np.ndarr
     return rows, p.dur_ns[cols].astype(np.float64) / NS_PER_US
 
 
-def rank_tests(pn: RankPart, pa: RankPart, iters_n: np.ndarray, iters_a: np.ndarray, alpha: float) -> list[RankTest]:
+def rank_tests(pn: RankPart, pa: RankPart, iters_n: np.ndarray, iters_a: np.ndarray, th: Thresholds) -> list[RankTest]:
     """The tests of one rank pair over each run's common iterations (q not yet set)."""
     on, dn = _own(pn, iters_n)
     oa, da = _own(pa, iters_a)
@@ -71,9 +71,9 @@ def rank_tests(pn: RankPart, pa: RankPart, iters_n: np.ndarray, iters_a: np.ndar
         if excess_kind(*key) is None:
             continue
         tn, ta = on.get(key, np.zeros(len(dn))), oa.get(key, np.zeros(len(da)))
-        if (tn.sum() + ta.sum()) / (len(dn) + len(da)) < DEFAULT.test_min_share * pooled_cycle:
+        if (tn.sum() + ta.sum()) / (len(dn) + len(da)) < th.test_min_share * pooled_cycle:
             continue
-        if key[1] == Kind.HOST and not _share_moved(tn / dn, ta / da, alpha, 1.0 if da.mean() >= dn.mean() else -1.0):
+        if key[1] == Kind.HOST and not _share_moved(tn / dn, ta / da, th, 1.0 if da.mean() >= dn.mean() else -1.0):
             continue
         keys.append(key)
         rows_n.append(tn)
@@ -82,20 +82,20 @@ def rank_tests(pn: RankPart, pa: RankPart, iters_n: np.ndarray, iters_a: np.ndar
         return []
     # Every function of the rank has the same cycles: one U test of all its rows at once.
     ta, tn = np.array(rows_a), np.array(rows_n)
-    p, cliffs = stats.u_test_rows(ta, tn, alpha=alpha)
+    p, cliffs = stats.u_test_rows(ta, tn, alpha=th.alpha)
     delta = ta.mean(axis=1) - tn.mean(axis=1)
     return [RankTest(pn.input.rank, key[0], key[1], float(delta[i]), 100.0 * float(delta[i]) / mean_da, float(p[i]),
                      float(cliffs[i])) for i, key in enumerate(keys)]
 
 
-def _share_moved(bn: np.ndarray, ba: np.ndarray, alpha: float, direction: float) -> bool:
+def _share_moved(bn: np.ndarray, ba: np.ndarray, th: Thresholds, direction: float) -> bool:
     """Whether a host state's share of the cycle moved with the rank's cycle (`direction`: +1
     where it grew): significantly (U test p ≤ α; the pair's q ≤ α has no family here before
     the tests are chosen) and by at least Thresholds.host_share_min_rel of its normal share, as for
     a pair (perfdiff.analyze.findings.host_share_moved)."""
-    p, _ = stats.u_test_rows(ba[None, :], bn[None, :], alpha=alpha)
+    p, _ = stats.u_test_rows(ba[None, :], bn[None, :], alpha=th.alpha)
     mn, d = float(bn.mean()), float(ba.mean()) - float(bn.mean())
-    return bool(p[0] <= alpha) and host_share_moved(d, mn, direction, DEFAULT, tiny=1e-12)
+    return bool(p[0] <= th.alpha) and host_share_moved(d, mn, direction, th, tiny=1e-12)
 
 
 def with_q(tests: list[RankTest]) -> list[RankTest]:
@@ -107,7 +107,7 @@ def with_q(tests: list[RankTest]) -> list[RankTest]:
 
 
 def rank_rows(pairs: list[tuple[RankPart, RankPart]], iters: tuple[np.ndarray, np.ndarray], tests: list[RankTest],
-              stragglers: tuple[Straggler, Straggler], alpha: float) -> list[RankRow]:
+              stragglers: tuple[Straggler, Straggler], th: Thresholds) -> list[RankRow]:
     """The rank table: per rank its median cycles, top cause and wait in collectives."""
     waits = [{w.rank: w.wait_us for w in s.waits} for s in stragglers]
     by_rank: dict[int, list[RankTest]] = {}
@@ -119,13 +119,13 @@ def rank_rows(pairs: list[tuple[RankPart, RankPart]], iters: tuple[np.ndarray, n
         mn = float(np.median(pn.dur_ns[cycle_columns(pn, iters[0])])) / NS_PER_US
         ma = float(np.median(pa.dur_ns[cycle_columns(pa, iters[1])])) / NS_PER_US
         sign = 1.0 if ma >= mn else -1.0
-        moved = [t for t in by_rank.get(r, []) if t.changed(alpha) and t.tau_pp * sign > 0]
+        moved = [t for t in by_rank.get(r, []) if t.changed(th) and t.tau_pp * sign > 0]
         top = max(moved, key=lambda t: abs(t.tau_pp), default=None)
         wn, wa = waits[0].get(r, math.nan), waits[1].get(pa.input.rank, math.nan)
         # A victim's cycle grows by its wait for the straggler: say so rather than show no cause,
         # or a function of its own that moved less than the wait grew.
         grew = wa - wn
-        waited = (ma > mn and grew >= DEFAULT.waited_share * (ma - mn)
+        waited = (ma > mn and grew >= th.waited_share * (ma - mn)
                   and (top is None or grew > abs(top.delta_us)))
         rows.append(RankRow(r, len(iters[0]), len(iters[1]), mn, ma,
                             cause=top.function if top else None, cause_kind=top.kind if top else None,
@@ -135,12 +135,12 @@ def rank_rows(pairs: list[tuple[RankPart, RankPart]], iters: tuple[np.ndarray, n
     return rows
 
 
-def findings_across(tests: list[RankTest], world: int, alpha: float) -> list[RankFinding]:
+def findings_across(tests: list[RankTest], world: int, th: Thresholds) -> list[RankFinding]:
     """One finding per (function, direction) that changed on at least one rank, the largest
     median τ first."""
     groups: dict[tuple[str, str, bool], list[RankTest]] = {}
     for t in tests:
-        if t.changed(alpha):
+        if t.changed(th):
             groups.setdefault((t.function, t.kind, t.tau_pp > 0), []).append(t)
     out = []
     for (fn, kind, _), ts in groups.items():
@@ -155,7 +155,7 @@ def findings_across(tests: list[RankTest], world: int, alpha: float) -> list[Ran
 def rank_verdict(findings: list[RankFinding], stragglers: tuple[Straggler, Straggler], *,
                  compared: tuple[int, ...], collectives: CollectiveTime | None = None,
                  cycle: RankCycle | None = None, left_out: tuple[int, ...] = (),
-                 uncut: tuple[int, ...] = (), alpha: float = 0.05) -> list[RankVerdict]:
+                 uncut: tuple[int, ...] = (), th: Thresholds = DEFAULT) -> list[RankVerdict]:
     """What changed across the `compared` ranks: a new straggler in the abnormal run first (or
     the normal run's gone), then
     a change of the collectives' own time on every rank, then the findings (all ranks, or the
@@ -180,7 +180,7 @@ def rank_verdict(findings: list[RankFinding], stragglers: tuple[Straggler, Strag
     for f in findings[:VERDICT_FINDINGS]:
         code = RankVerdictCode.ALL_RANKS if f.code == ScopeCode.ALL_RANKS else RankVerdictCode.SOME_RANKS
         out.append(RankVerdict(code, f.ranks, f.world, function=f.function, size_us=f.delta_us, tau_pp=f.tau_pp))
-    if not out and cycle is not None and cycle.p <= alpha and abs(cycle.change_pct) >= DEFAULT.material_cycle_pct:
+    if not out and cycle is not None and cycle.p <= th.alpha and abs(cycle.change_pct) >= th.material_cycle_pct:
         out.append(RankVerdict(RankVerdictCode.UNEXPLAINED, tuple(compared), world,
                                size_us=cycle.median_a_us - cycle.median_n_us, **others))
     if not out:

@@ -20,7 +20,7 @@ import numpy as np
 import pandas as pd
 
 from perfdiff import stats
-from perfdiff.analyze.thresholds import DEFAULT
+from perfdiff.analyze.thresholds import Thresholds
 from perfdiff.ranks.across import NS_PER_US
 from perfdiff.ranks.part import RankPart, cycle_columns
 from perfdiff.ranks.records import CollectiveTime
@@ -51,7 +51,7 @@ def _unmeasured(reason: str) -> CollectiveTime:
 
 
 def collective_time(parts_n: list[RankPart], parts_a: list[RankPart], iters_n: np.ndarray, iters_a: np.ndarray,
-                    cycle_a_us: np.ndarray, alpha: float, unmatched: bool = False,
+                    cycle_a_us: np.ndarray, th: Thresholds, unmatched: bool = False,
                     matched: tuple[dict[str, pd.DataFrame] | None, dict[str, pd.DataFrame] | None] = (None, None)
                     ) -> CollectiveTime:
     """The collectives' own time in each run and its change (see the module docstring);
@@ -66,11 +66,11 @@ def collective_time(parts_n: list[RankPart], parts_a: list[RankPart], iters_n: n
         return _unmeasured(f"{'neither run has' if len(lack) == 2 else f'the {lack[0]} run has'} NCCL kernels")
     n, count_n = _per_iteration(parts_n, iters_n, matched[0])
     a, count_a = _per_iteration(parts_a, iters_a, matched[1])
-    res = stats.compare_samples(a, n, floor=DEFAULT.t_floor_us, alpha=alpha)
+    res = stats.compare_samples(a, n, floor=th.t_floor_us, alpha=th.alpha)
     delta = float(a.mean() - n.mean())
     tau = 100.0 * delta / float(np.mean(cycle_a_us))
     d, p = float(res.cliffs_delta), float(res.p_mwu)
-    changed = p <= alpha and DEFAULT.material(tau, d)
+    changed = p <= th.alpha and th.material(tau, d)
     why = "; ".join(r for r in res.reasons if r.startswith("p_mwu")) if not math.isfinite(p) else ""
     return CollectiveTime(float(n.mean()), float(a.mean()), delta, tau, p, d, changed=changed, reason=why,
                           count_n=float(np.median(count_n)), count_a=float(np.median(count_a)))

@@ -25,7 +25,7 @@ from perfdiff.parallel import keep_freed_memory
 from perfdiff.ranks import groups
 from perfdiff.ranks.records import ExcessKind, RankInput
 
-__all__ = ["EXCESS_KINDS", "RankPart", "RankTask", "cycle_columns", "excess_kind", "is_collective", "load_part",
+__all__ = ["EXCESS_KINDS", "RankPart", "RankTask", "cycle_columns", "excess_kind", "load_part",
            "load_summary"]
 
 COLLECTIVE = re.compile(COLLECTIVE_KERNEL)
@@ -33,11 +33,6 @@ INPUT = re.compile(r"dataloader|data_loader|collate|input_pipeline|load_batch|ne
 KEEP_SHARE = 0.001  # functions below 0.1 % of the traced cycles are summed into their kind only
 EXCESS_KINDS = tuple(ExcessKind)
 _STEP = re.compile(STEP_NAME)
-
-
-def is_collective(name: str, kind: str) -> bool:
-    """An NCCL collective kernel (ncclKernel_*, ncclDevKernel_*)."""
-    return kind == Kind.KERNEL.value and COLLECTIVE.match(name) is not None
 
 
 def excess_kind(name: str, kind: str) -> ExcessKind | None:

@@ -16,6 +16,7 @@ from pathlib import Path
 import numpy as np
 
 from perfdiff.cycles import MARKER_SOURCES, MIN_CYCLES, PairChoice, cycle_pattern, marker_plan, prepare
+from perfdiff.analyze.thresholds import Thresholds
 from perfdiff.errors import InputError
 from perfdiff.model.cycles import CyclePlan
 from perfdiff.model.durations import parse_duration_ns
@@ -38,7 +39,8 @@ UNMATCHED_SOURCES = (CycleSource.WINDOW, CycleSource.IDLE_GAPS)  # cycles that a
 def compare_ranks(normal: str | os.PathLike[str], abnormal: str | os.PathLike[str], *, alpha: float = 0.05,
                   cycle: str | None = None, window: str | int | None = None, group: str = "full",
                   ranks: str | None = None, scheduler: str | None = None, workers: int | None = None,
-                  progress: bool = False, processes: bool = True) -> RankAnalysis:
+                  progress: bool = False, processes: bool = True,
+                  thresholds: Thresholds | None = None) -> RankAnalysis:
     """Compare two runs of many ranks (see the module docstring).
 
     `ranks`: which ranks to pair ("all", "0-3", "0:4,1:5"; docs in discover.parse_rank_spec),
@@ -46,9 +48,9 @@ def compare_ranks(normal: str | os.PathLike[str], abnormal: str | os.PathLike[st
     read as one rank per process.  `scheduler`: a Dask scheduler's address (its workers read
     the inputs' paths); else a local cluster of `workers` processes (default: sized to the
     machine; `processes=False`: threads of this process).  `progress`: a progress line on a
-    terminal.  Raises InputError for bad input, or without Dask."""
-    if not 0.0 < alpha < 1.0:
-        raise InputError(f"alpha {alpha}: must be between 0 and 1")
+    terminal.  `thresholds`: the decision thresholds (default perfdiff's with `alpha`, which it
+    replaces).  Raises InputError for bad input, or without Dask."""
+    th = thresholds if thresholds is not None else Thresholds(alpha=alpha)  # validated: one line
     if cycle is not None:
         cycle_pattern(cycle)  # a bad pattern is the user's one line, not every rank's failure to be cut
     clock = _Clock()
@@ -83,7 +85,7 @@ def compare_ranks(normal: str | os.PathLike[str], abnormal: str | os.PathLike[st
     # declared by the world size and absent.
     paired = {p.abnormal.rank for p in pairs}
     left_out = tuple(sorted((set(range(world_size(ins_a))) | {i.rank for i in ins_a}) - paired))
-    result = analyze_parts(parts[:len(pairs)], parts[len(pairs):], plan, alpha=alpha, notices=notices,
+    result = analyze_parts(parts[:len(pairs)], parts[len(pairs):], plan, thresholds=th, notices=notices,
                            worlds=(world_size(ins_n), world_size(ins_a)), workers=workers_used, pairs=pairs,
                            left_out=left_out, uncut=dropped)
     clock.lap("analysis")
@@ -162,12 +164,13 @@ class _Clock:
         self.t = now
 
 
-def analyze_parts(parts_n: list[RankPart], parts_a: list[RankPart], plan, *, alpha: float,
+def analyze_parts(parts_n: list[RankPart], parts_a: list[RankPart], plan, *, thresholds: Thresholds,
                   notices: list[RankNotice], worlds: tuple[int, int], workers: int, pairs,
                   left_out: tuple[int, ...] = (), uncut: tuple[int, ...] = ()) -> RankAnalysis:
     """The analysis of the ranks' parts (pair i: parts_n[i] against parts_a[i]); `left_out`:
     the abnormal run's ranks not compared, `uncut` those of them that could not be cut (they
     or their pairs)."""
+    th, alpha = thresholds, thresholds.alpha
     notices = list(notices)
     iters = []
     for side, parts in (("normal", parts_n), ("abnormal", parts_a)):
@@ -208,15 +211,15 @@ def analyze_parts(parts_n: list[RankPart], parts_a: list[RankPart], plan, *, alp
                   straggler(parts_a, "abnormal", alpha, unmatched, matched[1]))
     tests = []
     for pn, pa in zip(parts_n, parts_a, strict=True):
-        tests += rank_tests(pn, pa, iters[0], iters[1], alpha)
+        tests += rank_tests(pn, pa, iters[0], iters[1], th)
     tests = with_q(tests)
     pairs_parts = list(zip(parts_n, parts_a, strict=True))
-    rows = rank_rows(pairs_parts, (iters[0], iters[1]), tests, stragglers, alpha)
-    findings = findings_across(tests, len(pairs_parts), alpha)
+    rows = rank_rows(pairs_parts, (iters[0], iters[1]), tests, stragglers, th)
+    findings = findings_across(tests, len(pairs_parts), th)
     cycle = job_cycle(pairs_parts, (iters[0], iters[1]))
-    coll = collective_time(parts_n, parts_a, iters[0], iters[1], job_cycle_per_iteration(parts_a, iters[1]), alpha,
+    coll = collective_time(parts_n, parts_a, iters[0], iters[1], job_cycle_per_iteration(parts_a, iters[1]), th,
                            unmatched, matched)
-    verdict = rank_verdict(findings, stragglers, collectives=coll, cycle=cycle, alpha=alpha, left_out=left_out,
+    verdict = rank_verdict(findings, stragglers, collectives=coll, cycle=cycle, th=th, left_out=left_out,
                            uncut=uncut,
                            compared=tuple(p.input.rank for p in parts_n))
     return RankAnalysis(pairs=tuple(pairs), world_n=worlds[0], world_a=worlds[1], plan=plan, rows=tuple(rows),
