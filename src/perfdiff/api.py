@@ -141,10 +141,9 @@ def compare(normal: str | os.PathLike[str], abnormal: str | os.PathLike[str], *,
     from perfdiff.analyze.findings import build_findings
     from perfdiff.analyze.load import cycle_load
     from perfdiff.analyze.verdict import build_verdict
-    from perfdiff.render.cycles_words import worded
 
     n, a = pair.normal, pair.abnormal
-    cyc_n, cyc_a = worded(n.cycles), worded(a.cycles)  # their detail as the report says it
+    cyc_n, cyc_a = n.cycles, a.cycles
     # What each cycle carried (the framework's step load), when the runs recorded it.
     loads = cycle_load(n.run, cyc_n), cycle_load(a.run, cyc_a)
     analysis = compare_runs(n.run, a.run, cyc_n, cyc_a, thresholds=th, matrices=(n.matrix, a.matrix), parallel=par,
@@ -299,16 +298,16 @@ def tree(normal: str | os.PathLike[str], abnormal: str | os.PathLike[str], *, al
     pair = prepare_pair((normal, abnormal), PairChoice(cycle, cut=Cut.NEVER if total else Cut.MARKED),
                         lambda p, cores: Loaded(open_run(p, pid=pid, group=group, for_compare=True)),
                         lambda cut, keep, notes: cut)
-    from perfdiff.render.cycles_words import worded
+    from perfdiff.render.cycles_words import cycle_detail
 
     runs = [pair.normal.run, pair.abnormal.run]
-    cycles = [None if s.cycles is None else worded(s.cycles) for s in (pair.normal, pair.abnormal)]
+    cycles = [s.cycles for s in (pair.normal, pair.abnormal)]
     if total:
         detail = "no cycles asked for (--total)"
     elif cycles[0] is None:
         detail = "the runs share no cycles the process marked"
     else:
-        detail = cycles[0].detail
+        detail = cycle_detail(cycles[0])  # the tree report's words
     profiles = [range_profile(r, c) for r, c in zip(runs, cycles, strict=True)]
     if not profiles[0].n_paths and not profiles[1].n_paths:
         raise InputError(f"{normal} and {abnormal} hold no ranges (NVTX, profiler annotations or operators, "

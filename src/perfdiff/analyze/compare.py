@@ -45,7 +45,8 @@ def summarize_run(run: RunData, cycles: Cycles) -> RunSummary:
         mean_us=float(dur.mean()), median_us=float(np.median(dur)),
         p95_us=float(np.quantile(dur, 0.95)),
         traced_s=float((cycles.end_ns[-1] - cycles.start_ns[0]) / 1e9),
-        status=str(run.manifest.get("status", "unknown")), dur_us=dur, notes=tuple(run.notes))
+        status=str(run.manifest.get("status", "unknown")), dur_us=dur, notes=tuple(run.notes),
+        window_reason=cycles.window_reason, passed_over=cycles.passed_over)
 
 
 def _row(m: np.ndarray, i: int, K: int) -> np.ndarray:

@@ -15,7 +15,7 @@ import numpy as np
 from perfdiff.analyze.evidence import NoticeDetail, NoticeValue
 from perfdiff.analyze.thresholds import DEFAULT as DEFAULT_THRESHOLDS
 from perfdiff.analyze.thresholds import Thresholds
-from perfdiff.model.cycles import CyclePlan
+from perfdiff.model.cycles import CyclePlan, WindowReason
 from perfdiff.stats import TwoSample
 
 NAN = float("nan")
@@ -29,7 +29,7 @@ class RunSummary:
     path: str
     n_cycles: int
     cycle_source: str  # a perfdiff.model.schema.CycleSource value
-    cycle_detail: str
+    cycle_detail: str  # how the cut found the cycles (perfdiff.render.cycles_words adds the reasons below)
     dropped_cycles: int
     mean_us: float
     median_us: float
@@ -38,6 +38,8 @@ class RunSummary:
     status: str
     dur_us: np.ndarray = field(repr=False, default_factory=lambda: np.zeros(0))
     notes: tuple[str, ...] = ()  # the loader's remarks on this input (interrupted, dropped rows …)
+    window_reason: WindowReason | None = None  # why fixed windows (cycle_source "window" only)
+    passed_over: tuple[tuple[str, int, int], ...] = ()  # sources one run lacked: (source, cycles N, cycles A)
 
 
 @dataclass(frozen=True)

@@ -2,11 +2,10 @@
 plan passed over (plain text; the report escapes it)."""
 from __future__ import annotations
 
-import dataclasses
-
+from perfdiff.analyze.records import RunSummary
 from perfdiff.model.cycles import Cycles, WindowReason
 
-__all__ = ["WINDOW_REASON_WORDS", "cycle_detail", "worded"]
+__all__ = ["WINDOW_REASON_WORDS", "cycle_detail", "run_cycle_detail"]
 
 WINDOW_REASON_WORDS = {
     WindowReason.CHOSEN: "chosen with --window",
@@ -16,16 +15,19 @@ WINDOW_REASON_WORDS = {
 
 def cycle_detail(c: Cycles) -> str:
     """How `c` was cut, in words: its detail, why windows, and the sources passed over."""
-    text = c.detail
-    if c.window_reason is not None:
-        text += f" ({WINDOW_REASON_WORDS[c.window_reason]})"
-    if c.passed_over:
-        few = ", ".join(f"{n_n}/{n_a} {src} cycle(s)" for src, n_n, n_a in c.passed_over)
+    return _words(c.detail, c.window_reason, c.passed_over)
+
+
+def run_cycle_detail(r: RunSummary) -> str:
+    """How a compared run's cycles were cut, in words (as `cycle_detail`)."""
+    return _words(r.cycle_detail, r.window_reason, r.passed_over)
+
+
+def _words(detail: str, window_reason: WindowReason | None, passed_over: tuple[tuple[str, int, int], ...]) -> str:
+    text = detail
+    if window_reason is not None:
+        text += f" ({WINDOW_REASON_WORDS[window_reason]})"
+    if passed_over:
+        few = ", ".join(f"{n_n}/{n_a} {src} cycle(s)" for src, n_n, n_a in passed_over)
         text += f" (only {few} in the normal/abnormal run: too few to compare)"
     return text
-
-
-def worded(c: Cycles) -> Cycles:
-    """`c` with its detail in words (`cycle_detail`), for the analysis that carries it into the
-    report as text."""
-    return dataclasses.replace(c, detail=cycle_detail(c), window_reason=None, passed_over=())

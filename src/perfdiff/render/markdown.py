@@ -16,6 +16,7 @@ from perfdiff.analyze.evidence import CauseEvidence, Finding, FindingCode
 from perfdiff.analyze.records import Analysis, DetailRow, FunctionStats
 from perfdiff.analyze.result import ComparisonResult
 from perfdiff.analyze.verdict_records import VerdictClass
+from perfdiff.render.cycles_words import run_cycle_detail
 from perfdiff.render.names import short_name, shown_names
 from perfdiff.render.tree import TreeLabels, tree_section
 from perfdiff.render.wording import (finding_text, matching_text, notice_text, per_unit, plan_text, test_name,
@@ -249,7 +250,7 @@ def _quality(c: Analysis) -> list[list[str]]:
     rows = []
     for label, r in (("normal", c.normal), ("abnormal", c.abnormal)):
         rows.append([label, md_escape(r.name), md_escape(r.status), md_escape(r.cycle_source),
-                     md_escape(r.cycle_detail), str(r.dropped_cycles),
+                     md_escape(run_cycle_detail(r)), str(r.dropped_cycles),
                      md_escape("; ".join(r.notes)) or "—"])
     return rows
 
@@ -267,7 +268,7 @@ def render_markdown(result: ComparisonResult, *, top: int = 25, cycles_csv: str 
                                              result.manifests, result.tree)
     view = build_view(c, findings, verdict, top=top, cycles_csv=cycles_csv)
     view["range_tree"] = (tree_section(tree, TreeLabels(c.normal.name, c.abnormal.name, c.normal.path,
-                                                        c.abnormal.path, c.normal.cycle_detail))
+                                                        c.abnormal.path, run_cycle_detail(c.normal)))
                           if tree is not None else None)
     # A link's target percent-encoded: "#" would start a fragment, "(" ")" end the link.
     view["plots"] = [(PLOT_TITLES.get(p.rsplit(".", 2)[-2], p), quote(p)) for p in plots or []]
