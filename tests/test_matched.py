@@ -195,6 +195,7 @@ def test_a_quarter_of_the_cycles_stalling_is_headlined_by_throughput_and_tail() 
     """The abnormal run: most cycles as before, every fourth one 5x longer, spent in one
     function; the median holds.  The headline says throughput and tail got worse and the
     function that holds the stall is the first cause (not "moved against" the change)."""
+    from perfdiff.render.text import NameTable
     from perfdiff.render.wording import finding_text
 
     def run(seed: int, stall: bool):
@@ -211,7 +212,7 @@ def test_a_quarter_of_the_cycles_stalling_is_headlined_by_throughput_and_tail() 
         return run_of(rows)
     c = compare(run(1, False), run(2, True))
     found = build_findings(c)
-    head = finding_text(c, found[0])
+    head = finding_text(c, found[0], NameTable.plain())
     assert -5 < found[0].evidence.change_pct < 0 and found[0].evidence.throughput_change_pct < -40
     assert "throughput -" in head and "changed shape" in head
     causes = [x for x in found if x.code == FindingCode.CAUSE]
@@ -243,9 +244,11 @@ def test_every_kernel_slower_per_call_is_one_device_wide_finding() -> None:
     assert 1.3 < found[1].evidence.ratio < 1.4 and found[1].evidence.absorbed == 5
     assert not [x for x in found if x.code == FindingCode.CAUSE and x.function in names]
     assert not [x for x in found if x.code == FindingCode.NO_CAUSE]
+    from perfdiff.render.text import NameTable
     from perfdiff.render.wording import finding_text
 
-    assert "Device-wide: every busy kernel on GPU 0 took ×1.35 per call" in finding_text(c, found[1])
+    assert "Device-wide: every busy kernel on GPU 0 took ×1.35 per call" in finding_text(c, found[1],
+                                                                                       NameTable.plain())
 
 
 def test_tail_quantile_ci_covers_the_true_quantile() -> None:

@@ -13,11 +13,14 @@ from perfdiff.errors import InputError
 from perfdiff.model.schema import CycleSource
 from perfdiff.parallel import Parallel
 from perfdiff.cycles import cut_cycles, plan_pair, summarize_cycles
+from perfdiff.render.text import NameTable
 from perfdiff.render.wording import plan_text
 from perfdiff.bundle import RunData
 from perfdiff.segment import kernel_period
 
 RODINIA = "kmcho2019/Rodinia_3.1_Gaussian"
+
+PLAIN = NameTable.plain()  # sentences worded outside a report: every name its plain cut
 
 
 def ranges(name: str, n: int, length: int, t0: int = 0, every: int = 1000) -> list[dict]:
@@ -72,7 +75,7 @@ def test_a_repeating_range_cuts_from_start_to_start_whatever_it_holds() -> None:
     assert (plan.source, plan.name, plan.to_next_start) == (CycleSource.ANNOTATION, "step_range", True)
     ca, cb = cut_cycles(a, plan), cut_cycles(b, plan)
     assert ca.n == cb.n == 5 and np.all(np.diff(ca.start_ns) == 50 + 10 * 110)
-    assert "running to the next one's start" in ca.detail and "from one's start to the next's" in plan_text(plan)
+    assert "running to the next one's start" in ca.detail and "from one's start to the next's" in plan_text(plan, PLAIN)
     a, b = run_of(*steps(100, around="compute")), run_of(*steps(100, loader_ns=500, around="compute"))
     assert np.all(np.diff(cut_cycles(b, plan_of(a, b)).start_ns) == 500 + 10 * 110)  # the loader is in the cycle
     a, b = run_of(*steps(100, 500, around="compute")), run_of(*steps(100, 500, around="step"))
@@ -136,7 +139,7 @@ def test_nothing_in_common_falls_back_to_windows_and_says_why() -> None:
     a = run_of([k("A", i * 10_000_000, i * 10_000_000 + 10) for i in range(50)])
     plan = plan_of(a, run_of([k("B", 0, 10), k("C", 900_000_000, 900_000_010)]))
     assert plan.source == CycleSource.WINDOW and not plan.chosen_by_user
-    md_plan = plan_text(plan)
+    md_plan = plan_text(plan, PLAIN)
     assert "no cycle source exists in both runs" in md_plan and "perfdiff.cycle()" in md_plan
 
 
@@ -230,7 +233,7 @@ def test_one_sided_ranges_are_worded_as_ranges_not_cycles() -> None:
     b = run_of(kernels(40), ranges("forward", 20, 100, 0, 1000))
     plan = plan_of(a, b)
     assert (CycleSource.ANNOTATION.value, 20, 20) in plan.one_sided
-    assert "no name in both" in plan_text(plan) and "annotation (20 cycles" not in plan_text(plan)
+    assert "no name in both" in plan_text(plan, PLAIN) and "annotation (20 cycles" not in plan_text(plan, PLAIN)
 
 
 def _side_killed_first(arg: tuple[str, int], cores: int) -> tuple[dict, int]:
@@ -303,10 +306,10 @@ def test_runs_without_a_common_cycle_source_are_compared_as_rates() -> None:
     cn, ca = cut_cycles(a, plan), cut_cycles(b, plan)
     c = compare_runs(a, b, cn, ca, plan=plan, matrices=(attribute_activity(a, cn), attribute_activity(b, ca)))
     found = build_findings(c)
-    assert "compared as rates" in finding_text(c, found[0])
+    assert "compared as rates" in finding_text(c, found[0], PLAIN)
     causes = [x for x in found if x.code.value == "cause"]
-    assert causes and causes[0].function == "B" and "per 100 ms of wall clock" in finding_text(c, causes[0])
-    assert "calls per 100 ms of wall clock" in finding_text(c, causes[0])  # a rate of calls too
+    assert causes and causes[0].function == "B" and "per 100 ms of wall clock" in finding_text(c, causes[0], PLAIN)
+    assert "calls per 100 ms of wall clock" in finding_text(c, causes[0], PLAIN)  # a rate of calls too
 
 
 def _layered_steps(steps: int, layers: int = 40, loader_ns: int = 1_000, inserts: tuple[int, ...] = (60, 100),
@@ -345,7 +348,7 @@ def test_a_step_is_the_period_not_the_layer_inside_it() -> None:
         (CycleSource.KERNEL_SEQUENCE, "N", 122, 2, True)
     ca, cb = cut_cycles(a, plan), cut_cycles(b, plan)
     assert ca.n == cb.n == 9 and "every 2 launches of N" in ca.detail
-    assert "a cycle starting every 2 launches of **N**" in plan_text(plan)
+    assert "a cycle starting every 2 launches of **N**" in plan_text(plan, PLAIN)
     dur_a, dur_b = np.diff(ca.start_ns), np.diff(cb.start_ns)
     assert np.all(dur_b - dur_a == 99_000)  # every cycle holds one loader call
 
@@ -444,7 +447,7 @@ def test_default_windows_widen_for_runs_too_long_for_a_million_of_them() -> None
     b = run_of([k("A", 0, 10), k("B", 20 * hours, 20 * hours + 10)])
     plan = plan_of(a, b)
     assert (plan.source, plan.window_ns, plan.chosen_by_user) == (CycleSource.WINDOW, 200_000_000, False)
-    assert cut_cycles(a, plan).n == 540_000 and "fixed windows of 200 ms" in plan_text(plan)
+    assert cut_cycles(a, plan).n == 540_000 and "fixed windows of 200 ms" in plan_text(plan, PLAIN)
     assert plan_of(b, b).window_ns == 100_000_000  # 20 h: 720,000 windows of the default
     with pytest.raises(InputError, match="choose a window of at least"):
         cut_cycles(a, plan_of(a, b, window_ns=100_000_000))  # one the user chose is refused, as before

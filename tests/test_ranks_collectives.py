@@ -16,9 +16,12 @@ from perfdiff.ranks import RankNoticeCode, RankVerdictCode, StragglerCode, compa
 from perfdiff.ranks.across import rank_verdict
 from perfdiff.ranks.records import CollectiveTime, RankCycle, RankNotice, Straggler
 from perfdiff.render.ranks import notice_line, rank_markdown, ranks_text, verdict_line
+from perfdiff.render.text import NameTable
 
 sys.path.insert(0, str(ROOT / "bench"))
 import gen_ranks  # noqa: E402
+
+PLAIN = NameTable.plain()  # the verdict's lines worded outside a report: every name its plain cut
 
 SMALL = dict(ranks=4, kernels=1_200, steps=16, collectives=3)
 
@@ -56,7 +59,7 @@ def test_a_straggler_left_out_is_named_as_a_possible_cause(tmp_path: Path, how: 
         compared, left = (0,), (1, 2, 3)
     assert [v.code for v in res.verdict] == [RankVerdictCode.COLLECTIVES]
     assert res.verdict[0].ranks == compared and res.verdict[0].others == left and res.collectives.tau_pp > 50
-    line = verdict_line(res.verdict[0], res.collectives)
+    line = verdict_line(res.verdict[0], PLAIN, res.collectives)
     assert line.startswith("**more time in collectives on ")  # not "slower": the likelier cause is the rank
     assert ("Either the abnormal run's rank 1, not compared, arrives late" in line if how == "--ranks"
             else "Either the abnormal run's ranks 1–3, not compared, arrive late" in line)
@@ -82,7 +85,7 @@ def test_more_collectives_per_cycle_are_not_called_slower(tmp_path: Path) -> Non
     res = compare_ranks(n, a, workers=1, processes=False)
     assert [v.code for v in res.verdict] == [RankVerdictCode.COLLECTIVES]
     assert (res.collectives.count_n, res.collectives.count_a) == (3, 6)
-    line = verdict_line(res.verdict[0], res.collectives)
+    line = verdict_line(res.verdict[0], PLAIN, res.collectives)
     assert line.startswith("**more time in collectives on all 4 ranks compared**") and "slower" not in line
     assert "A cycle holds 3 → 6 collectives, each " in line and "the job issues more or fewer of them" in line
     c = res.collectives
@@ -97,15 +100,15 @@ def test_ranks_left_out_are_named_as_the_abnormal_runs(tmp_path: Path) -> None:
                               **{**SMALL, "ranks": 8})
     res = compare_ranks(n, a, ranks="0:4,1:5,2:6,3:7", workers=1, processes=False)
     assert res.verdict[0].code == RankVerdictCode.COLLECTIVES and res.verdict[0].others == (0, 1, 2, 3)
-    assert "Either the abnormal run's ranks 0–3, not compared, arrive late" in verdict_line(res.verdict[0])
+    assert "Either the abnormal run's ranks 0–3, not compared, arrive late" in verdict_line(res.verdict[0], PLAIN)
     # Three or more ranks in a row read as a range; beyond 16 numbers or ranges, a sentence says
     # how many ranks, names the first 16 and how many more, as the notices do.
     assert "Either the abnormal run's ranks 40–59, not compared" in verdict_line(
-        dataclasses.replace(res.verdict[0], others=tuple(range(40, 60))))
+        dataclasses.replace(res.verdict[0], others=tuple(range(40, 60))), PLAIN)
     many = (1, 2, *range(4, 60, 2), 100, 101, 102)
     first = "1, 2, " + ", ".join(str(r) for r in range(4, 32, 2))
     assert (f"Either the abnormal run's 33 ranks ({first} and 17 more), not compared, arrive late"
-            in verdict_line(dataclasses.replace(res.verdict[0], others=many)))
+            in verdict_line(dataclasses.replace(res.verdict[0], others=many), PLAIN))
     assert notice_line(RankNotice(RankNoticeCode.UNCUT, many, "abnormal")).startswith(
         f"The abnormal run's 33 ranks ({first} and 17 more) have too few")
     # One more than 16 is listed: "and 1 more" would be no shorter.
@@ -115,7 +118,7 @@ def test_ranks_left_out_are_named_as_the_abnormal_runs(tmp_path: Path) -> None:
     res = compare_ranks(n, a, ranks="0,2-3", workers=1, processes=False)
     s = res.verdict[0]
     assert s.code == RankVerdictCode.STRAGGLER and s.ranks == (0,) and s.excess is None and s.others == (1,)
-    line = verdict_line(s)
+    line = verdict_line(s, PLAIN)
     assert line.startswith("**rank 0 arrives last**") and "rank 0 may only pass on a wait for it" in line
 
 
@@ -137,7 +140,7 @@ def test_runs_of_other_world_sizes_say_so(tmp_path: Path) -> None:
     n, a = gen_ranks.generate(tmp_path, fmt="kineto", normal_ranks=8, **{**SMALL, "ranks": 2})
     res = compare_ranks(n, a, ranks="all", workers=1, processes=False)
     v = next(v for v in res.verdict if v.code == RankVerdictCode.COLLECTIVES)
-    line = verdict_line(v, res.collectives, (res.world_n, res.world_a))
+    line = verdict_line(v, PLAIN, res.collectives, (res.world_n, res.world_a))
     assert "The runs' world sizes differ (8 and 2)" in line and "network" not in line
 
 
@@ -167,8 +170,8 @@ def test_a_straggler_that_went_away_is_said(tmp_path: Path) -> None:
     res = compare_ranks(a, n, workers=1, processes=False)
     v = res.verdict[0]
     assert v.code == RankVerdictCode.STRAGGLER_GONE and v.ranks == (1,) and v.size_us > 10_000
-    assert verdict_line(v).startswith("**straggler gone: rank 1**: in the normal run the other ranks waited")
-    assert "(its excess in input (data loading))" in verdict_line(v)
+    assert verdict_line(v, PLAIN).startswith("**straggler gone: rank 1**: in the normal run the other ranks waited")
+    assert "(its excess in input (data loading))" in verdict_line(v, PLAIN)
 
 
 def test_a_null_pair_has_no_victims(tmp_path: Path) -> None:
@@ -211,14 +214,14 @@ def test_a_cycle_change_nothing_explains_is_not_no_change() -> None:
     grew = RankCycle(10_000.0, 12_000.0, 20.0, 1e-6, 40, 40)
     out = rank_verdict([], stragglers, cycle=grew, compared=(0, 1), left_out=(2,))
     assert [v.code for v in out] == [RankVerdictCode.UNEXPLAINED] and out[0].size_us == 2_000.0
-    line = verdict_line(out[0], CollectiveTime(*[math.nan] * 6, reason="neither run has NCCL kernels"))
+    line = verdict_line(out[0], PLAIN, CollectiveTime(*[math.nan] * 6, reason="neither run has NCCL kernels"))
     assert "unexplained on the ranks compared" in line and "The abnormal run's rank 2 was not compared" in line
     assert "(the collectives' own time is not measured: neither run has NCCL kernels)" in line
     # Not significant, or not material (under 1 %): no change, on the ranks compared.
     for cycle in (RankCycle(10_000.0, 12_000.0, 20.0, 0.3, 40, 40), RankCycle(10_000.0, 10_050.0, 0.5, 1e-6, 40, 40)):
         out = rank_verdict([], stragglers, cycle=cycle, compared=(0,))
         assert [v.code for v in out] == [RankVerdictCode.NO_CHANGE] and out[0].world == 1
-        assert "on the rank compared, nor in the job's cycle" in verdict_line(out[0])
+        assert "on the rank compared, nor in the job's cycle" in verdict_line(out[0], PLAIN)
     assert math.isnan(out[0].size_us)
 
 

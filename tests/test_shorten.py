@@ -5,6 +5,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from perfdiff.render.names import shorten, shorten_set
+from perfdiff.render.text import NameTable, md_escape
 
 GEMM = ("void cutlass::Kernel<cutlass_80_tensorop_s1688gemm_128x128_32x3_nn_align4>(cutlass::gemm::kernel::"
         "GemmUniversal<cutlass::gemm::threadblock::MmaMultistage<cutlass::gemm::GemmShape<{}>, float, "
@@ -45,19 +46,19 @@ def test_short_names_fit_and_short_names_are_kept(xs: list[str], width: int) -> 
 
 
 def test_names_alike_but_for_their_middle_are_told_apart_in_every_sentence() -> None:
-    """Within `shown_names`, a name reads the same in every sentence of a report and apart
-    from the report's other names, at any width; outside, it is the plain cut."""
-    from perfdiff.render.names import short_name, shown_names
-    from perfdiff.render.text import md_name
-
+    """A report's NameTable gives a name one text in every sentence, apart from the report's
+    other names, at any width; a name the table does not hold, and every name of the plain
+    table, the plain cut."""
     a, b = GEMM.format("128, 128, 32"), GEMM.format("128, 256, 64")
-    with shown_names([a, b, "aten::mm"]):
-        for width in (48, 60, 80):
-            assert short_name(a, width) != short_name(b, width)
-            assert short_name(a, width) == shorten_set([a, b], width)[a]
-        assert md_name("aten::mm") == "aten::mm"
-        assert md_name("not in the report " * 9, 40) == md_name("not in the report " * 9, 40)
-    assert short_name(a, 60) == short_name(b, 60) == shorten(a, 60)
+    names = NameTable([a, b, "aten::mm"])
+    for width in (48, 60, 80):
+        assert names.short(a, width) != names.short(b, width)
+        assert names.short(a, width) == shorten_set([a, b], width)[a] == names.short(a, width)
+    assert names.md("aten::mm") == "aten::mm"
+    assert names.md("not in the report " * 9, 40) == md_escape(shorten("not in the report " * 9, 40))
+    plain = NameTable.plain()
+    assert plain.short(a, 60) == plain.short(b, 60) == shorten(a, 60)
+    assert plain.md(a, 60) == md_escape(shorten(a, 60)) and plain.full() == []
 
 
 def test_two_differences_are_both_shown() -> None:
@@ -76,8 +77,7 @@ def test_names_alike_even_around_their_difference_get_tags_the_full_list_explain
     """Names that differ in three far places can read alike even with windows around two of
     them: those then carry their tags (the same at every width), still fit, and the list of
     full names gives each name shortened in the report, with its tags."""
-    from perfdiff.render.names import name_tag, short_name, shown_names
-    from perfdiff.render.text import full_names
+    from perfdiff.render.names import name_tag
 
     base = "x" * 50 + "{}" + "y" * 50 + "{}" + "w" * 50 + "{}" + "z" * 50
     xs = [base.format(p, q, r) for p in "ab" for q in "cd" for r in "ef"]
@@ -85,13 +85,12 @@ def test_names_alike_even_around_their_difference_get_tags_the_full_list_explain
     assert len(set(short.values())) == 8 and all(len(s) <= 40 for s in short.values())
     tagged = [x for x, s in short.items() if s.endswith(f" [{name_tag(x)}]")]
     assert xs[0] in tagged
-    with shown_names([*xs, "aten::mm", "y" * 70]):
-        assert short_name(xs[0], 60).endswith(f" [{name_tag(xs[0])}]")
-        short_name("aten::mm", 60)
-        short_name("y" * 70, 60)
-        listed = full_names()
-    assert listed == [f"\\[{name_tag(xs[0])}\\] <code>{xs[0]}</code>", f"<code>{'y' * 70}</code>"]
-    assert full_names() == []  # outside a report
+    names = NameTable([*xs, "aten::mm", "y" * 70])
+    assert names.full() == []  # nothing shortened yet
+    assert names.short(xs[0], 60).endswith(f" [{name_tag(xs[0])}]")
+    names.short("aten::mm", 60)
+    names.short("y" * 70, 60)
+    assert names.full() == [f"\\[{name_tag(xs[0])}\\] <code>{xs[0]}</code>", f"<code>{'y' * 70}</code>"]
 
 
 def test_plain_cuts_of_other_groups_stay_apart() -> None:
@@ -143,15 +142,76 @@ def test_narrow_widths_with_tags_still_fit() -> None:
 
 
 def test_names_alike_but_for_white_space_are_listed_once() -> None:
-    from perfdiff.render.names import short_name, shortened_names, shown_names
-
     """Two raw names that flatten to one (runs of white space) are one line of the list."""
     a = "void k< " + "x" * 80 + ">"
     b = a.replace("< ", "<\t\n  ")
-    with shown_names([a, b]):
-        short_name(a, 40)
-        short_name(b, 40)
-        assert [n for n, _ in shortened_names()] == [a]
+    names = NameTable([a, b])
+    names.short(a, 40)
+    names.short(b, 40)
+    assert [n for n, _ in names.shortened()] == [a]
+
+
+def test_a_name_table_answers_alike_whoever_asks_and_when() -> None:
+    """Two reports' tables used in turn (a name of both, alike in one report to another of its
+    names, unlike any in the other) answer as each does on its own, one after the other: what
+    a table gives depends on its names alone, never on another table or on the caller."""
+    a, b, c = GEMM.format("128, 128, 32"), GEMM.format("128, 256, 64"), "aten::mm " * 12
+
+    def alone(names: list[str], asked: list[tuple[str, int]]) -> tuple[list[str], list[str]]:
+        table = NameTable(names)
+        return [table.md(n, w) for n, w in asked], table.full()
+
+    asked1, asked2 = [(a, 60), (b, 60), (a, 48)], [(a, 60), (c, 60), (a, 48)]
+    one, two = NameTable([a, b]), NameTable([a, c])
+    first = [one.md(*asked1[0])]
+    second = [two.md(n, w) for n, w in asked2]
+    full2 = two.full()
+    first += [one.md(n, w) for n, w in asked1[1:]]
+    assert (first, one.full()) == alone([a, b], asked1)
+    assert (second, full2) == alone([a, c], asked2)
+    assert first[0] != second[0] == md_escape(shorten(a, 60))  # one name, two reports, two texts
+    assert md_escape(shorten(b, 60)) not in full2 and "128, 256, 64" not in "".join(full2)
+
+
+def test_reports_worded_interleaved_read_as_worded_one_after_the_other() -> None:
+    """The view of one report, then another's, then the rest of the first: each reads as when
+    built alone.  The example pair's flash-attention kernel, a cause, read apart from a look-alike
+    in one report and as its plain cut in the other; the first report's sentences worded around
+    the second's (by its table, as build_view words them) are its view's sentences, and the
+    names it lists in full are its own."""
+    import dataclasses
+
+    import perfdiff
+    from conftest import EXAMPLES
+    from perfdiff.render.markdown import build_view, report_names
+    from perfdiff.render.wording import finding_text, plan_text, verdict_lines
+
+    res = perfdiff.compare(EXAMPLES / "cpufreq" / "normal", EXAMPLES / "cpufreq" / "abnormal")
+    c, findings, verdict = res.analysis, list(res.findings), list(res.verdict)
+    flash = next(f.name for f in c.functions if f.name.startswith("void flash::flash_fwd_kernel<"))
+    assert flash in {x.function for x in findings}
+    alike = flash.replace("<128, 128, 64,", "<128, 256, 64,", 1)  # the same cut, head … tail
+    assert alike != flash and shorten(alike, 80) == shorten(flash, 80)
+    k = next(i for i, f in enumerate(c.functions) if f.name.startswith("void at::native::vectorized"))
+    other = dataclasses.replace(c, functions=tuple(dataclasses.replace(f, name=alike) if i == k else f
+                                                  for i, f in enumerate(c.functions)))
+    alone = [build_view(c, findings, verdict), build_view(other, findings, verdict)]
+    assert alone[0]["findings"] != alone[1]["findings"]  # the kernel reads otherwise in each
+
+    first = NameTable(report_names(other))
+    half = len(findings) // 2
+    begun = [finding_text(other, x, first) for x in findings[:half]]
+    assert build_view(c, findings, verdict) == alone[0]  # the second report, whole, in between
+    second = NameTable(report_names(c))
+    assert [finding_text(c, x, second) for x in findings] == alone[0]["findings"]
+    assert verdict_lines(c, verdict, findings, second) == alone[0]["verdict"]
+    begun += [finding_text(other, x, first) for x in findings[half:]]
+    assert begun == alone[1]["findings"]
+    assert verdict_lines(other, verdict, findings, first) == alone[1]["verdict"]
+    assert plan_text(other.plan, first) == alone[1]["plan"]
+    assert set(first.full()) <= set(alone[1]["full_names"]) and set(second.full()) <= set(alone[0]["full_names"])
+    assert any("256, 64" in line for line in alone[1]["full_names"])
+    assert not any("256, 64" in line for line in alone[0]["full_names"] + second.full())
 
 
 def test_a_renamed_function_is_cut_around_what_the_rename_changed() -> None:

@@ -83,11 +83,14 @@ def test_the_wording_states_the_thresholds_the_analysis_used() -> None:
     import perfdiff
     from perfdiff.analyze import Finding, FindingCode
     from perfdiff.analyze.evidence import NegligibleEvidence, NoCauseEvidence
+    from perfdiff.render.text import NameTable
     from perfdiff.render.wording import finding_text
 
     c = perfdiff.compare(EXAMPLES / "cpufreq" / "normal", EXAMPLES / "cpufreq" / "abnormal").analysis
+    plain = NameTable.plain()
     strict = dataclasses.replace(c, thresholds=Thresholds(alpha=c.alpha, material_tau_pp=2.5, material_delta=0.33))
-    no_cause = finding_text(strict, Finding(FindingCode.NO_CAUSE, evidence=NoCauseEvidence(n_tests=9, negligible=1)))
+    no_cause = finding_text(strict, Finding(FindingCode.NO_CAUSE, evidence=NoCauseEvidence(n_tests=9, negligible=1)),
+                            plain)
     assert "|τ| ≥ 2.5 pp and |δ| ≥ 0.33" in no_cause
-    negligible = finding_text(strict, Finding(FindingCode.NEGLIGIBLE, evidence=NegligibleEvidence(count=0)))
+    negligible = finding_text(strict, Finding(FindingCode.NEGLIGIBLE, evidence=NegligibleEvidence(count=0)), plain)
     assert "|τ| < 2.5 pp of the abnormal cycle or |δ| < 0.33" in negligible

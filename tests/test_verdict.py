@@ -121,6 +121,7 @@ def test_a_host_wide_slowdown_is_cpu_work_not_no_change() -> None:
     from perfdiff.analyze.evidence import CauseEvidence, DeviceWideEvidence
     from perfdiff.analyze.findings import Finding, FindingCode
     from perfdiff.analyze.verdict import build_verdict
+    from perfdiff.render.text import NameTable
     from perfdiff.render.wording import verdict_lines
 
     c = perfdiff.compare(EXAMPLES / "contention" / "normal", EXAMPLES / "contention" / "normal").analysis
@@ -129,7 +130,7 @@ def test_a_host_wide_slowdown_is_cpu_work_not_no_change() -> None:
                                                host=True))
     v = build_verdict(c, [wide])
     assert [x.code for x in v] == [VerdictCode.CPU_WORK] and v[0].tau_pp == 22.0 and v[0].evidence == (0,)
-    assert "every CPU-side function on Host ×1.30 per call" in verdict_lines(c, v, [wide])[0]
+    assert "every CPU-side function on Host ×1.30 per call" in verdict_lines(c, v, [wide], NameTable.plain())[0]
     faster = replace(wide, evidence=replace(wide.evidence, ratio=0.8, tau_pp=-5.0))
     assert [x.code for x in build_verdict(c, [faster])] == [VerdictCode.NO_MATERIAL]
     # A host state left among the causes (more time on CPU, 1.6 pp) is CPU work too, not a

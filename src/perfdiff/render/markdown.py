@@ -17,12 +17,11 @@ from perfdiff.analyze.records import Analysis, DetailRow, FunctionStats
 from perfdiff.analyze.result import ComparisonResult
 from perfdiff.analyze.verdict_records import VerdictClass
 from perfdiff.render.cycles_words import run_cycle_detail
-from perfdiff.render.names import short_name, shown_names
 from perfdiff.render.tree import TreeLabels, tree_section
 from perfdiff.render.wording import (finding_text, matching_text, notice_text, per_unit, plan_text, test_name,
                                      verdict_head, verdict_lines)
-from perfdiff.render.text import (NA, fmt_beta, fmt_calls, fmt_num, fmt_p, fmt_pct, fmt_score, fmt_signed,
-                                  fmt_signed_time, fmt_time_us, fmt_z, full_names, md_escape, md_name, shorten)
+from perfdiff.render.text import (NA, NameTable, fmt_beta, fmt_calls, fmt_num, fmt_p, fmt_pct, fmt_score,
+                                  fmt_signed, fmt_signed_time, fmt_time_us, fmt_z, md_escape, shorten)
 
 NAME_WIDTH = 96
 QUANTILE_ROWS = ("min", "P5", "P10", "P25", "P50", "P75", "P90", "P95", "P99", "max", "mean", "sd")
@@ -143,13 +142,18 @@ CONTEXT_HEADER = ["Metric Name", "Device", "Unit", "μ_N", "μ_A", "Δμ", "Chan
 def build_view(c: Analysis, findings: list[Finding], verdict: list[VerdictClass], *, top: int = 25,
                cycles_csv: str | None = None) -> dict[str, Any]:
     """Everything the template prints, as strings; the functions' names apart from one another
-    in every table and sentence."""
-    plan = [c.plan.name] if c.plan is not None and c.plan.name else []  # a range or kernel named in the plan
-    with shown_names([f.name for f in c.functions] + [n for pair in c.renames for n in pair] + plan):
-        return _view(c, findings, verdict, top=top, cycles_csv=cycles_csv)
+    in every table and sentence (one NameTable of every name the report shows)."""
+    return _view(c, findings, verdict, NameTable(report_names(c)), top=top, cycles_csv=cycles_csv)
 
 
-def _view(c: Analysis, findings: list[Finding], verdict: list[VerdictClass], *, top: int,
+def report_names(c: Analysis) -> list[str]:
+    """Every name the report of `c` shows: its functions, both names of each rename, and the
+    range or kernel named in the plan."""
+    plan = [c.plan.name] if c.plan is not None and c.plan.name else []
+    return [f.name for f in c.functions] + [n for pair in c.renames for n in pair] + plan
+
+
+def _view(c: Analysis, findings: list[Finding], verdict: list[VerdictClass], names: NameTable, *, top: int,
           cycles_csv: str | None) -> dict[str, Any]:
     N, A = c.normal, c.abnormal
     summary = []
@@ -170,11 +174,11 @@ def _view(c: Analysis, findings: list[Finding], verdict: list[VerdictClass], *, 
     dist.append(["n", f"{N.n_cycles:,}", f"{A.n_cycles:,}", f"{A.n_cycles - N.n_cycles:+,}", "-"])
 
     shown = c.details[:top]
-    short = {c.functions[r.func].name: short_name(c.functions[r.func].name, NAME_WIDTH) for r in shown}
+    short = {c.functions[r.func].name: names.short(c.functions[r.func].name, NAME_WIDTH) for r in shown}
     with_cycle = {i for x in findings if x.code == FindingCode.PROPORTIONAL for i in x.related}
     details = [_detail_cells(c, r, i + 1, short, with_cycle) for i, r in enumerate(shown)]
     top_rows = _top(c)
-    short_top = {c.functions[r.func].name: short_name(c.functions[r.func].name, TOP_NAME_WIDTH) for r in top_rows}
+    short_top = {c.functions[r.func].name: names.short(c.functions[r.func].name, TOP_NAME_WIDTH) for r in top_rows}
     context = []
     for r in c.context:
         res = r.res
@@ -194,10 +198,10 @@ def _view(c: Analysis, findings: list[Finding], verdict: list[VerdictClass], *, 
         "summary": summary, "dist": dist,
         "cycle_mwu": fmt_p(c.cycle_test.p_mwu), "cycle_ks": fmt_num(c.cycle_ks, 3),
         "cycles_csv": md_escape(cycles_csv) if cycles_csv else None,
-        "overview": (finding_text(c, findings[0]) if findings and findings[0].code == FindingCode.IDENTICAL
-                     else _overview(c, top_cause)),
-        "plan": plan_text(c.plan),
-        "verdict": verdict_lines(c, verdict, findings),
+        "overview": (finding_text(c, findings[0], names) if findings and findings[0].code == FindingCode.IDENTICAL
+                     else _overview(c, top_cause, names)),
+        "plan": plan_text(c.plan, names),
+        "verdict": verdict_lines(c, verdict, findings, names),
         "verdict_head": verdict_head(c, findings),
         "top_header": TOP_HEADER,
         "top_rows": [_top_cells(c, r, i + 1, short_top, with_cycle) for i, r in enumerate(top_rows)],
@@ -205,33 +209,33 @@ def _view(c: Analysis, findings: list[Finding], verdict: list[VerdictClass], *, 
         "short_path_n": md_escape(shorten(N.path, 60)), "short_path_a": md_escape(shorten(A.path, 60)),
         "matching": matching_text(c),
         "cycle_test_name": test_name(c.matched),
-        "findings": [finding_text(c, f) for f in findings],
+        "findings": [finding_text(c, f, names) for f in findings],
         "detail_header": header, "details": details, "n_details": len(c.details), "top": top,
         "context_header": CONTEXT_HEADER, "context": context,
         "scope_func": sorted(md_escape(k) for k, v in c.scope.items() if v == "func"),
-        "untested": [f"{md_name(f.name, 60)} ({md_escape(f.device)}, {fmt_time_us(max(f.t_n_us, f.t_a_us))}/cycle)"
+        "untested": [f"{names.md(f.name, 60)} ({md_escape(f.device)}, {fmt_time_us(max(f.t_n_us, f.t_a_us))}/cycle)"
                      for f in untested[:15]],
         "n_untested": len(untested),
         "constants": [md_escape(x) for x in c.constants],
         "quality": _quality(c),
         "comparability": [notice_text(x) for x in c.comparability],
-        "renames": [f"{md_name(a, 80)} (normal) ⇄ {md_name(b, 80)} (abnormal)" for a, b in c.renames],
+        "renames": [f"{names.md(a, 80)} (normal) ⇄ {names.md(b, 80)} (abnormal)" for a, b in c.renames],
         "warnings": [notice_text(x) for x in c.warnings],
         "alpha": f"{c.alpha:g}",
         "test_min_share_pct": f"{100.0 * c.thresholds.test_min_share:g}",
     }
-    view["full_names"] = full_names()  # last: every name shortened above
+    view["full_names"] = names.full()  # last: every name shortened above
     return view
 
 
-def _overview(c: Analysis, top: Finding | None) -> str:
+def _overview(c: Analysis, top: Finding | None, names: NameTable) -> str:
     N, A = c.normal, c.abnormal
     rel = 100.0 * (A.median_us - N.median_us) / N.median_us if N.median_us else float("nan")
     s = (f"**{md_escape(A.name)}** (abnormal) against **{md_escape(N.name)}** (normal): median cycle "
          f"{fmt_time_us(N.median_us)} → {fmt_time_us(A.median_us)} ({fmt_pct(rel, 1)}), "
          f"{N.n_cycles} vs {A.n_cycles} cycles.")
     if top is not None and top.function is not None:
-        s += (f" The change is led by **{md_name(top.function, 80)}** on {md_escape(top.device or '')}, "
+        s += (f" The change is led by **{names.md(top.function, 80)}** on {md_escape(top.device or '')}, "
               f"whose own-time change accounts for {fmt_signed(_cause_tau(top))} pp of the abnormal cycle.")
     else:
         s += " No function's own time changed significantly in the direction of the cycle-time change."

@@ -4,18 +4,17 @@ A kernel's C++ name can run to 1,000 characters; a report prints it in `width` c
 The plain cut keeps the head (what the function is) and the tail (`head … tail`), but two
 template instances that differ only in their middle then read alike, and a report that says
 one "took 10 ms more" and the other "moved against the cycle" under one text misleads.  So a
-report shortens all its names as one set (`shown_names`): where plain cuts coincide, the names
-keep a window around where they differ, and where even that coincides, a tag (`name_tag`) that
-the report's list of names in full gives.  Unescaped text: escaping is text.py's.
+report shortens all its names as one set (`shorten_set`; a report's `text.NameTable`): where
+plain cuts coincide, the names keep a window around where they differ, and where even that
+coincides, a tag (`name_tag`) that the report's list of names in full gives.  Unescaped text:
+escaping, and the table a report words its names by, are text.py's.
 """
 from __future__ import annotations
 
 import hashlib
-from collections.abc import Iterable, Iterator
-from contextlib import contextmanager
-from contextvars import ContextVar
+from collections.abc import Iterable
 
-__all__ = ["TAG_DIGITS", "flat", "name_tag", "short_name", "shortened_names", "shorten", "shorten_set", "shown_names"]
+__all__ = ["TAG_DIGITS", "flat", "name_tag", "shorten", "shorten_set"]
 
 TAG_DIGITS = (4, 8, 16)  # a tag's hex digits: longer only where shorter tags of two names coincide
 RENAME = " ⇄ "  # joins a function's name in the normal run to its name in the abnormal run (analyze.align)
@@ -205,59 +204,3 @@ def shorten_set(names: Iterable[str], width: int = 96, *, tags: bool = True) -> 
 def _shown(s: str, width: int, marks: list[int]) -> str:
     """s cut to `width` around its first and last marked difference."""
     return _around(s, width, marks[0]) if len(marks) == 1 else _around_two(s, width, marks[0], marks[-1])
-
-
-class _NameSet:
-    """The names of one report: each width's shortening (computed on first use) and the names
-    shortened so far, with the tags they were given."""
-
-    def __init__(self, names: Iterable[str]):
-        self.names = frozenset(str(n) for n in names)
-        self.by_width: dict[int, dict[str, str]] = {}
-        self.shortened: dict[str, set[str]] = {}  # name -> tags it carried
-
-    def short(self, name: str, width: int) -> str | None:
-        if name not in self.names:
-            return None
-        if width not in self.by_width:
-            self.by_width[width] = shorten_set(self.names, width)
-        text = self.by_width[width][name]
-        if text != flat(name):
-            tags = self.shortened.setdefault(name, set())
-            tags.update(name_tag(name, d) for d in TAG_DIGITS if text.endswith(f" [{name_tag(name, d)}]"))
-        return text
-
-
-# The names of the report being rendered (`shown_names`).
-_SHOWN: ContextVar[_NameSet | None] = ContextVar("perfdiff_shown_names", default=None)
-
-
-@contextmanager
-def shown_names(names: Iterable[str]) -> Iterator[None]:
-    """Within: `short_name` shortens each of `names` as `shorten_set` does over all of them,
-    so that no two of a report's names read alike wherever they appear."""
-    token = _SHOWN.set(_NameSet(names))
-    try:
-        yield
-    finally:
-        _SHOWN.reset(token)
-
-
-def short_name(name: str, width: int = 96) -> str:
-    """A name shortened to at most `width` characters, apart from the other names of the
-    report being rendered (`shown_names`); outside one, the plain cut."""
-    names = _SHOWN.get()
-    text = names.short(name, width) if names is not None else None
-    return text if text is not None else shorten(name, width)
-
-
-def shortened_names() -> list[tuple[str, list[str]]]:
-    """The names that `short_name` has shortened so far in the report being rendered, sorted,
-    each with the tags it carried: what the report's list of names in full gives."""
-    names = _SHOWN.get()
-    if names is None:
-        return []
-    tags: dict[str, set[str]] = {}  # names that differ only in white space read, and list, as one
-    for n, t in names.shortened.items():
-        tags.setdefault(flat(n), set()).update(t)
-    return [(n, sorted(tags[n], key=len)) for n in sorted(tags)]

@@ -15,9 +15,7 @@ from perfdiff.model.schema import CycleSource
 from perfdiff.ranks.records import (CollectiveTime, ExcessKind, GroupCode, IdentitySource, RankAnalysis, RankFinding,
                                     RankNotice, RankNoticeCode, RankVerdict, RankVerdictCode, ScopeCode, Straggler,
                                     StragglerCode)
-from perfdiff.render.names import shown_names
-from perfdiff.render.text import (fmt_num, fmt_p, fmt_signed, fmt_signed_time, fmt_time_us, full_names, md_escape,
-                                  md_name)
+from perfdiff.render.text import NameTable, fmt_num, fmt_p, fmt_signed, fmt_signed_time, fmt_time_us, md_escape
 from perfdiff.render.wording import plan_text
 from perfdiff.version import __version__
 
@@ -69,12 +67,14 @@ def _per_cycle(us: float) -> str:
     return f"{fmt_signed_time(us)} per cycle"
 
 
-def verdict_line(v: RankVerdict, coll: CollectiveTime | None = None, worlds: tuple[int, int] | None = None,
-                 pairs: dict[int, int] | None = None, iterations: bool = True) -> str:
-    """One verdict statement; `coll`: the analysis's collectives' own time (the counts of
-    collectives, and whether it was measured); `worlds`: the runs' world sizes; `pairs`: the
-    normal run's number of each abnormal rank compared, where --ranks paired other numbers;
-    `iterations`: the cycles are iterations (else time windows or idle gaps)."""
+def verdict_line(v: RankVerdict, names: NameTable, coll: CollectiveTime | None = None,
+                 worlds: tuple[int, int] | None = None, pairs: dict[int, int] | None = None,
+                 iterations: bool = True) -> str:
+    """One verdict statement, its function named as `names` words it; `coll`: the analysis's
+    collectives' own time (the counts of collectives, and whether it was measured); `worlds`:
+    the runs' world sizes; `pairs`: the normal run's number of each abnormal rank compared,
+    where --ranks paired other numbers; `iterations`: the cycles are iterations (else time
+    windows or idle gaps)."""
     if v.code == RankVerdictCode.STRAGGLER:
         return _straggler_line(v, pairs or {})
     if v.code == RankVerdictCode.STRAGGLER_GONE:
@@ -101,7 +101,7 @@ def verdict_line(v: RankVerdict, coll: CollectiveTime | None = None, worlds: tup
         return f"**no change on any rank**: nothing significant and material on {compared}, nor in the job's cycle."
     word = ("slower" if v.size_us > 0 else "faster") if iterations else \
         f"{'more' if v.size_us > 0 else 'less'} time per cycle"
-    return (f"**{word} on {ranks_text(v.ranks, v.world)}**: **{md_name(v.function or '', 80)}** "
+    return (f"**{word} on {ranks_text(v.ranks, v.world)}**: **{names.md(v.function or '', 80)}** "
             f"({_per_cycle(v.size_us)}, {fmt_signed(v.tau_pp)} pp of the abnormal cycle).")
 
 
@@ -175,11 +175,11 @@ def _them(ranks: tuple[int, ...]) -> str:
     return "it" if len(ranks) == 1 else "them"
 
 
-def finding_line(f: RankFinding, alpha: float) -> str:
+def finding_line(f: RankFinding, alpha: float, names: NameTable) -> str:
     word = "more" if f.delta_us > 0 else "less"
     scope = ranks_text(f.ranks, f.world)
     scope += " (every rank compared)" if f.code == ScopeCode.ALL_RANKS else f" only (of {f.world})"
-    return (f"**{md_name(f.function, 80)}** ({md_escape(f.kind)}) took {fmt_time_us(abs(f.delta_us))} {word} per "
+    return (f"**{names.md(f.function, 80)}** ({md_escape(f.kind)}) took {fmt_time_us(abs(f.delta_us))} {word} per "
             f"cycle on {scope}: median τ {fmt_signed(f.tau_pp)} pp, q {fmt_p(f.q_max)} "
             f"(significant at α = {alpha:g}).")
 
@@ -295,13 +295,13 @@ def _renumbered(a: RankAnalysis) -> dict[int, int]:
     return {p.abnormal.rank: p.rank for p in a.pairs}
 
 
-def _rank_table(a: RankAnalysis, rows: tuple | list) -> list[str]:
+def _rank_table(a: RankAnalysis, rows: tuple | list, names: NameTable) -> list[str]:
     culprit = a.stragglers[1].culprit
     held = f" (for rank {_renumbered(a).get(culprit, culprit)})" if culprit is not None else ""
     lines = ["| Rank | N: median cycle | A: median cycle | Δ | Top cause | τ (pp) | Wait in collectives N | "
              "Wait in collectives A |", "|---|---|---|---|---|---|---|---|"]
     for r in rows:
-        own = f"{md_name(r.cause, CAUSE_WIDTH)} ({md_escape(r.cause_kind or '')})" if r.cause else ""
+        own = f"{names.md(r.cause, CAUSE_WIDTH)} ({md_escape(r.cause_kind or '')})" if r.cause else ""
         cause = (f"waits in collectives{held}" + (f", then {own}" if own else "")) if r.waited else own or "—"
         lines.append(f"| {r.rank} | {fmt_time_us(r.median_n_us)} | {fmt_time_us(r.median_a_us)} | "
                      f"{fmt_signed_time(r.delta_us)} | {cause} | "
@@ -310,17 +310,17 @@ def _rank_table(a: RankAnalysis, rows: tuple | list) -> list[str]:
     return lines
 
 
-def _ranks_section(a: RankAnalysis) -> list[str]:
+def _ranks_section(a: RankAnalysis, names: NameTable) -> list[str]:
     """The rank table; with many ranks, the notable ones (culprits, a top cause, the largest
     |Δ|) first and every rank in a collapsed block."""
     if len(a.rows) <= MAX_RANK_ROWS:
-        return _rank_table(a, a.rows) + [""]
+        return _rank_table(a, a.rows, names) + [""]
     sn, sa = a.stragglers
     culprits = {sn.culprit, _renumbered(a).get(sa.culprit, sa.culprit)} - {None}
     notable = sorted(a.rows, key=lambda r: (r.rank not in culprits, r.cause is None, -abs(r.delta_us), r.rank))
     shown = sorted(notable[:MAX_RANK_ROWS // 2], key=lambda r: r.rank)
-    return (_rank_table(a, shown) + ["", f"<details><summary>All {len(a.rows)} ranks</summary>", ""]
-            + _rank_table(a, a.rows) + ["", "</details>", ""])
+    return (_rank_table(a, shown, names) + ["", f"<details><summary>All {len(a.rows)} ranks</summary>", ""]
+            + _rank_table(a, a.rows, names) + ["", "</details>", ""])
 
 
 def _wait_table(s: Straggler) -> list[str]:
@@ -396,18 +396,18 @@ def rank_markdown(a: RankAnalysis, labels: tuple[str, str], plots: list[str] | N
     """The report of a multi-rank comparison (`labels`: the normal and abnormal inputs); the
     functions' names apart from one another wherever they appear.  `plots`: picture files
     beside it, linked by relative path; `plots_note`: why there are none."""
-    names = ([f.function for f in a.findings] + [r.cause for r in a.rows if r.cause]
-             + [v.function for v in a.verdict if v.function] + ([a.plan.name] if a.plan.name else []))
-    with shown_names(names):
-        text = _markdown(a, labels, plots or [], plots_note)
-        listed = full_names()
+    names = NameTable([f.function for f in a.findings] + [r.cause for r in a.rows if r.cause]
+                      + [v.function for v in a.verdict if v.function] + ([a.plan.name] if a.plan.name else []))
+    text = _markdown(a, labels, plots or [], plots_note, names)
+    listed = names.full()
     if listed:
         text += "\n".join(["", "<details><summary>Function names in full</summary>", ""]
                           + [f"- {n}" for n in listed] + ["", "</details>", ""])
     return text
 
 
-def _markdown(a: RankAnalysis, labels: tuple[str, str], plots: list[str], plots_note: str | None) -> str:
+def _markdown(a: RankAnalysis, labels: tuple[str, str], plots: list[str], plots_note: str | None,
+              names: NameTable) -> str:
     compared = f"{len(a.pairs)} rank{'s' if len(a.pairs) != 1 else ''} compared"
     # Cycles that are not iterations change how every figure below reads: said with the plan.
     unaligned = [n for n in a.notices if n.code == RankNoticeCode.CYCLES_NOT_ITERATIONS]
@@ -417,7 +417,7 @@ def _markdown(a: RankAnalysis, labels: tuple[str, str], plots: list[str], plots_
            f"*perfdiff {__version__}* · N = normal run ({md_escape(labels[0])}, world size {a.world_n}) · "
            f"A = abnormal run ({md_escape(labels[1])}, world size {a.world_a}) · {compared}, "
            f"on {a.workers} Dask worker{'s' if a.workers != 1 else ''}", "",
-           plan_text(a.plan).replace("Both runs are", "Every rank of both runs is")
+           plan_text(a.plan, names).replace("Both runs are", "Every rank of both runs is")
            + (f" **{notice_line(unaligned[0])}**" if unaligned
               else f" Cycle k of every rank is the same iteration ({_iteration_words(a)})."), ""]
     if a.cycle is not None:
@@ -428,13 +428,13 @@ def _markdown(a: RankAnalysis, labels: tuple[str, str], plots: list[str], plots_
                 f"{fmt_time_us(c.median_n_us)}, A {fmt_time_us(c.median_a_us)} ({fmt_signed(c.change_pct)} %, "
                 f"Mann–Whitney p {fmt_p(c.p)}).", ""]
     out += ["**Verdict:**", ""]
-    out += [f"- {verdict_line(v, a.collectives, (a.world_n, a.world_a), _renumbered(a), not unaligned)}"
+    out += [f"- {verdict_line(v, names, a.collectives, (a.world_n, a.world_a), _renumbered(a), not unaligned)}"
             for v in a.verdict] + [""]
     out += ["## 1. Ranks", "", "Per rank: median cycle of each run, the function whose own time moved most "
             "(significant and material, in the direction of its cycle) — after its wait in collectives where that "
             "grew by at least half its Δ and by more than the function moved — with its change as τ, pp of the "
             "abnormal cycle, and the median time per cycle it waits in collectives for the last rank.", ""]
-    out += _ranks_section(a)
+    out += _ranks_section(a, names)
     # A link's target percent-encoded: "#" would start a fragment, "(" ")" end the link.
     out += [f"![median cycle and wait in collectives, per rank]({quote(p)})" for p in plots] + ([""] if plots else [])
     if plots_note:
@@ -454,7 +454,7 @@ def _markdown(a: RankAnalysis, labels: tuple[str, str], plots: list[str], plots_
                 f"wait for the others compared; per iteration the median over ranks, then the mean): {own}.", ""]
     out += ["## 3. Findings Across Ranks", ""]
     if a.findings:
-        out += [f"{i}. {finding_line(f, a.alpha)}" for i, f in enumerate(a.findings, 1)] + [""]
+        out += [f"{i}. {finding_line(f, a.alpha, names)}" for i, f in enumerate(a.findings, 1)] + [""]
     else:
         out += ["No function changed significantly and materially on any rank.", ""]
     out += ["## 4. Rank Mapping", ""] + _mapping(a) + [""]

@@ -1,7 +1,8 @@
 """Number formatting and escaping of user data for Markdown/HTML output.
 
 Kernel and NVTX names are user data: they may hold `|`, backticks, `<`, `>`, newlines and
-1,000-character C++ templates.  Everything that reaches the report goes through here.
+1,000-character C++ templates.  Everything that reaches the report goes through here: numbers,
+escapes, and a report's names through its `NameTable`.
 """
 from __future__ import annotations
 
@@ -10,10 +11,10 @@ import math
 import re
 from collections.abc import Iterable
 
-from perfdiff.render.names import flat, shorten, short_name, shortened_names
+from perfdiff.render.names import TAG_DIGITS, flat, name_tag, shorten, shorten_set
 
-__all__ = ["NA", "fmt_beta", "fmt_calls", "fmt_num", "fmt_p", "fmt_pct", "fmt_score", "fmt_signed", "fmt_signed_time",
-           "fmt_time_us", "fmt_value", "fmt_z", "full_name_line", "full_names", "html_code", "md_escape", "md_name",
+__all__ = ["NA", "NameTable", "fmt_beta", "fmt_calls", "fmt_num", "fmt_p", "fmt_pct", "fmt_score", "fmt_signed",
+           "fmt_signed_time", "fmt_time_us", "fmt_value", "fmt_z", "full_name_line", "html_code", "md_escape",
            "shorten"]
 
 NA = "n/a"
@@ -147,15 +148,52 @@ def full_name_line(name: str, tags: Iterable[str] = ()) -> str:
     return "".join(f"\\[{t}\\] " for t in tags) + html_code(name)
 
 
-def full_names() -> list[str]:
-    """The list of names in full of the report being rendered: every name shortened so far
-    (names.shortened_names), with its tags."""
-    return [full_name_line(n, tags) for n, tags in shortened_names()]
+class NameTable:
+    """The names one report shows, each shortened apart from all the others (`shorten_set`
+    over all of them, per width), and the names it has shortened so far, for the report's list
+    of names in full.  Built once per report from every name it shows and handed to whatever
+    words a name; a name it does not hold gets the plain cut (`shorten`), and is not listed.
+    What a name reads as depends on the table alone, never on who asks or when; `plain()` is
+    the table of no names, for text outside a report."""
 
+    def __init__(self, names: Iterable[str]):
+        self._names = frozenset(str(n) for n in names)
+        self._by_width: dict[int, dict[str, str]] = {}  # each width's shortening, on first use
+        self._shortened: dict[str, set[str]] = {}  # name -> the tags it carried
 
-def md_name(name: str, width: int = 96) -> str:
-    """A function name for a table cell or a sentence: shortened, then escaped."""
-    return md_escape(short_name(name, width))
+    @classmethod
+    def plain(cls) -> NameTable:
+        """A table of no names: every name its plain cut (`shorten`), none listed in full."""
+        return cls(())
+
+    def short(self, name: str, width: int = 96) -> str:
+        """`name` in at most `width` characters, apart from the table's other names (unescaped);
+        a name not in the table, its plain cut."""
+        if name not in self._names:
+            return shorten(name, width)
+        if width not in self._by_width:
+            self._by_width[width] = shorten_set(self._names, width)
+        text = self._by_width[width][name]
+        if text != flat(name):
+            tags = self._shortened.setdefault(name, set())
+            tags.update(name_tag(name, d) for d in TAG_DIGITS if text.endswith(f" [{name_tag(name, d)}]"))
+        return text
+
+    def md(self, name: str, width: int = 96) -> str:
+        """A function name for a table cell or a sentence: shortened (`short`), then escaped."""
+        return md_escape(self.short(name, width))
+
+    def shortened(self) -> list[tuple[str, list[str]]]:
+        """The names `short` has shortened so far, sorted, each with the tags it carried: what
+        the report's list of names in full gives."""
+        tags: dict[str, set[str]] = {}  # names that differ only in white space read, and list, as one
+        for n, t in self._shortened.items():
+            tags.setdefault(flat(n), set()).update(t)
+        return [(n, sorted(tags[n], key=len)) for n in sorted(tags)]
+
+    def full(self) -> list[str]:
+        """The report's list of names in full: every name shortened so far, with its tags."""
+        return [full_name_line(n, tags) for n, tags in self.shortened()]
 
 
 def html_code(name: str) -> str:

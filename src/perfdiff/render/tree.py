@@ -11,9 +11,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from perfdiff.analyze.tree_records import MATERIAL_RATIO, MATERIAL_SHARE, MIN_CYCLE_SHARE, RangeNode, TreeBasis, TreeDiff
-from perfdiff.render.names import shown_names
-from perfdiff.render.text import (NA, fmt_num, fmt_p, fmt_signed_time, fmt_time_us, full_names, md_escape, md_name,
-                                  shorten)
+from perfdiff.render.text import NA, NameTable, fmt_num, fmt_p, fmt_signed_time, fmt_time_us, md_escape, shorten
 from perfdiff.version import __version__
 
 NAME_WIDTH = 80
@@ -33,10 +31,10 @@ class TreeLabels:
     csv_name: str | None = None
 
 
-def _name(n: RangeNode) -> str:
-    s = f"**{md_name(n.name, NAME_WIDTH)}**"
+def _name(n: RangeNode, names: NameTable) -> str:
+    s = f"**{names.md(n.name, NAME_WIDTH)}**"
     if n.name_a is not None:
-        s += f" ⇄ **{md_name(n.name_a, NAME_WIDTH)}**"
+        s += f" ⇄ **{names.md(n.name_a, NAME_WIDTH)}**"
     return s
 
 
@@ -56,8 +54,9 @@ def _calls(x: float) -> str:
 GPU_SIDE_MARK = " *(GPU timeline)*"  # after the top of a GPU-side tree: its spans are on a GPU stream
 
 
-def node_line(n: RangeNode) -> str:
-    """One node: inclusive N → A (Δ, ratio, q, Cliff's δ); self; GPU; calls."""
+def node_line(n: RangeNode, names: NameTable) -> str:
+    """One node: inclusive N → A (Δ, ratio, q, Cliff's δ); self; GPU; calls; its names as
+    `names` words them."""
     mark = GPU_SIDE_MARK if n.gpu_side and n.depth == 0 else ""
     mark += {"new": " *(abnormal only)*", "vanished": " *(normal only)*"}.get(n.presence, "")
     change = [fmt_signed_time(n.delta_us)]
@@ -72,7 +71,7 @@ def node_line(n: RangeNode) -> str:
     if math.isfinite(n.gpu_n_us) or math.isfinite(n.gpu_a_us):
         parts.append(f"GPU {_pair(n, n.gpu_n_us, n.gpu_a_us)}")
     parts.append(f"calls {_calls(n.calls_n)} → {_calls(n.calls_a)}")
-    return f"{_name(n)}{mark}: " + " · ".join(parts)
+    return f"{_name(n, names)}{mark}: " + " · ".join(parts)
 
 
 def _subtree_sizes(d: TreeDiff) -> tuple[list[int], list[int]]:
@@ -95,15 +94,16 @@ def tree_lines(d: TreeDiff) -> list[str]:
 
 def _rendered(d: TreeDiff) -> tuple[list[str], list[str], list[str]]:
     """The tree's lines, the notes under it, and the names it shortened, in full, as a last
-    note (none when it shortened none); the range names apart from one another."""
-    names = [n.name for n in d.nodes] + [n.name_a for n in d.nodes if n.name_a is not None]
-    with shown_names(names + [x for pair in d.renames for x in pair]):
-        lines, notes = _lines(d), _notes(d)
-        listed = full_names()
+    note (none when it shortened none); the range names apart from one another (one
+    NameTable of every name the tree shows)."""
+    names = NameTable([n.name for n in d.nodes] + [n.name_a for n in d.nodes if n.name_a is not None]
+                      + [x for pair in d.renames for x in pair])
+    lines, notes = _lines(d, names), _notes(d, names)
+    listed = names.full()
     return lines, notes, ["Range names in full: " + "; ".join(listed) + "."] if listed else []
 
 
-def _lines(d: TreeDiff) -> list[str]:
+def _lines(d: TreeDiff, names: NameTable) -> list[str]:
     size, one = _subtree_sizes(d)
     lines: list[str] = []
 
@@ -112,7 +112,7 @@ def _lines(d: TreeDiff) -> list[str]:
         hidden = [c for c in children if not d.nodes[c].changed_below]
         for c in children:
             if d.nodes[c].changed_below:
-                lines.append(f"{indent}- {node_line(d.nodes[c])}")
+                lines.append(f"{indent}- {node_line(d.nodes[c], names)}")
                 level(d.nodes[c].children, depth + 1)
         if hidden:
             # Not material is not unchanged: what these paths moved together (the outermost of
@@ -154,7 +154,7 @@ def _basis_text(d: TreeDiff, labels: TreeLabels) -> str:
             f"of the path's time.")
 
 
-def _notes(d: TreeDiff) -> list[str]:
+def _notes(d: TreeDiff, names: NameTable) -> list[str]:
     out = []
     rn, ra = (r if r != "no ranges" else None for r in d.gpu_reason)
     if rn and rn == ra:
@@ -172,7 +172,7 @@ def _notes(d: TreeDiff) -> list[str]:
                    "work on that stream inside the span, per cycle in the cycle it was launched in.")
     if d.renames:
         out.append("Matched as one range (the same step under another name): "
-                   + "; ".join(f"{md_name(a, 60)} (normal) ⇄ {md_name(b, 60)} (abnormal)"
+                   + "; ".join(f"{names.md(a, 60)} (normal) ⇄ {names.md(b, 60)} (abnormal)"
                                for a, b in d.renames) + ".")
     return out
 

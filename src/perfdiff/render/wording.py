@@ -1,6 +1,8 @@
 """The report's sentences: findings and notices worded in Markdown, user names escaped.
 
-The only place where analysis records become prose (docs/ARCHITECTURE.md, rendering).
+The only place where analysis records become prose (docs/ARCHITECTURE.md, rendering).  A
+function that names a function, range or device takes the report's `NameTable` (text.py), its
+tables keyed by code included; outside a report, `NameTable.plain()` gives every name its plain cut.
 """
 from __future__ import annotations
 
@@ -18,8 +20,8 @@ from perfdiff.analyze.verdict_records import (CpuClockDetail, CpuWorkDetail, Dev
                                               StallDetail, SyncDetail, ThrottleDetail, VerdictClass, VerdictCode)
 from perfdiff.model.cycles import CyclePlan
 from perfdiff.model.schema import CycleSource, Kind
-from perfdiff.render.text import (fmt_calls, fmt_num, fmt_p, fmt_pct, fmt_signed, fmt_time_us, fmt_value, md_escape,
-                                  md_name)
+from perfdiff.render.text import (NameTable, fmt_calls, fmt_num, fmt_p, fmt_pct, fmt_signed, fmt_time_us, fmt_value,
+                                  md_escape)
 
 EVENT_WORDS = {
     "gpu-lost": "GPU lost (fell off the bus or stopped answering)",
@@ -71,9 +73,9 @@ def _q_words(q: float, c: Analysis) -> str:
     return f"significant, q {fmt_p(q)}" if c.thresholds.significant(q) else f"not significant, q {fmt_p(q)}"
 
 
-def _fn(f: FunctionStats) -> str:
+def _fn(f: FunctionStats, names: NameTable) -> str:
     """A function for a sentence: bold, escaped (a code span would show the escapes literally)."""
-    return f"**{md_name(f.name, 80)}** on {md_name(f.device)}"
+    return f"**{names.md(f.name, 80)}** on {names.md(f.device)}"
 
 
 def _calls_vs_slower(f: FunctionStats, per: str, same_calls_log: float) -> str:
@@ -105,7 +107,7 @@ def _ci(lo: float, hi: float) -> str:
     return f" [{fmt_time_us(lo)}–{fmt_time_us(hi)}]"
 
 
-def _cycle_time(c: Analysis, x: Finding) -> str:
+def _cycle_time(c: Analysis, x: Finding, names: NameTable) -> str:
     v = _ev(x, CycleTimeEvidence)
     if compared_as_rates(c):
         why = ("--window cuts both runs into fixed windows" if c.plan is not None and c.plan.chosen_by_user
@@ -178,7 +180,7 @@ def per_unit(c: Analysis) -> str:
     return "per cycle"
 
 
-def _cause(c: Analysis, x: Finding) -> str:
+def _cause(c: Analysis, x: Finding, names: NameTable) -> str:
     f = c.functions[x.func]  # type: ignore[index]
     d_t = f.t_a_us - f.t_n_us
     how = _calls_vs_slower(f, per_unit(c), c.thresholds.same_calls_log) if f.kind != Kind.HOST else (
@@ -188,30 +190,30 @@ def _cause(c: Analysis, x: Finding) -> str:
         incl = f", inclusive of nested ranges {fmt_time_us(f.incl_n_us)} → {fmt_time_us(f.incl_a_us)}"
     v = _ev(x, CauseEvidence)
     if v.load_adjusted:
-        return _cause_at_load(c, x, f)
-    text = (f"{_fn(f)} took {fmt_time_us(abs(d_t))} {'more' if d_t > 0 else 'less'} "
+        return _cause_at_load(c, x, f, names)
+    text = (f"{_fn(f, names)} took {fmt_time_us(abs(d_t))} {'more' if d_t > 0 else 'less'} "
             f"{'self time ' if incl else ''}{per_unit(c)} ({fmt_time_us(f.t_n_us)} → {fmt_time_us(f.t_a_us)}{incl}; "
             f"τ {fmt_signed(f.tau_pp)} pp of the abnormal cycle; {_q_words(f.q_t, c)})"
             + (f": {how}." if how else "."))
     if x.related:
-        inner = ", ".join(f"**{md_name(g.name, 60)}** ({fmt_signed((g.t_a_us - g.t_n_us) / 1e3)} ms/cycle)"
+        inner = ", ".join(f"**{names.md(g.name, 60)}** ({fmt_signed((g.t_a_us - g.t_n_us) / 1e3)} ms/cycle)"
                           for g in (c.functions[i] for i in x.related))
         more = v.nested - len(x.related)
         text += f" Inside it, also slower: {inner}" + (f" and {more} more" if more > 0 else "") + "."
     return text
 
 
-def _cause_at_load(c: Analysis, x: Finding, f: FunctionStats) -> str:
+def _cause_at_load(c: Analysis, x: Finding, f: FunctionStats, names: NameTable) -> str:
     """A cause under different load: its own time compared at the common load."""
     v = _ev(x, CauseEvidence)
     d_t = v.t_a_us - v.t_n_us
-    return (f"{_fn(f)} took {fmt_time_us(abs(d_t))} {'more' if d_t > 0 else 'less'} {per_unit(c)} at a common "
+    return (f"{_fn(f, names)} took {fmt_time_us(abs(d_t))} {'more' if d_t > 0 else 'less'} {per_unit(c)} at a common "
             f"load ({fmt_time_us(v.t_n_us)} → {fmt_time_us(v.t_a_us)}; "
             f"τ {fmt_signed(v.tau_pp)} pp of the abnormal cycle at that load; {_q_words(x.q, c)}); "
             f"as measured, {fmt_time_us(f.t_n_us)} → {fmt_time_us(f.t_a_us)} {per_unit(c)}.")
 
 
-def _load(c: Analysis, x: Finding) -> str:
+def _load(c: Analysis, x: Finding, names: NameTable) -> str:
     """The runs carried different load: the cycle time at a common load, and what load explains."""
     v = _ev(x, LoadEvidence)
     text = (f"Different load: median tokens per cycle {fmt_num(v.median_tokens_n, 1)} → "
@@ -222,15 +224,15 @@ def _load(c: Analysis, x: Finding) -> str:
             f"{_ci_pct(100.0 * v.change_lo_us / v.cycle_n_us, 100.0 * v.change_hi_us / v.cycle_n_us)}, "
             f"p {fmt_p(v.p)}); own times below are compared at that load.")
     if x.related:
-        names = ", ".join(f"{_fn(g)} ({fmt_time_us(g.t_n_us)} → {fmt_time_us(g.t_a_us)})"
-                          for g in (c.functions[i] for i in x.related))
+        listed = ", ".join(f"{_fn(g, names)} ({fmt_time_us(g.t_n_us)} → {fmt_time_us(g.t_a_us)})"
+                           for g in (c.functions[i] for i in x.related))
         more = v.explained - len(x.related)
-        text += (" Grew with the load alone (significant as measured, not at a common load): " + names
+        text += (" Grew with the load alone (significant as measured, not at a common load): " + listed
                  + (f" and {more} more" if more > 0 else "") + ".")
     return text
 
 
-def _no_cause(c: Analysis, x: Finding) -> str:
+def _no_cause(c: Analysis, x: Finding, names: NameTable) -> str:
     if _ev(x, NoCauseEvidence).negligible:
         return ("No material cause: no function's own time changed both significantly and materially in the "
                 f"direction of the cycle-time change (q ≤ {c.alpha:g} over {c.n_tests_t} tested functions, "
@@ -239,43 +241,43 @@ def _no_cause(c: Analysis, x: Finding) -> str:
             f"(q ≤ {c.alpha:g} over {c.n_tests_t} tested functions).")
 
 
-def _negligible(c: Analysis, x: Finding) -> str:
+def _negligible(c: Analysis, x: Finding, names: NameTable) -> str:
     th = c.thresholds
-    names = ", ".join(f"{_fn(f)} (τ {fmt_signed(f.tau_pp)} pp, δ {fmt_num(f.t.cliffs_delta if f.t else None)})"
-                      for f in (c.functions[i] for i in x.related))
+    listed = ", ".join(f"{_fn(f, names)} (τ {fmt_signed(f.tau_pp)} pp, "
+                       f"δ {fmt_num(f.t.cliffs_delta if f.t else None)})" for f in (c.functions[i] for i in x.related))
     more = _ev(x, NegligibleEvidence).count - len(x.related)
     return (f"Significant but negligible (|τ| < {th.material_tau_pp:g} pp of the abnormal cycle or |δ| < "
-            f"{th.material_delta:g}): {names}" + (f" and {more} more" if more > 0 else "") + ".")
+            f"{th.material_delta:g}): {listed}" + (f" and {more} more" if more > 0 else "") + ".")
 
 
-def _proportional(c: Analysis, x: Finding) -> str:
-    names = ", ".join(f"{_fn(f)} ({fmt_time_us(f.t_n_us)} → {fmt_time_us(f.t_a_us)}, β {fmt_num(f.beta_n)} → "
-                      f"{fmt_num(f.beta_a)} %)" for f in (c.functions[i] for i in x.related[:MAX_LISTED]))
+def _proportional(c: Analysis, x: Finding, names: NameTable) -> str:
+    listed = ", ".join(f"{_fn(f, names)} ({fmt_time_us(f.t_n_us)} → {fmt_time_us(f.t_a_us)}, β {fmt_num(f.beta_n)} → "
+                       f"{fmt_num(f.beta_a)} %)" for f in (c.functions[i] for i in x.related[:MAX_LISTED]))
     if len(x.related) > MAX_LISTED:
-        names += f" and {len(x.related) - MAX_LISTED} more (flagged in the tables)"
+        listed += f" and {len(x.related) - MAX_LISTED} more (flagged in the tables)"
     what = ("Host states, and waits of threads idle through every cycle," if any(c.functions[i].wait for i in x.related)
             else "Host states")
-    return f"{what} that grew with the cycle but kept their share of it (not causes by themselves): {names}."
+    return f"{what} that grew with the cycle but kept their share of it (not causes by themselves): {listed}."
 
 
-def _kernel_swap(c: Analysis, x: Finding) -> str:
+def _kernel_swap(c: Analysis, x: Finding, names: NameTable) -> str:
     v = _ev(x, KernelSwapEvidence)
     fs = [c.functions[i] for i in x.related]
 
     def one(f: FunctionStats, tau: float) -> str:
-        return (f"**{md_name(f.name, 64)}** ({fmt_calls(f.calls_n)} → {fmt_calls(f.calls_a)} calls {per_unit(c)}, "
+        return (f"**{names.md(f.name, 64)}** ({fmt_calls(f.calls_n)} → {fmt_calls(f.calls_a)} calls {per_unit(c)}, "
                 f"{fmt_signed(tau)} pp)")
 
     parts = [one(f, t) for f, t in zip(fs, v.tau_pp, strict=True)]
     grew, fell = parts[:v.grew], parts[v.grew:]
-    return (f"Kernel choice changed on {md_name(x.device or '')}: {', '.join(grew)} in place of {', '.join(fell)}; "
+    return (f"Kernel choice changed on {names.md(x.device or '')}: {', '.join(grew)} in place of {', '.join(fell)}; "
             f"together {fmt_signed(v.net_pp)} pp of the abnormal cycle: the library chose other kernels for the "
             "same work (cuDNN's algorithm search, a GEMM's tiles), not added work.")
 
 
-def _common_mode(c: Analysis, x: Finding) -> str:
+def _common_mode(c: Analysis, x: Finding, names: NameTable) -> str:
     v = _ev(x, CommonModeEvidence)
-    text = (f"Common-mode shift: all {v.k} kernels on {md_name(x.device or '')} scaled ×{v.ratio:.2f} in β "
+    text = (f"Common-mode shift: all {v.k} kernels on {names.md(x.device or '')} scaled ×{v.ratio:.2f} in β "
             f"(IQR of ln ratio {v.iqr_log:.2f}) — a device-wide shift (starvation, clocks, or a "
             f"cycle-definition change), not {v.k} separate regressions.")
     if v.same_time:
@@ -283,13 +285,13 @@ def _common_mode(c: Analysis, x: Finding) -> str:
                  "their β fell only because the cycle grew." if v.ratio < 1 else
                  f" {v.same_time} of them kept their own time per cycle (no significant change).")
     if x.related:
-        names = ", ".join(f"{_fn(f)} (Δβ vs common {fmt_signed(f.beta_vs_common)} pp, τ {fmt_signed(f.tau_pp)} pp)"
-                          for f in (c.functions[i] for i in x.related))
-        text += f" Deviating from it: {names}."
+        listed = ", ".join(f"{_fn(f, names)} (Δβ vs common {fmt_signed(f.beta_vs_common)} pp, "
+                           f"τ {fmt_signed(f.tau_pp)} pp)" for f in (c.functions[i] for i in x.related))
+        text += f" Deviating from it: {listed}."
     return text
 
 
-def _symptom(c: Analysis, x: Finding) -> str:
+def _symptom(c: Analysis, x: Finding, names: NameTable) -> str:
     f = c.functions[x.func]  # type: ignore[index]
     d_t = f.t_a_us - f.t_n_us
     meaning = ""
@@ -297,46 +299,47 @@ def _symptom(c: Analysis, x: Finding) -> str:
         meaning = (": the GPU finished sooner relative to the host — the GPU was starved (host-bound)"
                    if d_t < 0 else ": the host waited longer on the GPU (GPU-bound)")
     return (f"Symptom: the host waited {fmt_time_us(abs(d_t))} {'more' if d_t > 0 else 'less'} {per_unit(c)} in "
-            f"{_fn(f)} ({fmt_time_us(f.t_n_us)} → {fmt_time_us(f.t_a_us)}; {_q_words(f.q_t, c)}){meaning}.")
+            f"{_fn(f, names)} ({fmt_time_us(f.t_n_us)} → {fmt_time_us(f.t_a_us)}; {_q_words(f.q_t, c)}){meaning}.")
 
 
-def _resource(c: Analysis, x: Finding) -> str:
+def _resource(c: Analysis, x: Finding, names: NameTable) -> str:
     r = c.context[x.ref]  # type: ignore[index]
-    alias = f" (= {md_name(', '.join(r.aliases))})" if r.aliases else ""
+    alias = f" (= {names.md(', '.join(r.aliases))})" if r.aliases else ""
     delta = r.res.mean_a - r.res.mean_n
-    return (f"Resource: **{md_name(r.metric)}**{alias} on {md_name(r.device)} "
+    return (f"Resource: **{names.md(r.metric)}**{alias} on {names.md(r.device)} "
             f"{'rose' if delta > 0 else 'fell'} from {fmt_value(r.res.mean_n, r.unit)} to "
             f"{fmt_value(r.res.mean_a, r.unit)} ({_q_words(r.q, c)}, {r.res.n_n} vs {r.res.n_a} samples).")
 
 
-def _metric_while(c: Analysis, x: Finding) -> str:
+def _metric_while(c: Analysis, x: Finding, names: NameTable) -> str:
     m = c.mu[x.ref]  # type: ignore[index]
     f = c.functions[m.func]
-    return (f"While {_fn(f)} ran, **{md_name(m.metric)}** went from {fmt_value(m.res.mean_n, m.unit)} to "
+    return (f"While {_fn(f, names)} ran, **{names.md(m.metric)}** went from {fmt_value(m.res.mean_n, m.unit)} to "
             f"{fmt_value(m.res.mean_a, m.unit)} ({_q_words(m.q, c)}).")
 
 
-def _event(c: Analysis, x: Finding) -> str:
+def _event(c: Analysis, x: Finding, names: NameTable) -> str:
     e = _ev(x, EventEvidence)
     kind = e.event
     who = ""
     if kind == "other-process":
-        who = f": pid {e.pid}" + (f" ({md_name(e.name, 40)})" if e.name else "")
+        who = f": pid {e.pid}" + (f" ({names.md(e.name, 40)})" if e.name else "")
         if math.isfinite(e.used_gpu_memory_bytes) and e.used_gpu_memory_bytes:
             who += f", holding {fmt_value(e.used_gpu_memory_bytes, 'bytes')}"
     elif kind == "xid" and e.xid is not None:
-        who = f" {md_name(e.xid)}"
-    return (f"Event in the abnormal run only: {EVENT_WORDS[kind]} on {md_name(e.device)}{who}, "
+        who = f" {names.md(e.xid)}"
+    return (f"Event in the abnormal run only: {EVENT_WORDS[kind]} on {names.md(e.device)}{who}, "
             f"{fmt_num(e.t_s, 1)} s after the first cycle.")
 
 
-def _opposite(c: Analysis, x: Finding) -> str:
+def _opposite(c: Analysis, x: Finding, names: NameTable) -> str:
     taus = _ev(x, OppositeEvidence).tau_pp or [c.functions[i].tau_pp for i in x.related]  # at a common load, if given
-    names = ", ".join(f"{_fn(c.functions[i])} (τ {fmt_signed(t)} pp)" for i, t in zip(x.related, taus, strict=True))
-    return f"Moved against the cycle-time change: {names}."
+    listed = ", ".join(f"{_fn(c.functions[i], names)} (τ {fmt_signed(t)} pp)"
+                       for i, t in zip(x.related, taus, strict=True))
+    return f"Moved against the cycle-time change: {listed}."
 
 
-def _cycles_needed(c: Analysis, x: Finding) -> str:
+def _cycles_needed(c: Analysis, x: Finding, names: NameTable) -> str:
     v = _ev(x, CyclesNeededEvidence)
     return (f"With {v.n_n} / {v.n_a} cycles the smallest attainable {'signed-rank' if c.matched else 'U-test'} p "
             f"is {fmt_p(v.min_p)}: after the false-discovery control over {v.n_tests} functions, a change "
@@ -345,28 +348,28 @@ def _cycles_needed(c: Analysis, x: Finding) -> str:
             "are still ranked below.")
 
 
-def _device_wide(c: Analysis, x: Finding) -> str:
+def _device_wide(c: Analysis, x: Finding, names: NameTable) -> str:
     v = _ev(x, DeviceWideEvidence)
     what = "CPU-side operator" if v.host else "kernel"
     why = ("the CPU itself got slower (clock, contention, fewer threads)" if v.host and v.ratio > 1
            else "clocks, power or thermal limits, or another process on the GPU" if v.ratio > 1 else
            "a device-wide speed-up")
-    text = (f"Device-wide: every busy {what} on {md_name(x.device or '')} took ×{fmt_num(v.ratio)} per call "
+    text = (f"Device-wide: every busy {what} on {names.md(x.device or '')} took ×{fmt_num(v.ratio)} per call "
             f"({v.k} functions at unchanged call counts, IQR of ln ratio {fmt_num(v.iqr_log)}), accounting for "
             f"{fmt_signed(v.tau_pp)} pp of the abnormal cycle: one change — {why} — not {v.absorbed} "
             "separate regressions.")
     if x.related:
-        names = ", ".join(f"{_fn(f)} (×{fmt_num(f.per_call_a_us / f.per_call_n_us)} per call)"
-                          for f in (c.functions[i] for i in x.related) if f.per_call_n_us)
-        text += f" Deviating from it: {names}."
+        listed = ", ".join(f"{_fn(f, names)} (×{fmt_num(f.per_call_a_us / f.per_call_n_us)} per call)"
+                           for f in (c.functions[i] for i in x.related) if f.per_call_n_us)
+        text += f" Deviating from it: {listed}."
     return text
 
 
-def _identical(c: Analysis, x: Finding) -> str:
+def _identical(c: Analysis, x: Finding, names: NameTable) -> str:
     return "Identical inputs: both runs hold the same bytes, so nothing changed and nothing is named."
 
 
-FINDING_WORDS: dict[FindingCode, Callable[[Analysis, Finding], str]] = {
+FINDING_WORDS: dict[FindingCode, Callable[[Analysis, Finding, NameTable], str]] = {
     FindingCode.IDENTICAL: _identical, FindingCode.NEGLIGIBLE: _negligible, FindingCode.DEVICE_WIDE: _device_wide,
     FindingCode.CYCLE_TIME: _cycle_time, FindingCode.CAUSE: _cause, FindingCode.NO_CAUSE: _no_cause,
     FindingCode.PROPORTIONAL: _proportional, FindingCode.COMMON_MODE: _common_mode,
@@ -377,9 +380,9 @@ FINDING_WORDS: dict[FindingCode, Callable[[Analysis, Finding], str]] = {
 }
 
 
-def finding_text(c: Analysis, x: Finding) -> str:
-    """One finding as a Markdown sentence."""
-    return FINDING_WORDS[x.code](c, x)
+def finding_text(c: Analysis, x: Finding, names: NameTable) -> str:
+    """One finding as a Markdown sentence, its names as `names` words them."""
+    return FINDING_WORDS[x.code](c, x, names)
 
 
 def _counted(names: list[str]) -> str:
@@ -484,7 +487,7 @@ def _ci_pct(lo: float, hi: float) -> str:
     return f"95 % CI {fmt_pct(lo, 1)} to {fmt_pct(hi, 1)}"
 
 
-def plan_text(plan: CyclePlan | None) -> str:
+def plan_text(plan: CyclePlan | None, names: NameTable) -> str:
     """The cycle plan as Markdown sentences, each on its own line of one paragraph so that no
     line is wider than a screen (names escaped)."""
     if plan is None:
@@ -495,7 +498,7 @@ def plan_text(plan: CyclePlan | None) -> str:
     elif src == CycleSource.PROFILER_STEP:
         what = "the profiler's ProfilerStep#N ranges"
     elif src == CycleSource.ANNOTATION:
-        what = f"the repeating range **{md_name(plan.name or '', 80)}**"
+        what = f"the repeating range **{names.md(plan.name or '', 80)}**"
         if plan.to_next_start:
             what += ", a cycle running from one's start to the next's"
     elif src == CycleSource.REGEX:
@@ -503,7 +506,7 @@ def plan_text(plan: CyclePlan | None) -> str:
     elif src == CycleSource.KERNEL_SEQUENCE:
         launch = "at each launch" if plan.anchor_every == 1 else f"every {plan.anchor_every} launches"
         what = (f"a repeating kernel sequence ({plan.period} kernels), a cycle starting {launch} of "
-                f"**{md_name(plan.name or '', 60)}**")
+                f"**{names.md(plan.name or '', 60)}**")
     elif src == CycleSource.IDLE_GAPS:
         what = f"GPU idle gaps longer than {fmt_time_us((plan.threshold_ns or 0) / 1e3)}"
     else:
@@ -573,13 +576,13 @@ SIGNAL_WORDS = {  # metric → (group, what, unit as printed); one signal per gr
 }
 
 
-def _signal_words(signals: tuple[Signal, ...]) -> str:
+def _signal_words(signals: tuple[Signal, ...], names: NameTable) -> str:
     """"memory limit hits 0 → 4.01 /s, memory stalls (some) 0.29 → 17.95 % of time, swap-in 0 B/s
     → 4.95 MiB/s": the first signal of each group in SIGNAL_WORDS's order, at most three."""
     order = list(SIGNAL_WORDS)
     parts, groups = [], set()
     for sig in sorted(signals, key=lambda x: order.index(x.metric) if x.metric in order else len(order)):
-        group, what, unit = SIGNAL_WORDS.get(sig.metric, (sig.metric, md_name(sig.metric), ""))
+        group, what, unit = SIGNAL_WORDS.get(sig.metric, (sig.metric, names.md(sig.metric), ""))
         if group in groups or len(parts) == 3:
             continue
         groups.add(group)
@@ -591,10 +594,10 @@ def _signal_words(signals: tuple[Signal, ...]) -> str:
     return ", ".join(parts)
 
 
-def _host_wide_words(hw: HostWide, c: Analysis | None = None, who: str = "") -> str:
+def _host_wide_words(hw: HostWide, names: NameTable, c: Analysis | None = None, who: str = "") -> str:
     """A host-wide common-mode slowdown, in words; with the analysis, what waiting explains of
     it, the largest functions it holds, and `who` (the other functions the class names)."""
-    text = f"every CPU-side function on {md_name(hw.device)} ×{fmt_num(hw.ratio)} per call"
+    text = f"every CPU-side function on {names.md(hw.device)} ×{fmt_num(hw.ratio)} per call"
     if c is None:
         return text
     if math.isfinite(hw.explained_pp) and hw.explained_pp:
@@ -602,7 +605,7 @@ def _host_wide_words(hw: HostWide, c: Analysis | None = None, who: str = "") -> 
         text += f", more than {by or 'waiting'} explains ({fmt_num(hw.explained_pp)} of {fmt_num(hw.host_wide_pp)} pp)"
     funcs = [c.functions[i].name for i in hw.absorbed_funcs]
     if funcs:
-        text += "; most in " + ", ".join(f"**{md_name(n, 48)}**" for n in funcs[:2])
+        text += "; most in " + ", ".join(f"**{names.md(n, 48)}**" for n in funcs[:2])
     return text + (f"; also {who}" if who else "")
 
 
@@ -610,84 +613,86 @@ def _who(who: str, sep: str = ": ") -> str:
     return f"{sep}{who}" if who else ""
 
 
-def _cpu_clock(c: Analysis, v: VerdictClass, who: str) -> str:
+def _cpu_clock(c: Analysis, v: VerdictClass, who: str, names: NameTable) -> str:
     d = _vdetail(v, CpuClockDetail)
     hw = d.host_wide
     # With waiting beside it, the host-wide rest in the clock's class says what waiting explains.
     if hw is not None and math.isfinite(hw.explained_pp):
-        slower = _host_wide_words(hw, c, who)
+        slower = _host_wide_words(hw, names, c, who)
     else:
-        slower = who or (_host_wide_words(hw) if hw is not None else "")
+        slower = who or (_host_wide_words(hw, names) if hw is not None else "")
     return (f": CPU clock {fmt_num(d.clock.n)} → {fmt_num(d.clock.a)} {d.clock.unit}; slower at unchanged calls: "
             f"{slower}")
 
 
-def _cpu_work(c: Analysis, v: VerdictClass, who: str) -> str:
+def _cpu_work(c: Analysis, v: VerdictClass, who: str, names: NameTable) -> str:
     if isinstance(v.detail, CpuWorkDetail):  # a host-wide slowdown per call
-        return ": " + _host_wide_words(v.detail.host_wide, c, who)
+        return ": " + _host_wide_words(v.detail.host_wide, names, c, who)
     return _who(who)
 
 
-def _cpu_quota(c: Analysis, v: VerdictClass, who: str) -> str:
+def _cpu_quota(c: Analysis, v: VerdictClass, who: str, names: NameTable) -> str:
     d = _vdetail(v, QuotaDetail)
     return (f": the target's cgroup was throttled {fmt_num(d.throttled_ms_per_s_n)} → "
             f"{fmt_num(d.throttled_ms_per_s_a)} ms per s" + _who(who, "; "))
 
 
-def _stall(c: Analysis, v: VerdictClass, who: str) -> str:
+def _stall(c: Analysis, v: VerdictClass, who: str, names: NameTable) -> str:
     """Memory pressure, contention, I/O wait: the signals backing the class, then its causes."""
     d = v.detail
     if isinstance(d, StallDetail) and d.signals:
-        return f": {_signal_words(d.signals)}" + _who(who, "; ")
+        return f": {_signal_words(d.signals, names)}" + _who(who, "; ")
     return _who(who)
 
 
-def _gpu_throttling(c: Analysis, v: VerdictClass, who: str) -> str:
+def _gpu_throttling(c: Analysis, v: VerdictClass, who: str, names: NameTable) -> str:
     return f" ({_vdetail(v, ThrottleDetail).reason}): kernels slower while the GPU was held back: {who}"
 
 
-def _load_class(c: Analysis, v: VerdictClass, who: str) -> str:
+def _load_class(c: Analysis, v: VerdictClass, who: str, names: NameTable) -> str:
     d = _vdetail(v, LoadDetail)
     return (f": median tokens per cycle {fmt_num(d.median_tokens_n, 1)} → {fmt_num(d.median_tokens_a, 1)}; at a "
             f"common load the cycle time changed {fmt_pct(d.change_pct, 1)} (p {fmt_p(d.p)})"
             + ("; no function changed materially at that load: the load explains the change" if d.explained else ""))
 
 
-def _gpu_device_wide(c: Analysis, v: VerdictClass, who: str) -> str:
+def _gpu_device_wide(c: Analysis, v: VerdictClass, who: str, names: NameTable) -> str:
     d = _vdetail(v, DeviceWideDetail)
-    return f": every kernel on {md_name(d.device)} ×{fmt_num(d.ratio)} per call"
+    return f": every kernel on {names.md(d.device)} ×{fmt_num(d.ratio)} per call"
 
 
-def _launch_bound(c: Analysis, v: VerdictClass, who: str) -> str:
+def _launch_bound(c: Analysis, v: VerdictClass, who: str, names: NameTable) -> str:
     """The launch calls behind a launch-bound class: per call and per cycle."""
     d, per = _vdetail(v, LaunchDetail), per_unit(c)
-    return ": " + "; ".join(f"**{md_name(x.name, 48)}** {fmt_time_us(x.per_call_n_us)} → {fmt_time_us(x.per_call_a_us)} "
-                            f"per call, {fmt_num(x.calls_n, 1)} → {fmt_num(x.calls_a, 1)} calls {per}"
+    return ": " + "; ".join(f"**{names.md(x.name, 48)}** {fmt_time_us(x.per_call_n_us)} → "
+                            f"{fmt_time_us(x.per_call_a_us)} per call, "
+                            f"{fmt_num(x.calls_n, 1)} → {fmt_num(x.calls_a, 1)} calls {per}"
                             for x in d.launches[:2]) + (
         f"; the kernels they feed {fmt_num(d.kernel_calls_n, 1)} → {fmt_num(d.kernel_calls_a, 1)} calls {per}")
 
 
-def _added_sync(c: Analysis, v: VerdictClass, who: str) -> str:
+def _added_sync(c: Analysis, v: VerdictClass, who: str, names: NameTable) -> str:
     """The synchronisation calls behind an added-synchronisation class, per cycle."""
     calls, per = _vdetail(v, SyncDetail).calls, per_unit(c)
-    return ": " + ", ".join(f"**{md_name(x.name, 48)}** {fmt_num(x.calls_n, 1)} → {fmt_num(x.calls_a, 1)} calls {per}"
-                            for x in calls[:2]) + (f" and {len(calls) - 2} more" if len(calls) > 2 else "")
+    return ": " + ", ".join(f"**{names.md(x.name, 48)}** {fmt_num(x.calls_n, 1)} → {fmt_num(x.calls_a, 1)} "
+                            f"calls {per}" for x in calls[:2]) + (
+        f" and {len(calls) - 2} more" if len(calls) > 2 else "")
 
 
-def _other_process(c: Analysis, v: VerdictClass, who: str) -> str:
-    return " (" + ", ".join(md_name(d) for d in _vdetail(v, OtherProcessDetail).devices) + ")" + _who(who)
+def _other_process(c: Analysis, v: VerdictClass, who: str, names: NameTable) -> str:
+    return " (" + ", ".join(names.md(d) for d in _vdetail(v, OtherProcessDetail).devices) + ")" + _who(who)
 
 
-def _names_only(c: Analysis, v: VerdictClass, who: str) -> str:
+def _names_only(c: Analysis, v: VerdictClass, who: str, names: NameTable) -> str:
     return _who(who)
 
 
-def _no_material(c: Analysis, v: VerdictClass, who: str) -> str:
+def _no_material(c: Analysis, v: VerdictClass, who: str, names: NameTable) -> str:
     return ": no function's own time changed both significantly and materially"
 
 
 # What each class says after its name, from its detail and `who` (the functions it names).
-VERDICT_LINES: dict[VerdictCode, Callable[[Analysis, VerdictClass, str], str]] = {
+VERDICT_LINES: dict[VerdictCode, Callable[[Analysis, VerdictClass, str, NameTable], str]] = {
     VerdictCode.CPU_CLOCK: _cpu_clock,
     VerdictCode.CPU_QUOTA: _cpu_quota,
     VerdictCode.MEMORY_PRESSURE: _stall,
@@ -711,18 +716,18 @@ VERDICT_LINES: dict[VerdictCode, Callable[[Analysis, VerdictClass, str], str]] =
 VERDICT_AFTER = {VerdictCode.COLLECTIVES: ": a collective waits for the last rank; compare all ranks' traces to find it"}
 
 
-def verdict_lines(c: Analysis, verdict: list[VerdictClass], findings: list[Finding]) -> list[str]:
+def verdict_lines(c: Analysis, verdict: list[VerdictClass], findings: list[Finding], names: NameTable) -> list[str]:
     """The verdict as short Markdown lines, one per class: its name, what it states
     (VERDICT_LINES), the share it explains and its evidence (at most two names, shortened)."""
     lines = []
     for v in verdict:
-        names = list(dict.fromkeys(findings[i].function for i in v.evidence if findings[i].function))
-        who = ", ".join(f"**{md_name(n, 48)}**" for n in names[:2]) + (f" and {len(names) - 2} more"
-                                                                          if len(names) > 2 else "")
-        text = f"**{VERDICT_WORDS[v.code]}**" + VERDICT_LINES[v.code](c, v, who)
+        named = list(dict.fromkeys(findings[i].function for i in v.evidence if findings[i].function))
+        who = ", ".join(f"**{names.md(n, 48)}**" for n in named[:2]) + (f" and {len(named) - 2} more"
+                                                                           if len(named) > 2 else "")
+        text = f"**{VERDICT_WORDS[v.code]}**" + VERDICT_LINES[v.code](c, v, who, names)
         if v.tau_pp:
             # Host and GPU time overlap in the cycle: each device's share, not their sum.
-            shares = (" and ".join(f"{fmt_signed(pp)} pp on {md_name(d)}" for d, pp in v.tau_by_device)
+            shares = (" and ".join(f"{fmt_signed(pp)} pp on {names.md(d)}" for d, pp in v.tau_by_device)
                       if v.tau_by_device else f"{fmt_signed(v.tau_pp)} pp")
             # A cause's nested causes count in its share (the tables show each one's own τ).
             nested = any(isinstance(findings[i].evidence, CauseEvidence) and findings[i].evidence.tau_nested_pp
@@ -732,11 +737,11 @@ def verdict_lines(c: Analysis, verdict: list[VerdictClass], findings: list[Findi
         elif math.isfinite(v.q):
             text += f" (q {fmt_p(v.q)})"
         lines.append(text + VERDICT_AFTER.get(v.code, "") + ".")
-        lines.extend(starved_line(s) for s in v.starved)
+        lines.extend(starved_line(s, names) for s in v.starved)
     return lines
 
 
-def starved_line(s: Starved) -> str:
+def starved_line(s: Starved, names: NameTable) -> str:
     """A GPU that waited for the host, and the host-side class it points to."""
-    return (f"**GPU starved**: {md_name(s.device)} busy {fmt_num(s.busy_n_pct, 1)} → {fmt_num(s.busy_a_pct, 1)} % "
+    return (f"**GPU starved**: {names.md(s.device)} busy {fmt_num(s.busy_n_pct, 1)} → {fmt_num(s.busy_a_pct, 1)} % "
             f"of the cycle (p {fmt_p(s.p)}): the GPU waited for the host; host-side cause: **{VERDICT_WORDS[s.cause]}**.")
