@@ -110,7 +110,7 @@ def test_a_cpu_quota_is_named_with_its_throttled_time(tmp_path: Path, quota_cgro
     c = perfdiff.compare(tmp_path / "normal", tmp_path / "abnormal")
     quota = [v for v in c.verdict if v.code == VerdictCode.CPU_QUOTA]
     assert quota, [v.code for v in c.verdict]
-    v = quota[0].values
+    v = quota[0].detail
     # 0.1 CPU for a loop that wants most of one: throttled for much of every 100 ms period.
-    assert v["throttled_ms_per_s_a"] > 100 and v["throttled_ms_per_s_n"] < v["throttled_ms_per_s_a"] / 10
+    assert v.throttled_ms_per_s_a > 100 and v.throttled_ms_per_s_n < v.throttled_ms_per_s_a / 10
     assert "**CPU quota throttling**: the target's cgroup was throttled" in c.to_markdown()
