@@ -227,30 +227,28 @@ def main(argv: list[str] | None = None) -> int:
     failures: list[str] = []
     perfdiff = [sys.executable, "-m", "perfdiff"]
 
+    def checked(cmd: list[str], fault: bool, what: str) -> None:
+        """Run `cmd` (beside the burner when `fault`); a failure is recorded, not raised."""
+        if fault:
+            with burner:
+                r = run(cmd)
+        else:
+            r = run(cmd)
+        if r.returncode != 0:
+            failures.append(f"{what} failed: {r.stderr.strip().splitlines()[-1:]}")
+
     def collect(name: str, fault: bool) -> Path:
         out = work / name
         shutil.rmtree(out, ignore_errors=True)
         cmd = [*perfdiff, "collect", "-o", str(out), "--", sys.executable, str(train), str(work / f"{name}.times.json"),
                str(args.steps)]
-        if fault:
-            with burner:
-                r = run(cmd)
-        else:
-            r = run(cmd)
-        if r.returncode != 0:
-            failures.append(f"collect {name} failed: {r.stderr.strip().splitlines()[-1:]}")
+        checked(cmd, fault, f"collect {name}")
         return out
 
     def profiled(name: str, fault: bool) -> Path:
         trace = work / f"{name}.trace.json"
-        cmd = [sys.executable, str(train), str(work / f"{name}.times.json"), str(args.steps), str(trace)]
-        if fault:
-            with burner:
-                r = run(cmd)
-        else:
-            r = run(cmd)
-        if r.returncode != 0:
-            failures.append(f"torch.profiler run {name} failed: {r.stderr.strip().splitlines()[-1:]}")
+        checked([sys.executable, str(train), str(work / f"{name}.times.json"), str(args.steps), str(trace)], fault,
+                f"torch.profiler run {name}")
         return trace
 
     def plain(name: str) -> list[float]:
