@@ -2,6 +2,7 @@
 traces, fake-GPU scenarios and simulations; null pairs give "no material change"."""
 from __future__ import annotations
 
+import re
 from pathlib import Path
 
 import pytest
@@ -110,6 +111,24 @@ def test_fake_gpu_power_cap_is_named_as_power_throttling(tmp_path: Path) -> None
     v = next(v for v in c.verdict if v.code == VerdictCode.GPU_THROTTLING)
     assert v.detail.reason == "power" and codes(c)[0] == VerdictCode.GPU_THROTTLING
     assert "**GPU throttling** (power)" in c.to_markdown()
+    assert not v.detail.held and codes(c).count(VerdictCode.GPU_THROTTLING) == 1  # said once, with its kernels
+
+
+def test_a_power_cap_that_slows_no_kernel_is_on_the_first_screen(tmp_path: Path) -> None:
+    """The same cap on a loop it does not slow: the cycle held, so no kernel is a cause, and the
+    verdict said "no material change" while the GPU ran capped half the time.  It says so."""
+    from fakes import make_scenario_bundle
+
+    n, a = make_scenario_bundle("power_cap_idle", tmp_path / "s", seed=3)
+    c = perfdiff.compare(n, a)
+    assert codes(c) == [VerdictCode.GPU_THROTTLING]
+    d = c.verdict[0].detail
+    assert d.held and d.reason == "power" and d.device == "GPU 0" and d.share_n_pct == 0 and d.share_a_pct >= 45
+    assert d.clock_a_mhz < 0.9 * d.clock_n_mhz
+    first = c.to_markdown().split("## 1.")[0]
+    assert re.search(r"\*\*GPU throttling\*\* \(power\): GPU 0 held back by its power limit [0-9.]+ % of the time "
+                     r"\(normal run: 0\.0 %\), SM clock 1,9\d\d → 1,\d{3} MHz \(-1\d\.\d%\); no kernel got slower", first)
+    assert "perfdiff" not in first.split("**Verdict:**")[1]  # never its own collector as another process
 
 
 def test_a_host_wide_slowdown_is_cpu_work_not_no_change() -> None:

@@ -20,7 +20,7 @@ import pandas as pd
 
 from .fake_nvml import (GIB, OTHER_PID, TARGET_PID, T0_NS, Change, FakeProc, make_scenario)
 
-BUNDLE_SCENARIOS = ("power_cap", "competing_process")
+BUNDLE_SCENARIOS = ("power_cap", "power_cap_idle", "competing_process")
 INTERVAL_NS = 100_000_000  # the sampler's tick
 JITTER_EVERY_NS = 500_000_000  # how often the fake GPU's readings wander a little
 
@@ -38,7 +38,7 @@ GAP_US = 750.0  # host time between two launches
 def _phase(scenario: str, abnormal: bool, after: bool) -> dict[str, Any]:
     """The fake GPU's nominal readings in each phase (before/after half-way)."""
     hit = abnormal and after
-    if scenario == "power_cap":
+    if scenario in ("power_cap", "power_cap_idle"):
         return {"sm_clock_mhz": 1350 if hit else 1980, "power_w": 348.0 if hit else 640.0,
                 "temperature_c": 55 if hit else 68, "target_sm": 92, "other_sm": None}
     return {"sm_clock_mhz": 1410, "power_w": 330.0 if hit else 310.0, "temperature_c": 64 if hit else 62,
@@ -69,6 +69,8 @@ def _slowdown(scenario: str, abnormal: bool, after: bool, how: str) -> float:
     """How much longer a kernel takes than in the normal run, in this phase."""
     if not (abnormal and after):
         return 1.0
+    if scenario == "power_cap_idle":
+        return 1.0  # the loop waits on the host: the capped clock costs it nothing
     if scenario == "power_cap":
         return 1980.0 / 1350.0 if how == "compute" else 1.05  # SM clock ratio
     return 90.0 / 50.0  # time-sliced with the other process
@@ -121,7 +123,7 @@ def _samples(scenario: str, abnormal: bool, t0: int, duration_ns: int,
     from perfdiff.collectors import gpu
     from perfdiff.collectors.gpu import context, nvml_query
 
-    sc = make_scenario(scenario, abnormal=abnormal, duration_ns=duration_ns, t0_ns=t0,
+    sc = make_scenario("power_cap" if scenario == "power_cap_idle" else scenario, abnormal=abnormal, duration_ns=duration_ns, t0_ns=t0,
                        changes=_jitter(scenario, abnormal, duration_ns, rng))
     sc.fake.follow_real_time = False
     frozen = types.SimpleNamespace(perf_counter_ns=lambda: 0, time_ns=lambda: t0)
@@ -147,6 +149,8 @@ def make_scenario_bundle(scenario: str, out_dir: str | os.PathLike[str], seed: i
 
     power_cap: the abnormal run's power limit drops 700 → 350 W half-way (SW power cap, SM
     clock 1980 → 1350 MHz), so compute-bound kernels take 1980/1350 × longer from then on.
+    power_cap_idle: the same cap, on a loop whose kernels it does not slow (the time goes to
+    the host between launches).
     competing_process: half-way through the abnormal run pid 5555 ("gpu_burn") starts on the
     same GPU; the target's share of the GPU falls 90 → 50 % and its kernels take 1.8 × longer.
     Same `seed` → same bundles.  Returns (normal, abnormal) paths.

@@ -26,7 +26,7 @@ class Thresholds:
     `common_mode_min_beta`, `per_call_min_beta`.  The findings' rules: `host_share_min_rel`, `idle_share_pct`,
     `more_calls_ratio`, `swap_offset`, `device_wide_band`, `nested_min_share`.  The verdict's:
     `clock_drop_rel`, `host_wide_rest_share`, `starved_drop_pp`, `starved_drop_rel`,
-    `launch_ratio`, `sync_more_ratio`.  The wording's: `shape_median_pct`, `shape_tail_ratio`,
+    `launch_ratio`, `sync_more_ratio`, `throttle_held_pp`.  The wording's: `shape_median_pct`, `shape_tail_ratio`,
     `head_mean_pct`, `inclusive_rel`.  Across ranks: `material_cycle_pct`, `waited_share`."""
 
     alpha: float = 0.05  # false-discovery rate: significant is q ≤ alpha
@@ -52,6 +52,7 @@ class Thresholds:
     starved_drop_rel: float = 0.10  # … and by at least 10 % of itself
     launch_ratio: float = 1.25  # launch calls ≥ 25 % slower per call, or ≥ 25 % more numerous than the kernels
     sync_more_ratio: float = 1.25  # synchronisation calls ≥ 25 % more numerous per cycle (or new)
+    throttle_held_pp: float = 5.0  # a GPU throttle reason rose by ≥ 5 pp of the time: said even with no kernel slower
     shape_median_pct: float = 5.0  # the median moved less than this …
     shape_tail_ratio: float = 1.5  # … while P95 grew by this factor and the KS test rejects: a stall
     head_mean_pct: float = 5.0  # a cycle time "moved" by at least this much, %

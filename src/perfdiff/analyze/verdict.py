@@ -274,6 +274,33 @@ def _gpu_kernels(x: VerdictContext) -> tuple[VerdictClass, ...]:
     return x.cls(VerdictCode.GPU_KERNEL, kernels)
 
 
+def _throttle_held(x: VerdictContext) -> tuple[VerdictClass, ...]:
+    """A GPU throttle reason that rose by at least `throttle_held_pp` of the time on a GPU no
+    class has named: said even when no kernel got slower with it (a memory-bound or idle
+    loop under a power cap), so a reader sees the GPU was held back."""
+    named = {c.detail.device for c in x.classes if isinstance(c.detail, ThrottleDetail)}
+    if any(c.code in (VerdictCode.GPU_THROTTLING, VerdictCode.GPU_DEVICE_WIDE) and not
+           (isinstance(c.detail, ThrottleDetail) and c.detail.held) for c in x.classes):
+        return ()
+    out = []
+    for i, f in enumerate(x.findings):
+        ev = f.evidence
+        if (f.code != FindingCode.RESOURCE or not isinstance(ev, MetricEvidence) or ev.metric not in THROTTLE_REASONS
+                or f.device in named or not ev.mean_a - ev.mean_n >= x.th.throttle_held_pp):
+            continue
+        clock = next(((j, g.evidence) for j, g in enumerate(x.findings) if g.code == FindingCode.RESOURCE
+                      and g.device == f.device and isinstance(g.evidence, MetricEvidence)
+                      and g.evidence.metric in CLOCKS and g.evidence.mean_a < g.evidence.mean_n), None)
+        evidence = (i,) + ((clock[0],) if clock else ())
+        out.append(VerdictClass(VerdictCode.GPU_THROTTLING, q=_min_q(x.findings, list(evidence)), evidence=evidence,
+                                detail=ThrottleDetail(THROTTLE_REASONS[ev.metric], held=True, device=str(f.device),
+                                                      share_n_pct=ev.mean_n, share_a_pct=ev.mean_a,
+                                                      clock_n_mhz=clock[1].mean_n if clock else NAN,
+                                                      clock_a_mhz=clock[1].mean_a if clock else NAN)))
+        named.add(f.device)
+    return tuple(out)
+
+
 def _transfer(x: VerdictContext) -> tuple[VerdictClass, ...]:
     return x.cls(VerdictCode.TRANSFER, [i for i in x.free() if x.fn[i].kind in GPU_KINDS])
 
@@ -561,6 +588,7 @@ RULES: tuple[VerdictRule, ...] = (
     VerdictRule("transfer", (VerdictCode.TRANSFER,), _transfer),
     VerdictRule("cpu-work", (VerdictCode.CPU_WORK,), _cpu_work),
     VerdictRule("host-wide", (VerdictCode.CPU_CLOCK, VerdictCode.CPU_WORK), _host_wide, merges=True),
+    VerdictRule("gpu-throttle-held", (VerdictCode.GPU_THROTTLING,), _throttle_held),
     VerdictRule("load", (VerdictCode.LOAD,), _load),
     VerdictRule("no-material", (VerdictCode.NO_MATERIAL,), _no_material),
 )

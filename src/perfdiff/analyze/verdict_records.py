@@ -116,9 +116,17 @@ class DeviceWideDetail:
 @dataclass(frozen=True)
 class ThrottleDetail:
     """GPU_THROTTLING: why the GPU was held back ("power", "thermal", "hardware slowdown",
-    "clock")."""
+    "clock").  `held`: no kernel got slower with it (the class names no cause); then the
+    throttle reason's share of the time (%) and the SM clock (MHz) in both runs, on `device`
+    (NaN where not sampled)."""
 
     reason: str
+    held: bool = False
+    device: str = ""
+    share_n_pct: float = NAN
+    share_a_pct: float = NAN
+    clock_n_mhz: float = NAN
+    clock_a_mhz: float = NAN
 
 
 @dataclass(frozen=True)

@@ -646,7 +646,15 @@ def _stall(c: Analysis, v: VerdictClass, who: str, names: NameTable) -> str:
 
 
 def _gpu_throttling(c: Analysis, v: VerdictClass, who: str, names: NameTable) -> str:
-    return f" ({_vdetail(v, ThrottleDetail).reason}): kernels slower while the GPU was held back: {who}"
+    d = _vdetail(v, ThrottleDetail)
+    if not d.held:
+        return f" ({d.reason}): kernels slower while the GPU was held back: {who}"
+    text = (f" ({d.reason}): {names.md(d.device)} held back by its {d.reason} limit {fmt_num(d.share_a_pct, 1)} % of "
+            f"the time (normal run: {fmt_num(d.share_n_pct, 1)} %)")
+    if math.isfinite(d.clock_n_mhz) and math.isfinite(d.clock_a_mhz) and d.clock_n_mhz > 0:
+        text += (f", SM clock {fmt_num(d.clock_n_mhz, 0)} → {fmt_num(d.clock_a_mhz, 0)} MHz "
+                 f"({fmt_pct(100.0 * (d.clock_a_mhz / d.clock_n_mhz - 1.0), 1)})")
+    return text + "; no kernel got slower with it"
 
 
 def _load_class(c: Analysis, v: VerdictClass, who: str, names: NameTable) -> str:
