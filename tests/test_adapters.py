@@ -299,15 +299,29 @@ def test_vllm_in_a_python_without_perfdiff(tmp_path: Path) -> None:
 
 
 LATE = """
-import os, sys, threading, time
+import os, sys, threading
 from sglang.srt.managers.scheduler import Scheduler
+# The loop runs a few batches before the adapters exist, as in a server attached to, and then
+# waits for them: whatever this machine's speed, the rest of its iterations come after.
+ran, installed, done = threading.Event(), threading.Event(), [0]
+plain = Scheduler.process_batch_result
+def gated(self, batch, result):
+    done[0] += 1
+    if done[0] == 3:
+        ran.set()
+        installed.wait()
+    return plain(self, batch, result)
+Scheduler.process_batch_result = gated
 sched = Scheduler()
 loop = threading.Thread(target=sched.event_loop_normal)
 loop.start()
-time.sleep(0.3)  # the loop runs before the adapters exist, as in a server attached to
+ran.wait()
 del os.environ["PERFDIFF_ADAPTERS"]
 from perfdiff.collectors.cupti import adapters
-assert adapters.install() is not None
+try:
+    assert adapters.install() is not None
+finally:
+    installed.set()
 loop.join()
 """
 
