@@ -283,6 +283,42 @@ class LoadComparison:
         return not self.reason
 
 
+class OpCategory(str, Enum):
+    """What kind of work a kernel or an operator is (perfdiff.analyze.categories, by name
+    rules; docs/STATISTICS.md, "Op categories"); stable across releases."""
+
+    GEMM = "gemm"
+    ATTENTION = "attention"
+    CONVOLUTION = "convolution"
+    NORMALIZATION = "normalization"
+    ELEMENTWISE = "elementwise"  # elementwise and activation kernels, copies, indexing
+    REDUCTION = "reduction"  # reductions and softmax
+    MEMCPY = "memcpy"  # memcpy and memset (by kind)
+    COMMUNICATION = "communication"  # NCCL / RCCL collectives
+    OTHER = "other"
+
+    def __str__(self) -> str:
+        return self.value
+
+
+@dataclass(frozen=True)
+class CategoryRow:
+    """One category of GPU work (kernels, memcpys, memsets of every GPU together), both runs:
+    its time per cycle (µs), its share of the run's GPU time (%), the change (µs per cycle),
+    its calls per cycle and the number of distinct functions in it."""
+
+    category: OpCategory
+    t_n_us: float  # mean GPU time per cycle
+    t_a_us: float
+    share_n_pct: float  # of the run's GPU time
+    share_a_pct: float
+    d_us: float  # t_a_us − t_n_us
+    calls_n: float  # mean calls per cycle
+    calls_a: float
+    functions_n: int  # distinct kernels (memcpy kinds …) in the category
+    functions_a: int
+
+
 @dataclass(frozen=True)
 class Analysis:
     """Everything the report shows, unformatted."""
@@ -328,3 +364,4 @@ class Analysis:
         # copied with dataclasses.replace(c, alpha=…), carries thresholds with that alpha).
         if self.thresholds.alpha != self.alpha:
             object.__setattr__(self, "thresholds", replace(self.thresholds, alpha=self.alpha))
+
