@@ -20,10 +20,11 @@ import re
 from collections.abc import Iterable
 from dataclasses import dataclass
 
-from perfdiff.analyze.records import CategoryRow, FunctionStats, OpCategory
+from perfdiff.analyze.records import CategoryRow, FunctionStats, OpCategory, unmatched_gpu_share
 from perfdiff.model.schema import GPU_KINDS, Kind
 
 C = OpCategory
+__all__ = ["RULES", "CategoryRule", "category_table", "classify", "unmatched_gpu_share"]
 
 
 @dataclass(frozen=True)
@@ -126,15 +127,3 @@ def category_table(functions: Iterable[FunctionStats]) -> tuple[CategoryRow, ...
                                calls_n=cn, calls_a=ca, functions_n=int(fn), functions_a=int(fa)))
     return tuple(out)
 
-
-def unmatched_gpu_share(functions: Iterable[FunctionStats]) -> float:
-    """The share of both runs' GPU time (µs per cycle, summed) in rows present in one run only
-    (new or vanished), 0..1; NaN without GPU time."""
-    total = unmatched = 0.0
-    for f in functions:
-        if f.kind not in GPU_KINDS:
-            continue
-        total += f.t_n_us + f.t_a_us
-        if f.presence != "both":
-            unmatched += f.t_n_us + f.t_a_us
-    return unmatched / total if total > 0 else float("nan")

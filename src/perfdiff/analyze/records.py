@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field, replace
 from enum import Enum
+from collections.abc import Iterable
 from typing import Any
 
 import numpy as np
@@ -16,6 +17,7 @@ from perfdiff.analyze.evidence import NoticeDetail, NoticeValue
 from perfdiff.analyze.thresholds import DEFAULT as DEFAULT_THRESHOLDS
 from perfdiff.analyze.thresholds import Thresholds
 from perfdiff.model.cycles import CyclePlan, WindowReason
+from perfdiff.model.schema import GPU_KINDS
 from perfdiff.stats import TwoSample
 
 NAN = float("nan")
@@ -319,6 +321,19 @@ class CategoryRow:
     functions_a: int
 
 
+def unmatched_gpu_share(functions: Iterable[FunctionStats]) -> float:
+    """The share of both runs' GPU time (µs per cycle, summed) in rows present in one run only
+    (new or vanished), 0..1; NaN without GPU time."""
+    total = unmatched = 0.0
+    for f in functions:
+        if f.kind not in GPU_KINDS:
+            continue
+        total += f.t_n_us + f.t_a_us
+        if f.presence != "both":
+            unmatched += f.t_n_us + f.t_a_us
+    return unmatched / total if total > 0 else NAN
+
+
 @dataclass(frozen=True)
 class Analysis:
     """Everything the report shows, unformatted."""
@@ -358,6 +373,20 @@ class Analysis:
     load: LoadComparison | None = None  # the runs' engine-step load, when they recorded it
     # the decision thresholds the analysis used, which the findings, verdict and wording read too
     thresholds: Thresholds = DEFAULT_THRESHOLDS
+    # GPU time per op category, both runs (perfdiff.analyze.categories): where the time went
+    # when the runs' kernels do not match by name (another GPU vendor, another library)
+    categories: tuple[CategoryRow, ...] = ()
+
+    @property
+    def unmatched_gpu_share(self) -> float:
+        """The share of both runs' GPU time in kernels, memcpys and memsets present in one run
+        only (0..1, NaN without GPU time): high when the runs' kernels do not match by name."""
+        return unmatched_gpu_share(self.functions)
+
+    @property
+    def hardware_differs(self) -> bool:
+        """The runs ran on other GPU models (the comparability notice gpu-model)."""
+        return any(n.code == NoticeCode.GPU_MODEL for n in self.comparability)
 
     def __post_init__(self) -> None:
         # One α: the record's alpha is the analysis's (an Analysis built with another alpha, or

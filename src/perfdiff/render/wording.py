@@ -14,7 +14,7 @@ from perfdiff.analyze.evidence import (MAX_LISTED, CauseEvidence, CommonModeEvid
                                        EventEvidence, Finding, FindingCode, KernelSwapEvidence, LoadEvidence,
                                        LoadNoticeDetail, MetricOneSideDetail, NegligibleEvidence, NoCauseEvidence,
                                        OppositeEvidence, RankDetail, WorldSizeDetail)
-from perfdiff.analyze.records import Analysis, FunctionStats, Notice, NoticeCode
+from perfdiff.analyze.records import Analysis, FunctionStats, Notice, NoticeCode, OpCategory
 from perfdiff.analyze.verdict_records import (CpuClockDetail, CpuWorkDetail, DeviceWideDetail, HostWide, LaunchDetail,
                                               LoadDetail, OtherProcessDetail, QuotaDetail, Signal, Starved,
                                               StallDetail, SyncDetail, ThrottleDetail, VerdictClass, VerdictCode)
@@ -550,6 +550,33 @@ VERDICT_WORDS = {
     VerdictCode.LOAD: "different load",
     VerdictCode.NO_MATERIAL: "no material change",
 }
+
+# Op categories (perfdiff.analyze.records.OpCategory) as the report names them.
+CATEGORY_WORDS = {
+    OpCategory.GEMM: "GEMM",
+    OpCategory.ATTENTION: "attention",
+    OpCategory.CONVOLUTION: "convolution",
+    OpCategory.NORMALIZATION: "normalization",
+    OpCategory.ELEMENTWISE: "elementwise / activation",
+    OpCategory.REDUCTION: "reduction / softmax",
+    OpCategory.MEMCPY: "memcpy / memset",
+    OpCategory.COMMUNICATION: "communication",
+    OpCategory.OTHER: "other",
+}
+
+
+def categories_intro(c: Analysis, first: bool) -> str:
+    """The sentence before the op-category table: why it is there (on the first screen: the
+    GPUs differ, or much GPU time is in rows of one run only) and what it shows."""
+    share = c.unmatched_gpu_share
+    why = []
+    if c.hardware_differs:
+        why.append("the runs ran on other GPUs")
+    if math.isfinite(share) and share > 0:
+        why.append(f"{fmt_num(100.0 * share, 0)} % of the GPU time is in rows of one run only")
+    lead = "**GPU time by kind of work**" if first else "GPU time by kind of work"
+    return (f"{lead} ({'; '.join(why)}), {per_unit(c)}; kernels, copies and sets by their names "
+            "(op categories, docs/STATISTICS.md):")
 
 
 SIGNAL_WORDS = {  # metric → (group, what, unit as printed); one signal per group is worded
