@@ -54,3 +54,21 @@ def test_some_unmatched_gpu_time_puts_the_table_in_the_body(tmp_path: Path) -> N
     fs[k] = replace(fs[k], presence="new")  # one kernel one run only: a few % of the GPU time
     c2 = replace(c, functions=tuple(fs))
     assert 0 < c2.unmatched_gpu_share < 0.5 and categories_place(c2) == "body"
+
+
+def test_first_screen_holds_the_five_largest_changes_and_section_1_all(tmp_path: Path) -> None:
+    from dataclasses import replace
+
+    from perfdiff.analyze.records import CategoryRow
+    from perfdiff.render.markdown import render_markdown
+
+    r = perfdiff.compare(*vendor_pair(tmp_path)).result
+    extra = tuple(CategoryRow(k, 1.0, 1.0, 0.1, 0.1, 0.0, 1.0, 1.0, 1, 1) for k in (C.COMMUNICATION, C.OTHER))
+    c = replace(r.analysis, categories=r.analysis.categories + extra)
+    md = render_markdown(replace(r, analysis=c))
+    first, rest = md.split("## 1. High-Level Performance Summary")
+    assert first.count("\n| ") == 1 + 5 and "| communication |" not in first and "| GEMM |" in first
+    assert "The other 2 categories are in section 1." in first
+    body = rest[:rest.index("## 2.")]
+    assert "GPU time by kind of work, every category:" in body
+    assert "| communication |" in body and "| other |" in body and "| GEMM |" in body

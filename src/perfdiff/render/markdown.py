@@ -14,12 +14,13 @@ import jinja2
 
 from perfdiff.version import __version__
 from perfdiff.analyze.evidence import CauseEvidence, Finding, FindingCode
-from perfdiff.analyze.records import Analysis, DetailRow, FunctionStats
+from perfdiff.analyze.records import Analysis, CategoryRow, DetailRow, FunctionStats
 from perfdiff.analyze.result import ComparisonResult
 from perfdiff.analyze.verdict_records import VerdictClass
 from perfdiff.render.cycles_words import run_cycle_detail
 from perfdiff.render.tree import TreeLabels, tree_section
-from perfdiff.render.wording import (CATEGORY_WORDS, categories_intro, finding_text, matching_text, notice_text, per_unit, plan_text, test_name,
+from perfdiff.render.wording import (CATEGORY_WORDS, categories_intro, categories_rest, finding_text, matching_text,
+                                     notice_text, per_unit, plan_text, test_name,
                                      verdict_head, verdict_lines)
 from perfdiff.render.text import (NA, NameTable, fmt_beta, fmt_calls, fmt_num, fmt_p, fmt_pct, fmt_score,
                                   fmt_signed, fmt_signed_time, fmt_time_us, fmt_z, md_escape, shorten)
@@ -155,12 +156,21 @@ def categories_place(c: Analysis) -> str | None:
     return "body" if math.isfinite(share) and share > 0 else None
 
 
-def _category_cells(c: Analysis) -> list[list[str]]:
+def _category_cells(c: Analysis, rows: tuple[CategoryRow, ...] | list[CategoryRow]) -> list[list[str]]:
     """The op-category table's rows, in the order of the categories, the empty ones left out."""
     return [[CATEGORY_WORDS[r.category], f"{fmt_time_us(r.t_n_us)} → {fmt_time_us(r.t_a_us)}",
              f"{fmt_num(r.share_n_pct, 1)} → {fmt_num(r.share_a_pct, 1)} %", fmt_signed_time(r.d_us),
              f"{fmt_calls(r.calls_n)} → {fmt_calls(r.calls_a)}", f"{r.functions_n} → {r.functions_a}"]
-            for r in c.categories]
+            for r in rows]
+
+
+FIRST_CATEGORY_ROWS = 5  # categories on the first screen: the largest changes; all of them in section 1
+
+
+def _first_categories(c: Analysis) -> list[CategoryRow]:
+    """The categories the first screen shows: the FIRST_CATEGORY_ROWS largest |Δ|, in their order."""
+    keep = sorted(c.categories, key=lambda r: -abs(r.d_us))[:FIRST_CATEGORY_ROWS]
+    return [r for r in c.categories if r in keep]
 
 
 def build_view(c: Analysis, findings: list[Finding], verdict: list[VerdictClass], *, top: int = 25,
@@ -252,7 +262,12 @@ def _view(c: Analysis, findings: list[Finding], verdict: list[VerdictClass], nam
     view["categories_place"] = place
     view["categories_intro"] = categories_intro(c, place == "first") if place else ""
     view["category_header"] = CATEGORY_HEADER
-    view["categories"] = _category_cells(c) if place else []
+    first = _first_categories(c) if place == "first" else []
+    view["first_categories"] = _category_cells(c, first)
+    view["first_categories_rest"] = categories_rest(len(c.categories) - len(first)) if first else ""
+    # Section 1 holds the whole table when the first screen has none or only part of it.
+    whole = place == "body" or (place == "first" and len(first) < len(c.categories))
+    view["categories"] = _category_cells(c, c.categories) if whole else []
     view["full_names"] = names.full()  # last: every name shortened above
     return view
 

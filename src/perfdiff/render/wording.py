@@ -579,6 +579,11 @@ def categories_intro(c: Analysis, first: bool) -> str:
             "(op categories, docs/STATISTICS.md):")
 
 
+def categories_rest(n: int) -> str:
+    """What the first screen's category table leaves to section 1 ("" when nothing)."""
+    return f"The other {n} {'category is' if n == 1 else 'categories are'} in section 1." if n > 0 else ""
+
+
 SIGNAL_WORDS = {  # metric → (group, what, unit as printed); one signal per group is worded
     # (memory pressure's signals, and the CPU and I/O stalls that back contention and I/O wait)
     "cgroup_mem_events_oom_kill": ("events", "OOM kills", "/s"),
