@@ -17,6 +17,7 @@ from perfdiff.analyze.evidence import NoticeDetail, NoticeValue
 from perfdiff.analyze.thresholds import DEFAULT as DEFAULT_THRESHOLDS
 from perfdiff.analyze.thresholds import Thresholds
 from perfdiff.model.cycles import CyclePlan, WindowReason
+from perfdiff.model.cuda_names import MATCHED
 from perfdiff.model.schema import GPU_KINDS
 from perfdiff.stats import TwoSample
 
@@ -334,6 +335,22 @@ def unmatched_gpu_share(functions: Iterable[FunctionStats]) -> float:
     return unmatched / total if total > 0 else NAN
 
 
+def runtime_of(functions: Iterable[FunctionStats], side: int) -> str:
+    """The GPU runtime one run's calls (kind api) belong to: "hip" when they are hip… calls,
+    "cuda" when cuda… or cu… (driver) calls, "" when neither or both; `side` 0 the normal run,
+    1 the abnormal (a matched row "cudaX ⇄ hipX" counts for each run by its own name)."""
+    seen = set()
+    for f in functions:
+        if f.kind != "api" or f.presence == ("new", "vanished")[side]:
+            continue
+        name = f.name.split(MATCHED)[-1 if side else 0]
+        if name.startswith("hip"):
+            seen.add("hip")
+        elif name.startswith("cu"):
+            seen.add("cuda")
+    return seen.pop() if len(seen) == 1 else ""
+
+
 @dataclass(frozen=True)
 class Analysis:
     """Everything the report shows, unformatted."""
@@ -385,8 +402,28 @@ class Analysis:
 
     @property
     def hardware_differs(self) -> bool:
-        """The runs ran on other GPU models (the comparability notice gpu-model)."""
-        return any(n.code == NoticeCode.GPU_MODEL for n in self.comparability)
+        """The runs ran on other GPU models (gpu_models) or through another vendor's runtime
+        (CUDA calls in one, HIP calls in the other)."""
+        n, a = self.runtimes
+        return bool(self.gpu_models) or bool(n and a and n != a)
+
+    @property
+    def gpu_models(self) -> tuple[tuple[str, ...], tuple[str, ...]] | tuple[()]:
+        """(the normal run's GPU models, the abnormal run's) where both runs name their GPUs and
+        the models differ (the notice gpu-model; the same models on more or fewer GPUs, or a
+        run that names none, are no other hardware); () otherwise."""
+        for x in self.comparability:
+            if x.code == NoticeCode.GPU_MODEL and isinstance(x.normal, tuple) and isinstance(x.abnormal, tuple):
+                gn = tuple(dict.fromkeys(str(g) for g in x.normal if str(g) != "?"))
+                ga = tuple(dict.fromkeys(str(g) for g in x.abnormal if str(g) != "?"))
+                if gn and ga and set(gn) != set(ga):
+                    return gn, ga
+        return ()
+
+    @property
+    def runtimes(self) -> tuple[str, str]:
+        """Each run's GPU runtime as its runtime calls name it: "cuda", "hip", "" (none or both)."""
+        return runtime_of(self.functions, 0), runtime_of(self.functions, 1)
 
     def __post_init__(self) -> None:
         # One α: the record's alpha is the analysis's (an Analysis built with another alpha, or

@@ -15,8 +15,8 @@ from perfdiff.analyze.evidence import (MAX_LISTED, CauseEvidence, CommonModeEvid
                                        LoadNoticeDetail, MetricOneSideDetail, NegligibleEvidence, NoCauseEvidence,
                                        OppositeEvidence, RankDetail, WorldSizeDetail)
 from perfdiff.analyze.records import Analysis, FunctionStats, Notice, NoticeCode, OpCategory
-from perfdiff.analyze.verdict_records import (CpuClockDetail, CpuWorkDetail, DeviceWideDetail, HostWide, LaunchDetail,
-                                              LoadDetail, OtherProcessDetail, QuotaDetail, Signal, Starved,
+from perfdiff.analyze.verdict_records import (CpuClockDetail, CpuWorkDetail, DeviceWideDetail, HardwareDetail,
+                                              HostWide, LaunchDetail, LoadDetail, OtherProcessDetail, QuotaDetail, Signal, Starved,
                                               StallDetail, SyncDetail, ThrottleDetail, VerdictClass, VerdictCode)
 from perfdiff.model.cycles import CyclePlan
 from perfdiff.model.schema import CycleSource, Kind
@@ -531,6 +531,7 @@ def plan_text(plan: CyclePlan | None, names: NameTable) -> str:
 
 
 VERDICT_WORDS = {
+    VerdictCode.DIFFERENT_HARDWARE: "different hardware",
     VerdictCode.CPU_CLOCK: "host CPU clock reduced",
     VerdictCode.CPU_QUOTA: "CPU quota throttling",
     VerdictCode.MEMORY_PRESSURE: "host memory pressure",
@@ -719,12 +720,33 @@ def _names_only(c: Analysis, v: VerdictClass, who: str, names: NameTable) -> str
     return _who(who)
 
 
+RUNTIME_WORDS = {"cuda": "CUDA", "hip": "HIP"}
+
+
+def _different_hardware(c: Analysis, v: VerdictClass, who: str, names: NameTable) -> str:
+    """The runs' GPUs (or runtimes) and the op categories whose GPU time moved most."""
+    d, per = _vdetail(v, HardwareDetail), per_unit(c)
+    parts = []
+    if d.gpus_n or d.gpus_a:
+        parts.append(f"{md_escape(', '.join(d.gpus_n) or '?')} → {md_escape(', '.join(d.gpus_a) or '?')}")
+    if d.runtime_n and d.runtime_a and d.runtime_n != d.runtime_a:
+        parts.append(f"{RUNTIME_WORDS.get(d.runtime_n, d.runtime_n)} → {RUNTIME_WORDS.get(d.runtime_a, d.runtime_a)} "
+                     "runtime")
+    text = ": " + "; ".join(parts) if parts else ""
+    if d.shifts:
+        text += ("; GPU time " + per + " by kind: "
+                 + ", ".join(f"{CATEGORY_WORDS[x.category]} {fmt_time_us(x.t_n_us)} → {fmt_time_us(x.t_a_us)}"
+                             for x in d.shifts))
+    return text
+
+
 def _no_material(c: Analysis, v: VerdictClass, who: str, names: NameTable) -> str:
     return ": no function's own time changed both significantly and materially"
 
 
 # What each class says after its name, from its detail and `who` (the functions it names).
 VERDICT_LINES: dict[VerdictCode, Callable[[Analysis, VerdictClass, str, NameTable], str]] = {
+    VerdictCode.DIFFERENT_HARDWARE: _different_hardware,
     VerdictCode.CPU_CLOCK: _cpu_clock,
     VerdictCode.CPU_QUOTA: _cpu_quota,
     VerdictCode.MEMORY_PRESSURE: _stall,
