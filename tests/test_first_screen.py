@@ -87,14 +87,18 @@ def test_the_renamed_data_loader_reads_as_its_change(real: Path) -> None:
 def test_a_class_on_host_and_gpu_states_each_share(real: Path) -> None:
     """On the HTA pair, "new or added work" holds cudaMemcpyAsync on the host and the copies
     it issues on the GPU: their times overlap in the cycle, so the verdict gives each device's
-    share (their sum, 63 pp, would explain more than the 37 pp the cycle grew)."""
+    share (their sum would explain more than the 37 pp the cycle grew).  The pair ran on an
+    A100 and a V100: "different hardware" comes first and holds the kernels one GPU ran only."""
+    from perfdiff.analyze.verdict_records import VerdictCode
+
     root = real / "facebookresearch/HolisticTraceAnalysis/tests/data/trace_diff"
     c = perfdiff.compare(root / "control/control.json.gz", root / "test/test.json.gz")
-    v = c.verdict[0]
+    assert c.verdict[0].code == VerdictCode.DIFFERENT_HARDWARE
+    v = next(x for x in c.verdict if x.code == VerdictCode.NEW_WORK)
     assert [d for d, _ in v.tau_by_device] == ["Host", "GPU 3"]
     assert sum(pp for _, pp in v.tau_by_device) == pytest.approx(v.tau_pp)
     verdict = (md := c.to_markdown())[md.index("**Verdict:**"):md.index("## 1.")]
-    assert "(+39.29 pp on Host and +23.93 pp on GPU 3 of the abnormal cycle" in verdict
+    assert "(+39.29 pp on Host and +12.12 pp on GPU 3 of the abnormal cycle" in verdict
     assert "(+7.95 pp of the abnormal cycle" in verdict  # one device: its share alone
 
 

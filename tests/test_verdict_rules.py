@@ -12,7 +12,7 @@ from perfdiff.analyze.verdict import RULES, VerdictCode, build_verdict
 
 def test_the_rule_table_states_the_priority() -> None:
     assert [r.name for r in RULES] == [
-        "cpu-clock", "gpu-device-wide", "input-pipeline", "cpu-quota", "memory-pressure", "cpu-contention",
+        "different-hardware", "cpu-clock", "gpu-device-wide", "input-pipeline", "cpu-quota", "memory-pressure", "cpu-contention",
         "io-wait", "launch-bound", "added-sync", "new-work", "other-process", "collectives", "gpu-kernels",
         "transfer", "cpu-work", "host-wide", "gpu-throttle-held", "load", "no-material"]
     assert {code for r in RULES for code in r.codes} == set(VerdictCode)

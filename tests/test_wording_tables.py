@@ -17,3 +17,9 @@ def test_every_finding_code_has_wording() -> None:
 
 def test_every_verdict_code_has_wording() -> None:
     assert set(wording.VERDICT_LINES) == set(VerdictCode) == set(wording.VERDICT_WORDS)
+
+
+def test_every_op_category_has_wording() -> None:
+    from perfdiff.analyze.records import OpCategory
+
+    assert set(wording.CATEGORY_WORDS) == set(OpCategory)

@@ -230,6 +230,11 @@ class Comparison:
         return self.result.functions
 
     @property
+    def categories(self) -> pd.DataFrame:
+        """GPU time per op category, both runs (ComparisonResult.categories)."""
+        return self.result.categories
+
+    @property
     def metrics(self) -> pd.DataFrame:
         """One row per metric test (ComparisonResult.metrics)."""
         return self.result.metrics

@@ -1,7 +1,8 @@
 """Align the two runs' functions: one row per (function, device, kind) of either run.
 
-A CPU-side range present in one run only is matched with its near-identical counterpart in
-the other (the same step under another class name, e.g. a DataLoader iterator that became
+A CUDA runtime call present in one run only is matched with its HIP counterpart in the other
+(runs on GPUs of two vendors: cudaLaunchKernel ⇄ hipLaunchKernel).  A CPU-side range present in
+one run only is matched with its near-identical counterpart in the other (the same step under another class name, e.g. a DataLoader iterator that became
 multi-process), so its change shows as one row rather than vanished + new.  Two names alike
 only by what they share ("autograd::engine::evaluate_function: CloneBackward0" and
 "…: CompiledFunctionBackward") are two steps: the parts that differ must share a word of
@@ -16,6 +17,7 @@ from collections.abc import Mapping
 import numpy as np
 
 from perfdiff.attribute import CycleMatrix
+from perfdiff.model.cuda_names import MATCHED, hip_counterparts, strip_api_version
 from perfdiff.model.schema import Kind
 
 RENAME_MIN_RATIO = 0.85
@@ -43,15 +45,42 @@ def align(mn: CycleMatrix, ma: CycleMatrix, per_iteration: bool = True
     if per_iteration:
         calls_n = dict(zip(kn, (mn.calls_total / max(mn.own_ns.shape[1], 1)).tolist(), strict=True))
         calls_a = dict(zip(ka, (ma.calls_total / max(ma.own_ns.shape[1], 1)).tolist(), strict=True))
-    renames = match_renamed([k for k in kn if k not in pos_a], [k for k in ka if k not in pos_n], calls_n, calls_a)
+    vanished, new = [k for k in kn if k not in pos_a], [k for k in ka if k not in pos_n]
+    renames = match_runtime(vanished, new)
+    taken = {k for pair in renames for k in pair}
+    renames += match_renamed([k for k in vanished if k not in taken], [k for k in new if k not in taken],
+                             calls_n, calls_a)
     for old, new in renames:  # the abnormal side's row is read under the normal side's key
         pos_a[old] = pos_a.pop(new)
     union = sorted(set(pos_n) | set(pos_a))
     idx_n = np.array([pos_n.get(k, -1) for k in union], dtype=np.int64)
     idx_a = np.array([pos_a.get(k, -1) for k in union], dtype=np.int64)
     names = {old: new[0] for old, new in renames}
-    union = [(f"{k[0]} ⇄ {names[k]}", k[1], k[2]) if k in names else k for k in union]
+    union = [(f"{k[0]}{MATCHED}{names[k]}", k[1], k[2]) if k in names else k for k in union]
     return union, idx_n, idx_a, [(old[0], new[0]) for old, new in renames]
+
+
+def match_runtime(vanished: list[tuple], new: list[tuple]) -> list[tuple[tuple, tuple]]:
+    """CUDA runtime and driver calls of one run matched call for call with their HIP
+    counterparts in the other (perfdiff.model.cuda_names.HIP_CALLS: cudaLaunchKernel ⇄
+    hipLaunchKernel, cudaMemcpyAsync ⇄ hipMemcpyWithStream …), either way round, on the same
+    device: runs on GPUs of two vendors.  Each call is matched once: every CUDA call with its
+    most preferred HIP counterpart first, then with the next, among those not yet taken."""
+    v = [k for k in vanished if k[2] == Kind.API]
+    w = [k for k in new if k[2] == Kind.API]
+    out: list[tuple[tuple, tuple]] = []
+    taken: set[tuple] = set()
+    for cuda, hip, cuda_first in ((v, w, True), (w, v, False)):
+        by_name = {(strip_api_version(k[0]), k[1]): k for k in hip}
+        wanted = [(k, hip_counterparts(k[0])) for k in cuda]
+        # By preference: every call's first counterpart, then every call's second …
+        for rank in range(max((len(c) for _, c in wanted), default=0)):
+            for k, names in wanted:
+                other = by_name.get((names[rank], k[1])) if rank < len(names) else None
+                if other is not None and k not in taken and other not in taken:
+                    taken |= {k, other}
+                    out.append((k, other) if cuda_first else (other, k))
+    return out
 
 
 def match_renamed(vanished: list[tuple], new: list[tuple], calls_v: Mapping[tuple, float] | None = None,

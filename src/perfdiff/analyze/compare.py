@@ -16,6 +16,7 @@ import numpy as np
 from perfdiff import stats
 from perfdiff.analyze.align import align
 from perfdiff.analyze.busy import gpu_busy_shares
+from perfdiff.analyze.categories import category_table
 from perfdiff.analyze.checks import common_modes, comparability, cycle_ratio_notice
 from perfdiff.analyze.load import compare_load, cycle_load, is_step_metric, load_notice
 from perfdiff.analyze.metrics import MuJob, aliases_and_constants, mu_jobs, z_log
@@ -171,7 +172,8 @@ def compare_runs(normal: RunData, abnormal: RunData, cn: Cycles, ca: Cycles, *,
         n_tests_t=len(tested_idx), min_p=min_p, cycles_needed=needed, events_n=_events(normal, cn),
         events_a=_events(abnormal, ca), plan=plan, matched=p.matched, match_rho=p.match_rho,
         cycle_ks_p=stats.ks_pvalue(cycle_ks, p.kn, p.ka),
-        inside=_inside(nesting[1], p.ma, p.idx_a) if nesting else {}, traces=traces, load=load)
+        inside=_inside(nesting[1], p.ma, p.idx_a) if nesting else {}, traces=traces, load=load,
+        categories=category_table(functions))
 
 
 def _align_pair(normal: RunData, abnormal: RunData, cn: Cycles, ca: Cycles,

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field, replace
 from enum import Enum
+from collections.abc import Iterable
 from typing import Any
 
 import numpy as np
@@ -16,6 +17,8 @@ from perfdiff.analyze.evidence import NoticeDetail, NoticeValue
 from perfdiff.analyze.thresholds import DEFAULT as DEFAULT_THRESHOLDS
 from perfdiff.analyze.thresholds import Thresholds
 from perfdiff.model.cycles import CyclePlan, WindowReason
+from perfdiff.model.cuda_names import MATCHED
+from perfdiff.model.schema import GPU_KINDS
 from perfdiff.stats import TwoSample
 
 NAN = float("nan")
@@ -283,6 +286,71 @@ class LoadComparison:
         return not self.reason
 
 
+class OpCategory(str, Enum):
+    """What kind of work a kernel or an operator is (perfdiff.analyze.categories, by name
+    rules; docs/STATISTICS.md, "Op categories"); stable across releases."""
+
+    GEMM = "gemm"
+    ATTENTION = "attention"
+    CONVOLUTION = "convolution"
+    NORMALIZATION = "normalization"
+    ELEMENTWISE = "elementwise"  # elementwise and activation kernels, copies, indexing
+    REDUCTION = "reduction"  # reductions and softmax
+    MEMCPY = "memcpy"  # memcpy and memset (by kind)
+    COMMUNICATION = "communication"  # NCCL / RCCL collectives
+    OTHER = "other"
+
+    def __str__(self) -> str:
+        return self.value
+
+
+@dataclass(frozen=True)
+class CategoryRow:
+    """One category of GPU work (kernels, memcpys, memsets of every GPU together), both runs:
+    its time per cycle (µs), its share of the run's GPU time (%), the change (µs per cycle),
+    its calls per cycle and the number of distinct functions in it."""
+
+    category: OpCategory
+    t_n_us: float  # mean GPU time per cycle
+    t_a_us: float
+    share_n_pct: float  # of the run's GPU time
+    share_a_pct: float
+    d_us: float  # t_a_us − t_n_us
+    calls_n: float  # mean calls per cycle
+    calls_a: float
+    functions_n: int  # distinct kernels (memcpy kinds …) in the category
+    functions_a: int
+
+
+def unmatched_gpu_share(functions: Iterable[FunctionStats]) -> float:
+    """The share of both runs' GPU time (µs per cycle, summed) in rows present in one run only
+    (new or vanished), 0..1; NaN without GPU time."""
+    total = unmatched = 0.0
+    for f in functions:
+        if f.kind not in GPU_KINDS:
+            continue
+        total += f.t_n_us + f.t_a_us
+        if f.presence != "both":
+            unmatched += f.t_n_us + f.t_a_us
+    return unmatched / total if total > 0 else NAN
+
+
+def runtime_of(functions: Iterable[FunctionStats], side: int) -> str:
+    """The GPU runtime one run's calls (kind api) belong to: "hip" when they are hip… calls,
+    "cuda" when cuda… or cu… (driver) calls, "" when neither or both; `side` 0 the normal run,
+    1 the abnormal (a matched row "cudaX ⇄ hipX" counts for each run by its own name)."""
+    seen = set()
+    for f in functions:
+        if f.kind != "api" or f.presence == ("new", "vanished")[side]:
+            continue
+        name = f.name.split(MATCHED)[-1 if side else 0]
+        if name.startswith("hip"):
+            seen.add("hip")
+        elif name.startswith("cu"):
+            seen.add("cuda")
+    return seen.pop() if len(seen) == 1 else ""
+
+
 @dataclass(frozen=True)
 class Analysis:
     """Everything the report shows, unformatted."""
@@ -322,9 +390,44 @@ class Analysis:
     load: LoadComparison | None = None  # the runs' engine-step load, when they recorded it
     # the decision thresholds the analysis used, which the findings, verdict and wording read too
     thresholds: Thresholds = DEFAULT_THRESHOLDS
+    # GPU time per op category, both runs (perfdiff.analyze.categories): where the time went
+    # when the runs' kernels do not match by name (another GPU vendor, another library)
+    categories: tuple[CategoryRow, ...] = ()
+
+    @property
+    def unmatched_gpu_share(self) -> float:
+        """The share of both runs' GPU time in kernels, memcpys and memsets present in one run
+        only (0..1, NaN without GPU time): high when the runs' kernels do not match by name."""
+        return unmatched_gpu_share(self.functions)
+
+    @property
+    def hardware_differs(self) -> bool:
+        """The runs ran on other GPU models (gpu_models) or through another vendor's runtime
+        (CUDA calls in one, HIP calls in the other)."""
+        n, a = self.runtimes
+        return bool(self.gpu_models) or bool(n and a and n != a)
+
+    @property
+    def gpu_models(self) -> tuple[tuple[str, ...], tuple[str, ...]] | tuple[()]:
+        """(the normal run's GPU models, the abnormal run's) where both runs name their GPUs and
+        the models differ (the notice gpu-model; the same models on more or fewer GPUs, or a
+        run that names none, are no other hardware); () otherwise."""
+        for x in self.comparability:
+            if x.code == NoticeCode.GPU_MODEL and isinstance(x.normal, tuple) and isinstance(x.abnormal, tuple):
+                gn = tuple(dict.fromkeys(str(g) for g in x.normal if str(g) != "?"))
+                ga = tuple(dict.fromkeys(str(g) for g in x.abnormal if str(g) != "?"))
+                if gn and ga and set(gn) != set(ga):
+                    return gn, ga
+        return ()
+
+    @property
+    def runtimes(self) -> tuple[str, str]:
+        """Each run's GPU runtime as its runtime calls name it: "cuda", "hip", "" (none or both)."""
+        return runtime_of(self.functions, 0), runtime_of(self.functions, 1)
 
     def __post_init__(self) -> None:
         # One α: the record's alpha is the analysis's (an Analysis built with another alpha, or
         # copied with dataclasses.replace(c, alpha=…), carries thresholds with that alpha).
         if self.thresholds.alpha != self.alpha:
             object.__setattr__(self, "thresholds", replace(self.thresholds, alpha=self.alpha))
+

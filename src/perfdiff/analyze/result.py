@@ -14,7 +14,7 @@ import numpy as np
 import pandas as pd
 
 from perfdiff.analyze.evidence import Finding
-from perfdiff.analyze.records import NO_SAMPLE, Analysis, CycleLoad, Notice
+from perfdiff.analyze.records import NO_SAMPLE, Analysis, CategoryRow, CycleLoad, Notice
 from perfdiff.analyze.tree_records import TreeDiff
 from perfdiff.analyze.verdict_records import VerdictClass
 from perfdiff.model import codec
@@ -93,6 +93,14 @@ class ComparisonResult:
                     d[f"{prefix}_{k}"] = getattr(res, k) if res is not None else float("nan")
             rows.append(d)
         return pd.DataFrame(rows)
+
+    @property
+    def categories(self) -> pd.DataFrame:
+        """One row per op category of GPU work (docs/STATISTICS.md, "Op categories"): the
+        CategoryRow fields, the category as its code."""
+        cols = list(CategoryRow.__dataclass_fields__)
+        return pd.DataFrame([{k: (str(v) if k == "category" else v) for k, v in vars(r).items()}
+                             for r in self.analysis.categories], columns=cols)
 
     @property
     def metrics(self) -> pd.DataFrame:

@@ -26,8 +26,9 @@ class Thresholds:
     `common_mode_min_beta`, `per_call_min_beta`.  The findings' rules: `host_share_min_rel`, `idle_share_pct`,
     `more_calls_ratio`, `swap_offset`, `device_wide_band`, `nested_min_share`.  The verdict's:
     `clock_drop_rel`, `host_wide_rest_share`, `starved_drop_pp`, `starved_drop_rel`,
-    `launch_ratio`, `sync_more_ratio`, `throttle_held_pp`.  The wording's: `shape_median_pct`, `shape_tail_ratio`,
-    `head_mean_pct`, `inclusive_rel`.  Across ranks: `material_cycle_pct`, `waited_share`."""
+    `launch_ratio`, `sync_more_ratio`, `throttle_held_pp`.  The wording's: `shape_median_pct`,
+    `shape_tail_ratio`, `head_mean_pct`, `inclusive_rel`, `categories_first_share`.  Across ranks:
+    `material_cycle_pct`, `waited_share`."""
 
     alpha: float = 0.05  # false-discovery rate: significant is q ≤ alpha
     material_tau_pp: float = 1.0  # a cause moves at least 1 % of the abnormal cycle …
@@ -59,6 +60,7 @@ class Thresholds:
     inclusive_rel: float = 0.05  # a range's inclusive change said beside its own when they differ by this share
     material_cycle_pct: float = 1.0  # across ranks: a job cycle that changed by less is no change to explain
     waited_share: float = 0.5  # across ranks: a rank whose wait grew by this share of its Δ was held back
+    categories_first_share: float = 0.5  # GPU time in rows new or vanished above this share: the category table first
 
     def __post_init__(self) -> None:
         if not (isinstance(self.alpha, (int, float)) and 0.0 < self.alpha < 1.0):

@@ -25,11 +25,11 @@ from perfdiff.analyze.evidence import (CauseEvidence, DeviceWideEvidence, EventE
 from perfdiff.analyze.findings import HOST_DEVICE, Finding, FindingCode, more_calls
 from perfdiff.analyze.records import Analysis, FunctionStats, GpuBusy
 from perfdiff.analyze.thresholds import Thresholds
-from perfdiff.analyze.verdict_records import (Clock, CpuClockDetail, CpuWorkDetail, DeviceWideDetail, HostWide,
+from perfdiff.analyze.verdict_records import (CategoryShift, Clock, HardwareDetail, CpuClockDetail, CpuWorkDetail, DeviceWideDetail, HostWide,
                                               LaunchCall, LaunchDetail, LoadDetail, OtherProcessDetail, QuotaDetail,
                                               Signal, StallDetail, Starved, SyncCall, SyncDetail, ThrottleDetail,
                                               VerdictClass, VerdictCode, VerdictDetail)
-from perfdiff.model.cuda_names import is_launch_call, is_sync_call
+from perfdiff.model.cuda_names import MATCHED, is_launch_call, is_sync_call
 from perfdiff.model.schema import COLLECTIVE_KERNEL, GPU_KINDS, Kind
 
 NAN = math.nan
@@ -119,6 +119,42 @@ def context(c: Analysis, findings: list[Finding]) -> VerdictContext:
 
 
 # --- The rules --------------------------------------------------------------------------------
+
+
+MAX_SHIFTS = 2  # op categories a different-hardware class states
+
+
+def _different_hardware(x: VerdictContext) -> tuple[VerdictClass, ...]:
+    """The runs ran on other GPU models or vendors (Analysis.hardware_differs): their kernels and
+    runtime calls differ by name, so the causes whose rows the names split (GPU work or runtime
+    calls of one run only, CUDA calls matched with HIP ones) are the hardware's, not new work,
+    and the op-category table (the largest changes) says where the GPU time went.  Stated even
+    without a cause."""
+    c = x.c
+    if not c.hardware_differs:
+        return ()
+    mine = [i for i in x.free() if _vendor_named(x.fn[i])]
+    gpus_n, gpus_a = c.gpu_models or ((), ())
+    moved = sorted((r for r in c.categories if r.d_us), key=lambda r: -abs(r.d_us))[:MAX_SHIFTS]
+    runtime_n, runtime_a = c.runtimes
+    detail = HardwareDetail(gpus_n, gpus_a, runtime_n, runtime_a,
+                            tuple(CategoryShift(r.category, r.t_n_us, r.t_a_us) for r in moved))
+    return (VerdictClass(VerdictCode.DIFFERENT_HARDWARE,
+                         tau_pp=sum(_cause_tau(x.findings[i], x.fn[i]) for i in mine),
+                         q=_min_q(x.findings, mine), evidence=tuple(mine), detail=detail),)
+
+
+def _vendor_named(f: FunctionStats) -> bool:
+    """GPU work, or a CUDA / HIP runtime call, whose row the other hardware's names split or
+    joined: present in one run only, or a CUDA call matched with its HIP counterpart.  Work
+    of the same name in both runs stays with the later rules (a kernel slower on the other GPU
+    is named as such)."""
+    if f.kind in GPU_KINDS:
+        return f.presence != "both"
+    if f.kind != Kind.API or not f.name.startswith(("cu", "hip")):
+        return False
+    names = f.name.split(MATCHED)
+    return f.presence != "both" or names[0].startswith("cu") != names[-1].startswith("cu")
 
 
 def _cpu_clock(x: VerdictContext) -> tuple[VerdictClass, ...]:
@@ -571,6 +607,7 @@ class VerdictRule:
 # The priority of the classes, stated once: a cause goes to the first rule that claims it.
 # docs/STATISTICS.md, "Verdict", lists the rules and their thresholds.
 RULES: tuple[VerdictRule, ...] = (
+    VerdictRule("different-hardware", (VerdictCode.DIFFERENT_HARDWARE,), _different_hardware),
     VerdictRule("cpu-clock", (VerdictCode.CPU_CLOCK,), _cpu_clock),
     VerdictRule("gpu-device-wide", (VerdictCode.GPU_DEVICE_WIDE,), _gpu_device_wide),
     VerdictRule("input-pipeline", (VerdictCode.INPUT_PIPELINE,), _input_pipeline),
@@ -602,5 +639,6 @@ def build_verdict(c: Analysis, findings: list[Finding]) -> list[VerdictClass]:
         x = x.after(rule.select(x), rule.merges)
     out = _point_starved(list(x.classes), list(x.starved))
     out = [_by_device(v, c, findings) for v in out]
-    out.sort(key=lambda v: -abs(v.share_pp))
+    # Other hardware comes first whatever its share: it qualifies every other class.
+    out.sort(key=lambda v: (v.code != VerdictCode.DIFFERENT_HARDWARE, -abs(v.share_pp)))
     return out

@@ -8,12 +8,15 @@ import math
 from dataclasses import dataclass
 from enum import Enum
 
+from perfdiff.analyze.records import OpCategory
+
 NAN = math.nan
 
 
 class VerdictCode(str, Enum):
     """A class of change; stable across releases."""
 
+    DIFFERENT_HARDWARE = "different-hardware"  # the runs ran on other GPU models or vendors
     CPU_CLOCK = "cpu-clock-reduced"  # CPU-side work slower at unchanged calls while the CPU clock fell
     CPU_QUOTA = "cpu-quota-throttling"  # the target's cgroup hit its CPU quota (CFS throttling grew)
     MEMORY_PRESSURE = "host-memory-pressure"  # memory stalls, swap, major faults or cgroup limit events grew
@@ -185,7 +188,29 @@ class LoadDetail:
     explained: bool
 
 
-VerdictDetail = (CpuClockDetail | CpuWorkDetail | QuotaDetail | StallDetail | DeviceWideDetail | ThrottleDetail
+@dataclass(frozen=True)
+class CategoryShift:
+    """One op category's GPU time per cycle (µs) in both runs (Analysis.categories)."""
+
+    category: OpCategory
+    t_n_us: float
+    t_a_us: float
+
+
+@dataclass(frozen=True)
+class HardwareDetail:
+    """DIFFERENT_HARDWARE: each run's GPU models (empty where the manifests agree or say
+    nothing), its GPU runtime ("cuda", "hip"; "" unknown) and the op categories whose GPU time
+    changed most, largest |change| first."""
+
+    gpus_n: tuple[str, ...]
+    gpus_a: tuple[str, ...]
+    runtime_n: str
+    runtime_a: str
+    shifts: tuple[CategoryShift, ...]
+
+
+VerdictDetail = (HardwareDetail | CpuClockDetail | CpuWorkDetail | QuotaDetail | StallDetail | DeviceWideDetail | ThrottleDetail
                  | LaunchDetail | SyncDetail | OtherProcessDetail | LoadDetail)
 
 

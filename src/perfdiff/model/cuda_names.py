@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import re
 
-__all__ = ["LAUNCH_CALLS", "MEMCPY_KINDS", "MEM_KINDS", "SYNC_CALLS", "is_launch_call", "is_sync_call",
+__all__ = ["HIP_CALLS", "LAUNCH_CALLS", "MATCHED", "hip_counterparts", "MEMCPY_KINDS", "MEM_KINDS", "SYNC_CALLS", "is_launch_call", "is_sync_call",
            "memcpy_label", "strip_api_version"]
 
 # CUPTI copy kinds and memory kinds, as Kineto names them in "Memcpy HtoD (Pinned -> Device)"
@@ -59,11 +59,63 @@ SYNC_CALLS = frozenset({
 })
 
 
+MATCHED = " ⇄ "  # between a call's names in two runs, matched as one function (perfdiff.analyze.align)
+
+
 def is_launch_call(name: str) -> bool:
-    """`name` is a host call that launches GPU work (cudaLaunchKernel_v7000 included)."""
-    return strip_api_version(name) in LAUNCH_CALLS
+    """`name` is a host call that launches GPU work (cudaLaunchKernel_v7000 included; a CUDA
+    call matched with its HIP counterpart, "cudaLaunchKernel ⇄ hipLaunchKernel", too)."""
+    return any(strip_api_version(n) in LAUNCH_CALLS for n in name.split(MATCHED))
 
 
 def is_sync_call(name: str) -> bool:
-    """`name` is a host call or PyTorch operator that waits for the GPU (a synchronisation point)."""
-    return strip_api_version(name) in SYNC_CALLS
+    """`name` is a host call or PyTorch operator that waits for the GPU (a synchronisation point;
+    a CUDA call matched with its HIP counterpart too)."""
+    return any(strip_api_version(n) in SYNC_CALLS for n in name.split(MATCHED))
+
+
+# The HIP runtime's counterparts of CUDA runtime and driver calls, in order of preference: two
+# runs on GPUs of different vendors match these call for call (perfdiff.analyze.align).  A
+# CUDA name not listed matches its HIP spelling (cudaX ↔ hipX, cuX ↔ hipX).
+HIP_CALLS: dict[str, tuple[str, ...]] = {
+    "cudaLaunchKernel": ("hipLaunchKernel", "hipModuleLaunchKernel", "hipExtModuleLaunchKernel"),
+    "cuLaunchKernel": ("hipExtModuleLaunchKernel", "hipModuleLaunchKernel", "hipLaunchKernel"),
+    "cudaLaunchKernelExC": ("hipLaunchKernelExC", "hipExtLaunchKernel", "hipModuleLaunchKernel",
+                            "hipExtModuleLaunchKernel"),
+    "cuLaunchKernelEx": ("hipModuleLaunchKernelEx", "hipExtModuleLaunchKernel", "hipModuleLaunchKernel"),
+    "cudaLaunchCooperativeKernel": ("hipLaunchCooperativeKernel",),
+    "cudaGraphLaunch": ("hipGraphLaunch",),
+    "cudaMemcpyAsync": ("hipMemcpyAsync", "hipMemcpyWithStream"),
+    "cudaMemcpy": ("hipMemcpy",),
+    "cudaMemsetAsync": ("hipMemsetAsync",),
+    "cudaMemset": ("hipMemset",),
+    "cudaStreamSynchronize": ("hipStreamSynchronize",),
+    "cudaDeviceSynchronize": ("hipDeviceSynchronize",),
+    "cudaEventSynchronize": ("hipEventSynchronize",),
+    "cudaStreamWaitEvent": ("hipStreamWaitEvent",),
+    "cudaEventRecord": ("hipEventRecord", "hipEventRecordWithFlags"),
+    "cudaEventQuery": ("hipEventQuery",),
+    "cudaMalloc": ("hipMalloc",),
+    "cudaFree": ("hipFree",),
+    "cudaMallocAsync": ("hipMallocAsync",),
+    "cudaFreeAsync": ("hipFreeAsync",),
+    "cudaHostAlloc": ("hipHostMalloc", "hipHostAlloc"),
+    "cudaMallocHost": ("hipHostMalloc",),
+    "cudaFreeHost": ("hipHostFree", "hipFreeHost"),
+    "cudaGetDeviceProperties": ("hipGetDeviceProperties", "hipGetDevicePropertiesR0600"),
+    "cudaStreamIsCapturing": ("hipStreamIsCapturing",),
+    "cudaStreamGetCaptureInfo": ("hipStreamGetCaptureInfo",),
+}
+
+
+def hip_counterparts(name: str) -> tuple[str, ...]:
+    """The HIP calls that do what CUDA call `name` does, preferred first (HIP_CALLS, else its
+    HIP spelling: cudaX → hipX, cuX → hipX); () for a name that is no CUDA call."""
+    name = strip_api_version(name)
+    if name in HIP_CALLS:
+        return HIP_CALLS[name]
+    if name.startswith("cuda") and len(name) > 4 and name[4].isupper():
+        return ("hip" + name[4:],)
+    if name.startswith("cu") and len(name) > 2 and name[2].isupper():
+        return ("hip" + name[2:],)
+    return ()

@@ -5,6 +5,7 @@ template (templates/report.md.j2) only lays them out and does no arithmetic.
 from __future__ import annotations
 
 import functools
+import math
 from importlib import resources
 from typing import Any
 from urllib.parse import quote
@@ -13,12 +14,13 @@ import jinja2
 
 from perfdiff.version import __version__
 from perfdiff.analyze.evidence import CauseEvidence, Finding, FindingCode
-from perfdiff.analyze.records import Analysis, DetailRow, FunctionStats
+from perfdiff.analyze.records import Analysis, CategoryRow, DetailRow, FunctionStats
 from perfdiff.analyze.result import ComparisonResult
 from perfdiff.analyze.verdict_records import VerdictClass
 from perfdiff.render.cycles_words import run_cycle_detail
 from perfdiff.render.tree import TreeLabels, tree_section
-from perfdiff.render.wording import (finding_text, matching_text, notice_text, per_unit, plan_text, test_name,
+from perfdiff.render.wording import (CATEGORY_WORDS, categories_intro, categories_rest, finding_text, matching_text,
+                                     notice_text, per_unit, plan_text, test_name,
                                      verdict_head, verdict_lines)
 from perfdiff.render.text import (NA, NameTable, fmt_beta, fmt_calls, fmt_num, fmt_p, fmt_pct, fmt_score,
                                   fmt_signed, fmt_signed_time, fmt_time_us, fmt_z, md_escape, shorten)
@@ -139,6 +141,38 @@ CONTEXT_HEADER = ["Metric Name", "Device", "Unit", "μ_N", "μ_A", "Δμ", "Chan
                   "interval N/A (ms)"]
 
 
+CATEGORY_HEADER = ["Category", "GPU time N → A", "share N → A", "Δ", "calls N → A", "functions N → A"]
+
+
+def categories_place(c: Analysis) -> str | None:
+    """Where the report shows the op-category table: "first" (the first screen) when the runs'
+    GPUs differ or more than `categories_first_share` of the GPU time is in rows new or
+    vanished; "body" when some is; None when every GPU row matches (or there is no table)."""
+    share = c.unmatched_gpu_share
+    if not c.categories:
+        return None
+    if c.hardware_differs or (math.isfinite(share) and share > c.thresholds.categories_first_share):
+        return "first"
+    return "body" if math.isfinite(share) and share > 0 else None
+
+
+def _category_cells(c: Analysis, rows: tuple[CategoryRow, ...] | list[CategoryRow]) -> list[list[str]]:
+    """The op-category table's rows, in the order of the categories, the empty ones left out."""
+    return [[CATEGORY_WORDS[r.category], f"{fmt_time_us(r.t_n_us)} → {fmt_time_us(r.t_a_us)}",
+             f"{fmt_num(r.share_n_pct, 1)} → {fmt_num(r.share_a_pct, 1)} %", fmt_signed_time(r.d_us),
+             f"{fmt_calls(r.calls_n)} → {fmt_calls(r.calls_a)}", f"{r.functions_n} → {r.functions_a}"]
+            for r in rows]
+
+
+FIRST_CATEGORY_ROWS = 5  # categories on the first screen: the largest changes; all of them in section 1
+
+
+def _first_categories(c: Analysis) -> list[CategoryRow]:
+    """The categories the first screen shows: the FIRST_CATEGORY_ROWS largest |Δ|, in their order."""
+    keep = sorted(c.categories, key=lambda r: -abs(r.d_us))[:FIRST_CATEGORY_ROWS]
+    return [r for r in c.categories if r in keep]
+
+
 def build_view(c: Analysis, findings: list[Finding], verdict: list[VerdictClass], *, top: int = 25,
                cycles_csv: str | None = None) -> dict[str, Any]:
     """Everything the template prints, as strings; the functions' names apart from one another
@@ -224,6 +258,16 @@ def _view(c: Analysis, findings: list[Finding], verdict: list[VerdictClass], nam
         "alpha": f"{c.alpha:g}",
         "test_min_share_pct": f"{100.0 * c.thresholds.test_min_share:g}",
     }
+    place = categories_place(c)
+    view["categories_place"] = place
+    view["categories_intro"] = categories_intro(c, place == "first") if place else ""
+    view["category_header"] = CATEGORY_HEADER
+    first = _first_categories(c) if place == "first" else []
+    view["first_categories"] = _category_cells(c, first)
+    view["first_categories_rest"] = categories_rest(len(c.categories) - len(first)) if first else ""
+    # Section 1 holds the whole table when the first screen has none or only part of it.
+    whole = place == "body" or (place == "first" and len(first) < len(c.categories))
+    view["categories"] = _category_cells(c, c.categories) if whole else []
     view["full_names"] = names.full()  # last: every name shortened above
     return view
 

@@ -14,9 +14,9 @@ from perfdiff.analyze.evidence import (MAX_LISTED, CauseEvidence, CommonModeEvid
                                        EventEvidence, Finding, FindingCode, KernelSwapEvidence, LoadEvidence,
                                        LoadNoticeDetail, MetricOneSideDetail, NegligibleEvidence, NoCauseEvidence,
                                        OppositeEvidence, RankDetail, WorldSizeDetail)
-from perfdiff.analyze.records import Analysis, FunctionStats, Notice, NoticeCode
-from perfdiff.analyze.verdict_records import (CpuClockDetail, CpuWorkDetail, DeviceWideDetail, HostWide, LaunchDetail,
-                                              LoadDetail, OtherProcessDetail, QuotaDetail, Signal, Starved,
+from perfdiff.analyze.records import Analysis, FunctionStats, Notice, NoticeCode, OpCategory
+from perfdiff.analyze.verdict_records import (CpuClockDetail, CpuWorkDetail, DeviceWideDetail, HardwareDetail,
+                                              HostWide, LaunchDetail, LoadDetail, OtherProcessDetail, QuotaDetail, Signal, Starved,
                                               StallDetail, SyncDetail, ThrottleDetail, VerdictClass, VerdictCode)
 from perfdiff.model.cycles import CyclePlan
 from perfdiff.model.schema import CycleSource, Kind
@@ -531,6 +531,7 @@ def plan_text(plan: CyclePlan | None, names: NameTable) -> str:
 
 
 VERDICT_WORDS = {
+    VerdictCode.DIFFERENT_HARDWARE: "different hardware",
     VerdictCode.CPU_CLOCK: "host CPU clock reduced",
     VerdictCode.CPU_QUOTA: "CPU quota throttling",
     VerdictCode.MEMORY_PRESSURE: "host memory pressure",
@@ -550,6 +551,38 @@ VERDICT_WORDS = {
     VerdictCode.LOAD: "different load",
     VerdictCode.NO_MATERIAL: "no material change",
 }
+
+# Op categories (perfdiff.analyze.records.OpCategory) as the report names them.
+CATEGORY_WORDS = {
+    OpCategory.GEMM: "GEMM",
+    OpCategory.ATTENTION: "attention",
+    OpCategory.CONVOLUTION: "convolution",
+    OpCategory.NORMALIZATION: "normalization",
+    OpCategory.ELEMENTWISE: "elementwise / activation",
+    OpCategory.REDUCTION: "reduction / softmax",
+    OpCategory.MEMCPY: "memcpy / memset",
+    OpCategory.COMMUNICATION: "communication",
+    OpCategory.OTHER: "other",
+}
+
+
+def categories_intro(c: Analysis, first: bool) -> str:
+    """The sentence before the op-category table: why it is there (on the first screen: the
+    GPUs differ, or much GPU time is in rows of one run only) and what it shows."""
+    share = c.unmatched_gpu_share
+    why = []
+    if c.hardware_differs:
+        why.append("the runs ran on other GPUs")
+    if math.isfinite(share) and share > 0:
+        why.append(f"{fmt_num(100.0 * share, 0)} % of the GPU time is in rows of one run only")
+    lead = "**GPU time by kind of work**" if first else "GPU time by kind of work"
+    return (f"{lead} ({'; '.join(why)}), {per_unit(c)}; kernels, copies and sets by their names "
+            "(op categories, docs/STATISTICS.md):")
+
+
+def categories_rest(n: int) -> str:
+    """What the first screen's category table leaves to section 1 ("" when nothing)."""
+    return f"The other {n} {'category is' if n == 1 else 'categories are'} in section 1." if n > 0 else ""
 
 
 SIGNAL_WORDS = {  # metric → (group, what, unit as printed); one signal per group is worded
@@ -695,12 +728,33 @@ def _names_only(c: Analysis, v: VerdictClass, who: str, names: NameTable) -> str
     return _who(who)
 
 
+RUNTIME_WORDS = {"cuda": "CUDA", "hip": "HIP"}
+
+
+def _different_hardware(c: Analysis, v: VerdictClass, who: str, names: NameTable) -> str:
+    """The runs' GPUs (or runtimes) and the op categories whose GPU time moved most."""
+    d, per = _vdetail(v, HardwareDetail), per_unit(c)
+    parts = []
+    if d.gpus_n or d.gpus_a:
+        parts.append(f"{md_escape(', '.join(d.gpus_n) or '?')} → {md_escape(', '.join(d.gpus_a) or '?')}")
+    if d.runtime_n and d.runtime_a and d.runtime_n != d.runtime_a:
+        parts.append(f"{RUNTIME_WORDS.get(d.runtime_n, d.runtime_n)} → {RUNTIME_WORDS.get(d.runtime_a, d.runtime_a)} "
+                     "runtime")
+    text = ": " + "; ".join(parts) if parts else ""
+    if d.shifts:
+        text += ("; GPU time " + per + " by kind: "
+                 + ", ".join(f"{CATEGORY_WORDS[x.category]} {fmt_time_us(x.t_n_us)} → {fmt_time_us(x.t_a_us)}"
+                             for x in d.shifts))
+    return text
+
+
 def _no_material(c: Analysis, v: VerdictClass, who: str, names: NameTable) -> str:
     return ": no function's own time changed both significantly and materially"
 
 
 # What each class says after its name, from its detail and `who` (the functions it names).
 VERDICT_LINES: dict[VerdictCode, Callable[[Analysis, VerdictClass, str, NameTable], str]] = {
+    VerdictCode.DIFFERENT_HARDWARE: _different_hardware,
     VerdictCode.CPU_CLOCK: _cpu_clock,
     VerdictCode.CPU_QUOTA: _cpu_quota,
     VerdictCode.MEMORY_PRESSURE: _stall,
