@@ -1,0 +1,106 @@
+"""No plan cuts pieces shorter than the work they must hold: an idle-gap threshold under a
+launch's latency, or cycles shorter than the median kernel, is passed over (and said); fixed
+windows only over stationary work; where nothing passes, the pair is compared by totals."""
+from __future__ import annotations
+
+import numpy as np
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+from test_segment_attribute import k, run_of
+
+from perfdiff.cycles import cut_cycles, plan_pair, summarize_cycles
+from perfdiff.model.cycles import PassReason, Regime
+from perfdiff.model.schema import CycleSource
+
+
+def plan_of(a, b):
+    return plan_pair(summarize_cycles(a), summarize_cycles(b))
+
+
+@st.composite
+def timelines(draw) -> list[dict]:
+    """Kernels in bursts: each kernel 1 ns – 2 ms, the gaps inside a burst 0 – 3 µs (launch
+    gaps), between bursts 0 – 5 ms; names from a few."""
+    rng = np.random.default_rng(draw(st.integers(0, 2**32 - 1)))
+    bursts = draw(st.integers(1, 40))
+    scale = draw(st.sampled_from([10, 1_000, 100_000, 2_000_000]))
+    between = draw(st.sampled_from([0, 5, 3_000, 50_000, 5_000_000]))
+    rows, t = [], 0
+    for _ in range(bursts):
+        for _ in range(int(rng.integers(1, 30))):
+            d = int(rng.integers(1, scale + 1))
+            rows.append(k(str(rng.choice(list("ABCDE"))), t, t + d))
+            t += d + int(rng.integers(0, 3_000))
+        t += int(rng.integers(0, between + 1))
+    return rows
+
+
+@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(timelines(), timelines())
+def test_no_plan_cuts_pieces_shorter_than_their_work(rows_n: list[dict], rows_a: list[dict]) -> None:
+    a, b = run_of(rows_n), run_of(rows_a)
+    plan = plan_of(a, b)
+    if plan.source == CycleSource.IDLE_GAPS:
+        assert plan.threshold_ns is not None and plan.threshold_ns >= 2_000  # a launch's latency
+    if plan.regime is Regime.TOTALS:
+        return
+    for run in (a, b):
+        cyc = cut_cycles(run, plan)
+        kern = run.activity
+        median_kernel = float(np.median((kern["end_ns"] - kern["start_ns"]).to_numpy()))
+        if plan.source == CycleSource.IDLE_GAPS:  # the plan checks the median cycle exactly here
+            assert float(np.median(cyc.dur_ns)) >= median_kernel
+
+
+def test_launch_gaps_give_no_idle_gap_cycles_and_the_report_says_why() -> None:
+    """A diffusion step's kernels, 5 ns apart with a 40 ns gap now and then: cut at "GPU idle
+    gaps longer than 4.69 ns" it gave ~560 cycles of 42 µs; now passed over, said, and the
+    pair is compared by totals."""
+    def step(seed: int) -> list[dict]:
+        rng = np.random.default_rng(seed)
+        rows, t = [], 0
+        for i in range(3_000):
+            d = int(rng.integers(20_000, 60_000))
+            rows.append(k(f"K{rng.integers(0, 7)}", t, t + d))
+            t += d + (40 if i % 5 == 4 else 2)
+        return rows
+    plan = plan_of(run_of(step(1)), run_of(step(2)))
+    assert plan.regime is Regime.TOTALS
+    assert any(r.why is PassReason.GAP_UNDER_LAUNCH for r in plan.rejected)
+
+
+def one_shot(kernel: str, launches: int, span_ns: int) -> list[dict]:
+    """A one-shot program: a copy in, `launches` launches of one kernel back to back (launch
+    gaps of 1 µs), a copy out."""
+    rows = [k("memcpy HtoD", 0, 2_000_000, kind="memcpy")]
+    each = (span_ns - 4_000_000) // launches
+    t = 2_000_000
+    for _ in range(launches):
+        rows.append(k(kernel, t, t + each - 1_000))
+        t += each
+    rows.append(k("memcpy DtoH", t, t + 2_000_000, kind="memcpy"))
+    return rows
+
+
+def test_a_one_shot_program_is_compared_by_totals_not_windows() -> None:
+    """862 launches of one kernel become 18 of another, GPU span 128 → 96 ms: cut into fixed
+    100 ms windows of unrelated work the verdict read "new or added work: ioctl".  Now the
+    pair is compared by totals: each run one piece, no windows."""
+    a, b = run_of(one_shot("A", 800, 128_000_000)), run_of(one_shot("B", 20, 96_000_000))
+    plan = plan_of(a, b)
+    assert plan.regime is Regime.TOTALS and plan.source == CycleSource.WINDOW
+    assert any(r.source == CycleSource.WINDOW for r in plan.rejected)
+    cn, ca = cut_cycles(a, plan), cut_cycles(b, plan)
+    assert cn.n == ca.n == 1 and "whole run" in cn.detail
+
+
+def test_a_stationary_loop_still_gets_windows() -> None:
+    """Work with no repeating order and no idle gaps, alike over the run: fixed windows."""
+    rng = np.random.default_rng(3)
+    rows, t = [], 0
+    while t < 2_000_000_000:
+        d = int(rng.integers(1_000_000, 3_000_000))
+        rows.append(k(str(rng.choice(list("ABCD"))), t, t + d))
+        t += d
+    plan = plan_of(run_of(rows), run_of(rows))
+    assert plan.source == CycleSource.WINDOW and plan.regime is Regime.CYCLES
