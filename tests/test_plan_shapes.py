@@ -67,6 +67,8 @@ def test_launch_gaps_give_no_idle_gap_cycles_and_the_report_says_why() -> None:
     plan = plan_of(run_of(step(1)), run_of(step(2)))
     assert plan.regime is Regime.TOTALS
     assert any(r.why is PassReason.GAP_UNDER_LAUNCH for r in plan.rejected)
+    from perfdiff.render.totals import rejected_text
+    assert "under a kernel launch's latency" in rejected_text(plan)
 
 
 def one_shot(kernel: str, launches: int, span_ns: int) -> list[dict]:
@@ -85,13 +87,25 @@ def one_shot(kernel: str, launches: int, span_ns: int) -> list[dict]:
 def test_a_one_shot_program_is_compared_by_totals_not_windows() -> None:
     """862 launches of one kernel become 18 of another, GPU span 128 → 96 ms: cut into fixed
     100 ms windows of unrelated work the verdict read "new or added work: ioctl".  Now the
-    pair is compared by totals: each run one piece, no windows."""
+    pair is compared by totals, A vanished and B new with their totals, fewer, longer
+    launches said, and no windows."""
+    from perfdiff.analyze.compare import compare_runs
+    from perfdiff.render.text import NameTable
+    from perfdiff.render.totals import totals_head, totals_lines
+
     a, b = run_of(one_shot("A", 800, 128_000_000)), run_of(one_shot("B", 20, 96_000_000))
     plan = plan_of(a, b)
     assert plan.regime is Regime.TOTALS and plan.source == CycleSource.WINDOW
     assert any(r.source == CycleSource.WINDOW for r in plan.rejected)
     cn, ca = cut_cycles(a, plan), cut_cycles(b, plan)
     assert cn.n == ca.n == 1 and "whole run" in cn.detail
+    c = compare_runs(a, b, cn, ca, plan=plan)
+    lines = " ".join(totals_lines(c, NameTable.plain()))
+    assert "**vanished**: A (" in lines and "in 800 calls" in lines
+    assert "**new**: B (" in lines and "in 20 calls" in lines
+    assert "fewer, longer launches: 800 calls" in lines
+    assert totals_head(c).startswith("run 128 ms → 96 ms, -25.0%")
+    assert "not tested" in totals_head(c)
 
 
 def test_a_stationary_loop_still_gets_windows() -> None:
@@ -104,3 +118,28 @@ def test_a_stationary_loop_still_gets_windows() -> None:
         t += d
     plan = plan_of(run_of(rows), run_of(rows))
     assert plan.source == CycleSource.WINDOW and plan.regime is Regime.CYCLES
+
+
+def test_a_kernel_slower_per_call_in_one_shot_runs_is_named_and_tested_per_call() -> None:
+    """One piece per run: the launches are the samples; a kernel ×1.5 per launch is named
+    "slower per call" with its calls counted, the totals untested."""
+    from perfdiff.analyze.compare import compare_runs
+    from perfdiff.render.text import NameTable
+    from perfdiff.render.totals import totals_lines
+
+    def run(scale: float, seed: int):
+        rng = np.random.default_rng(seed)
+        rows, t = [k("memcpy HtoD", 0, 2_000_000, kind="memcpy")], 2_000_000
+        for name in rng.permutation(["A"] * 100 + ["B"] * 100):  # in no repeating order
+            d = int((200_000 * scale if name == "A" else 100_000) * rng.uniform(0.95, 1.05))
+            rows.append(k(str(name), t, t + d))
+            t += d + 1_000
+        return run_of(rows)
+    a, b = run(1.0, 1), run(1.5, 2)
+    plan = plan_of(a, b)
+    assert plan.regime is Regime.TOTALS
+    c = compare_runs(a, b, cut_cycles(a, plan), cut_cycles(b, plan), plan=plan)
+    tested = {t.name: t for t in c.per_call}
+    assert tested["A"].q < 0.05 and tested["B"].q > 0.05 and tested["A"].calls_n == 100
+    lines = " ".join(totals_lines(c, NameTable.plain()))
+    assert "**slower per call** (Mann–Whitney over the calls, q ≤ 0.05): A median" in lines and "B median" not in lines

@@ -12,6 +12,7 @@ from dataclasses import dataclass, replace
 from typing import Any
 
 import numpy as np
+import pandas as pd
 
 from perfdiff import stats
 from perfdiff.analyze.align import align
@@ -22,11 +23,12 @@ from perfdiff.analyze.metrics import MuJob, aliases_and_constants, mu_jobs, z_lo
 from perfdiff.analyze.evidence import MetricOneSideDetail
 from perfdiff.analyze.thresholds import Thresholds
 from perfdiff.analyze.records import (Analysis, ContextStats, CycleLoad, DetailRow, FunctionStats, MuStats, Notice,
+                                      PerCallTest,
                                       NoticeCode, RunSummary, Trace)
 from perfdiff.attribute import (CycleMatrix, DeviceRows, SeriesInfo, attribute_activity, device_rows, mu_matrix,
                                 sample_series)
 from perfdiff.bundle import RunData
-from perfdiff.model.cycles import CyclePlan
+from perfdiff.model.cycles import CyclePlan, Regime
 from perfdiff.model.schema import CycleSource
 from perfdiff.model.waits import is_wait
 from perfdiff.nesting import Nesting
@@ -171,7 +173,45 @@ def compare_runs(normal: RunData, abnormal: RunData, cn: Cycles, ca: Cycles, *,
         n_tests_t=len(tested_idx), min_p=min_p, cycles_needed=needed, events_n=_events(normal, cn),
         events_a=_events(abnormal, ca), plan=plan, matched=p.matched, match_rho=p.match_rho,
         cycle_ks_p=stats.ks_pvalue(cycle_ks, p.kn, p.ka),
-        inside=_inside(nesting[1], p.ma, p.idx_a) if nesting else {}, traces=traces, load=load)
+        inside=_inside(nesting[1], p.ma, p.idx_a) if nesting else {}, traces=traces, load=load,
+        per_call=_per_call_tests(normal, abnormal, cn, ca, functions) if plan is not None
+        and plan.regime is Regime.TOTALS else ())
+
+
+MIN_CALLS = 5  # calls each run needs for a function's per-call test
+
+
+def _call_durations(run: RunData, cycles: Cycles) -> dict[tuple[str, str, str], np.ndarray]:
+    """Each call's duration (µs) by (function, device, kind), of the calls inside the cycles."""
+    a = run.activity
+    if len(a) == 0:
+        return {}
+    s, e = a["start_ns"].to_numpy(), a["end_ns"].to_numpy()
+    inside = np.zeros(len(a), bool)
+    for c0, c1 in zip(cycles.start_ns, cycles.end_ns, strict=True):
+        inside |= (s >= c0) & (s < c1)
+    sub = pd.DataFrame({"f": a["function"].astype(str).to_numpy()[inside], "d": a["device"].astype(str).to_numpy()[inside],
+                        "k": a["kind"].astype(str).to_numpy()[inside], "t": (e - s)[inside] / NS_PER_US})
+    return {key: g["t"].to_numpy(dtype=np.float64) for key, g in sub.groupby(["f", "d", "k"], sort=False)}
+
+
+def _per_call_tests(normal: RunData, abnormal: RunData, cn: Cycles, ca: Cycles,
+                    functions: list[FunctionStats]) -> tuple[PerCallTest, ...]:
+    """Per-call Mann–Whitney tests of the functions in both runs with at least MIN_CALLS calls
+    in each, q by Benjamini–Hochberg over them (Regime.TOTALS: no cycles to test over)."""
+    dn, da = _call_durations(normal, cn), _call_durations(abnormal, ca)
+    rows = []
+    for f in functions:
+        if f.presence != "both":
+            continue
+        x, y = dn.get((f.name, f.device, f.kind)), da.get((f.name, f.device, f.kind))
+        if x is None or y is None or len(x) < MIN_CALLS or len(y) < MIN_CALLS:
+            continue
+        p, _ = stats.mann_whitney_p(y, x)
+        rows.append((f, x, y, p))
+    q = stats.bh_qvalues([r[3] for r in rows]) if rows else []
+    return tuple(PerCallTest(f.name, f.device, f.kind, len(x), len(y), float(np.median(x)), float(np.median(y)),
+                             float(p), float(qi)) for (f, x, y, p), qi in zip(rows, q, strict=True))
 
 
 def _align_pair(normal: RunData, abnormal: RunData, cn: Cycles, ca: Cycles,

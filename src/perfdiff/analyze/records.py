@@ -284,6 +284,24 @@ class LoadComparison:
 
 
 @dataclass(frozen=True)
+class PerCallTest:
+    """One function's calls compared where the runs are compared by totals (Regime.TOTALS):
+    each launch of a kernel, each call of an op, its duration a sample; a two-sided
+    Mann–Whitney test over the calls (the calls are the units, not cycles), `q` its
+    Benjamini–Hochberg q over the functions tested."""
+
+    name: str
+    device: str
+    kind: str
+    calls_n: int
+    calls_a: int
+    median_n_us: float
+    median_a_us: float
+    p: float
+    q: float
+
+
+@dataclass(frozen=True)
 class Analysis:
     """Everything the report shows, unformatted."""
 
@@ -322,6 +340,7 @@ class Analysis:
     load: LoadComparison | None = None  # the runs' engine-step load, when they recorded it
     # the decision thresholds the analysis used, which the findings, verdict and wording read too
     thresholds: Thresholds = DEFAULT_THRESHOLDS
+    per_call: tuple[PerCallTest, ...] = ()  # per-call tests, where the runs are compared by totals
 
     def __post_init__(self) -> None:
         # One α: the record's alpha is the analysis's (an Analysis built with another alpha, or
