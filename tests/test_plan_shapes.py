@@ -143,3 +143,33 @@ def test_a_kernel_slower_per_call_in_one_shot_runs_is_named_and_tested_per_call(
     assert tested["A"].q < 0.05 and tested["B"].q > 0.05 and tested["A"].calls_n == 100
     lines = " ".join(totals_lines(c, NameTable.plain()))
     assert "**slower per call** (Mann–Whitney over the calls, q ≤ 0.05): A median" in lines and "B median" not in lines
+
+
+def test_one_step_of_repeated_blocks_is_cut_at_the_block() -> None:
+    """One profiler step per run holding 28 repeats of a block, one kernel swapped in the
+    abnormal run: the runs are cut at the block (sub-cycles), the report says so at the top,
+    and the swap is named."""
+    from perfdiff.analyze.compare import compare_runs
+    from perfdiff.analyze.findings import build_findings
+    from perfdiff.analyze.result import ComparisonResult, CycleTimes
+    from perfdiff.render.markdown import render_markdown
+
+    def step(swap: bool):
+        rows, t = [], 1_000
+        for _ in range(28):
+            for name in ("A", "B", "E" if swap else "C", "D"):
+                rows.append(k(name, t, t + 20_000))
+                t += 21_000
+            t += 500
+        return run_of(rows, [{"name": "ProfilerStep#7", "start_ns": 0, "end_ns": t + 1_000, "source": "kineto"}])
+    a, b = step(False), step(True)
+    plan = plan_of(a, b)
+    assert plan.source == CycleSource.KERNEL_SEQUENCE and plan.regime is Regime.CYCLES
+    cn, ca = cut_cycles(a, plan), cut_cycles(b, plan)
+    assert cn.n == ca.n == 27
+    c = compare_runs(a, b, cn, ca, plan=plan)
+    found = build_findings(c)
+    md = render_markdown(ComparisonResult(analysis=c, findings=tuple(found), verdict=(), manifests=(a.manifest, b.manifest),
+                                          cycle_times=(CycleTimes(cn.start_ns, cn.end_ns), CycleTimes(ca.start_ns, ca.end_ns))))
+    assert "**Cycles: 27 repeats of a kernel sequence inside 1 step per run.**" in "\n".join(md.splitlines()[:8])
+    assert {f.name: f.presence for f in c.functions if f.name in "CE"} == {"C": "vanished", "E": "new"}

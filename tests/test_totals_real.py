@@ -57,5 +57,7 @@ def test_a_kernel_slower_per_call_in_one_step_is_named(real: Path, tmp_path: Pat
     f = next(f for f in c.result.analysis.functions if f.name == kernel)
     assert f.per_call_a_us / f.per_call_n_us == pytest.approx(1.5, rel=0.02)
     assert f.q_t <= 0.05
+    # one step of 24 layers: cut at the kernel sequence that repeats inside it, and said
+    assert "repeats of a kernel sequence inside 1 step per run.**" in "\n".join(md.splitlines()[:8])
     verdict = md.split("**Verdict:**", 1)[1].split("## 1.", 1)[0]
     assert "silu" in verdict

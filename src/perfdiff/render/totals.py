@@ -9,9 +9,11 @@ from perfdiff.model.cycles import CyclePlan, PassReason, Regime
 from perfdiff.model.schema import CycleSource
 from perfdiff.render.text import NameTable, fmt_p, fmt_pct, fmt_time_us
 
-__all__ = ["is_totals", "rejected_text", "totals_head", "totals_lines", "totals_text"]
+__all__ = ["is_totals", "rejected_text", "subcycles_text", "totals_head", "totals_lines", "totals_text"]
 
 LISTED = 3  # functions named per line
+SUB_SOURCES = {CycleSource.KERNEL_SEQUENCE: "a kernel sequence", CycleSource.IDLE_GAPS: "a burst between GPU idle gaps",
+               CycleSource.ANNOTATION: "a range"}  # what repeats inside a step, as the report names it
 
 
 def is_totals(c: Analysis) -> bool:
@@ -33,6 +35,23 @@ def totals_text(c: Analysis) -> str:
     return (f"**{_pieces(c).capitalize()}: totals compared; per-call tests.**  No cycles are invented: totals are "
             "described, not tested;\neach call (a kernel's launch, an op's call) is a sample of the per-call "
             "Mann–Whitney tests.")
+
+
+def subcycles_text(c: Analysis) -> str:
+    """"Cycles: 27 repeats of a kernel sequence inside 1 step per run." where the runs hold too
+    few profiler steps to compare and the plan cut them at what repeats inside a step (a
+    transformer's layers, a diffusion's denoising steps); else ""."""
+    plan = c.plan
+    if plan is None or plan.regime is not Regime.CYCLES or plan.source not in SUB_SOURCES:
+        return ""
+    steps = next(((n_n, n_a) for src, n_n, n_a in plan.one_sided if src == CycleSource.PROFILER_STEP.value), None)
+    if steps is None or not (steps[0] and steps[1]):
+        return ""
+    count = f"{steps[0]}" if steps[0] == steps[1] else f"{steps[0]} / {steps[1]}"
+    repeats = f"{c.normal.n_cycles}" if c.normal.n_cycles == c.abnormal.n_cycles else \
+        f"{c.normal.n_cycles} / {c.abnormal.n_cycles}"
+    return (f"**Cycles: {repeats} repeats of {SUB_SOURCES[plan.source]} inside {count} "
+            f"step{'s' if max(steps) > 1 else ''} per run.**")
 
 
 def totals_head(c: Analysis) -> str:
