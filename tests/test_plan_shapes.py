@@ -19,23 +19,27 @@ def plan_of(a, b):
 
 @st.composite
 def timelines(draw) -> list[dict]:
-    """Kernels in bursts: each kernel 1 ns – 2 ms, the gaps inside a burst 0 – 3 µs (launch
-    gaps), between bursts 0 – 5 ms; names from a few."""
+    """Kernels in bursts (some of one short kernel, where `mixed`): each kernel 1 ns – 2 ms, the gaps inside a burst up to 10 ns or 3 µs
+    (launch gaps), between bursts up to 40 ns (a diffusion step's, "idle gaps longer than
+    4.69 ns") … 5 ms; names from a few."""
     rng = np.random.default_rng(draw(st.integers(0, 2**32 - 1)))
     bursts = draw(st.integers(1, 40))
     scale = draw(st.sampled_from([10, 1_000, 100_000, 2_000_000]))
-    between = draw(st.sampled_from([0, 5, 3_000, 50_000, 5_000_000]))
+    inside = draw(st.sampled_from([10, 3_000]))
+    between = draw(st.sampled_from([0, 40, 3_000, 50_000, 5_000_000]))
     rows, t = [], 0
+    mixed = draw(st.booleans())  # bursts of one short kernel among bursts of many long ones
     for _ in range(bursts):
-        for _ in range(int(rng.integers(1, 30))):
-            d = int(rng.integers(1, scale + 1))
+        short = mixed and rng.random() < 0.6
+        for _ in range(1 if short else int(rng.integers(1, 30))):
+            d = int(rng.integers(1, (10 if short else scale) + 1))
             rows.append(k(str(rng.choice(list("ABCDE"))), t, t + d))
-            t += d + int(rng.integers(0, 3_000))
+            t += d + int(rng.integers(0, inside + 1))
         t += int(rng.integers(0, between + 1))
     return rows
 
 
-@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@settings(max_examples=100, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(timelines(), timelines())
 def test_no_plan_cuts_pieces_shorter_than_their_work(rows_n: list[dict], rows_a: list[dict]) -> None:
     a, b = run_of(rows_n), run_of(rows_a)
@@ -173,3 +177,25 @@ def test_one_step_of_repeated_blocks_is_cut_at_the_block() -> None:
                                           cycle_times=(CycleTimes(cn.start_ns, cn.end_ns), CycleTimes(ca.start_ns, ca.end_ns))))
     assert "**Cycles: 27 repeats of a kernel sequence inside 1 step per run.**" in "\n".join(md.splitlines()[:8])
     assert {f.name: f.presence for f in c.functions if f.name in "CE"} == {"C": "vanished", "E": "new"}
+
+
+def test_idle_gap_cycles_shorter_than_the_median_kernel_are_passed_over() -> None:
+    """Bursts of one 1 µs kernel 10 µs apart between a few bursts of long kernels: cut at the
+    10 µs gaps most cycles would hold less than the median kernel (1 ms)."""
+    def run(seed: int) -> list[dict]:
+        rng = np.random.default_rng(seed)
+        rows, t = [], 0
+        for _ in range(60):
+            if rng.random() < 0.3:  # in no repeating order
+                for _ in range(int(rng.integers(6, 10))):
+                    d = int(rng.integers(900_000, 1_100_000))
+                    rows.append(k("long", t, t + d))
+                    t += d + 10
+            else:
+                rows.append(k("tiny", t, t + 1_000))
+                t += 1_000
+            t += 10_000
+        return rows
+    plan = plan_of(run_of(run(1)), run_of(run(2)))
+    assert plan.source != CycleSource.IDLE_GAPS
+    assert any(r.why is PassReason.SHORTER_THAN_KERNEL and r.source == CycleSource.IDLE_GAPS for r in plan.rejected)
