@@ -61,3 +61,12 @@ def test_a_kernel_slower_per_call_in_one_step_is_named(real: Path, tmp_path: Pat
     assert "repeats of a kernel sequence inside 1 step per run.**" in "\n".join(md.splitlines()[:8])
     verdict = md.split("**Verdict:**", 1)[1].split("## 1.", 1)[0]
     assert "silu" in verdict
+
+
+def test_one_step_per_run_gives_a_tree_too(real: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """`perfdiff tree` reads the same plan: the one step per run, not "too few to compare"."""
+    code, _, err = run_cli(["tree", real / TRACES / "h100" / BERT, real / TRACES / "mi300" / BERT,
+                            "-o", tmp_path / "t.md"], capsys)
+    assert code == 0, err
+    md = (tmp_path / "t.md").read_text()
+    assert "1 ProfilerStep" in md and "too few to compare" not in md

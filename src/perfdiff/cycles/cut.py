@@ -120,7 +120,9 @@ def _totals_pieces(run: RunData, plan: CyclePlan) -> Cycles:
 def _passed_over(cyc: Cycles, plan: CyclePlan) -> Cycles:
     """`cyc` with the sources the plan passed over for having too few cycles in one run
     (repeating ranges aside: the plan says those)."""
-    few = tuple(s for s in plan.one_sided if s[0] != CycleSource.ANNOTATION.value)
+    # (compared by totals, the steps the plan cuts at are not passed over)
+    used = plan.source.value if plan.regime is Regime.TOTALS else None
+    few = tuple(s for s in plan.one_sided if s[0] not in (CycleSource.ANNOTATION.value, used))
     return dataclasses.replace(cyc, passed_over=few) if few else cyc
 
 
