@@ -29,6 +29,8 @@ def test_one_step_per_run_is_compared_by_totals(real: Path, tmp_path: Path,
     assert "**Verdict:** step 4.43 ms → 4.01 ms, -9.5%; 1 step per run, not tested." in first
     data = json.loads((tmp_path / "r.json").read_text())
     assert data["plan"]["regime"] == "totals"
+    # each call a sample: tested through `compare` too, whose runs keep only the rows μ needs
+    assert len(data["per_call"]) >= 10 and "- **slower per call**: " in (tmp_path / "r.md").read_text()
 
 
 def _scaled(src: Path, dst: Path, name_part: str, factor: float) -> str:

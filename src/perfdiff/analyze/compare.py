@@ -12,7 +12,6 @@ from dataclasses import dataclass, replace
 from typing import Any
 
 import numpy as np
-import pandas as pd
 
 from perfdiff import stats
 from perfdiff.analyze.align import align
@@ -25,8 +24,8 @@ from perfdiff.analyze.thresholds import Thresholds
 from perfdiff.analyze.records import (Analysis, ContextStats, CycleLoad, DetailRow, FunctionStats, MuStats, Notice,
                                       PerCallTest,
                                       NoticeCode, RunSummary, Trace)
-from perfdiff.attribute import (CycleMatrix, DeviceRows, SeriesInfo, attribute_activity, device_rows, mu_matrix,
-                                sample_series)
+from perfdiff.attribute import (CallDurations, CycleMatrix, DeviceRows, SeriesInfo, attribute_activity, call_durations,
+                                device_rows, mu_matrix, sample_series)
 from perfdiff.bundle import RunData
 from perfdiff.model.cycles import CyclePlan, Regime
 from perfdiff.model.schema import CycleSource
@@ -119,7 +118,8 @@ def compare_runs(normal: RunData, abnormal: RunData, cn: Cycles, ca: Cycles, *,
                  alpha: float = 0.05, matrices: tuple[CycleMatrix, CycleMatrix] | None = None,
                  parallel: Parallel | None = None, plan: CyclePlan | None = None,
                  nesting: tuple[Nesting, Nesting] | None = None,
-                 loads: tuple[CycleLoad, CycleLoad] | None = None, thresholds: Thresholds | None = None) -> Analysis:
+                 loads: tuple[CycleLoad, CycleLoad] | None = None, thresholds: Thresholds | None = None,
+                 calls: tuple[CallDurations, CallDurations] | None = None) -> Analysis:
     """Compare `abnormal` against `normal` over their cycles.
 
     `matrices`: both runs' `attribute_activity` over these cycles when already computed.
@@ -127,7 +127,9 @@ def compare_runs(normal: RunData, abnormal: RunData, cn: Cycles, ca: Cycles, *,
     cycle plan both runs were cut by, for the report.  `nesting`: which CPU ranges run inside
     which, in each run (perfdiff.nesting), so findings can put nested work under its parent.
     `loads`: both runs' `cycle_load` over these cycles when already computed.  `thresholds`:
-    the decision thresholds (default: perfdiff's, with `alpha`); carried on the Analysis."""
+    the decision thresholds (default: perfdiff's, with `alpha`); carried on the Analysis.
+    `calls`: both runs' `call_durations` over these cycles, for a plan of Regime.TOTALS,
+    when taken before the runs' rows were trimmed (keep_rows_for_mu)."""
     th = thresholds or Thresholds(alpha=alpha)
     par = parallel or Parallel.serial()
     sn, sa = summarize_run(normal, cn), summarize_run(abnormal, ca)
@@ -174,32 +176,19 @@ def compare_runs(normal: RunData, abnormal: RunData, cn: Cycles, ca: Cycles, *,
         events_a=_events(abnormal, ca), plan=plan, matched=p.matched, match_rho=p.match_rho,
         cycle_ks_p=stats.ks_pvalue(cycle_ks, p.kn, p.ka),
         inside=_inside(nesting[1], p.ma, p.idx_a) if nesting else {}, traces=traces, load=load,
-        per_call=_per_call_tests(normal, abnormal, cn, ca, functions) if plan is not None
+        per_call=_per_call_tests(normal, abnormal, cn, ca, functions, calls) if plan is not None
         and plan.regime is Regime.TOTALS else ())
 
 
 MIN_CALLS = 5  # calls each run needs for a function's per-call test
 
 
-def _call_durations(run: RunData, cycles: Cycles) -> dict[tuple[str, str, str], np.ndarray]:
-    """Each call's duration (µs) by (function, device, kind), of the calls inside the cycles."""
-    a = run.activity
-    if len(a) == 0:
-        return {}
-    s, e = a["start_ns"].to_numpy(), a["end_ns"].to_numpy()
-    inside = np.zeros(len(a), bool)
-    for c0, c1 in zip(cycles.start_ns, cycles.end_ns, strict=True):
-        inside |= (s >= c0) & (s < c1)
-    sub = pd.DataFrame({"f": a["function"].astype(str).to_numpy()[inside], "d": a["device"].astype(str).to_numpy()[inside],
-                        "k": a["kind"].astype(str).to_numpy()[inside], "t": (e - s)[inside] / NS_PER_US})
-    return {key: g["t"].to_numpy(dtype=np.float64) for key, g in sub.groupby(["f", "d", "k"], sort=False)}
-
-
-def _per_call_tests(normal: RunData, abnormal: RunData, cn: Cycles, ca: Cycles,
-                    functions: list[FunctionStats]) -> tuple[PerCallTest, ...]:
+def _per_call_tests(normal: RunData, abnormal: RunData, cn: Cycles, ca: Cycles, functions: list[FunctionStats],
+                    calls: tuple[CallDurations, CallDurations] | None) -> tuple[PerCallTest, ...]:
     """Per-call Mann–Whitney tests of the functions in both runs with at least MIN_CALLS calls
-    in each, q by Benjamini–Hochberg over them (Regime.TOTALS: no cycles to test over)."""
-    dn, da = _call_durations(normal, cn), _call_durations(abnormal, ca)
+    in each, q by Benjamini–Hochberg over them (Regime.TOTALS: no cycles to test over).
+    `calls`: both runs' call_durations, taken before their rows were trimmed (else here)."""
+    dn, da = calls or (call_durations(normal, cn), call_durations(abnormal, ca))
     rows = []
     for f in functions:
         if f.presence != "both":

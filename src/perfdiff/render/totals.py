@@ -73,23 +73,16 @@ def totals_lines(c: Analysis, names: NameTable) -> list[str]:
     sig = sorted((t for t in c.per_call if t.q <= c.alpha), key=lambda t: t.p)
     for word, pick in (("slower per call", lambda t: t.median_a_us > t.median_n_us),
                        ("faster per call", lambda t: t.median_a_us < t.median_n_us)):
-        hit = [t for t in sig if pick(t)][:LISTED]
-        if hit:
-            lines.append(f"**{word}** (Mann–Whitney over the calls, q ≤ {c.alpha:g}): " + "; ".join(
-                f"{names.md(t.name, 60)} median {fmt_time_us(t.median_n_us)} → {fmt_time_us(t.median_a_us)} "
-                f"(×{t.median_a_us / t.median_n_us:.2f}, {t.calls_n} vs {t.calls_a} calls, q {fmt_p(t.q)})"
-                for t in hit))
+        lines += [f"**{word}**: {names.md(t.name, 60)} median {fmt_time_us(t.median_n_us)} → "
+                  f"{fmt_time_us(t.median_a_us)} (×{t.median_a_us / t.median_n_us:.2f}, {t.calls_n} vs {t.calls_a} "
+                  f"calls, Mann–Whitney over the calls q {fmt_p(t.q)})" for t in [t for t in sig if pick(t)][:LISTED]]
     if c.per_call and not sig:
         lines.append(f"**per call**: {len(c.per_call)} functions in both runs tested (Mann–Whitney over the calls); "
                      f"none slower or faster at q ≤ {c.alpha:g}")
     gone = sorted((f for f in c.functions if f.presence == "vanished"), key=lambda f: -f.t_n_us)[:LISTED]
     new = sorted((f for f in c.functions if f.presence == "new"), key=lambda f: -f.t_a_us)[:LISTED]
-    if gone:
-        lines.append("**vanished**: " + "; ".join(
-            f"{names.md(f.name, 60)} ({_total(f, 'n')} in {f.calls_n:g} calls)" for f in gone))
-    if new:
-        lines.append("**new**: " + "; ".join(
-            f"{names.md(f.name, 60)} ({_total(f, 'a')} in {f.calls_a:g} calls)" for f in new))
+    lines += [f"**vanished**: {names.md(f.name, 60)} ({_total(f, 'n')} in {f.calls_n:g} calls)" for f in gone]
+    lines += [f"**new**: {names.md(f.name, 60)} ({_total(f, 'a')} in {f.calls_a:g} calls)" for f in new]
     if gone and new and new[0].calls_a < gone[0].calls_n and new[0].per_call_a_us > gone[0].per_call_n_us:
         lines.append(f"fewer, longer launches: {gone[0].calls_n:g} calls of {fmt_time_us(gone[0].per_call_n_us)} "
                      f"became {new[0].calls_a:g} of {fmt_time_us(new[0].per_call_a_us)}")
