@@ -312,11 +312,12 @@ def test_runs_without_a_common_cycle_source_are_compared_as_rates() -> None:
     assert "calls per 100 ms of wall clock" in finding_text(c, causes[0], PLAIN)  # a rate of calls too
 
 
-def _layered_steps(steps: int, layers: int = 40, loader_ns: int = 1_000, inserts: tuple[int, ...] = (60, 100),
+def _layered_steps(steps: int, layers: int = 40, loader_ns: int = 5_000, inserts: tuple[int, ...] = (60, 100),
                    x_every: int = 0, warm: int = 0) -> list[dict]:
     """Training steps of `layers` × [A, B, C] kernels, an all-reduce N inserted after the
     kernels at `inserts` (twice a step: no kernel runs once per step), a kernel X at the end
-    of every `x_every`-th step, and a host data loader of `loader_ns` before each step; first,
+    of every `x_every`-th step, and a host data loader of `loader_ns` before each step (longer
+    than a launch's latency, or its idle gap parts no steps: plan.MIN_GAP_NS); first,
     `warm` warm-up kernels W0, W1 … launched five times each."""
     rows, t = [], 0
     for w in range(warm * 5):
@@ -350,7 +351,7 @@ def test_a_step_is_the_period_not_the_layer_inside_it() -> None:
     assert ca.n == cb.n == 9 and "every 2 launches of N" in ca.detail
     assert "a cycle starting every 2 launches of **N**" in plan_text(plan, PLAIN)
     dur_a, dur_b = np.diff(ca.start_ns), np.diff(cb.start_ns)
-    assert np.all(dur_b - dur_a == 99_000)  # every cycle holds one loader call
+    assert np.all(dur_b - dur_a == 95_000)  # every cycle holds one loader call
 
 
 def test_a_kernel_every_few_steps_in_one_run_still_shares_the_steps() -> None:
@@ -492,7 +493,7 @@ def test_steps_of_identical_layers_are_cut_at_the_idle_gpu_between_them() -> Non
     plan = plan_of(a, b)
     assert plan.source == CycleSource.IDLE_GAPS
     ca, cb = cut_cycles(a, plan), cut_cycles(b, plan)
-    assert ca.n == cb.n == 10 and np.all(np.diff(cb.start_ns) - np.diff(ca.start_ns) == 9_000)
+    assert ca.n == cb.n == 10 and np.all(np.diff(cb.start_ns) - np.diff(ca.start_ns) == 5_000)
 
 
 def test_a_kernel_of_some_steps_only_leaves_the_loss_kernel_as_anchor() -> None:
@@ -523,7 +524,7 @@ def test_every_mth_launch_starts_at_the_same_place_wherever_the_trace_began() ->
     full = run_of(rows)
     plan = plan_of(full, late)
     assert (plan.name, plan.anchor_every) == ("N", 2)
-    step_ns = 1_010 + 122 * 100
+    step_ns = 5_010 + 122 * 100
     phase_full = set(cut_cycles(full, plan).start_ns % step_ns)
     phase_late = set(cut_cycles(late, plan).start_ns % step_ns)
     assert len(phase_full) == 1 and phase_full == phase_late

@@ -17,9 +17,9 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 import pandas as pd
 
-from perfdiff.attribute import CycleMatrix, attribute_activity, keep_rows_for_mu
+from perfdiff.attribute import CallDurations, CycleMatrix, attribute_activity, call_durations, keep_rows_for_mu
 from perfdiff.bundle import RunData, is_bundle
-from perfdiff.cycles import Cut, CutSide, Cycles, Loaded, PairChoice, check_cycle_choice, prepare_pair
+from perfdiff.cycles import MIN_CYCLES, Cut, CutSide, Cycles, Loaded, PairChoice, check_cycle_choice, prepare_pair
 from perfdiff.errors import InputError
 from perfdiff.inputs import check_pid, open_run, same_content
 from perfdiff.model.durations import parse_duration_ns
@@ -58,6 +58,7 @@ class _Side:
     matrix: CycleMatrix
     nesting: Nesting
     ranges: RangeProfile
+    calls: CallDurations | None = None  # each call's duration, where the pair is compared by totals
 
 
 def _load_side(pid: int | None, group: str, path: str | os.PathLike[str], cores: int) -> Loaded:
@@ -80,8 +81,11 @@ def _attribute_side(cut: CutSide, range_nest: RangeNesting, nested: tuple[bool, 
     matrix = attribute_activity(run, cycles)
     nesting = nesting_of(run, matrix)
     ranges = range_profile(run, cycles, range_nest) if trees else empty_profile(cycles)
+    # Compared by totals (too few cycles to test over): each call is a sample, taken before
+    # the rows μ needs no more are dropped.
+    calls = call_durations(run, cycles) if cycles.n < MIN_CYCLES else None
     run, matrix = keep_rows_for_mu(run, matrix)
-    return _Side(run, cycles, matrix, nesting, ranges)
+    return _Side(run, cycles, matrix, nesting, ranges, calls)
 
 
 def _import_later_stages() -> None:
@@ -147,7 +151,8 @@ def compare(normal: str | os.PathLike[str], abnormal: str | os.PathLike[str], *,
     # What each cycle carried (the framework's step load), when the runs recorded it.
     loads = cycle_load(n.run, cyc_n), cycle_load(a.run, cyc_a)
     analysis = compare_runs(n.run, a.run, cyc_n, cyc_a, thresholds=th, matrices=(n.matrix, a.matrix), parallel=par,
-                            plan=pair.plan, nesting=(n.nesting, a.nesting), loads=loads)
+                            plan=pair.plan, nesting=(n.nesting, a.nesting), loads=loads,
+                            calls=(n.calls, a.calls) if n.calls is not None and a.calls is not None else None)
     if not force:
         _check_in_common(analysis, normal, abnormal)
     identical = same_content(normal, abnormal)

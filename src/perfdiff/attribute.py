@@ -313,3 +313,21 @@ def mu_matrix(rows: DeviceRows | None, series: SeriesInfo, F: int, K: int,
     with np.errstate(invalid="ignore", divide="ignore"):
         mu = np.where(den > 0, num / np.where(den > 0, den, 1.0), np.nan)
     return mu.reshape(F, K)
+
+
+CallDurations = dict[tuple[str, str, str], np.ndarray]  # (function, device, kind) → each call's µs
+
+
+def call_durations(run: RunData, cycles: Cycles) -> CallDurations:
+    """Each call's duration (µs) by (function, device, kind), of the calls that start inside
+    the cycles (a pair compared by totals: the samples of its per-call tests)."""
+    a = run.activity
+    if len(a) == 0:
+        return {}
+    s, e = a["start_ns"].to_numpy(), a["end_ns"].to_numpy()
+    inside = np.zeros(len(a), bool)
+    for c0, c1 in zip(cycles.start_ns, cycles.end_ns, strict=True):
+        inside |= (s >= c0) & (s < c1)
+    sub = pd.DataFrame({"f": a["function"].astype(str).to_numpy()[inside], "d": a["device"].astype(str).to_numpy()[inside],
+                        "k": a["kind"].astype(str).to_numpy()[inside], "t": (e - s)[inside] / 1e3})
+    return {key: g["t"].to_numpy(dtype=np.float64) for key, g in sub.groupby(["f", "d", "k"], sort=False)}

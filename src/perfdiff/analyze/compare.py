@@ -23,11 +23,12 @@ from perfdiff.analyze.metrics import MuJob, aliases_and_constants, mu_jobs, z_lo
 from perfdiff.analyze.evidence import MetricOneSideDetail
 from perfdiff.analyze.thresholds import Thresholds
 from perfdiff.analyze.records import (Analysis, ContextStats, CycleLoad, DetailRow, FunctionStats, MuStats, Notice,
+                                      PerCallTest,
                                       NoticeCode, RunSummary, Trace)
-from perfdiff.attribute import (CycleMatrix, DeviceRows, SeriesInfo, attribute_activity, device_rows, mu_matrix,
-                                sample_series)
+from perfdiff.attribute import (CallDurations, CycleMatrix, DeviceRows, SeriesInfo, attribute_activity, call_durations,
+                                device_rows, mu_matrix, sample_series)
 from perfdiff.bundle import RunData
-from perfdiff.model.cycles import CyclePlan
+from perfdiff.model.cycles import CyclePlan, Regime
 from perfdiff.model.schema import CycleSource
 from perfdiff.model.waits import is_wait
 from perfdiff.nesting import Nesting
@@ -118,7 +119,8 @@ def compare_runs(normal: RunData, abnormal: RunData, cn: Cycles, ca: Cycles, *,
                  alpha: float = 0.05, matrices: tuple[CycleMatrix, CycleMatrix] | None = None,
                  parallel: Parallel | None = None, plan: CyclePlan | None = None,
                  nesting: tuple[Nesting, Nesting] | None = None,
-                 loads: tuple[CycleLoad, CycleLoad] | None = None, thresholds: Thresholds | None = None) -> Analysis:
+                 loads: tuple[CycleLoad, CycleLoad] | None = None, thresholds: Thresholds | None = None,
+                 calls: tuple[CallDurations, CallDurations] | None = None) -> Analysis:
     """Compare `abnormal` against `normal` over their cycles.
 
     `matrices`: both runs' `attribute_activity` over these cycles when already computed.
@@ -126,7 +128,9 @@ def compare_runs(normal: RunData, abnormal: RunData, cn: Cycles, ca: Cycles, *,
     cycle plan both runs were cut by, for the report.  `nesting`: which CPU ranges run inside
     which, in each run (perfdiff.nesting), so findings can put nested work under its parent.
     `loads`: both runs' `cycle_load` over these cycles when already computed.  `thresholds`:
-    the decision thresholds (default: perfdiff's, with `alpha`); carried on the Analysis."""
+    the decision thresholds (default: perfdiff's, with `alpha`); carried on the Analysis.
+    `calls`: both runs' `call_durations` over these cycles, for a plan of Regime.TOTALS,
+    when taken before the runs' rows were trimmed (keep_rows_for_mu)."""
     th = thresholds or Thresholds(alpha=alpha)
     par = parallel or Parallel.serial()
     sn, sa = summarize_run(normal, cn), summarize_run(abnormal, ca)
@@ -173,7 +177,32 @@ def compare_runs(normal: RunData, abnormal: RunData, cn: Cycles, ca: Cycles, *,
         events_a=_events(abnormal, ca), plan=plan, matched=p.matched, match_rho=p.match_rho,
         cycle_ks_p=stats.ks_pvalue(cycle_ks, p.kn, p.ka),
         inside=_inside(nesting[1], p.ma, p.idx_a) if nesting else {}, traces=traces, load=load,
-        categories=category_table(functions))
+        categories=category_table(functions),
+        per_call=_per_call_tests(normal, abnormal, cn, ca, functions, calls) if plan is not None
+        and plan.regime is Regime.TOTALS else ())
+
+
+MIN_CALLS = 5  # calls each run needs for a function's per-call test
+
+
+def _per_call_tests(normal: RunData, abnormal: RunData, cn: Cycles, ca: Cycles, functions: list[FunctionStats],
+                    calls: tuple[CallDurations, CallDurations] | None) -> tuple[PerCallTest, ...]:
+    """Per-call Mann–Whitney tests of the functions in both runs with at least MIN_CALLS calls
+    in each, q by Benjamini–Hochberg over them (Regime.TOTALS: no cycles to test over).
+    `calls`: both runs' call_durations, taken before their rows were trimmed (else here)."""
+    dn, da = calls or (call_durations(normal, cn), call_durations(abnormal, ca))
+    rows = []
+    for f in functions:
+        if f.presence != "both":
+            continue
+        x, y = dn.get((f.name, f.device, f.kind)), da.get((f.name, f.device, f.kind))
+        if x is None or y is None or len(x) < MIN_CALLS or len(y) < MIN_CALLS:
+            continue
+        p, _ = stats.mann_whitney_p(y, x)
+        rows.append((f, x, y, p))
+    q = stats.bh_qvalues([r[3] for r in rows]) if rows else []
+    return tuple(PerCallTest(f.name, f.device, f.kind, len(x), len(y), float(np.median(x)), float(np.median(y)),
+                             float(p), float(qi)) for (f, x, y, p), qi in zip(rows, q, strict=True))
 
 
 def _align_pair(normal: RunData, abnormal: RunData, cn: Cycles, ca: Cycles,

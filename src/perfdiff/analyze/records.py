@@ -352,6 +352,24 @@ def runtime_of(functions: Iterable[FunctionStats], side: int) -> str:
 
 
 @dataclass(frozen=True)
+class PerCallTest:
+    """One function's calls compared where the runs are compared by totals (Regime.TOTALS):
+    each launch of a kernel, each call of an op, its duration a sample; a two-sided
+    Mann–Whitney test over the calls (the calls are the units, not cycles), `q` its
+    Benjamini–Hochberg q over the functions tested."""
+
+    name: str
+    device: str
+    kind: str
+    calls_n: int
+    calls_a: int
+    median_n_us: float
+    median_a_us: float
+    p: float
+    q: float
+
+
+@dataclass(frozen=True)
 class Analysis:
     """Everything the report shows, unformatted."""
 
@@ -393,6 +411,7 @@ class Analysis:
     # GPU time per op category, both runs (perfdiff.analyze.categories): where the time went
     # when the runs' kernels do not match by name (another GPU vendor, another library)
     categories: tuple[CategoryRow, ...] = ()
+    per_call: tuple[PerCallTest, ...] = ()  # per-call tests, where the runs are compared by totals
 
     @property
     def unmatched_gpu_share(self) -> float:

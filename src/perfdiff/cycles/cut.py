@@ -11,10 +11,10 @@ import pandas as pd
 
 from perfdiff.bundle import RunData
 from perfdiff.errors import InputError
-from perfdiff.model.cycles import CyclePlan, Cycles, NoCycles, NoCyclesCode, WindowReason
+from perfdiff.model.cycles import CyclePlan, Cycles, NoCycles, NoCyclesCode, Regime, WindowReason
 from perfdiff.model.schema import CycleSource
 from perfdiff.segment import (DEFAULT_WINDOW_NS, MIN_CYCLES, cut_at_gaps, cut_at_kernel, empty_cycles, fixed_windows,
-                              marker_cycles, range_rows, regex_cycles, short_name, source_rows)
+                              marker_cycles, range_rows, regex_cycles, short_name, source_rows, whole_run)
 
 __all__ = ["ABNORMAL", "NORMAL", "CutSide", "cut_cycles", "cut_side", "rename_devices"]
 
@@ -46,7 +46,7 @@ def cut_cycles(run: RunData, plan: CyclePlan) -> Cycles:
     cycles = _cut(run, plan)
     if cycles.n == 0:
         raise InputError(f"no cycles found: {_said(cycles)}", path=run.path)
-    if cycles.n < MIN_CYCLES:
+    if cycles.n < MIN_CYCLES and plan.regime is not Regime.TOTALS:
         raise InputError(
             f"only {cycles.n} cycle found ({_said(cycles)}): comparing needs at least "
             f"{MIN_CYCLES}; collect longer or choose cycles with --cycle REGEX / --window DURATION",
@@ -88,6 +88,8 @@ def _ms(ns: int) -> str:
 
 def _cut(run: RunData, plan: CyclePlan) -> Cycles:
     src = plan.source
+    if plan.regime is Regime.TOTALS:
+        return _passed_over(_totals_pieces(run, plan), plan)
     if src == CycleSource.WINDOW:
         reason = WindowReason.CHOSEN if plan.chosen_by_user else WindowReason.NO_SOURCE
         return _passed_over(fixed_windows(run, int(plan.window_ns or DEFAULT_WINDOW_NS), reason), plan)
@@ -105,10 +107,22 @@ def _cut(run: RunData, plan: CyclePlan) -> Cycles:
     return _passed_over(cyc if cyc is not None else empty_cycles(src, NoCycles(NoCyclesCode.NO_ACTIVITY)), plan)
 
 
+def _totals_pieces(run: RunData, plan: CyclePlan) -> Cycles:
+    """The pieces of a run compared by totals (Regime.TOTALS): its steps, where the plan cuts
+    at them, else the whole run as one piece."""
+    if plan.source == CycleSource.PROFILER_STEP:
+        steps = marker_cycles(source_rows(run.markers, CycleSource.PROFILER_STEP), CycleSource.PROFILER_STEP)
+        if steps.n:
+            return steps
+    return whole_run(run)
+
+
 def _passed_over(cyc: Cycles, plan: CyclePlan) -> Cycles:
     """`cyc` with the sources the plan passed over for having too few cycles in one run
     (repeating ranges aside: the plan says those)."""
-    few = tuple(s for s in plan.one_sided if s[0] != CycleSource.ANNOTATION.value)
+    # (compared by totals, the steps the plan cuts at are not passed over)
+    used = plan.source.value if plan.regime is Regime.TOTALS else None
+    few = tuple(s for s in plan.one_sided if s[0] not in (CycleSource.ANNOTATION.value, used))
     return dataclasses.replace(cyc, passed_over=few) if few else cyc
 
 

@@ -5,16 +5,18 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+import numpy as np
 import pandas as pd
 
 from perfdiff.bundle import RunData
-from perfdiff.model.schema import CycleSource
+from perfdiff.model.schema import CycleSource, Kind
 from perfdiff.segment import (MIN_CYCLES, IdleGaps, KernelPeriod, RepeatedRange, gpu_busy_by_device, idle_gaps,
                               kernel_launch_counts, kernel_period, marker_cycles, repeated_ranges, source_rows,
                               timeline_ns)
 
 __all__ = ["MARKER_SOURCES", "CycleSummary", "marker_counts", "offered_sources", "summarize_cycles"]
 
+MIN_HALF_KERNELS = 8  # kernels each half of a run needs for its stationarity to be judged
 MARKER_SOURCES = (CycleSource.PERFDIFF_MARKERS, CycleSource.PROFILER_STEP)  # in the order the plan prefers them
 
 
@@ -30,6 +32,12 @@ class CycleSummary:
     gaps: IdleGaps = field(repr=False)  # its positive GPU idle gaps
     span_ns: int = 0  # the timeline's length
     gpu_busy_ns: dict[str, float] = field(default_factory=dict)  # GPU device → busy ns of its GPU work
+    median_kernel_ns: float = 0.0  # the median kernel's duration (0 without kernels)
+    # How much its work changes between the halves of its span (the stationarity check of
+    # fixed windows): the kernel mix (total-variation distance of the busy shares by name)
+    # and the GPU busy share; 0 without GPU work
+    mix_change: float = 0.0
+    busy_change: float = 0.0
 
     @property
     def marker_sources(self) -> tuple[CycleSource, ...]:
@@ -61,4 +69,38 @@ def summarize_cycles(run: RunData) -> CycleSummary:
         perfdiff_cycles=counts[CycleSource.PERFDIFF_MARKERS], step_cycles=counts[CycleSource.PROFILER_STEP],
         ranges=repeated_ranges(source_rows(m, CycleSource.ANNOTATION)),
         period=kernel_period(run), launches=kernel_launch_counts(run), gaps=idle_gaps(run),
-        span_ns=max(0, t1 - t0), gpu_busy_ns=gpu_busy_by_device(run))
+        span_ns=max(0, t1 - t0), gpu_busy_ns=gpu_busy_by_device(run), median_kernel_ns=_median_kernel_ns(run),
+        **dict(zip(("mix_change", "busy_change"), _halves_change(run, t0, t1), strict=True)))
+
+
+def _kernels(run: RunData) -> pd.DataFrame:
+    a = run.activity
+    return a[(a["kind"] == Kind.KERNEL.value).to_numpy()] if len(a) else a
+
+
+def _median_kernel_ns(run: RunData) -> float:
+    """The median kernel's duration (ns), 0 without kernels."""
+    k = _kernels(run)
+    return float(np.median((k["end_ns"] - k["start_ns"]).to_numpy())) if len(k) else 0.0
+
+
+def _halves_change(run: RunData, t0: int, t1: int) -> tuple[float, float]:
+    """(kernel-mix change, GPU busy-share change) between the first and second half of the
+    span, by where each kernel starts: a stationary loop keeps both small."""
+    k = _kernels(run)
+    if len(k) < 4 or t1 <= t0:
+        return 0.0, 0.0
+    mid = (t0 + t1) / 2
+    first = (k["start_ns"] < mid).to_numpy()
+    busy = k["busy_ns"].to_numpy(dtype=np.float64)
+    names = k["function"].astype(str).to_numpy()
+    if min(np.count_nonzero(first), np.count_nonzero(~first)) < MIN_HALF_KERNELS:
+        return 0.0, 0.0  # too few kernels to judge
+    mixes, shares = [], []
+    for half in (first, ~first):
+        total = busy[half].sum()
+        by = pd.Series(busy[half]).groupby(names[half]).sum() / total if total > 0 else pd.Series(dtype=float)
+        mixes.append(by)
+        shares.append(total / max(mid - t0, 1.0))
+    mix = 0.5 * float(mixes[0].sub(mixes[1], fill_value=0.0).abs().sum())
+    return mix, float(abs(shares[0] - shares[1]))

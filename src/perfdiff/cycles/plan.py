@@ -27,15 +27,18 @@ import numpy as np
 
 from perfdiff.cycles.offer import MARKER_SOURCES, CycleSummary
 from perfdiff.errors import InputError
-from perfdiff.model.cycles import CyclePlan
+from perfdiff.model.cycles import CyclePlan, PassReason, Regime, Rejected
 from perfdiff.model.schema import CycleSource
-from perfdiff.segment import DEFAULT_WINDOW_NS, MAX_WINDOWS, MIN_CYCLES, IdleGaps, idle_gap_thresholds
+from perfdiff.segment import DEFAULT_WINDOW_NS, MAX_WINDOWS, MIN_CYCLES, idle_gap_thresholds
 
 __all__ = ["check_cycle_choice", "marker_plan", "match_devices", "plan_pair"]
 
 RANGES_PER_PERIOD = 1.5  # a range repeated this often per kernel period marks a part of an iteration
 GAP_ALIKE = 0.25  # coefficient of variation of GPU rows per cycle under which idle-gap cycles are alike
 GAP_PERIODS = 1.5  # kernel periods an alike idle-gap cycle holds for it to be the iteration instead
+MIN_GAP_NS = 2_000.0  # a kernel launch's latency: an idle gap shorter than it parts no iterations
+MAX_MIX_CHANGE = 0.25  # kernel-mix change (total variation) between a run's halves for fixed windows
+MAX_BUSY_CHANGE = 0.2  # GPU busy-share change between a run's halves for fixed windows
 
 
 def plan_pair(sn: CycleSummary, sa: CycleSummary, *, cycle_regex: str | None = None,
@@ -101,17 +104,63 @@ def _plan_cycles(sn: CycleSummary, sa: CycleSummary, cycle_regex: str | None, wi
         def most(s: CycleSummary) -> int:
             return max((r.count for r in s.ranges.values()), default=0)
         one_sided.append((CycleSource.ANNOTATION.value, most(sn), most(sa)))
+    rejected: list[Rejected] = []
     anchor = _common_anchor(sn, sa)
+    if anchor is not None:
+        short = _short_sequence(sn, sa, anchor[1], anchor[2])
+        if short is not None:
+            rejected.append(short)
+            anchor = None
     flat = anchor is not None and any(s.period is not None and s.period.flat and anchor[0] in s.period.anchors
                                       for s in (sn, sa))
     # Idle gaps matter only without an anchor, or against a flat one.
-    threshold, alike = _gap_threshold(sn.gaps, sa.gaps) if anchor is None or flat else (None, False)
+    threshold, alike = _gap_threshold(sn, sa, rejected) if anchor is None or flat else (None, False)
     if anchor is not None and not (flat and alike and _gaps_hold_periods(sn, sa, threshold, anchor[1])):
         return CyclePlan(CycleSource.KERNEL_SEQUENCE, name=anchor[0], period=anchor[1], anchor_every=anchor[2],
-                         one_sided=tuple(one_sided), confirmed=anchor[3])
+                         one_sided=tuple(one_sided), confirmed=anchor[3], rejected=tuple(rejected))
     if threshold is not None:
-        return CyclePlan(CycleSource.IDLE_GAPS, threshold_ns=threshold, one_sided=tuple(one_sided))
-    return CyclePlan(CycleSource.WINDOW, window_ns=_default_window_ns(sn, sa), one_sided=tuple(one_sided))
+        return CyclePlan(CycleSource.IDLE_GAPS, threshold_ns=threshold, one_sided=tuple(one_sided),
+                         rejected=tuple(rejected))
+    window = _default_window_ns(sn, sa)
+    unfit = _window_unfit(sn, sa, window)
+    if unfit is None:
+        return CyclePlan(CycleSource.WINDOW, window_ns=window, one_sided=tuple(one_sided), rejected=tuple(rejected))
+    # No source passes: compare totals per run (or per step, where both runs have a few).
+    rejected.append(unfit)
+    steps = sn.step_cycles > 0 and sa.step_cycles > 0
+    return CyclePlan(CycleSource.PROFILER_STEP if steps else CycleSource.WINDOW, regime=Regime.TOTALS,
+                     one_sided=tuple(one_sided), rejected=tuple(rejected))
+
+
+def _short_sequence(sn: CycleSummary, sa: CycleSummary, period: int, every: int) -> Rejected | None:
+    """KERNEL_SEQUENCE passed over where its mean cycle (span over the cycles the anchor
+    starts) is shorter than the median kernel in a run."""
+    for s in (sn, sa):
+        launches = sum(s.launches.values())
+        if not launches or s.median_kernel_ns <= 0:
+            continue
+        cycle = s.span_ns * period / launches
+        if cycle < s.median_kernel_ns:
+            return Rejected(CycleSource.KERNEL_SEQUENCE, PassReason.SHORTER_THAN_KERNEL, cycle, s.median_kernel_ns)
+    return None
+
+
+def _window_unfit(sn: CycleSummary, sa: CycleSummary, window_ns: int) -> Rejected | None:
+    """Why fixed windows of `window_ns` do not fit the runs, or None: a window shorter than the
+    median kernel, fewer than MIN_CYCLES windows in a run, or work that is not stationary (its
+    kernel mix or GPU busy share changes between the halves of a run, as a one-shot program's
+    does)."""
+    for s in (sn, sa):
+        if s.median_kernel_ns > window_ns:
+            return Rejected(CycleSource.WINDOW, PassReason.SHORTER_THAN_KERNEL, window_ns, s.median_kernel_ns)
+    for s in (sn, sa):
+        if s.mix_change > MAX_MIX_CHANGE:
+            return Rejected(CycleSource.WINDOW, PassReason.NOT_STATIONARY, s.mix_change, MAX_MIX_CHANGE)
+        if s.busy_change > MAX_BUSY_CHANGE:
+            return Rejected(CycleSource.WINDOW, PassReason.NOT_STATIONARY, s.busy_change, MAX_BUSY_CHANGE)
+    if any(s.span_ns < (MIN_CYCLES - 0.5) * window_ns for s in (sn, sa)):
+        return Rejected(CycleSource.WINDOW, PassReason.TOO_FEW, min(sn.span_ns, sa.span_ns), window_ns)
+    return None
 
 
 def _within_period(name: str, sn: CycleSummary, sa: CycleSummary) -> bool:
@@ -164,21 +213,38 @@ def _common_anchor(sn: CycleSummary, sa: CycleSummary) -> tuple[str, int, int, b
     return None
 
 
-def _gap_threshold(gn: IdleGaps, ga: IdleGaps) -> tuple[float | None, bool]:
+def _gap_threshold(sn: CycleSummary, sa: CycleSummary, rejected: list[Rejected]) -> tuple[float | None, bool]:
     """(threshold, alike): the idle-gap threshold for both runs, of the candidates in their
     gaps pooled that give each run at least three cycles: the shortest whose cycles are alike
     in size (GPU rows per cycle, coefficient of variation at most GAP_ALIKE in both runs);
     else the one whose cycles are most alike; else the widest jump.  Iterations are alike: the
     gaps inside one (a collective's wait, a sync) cut it into unlike pieces; pauses every few
     iterations give groups of iterations, alike too, hence the shortest."""
+    gn, ga = sn.gaps, sa.gaps
     fits = []
+    under: dict[PassReason, Rejected] = {}
     for t, jump in idle_gap_thresholds(np.concatenate([gn.sample_ns, ga.sample_ns])):
         if gn.cycles(t) < 3 or ga.cycles(t) < 3:
             continue
+        # No piece shorter than the work it must hold: a launch's latency, the median kernel.
+        if t < MIN_GAP_NS <= t * np.sqrt(jump):
+            t = MIN_GAP_NS  # the jump spans the launch latency: the same cut, at the latency
+        if t < MIN_GAP_NS:
+            under.setdefault(PassReason.GAP_UNDER_LAUNCH, Rejected(CycleSource.IDLE_GAPS, PassReason.GAP_UNDER_LAUNCH,
+                                                                   t, MIN_GAP_NS))
+            continue
+        short = next(((s.gaps.median_cycle_ns(t), s.median_kernel_ns) for s in (sn, sa)
+                      if s.gaps.median_cycle_ns(t) < s.median_kernel_ns), None)
+        if short is not None:
+            under.setdefault(PassReason.SHORTER_THAN_KERNEL, Rejected(
+                CycleSource.IDLE_GAPS, PassReason.SHORTER_THAN_KERNEL, *short))
+            continue
         spread = float(np.fmax(gn.spread(t), ga.spread(t)))  # one run's unknown spread: the other's
         if spread <= GAP_ALIKE:
+            rejected.extend(under.values())
             return t, True
         fits.append((t, spread, jump))
+    rejected.extend(under.values())
     if not fits:
         return None, False
     known = [f for f in fits if not np.isnan(f[1])]

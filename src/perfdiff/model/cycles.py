@@ -16,7 +16,40 @@ from perfdiff.model.schema import CycleSource
 if TYPE_CHECKING:
     import numpy as np
 
-__all__ = ["CyclePlan", "Cycles", "NoCycles", "NoCyclesCode", "WindowReason"]
+__all__ = ["CyclePlan", "Cycles", "NoCycles", "NoCyclesCode", "PassReason", "Regime", "Rejected", "WindowReason"]
+
+
+class Regime(Enum):
+    """How a pair is compared: over cycles cut by the plan (CYCLES), or, where each run offers
+    too few cycles or no cycle source passes the checks (one or a few steps, a one-shot
+    program), per function over each run's totals and per call, with no invented cycles
+    (TOTALS: each run is one piece, or its few steps)."""
+
+    CYCLES = "cycles"
+    TOTALS = "totals"
+
+
+class PassReason(Enum):
+    """Why the plan passed over a cycle source that both runs have (perfdiff.render words it)."""
+
+    GAP_UNDER_LAUNCH = "gap-under-launch"  # an idle-gap threshold under the launch latency (MIN_GAP_NS)
+    SHORTER_THAN_KERNEL = "shorter-than-kernel"  # its median cycle is shorter than the median kernel
+    NOT_STATIONARY = "not-stationary"  # fixed windows over work whose GPU busy share or kernel mix changes
+    TOO_FEW = "too-few"  # a run spans too few windows (value_ns: the shorter span; limit_ns: the window)
+
+
+@dataclass(frozen=True)
+class Rejected:
+    """A cycle source both runs have that the plan passed over, `why`, with the numbers it
+    rests on: `value_ns` (the threshold, or the median cycle) against `limit_ns` (the launch
+    latency, or the median kernel); for NOT_STATIONARY `value_ns` is the larger change
+    between the halves of a run (kernel mix, as a total-variation distance, or GPU busy
+    share; a fraction) and `limit_ns` its limit."""
+
+    source: CycleSource
+    why: PassReason
+    value_ns: float = 0.0
+    limit_ns: float = 0.0
 
 
 @dataclass(frozen=True)
@@ -48,6 +81,10 @@ class CyclePlan:
     # GPU devices of the abnormal run renamed to their counterparts in the normal run, as
     # (abnormal name, normal name), when the runs used other device indexes (matched by role)
     device_map: tuple[tuple[str, str], ...] = ()
+    # CYCLES, or TOTALS where no source passes (then `source` is PROFILER_STEP, each run cut at
+    # its one or few steps, or WINDOW, each run one piece); `rejected`: sources passed over
+    regime: Regime = Regime.CYCLES
+    rejected: tuple[Rejected, ...] = ()
 
 
 class WindowReason(Enum):

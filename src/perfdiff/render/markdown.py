@@ -18,6 +18,8 @@ from perfdiff.analyze.records import Analysis, CategoryRow, DetailRow, FunctionS
 from perfdiff.analyze.result import ComparisonResult
 from perfdiff.analyze.verdict_records import VerdictClass
 from perfdiff.render.cycles_words import run_cycle_detail
+from perfdiff.render.totals import (is_totals, rejected_text, subcycles_text, totals_head, totals_lines,
+                                   totals_text)
 from perfdiff.render.tree import TreeLabels, tree_section
 from perfdiff.render.wording import (CATEGORY_WORDS, categories_intro, categories_rest, finding_text, matching_text,
                                      notice_text, per_unit, plan_text, test_name,
@@ -234,9 +236,10 @@ def _view(c: Analysis, findings: list[Finding], verdict: list[VerdictClass], nam
         "cycles_csv": md_escape(cycles_csv) if cycles_csv else None,
         "overview": (finding_text(c, findings[0], names) if findings and findings[0].code == FindingCode.IDENTICAL
                      else _overview(c, top_cause, names)),
-        "plan": plan_text(c.plan, names),
-        "verdict": verdict_lines(c, verdict, findings, names),
-        "verdict_head": verdict_head(c, findings),
+        "plan": "\n".join(x for x in (subcycles_text(c), totals_text(c) if is_totals(c) else plan_text(c.plan, names),
+                                       rejected_text(c.plan)) if x),
+        "verdict": totals_lines(c, names) if is_totals(c) else verdict_lines(c, verdict, findings, names),
+        "verdict_head": totals_head(c) if is_totals(c) else verdict_head(c, findings),
         "top_header": TOP_HEADER,
         "top_rows": [_top_cells(c, r, i + 1, short_top, with_cycle) for i, r in enumerate(top_rows)],
         "per": per_unit(c),

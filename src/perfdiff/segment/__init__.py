@@ -23,7 +23,7 @@ from perfdiff.segment.sequence import KernelPeriod, cut_at_kernel, kernel_launch
 __all__ = ["DEFAULT_WINDOW_NS", "MAX_WINDOWS", "MIN_CYCLES", "STEP_NAME", "Cycles", "IdleGaps", "KernelPeriod",
            "RepeatedRange", "cut_at_gaps", "cut_at_kernel", "cycle_pattern", "empty_cycles", "fixed_windows",
            "gpu_busy_by_device", "idle_gap_thresholds", "idle_gaps", "kernel_launch_counts", "kernel_period",
-           "marker_cycles", "range_rows", "regex_cycles", "repeated_ranges", "short_name", "source_rows", "timeline_ns"]
+           "marker_cycles", "range_rows", "regex_cycles", "repeated_ranges", "short_name", "source_rows", "timeline_ns", "whole_run"]
 
 DEFAULT_WINDOW_NS = 100_000_000
 MAX_WINDOWS = 1_000_000  # fixed windows of one run: beyond, a window far too short for the run (memory)
@@ -74,6 +74,14 @@ def fixed_windows(run: RunData, window_ns: int, reason: WindowReason | None = No
     keep = (ends - edges) >= window_ns // 2
     cycles = finish(edges[keep], ends[keep], CycleSource.WINDOW, f"fixed windows of {window_ns / 1e6:g} ms")
     return dataclasses.replace(cycles, window_reason=reason)
+
+
+def whole_run(run: RunData) -> Cycles:
+    """The run's activity span as one piece (a pair compared by totals, not cycles)."""
+    t0, t1 = timeline_ns(run)
+    if t1 <= t0:
+        return empty_cycles(CycleSource.WINDOW, NoCycles(NoCyclesCode.NO_ACTIVITY))
+    return finish(np.array([t0]), np.array([t1]), CycleSource.WINDOW, "the whole run as one piece")
 
 
 def _ms(ns: int) -> str:

@@ -47,6 +47,20 @@ class IdleGaps:
     block_row: np.ndarray
     rows: int
     body_weight: float = 1.0
+    long_at_ns: np.ndarray | None = None  # the start of the GPU row after each of `long_ns`
+    first_ns: int = 0  # the first GPU row's start
+    last_ns: int = 0  # the GPU work's end
+
+    def median_cycle_ns(self, threshold_ns: float) -> float:
+        """The median cycle (ns) that splitting at gaps longer than `threshold_ns` gives, from
+        one burst's start to the next's (the last to the work's end): exact where every such
+        gap is among `long_ns`, else the mean."""
+        n = self.cycles(threshold_ns)
+        cut = self.long_ns > threshold_ns
+        if self.long_at_ns is not None and n - 1 <= np.count_nonzero(cut):
+            edges = np.concatenate([[self.first_ns], self.long_at_ns[cut], [self.last_ns]])
+            return float(np.median(np.diff(edges)))
+        return (self.last_ns - self.first_ns) / max(n, 1)
 
     def cycles(self, threshold_ns: float) -> int:
         """Cycles that splitting at gaps longer than `threshold_ns` gives (estimated from the
@@ -91,7 +105,7 @@ def idle_gaps(run: RunData) -> IdleGaps:
         body = body[np.linspace(0, len(body) - 1, GAP_SAMPLE - GAP_TOP).astype(np.int64)]
         pos = np.concatenate([body, top])
     return IdleGaps(pos, gaps[longest].astype(np.float64), longest + 1, gaps[block].astype(np.float64), block + 1,
-                    len(s), weight)
+                    len(s), weight, s[longest + 1].astype(np.int64), int(s[0]), int(e[-1]))
 
 
 def idle_gap_thresholds(gaps_ns: np.ndarray) -> list[tuple[float, float]]:
