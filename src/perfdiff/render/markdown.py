@@ -16,7 +16,7 @@ from perfdiff.version import __version__
 from perfdiff.analyze.evidence import CauseEvidence, Finding, FindingCode
 from perfdiff.analyze.records import Analysis, CategoryRow, DetailRow, FunctionStats
 from perfdiff.analyze.result import ComparisonResult
-from perfdiff.analyze.verdict_records import VerdictClass
+from perfdiff.analyze.verdict_records import VerdictClass, VerdictCode
 from perfdiff.render.cycles_words import run_cycle_detail
 from perfdiff.render.totals import (is_totals, rejected_text, subcycles_text, totals_head, totals_lines,
                                    totals_text)
@@ -194,12 +194,12 @@ def _view(c: Analysis, findings: list[Finding], verdict: list[VerdictClass], nam
     N, A = c.normal, c.abnormal
     summary = []
     summary.append(["Total Cycles", f"{N.n_cycles:,}", f"{A.n_cycles:,}", f"{A.n_cycles - N.n_cycles:+,}", "-"])
-    for label, vn, va in (  # durations in µs, each printed in the unit that reads best
-        ("Avg Cycle Time", N.mean_us, A.mean_us),
-        ("Median Cycle Time", N.median_us, A.median_us),
-        ("P95 Cycle Time", N.p95_us, A.p95_us),
-        ("Traced Time", N.traced_s * 1e6, A.traced_s * 1e6),
-    ):
+    # One cycle a run (one step, or the whole run compared by totals): its mean, median and P95
+    # are one number, said once.
+    times = ((("Cycle Time (one per run)", N.mean_us, A.mean_us),) if N.n_cycles == A.n_cycles == 1 else
+             (("Avg Cycle Time", N.mean_us, A.mean_us), ("Median Cycle Time", N.median_us, A.median_us),
+              ("P95 Cycle Time", N.p95_us, A.p95_us)))
+    for label, vn, va in (*times, ("Traced Time", N.traced_s * 1e6, A.traced_s * 1e6)):  # µs, each in its best unit
         d, pct = _change(float(vn), float(va))
         summary.append([label, fmt_time_us(vn), fmt_time_us(va), fmt_signed_time(va - vn), pct])
     dist = []
@@ -238,7 +238,7 @@ def _view(c: Analysis, findings: list[Finding], verdict: list[VerdictClass], nam
                      else _overview(c, top_cause, names)),
         "plan": "\n".join(x for x in (subcycles_text(c), totals_text(c) if is_totals(c) else plan_text(c.plan, names),
                                        rejected_text(c.plan)) if x),
-        "verdict": totals_lines(c, names) if is_totals(c) else verdict_lines(c, verdict, findings, names),
+        "verdict": _verdict(c, verdict, findings, names),
         "verdict_head": totals_head(c) if is_totals(c) else verdict_head(c, findings),
         "top_header": TOP_HEADER,
         "top_rows": [_top_cells(c, r, i + 1, short_top, with_cycle) for i, r in enumerate(top_rows)],
@@ -273,6 +273,15 @@ def _view(c: Analysis, findings: list[Finding], verdict: list[VerdictClass], nam
     view["categories"] = _category_cells(c, c.categories) if whole else []
     view["full_names"] = names.full()  # last: every name shortened above
     return view
+
+
+def _verdict(c: Analysis, verdict: list[VerdictClass], findings: list[Finding], names: NameTable) -> list[str]:
+    """The verdict's lines: its classes; for a pair compared by totals, the classes that rest on
+    no cycle (other hardware) and then the totals' own lines (per-call changes, vanished, new)."""
+    if not is_totals(c):
+        return verdict_lines(c, verdict, findings, names)
+    hardware = [v for v in verdict if v.code == VerdictCode.DIFFERENT_HARDWARE]
+    return verdict_lines(c, hardware, findings, names) + totals_lines(c, names, other_hardware=bool(hardware))
 
 
 def _overview(c: Analysis, top: Finding | None, names: NameTable) -> str:

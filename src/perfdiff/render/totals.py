@@ -12,6 +12,7 @@ from perfdiff.render.text import NameTable, fmt_p, fmt_pct, fmt_time_us
 __all__ = ["is_totals", "rejected_text", "subcycles_text", "totals_head", "totals_lines", "totals_text"]
 
 LISTED = 3  # functions named per line
+PER_CALL_LISTED = 2  # functions slower (and faster) per call named on the first screen; the tables hold the rest
 SUB_SOURCES = {CycleSource.KERNEL_SEQUENCE: "a kernel sequence", CycleSource.IDLE_GAPS: "a burst between GPU idle gaps",
                CycleSource.ANNOTATION: "a range"}  # what repeats inside a step, as the report names it
 
@@ -66,27 +67,30 @@ def _total(f: FunctionStats, side: str) -> str:
     return fmt_time_us(f.t_n_us if side == "n" else f.t_a_us)
 
 
-def totals_lines(c: Analysis, names: NameTable) -> list[str]:
+def totals_lines(c: Analysis, names: NameTable, *, other_hardware: bool = False) -> list[str]:
     """The verdict's lines: the functions slower or faster per call (q ≤ α), and the largest
-    vanished and new functions with their totals (fewer, longer launches said)."""
+    vanished and new functions with their totals (fewer, longer launches said).  On
+    `other_hardware` the vanished and new work is the other vendor's names for the same work
+    (its category table says where the time went): not listed."""
     lines = []
     sig = sorted((t for t in c.per_call if t.q <= c.alpha), key=lambda t: t.p)
     for word, pick in (("slower per call", lambda t: t.median_a_us > t.median_n_us),
                        ("faster per call", lambda t: t.median_a_us < t.median_n_us)):
         lines += [f"**{word}**: {names.md(t.name, 60)} median {fmt_time_us(t.median_n_us)} → "
                   f"{fmt_time_us(t.median_a_us)} (×{t.median_a_us / t.median_n_us:.2f}, {t.calls_n} vs {t.calls_a} "
-                  f"calls, Mann–Whitney over the calls q {fmt_p(t.q)})" for t in [t for t in sig if pick(t)][:LISTED]]
+                  f"calls, Mann–Whitney over the calls q {fmt_p(t.q)})" for t in [t for t in sig if pick(t)][:PER_CALL_LISTED]]
     if c.per_call and not sig:
         lines.append(f"**per call**: {len(c.per_call)} functions in both runs tested (Mann–Whitney over the calls); "
                      f"none slower or faster at q ≤ {c.alpha:g}")
-    gone = sorted((f for f in c.functions if f.presence == "vanished"), key=lambda f: -f.t_n_us)[:LISTED]
-    new = sorted((f for f in c.functions if f.presence == "new"), key=lambda f: -f.t_a_us)[:LISTED]
+    listed = 0 if other_hardware else LISTED
+    gone = sorted((f for f in c.functions if f.presence == "vanished"), key=lambda f: -f.t_n_us)[:listed]
+    new = sorted((f for f in c.functions if f.presence == "new"), key=lambda f: -f.t_a_us)[:listed]
     lines += [f"**vanished**: {names.md(f.name, 60)} ({_total(f, 'n')} in {f.calls_n:g} calls)" for f in gone]
     lines += [f"**new**: {names.md(f.name, 60)} ({_total(f, 'a')} in {f.calls_a:g} calls)" for f in new]
     if gone and new and new[0].calls_a < gone[0].calls_n and new[0].per_call_a_us > gone[0].per_call_n_us:
         lines.append(f"fewer, longer launches: {gone[0].calls_n:g} calls of {fmt_time_us(gone[0].per_call_n_us)} "
                      f"became {new[0].calls_a:g} of {fmt_time_us(new[0].per_call_a_us)}")
-    if not lines:
+    if not lines and not other_hardware:
         lines.append("no function is slower or faster per call at q ≤ "
                      f"{c.alpha:g}, and none vanished or is new; totals are in the tables below")
     return lines
