@@ -149,3 +149,30 @@ def test_an_input_is_never_overwritten(capsys, tmp_path) -> None:
     path.write_text("k,impl,ms\na,x,1.5\na,y,2.5\n")
     code, _, err = run_cli(["bench", path, "--by", "impl", "--csv", path], capsys)
     assert code == 2 and "overwrite" in err and path.read_text().startswith("k,impl,ms")
+
+
+def test_a_group_of_two_shows_no_interval_and_a_group_of_three_does(tmp_path, capsys) -> None:
+    """A t interval on two log ratios (1 degree of freedom) spans ×1e-5 – ×1e5 for ratios a
+    factor 10 apart: a group of two prints "—" and null with its reason; a group of three
+    (MIN_CI_CONFIGS), an interval around its geometric mean."""
+    rows = []
+    for stage, ratios in (("pair", (0.1, 1.0)), ("three", (0.8, 0.9, 1.0))):
+        for i, r in enumerate(ratios):
+            rows += [{"impl": "a", "stage": stage, "bs": i, "ms": 100.0},
+                     {"impl": "b", "stage": stage, "bs": i, "ms": 100.0 * r}]
+    pd.DataFrame(rows).to_csv(tmp_path / "t.csv", index=False)
+    code, out, err = run_cli(["bench", tmp_path / "t.csv", "--by", "impl", "--group", "stage", "--metric", "ms",
+                              "--json", tmp_path / "r.json"], capsys)
+    assert code == 0, err
+    pair = next(ln for ln in out.splitlines() if "| stage pair |" in ln)
+    three = next(ln for ln in out.splitlines() if "| stage three |" in ln)
+    assert pair.split("|")[5].strip() == "—" and "e-0" not in pair and "e+0" not in pair
+    assert "×0.316 |" in pair  # the geometric mean stays
+    assert " – " in three.split("|")[5]
+    assert "— : no CI for a group of fewer than 3 configurations" in " ".join(out.split())
+    doc = read_bench_json((tmp_path / "r.json").read_text())
+    by_stage = {s["group"].get("stage"): s for s in doc["summaries"] if s["grouping"] == ["stage"]}
+    assert by_stage["pair"]["ci_low"] is None and by_stage["pair"]["ci_high"] is None
+    assert by_stage["pair"]["ci_reason"] == "2 configurations; an interval needs 3"
+    assert 0.6 < by_stage["three"]["ci_low"] < 0.896 < by_stage["three"]["ci_high"] < 1.25
+    assert by_stage["three"]["ci_reason"] == ""

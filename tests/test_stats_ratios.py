@@ -6,7 +6,7 @@ import math
 import numpy as np
 import pytest
 
-from perfdiff.stats.ratios import geomean_ci
+from perfdiff.stats.ratios import MIN_CI_CONFIGS, geomean_ci
 
 
 def test_geomean_ci_covers_the_true_ratio() -> None:
@@ -20,6 +20,16 @@ def test_geomean_ci_covers_the_true_ratio() -> None:
     assert 0.93 <= hits / 2000 <= 0.97
     assert geomean_ci([]).reason == "no ratio" and math.isnan(geomean_ci([2.0]).ci_low)
     assert geomean_ci([2.0, 2.0]).ratio == pytest.approx(2.0)
+
+
+def test_no_interval_below_the_minimum_of_configurations() -> None:
+    """Two ratios a factor 10 apart: t with 1 degree of freedom would give ×8e-6 – ×1e5."""
+    two = geomean_ci([0.1, 1.0])
+    assert two.ratio == pytest.approx(math.sqrt(0.1)) and two.n == 2
+    assert math.isnan(two.ci_low) and math.isnan(two.ci_high)
+    assert two.reason == f"2 configurations; an interval needs {MIN_CI_CONFIGS}" and MIN_CI_CONFIGS == 3
+    three = geomean_ci([0.1, 0.3, 1.0])
+    assert three.reason == "" and three.ci_low < three.ratio < three.ci_high
 
 
 def test_geomean_is_symmetric_in_the_reference() -> None:

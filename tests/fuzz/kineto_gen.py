@@ -1,5 +1,6 @@
 """Random Kineto (Chrome trace) documents, written by hand so that every JSON form appears:
-integer, decimal and exponent numbers, escapes and non-ASCII in names, any whitespace, any
+integer, decimal and exponent numbers, escapes and non-ASCII in names (lone surrogates,
+control characters and noncharacters among them), any whitespace, any
 key order, missing and extra fields, duplicated keys, the 2021 / 2022 / 2025 schemas."""
 from __future__ import annotations
 
@@ -20,7 +21,11 @@ _NAME_PARTS = ["void gemm<float, 128>(float*, int)", "aten::add", "cudaLaunchKer
                "ProfilerStep#3", "ProfilerStep#4", "naïve kernel", "核函数", "emoji 🚀", 'quote " inside',
                "back\\slash", "tab\tand\nnewline", "ctrl \x01", "a" * 30, "", "stream 7", "x:y", "{ph}",
                "\u2028line sep", "ncclDevKernel_AllReduce_Sum_f32_RING_LL(ncclDevComm*)",
-               "void ncclKernel_Broadcast_RING_LL(ncclWorkElem)"]
+               "void ncclKernel_Broadcast_RING_LL(ncclWorkElem)",
+               # text a report cannot hold: lone surrogates (high, low, a pair reversed), control
+               # characters, noncharacters; made valid text (U+FFFD) by every reader
+               "lone \ud800 high", "lone \udc00 low", "reversed \udc00\ud800", "esc \x1b[31m red \x7f",
+               "nonchar \ufffe \ufdd0 \U0010ffff"]
 # Process-group args as PyTorch profilers write them into NCCL kernels, and malformed ones.
 _GROUP_NAMES = ["0", "tp", 3, None, "é", True]
 _GROUP_RANKS = ["[0, 1]", [3, 1], "[2, 0]", "x", [], [1.5], "[0, \"a\"]"]
@@ -39,7 +44,9 @@ def _number(r: random.Random, us: float, allow_exponent: bool = True) -> str:
 
 
 def _string(r: random.Random, text: str) -> str:
-    return json.dumps(text, ensure_ascii=r.random() < 0.3)
+    # A lone surrogate is written as its escape, mostly: written raw, the file is not UTF-8.
+    surrogate = any("\ud800" <= c <= "\udfff" for c in text)
+    return json.dumps(text, ensure_ascii=r.random() < (0.9 if surrogate else 0.3))
 
 
 def _event(r: random.Random, schema: str, t_us: float, corr: int, rel: bool) -> list[tuple[str, str]]:

@@ -14,6 +14,11 @@ from pathlib import Path
 _PH = re.compile(rb'\{\s*"ph"\s*:')
 _FIELD = re.compile(rb'"(\w+)"\s*:\s*("(?:[^"\\]|\\.)*"|-?[0-9][0-9.eE+-]*)')
 _NUMBER = re.compile(rb"-?[0-9]+(?:\.[0-9]+)?(?:[eE][+-]?[0-9]+)?")
+_STRING = re.compile(rb'"(?:[^"\\]|\\.)*"')
+# JSON escapes of text a report cannot hold: a lone high or low surrogate, a pair reversed,
+# control characters, noncharacters.
+_BAD_ESCAPES = [b"\\ud800", b"\\udfff", b"\\udc00\\ud800", b"\\u0001", b"\\u001b[0m", b"\\u007f",
+                b"\\ufffe", b"\\uffff", b"\\ufdd0", b"\\udbff\\udfff\\ud83d"]
 _ODD_NUMBERS = [b"1e30", b"-1e30", b"1e999", b"NaN", b"Infinity", b"-0", b"0.0000001", b'"abc"', b"true",
                 b"null", b"9223372036854775807", b"99999999999999999999999", b"1.5e-3", b"[]", b"{}"]
 
@@ -71,6 +76,10 @@ def mutate_kineto(r: random.Random, doc: bytes) -> tuple[bytes, str]:
             m = _FIELD.search(b, r.randrange(len(b)))
             if m:
                 b[m.end():m.end()] = b", " + m.group(0)[:m.start(2) - m.start()] + r.choice(_ODD_NUMBERS)
+        elif how < 0.74:  # an escape a name cannot hold as text put into a string
+            m = _STRING.search(b, r.randrange(len(b)))
+            if m:
+                b[m.start() + 1:m.start() + 1] = r.choice(_BAD_ESCAPES)
         elif how < 0.85:  # an odd number in place of one
             m = _NUMBER.search(b, r.randrange(len(b)))
             if m:

@@ -11,7 +11,11 @@ from pathlib import Path
 
 _NAMES = ["Fan1(float *)", "Fan1", "void gemm<float, 128>(float*, int)", "gemm", "cudaLaunchKernel_v7000",
           "cudaStreamSynchronize_v3020", "cudaMemcpyAsync_v3020", "read", "poll", "ioctl", "step", "naïve ü",
-          "核函数", "🚀", "", "a" * 300, "x\x00y"]
+          "核函数", "🚀", "", "a" * 300, "x\x00y", "esc \x1b[0m", "nonchar \ufffe\ufdd0",
+          "lone surrogate"]
+# What Python writes into a TEXT cell for a str holding a lone surrogate (surrogatepass): bytes
+# that are not UTF-8; the StringIds entry "lone surrogate" holds them.
+_LONE_SURROGATE = "\ud800 lone \udc00".encode("utf-8", "surrogatepass")
 _VERSIONS = [("EXPORT_META_DATA", "2.9.1", "2021.5.1"), ("META_DATA_EXPORT", "3.0.0", "2022.4.2"),
              ("META_DATA_EXPORT", "3.11.0", "2024.2.1")]
 
@@ -27,6 +31,7 @@ def nsys_export(r: random.Random, path: Path) -> None:
     strings = {i + 1: s for i, s in enumerate(_NAMES)}
     con.execute("CREATE TABLE StringIds (id INTEGER NOT NULL PRIMARY KEY, value TEXT NOT NULL)")
     con.executemany("INSERT INTO StringIds VALUES (?, ?)", strings.items())
+    con.execute("UPDATE StringIds SET value = CAST(? AS TEXT) WHERE value = 'lone surrogate'", (_LONE_SURROGATE,))
     meta, schema, product = r.choice(_VERSIONS)
     con.execute(f"CREATE TABLE {meta} (name TEXT, value TEXT)")
     con.executemany(f"INSERT INTO {meta} VALUES (?, ?)", [("EXPORT_SCHEMA_VERSION", schema),

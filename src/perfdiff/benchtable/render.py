@@ -20,6 +20,7 @@ from perfdiff.benchtable.compare import extremes, regressed_pct
 from perfdiff.benchtable.records import BenchResult, Comparison, GroupSummary, NoteCode, Significance
 from perfdiff.errors import InputError
 from perfdiff.render.text import fmt_p, fmt_score, md_escape, shorten
+from perfdiff.stats.ratios import MIN_CI_CONFIGS
 from perfdiff.version import __version__
 
 JSON_FORMAT = "perfdiff-bench"
@@ -96,7 +97,7 @@ def _group_text(group: tuple[tuple[str, str], ...]) -> str:
 
 def _ci_text(s: GroupSummary) -> str:
     if not math.isfinite(s.ci_low):
-        return s.ci_reason or "--"
+        return "—"  # why is in ci_reason (JSON) and under the summary table
     return f"{fmt_ratio(s.ci_low)} – {fmt_ratio(s.ci_high)}"
 
 
@@ -175,6 +176,10 @@ def _summary(result: BenchResult, lines: list[str]) -> None:
     lines += _table(["comparison", "group", "configs", "geomean", f"{level} CI", "change", "better",
                      "worse", "same"], rows)
     lines.append("")
+    if any(not math.isfinite(s.ci_low) for s in result.summaries):
+        lines += _para(f"— : no CI for a group of fewer than {MIN_CI_CONFIGS} configurations (with two, "
+                       "the t interval on one degree of freedom spans far more than the two ratios).")
+        lines.append("")
     rows = []
     cols = _varying(result)
     for i, c in enumerate(result.comparisons):

@@ -28,6 +28,7 @@ import pyarrow.ipc as ipc
 from perfdiff.errors import InputError
 from perfdiff.model.schema import BUNDLE_SCHEMAS, MISSING, SCHEMAS
 from perfdiff.model.tables import normalize_table
+from perfdiff.model.text import TextRepairs
 
 SUFFIX = ".arrows"
 LEGACY_SUFFIX = ".jsonl"  # read only
@@ -185,10 +186,12 @@ def _write_all(fd: int, data: Any) -> None:
 # ---------------------------------------------------------------------------- reading
 
 
-def read_journal(table: str, path: Path) -> tuple[pa.Table, bool]:
-    """A journal's whole records, and whether a torn last one (a write cut by a kill) was dropped."""
+def read_journal(table: str, path: Path, text: TextRepairs | None = None) -> tuple[pa.Table, bool]:
+    """A journal's whole records, and whether a torn last one (a write cut by a kill) was
+    dropped.  A JSON-lines journal's strings holding what UTF-8 cannot encode (a lone
+    surrogate escape) are made encodable where they are read, counted in `text`."""
     if path.suffix == LEGACY_SUFFIX:
-        return _read_jsonl(table, path)
+        return _read_jsonl(table, path, text if text is not None else TextRepairs(unencodable_only=True))
     try:
         reader = ipc.open_stream(pa.memory_map(str(path)))
     except (pa.ArrowException, OSError):
@@ -208,11 +211,12 @@ def read_journal(table: str, path: Path) -> tuple[pa.Table, bool]:
     return pa.Table.from_batches(batches, reader.schema).select(cols), torn
 
 
-def _read_jsonl(table: str, path: Path) -> tuple[pa.Table, bool]:
+def _read_jsonl(table: str, path: Path, text: TextRepairs) -> tuple[pa.Table, bool]:
     """An older collector's journal: one JSON object of columns per line, each column a list
     or packed ({"q"|"d": base64 of little-endian int64|float64, "s": strings joined by U+001F})."""
     lines = path.read_bytes().split(b"\n")
     torn = bool(lines[-1])  # every whole record ends with a newline
+    str_cols = BUNDLE_SCHEMAS.get(table, {})
     chunks = []
     for i, line in enumerate(lines[:-1]):
         try:
@@ -222,7 +226,9 @@ def _read_jsonl(table: str, path: Path) -> tuple[pa.Table, bool]:
         if not isinstance(chunk, dict):
             raise InputError(f"corrupt journal (line {i + 1} is not an object of columns)", path=path)
         try:
-            chunks.append({c: _unpack_column(v) for c, v in chunk.items()})
+            chunks.append({c: _unpack_column(v) if str_cols.get(c) != "str" else
+                           [text.fix(x) if isinstance(x, str) else x for x in _unpack_column(v)]
+                           for c, v in chunk.items()})
         except ValueError as exc:
             raise InputError(f"corrupt journal (line {i + 1}: {exc})", path=path) from None
     try:

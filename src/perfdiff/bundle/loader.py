@@ -18,12 +18,14 @@ import pyarrow.parquet as pq
 from perfdiff.bundle.journal import SUFFIXES, check_schema, read_journal
 from perfdiff.bundle.manifest import RunData, read_manifest
 from perfdiff.errors import InputError
+from perfdiff.model.text import TextRepairs
 from perfdiff.model.schema import INTERVAL_COLUMNS as _INTERVALS
 from perfdiff.model.schema import BUNDLE_SCHEMAS, MISSING, OPTIONAL_TABLES, TABLES
-from perfdiff.model.tables import empty_table
+from perfdiff.model.tables import categorical, empty_table
 
 
-def _read_table(path: Path, table: str, notes: list[str] | None = None) -> pd.DataFrame:
+def _read_table(path: Path, table: str, notes: list[str] | None = None,
+                text: TextRepairs | None = None) -> pd.DataFrame:
     tdir = path / table
     if not tdir.is_dir():
         raise InputError(f"missing table {table!r} (no folder {table}/)", path=path)
@@ -48,7 +50,7 @@ def _read_table(path: Path, table: str, notes: list[str] | None = None) -> pd.Da
     for journal in journals:
         if journal.name[1:-len(journal.suffix)] + ".parquet" in sealed:
             continue
-        data, torn = read_journal(table, journal)
+        data, torn = read_journal(table, journal, text)
         tables.append(data)
         if notes is not None:
             notes.append(f"{table}: {data.num_rows:,} rows read from the unsealed journal {journal.name}"
@@ -103,6 +105,19 @@ def _arrow_to_frame(table: str, tables: list[pa.Table]) -> pd.DataFrame:
     return df
 
 
+def _valid_names(table: str, df: pd.DataFrame, text: TextRepairs) -> None:
+    """Replace what UTF-8 cannot encode (lone surrogates) in the names of `table`'s text
+    columns, counted in `text`: a JSON journal of an older collector, or a bundle written by
+    another tool, may hold them, and no report or JSON could be written with them."""
+    for col, kind in BUNDLE_SCHEMAS[table].items():
+        if kind != "str" or col not in df.columns or not isinstance(df[col].dtype, pd.CategoricalDtype):
+            continue
+        labels = [str(x) for x in df[col].cat.categories]
+        fixed = [text.fix(x) for x in labels]
+        if fixed != labels:  # two labels may become one: categorical() merges them
+            df[col] = categorical(df[col].cat.codes.to_numpy(), fixed)
+
+
 def load_bundle(path: str | os.PathLike[str]) -> RunData:
     """Load and validate the bundle at `path`; raises InputError naming the file on bad input."""
     p = Path(path)
@@ -110,11 +125,15 @@ def load_bundle(path: str | os.PathLike[str]) -> RunData:
         raise InputError("no such file or directory", path=p)
     if not p.is_dir():
         raise InputError("not a directory", path=p)
-    manifest = read_manifest(p)
+    text = TextRepairs(unencodable_only=True)  # the strings load back as written, but encodable
+    manifest = text.fix_json(read_manifest(p), "manifest fields")
     notes: list[str] = []
-    tables = {t: _read_table(p, t, notes) for t in TABLES}
+    tables = {t: _read_table(p, t, notes, text) for t in TABLES}
     for t in OPTIONAL_TABLES:
-        tables[t] = _read_table(p, t, notes) if (p / t).exists() else empty_table(t)
+        tables[t] = _read_table(p, t, notes, text) if (p / t).exists() else empty_table(t)
+    for t, df in tables.items():
+        _valid_names(t, df, text)
+    notes += text.lines()
     run = RunData(manifest=manifest, path=str(p), notes=notes, **tables)
     status = manifest.get("status")
     if status == "running":

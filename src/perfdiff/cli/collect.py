@@ -10,6 +10,7 @@ once (and every perfdiff command imports it for its parser).
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 from pathlib import Path
 
@@ -55,14 +56,67 @@ def _warn(msg: str) -> None:
     print(f"perfdiff: warning: {msg}", file=sys.stderr, flush=True)
 
 
-def _status_line(p: dict) -> None:
-    """One line on the terminal, rewritten in place: elapsed, ticks, rows, warnings."""
+def _status_text(p: dict) -> str:
+    """Elapsed, ticks, rows, warnings: what the status line says."""
     late = f", {p['overruns']:,} late" if p["overruns"] else ""
     warned = f", {p['warnings']} warning(s)" if p["warnings"] else ""
-    sys.stderr.write(f"\rperfdiff collect: {p['elapsed_ns'] / 1e9:,.1f} s, {p['ticks']:,} ticks{late}, "
-                     f"{p['markers']:,} marks, {p['activity']:,} activity rows, {p['samples']:,} samples{warned}"
-                     "\x1b[K")
-    sys.stderr.flush()
+    return (f"perfdiff collect: {p['elapsed_ns'] / 1e9:,.1f} s, {p['ticks']:,} ticks{late}, "
+            f"{p['markers']:,} marks, {p['activity']:,} activity rows, {p['samples']:,} samples{warned}")
+
+
+class StatusBar:
+    """The status line of `perfdiff collect` on a terminal, on the screen's bottom row, out of
+    the way of everything else written to the terminal.
+
+    The target shares the terminal (it inherits it: its writes cannot be intercepted), and
+    perfdiff's own warnings go to it too, so a status line redrawn in place at the cursor
+    ran into whatever was written next ("… 2 warning(s)workload 31002: …").  Instead, the
+    rows above the last are made the scrolling region (DECSTBM, as apt draws its progress
+    bar): the target's lines and perfdiff's messages scroll there, and the status is drawn
+    on the bottom row with the cursor saved and restored around it (one write each time, so
+    it cannot be split by the target's).  `close` (at exit, Ctrl-C included) gives the whole
+    screen back and clears the row.  Without a usable terminal (a pipe, TERM=dumb, fewer than
+    2 rows) there is no status line."""
+
+    def __init__(self, fd: int):
+        self.fd = fd
+        self.rows = 0  # the screen's rows while the region is set; 0: not set
+
+    @staticmethod
+    def usable(stream: object) -> bool:
+        isatty = getattr(stream, "isatty", None)
+        return bool(isatty and isatty()) and os.environ.get("TERM", "dumb") not in ("", "dumb")
+
+    def show(self, text: str) -> None:
+        try:
+            size = os.get_terminal_size(self.fd)
+        except OSError:
+            return
+        if size.lines < 2:
+            return
+        out = ""
+        if size.lines != self.rows:  # first call, or the terminal was resized
+            # A newline first makes room for the status row when the cursor is on the last one
+            # (the screen scrolls up by one); setting the region homes the cursor, so it is
+            # saved and restored around it, then moved back up to the line it was on.
+            out += ("\n" if not self.rows else "") + f"\x1b7\x1b[1;{size.lines - 1}r\x1b8"
+            out += "\x1b[1A" if not self.rows else ""
+            self.rows = size.lines
+        out += f"\x1b7\x1b[{size.lines};1H\x1b[2K{text[:max(size.columns - 1, 0)]}\x1b8"
+        self._write(out)
+
+    def close(self) -> None:
+        if self.rows:
+            self._write(f"\x1b7\x1b[r\x1b[{self.rows};1H\x1b[2K\x1b8")
+            self.rows = 0
+
+    def _write(self, text: str) -> None:
+        data = text.encode("utf-8", "replace")
+        try:
+            while data:
+                data = data[os.write(self.fd, data):]
+        except OSError:  # the terminal went away: nothing to draw on
+            pass
 
 
 def cmd_collect(args: argparse.Namespace) -> int:
@@ -77,15 +131,18 @@ def cmd_collect(args: argparse.Namespace) -> int:
     interval_ns = parse_duration_ns(args.interval)
     if interval_ns < MIN_INTERVAL_NS:
         raise InputError(f"collect: --interval {args.interval} is below the 1ms minimum")
+    bar = StatusBar(sys.stderr.fileno()) if StatusBar.usable(sys.stderr) else None
     options = CollectOptions(
         output=Path(args.output), pid=args.pid, cmd=tuple(cmd), interval_ns=interval_ns,
         duration_ns=parse_duration_ns(args.duration) if args.duration else None,
         gpus=None if args.gpus is None else tuple(args.gpus),
         nsys=args.nsys, nsys_trace=args.nsys_trace, no_kernel_trace=args.no_kernel_trace,
-        argv=tuple(sys.argv), warn=_warn, status=_status_line if sys.stderr.isatty() else None)
-    result = collect(options)
-    if sys.stderr.isatty():
-        sys.stderr.write("\r\x1b[K")  # the status line gives way to the summary
+        argv=tuple(sys.argv), warn=_warn, status=None if bar is None else lambda p: bar.show(_status_text(p)))
+    try:
+        result = collect(options)
+    finally:
+        if bar is not None:
+            bar.close()  # the whole screen back, the status row cleared, before the summary
     c = result.manifest["collection"]
     print(f"perfdiff: wrote {result.path} (status {result.status}, {c['end_reason']}: {c['ticks']} ticks of "
           f"{interval_ns / 1e6:g} ms, {result.rows('activity'):,} activity rows, "

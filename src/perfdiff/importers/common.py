@@ -8,7 +8,10 @@ import os
 
 import pandas as pd
 
-__all__ = ["COMPARE_UNUSED", "UNNAMED", "ClockDomain", "Note", "canonical", "event_name", "resolve_cores"]
+from perfdiff.model.text import TextRepairs, valid_text
+
+__all__ = ["COMPARE_UNUSED", "UNNAMED", "ClockDomain", "Note", "TextRepairs", "canonical", "event_name",
+           "resolve_cores", "text_notes", "valid_text"]
 
 # A null, absent or empty name: one label that no real kernel, op or range carries (a null
 # read "None", an empty one left a blank row).
@@ -18,6 +21,12 @@ UNNAMED = "<unnamed>"
 def event_name(value: object) -> str:
     """A trace's name field as the name perfdiff shows: UNNAMED when null, absent or empty."""
     return UNNAMED if value is None or value == "" else str(value)
+
+
+def text_notes(text: TextRepairs) -> list["Note"]:
+    """The run's notes of the strings `text` made valid: "3 names held invalid text (lone
+    surrogates), replaced by U+FFFD"."""
+    return [Note("invalid-text", line) for line in text.lines()]
 
 
 def resolve_cores(cores: int | None) -> int:

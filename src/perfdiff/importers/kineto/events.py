@@ -9,7 +9,7 @@ from typing import Any
 
 import numpy as np
 
-from perfdiff.importers.common import UNNAMED
+from perfdiff.importers.common import UNNAMED, TextRepairs
 from perfdiff.model.schema import MISSING
 from perfdiff.model.tables import at_positions
 
@@ -68,6 +68,7 @@ class Events:
     dropped: dict[str, int] = field(default_factory=dict)
     counts: dict[str, int] = field(default_factory=dict)
     notes: list[str] = field(default_factory=list)
+    text: TextRepairs = field(default_factory=TextRepairs)  # the strings made valid text
     path_used: str = "fast"
     decoded_bytes: int = 0
 
@@ -90,16 +91,25 @@ class Events:
     def name_labels(self) -> list[str]:
         labels = [""] * len(self.names)
         for raw, code in self.names.items():
-            labels[code] = name_label(raw) or UNNAMED
+            labels[code] = name_label(raw, self.text) or UNNAMED
         return labels
 
 
-def name_label(raw: bytes) -> str:
-    """A name as written between its quotes (JSON escapes included) → the text."""
+def name_label(raw: bytes, text: TextRepairs | None = None) -> str:
+    """A name as written between its quotes (JSON escapes included) → the text; made valid
+    text (`valid_text`) and counted in `text` when given."""
+    label = None
     if b"\\" in raw:
         try:
-            return json.loads(b'"' + raw + b'"')
+            label = json.loads(b'"' + raw + b'"')
         except ValueError:
             pass
-    return raw.decode("utf-8", "replace")
+    if label is None:
+        try:
+            label = raw.decode("utf-8")
+        except UnicodeDecodeError:
+            label = raw.decode("utf-8", "replace")
+            if text is not None:
+                text.invalid_utf8("names", raw)
+    return label if text is None else text.fix(label)
 

@@ -76,7 +76,12 @@ def general_events(p: Path) -> Events:
         ts_ns = _time_ns(e, "ts", i, p)
         dur_ns = _time_ns(e, "dur", i, p)
         name = event_name(e.get("name"))
-        raw_name = json.dumps(name, ensure_ascii=False)[1:-1].encode()
+        # The name as the fast scanner keys it (written between quotes); one UTF-8 cannot encode
+        # (a lone surrogate) is kept escaped, and made valid text with the others (`name_labels`).
+        try:
+            raw_name = json.dumps(name, ensure_ascii=False)[1:-1].encode()
+        except UnicodeEncodeError:
+            raw_name = json.dumps(name)[1:-1].encode()
         pg = process_group(args) if ROLES.index(role) == kernel and COLLECTIVE.match(name) else None
         if pg is not None:
             pg_event.append(len(cols["role"]))

@@ -17,7 +17,7 @@ from typing import Any
 
 import pandas as pd
 
-from perfdiff.importers.common import event_name
+from perfdiff.importers.common import event_name, valid_text
 from perfdiff.importers.kineto.events import CATEGORIES, STEP
 from perfdiff.importers.kineto.names import short_kernel_name
 from perfdiff.model.intervals import self_time_ns
@@ -94,7 +94,7 @@ def reference_tables(path: str | Path, group: str = "full") -> dict[str, pd.Data
     groups: list[dict[str, Any]] = []
     for role, e, start, end in rows:
         args = _args(e)
-        name = event_name(e.get("name"))
+        name = valid_text(event_name(e.get("name")))
         pid, tid, corr = _int(e.get("pid")), _int(e.get("tid")), _arg(args, "correlation")
         if role in ("kernel", "memcpy", "memset"):
             # A GPU event's pid is its device and its tid its stream, else args says so.
@@ -155,7 +155,7 @@ def _process_group(args: dict[str, Any]) -> dict[str, Any]:
         except ValueError:
             ranks = None
     ok = isinstance(ranks, list) and len(ranks) > 0 and all(type(r) is int for r in ranks)
-    return {"group": str(name), "ranks": "[" + ", ".join(map(str, sorted(ranks))) + "]" if ok else None}
+    return {"group": valid_text(str(name)), "ranks": "[" + ", ".join(map(str, sorted(ranks))) + "]" if ok else None}
 
 
 def _args(e: dict[str, Any]) -> dict[str, Any]:

@@ -11,7 +11,7 @@ import pandas as pd
 
 from perfdiff.bundle import RunData
 from perfdiff.errors import InputError
-from perfdiff.importers.common import Note
+from perfdiff.importers.common import Note, text_notes
 from perfdiff.importers.kineto.clock import trace_clock
 from perfdiff.importers.kineto.events import ANNOTATION_CATS, CAT_NAMES, ROLES, STEP, Events
 from perfdiff.importers.kineto.join import correlate
@@ -27,6 +27,7 @@ __all__ = ["build"]
 
 def build(p: Path, ev: Events, group: str, skip: frozenset[str] = frozenset()) -> RunData:
     """The RunData of the events `ev` read from `p` (see import_kineto for `group`, `skip`)."""
+    ev.header = ev.text.fix_json(ev.header, "header fields")
     role = ev.column("role")
     n = len(role)
     ts = ev.column("ts_ns")
@@ -130,6 +131,7 @@ def build(p: Path, ev: Events, group: str, skip: frozenset[str] = frozenset()) -
                              stream, start, end)
     if len(gpu_ranges):
         ev.counts["gpu_ranges"] = len(gpu_ranges)
+    notes += text_notes(ev.text)  # every string read is made valid text by now
     cat_counts = {CAT_NAMES[int(c)]: int(k) for c, k in zip(*np.unique(cat, return_counts=True), strict=True) if c < len(CAT_NAMES)}
     manifest = kineto_manifest(p, ev, clock, pid, role, tid, activity, notes, cat_counts)
     return RunData(manifest=manifest, activity=activity, samples=empty_table("samples"), markers=markers,
@@ -149,7 +151,7 @@ def _process_groups(rows: np.ndarray, first_row: int, fn_codes: np.ndarray, fn_l
     known = list(ev.process_groups)  # in code order
     listed = np.array([i if g[1] is not None else -1 for i, g in enumerate(known)] + [-1], dtype=np.int64)
     return pd.DataFrame({"row": first_row + k,
-                         "group": categorical(pg, [g[0] for g in known]),
+                         "group": categorical(pg, [ev.text.fix(g[0], "process-group names") for g in known]),
                          "ranks": categorical(listed[pg], [g[1] or "" for g in known])})
 
 

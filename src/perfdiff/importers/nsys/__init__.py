@@ -43,7 +43,7 @@ import pandas as pd
 
 from perfdiff.bundle import RunData
 from perfdiff.errors import InputError
-from perfdiff.importers.common import Note
+from perfdiff.importers.common import Note, TextRepairs, text_notes
 from perfdiff.importers.nsys.db import KERNEL, MEMCPY, RUNTIME, Export, connect
 from perfdiff.importers.nsys.gpu import gpu_part, kernel_name_column, read_gpu_tables
 from perfdiff.importers.nsys.host import osrt, sched
@@ -71,9 +71,10 @@ def import_nsys(path: str | Path, *, pid: int | None = None, group: str = "full"
     p = Path(path)
     if group not in ("full", "short"):
         raise ValueError(f"group must be 'full' or 'short', not {group!r}")
-    con = connect(p)
+    text = TextRepairs()
+    con = connect(p, text)
     try:
-        return _run(Export(con, p, pid, group, skip, cores))
+        return _run(Export(con, p, pid, group, skip, cores, text))
     except sqlite3.DatabaseError as exc:
         raise InputError(f"cannot read the SQLite export ({exc})", path=p) from None
     except UnicodeDecodeError:  # SQLite's own message quotes a damaged schema or page
@@ -154,4 +155,4 @@ def _with_cpu_side(x: Export, meta: dict, parts: list[Part], runtime: dict | Non
     samples = gpu_metrics(x)  # before the manifest: its notes go into the manifest too
     manifest = nsys_manifest(x, meta, activity, tids)
     return RunData(manifest=manifest, activity=activity, samples=samples, markers=markers,
-                   path=str(x.path), notes=list(x.notes))
+                   path=str(x.path), notes=list(x.notes) + text_notes(x.text))

@@ -12,7 +12,7 @@ import numpy as np
 import pandas as pd
 
 from perfdiff.errors import InputError
-from perfdiff.importers.common import Note, resolve_cores
+from perfdiff.importers.common import Note, TextRepairs, resolve_cores
 from perfdiff.importers.nsys.pages import PageReader, Unsupported
 from perfdiff.model.schema import MISSING
 
@@ -26,21 +26,35 @@ PID_MASK = 0xFFFFFF  # globalPid / globalTid: the pid in bits 24..47, the tid in
 _INT64_MAX = 2 ** 63 - 1
 
 
-def open_readonly(p: Path, *, check_same_thread: bool = True) -> sqlite3.Connection:
+def open_readonly(p: Path, *, check_same_thread: bool = True, text: TextRepairs | None = None) -> sqlite3.Connection:
     """The SQLite file at `p`, opened read-only (never created, never written), its text
     decoded leniently: exports hold strings from the target (kernel names, NVTX text) that
-    need not be UTF-8.  sqlite3's errors pass through."""
+    need not be UTF-8 (a surrogate Python wrote with surrogatepass, bytes cut short).  Such
+    bytes read as U+FFFD, counted in `text` when given; the names are made valid text beyond
+    that where they are read (`strings`, `nvtx`: an environment block holds NULs on purpose).
+    sqlite3's errors pass through."""
     # A percent-encoded URI: a "#" or "?" in a file name would otherwise end the path there,
     # and SQLite would open (creating it) the file named by what comes before, beside the
     # input.  Encoded from the path's bytes: a name that is not UTF-8 is still a name.
     con = sqlite3.connect(f"file:{quote(os.fsencode(p.resolve()), safe='/')}?mode=ro", uri=True,
                           check_same_thread=check_same_thread)
-    con.text_factory = lambda b: b.decode("utf-8", "replace")
+    repairs = text if text is not None else TextRepairs()
+
+    def decode(b: bytes) -> str:
+        try:
+            value = b.decode("utf-8")
+        except UnicodeDecodeError:
+            repairs.invalid_utf8("strings", b)
+            value = b.decode("utf-8", "replace")
+        return value
+
+    con.text_factory = decode
     return con
 
 
-def connect(p: Path) -> sqlite3.Connection:
-    """The SQLite file at `p`, opened read-only; InputError when it is not one."""
+def connect(p: Path, text: TextRepairs | None = None) -> sqlite3.Connection:
+    """The SQLite file at `p`, opened read-only (its strings counted in `text` as they are made
+    valid, see open_readonly); InputError when it is not one."""
     if not p.exists():
         raise InputError("no such file", path=p)
     if not p.is_file():
@@ -56,7 +70,7 @@ def connect(p: Path) -> sqlite3.Connection:
         # mode=ro: never create, never write; immutable is not used so a live WAL is honoured.
         # check_same_thread=False: the runtime table may be read (or, on fallback, queried)
         # from a helper thread; SQLite is built serialized (sqlite3.threadsafety == 3).
-        con = open_readonly(p, check_same_thread=False)
+        con = open_readonly(p, check_same_thread=False, text=text)
         con.execute("SELECT count(*) FROM sqlite_master").fetchone()
     except sqlite3.DatabaseError as exc:
         raise InputError(f"not a readable SQLite database ({exc})", path=p) from None
@@ -74,8 +88,9 @@ class Export:
     """One import: the connection, the schema found, and the pieces found so far."""
 
     def __init__(self, con: sqlite3.Connection, path: Path, pid: int | None, group: str,
-                 skip: frozenset[str] = frozenset(), cores: int | None = None):
+                 skip: frozenset[str] = frozenset(), cores: int | None = None, text: TextRepairs | None = None):
         self.con = con
+        self.text = text if text is not None else TextRepairs()  # the strings made valid text (connect)
         self.path = path
         self.want_pid = pid
         self.group = group

@@ -10,7 +10,7 @@ import pandas as pd
 
 from perfdiff.bundle import base_manifest
 from perfdiff.errors import InputError
-from perfdiff.importers.common import ClockDomain, Note
+from perfdiff.importers.common import ClockDomain, Note, text_notes
 from perfdiff.importers.nsys.db import Export
 from perfdiff.importers.nsys.metrics import gpu_index_map
 
@@ -87,8 +87,9 @@ def nsys_manifest(x: Export, meta: dict[str, str], activity: pd.DataFrame, tids:
     domain = ClockDomain.REALTIME if x.t0 is not None else ClockDomain.NSYS_SESSION
     clock = {"domain": domain.value, "anchors": anchors}
     imported = {k: int(v) for k, v in x.counts.items()}
-    imported["notes"] = [str(n) for n in x.notes]
-    return base_manifest(run_name=x.path.stem, source=source, target=target, gpus=gpu_list(x, used),
+    gpus = gpu_list(x, used)  # read before the notes: they count the strings made valid text
+    imported["notes"] = [str(n) for n in x.notes + text_notes(x.text)]
+    return base_manifest(run_name=x.path.stem, source=source, target=target, gpus=gpus,
                          clock=clock, dropped=dict(x.dropped), **{"import": imported})
 
 

@@ -34,7 +34,7 @@ def nvtx(x: Export) -> tuple[Part | None, pd.DataFrame]:
                       f"WHERE n.eventType IN ({types})")
     domains: dict[int, str] = {}
     if "domainId" in cols and "text" in cols:
-        domains = {d: str(t) for d, t in x.checked(x.query(
+        domains = {d: x.text.fix(str(t)) for d, t in x.checked(x.query(
             f"SELECT domainId, text FROM NVTX_EVENTS WHERE eventType = {NVTX_DOMAIN_CREATE} AND text IS NOT NULL"),
             table, {0: "domainId"}) if d is not None}
     if not rows:
@@ -50,8 +50,8 @@ def nvtx(x: Export) -> tuple[Part | None, pd.DataFrame]:
     text[text == ""] = None
     text_code, text_uniq = pd.factorize(text, use_na_sentinel=True)
     tid_code, tid_uniq = dense_codes(x.ints(arr[:, 5], table, "textId"))
-    labels_text = [str(t) for t in text_uniq]
-    labels_id = [x.strings.get(int(u), f"<string {int(u)}>") if u != MISSING else UNNAMED for u in tid_uniq]
+    labels_text = [x.text.fix(str(t)) for t in text_uniq]
+    labels_id = [x.text.fix(x.strings.get(int(u), f"<string {int(u)}>")) if u != MISSING else UNNAMED for u in tid_uniq]
     base = np.where(text_code >= 0, text_code, len(labels_text) + tid_code)
     base_labels = labels_text + labels_id
     dcode, duniq = dense_codes(dom)

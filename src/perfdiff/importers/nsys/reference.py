@@ -14,7 +14,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from perfdiff.importers.common import UNNAMED, event_name
+from perfdiff.importers.common import UNNAMED, event_name, valid_text
 from perfdiff.importers.nsys.db import open_readonly
 from perfdiff.model.cuda_names import MEM_KINDS, memcpy_label, strip_api_version
 from perfdiff.model.intervals import self_time_ns
@@ -45,7 +45,7 @@ class _Reader:
     def __init__(self, con: sqlite3.Connection, pid: int | None, group: str):
         self.con = con
         self.tables = {r[0] for r in con.execute("SELECT name FROM sqlite_master WHERE type='table'")}
-        self.strings = ({i: event_name(v) for i, v in self.rows("SELECT id, value FROM StringIds")}
+        self.strings = ({i: valid_text(event_name(v)) for i, v in self.rows("SELECT id, value FROM StringIds")}
                         if "StringIds" in self.tables else {})
         t0 = (self.rows("SELECT utcEpochNs FROM TARGET_INFO_SESSION_START_TIME LIMIT 1")
               if "utcEpochNs" in self.cols("TARGET_INFO_SESSION_START_TIME") else [])
@@ -140,7 +140,7 @@ class _Reader:
             return [], []
         domains = {}
         if {"domainId", "text"} <= set(cols):
-            domains = {d: t for d, t in self.rows("SELECT domainId, text FROM NVTX_EVENTS WHERE eventType = 75 "
+            domains = {d: valid_text(t) for d, t in self.rows("SELECT domainId, text FROM NVTX_EVENTS WHERE eventType = 75 "
                                                   "AND text IS NOT NULL ORDER BY rowid") if d is not None}
         ranges = []
         for r in self.select("NVTX_EVENTS", ["start", "end", "globalTid", "domainId", "text", "textId"],
@@ -149,7 +149,7 @@ class _Reader:
                 continue
             if r["end"] is None or r["end"] < r["start"]:  # never closed
                 continue
-            name = str(r["text"]) if r.get("text") not in (None, "") else self.string(r.get("textId"))
+            name = valid_text(str(r["text"])) if r.get("text") not in (None, "") else self.string(r.get("textId"))
             domain = r.get("domainId") or 0
             if domain != 0:
                 name = f"{domains.get(domain, f'domain {domain}')}:{name}"
