@@ -199,3 +199,26 @@ def test_idle_gap_cycles_shorter_than_the_median_kernel_are_passed_over() -> Non
     plan = plan_of(run_of(run(1)), run_of(run(2)))
     assert plan.source != CycleSource.IDLE_GAPS
     assert any(r.why is PassReason.SHORTER_THAN_KERNEL and r.source == CycleSource.IDLE_GAPS for r in plan.rejected)
+
+
+def test_the_plans_regime_not_the_count_of_cycles_makes_calls_samples() -> None:
+    """A pair compared by totals can still hold MIN_CYCLES steps on one side (1 step against 8):
+    its calls are the per-call tests' samples all the same.  The side's attribution once asked
+    'fewer than MIN_CYCLES cycles?' of its own, and that side then had no calls to test."""
+    from dataclasses import replace
+
+    from perfdiff.api import _attribute_side
+    from perfdiff.cycles import CutSide
+    from perfdiff.model.cycles import CyclePlan
+    from perfdiff.rangetree import range_nesting
+
+    run = run_of([k("A", i * 1_000, i * 1_000 + 400) for i in range(8)], None)
+    plan = CyclePlan(CycleSource.WINDOW, window_ns=1_000, regime=Regime.TOTALS)
+    cut = CutSide(run, cut_cycles(run, replace(plan, regime=Regime.CYCLES)), totals=True)
+    assert cut.cycles is not None and cut.cycles.n >= 5
+    side = _attribute_side(cut, range_nesting(run), (False, False))
+    starts = np.arange(8) * 1_000  # the launches that start inside the cut's cycles are the samples
+    inside = int(((starts >= cut.cycles.start_ns[0]) & (starts < cut.cycles.end_ns[-1])).sum())
+    assert side.calls is not None and len(next(iter(side.calls.values()))) == inside >= 5
+    cycles = _attribute_side(replace(cut, totals=False), range_nesting(run), (False, False))
+    assert cycles.calls is None

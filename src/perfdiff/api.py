@@ -19,7 +19,7 @@ import pandas as pd
 
 from perfdiff.attribute import CallDurations, CycleMatrix, attribute_activity, call_durations, keep_rows_for_mu
 from perfdiff.bundle import RunData, is_bundle
-from perfdiff.cycles import MIN_CYCLES, Cut, CutSide, Cycles, Loaded, PairChoice, check_cycle_choice, prepare_pair
+from perfdiff.cycles import Cut, CutSide, Cycles, Loaded, PairChoice, check_cycle_choice, prepare_pair
 from perfdiff.errors import InputError
 from perfdiff.inputs import check_pid, open_run, same_content
 from perfdiff.model.durations import parse_duration_ns
@@ -81,9 +81,9 @@ def _attribute_side(cut: CutSide, range_nest: RangeNesting, nested: tuple[bool, 
     matrix = attribute_activity(run, cycles)
     nesting = nesting_of(run, matrix)
     ranges = range_profile(run, cycles, range_nest) if trees else empty_profile(cycles)
-    # Compared by totals (too few cycles to test over): each call is a sample, taken before
-    # the rows μ needs no more are dropped.
-    calls = call_durations(run, cycles) if cycles.n < MIN_CYCLES else None
+    # Compared by totals (the plan's regime): each call is a sample, taken before the rows μ
+    # needs no more are dropped.
+    calls = call_durations(run, cycles) if cut.totals else None
     run, matrix = keep_rows_for_mu(run, matrix)
     return _Side(run, cycles, matrix, nesting, ranges, calls)
 

@@ -24,11 +24,13 @@ NORMAL, ABNORMAL = 0, 1  # the sides of a pair
 @dataclass(frozen=True)
 class CutSide:
     """One side of a pair cut by its plan: the run (devices renamed where the plan matched
-    them; `renamed` says so), and its cycles (None where the pair is not cut)."""
+    them; `renamed` says so), and its cycles (None where the pair is not cut); `totals`: the
+    plan compares the pair by totals (Regime.TOTALS), so each call is a sample."""
 
     run: RunData
     cycles: Cycles | None
     renamed: bool = False
+    totals: bool = False
 
 
 def cut_side(run: RunData, plan: CyclePlan, side: int) -> CutSide:
@@ -37,7 +39,7 @@ def cut_side(run: RunData, plan: CyclePlan, side: int) -> CutSide:
     renamed = side == ABNORMAL and bool(plan.device_map)
     if renamed:
         run = rename_devices(run, plan.device_map)
-    return CutSide(run, cut_cycles(run, plan), renamed)
+    return CutSide(run, cut_cycles(run, plan), renamed, totals=plan.regime is Regime.TOTALS)
 
 
 def cut_cycles(run: RunData, plan: CyclePlan) -> Cycles:
