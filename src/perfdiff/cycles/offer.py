@@ -65,12 +65,13 @@ def summarize_cycles(run: RunData) -> CycleSummary:
     m = run.markers
     counts = marker_counts(m)
     t0, t1 = timeline_ns(run)
+    kernels = _kernels(run)
     return CycleSummary(
         perfdiff_cycles=counts[CycleSource.PERFDIFF_MARKERS], step_cycles=counts[CycleSource.PROFILER_STEP],
         ranges=repeated_ranges(source_rows(m, CycleSource.ANNOTATION)),
         period=kernel_period(run), launches=kernel_launch_counts(run), gaps=idle_gaps(run),
-        span_ns=max(0, t1 - t0), gpu_busy_ns=gpu_busy_by_device(run), median_kernel_ns=_median_kernel_ns(run),
-        **dict(zip(("mix_change", "busy_change"), _halves_change(run, t0, t1), strict=True)))
+        span_ns=max(0, t1 - t0), gpu_busy_ns=gpu_busy_by_device(run), median_kernel_ns=_median_kernel_ns(kernels),
+        **dict(zip(("mix_change", "busy_change"), _halves_change(kernels, t0, t1), strict=True)))
 
 
 def _kernels(run: RunData) -> pd.DataFrame:
@@ -78,16 +79,15 @@ def _kernels(run: RunData) -> pd.DataFrame:
     return a[(a["kind"] == Kind.KERNEL.value).to_numpy()] if len(a) else a
 
 
-def _median_kernel_ns(run: RunData) -> float:
-    """The median kernel's duration (ns), 0 without kernels."""
-    k = _kernels(run)
+def _median_kernel_ns(k: pd.DataFrame) -> float:
+    """The median duration (ns) of kernels `k` (a run's kernel rows), 0 without kernels."""
     return float(np.median((k["end_ns"] - k["start_ns"]).to_numpy())) if len(k) else 0.0
 
 
-def _halves_change(run: RunData, t0: int, t1: int) -> tuple[float, float]:
+def _halves_change(k: pd.DataFrame, t0: int, t1: int) -> tuple[float, float]:
     """(kernel-mix change, GPU busy-share change) between the first and second half of the
-    span, by where each kernel starts: a stationary loop keeps both small."""
-    k = _kernels(run)
+    span, by where each kernel (of `k`, a run's kernel rows) starts: a stationary loop keeps
+    both small."""
     if len(k) < 4 or t1 <= t0:
         return 0.0, 0.0
     mid = (t0 + t1) / 2
