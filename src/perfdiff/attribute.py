@@ -325,9 +325,8 @@ def call_durations(run: RunData, cycles: Cycles) -> CallDurations:
     if len(a) == 0:
         return {}
     s, e = a["start_ns"].to_numpy(), a["end_ns"].to_numpy()
-    inside = np.zeros(len(a), bool)
-    for c0, c1 in zip(cycles.start_ns, cycles.end_ns, strict=True):
-        inside |= (s >= c0) & (s < c1)
+    home = np.searchsorted(cycles.start_ns, s, side="right") - 1  # the cycle each call starts in, as above
+    inside = (home >= 0) & (s < cycles.end_ns[np.maximum(home, 0)])
     sub = pd.DataFrame({"f": a["function"].astype(str).to_numpy()[inside], "d": a["device"].astype(str).to_numpy()[inside],
                         "k": a["kind"].astype(str).to_numpy()[inside], "t": (e - s)[inside] / 1e3})
     return {key: g["t"].to_numpy(dtype=np.float64) for key, g in sub.groupby(["f", "d", "k"], sort=False)}
