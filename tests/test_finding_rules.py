@@ -7,16 +7,23 @@ from conftest import EXAMPLES
 
 from perfdiff.analyze import evidence as ev
 from perfdiff.analyze.findings import RULES, FindingCode
+from perfdiff.analyze.totals import TOTALS_RULES
 
 
 def test_the_rule_table_states_the_findings_order() -> None:
     assert [r.code for r in RULES] == [
-        FindingCode.CYCLE_TIME, FindingCode.LOAD, FindingCode.DEVICE_WIDE, FindingCode.CAUSE, FindingCode.NO_CAUSE,
+        FindingCode.CYCLE_TIME, FindingCode.LOAD, FindingCode.DEVICE_WIDE, FindingCode.REPLACED, FindingCode.CAUSE,
+        FindingCode.NO_CAUSE,
         FindingCode.NEGLIGIBLE, FindingCode.PROPORTIONAL, FindingCode.COMMON_MODE, FindingCode.SYMPTOM,
         FindingCode.RESOURCE, FindingCode.METRIC_WHILE, FindingCode.EVENT, FindingCode.KERNEL_SWAP,
         FindingCode.OPPOSITE, FindingCode.CYCLES_NEEDED]
+    # A pair compared by totals has a table of its own: the step, then what replaced what,
+    # the launch structure, the per-call tests, what vanished and what is new.
+    assert [r.code for r in TOTALS_RULES] == [
+        FindingCode.STEP_CHANGE, FindingCode.REPLACED, FindingCode.LAUNCH_STRUCTURE, FindingCode.PER_CALL,
+        FindingCode.PER_CALL_NONE, FindingCode.VANISHED, FindingCode.NEW]
     # IDENTICAL is no rule: identical inputs have that one finding and nothing else.
-    assert {r.code for r in RULES} == set(FindingCode) - {FindingCode.IDENTICAL}
+    assert {r.code for r in RULES} | {r.code for r in TOTALS_RULES} == set(FindingCode) - {FindingCode.IDENTICAL}
 
 
 def test_findings_come_in_the_tables_order() -> None:
@@ -36,6 +43,10 @@ EVIDENCE = {
     FindingCode.METRIC_WHILE: ev.MetricEvidence, FindingCode.EVENT: ev.EventEvidence,
     FindingCode.KERNEL_SWAP: ev.KernelSwapEvidence, FindingCode.OPPOSITE: ev.OppositeEvidence,
     FindingCode.CYCLES_NEEDED: ev.CyclesNeededEvidence, FindingCode.IDENTICAL: type(None),
+    FindingCode.REPLACED: ev.ReplacedEvidence, FindingCode.STEP_CHANGE: ev.StepChangeEvidence,
+    FindingCode.PER_CALL: ev.PerCallEvidence, FindingCode.PER_CALL_NONE: ev.PerCallNoneEvidence,
+    FindingCode.LAUNCH_STRUCTURE: ev.LaunchStructureEvidence, FindingCode.VANISHED: ev.TotalsEvidence,
+    FindingCode.NEW: ev.TotalsEvidence,
 }
 
 

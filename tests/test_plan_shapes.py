@@ -91,11 +91,16 @@ def one_shot(kernel: str, launches: int, span_ns: int) -> list[dict]:
 def test_a_one_shot_program_is_compared_by_totals_not_windows() -> None:
     """862 launches of one kernel become 18 of another, GPU span 128 → 96 ms: cut into fixed
     100 ms windows of unrelated work the verdict read "new or added work: ioctl".  Now the
-    pair is compared by totals, A vanished and B new with their totals, fewer, longer
-    launches said, and no windows."""
+    pair is compared by totals, no windows, and the verdict says fewer, longer launches: A's
+    800 became B's 20."""
     from perfdiff.analyze.compare import compare_runs
+    from perfdiff.analyze.evidence import FindingCode
+    from perfdiff.analyze.findings import build_findings
+    from perfdiff.analyze.verdict import build_verdict
+    from perfdiff.analyze.verdict_records import LaunchStructureDetail, VerdictCode
     from perfdiff.render.text import NameTable
-    from perfdiff.render.totals import totals_head, totals_lines
+    from perfdiff.render.totals import totals_head
+    from perfdiff.render.wording import verdict_lines
 
     a, b = run_of(one_shot("A", 800, 128_000_000)), run_of(one_shot("B", 20, 96_000_000))
     plan = plan_of(a, b)
@@ -104,12 +109,16 @@ def test_a_one_shot_program_is_compared_by_totals_not_windows() -> None:
     cn, ca = cut_cycles(a, plan), cut_cycles(b, plan)
     assert cn.n == ca.n == 1 and "whole run" in cn.detail
     c = compare_runs(a, b, cn, ca, plan=plan)
-    lines = " ".join(totals_lines(c, NameTable.plain()))
-    assert "**vanished**: A (" in lines and "in 800 calls" in lines
-    assert "**new**: B (" in lines and "in 20 calls" in lines
-    assert "fewer, longer launches: 800 calls" in lines
-    assert totals_head(c).startswith("run 128 ms → 96 ms, -25.0%")
-    assert "not tested" in totals_head(c)
+    findings = build_findings(c)
+    verdict = build_verdict(c, findings)
+    assert [x.code for x in findings][:2] == [FindingCode.STEP_CHANGE, FindingCode.LAUNCH_STRUCTURE]
+    assert [v.code for v in verdict] == [VerdictCode.FEWER_LONGER_LAUNCHES]
+    d = verdict[0].detail
+    assert isinstance(d, LaunchStructureDetail) and (d.gone, d.new, d.calls_n, d.calls_a) == ("A", "B", 800, 20)
+    lines = " ".join(verdict_lines(c, verdict, findings, NameTable.plain()))
+    assert "**fewer, longer launches**: 800 calls of **A** (" in lines and "became 20 of **B**" in lines
+    assert totals_head(c, findings).startswith("run 128 ms → 96 ms, -25.0%")
+    assert "not tested" in totals_head(c, findings)
 
 
 def test_a_stationary_loop_still_gets_windows() -> None:
@@ -128,6 +137,9 @@ def test_a_kernel_slower_per_call_in_one_shot_runs_is_named_and_tested_per_call(
     """One piece per run: the launches are the samples; a kernel ×1.5 per launch is named
     "slower per call" with its calls counted, the totals untested."""
     from perfdiff.analyze.compare import compare_runs
+    from perfdiff.analyze.findings import build_findings
+    from perfdiff.analyze.verdict import build_verdict
+    from perfdiff.analyze.verdict_records import VerdictCode
     from perfdiff.render.text import NameTable
     from perfdiff.render.totals import totals_lines
 
@@ -145,8 +157,10 @@ def test_a_kernel_slower_per_call_in_one_shot_runs_is_named_and_tested_per_call(
     c = compare_runs(a, b, cut_cycles(a, plan), cut_cycles(b, plan), plan=plan)
     tested = {t.name: t for t in c.per_call}
     assert tested["A"].q < 0.05 and tested["B"].q > 0.05 and tested["A"].calls_n == 100
-    lines = " ".join(totals_lines(c, NameTable.plain()))
+    findings = build_findings(c)
+    lines = " ".join(totals_lines(c, findings, NameTable.plain()))
     assert "**slower per call**: A median" in lines and "B median" not in lines
+    assert [v.code for v in build_verdict(c, findings)] == [VerdictCode.GPU_KERNEL]
 
 
 def test_one_step_of_repeated_blocks_is_cut_at_the_block() -> None:

@@ -22,6 +22,7 @@ from perfdiff.bundle import RunData, is_bundle
 from perfdiff.cycles import Cut, CutSide, Cycles, Loaded, PairChoice, check_cycle_choice, prepare_pair
 from perfdiff.errors import InputError
 from perfdiff.inputs import check_pid, open_run, same_content
+from perfdiff.launches import LaunchChains, launch_chains
 from perfdiff.model.durations import parse_duration_ns
 from perfdiff.nesting import Nesting, nesting_of
 from perfdiff.parallel import Parallel
@@ -59,6 +60,7 @@ class _Side:
     nesting: Nesting
     ranges: RangeProfile
     calls: CallDurations | None = None  # each call's duration, where the pair is compared by totals
+    launches: LaunchChains | None = None  # each GPU function's launching ops
 
 
 def _load_side(pid: int | None, group: str, path: str | os.PathLike[str], cores: int) -> Loaded:
@@ -84,8 +86,9 @@ def _attribute_side(cut: CutSide, range_nest: RangeNesting, nested: tuple[bool, 
     # Compared by totals (the plan's regime): each call is a sample, taken before the rows μ
     # needs no more are dropped.
     calls = call_durations(run, cycles) if cut.totals else None
+    launches = launch_chains(run)  # kernels swapped under one op are found by them
     run, matrix = keep_rows_for_mu(run, matrix)
-    return _Side(run, cycles, matrix, nesting, ranges, calls)
+    return _Side(run, cycles, matrix, nesting, ranges, calls, launches)
 
 
 def _import_later_stages() -> None:
@@ -152,7 +155,8 @@ def compare(normal: str | os.PathLike[str], abnormal: str | os.PathLike[str], *,
     loads = cycle_load(n.run, cyc_n), cycle_load(a.run, cyc_a)
     analysis = compare_runs(n.run, a.run, cyc_n, cyc_a, thresholds=th, matrices=(n.matrix, a.matrix), parallel=par,
                             plan=pair.plan, nesting=(n.nesting, a.nesting), loads=loads,
-                            calls=(n.calls, a.calls) if n.calls is not None and a.calls is not None else None)
+                            calls=(n.calls, a.calls) if n.calls is not None and a.calls is not None else None,
+                            chains=(n.launches or {}, a.launches or {}))
     if not force:
         _check_in_common(analysis, normal, abnormal)
     identical = same_content(normal, abnormal)

@@ -23,13 +23,14 @@ from perfdiff.analyze.metrics import MuJob, aliases_and_constants, mu_jobs, z_lo
 from perfdiff.analyze.evidence import MetricOneSideDetail
 from perfdiff.analyze.thresholds import Thresholds
 from perfdiff.analyze.records import (Analysis, ContextStats, CycleLoad, DetailRow, FunctionStats, MuStats, Notice,
-                                      PerCallTest,
-                                      NoticeCode, RunSummary, Trace)
+                                      NoticeCode, PerCallTest, Replacement, RunSummary, Trace)
+from perfdiff.analyze.launchers import replacements
+from perfdiff.launches import LaunchChains, launch_chains
 from perfdiff.attribute import (CallDurations, CycleMatrix, DeviceRows, SeriesInfo, attribute_activity, call_durations,
                                 device_rows, mu_matrix, sample_series)
 from perfdiff.bundle import RunData
 from perfdiff.model.cycles import CyclePlan, Regime
-from perfdiff.model.schema import CycleSource
+from perfdiff.model.schema import GPU_KINDS, CycleSource
 from perfdiff.model.waits import is_wait
 from perfdiff.nesting import Nesting
 from perfdiff.parallel import Parallel
@@ -120,7 +121,8 @@ def compare_runs(normal: RunData, abnormal: RunData, cn: Cycles, ca: Cycles, *,
                  parallel: Parallel | None = None, plan: CyclePlan | None = None,
                  nesting: tuple[Nesting, Nesting] | None = None,
                  loads: tuple[CycleLoad, CycleLoad] | None = None, thresholds: Thresholds | None = None,
-                 calls: tuple[CallDurations, CallDurations] | None = None) -> Analysis:
+                 calls: tuple[CallDurations, CallDurations] | None = None,
+                 chains: tuple[LaunchChains, LaunchChains] | None = None) -> Analysis:
     """Compare `abnormal` against `normal` over their cycles.
 
     `matrices`: both runs' `attribute_activity` over these cycles when already computed.
@@ -130,7 +132,8 @@ def compare_runs(normal: RunData, abnormal: RunData, cn: Cycles, ca: Cycles, *,
     `loads`: both runs' `cycle_load` over these cycles when already computed.  `thresholds`:
     the decision thresholds (default: perfdiff's, with `alpha`); carried on the Analysis.
     `calls`: both runs' `call_durations` over these cycles, for a plan of Regime.TOTALS,
-    when taken before the runs' rows were trimmed (keep_rows_for_mu)."""
+    when taken before the runs' rows were trimmed (keep_rows_for_mu); `chains`: both runs'
+    `launch_chains`, taken then too (else here)."""
     th = thresholds or Thresholds(alpha=alpha)
     par = parallel or Parallel.serial()
     sn, sa = summarize_run(normal, cn), summarize_run(abnormal, ca)
@@ -165,7 +168,7 @@ def compare_runs(normal: RunData, abnormal: RunData, cn: Cycles, ca: Cycles, *,
     details = _detail_rows(functions, mu_rows, th.alpha)
     traces = (_suspect_traces(functions, details, p, th.alpha)
               + _context_traces(ctx_rows, metrics.series_n, metrics.series_a, cn, ca, th.alpha))
-    return Analysis(
+    analysis = Analysis(
         normal=sn, abnormal=sa, alpha=th.alpha, thresholds=th,
         cycle_test=cycle_test, cycle_ks=cycle_ks,
         quantiles_n=stats.quantile_table(sn.dur_us), quantiles_a=stats.quantile_table(sa.dur_us),
@@ -180,6 +183,21 @@ def compare_runs(normal: RunData, abnormal: RunData, cn: Cycles, ca: Cycles, *,
         categories=category_table(functions),
         per_call=_per_call_tests(normal, abnormal, cn, ca, functions, calls) if plan is not None
         and plan.regime is Regime.TOTALS else ())
+    if analysis.hardware_differs:  # other hardware's libraries name their kernels otherwise: no swap
+        return analysis
+    return replace(analysis, replacements=_replacements(normal, abnormal, functions, chains))
+
+
+def _replacements(normal: RunData, abnormal: RunData, functions: list[FunctionStats],
+                  chains: tuple[LaunchChains, LaunchChains] | None) -> tuple[Replacement, ...]:
+    """The GPU functions swapped under one launching op; the launches are looked up (unless
+    given) only where some GPU function vanished and another is new."""
+    gone = {(f.name, f.device, f.kind) for f in functions if f.kind in GPU_KINDS and f.presence == "vanished"}
+    new = {(f.name, f.device, f.kind) for f in functions if f.kind in GPU_KINDS and f.presence == "new"}
+    if not gone or not new:
+        return ()
+    cn, ca = chains or (launch_chains(normal, gone), launch_chains(abnormal, new))
+    return replacements(functions, cn, ca)
 
 
 MIN_CALLS = 5  # calls each run needs for a function's per-call test

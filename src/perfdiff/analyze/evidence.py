@@ -174,6 +174,77 @@ class KernelSwapEvidence:
 
 
 @dataclass(frozen=True)
+class ReplacedEvidence:
+    """REPLACED: under the launching op (the finding's `function`), the GPU functions that
+    vanished (the first `gone` of `related`) and those that are new (the rest); their own time
+    per cycle summed (µs), normal `t_n_us` and abnormal `t_a_us`, and the change as a share of
+    the abnormal cycle (`tau_pp`, pp: the new functions' τ plus the vanished ones')."""
+
+    gone: int
+    t_n_us: float
+    t_a_us: float
+    tau_pp: float
+
+
+@dataclass(frozen=True)
+class StepChangeEvidence:
+    """STEP_CHANGE (a pair compared by totals): each run's step (`step`; else the whole run,
+    a one-shot program) as one number, described, not tested: the median piece (µs) and the
+    change (%); `pieces_n`, `pieces_a`: the steps (or pieces) each run holds."""
+
+    step: bool
+    pieces_n: int
+    pieces_a: int
+    n_us: float
+    a_us: float
+    change_pct: float
+
+
+@dataclass(frozen=True)
+class PerCallEvidence:
+    """PER_CALL: one function's calls compared (Analysis.per_call[`test`]): slower or faster
+    per call at q ≤ α, the calls' medians (µs), their counts and the Mann–Whitney p."""
+
+    test: int
+    slower: bool
+    median_n_us: float
+    median_a_us: float
+    calls_n: int
+    calls_a: int
+    p: float
+
+
+@dataclass(frozen=True)
+class PerCallNoneEvidence:
+    """PER_CALL_NONE: `n_tests` functions tested per call, none slower or faster at q ≤ α."""
+
+    n_tests: int
+
+
+@dataclass(frozen=True)
+class TotalsEvidence:
+    """VANISHED / NEW (a pair compared by totals): the function's own time per piece (µs) and
+    its calls per piece, in the run that has it."""
+
+    t_us: float
+    calls: float
+
+
+@dataclass(frozen=True)
+class LaunchStructureEvidence:
+    """LAUNCH_STRUCTURE: the largest vanished kernel (`related[0]`) and the largest new one
+    (`related[1]`) on a device, launched fewer times and longer each (`fewer_longer`), or more
+    times and shorter each: an algorithm's launch structure changed.  Calls per piece and µs
+    per call."""
+
+    fewer_longer: bool
+    calls_n: float
+    calls_a: float
+    per_call_n_us: float
+    per_call_a_us: float
+
+
+@dataclass(frozen=True)
 class OppositeEvidence:
     """OPPOSITE: each related function's τ as the finding states it (at the common load when
     the load differed; empty: as measured, Analysis.functions[i].tau_pp)."""
@@ -194,7 +265,9 @@ class CyclesNeededEvidence:
 
 FindingEvidence = (CycleTimeEvidence | CauseEvidence | NoCauseEvidence | NegligibleEvidence | LoadEvidence
                    | DeviceWideEvidence | CommonModeEvidence | SymptomEvidence | MetricEvidence | EventEvidence
-                   | KernelSwapEvidence | OppositeEvidence | CyclesNeededEvidence)
+                   | KernelSwapEvidence | ReplacedEvidence | OppositeEvidence | CyclesNeededEvidence
+                   | StepChangeEvidence | PerCallEvidence | PerCallNoneEvidence | TotalsEvidence
+                   | LaunchStructureEvidence)
 
 
 # --- Notices ----------------------------------------------------------------------------
@@ -297,6 +370,14 @@ class FindingCode(str, Enum):
     DEVICE_WIDE = "device-wide"  # every busy function of a device changed per call by one ratio
     LOAD = "load"  # the runs carried different load: the cycle time compared at a common load
     KERNEL_SWAP = "kernel-swap"  # kernels with more calls replaced others on a device, net change small
+    REPLACED = "replaced"  # kernels vanished and new ones appeared under one launching op
+    # A pair compared by totals (Regime.TOTALS: one or a few steps per run, a one-shot program)
+    STEP_CHANGE = "step-change"  # the step's (or the run's) change, described, not tested (always first)
+    PER_CALL = "per-call"  # a function slower or faster per call (Mann–Whitney over its calls)
+    PER_CALL_NONE = "per-call-none"  # functions tested per call, none changed
+    LAUNCH_STRUCTURE = "launch-structure"  # fewer, longer launches of another kernel, or more, shorter ones
+    VANISHED = "vanished"  # a function of the normal run only
+    NEW = "new"  # a function of the abnormal run only
 
     def __str__(self) -> str:
         return self.value

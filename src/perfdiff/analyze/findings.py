@@ -20,9 +20,12 @@ from perfdiff.analyze.evidence import (MAX_LISTED, CauseEvidence, CommonModeEvid
                                        CyclesNeededEvidence, DeviceWideEvidence, EventEvidence, Finding, FindingCode,
                                        KernelSwapEvidence, LoadEvidence, MetricEvidence,
                                        NegligibleEvidence, NoCauseEvidence, OppositeEvidence, SymptomEvidence)
+from perfdiff.analyze.launchers import replaced_findings, replaced_functions
 from perfdiff.analyze.records import Analysis, CommonMode, FunctionLoad, FunctionStats
 from perfdiff.analyze.thresholds import DEFAULT, Thresholds
+from perfdiff.analyze.totals import TOTALS_RULES
 from perfdiff.model.cuda_names import is_sync_call
+from perfdiff.model.cycles import Regime
 from perfdiff.model.schema import GPU_KINDS, CycleSource, Kind
 
 MAX_CAUSES = 5
@@ -116,8 +119,10 @@ def select(c: Analysis) -> Selection:
     proportional = [i for i in material_moved if i not in causes]
     causes.sort(key=lambda i: -abs(base.tau_of(i)))
     children, causes = _nest(c, causes, th)
-    swaps = _kernel_swaps(base, causes, [i for i in tested if th.significant(base.q_of(i))])
-    swapped = frozenset(i for gained, lost, _ in swaps for i in gained + lost)  # said in the swap alone
+    replaced = set(replaced_functions(c))  # said in the replacement alone
+    causes = [i for i in causes if i not in replaced]
+    swaps = _kernel_swaps(base, causes, [i for i in tested if th.significant(base.q_of(i)) and i not in replaced])
+    swapped = frozenset([*(i for gained, lost, _ in swaps for i in gained + lost), *replaced])  # said in the swap alone
     causes = [i for i in causes if i not in swapped]
     device_wide, causes = _absorb_device_wide(base, causes)
     waits, idle = _waits(base)
@@ -249,7 +254,7 @@ def _causes(s: Selection) -> tuple[Finding, ...]:
 
 
 def _no_cause(s: Selection) -> tuple[Finding, ...]:
-    if s.causes or s.device_wide or s.swaps:
+    if s.causes or s.device_wide or s.swaps or s.c.replacements:
         return ()
     return (Finding(FindingCode.NO_CAUSE, evidence=NoCauseEvidence(n_tests=s.c.n_tests_t,
                                                                    negligible=len(s.negligible))),)
@@ -376,6 +381,7 @@ RULES: tuple[FindingRule, ...] = (
     FindingRule(FindingCode.CYCLE_TIME, _cycle_time),
     FindingRule(FindingCode.LOAD, _load),
     FindingRule(FindingCode.DEVICE_WIDE, _device_wide),
+    FindingRule(FindingCode.REPLACED, lambda s: replaced_findings(s.c)),
     FindingRule(FindingCode.CAUSE, _causes),
     FindingRule(FindingCode.NO_CAUSE, _no_cause),
     FindingRule(FindingCode.NEGLIGIBLE, _negligible),
@@ -392,15 +398,21 @@ RULES: tuple[FindingRule, ...] = (
 
 
 def build_findings(c: Analysis, *, identical: bool = False) -> list[Finding]:
-    """The ordered Key Findings of a comparison (RULES, in order); for `identical` inputs,
-    that one fact."""
+    """The ordered Key Findings of a comparison (RULES, in order; for a pair compared by totals
+    perfdiff.analyze.totals.TOTALS_RULES); for `identical` inputs, that one fact."""
     if identical:
         return [Finding(FindingCode.IDENTICAL)]
+    if c.plan is not None and c.plan.regime is Regime.TOTALS:
+        return [x for rule in TOTALS_RULES for x in rule.select(c)]
     s = select(c)
     return [x for rule in RULES for x in rule.select(s)]
 
 
 # --- Helpers ------------------------------------------------------------------------------------
+
+
+def _nz(x: float) -> float:
+    return 0.0 if math.isnan(x) else x
 
 
 def more_calls(f: FunctionStats, th: Thresholds = DEFAULT) -> bool:

@@ -352,6 +352,26 @@ def runtime_of(functions: Iterable[FunctionStats], side: int) -> str:
 
 
 @dataclass(frozen=True)
+class Replacement:
+    """GPU functions that vanished (`gone`) and ones that are new (`new`) on one device under
+    one launching op (`op`, the innermost CPU range both runs launched them from): an
+    implementation swapped.  Indexes into Analysis.functions, largest first; their own time
+    per cycle (µs) summed, normal run `t_n_us`, abnormal run `t_a_us`.  `inner`: the CPU
+    ranges of one run only between those kernels and `op` (the implementations' own ops).
+    `launches_n`, `launches_a`: the gone and the new kernels' launches per cycle."""
+
+    op: str
+    device: str
+    gone: tuple[int, ...]
+    new: tuple[int, ...]
+    t_n_us: float
+    t_a_us: float
+    inner: tuple[int, ...] = ()
+    launches_n: float = 0.0
+    launches_a: float = 0.0
+
+
+@dataclass(frozen=True)
 class PerCallTest:
     """One function's calls compared where the runs are compared by totals (Regime.TOTALS):
     each launch of a kernel, each call of an op, its duration a sample; a two-sided
@@ -412,6 +432,7 @@ class Analysis:
     # when the runs' kernels do not match by name (another GPU vendor, another library)
     categories: tuple[CategoryRow, ...] = ()
     per_call: tuple[PerCallTest, ...] = ()  # per-call tests, where the runs are compared by totals
+    replacements: tuple[Replacement, ...] = ()  # kernels swapped under one launching op
 
     @property
     def unmatched_gpu_share(self) -> float:

@@ -25,7 +25,7 @@ class Thresholds:
     `beta_floor_pp`, `busy_floor_pp`.  The checks': `same_calls_log`, `cycle_ratio_max`,
     `common_mode_min_beta`, `per_call_min_beta`.  The findings' rules: `host_share_min_rel`, `idle_share_pct`,
     `more_calls_ratio`, `swap_offset`, `device_wide_band`, `nested_min_share`.  The verdict's:
-    `clock_drop_rel`, `host_wide_rest_share`, `starved_drop_pp`, `starved_drop_rel`,
+    `clock_drop_rel`, `host_wide_rest_share`, `swap_share`, `starved_drop_pp`, `starved_drop_rel`,
     `launch_ratio`, `sync_more_ratio`, `throttle_held_pp`.  The wording's: `shape_median_pct`,
     `shape_tail_ratio`, `head_mean_pct`, `inclusive_rel`, `categories_first_share`.  Across ranks:
     `material_cycle_pct`, `waited_share`."""
@@ -49,6 +49,7 @@ class Thresholds:
     nested_min_share: float = 0.9  # a cause inside another cause's range for at least this share of its time
     clock_drop_rel: float = 0.10  # the host CPU clock fell by at least 10 % of itself
     host_wide_rest_share: float = 0.25  # waits leave ≥ 25 % of a host-wide slowdown unexplained
+    swap_share: float = 0.25  # kernels replaced under one op explain ≥ 25 % of the cycle's change: a verdict class
     starved_drop_pp: float = 5.0  # a GPU's busy share fell by at least 5 pp of the cycle …
     starved_drop_rel: float = 0.10  # … and by at least 10 % of itself
     launch_ratio: float = 1.25  # launch calls ≥ 25 % slower per call, or ≥ 25 % more numerous than the kernels

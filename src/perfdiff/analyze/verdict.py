@@ -21,13 +21,16 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, replace
 
 from perfdiff.analyze.evidence import (CauseEvidence, DeviceWideEvidence, EventEvidence, LoadEvidence,
-                                       MetricEvidence, SymptomEvidence)
+                                       LaunchStructureEvidence, MetricEvidence, PerCallEvidence, ReplacedEvidence,
+                                       SymptomEvidence)
 from perfdiff.analyze.findings import HOST_DEVICE, Finding, FindingCode, more_calls
 from perfdiff.analyze.records import Analysis, FunctionStats, GpuBusy
 from perfdiff.analyze.thresholds import Thresholds
 from perfdiff.analyze.verdict_records import (CategoryShift, Clock, HardwareDetail, CpuClockDetail, CpuWorkDetail, DeviceWideDetail, HostWide,
                                               LaunchCall, LaunchDetail, LoadDetail, OtherProcessDetail, QuotaDetail,
-                                              Signal, StallDetail, Starved, SyncCall, SyncDetail, ThrottleDetail,
+                                              LaunchStructureDetail, Signal, StallDetail, Starved, SwapOp, SwappedDetail, SyncCall,
+                                              SyncDetail,
+                                              ThrottleDetail,
                                               VerdictClass, VerdictCode, VerdictDetail)
 from perfdiff.model.cuda_names import MATCHED, is_launch_call, is_sync_call
 from perfdiff.model.schema import COLLECTIVE_KERNEL, GPU_KINDS, Kind
@@ -276,8 +279,63 @@ def _added_sync(x: VerdictContext) -> tuple[VerdictClass, ...]:
                                                           c.functions[j].calls_a) for j in more))),)
 
 
+def _swapped(alone: bool) -> Callable[[VerdictContext], tuple[VerdictClass, ...]]:
+    """Kernels replaced under one launching op (REPLACED findings): an implementation swapped.
+    A class where the replacements' net change is material and explains at least `swap_share`
+    of the cycle's change (pp of the abnormal cycle); `alone`: where no other class holds (a
+    swap of like speed, or a pair compared by totals).  cuDNN's algorithm search swaps kernels
+    under one op in runs of one program: stated as a finding, no class unless it matters."""
+    def rule(x: VerdictContext) -> tuple[VerdictClass, ...]:
+        ev = [i for i, f in enumerate(x.findings) if f.code == FindingCode.REPLACED]
+        if not ev or (alone and x.classes) or any(v.code == VerdictCode.IMPLEMENTATION_SWAPPED for v in x.classes):
+            return ()
+        tau = sum(float(e.tau_pp) for e in (x.findings[i].evidence for i in ev) if isinstance(e, ReplacedEvidence))
+        n, a = x.c.normal.median_us, x.c.abnormal.median_us
+        change_pp = 100.0 * (a - n) / a if a > 0 else math.nan
+        matters = abs(tau) >= x.th.material_tau_pp and abs(tau) >= x.th.swap_share * abs(change_pp)
+        if not (alone or matters):
+            return ()
+        ops = tuple(SwapOp(r.op, r.device, tuple(x.c.functions[i].name for i in r.gone),
+                           tuple(x.c.functions[i].name for i in r.new)) for r in x.c.replacements)
+        return (VerdictClass(VerdictCode.IMPLEMENTATION_SWAPPED, tau_pp=tau, q=_min_q(x.findings, ev),
+                             evidence=tuple(ev), detail=SwappedDetail(ops)),)
+    return rule
+
+
+def _launch_structure(x: VerdictContext) -> tuple[VerdictClass, ...]:
+    """A kernel's launches became fewer and longer (or more and shorter) ones of another
+    (LAUNCH_STRUCTURE, a pair compared by totals): an algorithm's launch structure changed."""
+    out = []
+    for i, f in enumerate(x.findings):
+        e = f.evidence
+        if f.code != FindingCode.LAUNCH_STRUCTURE or not isinstance(e, LaunchStructureEvidence):
+            continue
+        gone, new = (x.c.functions[j].name for j in f.related)
+        code = VerdictCode.FEWER_LONGER_LAUNCHES if e.fewer_longer else VerdictCode.MORE_SHORTER_LAUNCHES
+        out.append(VerdictClass(code, evidence=(i,), detail=LaunchStructureDetail(
+            gone, new, e.calls_n, e.calls_a, e.per_call_n_us, e.per_call_a_us)))
+    return tuple(out)
+
+
+def _totals(x: VerdictContext, code: FindingCode, keep: Callable[[Finding], bool] = lambda f: True) -> list[int]:
+    """The findings of `code` that `keep` (a pair compared by totals: no causes, these instead)."""
+    return [i for i, f in enumerate(x.findings) if f.code == code and keep(f)]
+
+
+def _slower_per_call(x: VerdictContext, gpu: bool) -> list[int]:
+    """The PER_CALL findings of functions slower per call: GPU work (`gpu`) or CPU-side work."""
+    def keep(f: Finding) -> bool:
+        e = f.evidence
+        if not isinstance(e, PerCallEvidence) or not e.slower or f.func is None:
+            return False
+        fs = x.c.functions[f.func]
+        return fs.kind in GPU_KINDS if gpu else _cpu_side(fs)
+    return _totals(x, FindingCode.PER_CALL, keep)
+
+
 def _new_work(x: VerdictContext) -> tuple[VerdictClass, ...]:
-    return x.cls(VerdictCode.NEW_WORK, [i for i in x.free() if more_calls(x.fn[i], x.th)])
+    return x.cls(VerdictCode.NEW_WORK, [i for i in x.free() if more_calls(x.fn[i], x.th)],
+                 _totals(x, FindingCode.NEW))
 
 
 def _other_process_class(x: VerdictContext) -> tuple[VerdictClass, ...]:
@@ -307,7 +365,7 @@ def _gpu_kernels(x: VerdictContext) -> tuple[VerdictClass, ...]:
     throttled = _gpu_throttle(x.findings, {x.fn[i].device for i in kernels})
     if throttled:
         return x.cls(VerdictCode.GPU_THROTTLING, kernels, [throttled[0][0]], ThrottleDetail(throttled[0][1]))
-    return x.cls(VerdictCode.GPU_KERNEL, kernels)
+    return x.cls(VerdictCode.GPU_KERNEL, kernels, _slower_per_call(x, gpu=True))
 
 
 def _throttle_held(x: VerdictContext) -> tuple[VerdictClass, ...]:
@@ -342,7 +400,7 @@ def _transfer(x: VerdictContext) -> tuple[VerdictClass, ...]:
 
 
 def _cpu_work(x: VerdictContext) -> tuple[VerdictClass, ...]:
-    return x.cls(VerdictCode.CPU_WORK, [i for i in x.free() if _cpu_side(x.fn[i])])
+    return x.cls(VerdictCode.CPU_WORK, [i for i in x.free() if _cpu_side(x.fn[i])], _slower_per_call(x, gpu=False))
 
 
 HOST_REASONS = (VerdictCode.CPU_CLOCK, VerdictCode.CPU_QUOTA, VerdictCode.CPU_CONTENTION, VerdictCode.IO_WAIT,
@@ -396,7 +454,7 @@ def _no_material(x: VerdictContext) -> tuple[VerdictClass, ...]:
     if x.classes:
         return ()
     neg = [i for i, f in enumerate(x.findings) if f.code in (FindingCode.NO_CAUSE, FindingCode.NEGLIGIBLE,
-                                                             FindingCode.IDENTICAL)]
+                                                             FindingCode.IDENTICAL, FindingCode.PER_CALL_NONE)]
     return (VerdictClass(VerdictCode.NO_MATERIAL, evidence=tuple(neg)),)
 
 
@@ -618,6 +676,9 @@ RULES: tuple[VerdictRule, ...] = (
     VerdictRule("io-wait", (VerdictCode.IO_WAIT,), _stalls(VerdictCode.IO_WAIT, IO_STATES, IO_STALL_SIGNALS)),
     VerdictRule("launch-bound", (VerdictCode.LAUNCH_BOUND,), _launch_bound),
     VerdictRule("added-sync", (VerdictCode.ADDED_SYNC,), _added_sync),
+    VerdictRule("implementation-swapped", (VerdictCode.IMPLEMENTATION_SWAPPED,), _swapped(alone=False)),
+    VerdictRule("launch-structure", (VerdictCode.FEWER_LONGER_LAUNCHES, VerdictCode.MORE_SHORTER_LAUNCHES),
+                _launch_structure),
     VerdictRule("new-work", (VerdictCode.NEW_WORK,), _new_work),
     VerdictRule("other-process", (VerdictCode.OTHER_PROCESS,), _other_process_class),
     VerdictRule("collectives", (VerdictCode.COLLECTIVES,), _collectives),
@@ -627,6 +688,7 @@ RULES: tuple[VerdictRule, ...] = (
     VerdictRule("host-wide", (VerdictCode.CPU_CLOCK, VerdictCode.CPU_WORK), _host_wide, merges=True),
     VerdictRule("gpu-throttle-held", (VerdictCode.GPU_THROTTLING,), _throttle_held),
     VerdictRule("load", (VerdictCode.LOAD,), _load),
+    VerdictRule("swapped-alone", (VerdictCode.IMPLEMENTATION_SWAPPED,), _swapped(alone=True)),
     VerdictRule("no-material", (VerdictCode.NO_MATERIAL,), _no_material),
 )
 

@@ -31,6 +31,9 @@ class VerdictCode(str, Enum):
     LAUNCH_BOUND = "launch-bound"  # launch calls slower or more numerous than the kernels they feed; GPU idle
     ADDED_SYNC = "added-synchronisation"  # more synchronisation points per cycle; GPU idle
     TRANSFER = "transfer-growth"  # memcpy / memset time grew
+    IMPLEMENTATION_SWAPPED = "implementation-swapped"  # kernels replaced under one launching op
+    FEWER_LONGER_LAUNCHES = "fewer-longer-launches"  # a kernel's many launches became few long ones of another
+    MORE_SHORTER_LAUNCHES = "more-shorter-launches"  # a kernel's few launches became many short ones of another
     NEW_WORK = "new-work"  # work present in the abnormal run only, or more calls per cycle
     CPU_WORK = "cpu-work"  # CPU-side ranges slower, with no host-wide reason found
     LOAD = "load-change"  # the runs carried different load; step times compared at a common load
@@ -170,6 +173,37 @@ class SyncDetail:
 
 
 @dataclass(frozen=True)
+class SwapOp:
+    """One launching op whose kernels were replaced: the names that vanished and those that
+    are new, largest first."""
+
+    op: str
+    device: str
+    gone: tuple[str, ...]
+    new: tuple[str, ...]
+
+
+@dataclass(frozen=True)
+class SwappedDetail:
+    """IMPLEMENTATION_SWAPPED: the ops whose kernels were replaced, largest change first."""
+
+    ops: tuple[SwapOp, ...]
+
+
+@dataclass(frozen=True)
+class LaunchStructureDetail:
+    """FEWER_LONGER_LAUNCHES / MORE_SHORTER_LAUNCHES: the kernel that vanished (`gone`) and the
+    new one (`new`), their calls per piece and µs per call."""
+
+    gone: str
+    new: str
+    calls_n: float
+    calls_a: float
+    per_call_n_us: float
+    per_call_a_us: float
+
+
+@dataclass(frozen=True)
 class OtherProcessDetail:
     """OTHER_PROCESS: the GPUs another process used."""
 
@@ -211,7 +245,8 @@ class HardwareDetail:
 
 
 VerdictDetail = (HardwareDetail | CpuClockDetail | CpuWorkDetail | QuotaDetail | StallDetail | DeviceWideDetail | ThrottleDetail
-                 | LaunchDetail | SyncDetail | OtherProcessDetail | LoadDetail)
+                 | LaunchDetail | SyncDetail | SwappedDetail | LaunchStructureDetail | OtherProcessDetail
+                 | LoadDetail)
 
 
 @dataclass(frozen=True)

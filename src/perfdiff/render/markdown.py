@@ -16,9 +16,9 @@ from perfdiff.version import __version__
 from perfdiff.analyze.evidence import CauseEvidence, Finding, FindingCode
 from perfdiff.analyze.records import Analysis, CategoryRow, DetailRow, FunctionStats
 from perfdiff.analyze.result import ComparisonResult
-from perfdiff.analyze.verdict_records import VerdictClass, VerdictCode
+from perfdiff.analyze.verdict_records import VerdictClass
 from perfdiff.render.cycles_words import run_cycle_detail
-from perfdiff.render.totals import (is_totals, rejected_text, subcycles_text, totals_head, totals_lines,
+from perfdiff.render.totals import (TOTALS_CLASSES, is_totals, rejected_text, subcycles_text, totals_head, totals_lines,
                                    totals_text)
 from perfdiff.render.tree import TreeLabels, tree_section
 from perfdiff.render.wording import (CATEGORY_WORDS, categories_intro, categories_rest, finding_text, matching_text,
@@ -239,7 +239,7 @@ def _view(c: Analysis, findings: list[Finding], verdict: list[VerdictClass], nam
         "plan": "\n".join(x for x in (subcycles_text(c), totals_text(c) if is_totals(c) else plan_text(c.plan, names),
                                        rejected_text(c.plan)) if x),
         "verdict": _verdict(c, verdict, findings, names),
-        "verdict_head": totals_head(c) if is_totals(c) else verdict_head(c, findings),
+        "verdict_head": totals_head(c, findings) if is_totals(c) else verdict_head(c, findings),
         "top_header": TOP_HEADER,
         "top_rows": [_top_cells(c, r, i + 1, short_top, with_cycle) for i, r in enumerate(top_rows)],
         "per": per_unit(c),
@@ -280,8 +280,10 @@ def _verdict(c: Analysis, verdict: list[VerdictClass], findings: list[Finding], 
     no cycle (other hardware) and then the totals' own lines (per-call changes, vanished, new)."""
     if not is_totals(c):
         return verdict_lines(c, verdict, findings, names)
-    hardware = [v for v in verdict if v.code == VerdictCode.DIFFERENT_HARDWARE]
-    return verdict_lines(c, hardware, findings, names) + totals_lines(c, names, other_hardware=bool(hardware))
+    classes = [v for v in verdict if v.code in TOTALS_CLASSES]
+    lines = verdict_lines(c, classes, findings, names) + totals_lines(c, findings, names)
+    return lines or [f"no function is slower or faster per call at q ≤ {c.alpha:g}, and none vanished or is new; "
+                     "totals are in the tables below"]
 
 
 def _overview(c: Analysis, top: Finding | None, names: NameTable) -> str:

@@ -4,15 +4,20 @@ invented, so the report says so at the top and reads each run's step, each funct
 (described, not tested) and the per-call tests (docs/STATISTICS.md, "One step per run")."""
 from __future__ import annotations
 
-from perfdiff.analyze.records import Analysis, FunctionStats
+from typing import TypeVar
+
+from perfdiff.analyze.evidence import (Finding, FindingCode, LaunchStructureEvidence, PerCallEvidence,
+                                       PerCallNoneEvidence, StepChangeEvidence, TotalsEvidence)
+from perfdiff.analyze.records import Analysis
+from perfdiff.analyze.verdict_records import VerdictCode
 from perfdiff.model.cycles import CyclePlan, PassReason, Regime
 from perfdiff.model.schema import CycleSource
 from perfdiff.render.text import NameTable, fmt_p, fmt_pct, fmt_time_us
 
-__all__ = ["is_totals", "rejected_text", "subcycles_text", "totals_head", "totals_lines", "totals_text"]
+__all__ = ["TOTALS_CLASSES", "is_totals", "rejected_text", "subcycles_text", "totals_finding", "totals_head",
+           "totals_lines", "totals_text"]
 
-LISTED = 3  # functions named per line
-PER_CALL_LISTED = 2  # functions slower (and faster) per call named on the first screen; the tables hold the rest
+R = TypeVar("R")
 SUB_SOURCES = {CycleSource.KERNEL_SEQUENCE: "a kernel sequence", CycleSource.IDLE_GAPS: "a burst between GPU idle gaps",
                CycleSource.ANNOTATION: "a range"}  # what repeats inside a step, as the report names it
 
@@ -55,45 +60,75 @@ def subcycles_text(c: Analysis) -> str:
             f"step{'s' if max(steps) > 1 else ''} per run.**")
 
 
-def totals_head(c: Analysis) -> str:
-    """The verdict's first line: the step's (or the run's) change, not tested."""
-    what = "step" if c.plan is not None and c.plan.source == CycleSource.PROFILER_STEP else "run"
-    n, a = c.normal.median_us, c.abnormal.median_us
-    pct = 100.0 * (a / n - 1.0) if n > 0 else float("nan")
-    return f"{what} {fmt_time_us(n)} → {fmt_time_us(a)}, {fmt_pct(pct, 1)}; {_pieces(c)}, not tested."
+def _ev(x: Finding, kind: type[R]) -> R:
+    if not isinstance(x.evidence, kind):
+        raise TypeError(f"a {x.code} finding without its {kind.__name__}: {x.evidence!r}")
+    return x.evidence
 
 
-def _total(f: FunctionStats, side: str) -> str:
-    return fmt_time_us(f.t_n_us if side == "n" else f.t_a_us)
+def totals_head(c: Analysis, findings: list[Finding]) -> str:
+    """The verdict's first line: the step's (or the run's) change, not tested (STEP_CHANGE)."""
+    x = next((f for f in findings if f.code == FindingCode.STEP_CHANGE), None)
+    if x is None:  # identical inputs: that one finding
+        return f"{_pieces(c)}, not tested."
+    e = _ev(x, StepChangeEvidence)
+    return (f"{'step' if e.step else 'run'} {fmt_time_us(e.n_us)} → {fmt_time_us(e.a_us)}, "
+            f"{fmt_pct(e.change_pct, 1)}; {_pieces(c)}, not tested.")
 
 
-def totals_lines(c: Analysis, names: NameTable, *, other_hardware: bool = False) -> list[str]:
-    """The verdict's lines: the functions slower or faster per call (q ≤ α), and the largest
-    vanished and new functions with their totals (fewer, longer launches said).  On
-    `other_hardware` the vanished and new work is the other vendor's names for the same work
-    (its category table says where the time went): not listed."""
-    lines = []
-    sig = sorted((t for t in c.per_call if t.q <= c.alpha), key=lambda t: t.p)
-    for word, pick in (("slower per call", lambda t: t.median_a_us > t.median_n_us),
-                       ("faster per call", lambda t: t.median_a_us < t.median_n_us)):
-        lines += [f"**{word}**: {names.md(t.name, 60)} median {fmt_time_us(t.median_n_us)} → "
-                  f"{fmt_time_us(t.median_a_us)} (×{t.median_a_us / t.median_n_us:.2f}, {t.calls_n} vs {t.calls_a} "
-                  f"calls, Mann–Whitney over the calls q {fmt_p(t.q)})" for t in [t for t in sig if pick(t)][:PER_CALL_LISTED]]
-    if c.per_call and not sig:
-        lines.append(f"**per call**: {len(c.per_call)} functions in both runs tested (Mann–Whitney over the calls); "
-                     f"none slower or faster at q ≤ {c.alpha:g}")
-    listed = 0 if other_hardware else LISTED
-    gone = sorted((f for f in c.functions if f.presence == "vanished"), key=lambda f: -f.t_n_us)[:listed]
-    new = sorted((f for f in c.functions if f.presence == "new"), key=lambda f: -f.t_a_us)[:listed]
-    lines += [f"**vanished**: {names.md(f.name, 60)} ({_total(f, 'n')} in {f.calls_n:g} calls)" for f in gone]
-    lines += [f"**new**: {names.md(f.name, 60)} ({_total(f, 'a')} in {f.calls_a:g} calls)" for f in new]
-    if gone and new and new[0].calls_a < gone[0].calls_n and new[0].per_call_a_us > gone[0].per_call_n_us:
-        lines.append(f"fewer, longer launches: {gone[0].calls_n:g} calls of {fmt_time_us(gone[0].per_call_n_us)} "
-                     f"became {new[0].calls_a:g} of {fmt_time_us(new[0].per_call_a_us)}")
-    if not lines and not other_hardware:
-        lines.append("no function is slower or faster per call at q ≤ "
-                     f"{c.alpha:g}, and none vanished or is new; totals are in the tables below")
+# The verdict's classes a pair compared by totals states as classes; the rest (kernels slower
+# per call, new work) rest on findings its own lines state (totals_lines).
+TOTALS_CLASSES = (VerdictCode.DIFFERENT_HARDWARE, VerdictCode.IMPLEMENTATION_SWAPPED,
+                  VerdictCode.FEWER_LONGER_LAUNCHES, VerdictCode.MORE_SHORTER_LAUNCHES)
+LINE_CODES = (FindingCode.PER_CALL, FindingCode.PER_CALL_NONE, FindingCode.VANISHED, FindingCode.NEW)
+
+
+def totals_lines(c: Analysis, findings: list[Finding], names: NameTable) -> list[str]:
+    """The verdict's own lines for a pair compared by totals: the per-call changes, what
+    vanished and what is new, one line per finding; a line that says so where there is none
+    and no class either."""
+    lines = [f"**{LINE_WORDS[x.code](x)}**: " + totals_finding(c, x, names, short=True)
+             for x in findings if x.code in LINE_CODES]
     return lines
+
+
+def _line_word(x: Finding) -> str:
+    e = x.evidence
+    return ("slower per call" if isinstance(e, PerCallEvidence) and e.slower else "faster per call")
+
+
+LINE_WORDS = {FindingCode.PER_CALL: _line_word, FindingCode.PER_CALL_NONE: lambda x: "per call",
+              FindingCode.VANISHED: lambda x: "vanished", FindingCode.NEW: lambda x: "new"}
+
+
+def totals_finding(c: Analysis, x: Finding, names: NameTable, *, short: bool = False) -> str:
+    """A finding of a pair compared by totals as Markdown (`short`: the verdict's line, its
+    word said before it)."""
+    if x.code == FindingCode.STEP_CHANGE:
+        e = _ev(x, StepChangeEvidence)
+        return (f"{'Step' if e.step else 'Run'} {fmt_time_us(e.n_us)} → {fmt_time_us(e.a_us)} "
+                f"({fmt_pct(e.change_pct, 1)}); {_pieces(c)}: described, not tested.")
+    if x.code == FindingCode.PER_CALL:
+        p = _ev(x, PerCallEvidence)
+        text = (f"{names.md(x.function or '', 60)} median {fmt_time_us(p.median_n_us)} → {fmt_time_us(p.median_a_us)} "
+                f"(×{p.median_a_us / p.median_n_us:.2f}, {p.calls_n} vs {p.calls_a} calls, Mann–Whitney over the calls "
+                f"q {fmt_p(x.q)})")
+        return text if short else f"{_line_word(x).capitalize()}: {text}."
+    if x.code == FindingCode.PER_CALL_NONE:
+        k = _ev(x, PerCallNoneEvidence).n_tests
+        text = (f"{k} function{'s' if k != 1 else ''} in both runs tested (Mann–Whitney over the calls); "
+                f"none slower or faster at q ≤ {c.alpha:g}")
+        return text if short else f"Per call: {text}."
+    if x.code in (FindingCode.VANISHED, FindingCode.NEW):
+        e = _ev(x, TotalsEvidence)
+        text = f"{names.md(x.function or '', 60)} ({fmt_time_us(e.t_us)} in {e.calls:g} calls)"
+        return text if short else f"{'Vanished' if x.code == FindingCode.VANISHED else 'New'}: {text}."
+    e = _ev(x, LaunchStructureEvidence)
+    gone, new = (c.functions[i].name for i in x.related)
+    return (f"Launch structure changed on {names.md(x.device or '')}: {e.calls_n:g} calls of **{names.md(gone, 60)}** "
+            f"({fmt_time_us(e.per_call_n_us)} each) became {e.calls_a:g} of **{names.md(new, 60)}** "
+            f"({fmt_time_us(e.per_call_a_us)} each): "
+            + ("fewer, longer launches." if e.fewer_longer else "more, shorter launches."))
 
 
 _REASONS = {

@@ -11,14 +11,16 @@ from typing import Any, Callable, TypeVar
 
 from perfdiff.analyze.evidence import (MAX_LISTED, CauseEvidence, CommonModeEvidence, CycleRatioDetail,
                                        CycleSourceDetail, CycleTimeEvidence, CyclesNeededEvidence, DeviceWideEvidence,
-                                       EventEvidence, Finding, FindingCode, KernelSwapEvidence, LoadEvidence,
+                                       EventEvidence, Finding, FindingCode, KernelSwapEvidence, LoadEvidence, ReplacedEvidence,
                                        LoadNoticeDetail, MetricOneSideDetail, NegligibleEvidence, NoCauseEvidence,
                                        OppositeEvidence, RankDetail, WorldSizeDetail)
 from perfdiff.analyze.records import Analysis, FunctionStats, Notice, NoticeCode, OpCategory
 from perfdiff.analyze.verdict_records import (CpuClockDetail, CpuWorkDetail, DeviceWideDetail, HardwareDetail,
-                                              HostWide, LaunchDetail, LoadDetail, OtherProcessDetail, QuotaDetail, Signal, Starved,
-                                              StallDetail, SyncDetail, ThrottleDetail, VerdictClass, VerdictCode)
+                                              HostWide, LaunchDetail, LaunchStructureDetail, LoadDetail,
+                                              OtherProcessDetail, QuotaDetail, Signal, Starved, StallDetail,
+                                              SwappedDetail, SyncDetail, ThrottleDetail, VerdictClass, VerdictCode)
 from perfdiff.model.cycles import CyclePlan
+from perfdiff.render.totals import totals_finding
 from perfdiff.model.schema import CycleSource, Kind
 from perfdiff.render.text import (NameTable, fmt_calls, fmt_num, fmt_p, fmt_pct, fmt_signed, fmt_time_us, fmt_value,
                                   md_escape)
@@ -33,6 +35,7 @@ EVENT_WORDS = {
 
 
 R = TypeVar("R")
+MAX_REPLACED_LISTED = 2  # kernels a replaced finding names on each side
 
 
 def _ev(x: Finding, kind: type[R]) -> R:
@@ -275,6 +278,23 @@ def _kernel_swap(c: Analysis, x: Finding, names: NameTable) -> str:
             "same work (cuDNN's algorithm search, a GEMM's tiles), not added work.")
 
 
+def _replaced(c: Analysis, x: Finding, names: NameTable) -> str:
+    """"Replaced under `op`: `gone` 120.7 ms → `new` 122.1 ms + `new2` …" (per cycle)."""
+    v = _ev(x, ReplacedEvidence)
+    gone, new = x.related[:v.gone], x.related[v.gone:]
+    shown = MAX_REPLACED_LISTED
+
+    def listed(idx: tuple[int, ...], side: str) -> str:
+        fs = [c.functions[i] for i in idx]
+        parts = [f"**{names.md(f.name, 64)}** {fmt_time_us(f.t_n_us if side == 'n' else f.t_a_us)}" for f in fs[:shown]]
+        return " + ".join(parts) + (f" + {len(fs) - shown} more" if len(fs) > shown else "")
+
+    return (f"Replaced under **{names.md(x.function or '', 64)}** on {names.md(x.device or '')}: {listed(gone, 'n')} → "
+            f"{listed(new, 'a')} {per_unit(c)}; together {fmt_time_us(v.t_n_us)} → {fmt_time_us(v.t_a_us)} "
+            f"({fmt_signed(v.tau_pp)} pp of the abnormal cycle): the op launched other kernels (an implementation "
+            "swapped), not added work.")
+
+
 def _common_mode(c: Analysis, x: Finding, names: NameTable) -> str:
     v = _ev(x, CommonModeEvidence)
     text = (f"Common-mode shift: all {v.k} kernels on {names.md(x.device or '')} scaled ×{v.ratio:.2f} in β "
@@ -374,6 +394,11 @@ FINDING_WORDS: dict[FindingCode, Callable[[Analysis, Finding, NameTable], str]] 
     FindingCode.CYCLE_TIME: _cycle_time, FindingCode.CAUSE: _cause, FindingCode.NO_CAUSE: _no_cause,
     FindingCode.PROPORTIONAL: _proportional, FindingCode.COMMON_MODE: _common_mode,
     FindingCode.KERNEL_SWAP: _kernel_swap,
+    FindingCode.REPLACED: _replaced,
+    # A pair compared by totals (perfdiff.render.totals words them)
+    FindingCode.STEP_CHANGE: totals_finding, FindingCode.PER_CALL: totals_finding,
+    FindingCode.PER_CALL_NONE: totals_finding, FindingCode.LAUNCH_STRUCTURE: totals_finding,
+    FindingCode.VANISHED: totals_finding, FindingCode.NEW: totals_finding,
     FindingCode.SYMPTOM: _symptom, FindingCode.RESOURCE: _resource, FindingCode.METRIC_WHILE: _metric_while,
     FindingCode.EVENT: _event, FindingCode.OPPOSITE: _opposite, FindingCode.CYCLES_NEEDED: _cycles_needed,
     FindingCode.LOAD: _load,
@@ -546,6 +571,9 @@ VERDICT_WORDS = {
     VerdictCode.LAUNCH_BOUND: "launch-bound",
     VerdictCode.ADDED_SYNC: "added synchronisation",
     VerdictCode.TRANSFER: "transfer growth",
+    VerdictCode.IMPLEMENTATION_SWAPPED: "implementation swapped",
+    VerdictCode.FEWER_LONGER_LAUNCHES: "fewer, longer launches",
+    VerdictCode.MORE_SHORTER_LAUNCHES: "more, shorter launches",
     VerdictCode.NEW_WORK: "new or added work",
     VerdictCode.CPU_WORK: "CPU-side work slower",
     VerdictCode.LOAD: "different load",
@@ -748,6 +776,22 @@ def _different_hardware(c: Analysis, v: VerdictClass, who: str, names: NameTable
     return text
 
 
+def _swapped_class(c: Analysis, v: VerdictClass, who: str, names: NameTable) -> str:
+    """": under `op`, `gone` → `new`" for the largest replacements (the findings list each)."""
+    ops = _vdetail(v, SwappedDetail).ops
+    return ": " + "; ".join(f"under **{names.md(o.op, 48)}**, " + " + ".join(f"**{names.md(n, 48)}**" for n in o.gone[:1])
+                            + " → " + " + ".join(f"**{names.md(n, 48)}**" for n in o.new[:2])
+                            + (" + …" if len(o.new) > 2 else "") for o in ops[:2]) + (
+        f" and {len(ops) - 2} more ops" if len(ops) > 2 else "")
+
+
+def _launch_structure(c: Analysis, v: VerdictClass, who: str, names: NameTable) -> str:
+    """": 862 calls of X (148 µs each) became 18 of Y (5.3 ms each)", per piece."""
+    d = _vdetail(v, LaunchStructureDetail)
+    return (f": {d.calls_n:g} calls of **{names.md(d.gone, 48)}** ({fmt_time_us(d.per_call_n_us)} each) "
+            f"became {d.calls_a:g} of **{names.md(d.new, 48)}** ({fmt_time_us(d.per_call_a_us)} each)")
+
+
 def _no_material(c: Analysis, v: VerdictClass, who: str, names: NameTable) -> str:
     return ": no function's own time changed both significantly and materially"
 
@@ -769,6 +813,9 @@ VERDICT_LINES: dict[VerdictCode, Callable[[Analysis, VerdictClass, str, NameTabl
     VerdictCode.LAUNCH_BOUND: _launch_bound,
     VerdictCode.ADDED_SYNC: _added_sync,
     VerdictCode.TRANSFER: _names_only,
+    VerdictCode.IMPLEMENTATION_SWAPPED: _swapped_class,
+    VerdictCode.FEWER_LONGER_LAUNCHES: _launch_structure,
+    VerdictCode.MORE_SHORTER_LAUNCHES: _launch_structure,
     VerdictCode.NEW_WORK: _names_only,
     VerdictCode.CPU_WORK: _cpu_work,
     VerdictCode.LOAD: _load_class,

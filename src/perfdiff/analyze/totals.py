@@ -1,0 +1,132 @@
+"""Findings of a pair compared by totals (Regime.TOTALS: one or a few steps per run, or a
+one-shot program): no cycles to test over, so each run's step is described, not tested; each
+function's calls are the samples of the per-call tests; what vanished, what is new, kernels
+replaced under one op, and a launch structure that changed are stated from the totals.
+
+`TOTALS_RULES`, in order, is the findings' order (docs/STATISTICS.md, "One step per run").
+"""
+from __future__ import annotations
+
+import math
+from collections.abc import Callable
+from dataclasses import dataclass
+
+from perfdiff.analyze.evidence import (Finding, FindingCode, LaunchStructureEvidence, PerCallEvidence,
+                                       PerCallNoneEvidence, StepChangeEvidence, TotalsEvidence)
+from perfdiff.analyze.launchers import replaced_findings, replaced_functions
+from perfdiff.analyze.records import Analysis, FunctionStats
+from perfdiff.model.schema import GPU_KINDS, CycleSource, Kind
+
+__all__ = ["TOTALS_RULES"]
+
+PER_CALL_LISTED = 2  # functions slower (and faster) per call stated; the tables hold the rest
+TOTALS_LISTED = 3  # vanished (and new) functions stated, largest first
+
+
+def _step_change(c: Analysis) -> tuple[Finding, ...]:
+    n, a = c.normal.median_us, c.abnormal.median_us
+    step = c.plan is not None and c.plan.source == CycleSource.PROFILER_STEP
+    return (Finding(FindingCode.STEP_CHANGE, evidence=StepChangeEvidence(
+        step=step, pieces_n=c.normal.n_cycles, pieces_a=c.abnormal.n_cycles, n_us=n, a_us=a,
+        change_pct=100.0 * (a / n - 1.0) if n > 0 else math.nan)),)
+
+
+def _per_call(c: Analysis) -> tuple[Finding, ...]:
+    sig = sorted((k for k, t in enumerate(c.per_call) if c.thresholds.significant(t.q)), key=lambda k: c.per_call[k].p)
+    out = []
+    for slower in (True, False):
+        picked = [k for k in sig if (c.per_call[k].median_a_us > c.per_call[k].median_n_us) == slower]
+        for k in picked[:PER_CALL_LISTED]:
+            t = c.per_call[k]
+            out.append(Finding(FindingCode.PER_CALL, function=t.name, device=t.device, q=t.q,
+                               func=_index(c, t.name, t.device, t.kind),
+                               evidence=PerCallEvidence(test=k, slower=slower, median_n_us=t.median_n_us,
+                                                        median_a_us=t.median_a_us, calls_n=t.calls_n,
+                                                        calls_a=t.calls_a, p=t.p)))
+    return tuple(out)
+
+
+def _per_call_none(c: Analysis) -> tuple[Finding, ...]:
+    if not c.per_call or any(c.thresholds.significant(t.q) for t in c.per_call):
+        return ()
+    return (Finding(FindingCode.PER_CALL_NONE, evidence=PerCallNoneEvidence(n_tests=len(c.per_call))),)
+
+
+def _launch_pair(c: Analysis) -> tuple[int, int] | None:
+    """The largest vanished and the largest new kernel of one device that no replacement
+    states, where the new one runs fewer and longer launches, or more and shorter ones."""
+    claimed = set(replaced_functions(c))
+    gone = _largest(c, "vanished", claimed, kernels=True)
+    new = _largest(c, "new", claimed, kernels=True)
+    if not gone or not new:
+        return None
+    g = gone[0]
+    n = next((i for i in new if c.functions[i].device == c.functions[g].device), None)
+    if n is None:
+        return None
+    fg, fn = c.functions[g], c.functions[n]
+    fewer_longer = fn.calls_a < fg.calls_n and fn.per_call_a_us > fg.per_call_n_us
+    more_shorter = fn.calls_a > fg.calls_n and fn.per_call_a_us < fg.per_call_n_us
+    return (g, n) if fewer_longer or more_shorter else None
+
+
+def _launch_structure(c: Analysis) -> tuple[Finding, ...]:
+    pair = _launch_pair(c)
+    if pair is None:
+        return ()
+    fg, fn = c.functions[pair[0]], c.functions[pair[1]]
+    return (Finding(FindingCode.LAUNCH_STRUCTURE, function=fn.name, device=fn.device, related=pair,
+                    evidence=LaunchStructureEvidence(fewer_longer=fn.calls_a < fg.calls_n, calls_n=fg.calls_n,
+                                                     calls_a=fn.calls_a, per_call_n_us=fg.per_call_n_us,
+                                                     per_call_a_us=fn.per_call_a_us)),)
+
+
+def _one_side(code: FindingCode, presence: str) -> Callable[[Analysis], tuple[Finding, ...]]:
+    def rule(c: Analysis) -> tuple[Finding, ...]:
+        if c.hardware_differs:  # the other vendor's names for the same work: its category table says where
+            return ()
+        claimed = set(replaced_functions(c)) | set(_launch_pair(c) or ())
+        out = []
+        for i in _largest(c, presence, claimed, kernels=False)[:TOTALS_LISTED]:
+            f = c.functions[i]
+            vanished = presence == "vanished"
+            out.append(Finding(code, function=f.name, device=f.device, func=i, evidence=TotalsEvidence(
+                t_us=f.t_n_us if vanished else f.t_a_us, calls=f.calls_n if vanished else f.calls_a)))
+        return tuple(out)
+    return rule
+
+
+def _largest(c: Analysis, presence: str, claimed: set[int], *, kernels: bool) -> list[int]:
+    """Functions of one run only (`presence`), not claimed, largest own time first: GPU
+    functions only where `kernels`, else every kind but host states."""
+    def keep(f: FunctionStats) -> bool:
+        return f.presence == presence and (f.kind in GPU_KINDS if kernels else f.kind != Kind.HOST)
+    t = (lambda f: f.t_n_us) if presence == "vanished" else (lambda f: f.t_a_us)
+    return sorted((i for i, f in enumerate(c.functions) if keep(f) and i not in claimed),
+                  key=lambda i: -t(c.functions[i]))
+
+
+def _index(c: Analysis, name: str, device: str, kind: str) -> int | None:
+    return next((i for i, f in enumerate(c.functions) if f.name == name and f.device == device and f.kind == kind),
+                None)
+
+
+@dataclass(frozen=True)
+class TotalsRule:
+    """One rule: the code it states and how it selects its findings from the analysis."""
+
+    code: FindingCode
+    select: Callable[[Analysis], tuple[Finding, ...]]
+
+
+# The findings' order for a pair compared by totals: the step, what was replaced, the launch
+# structure, the per-call changes, then what vanished and what is new.
+TOTALS_RULES: tuple[TotalsRule, ...] = (
+    TotalsRule(FindingCode.STEP_CHANGE, _step_change),
+    TotalsRule(FindingCode.REPLACED, replaced_findings),
+    TotalsRule(FindingCode.LAUNCH_STRUCTURE, _launch_structure),
+    TotalsRule(FindingCode.PER_CALL, _per_call),
+    TotalsRule(FindingCode.PER_CALL_NONE, _per_call_none),
+    TotalsRule(FindingCode.VANISHED, _one_side(FindingCode.VANISHED, "vanished")),
+    TotalsRule(FindingCode.NEW, _one_side(FindingCode.NEW, "new")),
+)
