@@ -33,9 +33,11 @@ def launch_chains(run: RunData, wanted: set[Key] | None = None) -> LaunchChains:
     act = run.activity
     if len(act) == 0:
         return {}
+    kind_codes, kind_names = _codes(act["kind"])
+    if Kind.CPU.value not in kind_names:  # no op or range to launch from (most nsys exports without NVTX)
+        return {}
     fn_codes, fn_names = _codes(act["function"])
     dev_codes, dev_names = _codes(act["device"])
-    kind_codes, kind_names = _codes(act["kind"])
     launch = act["launch_ns"].to_numpy(np.int64)
     tid = act["tid"].to_numpy(np.int64)
     gpu_kind = np.isin(np.asarray(kind_names, dtype=object), GPU_KINDS)
@@ -82,6 +84,6 @@ def launch_chains(run: RunData, wanted: set[Key] | None = None) -> LaunchChains:
 def _codes(col: pd.Series) -> tuple[np.ndarray, list[str]]:
     """Integer codes of a text column and the text of each code (categoricals: their own)."""
     if isinstance(col.dtype, pd.CategoricalDtype):
-        return col.cat.codes.to_numpy(np.int64), [str(x) for x in col.cat.categories]
+        return col.cat.codes.to_numpy(), [str(x) for x in col.cat.categories]
     codes, uniq = pd.factorize(col)
-    return codes.astype(np.int64), [str(x) for x in uniq]
+    return codes, [str(x) for x in uniq]
