@@ -11,6 +11,7 @@ import math
 from collections.abc import Callable
 from dataclasses import dataclass
 
+from perfdiff.analyze.categories import classify
 from perfdiff.analyze.evidence import (Finding, FindingCode, LaunchStructureEvidence, PerCallEvidence,
                                        PerCallNoneEvidence, StepChangeEvidence, TotalsEvidence)
 from perfdiff.analyze.launchers import replaced_findings, replaced_functions
@@ -54,14 +55,19 @@ def _per_call_none(c: Analysis) -> tuple[Finding, ...]:
 
 def _launch_pair(c: Analysis) -> tuple[int, int] | None:
     """The largest vanished and the largest new kernel of one device that no replacement
-    states, where the new one runs fewer and longer launches, or more and shorter ones."""
+    states, of one op category (§6c), where the new one runs fewer and longer launches, or
+    more and shorter ones.  None on other hardware: its kernels have the other vendor's names."""
+    if c.hardware_differs:
+        return None
     claimed = set(replaced_functions(c))
     gone = _largest(c, "vanished", claimed, kernels=True)
     new = _largest(c, "new", claimed, kernels=True)
     if not gone or not new:
         return None
     g = gone[0]
-    n = next((i for i in new if c.functions[i].device == c.functions[g].device), None)
+    kind = classify(c.functions[g].name, c.functions[g].kind)
+    n = next((i for i in new if c.functions[i].device == c.functions[g].device
+              and classify(c.functions[i].name, c.functions[i].kind) == kind), None)
     if n is None:
         return None
     fg, fn = c.functions[g], c.functions[n]
