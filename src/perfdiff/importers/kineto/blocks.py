@@ -1,18 +1,41 @@
 """The decompressed bytes of a trace file, in blocks of about BLOCK bytes, read ahead in a thread.
 
-A gzip file is inflated in that thread (zlib releases the GIL), so inflating the next block
-overlaps scanning this one.  A decoder on one thread takes smaller blocks (`block_size`)."""
+A gzip file is inflated in that thread (the inflater releases the GIL), so inflating the next
+block overlaps scanning this one, by the fastest zlib-compatible inflater installed
+(`inflater`: ISA-L's from perfdiff[fast], else zlib-ng's, else zlib).  A decoder on one thread
+takes smaller blocks (`block_size`)."""
 from __future__ import annotations
 
+import functools
+import importlib
 import queue
 import threading
 import zlib
 from pathlib import Path
+from types import ModuleType
 from typing import Any, Iterator
 
 from perfdiff.errors import InputError
 
-__all__ = ["BLOCK", "BLOCK_ONE_THREAD", "block_size", "blocks"]
+__all__ = ["BLOCK", "BLOCK_ONE_THREAD", "INFLATERS", "block_size", "blocks", "inflater"]
+
+# zlib-compatible inflaters (decompressobj with max_length, unconsumed_tail, eof), fastest first:
+# ISA-L inflates a trace in about half zlib's time (docs/PERFORMANCE.md).
+INFLATERS = (("isal", "isal.isal_zlib"), ("zlib-ng", "zlib_ng.zlib_ng"), ("zlib", "zlib"))
+
+
+@functools.lru_cache(maxsize=None)
+def inflater(choice: str | None = None) -> tuple[str, ModuleType]:
+    """(name, module) of the inflater to use: `choice` ("isal", "zlib-ng", "zlib") where it is
+    installed, else the fastest installed."""
+    for name, module in INFLATERS:
+        if choice is not None and name != choice:
+            continue
+        try:
+            return name, importlib.import_module(module)
+        except ImportError:
+            continue
+    return "zlib", zlib
 
 BLOCK = 8 << 20  # decompressed bytes per block
 # A decoder on one thread runs beside another process loading (a pair's other side, another
@@ -27,11 +50,11 @@ def block_size(threads: int) -> int:
     return BLOCK if threads > 1 else min(BLOCK, BLOCK_ONE_THREAD)
 
 
-def blocks(p: Path, size: int | None = None) -> Iterator[list[bytes]]:
+def blocks(p: Path, size: int | None = None, inflate: ModuleType | None = None) -> Iterator[list[bytes]]:
     """Decompressed content of `p` as lists of pieces totalling about `size` bytes (BLOCK).
 
-    A gzip file is inflated in a background thread (zlib releases the GIL), so inflating
-    the next block overlaps scanning this one.
+    A gzip file is inflated in a background thread by `inflate` (default: `inflater()`), so
+    inflating the next block overlaps scanning this one.
     """
     try:
         fh = open(p, "rb")
@@ -41,7 +64,7 @@ def blocks(p: Path, size: int | None = None) -> Iterator[list[bytes]]:
         gz = fh.read(2) == b"\x1f\x8b"
         fh.seek(0)
         size = size or BLOCK
-        source = _inflate(fh, p, size) if gz else _plain(fh, p, size)
+        source = _inflate(fh, p, size, inflate or inflater()[1]) if gz else _plain(fh, p, size)
         yield from _prefetch(source)
 
 
@@ -56,10 +79,10 @@ def _plain(fh: Any, p: Path, size: int) -> Iterator[list[bytes]]:
         yield [data]
 
 
-def _inflate(fh: Any, p: Path, block: int) -> Iterator[list[bytes]]:
-    """Inflated pieces in blocks of exactly `block` bytes (the last shorter): the inflater is
-    asked for no more than fills the block, the input it leaves is fed again."""
-    d = zlib.decompressobj(wbits=47)  # gzip or zlib header, auto-detected
+def _inflate(fh: Any, p: Path, block: int, z: ModuleType) -> Iterator[list[bytes]]:
+    """Inflated pieces in blocks of exactly `block` bytes (the last shorter): the inflater `z`
+    is asked for no more than fills the block, the input it leaves is fed again."""
+    d = z.decompressobj(wbits=47)  # gzip or zlib header, auto-detected
     pending: list[bytes] = []
     size = 0
     raw = b""
@@ -79,8 +102,8 @@ def _inflate(fh: Any, p: Path, block: int) -> Iterator[list[bytes]]:
                 raw = d.unconsumed_tail
                 if d.eof and d.unused_data:  # concatenated gzip members: the next one starts
                     raw = d.unused_data
-                    d = zlib.decompressobj(wbits=47)
-        except zlib.error as exc:
+                    d = z.decompressobj(wbits=47)
+        except (zlib.error, z.error) as exc:
             raise InputError(f"corrupt gzip data ({exc})", path=p) from None
         if out:
             pending.append(out)
