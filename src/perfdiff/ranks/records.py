@@ -7,6 +7,7 @@ import math
 from dataclasses import dataclass, field
 from enum import Enum
 
+from perfdiff.analyze.gate_records import CycleStats
 from perfdiff.model.cycles import CyclePlan
 
 
@@ -264,7 +265,8 @@ class RankNotice:
 class RankCycle:
     """The job's cycle time in each run: per iteration, the median over the ranks compared of
     their cycle time; then the median over iterations (µs).  `change_pct`: how much it grew (%,
-    negative: it fell); `p`: Mann–Whitney p of the per-iteration medians, A against N."""
+    negative: it fell); `p`: Mann–Whitney p of the per-iteration medians, A against N;
+    `stats`: the per-iteration job cycle's statistics the CI gate reads (its mean and P95 too)."""
 
     median_n_us: float
     median_a_us: float
@@ -272,6 +274,7 @@ class RankCycle:
     p: float
     cycles_n: int
     cycles_a: int
+    stats: CycleStats | None = None
 
 
 @dataclass(frozen=True)
