@@ -67,7 +67,8 @@ def check_text(ch: GateCheck, decision: GateDecision, md: bool = False) -> str:
                                                                    if ch.needed else ")")
     if ch.outcome is GateOutcome.CANNOT_JUDGE:
         allowed = f", {ALLOWED}" if decision.allow_inconclusive else ""
-        numbers = f" {_numbers(ch)}" if math.isfinite(ch.n_us) and math.isfinite(ch.a_us) else ""
+        numbers = (f" {fmt_time_us(ch.n_us)} → {fmt_time_us(ch.a_us)} ({fmt_pct(ch.change_pct, 1)})"
+                   if math.isfinite(ch.n_us) and math.isfinite(ch.a_us) else "")
         return f"{subject}{numbers}: {outcome}{allowed}: {why}"
     return f"{subject} {_numbers(ch)}: {outcome}: {why}"
 
@@ -87,7 +88,12 @@ def _rule(decision: GateDecision) -> str:
 def gate_line(decision: GateDecision) -> str:
     """The decision on one line of plain text (standard error): the outcome, the threshold and
     α, then each check with its numbers, test and reason."""
-    checks = "; ".join(check_text(ch, decision) for ch in decision.checks)
+    cs = decision.checks
+    if (len(cs) > 1 and all(ch.outcome is GateOutcome.CANNOT_JUDGE and not math.isfinite(ch.n_us) for ch in cs)
+            and len({(ch.reason, ch.needed) for ch in cs}) == 1):  # one reason for all: said once
+        checks = f"{', '.join(_subject(ch, False) for ch in cs)}: {check_text(cs[0], decision).split(': ', 1)[1]}"
+    else:
+        checks = "; ".join(check_text(ch, decision) for ch in cs)
     return f"gate {_head(decision)} ({_rule(decision)}): {checks}"
 
 
