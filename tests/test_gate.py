@@ -326,3 +326,43 @@ def test_the_first_screen_is_appended_to_the_job_summary(quota, tmp_path, capsys
 def test_gate_options_are_checked_before_any_input_is_read(args, needle, capsys) -> None:
     code, _, err = run_cli(["compare", "no-such-n", "no-such-a", *args], capsys)
     assert code == 2 and len(err.strip().splitlines()) == 1 and needle in err
+
+
+@pytest.mark.real
+def test_a_real_one_shot_program_in_fixed_windows_cannot_be_judged(real: Path, tmp_path, capsys) -> None:
+    """The issue's case: two nsys exports of Rodinia's Gaussian elimination compared in fixed
+    100 ms windows passed `--fail-on 5`; the gate cannot judge them."""
+    d = real / "kmcho2019/Rodinia_3.1_Gaussian"
+    code, _, err = run_cli(["compare", d / "report3.sqlite", d / "report2.sqlite", "--window", "100ms", "-o",
+                            tmp_path / "r.md", "--no-plots", "--fail-on", "5"], capsys)
+    assert code == 4 and "fixed windows" in err
+
+
+# --- The rules against simulations where the truth is known --------------------------------
+
+
+def _gate_rate(shift: float, threshold: float, metric: GateMetric, sims: int = 200, n: int = 120) -> float:
+    """The share of `sims` simulated pairs (lognormal cycles, σ 0.1; the abnormal run's
+    × (1 + shift)) that `metric`'s gate calls a regression at `threshold` %."""
+    from perfdiff.analyze.gate import cycle_stats_of, judge_cycles
+
+    rng = np.random.default_rng(42)
+    hits = 0
+    for _ in range(sims):
+        x = rng.lognormal(np.log(1_000.0), 0.1, n)
+        y = rng.lognormal(np.log(1_000.0 * (1 + shift)), 0.1, n)
+        hits += judge_cycles(cycle_stats_of(x, y, 0.0), metric, threshold, 0.05).outcome is GateOutcome.REGRESSION
+    return hits / sims
+
+
+@pytest.mark.parametrize("metric, caught", [(GateMetric.MEDIAN, 0.10), (GateMetric.MEAN, 0.10),
+                                            (GateMetric.P95, 0.25)])
+def test_null_pairs_stay_quiet_and_a_clear_regression_is_caught(metric: GateMetric, caught: float) -> None:
+    """Null pairs: even at a threshold of 0 % a gate calls at most about α/2 of them a
+    regression (one side of a two-sided test; the P95's disjoint CIs far fewer).  A run
+    slower by `caught` is caught at 5 % nearly always (the P95's disjoint CIs are a
+    conservative test: it needs a larger change); a 3 % slower one rarely, the estimate
+    crossing the threshold by chance (docs/STATISTICS.md, "The CI gate")."""
+    assert _gate_rate(0.0, 0.0, metric) <= 0.05
+    assert _gate_rate(caught, 5.0, metric) >= 0.9
+    assert _gate_rate(0.03, 5.0, metric) <= 0.2
