@@ -366,3 +366,33 @@ def test_null_pairs_stay_quiet_and_a_clear_regression_is_caught(metric: GateMetr
     assert _gate_rate(0.0, 0.0, metric) <= 0.05
     assert _gate_rate(caught, 5.0, metric) >= 0.9
     assert _gate_rate(0.03, 5.0, metric) <= 0.2
+
+
+def test_the_ci_docs_workflow_parses_and_its_command_is_accepted() -> None:
+    """docs/CI.md's GitHub Actions workflow is YAML, uploads the report and its pictures, and
+    its perfdiff command line is one the parser takes, with the gate and its JUnit file."""
+    import re
+    import shlex
+
+    import yaml
+
+    from perfdiff.cli import build_parser
+
+    text = (HERE.parent / "docs" / "CI.md").read_text()
+    (block,) = re.findall(r"```yaml\n(.*?)```", text, re.S)
+    steps = yaml.safe_load(block)["jobs"]["perfdiff"]["steps"]
+    run = next(s["run"] for s in steps if "perfdiff compare" in s.get("run", ""))
+    line = next(ln for ln in run.replace("\\\n", " ").splitlines() if ln.strip().startswith("perfdiff compare"))
+    args = build_parser().parse_args(shlex.split(line)[1:])
+    assert args.fail_on == 5 and args.junit and args.json and args.output
+    upload = next(s for s in steps if s.get("uses", "").startswith("actions/upload-artifact")
+                  and "report.md" in s["with"]["path"])
+    assert "report.*.png" in upload["with"]["path"] and upload["if"] == "always()"
+
+
+def test_the_report_with_a_gate_keeps_its_first_screen(quota, tmp_path, capsys) -> None:
+    from test_first_screen import check_first_screen
+
+    c = perfdiff.compare(*quota)
+    c.judge(5, gate_on=["mean", "p95", "median", "function:."])
+    check_first_screen(c.to_markdown())

@@ -72,10 +72,10 @@ def welch_ci(a: np.ndarray, n: np.ndarray, level: float = 0.95) -> tuple[float, 
     se2 = va + vn
     if not se2 > 0:
         return NAN, NAN
-    from scipy import stats as sps
+    from scipy import special
 
     df = se2 ** 2 / (va ** 2 / (a.size - 1) + vn ** 2 / (n.size - 1))
-    half = float(sps.t.ppf(0.5 + level / 2.0, df)) * math.sqrt(se2)
+    half = float(special.stdtrit(df, 0.5 + level / 2.0)) * math.sqrt(se2)
     d = float(a.mean() - n.mean())
     return d - half, d + half
 
