@@ -178,6 +178,14 @@ def test_an_empty_capture_cannot_be_judged(tmp_path) -> None:
     assert {(c.outcome, c.reason) for c in d.checks} == {(GateOutcome.CANNOT_JUDGE, GateReason.EMPTY_CAPTURE)}
 
 
+def test_runs_on_other_hardware_cannot_be_judged(tmp_path) -> None:
+    """An H100 run against an MI300X run: not like for like, whatever the numbers say."""
+    from vendor_pair import vendor_pair
+
+    d = perfdiff.compare(*vendor_pair(tmp_path)).judge(5, gate_on=["median", "mean", "function:gemm"])
+    assert {(c.outcome, c.reason) for c in d.checks} == {(GateOutcome.CANNOT_JUDGE, GateReason.DIFFERENT_HARDWARE)}
+
+
 def test_too_few_cycles_for_the_p95_interval(tmp_path) -> None:
     """40 steps a run: the mean is judged, the P95's 95 % interval needs 92 cycles a run."""
     n, a = loop(tmp_path / "n", seed=7, n=40), loop(tmp_path / "a", seed=8, n=40, kernel_scale=0.9)
