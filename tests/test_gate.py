@@ -404,3 +404,15 @@ def test_the_report_with_a_gate_keeps_its_first_screen(quota, tmp_path, capsys) 
     c = perfdiff.compare(*quota)
     c.judge(5, gate_on=["mean", "p95", "median", "function:."])
     check_first_screen(c.to_markdown())
+
+
+def test_every_gate_code_has_words() -> None:
+    from perfdiff.analyze.gate_records import CANNOT_JUDGE_REASONS, GateTest
+    from perfdiff.render import wording
+
+    assert set(wording.GATE_REASON_WORDS) == set(GateReason)
+    assert set(wording.GATE_OUTCOME_WORDS) == set(GateOutcome)
+    assert set(wording.GATE_METRIC_WORDS) == set(GateMetric)
+    assert set(wording.GATE_TEST_WORDS) == set(GateTest)
+    assert set(CANNOT_JUDGE_REASONS) == set(GateReason) - {GateReason.GREW, GateReason.BELOW_THRESHOLD,
+                                                           GateReason.NOT_SIGNIFICANT}

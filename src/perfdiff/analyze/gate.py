@@ -22,6 +22,7 @@ from __future__ import annotations
 import functools
 import math
 import re
+
 import numpy as np
 
 from perfdiff.analyze.evidence import CycleTimeEvidence, Finding, FindingCode

@@ -46,7 +46,7 @@ class GateReason(str, Enum):
 
 # The reasons that make a gate CANNOT_JUDGE, in the order they are checked.
 CANNOT_JUDGE_REASONS = (GateReason.IDENTICAL, GateReason.EMPTY_CAPTURE, GateReason.NOT_STATIONARY,
-                        GateReason.NO_CYCLES, GateReason.WINDOWS, GateReason.DIFFERENT_HARDWARE,
+                        GateReason.NO_CYCLES, GateReason.DIFFERENT_HARDWARE, GateReason.WINDOWS,
                         GateReason.TOO_FEW_CYCLES, GateReason.NO_FUNCTION, GateReason.UNTESTED)
 
 

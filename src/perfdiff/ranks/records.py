@@ -6,9 +6,12 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass, field
 from enum import Enum
+from typing import TYPE_CHECKING
 
-from perfdiff.analyze.gate_records import CycleStats
 from perfdiff.model.cycles import CyclePlan
+
+if TYPE_CHECKING:  # the rank workers' preload imports these records, and no analysis
+    from perfdiff.analyze.gate_records import CycleStats
 
 
 MAX_RANK = 1 << 20  # a rank number beyond any job's world (with no rank twice, it bounds the pairs too)
