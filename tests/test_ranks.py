@@ -745,27 +745,36 @@ def test_one_kernel_without_its_group_keeps_the_others_groups(tmp_path: Path, sc
 
 def test_fail_on_gates_the_median_cycle_across_ranks(tmp_path: Path, scheduler: str, capsys) -> None:
     """Rank 1's data loader ×10 holds every rank back: the job's cycle (per iteration the median
-    over ranks) grew, so --fail-on trips; not beyond a larger PCT, nor when the runs swap."""
+    over ranks) grew, so --fail-on trips; not beyond a larger PCT, nor when the runs swap.  The
+    default gates (the job cycle's mean and P95) trip too; a function gate is refused."""
     n, a = _pair(tmp_path, straggler=1)
     out = tmp_path / "r.md"
-    code, _, err = run_cli(["compare", n, a, "--scheduler", scheduler, "-o", out, "--fail-on", "10"], capsys)
-    assert code == 1 and err.startswith("perfdiff: median cycle time across ranks grew ")
+    median = ["--gate-on", "median"]
+    code, _, err = run_cli(["compare", n, a, "--scheduler", scheduler, "-o", out, "--fail-on", "10", *median], capsys)
+    assert code == 1 and err.startswith("perfdiff: gate regression (--fail-on 10%, α 0.05): median cycle ")
     assert len(err.strip().splitlines()) == 1 and "Job cycle time" in out.read_text()
-    code, _, err = run_cli(["compare", n, a, "--scheduler", scheduler, "-o", out, "--fail-on", "100000"], capsys)
-    assert code == 0 and "grew" not in err
-    code, _, _ = run_cli(["compare", a, n, "--scheduler", scheduler, "-o", out, "--fail-on", "10"], capsys)
+    assert "**CI gate: regression**" in out.read_text()
+    code, _, err = run_cli(["compare", n, a, "--scheduler", scheduler, "-o", out, "--fail-on", "100000", *median],
+                           capsys)
+    assert code == 0 and "grew by less than the threshold" in err
+    code, _, _ = run_cli(["compare", a, n, "--scheduler", scheduler, "-o", out, "--fail-on", "10", *median], capsys)
     assert code == 0  # faster is not a regression
     res = compare_ranks(n, a, scheduler=scheduler)
     rows = sorted(r.median_a_us for r in res.rows)
     assert res.cycle.median_a_us == pytest.approx(rows[1] + (rows[2] - rows[1]) / 2, rel=0.05)
     assert res.cycle.change_pct > 100 and res.cycle.p < 1e-3
+    d = perfdiff.api.RankComparison(res, (str(n), str(a))).judge(10)
+    assert [(c.metric.value, c.outcome.value) for c in d.checks][0] == ("mean", "regression")
+    code, _, err = run_cli(["compare", n, a, "--scheduler", scheduler, "-o", out, "--fail-on", "10", "--gate-on",
+                            "function:x"], capsys)
+    assert code == 2 and "runs of many ranks are gated on the job's iteration time" in err
 
 
 def test_null_pair_does_not_trip_the_gate(tmp_path: Path, scheduler: str, capsys) -> None:
     n, a = _pair(tmp_path)
-    code, _, err = run_cli(["compare", n, a, "--scheduler", scheduler, "-o", tmp_path / "r.md", "--fail-on", "0"],
-                           capsys)
-    assert code == 0 and "grew" not in err
+    code, _, err = run_cli(["compare", n, a, "--scheduler", scheduler, "-o", tmp_path / "r.md", "--fail-on", "0",
+                            "--gate-on", "median"], capsys)
+    assert code == 0 and "regression" not in err.replace("gate pass", "")
 
 
 @pytest.mark.parametrize("bad", ["-5", "nan", "NaN", "x"])

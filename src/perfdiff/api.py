@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import functools
 import os
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -30,6 +30,7 @@ from perfdiff.rangetree import RangeNesting, RangeProfile, empty_profile, range_
 
 if TYPE_CHECKING:  # the analysis (scipy) is imported while the runs load: see _import_later_stages
     from perfdiff.analyze import Analysis, Finding, Notice, Thresholds
+    from perfdiff.analyze.gate_records import GateDecision
     from perfdiff.analyze.result import ComparisonResult
     from perfdiff.analyze.tree_records import TreeDiff
     from perfdiff.analyze.verdict_records import VerdictClass
@@ -178,6 +179,29 @@ def compare(normal: str | os.PathLike[str], abnormal: str | os.PathLike[str], *,
 MAX_CYCLE_RATIO = 50.0  # median cycles further apart than this: nothing in common
 
 
+def gate_threshold(pct: float) -> float:
+    """A gate's threshold (%), at least 0 and finite; InputError otherwise."""
+    if not (isinstance(pct, (int, float)) and 0 <= pct < float("inf")):
+        raise InputError(f"--fail-on: must be a percentage of at least 0, not {pct}")
+    return float(pct)
+
+
+def parse_gates(texts: tuple[str, ...] | list[str]) -> tuple[Any, ...]:
+    """The gates named by `--gate-on` values (perfdiff.analyze.gate.parse_gate), each once, in
+    their order; InputError naming the bad one."""
+    from perfdiff.analyze.gate import parse_gate
+
+    out = []
+    for t in texts:
+        try:
+            g = parse_gate(t)
+        except ValueError as exc:
+            raise InputError(f"--gate-on: {exc}") from None
+        if g not in out:
+            out.append(g)
+    return tuple(out)
+
+
 def _check_in_common(a: Analysis, normal: Any, abnormal: Any) -> None:
     """InputError when the two runs share no function or their median cycles are more than
     ×50 apart: such runs are not two runs of one process, and a report would mislead."""
@@ -257,6 +281,30 @@ class Comparison:
     def cycle_time_change_pct(self) -> float:
         """How much the median cycle time grew, % (negative: it fell)."""
         return self.result.cycle_time_change_pct
+
+    @property
+    def gate(self) -> GateDecision | None:
+        """The CI gate's decision, once `judge` made it (else None)."""
+        return self.result.gate
+
+    def judge(self, fail_on_pct: float, *, gate_on: tuple[str, ...] | list[str] | None = None,
+              allow_inconclusive: bool = False) -> GateDecision:
+        """The CI gate (perfdiff.analyze.gate; docs/CI.md): PASS, REGRESSION or CANNOT_JUDGE,
+        with a stable reason per gate.  `fail_on_pct`: the growth (%) that is a regression when
+        significant; `gate_on`: what to judge, each "median", "mean", "p95" or
+        "function:REGEX" (default: the mean cycle and the P95, as the report's headline);
+        `allow_inconclusive`: cannot-judge passes, and the outputs say so.  The decision is kept
+        on the result, so the report and the JSON state it.  InputError for a bad `gate_on`
+        or threshold."""
+        from perfdiff.analyze.gate import judge
+        from perfdiff.analyze.gate_records import DEFAULT_GATES, GateSpec
+
+        spec = GateSpec(gate_threshold(fail_on_pct), parse_gates(gate_on) if gate_on else DEFAULT_GATES,
+                        allow_inconclusive)
+        r = self.result
+        decision = judge(r.analysis, r.findings, r.verdict, spec)
+        self.result = replace(r, gate=decision)
+        return decision
 
     def to_markdown(self, *, top: int = 25, cycles_csv: str | None = None, plots: list[str] | None = None,
                     plots_note: str | None = None) -> str:
@@ -406,6 +454,7 @@ class RankComparison:
         self.findings = analysis.findings
         self.verdict = analysis.verdict
         self.labels = labels
+        self.gate: GateDecision | None = None  # the CI gate's decision, once `judge` made it
 
     @property
     def ranks(self) -> pd.DataFrame:
@@ -420,12 +469,30 @@ class RankComparison:
         c = self.analysis.cycle
         return c.change_pct if c is not None else float("nan")
 
+    def judge(self, fail_on_pct: float, *, gate_on: tuple[str, ...] | list[str] | None = None,
+              allow_inconclusive: bool = False) -> GateDecision:
+        """The CI gate over the job's iteration time (per iteration the median over ranks), as
+        `Comparison.judge`: its median, mean or P95 (default: the mean and the P95); a
+        function:REGEX gate is the single pair's (InputError here).  Kept as `gate`, which
+        the report states."""
+        from perfdiff.analyze.gate import judge_job
+        from perfdiff.analyze.gate_records import DEFAULT_GATES, GateMetric, GateSpec
+
+        gates = parse_gates(gate_on) if gate_on else DEFAULT_GATES
+        if any(g.metric is GateMetric.FUNCTION for g in gates):
+            raise InputError("--gate-on function:REGEX judges a single pair; runs of many ranks are gated on the "
+                             "job's iteration time (median, mean, p95)")
+        c = self.analysis.cycle
+        self.gate = judge_job(c.stats if c is not None else None, GateSpec(gate_threshold(fail_on_pct), gates,
+                                                                           allow_inconclusive), self.analysis.alpha)
+        return self.gate
+
     def to_markdown(self, *, plots: list[str] | None = None, plots_note: str | None = None) -> str:
         """The Markdown report; `plots`: picture files beside it (write_plots), linked by
         relative path; `plots_note`: why there are none."""
         from perfdiff.render.ranks import rank_markdown
 
-        return rank_markdown(self.analysis, self.labels, plots, plots_note)
+        return rank_markdown(self.analysis, self.labels, plots, plots_note, gate=self.gate)
 
     def write_plots(self, folder: str | os.PathLike[str], stem: str) -> list[str]:
         """Write the report's picture (PNG) into `folder` as `stem`.ranks.png and return its

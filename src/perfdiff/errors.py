@@ -7,9 +7,10 @@ import os
 from typing import Iterator
 
 EXIT_OK = 0
-EXIT_GATE = 1  # --fail-on gate tripped
+EXIT_GATE = 1  # --fail-on: a regression (the gate judged, and it failed)
 EXIT_INPUT = 2  # bad usage or bad input
 EXIT_COLLECT = 3  # collection failed (no such pid, no permission, disk full)
+EXIT_CANNOT_JUDGE = 4  # --fail-on: the gate could not judge (perfdiff.analyze.gate_records.GateReason)
 EXIT_INTERNAL = 70  # a bug in perfdiff (EX_SOFTWARE of sysexits.h): anything but a PerfdiffError
 _MAX_MESSAGE = 400  # characters of an error's message (the path comes on top)
 

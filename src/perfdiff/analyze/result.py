@@ -14,6 +14,7 @@ import numpy as np
 import pandas as pd
 
 from perfdiff.analyze.evidence import Finding
+from perfdiff.analyze.gate_records import GateDecision
 from perfdiff.analyze.records import NO_SAMPLE, Analysis, CategoryRow, CycleLoad, Notice
 from perfdiff.analyze.tree_records import TreeDiff
 from perfdiff.analyze.verdict_records import VerdictClass
@@ -41,7 +42,8 @@ class CycleTimes:
 class ComparisonResult:
     """A comparison of an abnormal run against a normal one, whole: tables, findings and
     warnings as data (`analysis`, `findings`, `verdict`), the range-tree diff when either
-    run's own ranges nest (`tree`), each run's manifest and its cycles' bounds."""
+    run's own ranges nest (`tree`), each run's manifest and its cycles' bounds, and the CI
+    gate's decision where one was asked for (`gate`, perfdiff.analyze.gate)."""
 
     analysis: Analysis
     findings: tuple[Finding, ...]
@@ -49,10 +51,11 @@ class ComparisonResult:
     manifests: tuple[dict[str, Any], dict[str, Any]]
     cycle_times: tuple[CycleTimes, CycleTimes]
     tree: TreeDiff | None = None
+    gate: GateDecision | None = None
 
     def to_data(self) -> dict[str, Any]:
         """JSON-ready data (perfdiff.model.codec): the analysis's fields at the top, beside
-        `findings`, `verdict`, `manifests`, `cycle_times` and `tree`."""
+        `findings`, `verdict`, `manifests`, `cycle_times`, `tree` and `gate`."""
         out = codec.to_data(self.analysis)
         for name, t in _OWN_FIELDS.items():
             out[name] = codec.to_data(getattr(self, name), t)

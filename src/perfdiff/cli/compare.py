@@ -3,22 +3,24 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import sys
 from pathlib import Path
 from typing import Any
 
 from perfdiff.cli.common import add_trace_options, alpha, percent, positive_int, check_outputs, write_output
-from perfdiff.errors import EXIT_GATE, InputError
+from perfdiff.errors import EXIT_CANNOT_JUDGE, EXIT_GATE, EXIT_OK, InputError
 
 
 def cmd_compare(args: argparse.Namespace) -> int:
-    """Compare, write the report (+ its cycles CSV, + JSON), and apply the --fail-on gate; runs
-    of many ranks (directories of rank traces, or --ranks/--scheduler/--workers) go to
-    cmd_compare_ranks."""
+    """Compare, apply the --fail-on gate, write the report (+ its cycles CSV, + JSON, + the
+    gate's JUnit XML and job summary); runs of many ranks (directories of rank traces, or
+    --ranks/--scheduler/--workers) go to cmd_compare_ranks."""
     from perfdiff.ranks import is_multi_rank
 
+    check_gate_options(args)
     report, cycles_csv = report_paths(args.output)
-    check_outputs([args.normal, args.abnormal], [report or "-", cycles_csv, args.json])
+    check_outputs([args.normal, args.abnormal], [report or "-", cycles_csv, args.json, args.junit])
     if args.ranks or args.scheduler or args.workers or is_multi_rank(args.normal) or is_multi_rank(args.abnormal):
         return cmd_compare_ranks(args)
     from perfdiff.analyze import FindingCode, Thresholds
@@ -30,23 +32,27 @@ def cmd_compare(args: argparse.Namespace) -> int:
                    pid=args.pid, group=args.group, force=args.force)
     if comp.findings and comp.findings[0].code == FindingCode.IDENTICAL:
         print(f"perfdiff: identical inputs: {args.normal} and {args.abnormal} hold the same bytes", file=sys.stderr)
-    write_report(comp, args, report, cycles_csv)
-    if args.fail_on is not None:
-        return _gate("median cycle time", comp.cycle_time_change_pct, comp.analysis.cycle_test.p_mwu, args)
-    return 0
+    if args.fail_on is not None:  # judged first: the report and the JSON state the decision
+        comp.judge(args.fail_on, gate_on=args.gate_on, allow_inconclusive=args.allow_inconclusive)
+    md = write_report(comp, args, report, cycles_csv)
+    return finish_gate(comp.gate, md, args) if comp.gate is not None else EXIT_OK
 
 
-def write_report(comp: Any, args: argparse.Namespace, report: Path | None, cycles_csv: Path | None) -> None:
+def write_report(comp: Any, args: argparse.Namespace, report: Path | None, cycles_csv: Path | None) -> str:
     """Write a comparison's report (Markdown to `report`, or stdout), its cycles CSV and
-    pictures beside it, and its JSON (`args.json`); `args.top`, `args.no_plots` as parsed."""
+    pictures beside it, and its JSON (`args.json`); `args.top`, `args.no_plots` as parsed.
+    Returns the Markdown written."""
     if report is not None and cycles_csv is not None:
         plots, note = _plots(comp, report, args)
-        write_output(report, comp.to_markdown(top=args.top, cycles_csv=cycles_csv.name, plots=plots, plots_note=note))
+        md = comp.to_markdown(top=args.top, cycles_csv=cycles_csv.name, plots=plots, plots_note=note)
+        write_output(report, md)
         write_output(cycles_csv, comp.cycles_csv())
     else:
-        sys.stdout.write(comp.to_markdown(top=args.top))
+        md = comp.to_markdown(top=args.top)
+        sys.stdout.write(md)
     if args.json:
         write_output(Path(args.json), json.dumps(comp.to_json(), indent=1, allow_nan=False) + "\n")
+    return md
 
 
 def report_paths(output: str | None) -> tuple[Path | None, Path | None]:
@@ -68,17 +74,46 @@ def _plots(comp: Any, out: Path, args: argparse.Namespace) -> tuple[list[str], s
         return [], str(exc)
 
 
-def _gate(what: str, grew: float, p: float, args: argparse.Namespace) -> int:
-    """--fail-on: EXIT_GATE when `what` grew by at least PCT % and significantly (p ≤ α)."""
-    if grew >= args.fail_on and p <= args.alpha:
-        print(f"perfdiff: {what} grew {grew:.1f}% (≥ {args.fail_on:g}%, p {p:.2g})", file=sys.stderr)
+def check_gate_options(args: argparse.Namespace) -> None:
+    """The gate's options need its threshold: one line, exit 2, before any input is read."""
+    if args.fail_on is None:
+        given = [o for o, v in (("--gate-on", args.gate_on), ("--junit", args.junit),
+                                ("--allow-inconclusive", args.allow_inconclusive)) if v]
+        if given:
+            raise InputError(f"{given[0]} belongs to the gate: give --fail-on PCT too")
+    if args.gate_on:
+        from perfdiff.api import parse_gates
+
+        parse_gates(args.gate_on)
+
+
+def finish_gate(decision: Any, markdown: str, args: argparse.Namespace) -> int:
+    """The gate's outcome on one line of standard error, its JUnit XML (`--junit`), the
+    report's first screen appended to $GITHUB_STEP_SUMMARY when set, and its exit code:
+    0 pass, 1 regression, 4 cannot judge (0 with --allow-inconclusive)."""
+    from perfdiff.analyze.gate_records import GateOutcome
+    from perfdiff.render.gate import first_screen, gate_line, junit_xml
+
+    print(f"perfdiff: {gate_line(decision)}", file=sys.stderr)
+    if args.junit:
+        suite = f"perfdiff compare {Path(args.normal).name} {Path(args.abnormal).name}"
+        write_output(Path(args.junit), junit_xml(decision, suite, markdown))
+    summary = os.environ.get("GITHUB_STEP_SUMMARY")
+    if summary:
+        try:
+            with open(summary, "a", encoding="utf-8") as fh:
+                fh.write(first_screen(markdown) + "\n")
+        except OSError as exc:  # the gate's outcome stands: a summary is a convenience
+            print(f"perfdiff: cannot append to $GITHUB_STEP_SUMMARY ({summary}): {exc.strerror or exc}",
+                  file=sys.stderr)
+    if decision.outcome is GateOutcome.REGRESSION:
         return EXIT_GATE
-    return 0
+    return EXIT_OK if decision.passes else EXIT_CANNOT_JUDGE
 
 
 def cmd_compare_ranks(args: argparse.Namespace) -> int:
     """Runs of many ranks (directories of rank traces): the multi-rank report (+ JSON), and the
-    --fail-on gate on the job's cycle time (the median over ranks, per iteration)."""
+    --fail-on gate on the job's iteration time (per iteration, the median over ranks)."""
     if args.pid is not None:
         raise InputError("--pid picks one process of a single trace; with runs of many ranks, say which ranks to "
                          "compare with --ranks")
@@ -91,17 +126,19 @@ def cmd_compare_ranks(args: argparse.Namespace) -> int:
     comp = compare_ranks(args.normal, args.abnormal, alpha=args.alpha, cycle=args.cycle, window=args.window,
                          group=args.group, ranks=args.ranks, scheduler=args.scheduler, workers=args.workers,
                          progress=True)
+    if args.fail_on is not None:  # judged first: the report states the decision
+        comp.judge(args.fail_on, gate_on=args.gate_on, allow_inconclusive=args.allow_inconclusive)
     report = Path(args.output) if args.output and args.output != "-" else None
     if report is not None:
         plots, note = _plots(comp, report, args)
-        write_output(report, comp.to_markdown(plots=plots, plots_note=note))
+        md = comp.to_markdown(plots=plots, plots_note=note)
+        write_output(report, md)
     else:
-        sys.stdout.write(comp.to_markdown())
+        md = comp.to_markdown()
+        sys.stdout.write(md)
     if args.json:
         write_output(Path(args.json), json.dumps(comp.to_json(), indent=1, allow_nan=False) + "\n")
-    if args.fail_on is not None:
-        return _gate("median cycle time across ranks", comp.cycle_time_change_pct, comp.analysis.cycle.p, args)
-    return 0
+    return finish_gate(comp.gate, md, args) if comp.gate is not None else EXIT_OK
 
 
 def add_parser(sub: argparse._SubParsersAction) -> None:
@@ -119,8 +156,15 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--force", action="store_true",
                    help="compare runs that have nothing in common (no shared function, cycles ×50 apart)")
     p.add_argument("--fail-on", type=percent, default=None, metavar="PCT",
-                   help="exit 1 when the median cycle time (runs of many ranks: per iteration, the median over "
-                        "ranks) grew by at least PCT %% and significantly")
+                   help="CI gate: exit 1 when what --gate-on names grew by at least PCT %% and significantly, "
+                        "4 when it cannot be judged (docs/CI.md)")
+    p.add_argument("--gate-on", action="append", default=None, metavar="WHAT",
+                   help="what the gate judges: median, mean, p95 or function:REGEX; repeat for several "
+                        "(default: mean and p95 of the cycle; runs of many ranks: of the job's iteration)")
+    p.add_argument("--allow-inconclusive", action="store_true",
+                   help="a gate that cannot judge passes (exit 0), and the outputs say so")
+    p.add_argument("--junit", default=None, metavar="FILE",
+                   help="write the gate's outcome as JUnit XML, one test case per gate")
     p.add_argument("--ranks", default=None, metavar="SPEC",
                    help="runs of many ranks: which to pair (all, 0-3, 0:4,1:5); needed when the world sizes "
                         "differ; reads an nsys export's processes as ranks")

@@ -18,6 +18,7 @@ import numpy as np
 
 from perfdiff import stats
 from perfdiff.analyze.findings import host_share_moved
+from perfdiff.analyze.gate import cycle_stats_of
 from perfdiff.analyze.thresholds import DEFAULT, Thresholds
 from perfdiff.model.schema import Kind
 from perfdiff.ranks.part import RankPart, cycle_columns, excess_kind
@@ -206,4 +207,5 @@ def job_cycle(pairs: list[tuple[RankPart, RankPart]], iters: tuple[np.ndarray, n
     a = job_cycle_per_iteration([pa for _, pa in pairs], iters[1])
     mn, ma = float(np.median(n)), float(np.median(a))
     res = stats.compare_samples(a, n, floor=DEFAULT.t_floor_us)
-    return RankCycle(mn, ma, 100.0 * (ma / mn - 1.0) if mn > 0 else math.nan, float(res.p_mwu), len(n), len(a))
+    return RankCycle(mn, ma, 100.0 * (ma / mn - 1.0) if mn > 0 else math.nan, float(res.p_mwu), len(n), len(a),
+                     stats=cycle_stats_of(n, a, DEFAULT.t_floor_us))

@@ -6,8 +6,12 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass, field
 from enum import Enum
+from typing import TYPE_CHECKING
 
 from perfdiff.model.cycles import CyclePlan
+
+if TYPE_CHECKING:  # the rank workers' preload imports these records, and no analysis
+    from perfdiff.analyze.gate_records import CycleStats
 
 
 MAX_RANK = 1 << 20  # a rank number beyond any job's world (with no rank twice, it bounds the pairs too)
@@ -264,7 +268,8 @@ class RankNotice:
 class RankCycle:
     """The job's cycle time in each run: per iteration, the median over the ranks compared of
     their cycle time; then the median over iterations (µs).  `change_pct`: how much it grew (%,
-    negative: it fell); `p`: Mann–Whitney p of the per-iteration medians, A against N."""
+    negative: it fell); `p`: Mann–Whitney p of the per-iteration medians, A against N;
+    `stats`: the per-iteration job cycle's statistics the CI gate reads (its mean and P95 too)."""
 
     median_n_us: float
     median_a_us: float
@@ -272,6 +277,7 @@ class RankCycle:
     p: float
     cycles_n: int
     cycles_a: int
+    stats: CycleStats | None = None
 
 
 @dataclass(frozen=True)

@@ -18,6 +18,7 @@ from perfdiff.analyze.records import Analysis, CategoryRow, DetailRow, FunctionS
 from perfdiff.analyze.result import ComparisonResult
 from perfdiff.analyze.verdict_records import VerdictClass
 from perfdiff.render.cycles_words import run_cycle_detail
+from perfdiff.render.gate import gate_section
 from perfdiff.render.totals import (TOTALS_CLASSES, is_totals, rejected_text, subcycles_text, totals_head, totals_lines,
                                    totals_text)
 from perfdiff.render.tree import TreeLabels, tree_section
@@ -337,6 +338,7 @@ def render_markdown(result: ComparisonResult, *, top: int = 25, cycles_csv: str 
     view["plots_note"] = md_escape(plots_note) if plots_note else None
     view["collection"] = [_manifest_view(label, m) for label, m in zip(("normal", "abnormal"), manifests, strict=True)]
     view["dist_n"], view["dist_a"] = (_distributed(m) for m in manifests)
+    view["gate"] = gate_section(result.gate) if result.gate is not None else ""
     return _env().get_template("report.md.j2").render(**view)
 
 

@@ -11,10 +11,12 @@ from pathlib import Path, PurePath
 from typing import Any
 from urllib.parse import quote
 
+from perfdiff.analyze.gate_records import GateDecision
 from perfdiff.model.schema import CycleSource
 from perfdiff.ranks.records import (CollectiveTime, ExcessKind, GroupCode, IdentitySource, RankAnalysis, RankFinding,
                                     RankNotice, RankNoticeCode, RankVerdict, RankVerdictCode, ScopeCode, Straggler,
                                     StragglerCode)
+from perfdiff.render.gate import gate_section
 from perfdiff.render.text import NameTable, fmt_num, fmt_p, fmt_signed, fmt_signed_time, fmt_time_us, md_escape
 from perfdiff.render.wording import plan_text
 from perfdiff.version import __version__
@@ -392,13 +394,14 @@ def _names(labels: tuple[str, str]) -> tuple[str, str]:
 
 
 def rank_markdown(a: RankAnalysis, labels: tuple[str, str], plots: list[str] | None = None,
-                  plots_note: str | None = None) -> str:
+                  plots_note: str | None = None, gate: GateDecision | None = None) -> str:
     """The report of a multi-rank comparison (`labels`: the normal and abnormal inputs); the
     functions' names apart from one another wherever they appear.  `plots`: picture files
-    beside it, linked by relative path; `plots_note`: why there are none."""
+    beside it, linked by relative path; `plots_note`: why there are none; `gate`: the CI gate's
+    decision, stated after the verdict."""
     names = NameTable([f.function for f in a.findings] + [r.cause for r in a.rows if r.cause]
                       + [v.function for v in a.verdict if v.function] + ([a.plan.name] if a.plan.name else []))
-    text = _markdown(a, labels, plots or [], plots_note, names)
+    text = _markdown(a, labels, plots or [], plots_note, names, gate)
     listed = names.full()
     if listed:
         text += "\n".join(["", "<details><summary>Function names in full</summary>", ""]
@@ -407,7 +410,7 @@ def rank_markdown(a: RankAnalysis, labels: tuple[str, str], plots: list[str] | N
 
 
 def _markdown(a: RankAnalysis, labels: tuple[str, str], plots: list[str], plots_note: str | None,
-              names: NameTable) -> str:
+              names: NameTable, gate: GateDecision | None = None) -> str:
     compared = f"{len(a.pairs)} rank{'s' if len(a.pairs) != 1 else ''} compared"
     # Cycles that are not iterations change how every figure below reads: said with the plan.
     unaligned = [n for n in a.notices if n.code == RankNoticeCode.CYCLES_NOT_ITERATIONS]
@@ -430,6 +433,8 @@ def _markdown(a: RankAnalysis, labels: tuple[str, str], plots: list[str], plots_
     out += ["**Verdict:**", ""]
     out += [f"- {verdict_line(v, names, a.collectives, (a.world_n, a.world_a), _renumbered(a), not unaligned)}"
             for v in a.verdict] + [""]
+    if gate is not None:
+        out += [gate_section(gate), ""]
     out += ["## 1. Ranks", "", "Per rank: median cycle of each run, the function whose own time moved most "
             "(significant and material, in the direction of its cycle) — after its wait in collectives where that "
             "grew by at least half its Δ and by more than the function moved — with its change as τ, pp of the "

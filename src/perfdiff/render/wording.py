@@ -14,6 +14,7 @@ from perfdiff.analyze.evidence import (MAX_LISTED, CauseEvidence, CommonModeEvid
                                        EventEvidence, Finding, FindingCode, KernelSwapEvidence, LoadEvidence, ReplacedEvidence,
                                        LoadNoticeDetail, MetricOneSideDetail, NegligibleEvidence, NoCauseEvidence,
                                        OppositeEvidence, RankDetail, WorldSizeDetail)
+from perfdiff.analyze.gate_records import GateMetric, GateOutcome, GateReason, GateTest
 from perfdiff.analyze.records import Analysis, FunctionStats, Notice, NoticeCode, OpCategory
 from perfdiff.analyze.verdict_records import (CpuClockDetail, CpuWorkDetail, DeviceWideDetail, HardwareDetail,
                                               HostWide, LaunchDetail, LaunchStructureDetail, LoadDetail,
@@ -854,3 +855,30 @@ def starved_line(s: Starved, names: NameTable) -> str:
     """A GPU that waited for the host, and the host-side class it points to."""
     return (f"**GPU starved**: {names.md(s.device)} busy {fmt_num(s.busy_n_pct, 1)} → {fmt_num(s.busy_a_pct, 1)} % "
             f"of the cycle (p {fmt_p(s.p)}): the GPU waited for the host; host-side cause: **{VERDICT_WORDS[s.cause]}**.")
+
+
+# --- The CI gate (perfdiff.analyze.gate_records) ---------------------------------------------
+
+GATE_OUTCOME_WORDS = {GateOutcome.PASS: "pass", GateOutcome.REGRESSION: "regression",
+                      GateOutcome.CANNOT_JUDGE: "cannot judge"}
+GATE_METRIC_WORDS = {GateMetric.MEDIAN: "median cycle", GateMetric.MEAN: "mean cycle", GateMetric.P95: "P95 cycle",
+                     GateMetric.FUNCTION: "own time per cycle of"}
+GATE_TEST_WORDS = {GateTest.MANN_WHITNEY: "Mann–Whitney", GateTest.SIGNED_RANK: "Wilcoxon signed-rank",
+                   GateTest.WELCH: "Welch's t test", GateTest.QUANTILE_CI: "both runs' 95 % CIs of the P95",
+                   GateTest.FUNCTION_Q: "its own-time test, BH q"}
+GATE_REASON_WORDS = {
+    GateReason.GREW: "grew by at least the threshold, significantly",
+    GateReason.BELOW_THRESHOLD: "grew by less than the threshold (or fell)",
+    GateReason.NOT_SIGNIFICANT: "grew by at least the threshold, but not significantly",
+    GateReason.IDENTICAL: "the inputs hold the same bytes: nothing was measured twice",
+    GateReason.EMPTY_CAPTURE: "one run holds no GPU work (or no cycle) where the other does: an empty capture",
+    GateReason.NOT_STATIONARY: ("no cycle source exists in both runs, and fixed windows were refused because the "
+                                "work changes over the run (a one-shot program): no iteration time to compare"),
+    GateReason.NO_CYCLES: "the runs are compared by totals (too few cycles or steps): no iteration time to compare",
+    GateReason.WINDOWS: ("the cycles are fixed windows, whose duration is the window's: no iteration time to "
+                         "compare (mark the loop with perfdiff.cycle() or --cycle REGEX, or gate on function:REGEX)"),
+    GateReason.DIFFERENT_HARDWARE: "the runs ran on other GPU models or vendors: not like for like",
+    GateReason.TOO_FEW_CYCLES: "too few cycles for the test",
+    GateReason.NO_FUNCTION: "no function of the comparison matches the pattern",
+    GateReason.UNTESTED: "too small a share of the cycle to be tested",
+}
