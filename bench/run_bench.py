@@ -139,6 +139,12 @@ def main(argv: list[str] | None = None) -> int:
     if "import" in only:
         lines += ["### import and compare of traces (../shared/bench generators)", ""]
         lines += bench_extra("import", HERE / "bench_import.py", ["--shared", args.shared] + (["--quick"] if args.quick else [])) + [""]
+        # The largest pairs bench_import.py made, against what they cannot go below; fixed costs.
+        k, n = (100_000, 1_000_000) if args.quick else (1_000_000, 2_000_000)
+        floors = ["--kineto", str(OUT / f"kineto_{k}_a" / "rank0.json.gz"), str(OUT / f"kineto_{k}_b" / "rank0.json.gz"),
+                  "--nsys", str(OUT / f"nsys_{n}_a.sqlite"), str(OUT / f"nsys_{n}_b.sqlite")]
+        lines += ["### floors and fixed costs (bench/bench_floors.py)", ""]
+        lines += bench_extra("floors", HERE / "bench_floors.py", floors) + [""]
     if "collect" in only:
         lines += ["### collection overhead", ""] + bench_extra("collect", HERE / "bench_collect.py",
                                                               ["--quick"] if args.quick else []) + [""]
