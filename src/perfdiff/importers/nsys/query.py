@@ -22,6 +22,8 @@ import re
 import sqlite3
 from pathlib import Path
 
+from perfdiff.model.cuda_names import is_collective_kernel
+
 __all__ = ["EXPORT_ERRORS", "Connection", "QueryError", "decode_payload", "has_launch_tables", "kernel_devices", "kernel_pids",
            "launcher_environment", "nccl_launches", "nccl_ranges", "open_export", "payload_fields",
            "process_environments"]
@@ -173,17 +175,20 @@ def has_launch_tables(con: sqlite3.Connection) -> bool:
 
 
 def nccl_launches(con: sqlite3.Connection, pid: int | None = None) -> list[tuple]:
-    """Each NCCL kernel (ncclKernel_*, ncclDevKernel_*) of process `pid` (None: all) with the
-    CUDA call that launched it (the same correlation id in the same process): (kernel start,
-    the call's globalTid, the call's start, the kernel's name).  Needs `has_launch_tables`."""
+    """Each collective kernel (perfdiff.model.cuda_names.is_collective_kernel: NCCL's, RCCL's)
+    of process `pid` (None: all) with the CUDA call that launched it (the same correlation id
+    in the same process): (kernel start, the call's globalTid, the call's start, the kernel's
+    name).  Needs `has_launch_tables`."""
     name = "COALESCE(d.value, s.value)" if "demangledName" in _columns(con, "CUPTI_ACTIVITY_KIND_KERNEL") \
         else "s.value"
     where = "" if pid is None else " AND ((k.globalPid >> 24) & 16777215) = ?"
-    return con.execute(
+    rows = con.execute(
         f"SELECT k.start, r.globalTid, r.start, {name} FROM CUPTI_ACTIVITY_KIND_KERNEL k "
         "JOIN CUPTI_ACTIVITY_KIND_RUNTIME r ON r.correlationId = k.correlationId "
         "AND ((r.globalTid >> 24) & 16777215) = ((k.globalPid >> 24) & 16777215) "
         "LEFT JOIN StringIds s ON s.id = k.shortName "
         + ("LEFT JOIN StringIds d ON d.id = k.demangledName " if name != "s.value" else "")
-        + f"WHERE ({name} LIKE '%ncclKernel%' OR {name} LIKE '%ncclDevKernel%'){where}",
+        + f"WHERE {name} LIKE '%ccl%Kernel%'{where}",
         () if pid is None else (pid,)).fetchall()
+    # SQL's LIKE narrows the rows; the one rule of the collective kernels decides.
+    return [r for r in rows if is_collective_kernel(str(r[3] or ""))]
