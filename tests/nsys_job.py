@@ -36,6 +36,8 @@ SENDRECV = "ncclDevKernel_SendRecv(ncclDevKernelArgsStorage<4096ul>)"
 LAYER = (("aten::linear", GEMM, 800_000), ("aten::scaled_dot_product_attention", ATTENTION, None),
          ("aten::linear", GEMM, 800_000), ("aten::gelu", GELU, 200_000))
 TAIL = (("aten::cross_entropy_loss", LOSS, 300_000), ("Optimizer.step#AdamW.step", ADAM, 1_000_000))
+EMBED = ("aten::embedding", "void at::native::(anonymous namespace)::indexSelectLargeIndex<c10::BFloat16, long, "
+         "unsigned int, 2, 2, -2, true>(…)", 60_000)
 TRANSFER_NS = 400_000
 COMM_ID = 0x5EED1234
 T0_NS = 1_764_000_000_000_000_000  # the session's start, wall clock
@@ -108,15 +110,19 @@ class _Writer:
 
 
 def write_job(path: Path, attention_ns: tuple[int, int], *, steps: int = 16, layers: int = 4,
-              step_ranges: bool = True, devices: tuple[int, int] = (0, 1), seed: int = 0) -> Path:
-    """The export of a two-rank job (see the module docstring) at `path`; `devices`: each
-    process's GPU (both on one: a server and its worker, not ranks)."""
+              step_ranges: bool = True, nvtx: bool = True, embedding: bool = False, devices: tuple[int, int] = (0, 1),
+              seed: int = 0) -> Path:
+    """The export of a two-rank job (see the module docstring) at `path`; `step_ranges`: the
+    train_step ranges, `nvtx`: any NVTX range (PyTorch's and NCCL's); `embedding`: each step
+    starts with one or two embedding kernels, as many as its batch needs (the step's kernel
+    sequence then repeats only nearly, and a layer's exactly); `devices`: each process's GPU
+    (both on one: a server and its worker, not ranks)."""
     rng = np.random.default_rng(seed)
     w = _Writer()
     pids = (3000, 3001)
     gtid = [(p << 24) | p for p in pids]
     host = [1_000_000, 1_000_000]  # each rank's host clock (ns since the session start)
-    for r in range(2):
+    for r in range(2 if nvtx else 0):
         w.range(gtid[r], host[r], host[r] + 200_000, "ncclCommInitRank", _NCCL_DOMAIN,
                 {"NCCL communicator ID": COMM_ID, "Rank": r, "No. of ranks": 2, "CUDA device": devices[r]})
     t_step = 2_000_000  # both ranks start each step together (the previous send/receive synchronised them)
@@ -125,10 +131,12 @@ def write_job(path: Path, attention_ns: tuple[int, int], *, steps: int = 16, lay
         for r in range(2):
             t = t_step + 20_000  # the host's position
             gpu = t + 30_000  # the GPU's
-            ops = [op for _ in range(layers) for op in LAYER] + list(TAIL)
+            lead = [EMBED] * int(rng.integers(1, 3)) if embedding else []
+            ops = lead + [op for _ in range(layers) for op in LAYER] + list(TAIL)
             for op, kernel, ns in ops:
                 dur = int((attention_ns[r] if ns is None else ns) * rng.uniform(0.98, 1.02))
-                w.range(gtid[r], t, t + 12_000, op)
+                if nvtx:
+                    w.range(gtid[r], t, t + 12_000, op)
                 w.launch(gtid[r], t + 4_000, devices[r], max(gpu, t + 10_000), dur, kernel)
                 gpu = max(gpu, t + 10_000) + dur + 2_000
                 t += 15_000
@@ -137,11 +145,12 @@ def write_job(path: Path, attention_ns: tuple[int, int], *, steps: int = 16, lay
         done = max(arrive) + TRANSFER_NS
         for r in range(2):
             t = marks[r]
-            w.range(gtid[r], t, t + 10_000, "ncclGroupEnd", _NCCL_DOMAIN)
+            if nvtx:
+                w.range(gtid[r], t, t + 10_000, "ncclGroupEnd", _NCCL_DOMAIN)
             w.launch(gtid[r], t + 2_000, devices[r], arrive[r], done - arrive[r], SENDRECV)
             sync_end = done + 5_000
             w.runtime.append((t + 12_000, sync_end, 0, gtid[r], None, w.sid("cudaStreamSynchronize_v3020"), 0, None))
-            if step_ranges:
+            if step_ranges and nvtx:
                 w.range(gtid[r], t_step, sync_end + 1_000, "train_step")
         t_step = done + 50_000
     path.unlink(missing_ok=True)

@@ -11,10 +11,11 @@ from pathlib import Path
 
 import pytest
 from conftest import REAL, run_cli
-from nsys_job import ATTENTION, write_job
+from nsys_job import ATTENTION, SENDRECV, write_job
 
 from perfdiff.api import load
 from perfdiff.ranks import compare_ranks
+from perfdiff.model.cycles import PassReason
 from perfdiff.model.schema import CycleSource
 from perfdiff.ranks import RankVerdictCode
 from perfdiff.ranks.discover import is_job_export, is_multi_rank, rank_inputs
@@ -65,3 +66,38 @@ def test_the_cli_routes_one_export_of_a_job_to_the_ranks(tmp_path: Path, capsys:
     assert code == 0
     first = out[:out.index("## 2.")]  # the first screen: the verdict and the rank table
     assert "Cross-Rank Comparison" in first and "flash\\_fwd\\_kernel" in first and "on rank 1" in first
+
+
+def _step_us(layers: int, attention_ns: int) -> float:
+    """One step of rank 1 (the slower) in µs, as nsys_job writes it: the layers, the loss and
+    the optimizer, the send/receive's transfer (launch gaps and the embedding aside)."""
+    return (layers * (2 * 800_000 + attention_ns + 200_000) + 300_000 + 1_000_000 + 400_000) / 1e3
+
+
+def test_without_step_ranges_the_cycles_still_span_the_step(tmp_path: Path) -> None:
+    """No train_step ranges: the op ranges PyTorch writes once a step bound it (not a layer's)."""
+    n, a = _pair(tmp_path, step_ranges=False)
+    res = compare_ranks(n, a, workers=1, processes=False)
+    assert res.plan.source == CycleSource.ANNOTATION and res.plan.name != "aten::scaled_dot_product_attention"
+    assert res.cycle.cycles_n == 15  # 16 steps: one cycle from each step's start to the next's
+    assert res.cycle.median_n_us == pytest.approx(_step_us(4, SLOW), rel=0.05)
+
+
+def test_a_layer_repeating_inside_the_step_gives_way_to_the_closing_collective(tmp_path: Path) -> None:
+    """No NVTX at all, 64 identical layers a step and one or two embedding kernels as the batch
+    needs: the 4 kernels of a layer repeat (nearly all positions match), the step's do not
+    quite.  The send/receive that closes each step bounds the cycles; the layer's sequence is
+    passed over, and the report says so."""
+    kw = {"nvtx": False, "embedding": True, "layers": 64, "steps": 10}
+    n = write_job(tmp_path / "normal.sqlite", (100_000, 160_000), seed=1, **kw)
+    a = write_job(tmp_path / "abnormal.sqlite", (100_000, 112_000), seed=2, **kw)
+    res = compare_ranks(n, a, workers=1, processes=False)
+    assert res.plan.source == CycleSource.KERNEL_SEQUENCE and res.plan.name == SENDRECV
+    assert [(r.why, r.period_kernels) for r in res.plan.rejected] == [(PassReason.INSIDE_STEP, 4)]
+    assert res.cycle.cycles_n >= 8  # 10 steps: not 2,600 layers
+    assert res.cycle.median_n_us == pytest.approx(_step_us(64, 160_000), rel=0.05)
+    assert res.cycle.change_pct < 0 and res.cycle.p < 0.05
+    from perfdiff.render.ranks import rank_markdown
+
+    head = rank_markdown(res, ("normal.sqlite", "abnormal.sqlite"), None, None)[:3000]
+    assert "Passed over, unfit: a repeating kernel sequence of 4 kernels" in head

@@ -11,8 +11,9 @@ threshold from both runs' gaps), unless the user names one (--cycle, --window):
 3. a range name that repeats in both runs without overlapping (the one covering the largest
    share of both runs; cut from one start to the next);
 4. a repeating kernel sequence (or a kernel launched at regular distances), cut at the same
-   anchor kernel in both, unless its period is flat and alike idle-gap cycles hold several
-   periods (then 5);
+   anchor kernel in both; at the collective kernel that closes each step instead where the
+   sequence repeats several times between two of its launches (a layer inside the step); at
+   idle gaps where its period is flat and alike idle-gap cycles hold several periods (then 5);
 5. GPU idle gaps longer than one threshold found in both runs' gaps pooled;
 6. fixed windows.
 A source present in one run only is passed over and recorded in the plan.  The rules in
@@ -111,6 +112,13 @@ def _plan_cycles(sn: CycleSummary, sa: CycleSummary, cycle_regex: str | None, wi
         if short is not None:
             rejected.append(short)
             anchor = None
+    closing = _closing_collective(sn, sa, anchor[1]) if anchor is not None else None
+    if closing is not None:
+        # The sequence repeats many times between two launches of the collective that closes
+        # each step: a layer inside the step.  The step runs from one collective to the next.
+        name, distance, passed = closing
+        return CyclePlan(CycleSource.KERNEL_SEQUENCE, name=name, period=distance, anchor_every=1,
+                         one_sided=tuple(one_sided), confirmed=True, rejected=tuple(rejected) + (passed,))
     flat = anchor is not None and any(s.period is not None and s.period.flat and anchor[0] in s.period.anchors
                                       for s in (sn, sa))
     # Idle gaps matter only without an anchor, or against a flat one.
@@ -130,6 +138,22 @@ def _plan_cycles(sn: CycleSummary, sa: CycleSummary, cycle_regex: str | None, wi
     steps = sn.step_cycles > 0 and sa.step_cycles > 0
     return CyclePlan(CycleSource.PROFILER_STEP if steps else CycleSource.WINDOW, regime=Regime.TOTALS,
                      one_sided=tuple(one_sided), rejected=tuple(rejected))
+
+
+def _closing_collective(sn: CycleSummary, sa: CycleSummary, period: int) -> tuple[str, int, Rejected] | None:
+    """(collective, kernels from one launch to the next in the normal run, the sequence passed
+    over) where both runs launch the same collective kernel regularly (the send/receive or
+    all-reduce that closes a step) and a kernel sequence of `period` kernels repeats at least
+    RANGES_PER_PERIOD times between two of its launches in both: the sequence is a layer, the
+    collective bounds the iteration.  None otherwise."""
+    cn, ca = sn.collective, sa.collective
+    if cn is None or ca is None or cn.name != ca.name:
+        return None
+    step = min(cn.distance, ca.distance)
+    if period <= 0 or step < RANGES_PER_PERIOD * period:
+        return None
+    return cn.name, cn.distance, Rejected(CycleSource.KERNEL_SEQUENCE, PassReason.INSIDE_STEP,
+                                          period_kernels=period, step_kernels=step, name=cn.name)
 
 
 def _short_sequence(sn: CycleSummary, sa: CycleSummary, period: int, every: int) -> Rejected | None:
