@@ -111,16 +111,17 @@ class _Writer:
 
 def write_job(path: Path, attention_ns: tuple[int, int], *, steps: int = 16, layers: int = 4,
               step_ranges: bool = True, nvtx: bool = True, embedding: bool = False, devices: tuple[int, int] = (0, 1),
-              seed: int = 0) -> Path:
+              one_process: bool = False, seed: int = 0) -> Path:
     """The export of a two-rank job (see the module docstring) at `path`; `step_ranges`: the
     train_step ranges, `nvtx`: any NVTX range (PyTorch's and NCCL's); `embedding`: each step
     starts with one or two embedding kernels, as many as its batch needs (the step's kernel
     sequence then repeats only nearly, and a layer's exactly); `devices`: each process's GPU
-    (both on one: a server and its worker, not ranks)."""
+    (both on one: a server and its worker, not ranks); `one_process`: both GPUs driven by one
+    process (pid 3000, a thread per GPU), not a job of ranks."""
     rng = np.random.default_rng(seed)
     w = _Writer()
-    pids = (3000, 3001)
-    gtid = [(p << 24) | p for p in pids]
+    pids = (3000, 3000) if one_process else (3000, 3001)
+    gtid = [(p << 24) | (p + r) for r, p in enumerate(pids)]
     host = [1_000_000, 1_000_000]  # each rank's host clock (ns since the session start)
     for r in range(2 if nvtx else 0):
         w.range(gtid[r], host[r], host[r] + 200_000, "ncclCommInitRank", _NCCL_DOMAIN,
@@ -161,7 +162,7 @@ def write_job(path: Path, attention_ns: tuple[int, int], *, steps: int = 16, lay
                     [("EXPORT_PRODUCT_NAME", "NVIDIA Nsight Systems"), ("EXPORT_PRODUCT_VERSION", "2025.1.1.110"),
                      ("EXPORT_SCHEMA_VERSION", "3.17.1")])
     con.execute("INSERT INTO TARGET_INFO_SESSION_START_TIME VALUES (?, '', '')", (T0_NS,))
-    con.executemany("INSERT INTO PROCESSES VALUES (?, ?, 'python3')", [(p << 24, p) for p in pids])
+    con.executemany("INSERT INTO PROCESSES VALUES (?, ?, 'python3')", [(p << 24, p) for p in sorted(set(pids))])
     gpu_row = "INSERT INTO TARGET_INFO_GPU (vmId, id, name, busLocation, smCount, clockRate, cuDevice, uuid) " \
               "VALUES (0, ?, 'NVIDIA H200', ?, 132, 1980000000, ?, ?)"
     con.executemany(gpu_row, [(g, f"0000:{0x45 + g:02x}:00.0", g, f"GPU-{g:08d}") for g in sorted(set(devices))])

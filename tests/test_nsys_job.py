@@ -101,3 +101,20 @@ def test_a_layer_repeating_inside_the_step_gives_way_to_the_closing_collective(t
 
     head = rank_markdown(res, ("normal.sqlite", "abnormal.sqlite"), None, None)[:3000]
     assert "Passed over, unfit: a repeating kernel sequence of 4 kernels" in head
+
+
+def test_one_process_on_two_gpus_shows_each_gpus_time_on_the_first_screen(tmp_path: Path) -> None:
+    """One process driving both GPUs (no ranks): each GPU's time per cycle and its change in
+    the summary, whichever GPU's rows lead the tables."""
+    from perfdiff.api import compare
+
+    n, a = _pair(tmp_path, one_process=True)
+    assert not is_job_export(n)
+    comp = compare(n, a)
+    devices = {d.device: d for d in comp.analysis.devices}
+    assert sorted(devices) == ["GPU 0", "GPU 1"]
+    # Rank 1's attention: 4 layers × 480 µs faster per step on GPU 1; GPU 0 waits as much less.
+    assert devices["GPU 1"].d_us == pytest.approx(-1920, rel=0.1)
+    md = comp.to_markdown()
+    first = md[:md.index("Top 10 functions")]
+    assert "| GPU 0 time per cycle |" in first and "| GPU 1 time per cycle |" in first
