@@ -76,3 +76,34 @@ def test_time_order_breaks_ties_by_every_column() -> None:
     assert got["deviceId"].tolist() == [0, 0, 0, 0, 1]
     rising = {"start": np.array([1, 2, 3]), "end": np.array([3, 2, 1])}
     assert time_order(rising, ["start", "end"]) is rising
+
+
+def test_shuffled_job_export_gives_the_same_ranks_report(tmp_path: Path) -> None:
+    """One export holding a job's two ranks (tests/nsys_job.py), every table shuffled: the
+    same ranks, cycles, stragglers and report (the phases' wall times aside)."""
+    import dataclasses
+
+    from nsys_job import write_job
+
+    from perfdiff.ranks import compare_ranks
+    from perfdiff.render.ranks import rank_json, rank_markdown
+
+    reports = []
+    for name, seeds in (("ordered", None), ("shuffled", (5, 6))):
+        (tmp_path / name).mkdir()
+        for side, attention, seed in (("normal", 1_600_000, 1), ("abnormal", 1_120_000, 2)):
+            path = tmp_path / name / f"{side}.sqlite"
+            write_job(path, (1_000_000, attention), seed=seed)
+            if seeds is not None:
+                shuffle_export(path, path.with_suffix(".tmp"), seeds[seed - 1])
+                path.with_suffix(".tmp").replace(path)
+        here = os.getcwd()
+        os.chdir(tmp_path / name)
+        try:
+            res = dataclasses.replace(compare_ranks("normal.sqlite", "abnormal.sqlite", workers=1, processes=False),
+                                      phases=())
+        finally:
+            os.chdir(here)
+        reports.append((rank_markdown(res, ("normal.sqlite", "abnormal.sqlite"), None, None),
+                        json.dumps(rank_json(res), indent=1, allow_nan=False)))
+    assert reports[1] == reports[0]
