@@ -75,10 +75,14 @@ def _step_us(layers: int, attention_ns: int) -> float:
 
 
 def test_without_step_ranges_the_cycles_still_span_the_step(tmp_path: Path) -> None:
-    """No train_step ranges: the op ranges PyTorch writes once a step bound it (not a layer's)."""
+    """No train_step ranges: the optimizer step's range bounds the iteration (not a layer's
+    op range, nor the loss's: a range named as a step's is preferred), and the layer's range
+    passed over is said."""
     n, a = _pair(tmp_path, step_ranges=False)
     res = compare_ranks(n, a, workers=1, processes=False)
-    assert res.plan.source == CycleSource.ANNOTATION and res.plan.name != "aten::scaled_dot_product_attention"
+    assert res.plan.source == CycleSource.ANNOTATION and res.plan.name == "Optimizer.step#AdamW.step"
+    assert [(r.why, r.name, r.per_step) for r in res.plan.rejected] == [
+        (PassReason.RANGE_INSIDE_STEP, "aten::linear", 8.0)]
     assert res.cycle.cycles_n == 15  # 16 steps: one cycle from each step's start to the next's
     assert res.cycle.median_n_us == pytest.approx(_step_us(4, SLOW), rel=0.05)
 

@@ -110,6 +110,8 @@ _REASONS = {
                                        f"{r.step_kernels / max(r.period_kernels, 1):.0f}× between two launches of the "
                                        f"collective that closes each step, **{md_escape(shorten(r.name, 60))}**, "
                                        f"{r.step_kernels} kernels apart: a layer, not the iteration)"),
+    PassReason.RANGE_INSIDE_STEP: lambda r: (f"the range **{md_escape(shorten(r.name, 60))}** (it repeats "
+                                             f"{r.per_step:.0f}× per iteration: a layer's, not the iteration)"),
 }
 
 
