@@ -21,6 +21,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 
 from perfdiff.analyze.records import CategoryRow, FunctionStats, OpCategory, unmatched_gpu_share
+from perfdiff.model.cuda_names import COLLECTIVE_KERNEL
 from perfdiff.model.schema import GPU_KINDS, Kind
 
 C = OpCategory
@@ -44,10 +45,12 @@ def _rule(category: OpCategory, pattern: str, *examples: str, flags: int = re.I)
 # The rules in order: the first whose pattern a name matches gives its category.
 RULES: tuple[CategoryRule, ...] = (
     # Collectives first: NCCL's and RCCL's kernels carry "Reduce", "Sum" in their names.
-    _rule(C.COMMUNICATION, r"^(?:void )?(?:nccl|rccl)|\bnccl:|c10d::|cross_device_reduce|all_?reduce|all_?gather"
-          r"|reduce_?scatter|all_?to_?all",
+    # The collective kernels by the one rule every stage shares (COLLECTIVE_KERNEL), then the
+    # libraries' host calls and operators.
+    _rule(C.COMMUNICATION, COLLECTIVE_KERNEL + r"|^(?:void )?(?:nccl|rccl)|\bnccl:|c10d::|cross_device_reduce"
+          r"|all_?reduce|all_?gather|reduce_?scatter|all_?to_?all",
           "ncclKernel_AllReduce_RING_LL_Sum_float", "ncclDevKernel_AllGather_RING_LL", "rcclKernel_AllReduce",
-          "nccl:all_reduce", "c10d::allreduce_", "cross_device_reduce_1stage"),
+          "mscclKernel_Sum_bf16_LL128", "nccl:all_reduce", "c10d::allreduce_", "cross_device_reduce_1stage"),
     # Attention before GEMM: FlashAttention's kernels carry CUTLASS template arguments.
     _rule(C.ATTENTION, r"flash|fmha|(?<![a-z])sage|paged_?attention|attention|attn|sdpa|(?<![a-z])mha|xformers",
           "void pytorch_flash::flash_fwd_kernel<…>", "fmha_cutlassF_f16_aligned_64x64_rf_sm80", "attn_fwd",

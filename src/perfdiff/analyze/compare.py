@@ -17,6 +17,7 @@ from perfdiff import stats
 from perfdiff.analyze.align import align
 from perfdiff.analyze.busy import gpu_busy_shares
 from perfdiff.analyze.categories import category_table
+from perfdiff.analyze.devices import device_totals
 from perfdiff.analyze.checks import common_modes, comparability, cycle_ratio_notice
 from perfdiff.analyze.load import compare_load, cycle_load, is_step_metric, load_notice
 from perfdiff.analyze.metrics import MuJob, aliases_and_constants, mu_jobs, z_log
@@ -180,7 +181,7 @@ def compare_runs(normal: RunData, abnormal: RunData, cn: Cycles, ca: Cycles, *,
         events_a=_events(abnormal, ca), plan=plan, matched=p.matched, match_rho=p.match_rho,
         cycle_ks_p=stats.ks_pvalue(cycle_ks, p.kn, p.ka),
         inside=_inside(nesting[1], p.ma, p.idx_a) if nesting else {}, traces=traces, load=load,
-        categories=category_table(functions),
+        categories=category_table(functions), devices=device_totals(functions),
         per_call=_per_call_tests(normal, abnormal, cn, ca, functions, calls) if plan is not None
         and plan.regime is Regime.TOTALS else ())
     if analysis.hardware_differs:  # other hardware's libraries name their kernels otherwise: no swap

@@ -305,6 +305,19 @@ class OpCategory(str, Enum):
 
 
 @dataclass(frozen=True)
+class DeviceTotal:
+    """One GPU's work (its kernels, memcpys and memsets), both runs: time per cycle (µs) and
+    its change, and the number of distinct functions on it."""
+
+    device: str  # "GPU 0", as the normal run names it
+    t_n_us: float  # mean GPU time per cycle
+    t_a_us: float
+    d_us: float  # t_a_us − t_n_us
+    functions_n: int
+    functions_a: int
+
+
+@dataclass(frozen=True)
 class CategoryRow:
     """One category of GPU work (kernels, memcpys, memsets of every GPU together), both runs:
     its time per cycle (µs), its share of the run's GPU time (%), the change (µs per cycle),
@@ -433,6 +446,7 @@ class Analysis:
     categories: tuple[CategoryRow, ...] = ()
     per_call: tuple[PerCallTest, ...] = ()  # per-call tests, where the runs are compared by totals
     replacements: tuple[Replacement, ...] = ()  # kernels swapped under one launching op
+    devices: tuple[DeviceTotal, ...] = ()  # GPU time per device, both runs (perfdiff.analyze.devices)
 
     @property
     def unmatched_gpu_share(self) -> float:

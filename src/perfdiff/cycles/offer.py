@@ -10,7 +10,7 @@ import pandas as pd
 
 from perfdiff.bundle import RunData
 from perfdiff.model.schema import CycleSource, Kind
-from perfdiff.segment import (MIN_CYCLES, IdleGaps, KernelPeriod, RepeatedRange, gpu_busy_by_device, idle_gaps,
+from perfdiff.segment import (MIN_CYCLES, ClosingCollective, IdleGaps, KernelPeriod, closing_collective, RepeatedRange, gpu_busy_by_device, idle_gaps,
                               kernel_launch_counts, kernel_period, marker_cycles, repeated_ranges, source_rows,
                               timeline_ns)
 
@@ -38,6 +38,7 @@ class CycleSummary:
     # and the GPU busy share; 0 without GPU work
     mix_change: float = 0.0
     busy_change: float = 0.0
+    collective: ClosingCollective | None = None  # the collective kernel that closes each iteration
 
     @property
     def marker_sources(self) -> tuple[CycleSource, ...]:
@@ -71,6 +72,7 @@ def summarize_cycles(run: RunData) -> CycleSummary:
         ranges=repeated_ranges(source_rows(m, CycleSource.ANNOTATION)),
         period=kernel_period(run), launches=kernel_launch_counts(run), gaps=idle_gaps(run),
         span_ns=max(0, t1 - t0), gpu_busy_ns=gpu_busy_by_device(run), median_kernel_ns=_median_kernel_ns(kernels),
+        collective=closing_collective(run),
         **dict(zip(("mix_change", "busy_change"), _halves_change(kernels, t0, t1), strict=True)))
 
 

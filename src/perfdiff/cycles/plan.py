@@ -8,11 +8,13 @@ threshold from both runs' gaps), unless the user names one (--cycle, --window):
 
 1. perfdiff markers written by the target;
 2. ProfilerStep#N ranges;
-3. a range name that repeats in both runs without overlapping (the one covering the largest
-   share of both runs; cut from one start to the next);
+3. a range name that repeats in both runs without overlapping, not several times per kernel
+   period (a layer's): one named as a step's (train_step, Optimizer.step), else the one
+   covering the largest share of both runs; cut from one start to the next;
 4. a repeating kernel sequence (or a kernel launched at regular distances), cut at the same
-   anchor kernel in both, unless its period is flat and alike idle-gap cycles hold several
-   periods (then 5);
+   anchor kernel in both; at the collective kernel that closes each step instead where the
+   sequence repeats several times between two of its launches (a layer inside the step); at
+   idle gaps where its period is flat and alike idle-gap cycles hold several periods (then 5);
 5. GPU idle gaps longer than one threshold found in both runs' gaps pooled;
 6. fixed windows.
 A source present in one run only is passed over and recorded in the plan.  The rules in
@@ -22,6 +24,7 @@ from __future__ import annotations
 
 import dataclasses
 import itertools
+import re
 
 import numpy as np
 
@@ -34,6 +37,8 @@ from perfdiff.segment import DEFAULT_WINDOW_NS, MAX_WINDOWS, MIN_CYCLES, idle_ga
 __all__ = ["check_cycle_choice", "marker_plan", "match_devices", "plan_pair"]
 
 RANGES_PER_PERIOD = 1.5  # a range repeated this often per kernel period marks a part of an iteration
+# A range whose name says it bounds a training step: preferred over a wider range of a part.
+STEP_RANGE = re.compile(r"(?i)(?<![a-z])(?:train_?|training_?)?step(?![a-z])|(?<![a-z])iteration(?![a-z])")
 GAP_ALIKE = 0.25  # coefficient of variation of GPU rows per cycle under which idle-gap cycles are alike
 GAP_PERIODS = 1.5  # kernel periods an alike idle-gap cycle holds for it to be the iteration instead
 MIN_GAP_NS = 2_000.0  # a kernel launch's latency: an idle gap shorter than it parts no iterations
@@ -93,13 +98,24 @@ def _plan_cycles(sn: CycleSummary, sa: CycleSummary, cycle_regex: str | None, wi
     if common:
         def share(name: str) -> float:
             return (sn.ranges[name].covered_ns / max(sn.span_ns, 1)) + (sa.ranges[name].covered_ns / max(sa.span_ns, 1))
-        # The largest pooled share; of equals, the one that comes first in the normal run.
-        name = max(common, key=share)
+        # A range named as a step's (train_step, Optimizer.step) bounds the iteration; else the
+        # largest pooled share; of equals, the one that comes first in the normal run.
+        stepping = [k for k in common if STEP_RANGE.search(k)]
+        name = max(stepping or common, key=share)
+        # What was passed over, and why: the widest range of a layer (repeated inside the step).
+        inside = [k for k in in_both if k not in common]
+        if inside:
+            widest = max(inside, key=share)
+            rejected = (Rejected(CycleSource.ANNOTATION, PassReason.RANGE_INSIDE_STEP, name=widest,
+                                 per_step=_per_step(widest, sn, sa)),)
+        else:
+            rejected = ()
         # A range may hold all of the iteration or a part (the compute, a data-loader call),
         # and not the same in both runs: a cycle runs from one range's start to the next's,
         # the whole iteration either way.  (A server idle between its ranges counts the idle
         # time in the cycle: a lighter load shows as longer cycles, with no function to name.)
-        return CyclePlan(CycleSource.ANNOTATION, name=name, to_next_start=True, one_sided=tuple(one_sided))
+        return CyclePlan(CycleSource.ANNOTATION, name=name, to_next_start=True, one_sided=tuple(one_sided),
+                         rejected=rejected)
     if (sn.ranges or sa.ranges) and not in_both:
         def most(s: CycleSummary) -> int:
             return max((r.count for r in s.ranges.values()), default=0)
@@ -111,6 +127,13 @@ def _plan_cycles(sn: CycleSummary, sa: CycleSummary, cycle_regex: str | None, wi
         if short is not None:
             rejected.append(short)
             anchor = None
+    closing = _closing_collective(sn, sa, anchor[1]) if anchor is not None else None
+    if closing is not None:
+        # The sequence repeats many times between two launches of the collective that closes
+        # each step: a layer inside the step.  The step runs from one collective to the next.
+        name, distance, passed = closing
+        return CyclePlan(CycleSource.KERNEL_SEQUENCE, name=name, period=distance, anchor_every=1,
+                         one_sided=tuple(one_sided), confirmed=True, rejected=tuple(rejected) + (passed,))
     flat = anchor is not None and any(s.period is not None and s.period.flat and anchor[0] in s.period.anchors
                                       for s in (sn, sa))
     # Idle gaps matter only without an anchor, or against a flat one.
@@ -130,6 +153,22 @@ def _plan_cycles(sn: CycleSummary, sa: CycleSummary, cycle_regex: str | None, wi
     steps = sn.step_cycles > 0 and sa.step_cycles > 0
     return CyclePlan(CycleSource.PROFILER_STEP if steps else CycleSource.WINDOW, regime=Regime.TOTALS,
                      one_sided=tuple(one_sided), rejected=tuple(rejected))
+
+
+def _closing_collective(sn: CycleSummary, sa: CycleSummary, period: int) -> tuple[str, int, Rejected] | None:
+    """(collective, kernels from one launch to the next in the normal run, the sequence passed
+    over) where both runs launch the same collective kernel regularly (the send/receive or
+    all-reduce that closes a step) and a kernel sequence of `period` kernels repeats at least
+    RANGES_PER_PERIOD times between two of its launches in both: the sequence is a layer, the
+    collective bounds the iteration.  None otherwise."""
+    cn, ca = sn.collective, sa.collective
+    if cn is None or ca is None or cn.name != ca.name:
+        return None
+    step = min(cn.distance, ca.distance)
+    if period <= 0 or step < RANGES_PER_PERIOD * period:
+        return None
+    return cn.name, cn.distance, Rejected(CycleSource.KERNEL_SEQUENCE, PassReason.INSIDE_STEP,
+                                          period_kernels=period, step_kernels=step, name=cn.name)
 
 
 def _short_sequence(sn: CycleSummary, sa: CycleSummary, period: int, every: int) -> Rejected | None:
@@ -161,6 +200,13 @@ def _window_unfit(sn: CycleSummary, sa: CycleSummary, window_ns: int) -> Rejecte
     if any(s.span_ns < (MIN_CYCLES - 0.5) * window_ns for s in (sn, sa)):
         return Rejected(CycleSource.WINDOW, PassReason.TOO_FEW, min(sn.span_ns, sa.span_ns), window_ns)
     return None
+
+
+def _per_step(name: str, sn: CycleSummary, sa: CycleSummary) -> float:
+    """How many times range `name` repeats per kernel period (the fewer of the runs that have
+    one)."""
+    return min(s.ranges[name].count * s.period.every / max(s.period.launches, 1)
+               for s in (sn, sa) if s.period is not None)
 
 
 def _within_period(name: str, sn: CycleSummary, sa: CycleSummary) -> bool:

@@ -7,8 +7,8 @@ from __future__ import annotations
 
 import re
 
-__all__ = ["HIP_CALLS", "LAUNCH_CALLS", "MATCHED", "hip_counterparts", "MEMCPY_KINDS", "MEM_KINDS", "SYNC_CALLS", "is_launch_call", "is_sync_call",
-           "memcpy_label", "strip_api_version"]
+__all__ = ["COLLECTIVE_KERNEL", "HIP_CALLS", "LAUNCH_CALLS", "MATCHED", "hip_counterparts", "MEMCPY_KINDS", "MEM_KINDS", "SYNC_CALLS", "is_launch_call", "is_sync_call",
+           "is_collective_kernel", "memcpy_label", "strip_api_version"]
 
 # CUPTI copy kinds and memory kinds, as Kineto names them in "Memcpy HtoD (Pinned -> Device)"
 # (nsys ENUM_CUDA_MEMCPY_OPER / ENUM_CUDA_MEM_KIND hold the same ids; schema 2.9 lacks them).
@@ -19,6 +19,21 @@ MEM_KINDS = {0: "Pageable", 1: "Pinned", 2: "Device", 3: "Array", 4: "Managed", 
              6: "Managed Static", 7: "Unknown"}
 
 _API_VERSION = re.compile(r"_v\d+$")
+
+# A collective communication kernel's name, under every library's naming: NCCL before 2.19
+# (`ncclKernel_AllReduce_RING_LL_Sum_float`), NCCL 2.19 on (`ncclDevKernel_SendRecv`,
+# `ncclDevKernel_AllGather_RING_LL`), RCCL (`ncclDevKernel_Generic_4`, older
+# `ncclKernel_…`, `rcclKernel_…`) and RCCL's MSCCL executor (`mscclKernel_Sum_bf16_LL128`);
+# Kineto prefixes some with `void `.  The one rule the importers (process groups), the op
+# categories, the verdict and the straggler analysis share: a name it misses is silently no
+# collective, and a straggler analysis that finds none says nothing.
+COLLECTIVE_KERNEL = r"^(?:void )?(?:nccl|rccl|msccl)(?:Dev)?Kernel"
+_COLLECTIVE = re.compile(COLLECTIVE_KERNEL)
+
+
+def is_collective_kernel(name: str) -> bool:
+    """`name` is an NCCL / RCCL / MSCCL collective kernel's (COLLECTIVE_KERNEL)."""
+    return _COLLECTIVE.match(name) is not None
 
 
 def strip_api_version(name: str) -> str:

@@ -36,6 +36,8 @@ class PassReason(Enum):
     SHORTER_THAN_KERNEL = "shorter-than-kernel"  # its median cycle is shorter than the median kernel
     NOT_STATIONARY = "not-stationary"  # fixed windows over work whose GPU busy share or kernel mix changes
     TOO_FEW = "too-few"  # a run spans too few windows (value_ns: the shorter span; limit_ns: the window)
+    INSIDE_STEP = "inside-step"  # a kernel sequence that repeats many times between two closing collectives
+    RANGE_INSIDE_STEP = "range-inside-step"  # a range repeated several times per iteration (a layer's)
 
 
 @dataclass(frozen=True)
@@ -50,6 +52,12 @@ class Rejected:
     why: PassReason
     value_ns: float = 0.0
     limit_ns: float = 0.0
+    # INSIDE_STEP: the sequence's kernels, the kernels from one closing collective to the next
+    # (the run with the fewer), and that collective's name; RANGE_INSIDE_STEP: the range's name
+    period_kernels: int = 0
+    step_kernels: int = 0
+    name: str = ""
+    per_step: float = 0.0  # RANGE_INSIDE_STEP: the range `name`'s repeats per iteration
 
 
 @dataclass(frozen=True)

@@ -7,6 +7,8 @@ from __future__ import annotations
 
 from enum import Enum
 
+from perfdiff.model.cuda_names import COLLECTIVE_KERNEL  # noqa: F401  (re-exported: the collective kernels' rule)
+
 MISSING = -1
 """In memory, an optional integer column's unknown value (a Parquet null on disk).  None of
 those columns (launch_ns, tid, stream, correlation, bytes) can be negative."""
@@ -70,7 +72,6 @@ PROCESS_GROUP_COLUMNS: dict[str, str] = {
     "group": "str",  # the process group's name as the trace writes it ("0", "tp"); NaN: not named
     "ranks": "str",  # its members' global ranks, sorted, "[0, 1]"; NaN: not listed
 }
-COLLECTIVE_KERNEL = r"^(?:void )?nccl(?:Dev)?Kernel_"  # an NCCL collective kernel's name
 INTERVAL_COLUMNS = {"activity": ("start_ns", "end_ns"), "samples": ("t_start_ns", "t_end_ns"),
                     "markers": ("start_ns", "end_ns"), "gpu_ranges": ("start_ns", "end_ns")}
 

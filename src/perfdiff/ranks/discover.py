@@ -21,10 +21,10 @@ from perfdiff.bundle import is_bundle
 from perfdiff.bundle.manifest import read_manifest
 from perfdiff.errors import InputError
 from perfdiff.inputs import trace_kind
-from perfdiff.ranks.identity import process_ranks
+from perfdiff.ranks.identity import are_ranks, process_ranks
 from perfdiff.ranks.records import MAX_RANK, IdentitySource, RankInput, RankNotice, RankNoticeCode, RankPair
 
-__all__ = ["is_multi_rank", "pair_ranks", "parse_rank_spec", "rank_inputs"]
+__all__ = ["is_job_export", "is_multi_rank", "pair_ranks", "parse_rank_spec", "rank_inputs"]
 
 HEAD_BYTES = 1 << 16  # a Kineto trace's header (distributedInfo) precedes its events
 _DIST = re.compile(rb'"distributedInfo"\s*:\s*(\{[^{}]*\})')
@@ -40,8 +40,35 @@ def _members(path: Path) -> list[Path]:
 
 
 def is_multi_rank(path: str | Path) -> bool:
-    """Whether `path` is a directory of two or more traces or bundles (a multi-rank run)."""
-    return len(_members(Path(path))) >= 2
+    """Whether `path` is a multi-rank run: a directory of two or more traces or bundles, or
+    one nsys export (or a directory holding only one) whose processes are the ranks of one
+    job (`is_job_export`)."""
+    p = Path(path)
+    inside = _members(p)
+    if len(inside) == 1 and inside[0].is_file():
+        p = inside[0]
+    return len(inside) >= 2 or is_job_export(p)
+
+
+def is_job_export(path: str | Path) -> bool:
+    """Whether `path` is an nsys export holding several processes that are the ranks of one
+    job (perfdiff.ranks.identity.are_ranks: each drives a GPU of its own and they share NCCL
+    communicators, or the launcher variables number them).  Reads a few rows, never the
+    events; False for anything else, a damaged export included (its import says why)."""
+    p = Path(path)
+    if not p.is_file() or trace_kind(p) != "nsys":
+        return False
+    from perfdiff.importers.nsys import query
+
+    try:
+        con = query.open_export(p)
+        try:
+            pids = query.kernel_pids(con) if query.has_kernel_table(con) else []
+            return len(pids) >= 2 and are_ranks(con, pids)
+        finally:
+            con.close()
+    except query.EXPORT_ERRORS:
+        return False
 
 
 def _kineto_head(p: Path) -> dict:
@@ -150,15 +177,16 @@ def _export_ranks(p: Path) -> list[RankInput]:
 
 def rank_inputs(path: str | Path, *, split_processes: bool = False) -> list[RankInput]:
     """The ranks of one run, sorted by rank.  `path`: a directory of rank traces or bundles,
-    or (with `split_processes`) one nsys export whose processes are the ranks, or a directory
-    holding only that export.  A single input
+    or one nsys export whose processes are the ranks (`is_job_export`, or any export holding
+    several processes with `split_processes`), or a directory holding only that export.  A single input
     is one rank.  Raises InputError when two inputs claim one rank."""
     p = Path(path)
     if not p.exists():
         raise InputError("no such file or directory", path=p)
-    if split_processes and p.is_dir() and len(inside := _members(p)) == 1 and inside[0].is_file():
+    if p.is_dir() and len(inside := _members(p)) == 1 and inside[0].is_file() \
+            and (split_processes or is_job_export(inside[0])):
         p = inside[0]  # a directory holding the one export of the run
-    if p.is_file() and trace_kind(p) == "nsys" and split_processes:
+    if p.is_file() and trace_kind(p) == "nsys" and (split_processes or is_job_export(p)):
         found = _export_ranks(p)
         if found:
             return sorted(found, key=lambda r: r.rank)

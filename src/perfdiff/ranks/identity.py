@@ -28,7 +28,7 @@ from perfdiff.ranks.records import MAX_RANK, IdentitySource
 if TYPE_CHECKING:
     from perfdiff.importers.nsys.query import Connection
 
-__all__ = ["ProcessRanks", "process_ranks"]
+__all__ = ["ProcessRanks", "are_ranks", "own_gpus", "process_ranks"]
 
 _INIT = re.compile(r"^ncclCommInitRank")
 
@@ -86,14 +86,59 @@ def _from_nccl(con: Connection, pids: list[int]) -> ProcessRanks | None:
 def _from_devices(con: Connection, pids: list[int]) -> ProcessRanks | None:
     from perfdiff.importers.nsys import query
 
+    if not own_gpus(con, pids):
+        return None
     devices = query.kernel_devices(con)
-    if any(len(devices.get(p, ())) != 1 for p in pids):
-        return None
     dev = {p: next(iter(devices[p])) for p in pids}
-    if len(set(dev.values())) != len(pids):
-        return None
     order = sorted(pids, key=lambda p: dev[p])
     return ProcessRanks({p: i for i, p in enumerate(order)}, IdentitySource.DEVICE)
+
+
+def own_gpus(con: Connection, pids: list[int]) -> bool:
+    """Whether each of `pids` ran its kernels on one GPU, and no two on the same."""
+    from perfdiff.importers.nsys import query
+
+    devices = query.kernel_devices(con)
+    if any(len(devices.get(p, ())) != 1 for p in pids):
+        return False
+    return len({next(iter(devices[p])) for p in pids}) == len(pids)
+
+
+def _communicators(con: Connection) -> dict[int, set[int]]:
+    """pid → the NCCL communicators its ncclCommInitRank ranges name (where the export holds
+    their payloads)."""
+    from perfdiff.importers.nsys import query
+
+    comms: dict[int, set[int]] = {}
+    for pid, _tid, _start, _end, name, values in query.nccl_ranges(con, "ncclCommInitRank%"):
+        comm = values.get("NCCL communicator ID")
+        if _INIT.match(name) and isinstance(comm, int):
+            comms.setdefault(int(pid), set()).add(comm)
+    return comms
+
+
+def are_ranks(con: Connection, pids: list[int]) -> bool:
+    """Whether the processes `pids` of one export (two or more, those that ran kernels) are
+    the ranks of one job: each drives a GPU of its own, and either the launcher variables
+    number each one, or each ran collective kernels and, where NCCL's ncclCommInitRank ranges
+    name their communicators, all share one.  A server and its workers (one GPU shared, or
+    no collectives) are not."""
+    from perfdiff.importers.nsys import query
+
+    if len(pids) < 2:
+        return False
+    try:
+        if not own_gpus(con, pids):
+            return False
+        if _from_environment(con, pids) is not None:
+            return True
+        if not set(pids) <= query.collective_pids(con):
+            return False
+        comms = _communicators(con)
+        named = [comms[p] for p in pids if p in comms]
+        return len(named) < len(pids) or bool(set.intersection(*named))
+    except query.QueryError:
+        return False
 
 
 def process_ranks(con: Connection, pids: list[int]) -> ProcessRanks:

@@ -200,9 +200,11 @@ def _view(c: Analysis, findings: list[Finding], verdict: list[VerdictClass], nam
     times = ((("Cycle Time (one per run)", N.mean_us, A.mean_us),) if N.n_cycles == A.n_cycles == 1 else
              (("Avg Cycle Time", N.mean_us, A.mean_us), ("Median Cycle Time", N.median_us, A.median_us),
               ("P95 Cycle Time", N.p95_us, A.p95_us)))
-    for label, vn, va in (*times, ("Traced Time", N.traced_s * 1e6, A.traced_s * 1e6)):  # µs, each in its best unit
+    # Several GPUs at work: each one's time per cycle, so that none hides behind another's rows.
+    gpus = tuple((f"{d.device} time per cycle", d.t_n_us, d.t_a_us) for d in c.devices) if len(c.devices) > 1 else ()
+    for label, vn, va in (*times, ("Traced Time", N.traced_s * 1e6, A.traced_s * 1e6), *gpus):  # µs, best unit each
         d, pct = _change(float(vn), float(va))
-        summary.append([label, fmt_time_us(vn), fmt_time_us(va), fmt_signed_time(va - vn), pct])
+        summary.append([md_escape(label), fmt_time_us(vn), fmt_time_us(va), fmt_signed_time(va - vn), pct])
     dist = []
     for q in QUANTILE_ROWS:
         vn, va = c.quantiles_n[q], c.quantiles_a[q]

@@ -18,6 +18,7 @@ from perfdiff.ranks.records import (CollectiveTime, ExcessKind, GroupCode, Ident
                                     StragglerCode)
 from perfdiff.render.gate import gate_section
 from perfdiff.render.text import NameTable, fmt_num, fmt_p, fmt_signed, fmt_signed_time, fmt_time_us, md_escape
+from perfdiff.render.totals import rejected_text
 from perfdiff.render.wording import plan_text
 from perfdiff.version import __version__
 
@@ -422,7 +423,8 @@ def _markdown(a: RankAnalysis, labels: tuple[str, str], plots: list[str], plots_
            f"on {a.workers} Dask worker{'s' if a.workers != 1 else ''}", "",
            plan_text(a.plan, names).replace("Both runs are", "Every rank of both runs is")
            + (f" **{notice_line(unaligned[0])}**" if unaligned
-              else f" Cycle k of every rank is the same iteration ({_iteration_words(a)})."), ""]
+              else f" Cycle k of every rank is the same iteration ({_iteration_words(a)}).")
+           + (f" {passed}" if (passed := rejected_text(a.plan)) else ""), ""]
     if a.cycle is not None:
         c = a.cycle
         per = ("per iteration, the median over ranks; then the median over iterations" if not unaligned

@@ -12,7 +12,8 @@ from perfdiff.analyze.records import Analysis
 from perfdiff.analyze.verdict_records import VerdictCode
 from perfdiff.model.cycles import CyclePlan, PassReason, Regime
 from perfdiff.model.schema import CycleSource
-from perfdiff.render.text import NameTable, fmt_p, fmt_pct, fmt_time_us
+from perfdiff.render.names import shorten
+from perfdiff.render.text import NameTable, fmt_p, fmt_pct, fmt_time_us, md_escape
 
 __all__ = ["TOTALS_CLASSES", "is_totals", "rejected_text", "subcycles_text", "totals_finding", "totals_head",
            "totals_lines", "totals_text"]
@@ -140,6 +141,12 @@ _REASONS = {
                                           f"changes by {r.value_ns:.2f} between a run's halves, over {r.limit_ns:.2f})"),
     PassReason.TOO_FEW: lambda r: (f"fixed windows (a run spans {fmt_time_us(r.value_ns / 1e3)}, too few windows of "
                                    f"{fmt_time_us(r.limit_ns / 1e3)})"),
+    PassReason.INSIDE_STEP: lambda r: (f"a repeating kernel sequence of {r.period_kernels} kernels (it repeats "
+                                       f"{r.step_kernels / max(r.period_kernels, 1):.0f}× between two launches of the "
+                                       f"collective that closes each step, **{md_escape(shorten(r.name, 60))}**, "
+                                       f"{r.step_kernels} kernels apart: a layer, not the iteration)"),
+    PassReason.RANGE_INSIDE_STEP: lambda r: (f"the range **{md_escape(shorten(r.name, 60))}** (it repeats "
+                                             f"{r.per_step:.0f}× per iteration: a layer's, not the iteration)"),
 }
 
 

@@ -18,9 +18,11 @@ from perfdiff.model.cycles import NoCycles, NoCyclesCode, WindowReason
 from perfdiff.model.schema import GPU_KINDS, CycleSource, MarkerSource
 from perfdiff.segment.base import MIN_CYCLES, Cycles, empty_cycles, finish, short_name
 from perfdiff.segment.gaps import IdleGaps, cut_at_gaps, idle_gap_thresholds, idle_gaps
-from perfdiff.segment.sequence import KernelPeriod, cut_at_kernel, kernel_launch_counts, kernel_order, kernel_period
+from perfdiff.segment.sequence import (ClosingCollective, KernelPeriod, closing_collective, cut_at_kernel,
+                                      kernel_launch_counts, kernel_order, kernel_period)
 
-__all__ = ["DEFAULT_WINDOW_NS", "MAX_WINDOWS", "MIN_CYCLES", "STEP_NAME", "Cycles", "IdleGaps", "KernelPeriod",
+__all__ = ["DEFAULT_WINDOW_NS", "MAX_WINDOWS", "MIN_CYCLES", "STEP_NAME", "ClosingCollective", "Cycles", "IdleGaps",
+           "KernelPeriod", "closing_collective",
            "RepeatedRange", "cut_at_gaps", "cut_at_kernel", "cycle_pattern", "empty_cycles", "fixed_windows",
            "gpu_busy_by_device", "idle_gap_thresholds", "idle_gaps", "kernel_launch_counts", "kernel_period",
            "marker_cycles", "range_rows", "regex_cycles", "repeated_ranges", "short_name", "source_rows", "timeline_ns", "whole_run"]

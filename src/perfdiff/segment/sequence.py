@@ -11,11 +11,12 @@ import numpy as np
 import pandas as pd
 
 from perfdiff.bundle import MISSING, RunData
+from perfdiff.model.cuda_names import is_collective_kernel
 from perfdiff.model.cycles import NoCycles, NoCyclesCode
 from perfdiff.model.schema import GPU_KINDS, CycleSource
 from perfdiff.segment.base import MIN_CYCLES, Cycles, empty_cycles, finish, short_name
 
-__all__ = ["KernelPeriod", "cut_at_kernel", "kernel_launch_counts", "kernel_order", "kernel_period"]
+__all__ = ["ClosingCollective", "KernelPeriod", "closing_collective", "cut_at_kernel", "kernel_launch_counts", "kernel_order", "kernel_period"]
 
 _SEQ_WINDOW = 200_000  # kernels examined when looking for a repeating sequence
 _SEQ_MATCH = 0.9  # share of positions that must repeat at period p
@@ -95,6 +96,39 @@ def kernel_period(run: RunData) -> KernelPeriod | None:
     code, distance = regular_anchor
     return KernelPeriod(distance, str(names[code]), int(np.count_nonzero(codes_all == code)), 1, False,
                         (str(names[code]),))
+
+
+class ClosingCollective(NamedTuple):
+    """The collective kernel that closes each iteration: `name`, its `launches`, and its mean
+    `distance` in kernels from one launch to the next."""
+
+    name: str
+    launches: int
+    distance: int
+
+
+def closing_collective(run: RunData) -> ClosingCollective | None:
+    """The rarest collective kernel (perfdiff.model.cuda_names.is_collective_kernel) launched
+    throughout the run at alike distances (as _regular_anchor), at least MIN_CYCLES + 1 times:
+    the send/receive or all-reduce that ends a training step on every rank.  A kernel sequence
+    that repeats many times between two of its launches is a layer inside the step, not the
+    step (perfdiff.cycles.plan).  None without one."""
+    k = kernel_order(run)
+    if len(k) < 6:
+        return None
+    codes = k["function"].cat.codes.to_numpy()
+    codes = codes[codes >= 0][:_SEQ_WINDOW]
+    names = k["function"].cat.categories
+    wanted = np.array([is_collective_kernel(str(n)) for n in names], dtype=bool)
+    if len(codes) < 6 or not wanted.any():
+        return None
+    at = _Launches.of(codes)
+    found = np.flatnonzero(wanted[:len(at.counts)] & (at.counts >= MIN_CYCLES + 1) & at.throughout)
+    for c in sorted(found.tolist(), key=lambda c: (at.counts[c], at.first[c])):
+        d = np.diff(at.positions(c))
+        if d.std() <= _REGULAR_SPREAD * d.mean():
+            return ClosingCollective(str(names[c]), int(at.counts[c]), int(round(d.mean())))
+    return None
 
 
 def _regular_anchor(seq: np.ndarray) -> tuple[int, int] | None:

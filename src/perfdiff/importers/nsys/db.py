@@ -16,7 +16,8 @@ from perfdiff.importers.common import Note, TextRepairs, resolve_cores
 from perfdiff.importers.nsys.pages import PageReader, Unsupported
 from perfdiff.model.schema import MISSING
 
-__all__ = ["KERNEL", "MEMCPY", "MEMSET", "PID_MASK", "RUNTIME", "Export", "connect", "is_null", "open_readonly"]
+__all__ = ["KERNEL", "MEMCPY", "MEMSET", "PID_MASK", "RUNTIME", "Export", "connect", "is_null", "open_readonly",
+           "time_order"]
 
 KERNEL = "CUPTI_ACTIVITY_KIND_KERNEL"
 MEMCPY = "CUPTI_ACTIVITY_KIND_MEMCPY"
@@ -79,6 +80,31 @@ def connect(p: Path, text: TextRepairs | None = None) -> sqlite3.Connection:
     return con
 
 
+def time_order(cols: dict[str, np.ndarray], priority: list[str]) -> dict[str, np.ndarray]:
+    """The rows of `cols` sorted by start, then end, then the other columns in the order of
+    `priority`: one order whatever the order of the table's rows.  Exports are not in time
+    order from Nsight Systems 2025.6 on, and rows that tie on start (kernels of two streams,
+    calls of two threads) would otherwise keep the table's order: every later step (the launch
+    join's "first call wins", the categories' order, the report) gives one answer for the
+    same rows.  Rows equal in every column read are interchangeable.  `cols` unchanged
+    (the same arrays) when the starts already rise strictly (the usual export: no copy)."""
+    start = cols.get("start")
+    if start is None or len(start) < 2 or bool((start[1:] > start[:-1]).all()):
+        return cols
+    order = np.argsort(start, kind="stable")
+    s = start[order]
+    tie = np.flatnonzero(s[1:] == s[:-1])
+    if len(tie):
+        # Only the rows that tie on start are ordered by the other columns: their positions
+        # form runs of equal starts, which a sort with start first keeps in place.
+        pos = np.union1d(tie, tie + 1)
+        sub = order[pos]
+        rest = [c for c in ["end"] + [c for c in priority if c not in ("start", "end")] if c in cols]
+        keys = [cols[c][sub] for c in reversed(rest)] + [s[pos]]
+        order[pos] = sub[np.lexsort(keys)]
+    return {k: v[order] for k, v in cols.items()}
+
+
 def is_null(col: np.ndarray) -> np.ndarray:
     """Which entries of an object column fetched from SQLite are NULL."""
     return pd.isna(col) if len(col) else np.zeros(0, dtype=bool)
@@ -119,7 +145,11 @@ class Export:
         return self._cols[table]
 
     def read(self, table: str, columns: list[str], where_sql: str = "") -> dict[str, np.ndarray]:
-        """Integer columns of `table` as int64 arrays (NULL → MISSING), fastest way available."""
+        """Integer columns of `table` as int64 arrays (NULL → MISSING), fastest way available;
+        a table of timed rows (a `start` column) in time order (`time_order`)."""
+        return time_order(self._read(table, columns, where_sql), columns)
+
+    def _read(self, table: str, columns: list[str], where_sql: str = "") -> dict[str, np.ndarray]:
         present = [c for c in columns if c in self.cols(table)]
         if not where_sql and self.reader is not None:
             try:

@@ -21,7 +21,7 @@ def export_meta(x: Export) -> dict[str, str]:
     """The export's META_DATA_EXPORT (or older EXPORT_META_DATA) name → value."""
     for table in ("META_DATA_EXPORT", "EXPORT_META_DATA"):
         if x.has(table) and {"name", "value"} <= set(x.cols(table)):
-            return {str(k): str(v) for k, v in x.query(f'SELECT name, value FROM "{table}"')}
+            return {str(k): str(v) for k, v in x.query(f'SELECT name, value FROM "{table}" ORDER BY name, value')}
     return {}
 
 
@@ -48,7 +48,7 @@ def gpu_list(x: Export, used: set[int]) -> list[dict[str, Any]]:
                         "totalMemory", "busLocation", "chipName", "l2CacheSize") if c in cols]
     cuda_of = gpu_index_map(x)
     gpus = []
-    rows = x.checked(x.query(f"SELECT {', '.join(want)} FROM TARGET_INFO_GPU"), "TARGET_INFO_GPU",
+    rows = x.checked(x.query(f"SELECT {', '.join(want)} FROM TARGET_INFO_GPU ORDER BY {', '.join(want)}"), "TARGET_INFO_GPU",
                      {want.index(c): c for c in ("id", "cuDevice") if c in want})
     for row in rows:
         r = dict(zip(want, row, strict=True))
@@ -127,5 +127,6 @@ def distributed_info(x: Export) -> dict[str, Any]:
     never the rest of the environment.  Empty when absent."""
     if not x.has("META_DATA_CAPTURE") or not {"name", "value"} <= set(x.cols("META_DATA_CAPTURE")):
         return {}
-    rows = x.query("SELECT value FROM META_DATA_CAPTURE WHERE name LIKE 'PROCESS_%:ENVIRONMENT_VARIABLE'")
+    rows = x.query("SELECT value FROM META_DATA_CAPTURE WHERE name LIKE 'PROCESS_%:ENVIRONMENT_VARIABLE' "
+                   "ORDER BY name, value")
     return rank_and_size(launcher_vars(value for (value,) in rows))

@@ -32,7 +32,8 @@ def gpu_metrics(x: Export) -> pd.DataFrame:
     names = {(t, m): str(nm) for t, m, nm in x.checked(
              x.query("SELECT typeId, metricId, metricName FROM TARGET_INFO_GPU_METRICS"),
              "TARGET_INFO_GPU_METRICS", {0: "typeId", 1: "metricId"}) if t is not None and m is not None}
-    rows = x.query("SELECT timestamp, typeId, metricId, value FROM GPU_METRICS ORDER BY typeId, metricId, timestamp")
+    rows = x.query("SELECT timestamp, typeId, metricId, value FROM GPU_METRICS "
+                   "ORDER BY typeId, metricId, timestamp, value")
     if not rows:
         return empty_table("samples")
     a = np.array(rows, dtype=object).reshape(len(rows), 4)

@@ -31,7 +31,10 @@ def nvtx(x: Export) -> tuple[Part | None, pd.DataFrame]:
     gtid = "n.globalTid" if "globalTid" in cols else "NULL"
     types = ",".join(map(str, NVTX_RANGE_TYPES))
     rows = x.query(f"SELECT n.start, n.end, {gtid}, {dom}, {text}, {textid} FROM NVTX_EVENTS n "
-                      f"WHERE n.eventType IN ({types})")
+                      f"WHERE n.eventType IN ({types}) "
+                      # One order whatever the table's (exports are not in time order from
+                      # Nsight Systems 2025.6 on): the names' codes and the rows follow it.
+                      f"ORDER BY n.start, n.end, {gtid}, {dom}, {text}, {textid}")
     domains: dict[int, str] = {}
     if "domainId" in cols and "text" in cols:
         domains = {d: x.text.fix(str(t)) for d, t in x.checked(x.query(

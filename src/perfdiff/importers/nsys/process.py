@@ -32,9 +32,31 @@ def choose_pid(x: Export, gpu_parts: dict[str, dict[str, np.ndarray]]) -> int | 
     best = int(uniq[np.argmax(counts)])
     if len(uniq) > 1:
         x.notes.append(Note("several-processes", f"{len(uniq)} processes launched GPU work; imported pid {best} "
-                                                 "(the most); choose another with --pid, or compare each as a rank "
-                                                 "with --ranks all"))
+                                                 f"(the most): {_roles(gpu_parts, best)}; choose another with --pid, "
+                                                 "or compare each as a rank with --ranks all"))
     return best
+
+
+def _roles(gpu_parts: dict[str, dict[str, np.ndarray]], imported: int) -> str:
+    """Each process's part in the export: its GPUs and GPU activities, and whether the
+    processes look like the ranks of a job (each on a GPU of its own) or share GPUs (a
+    server and its workers, a launcher and its children)."""
+    pids = np.concatenate([(c["globalPid"] >> 24) & PID_MASK for c in gpu_parts.values() if "globalPid" in c])
+    devs = np.concatenate([c.get("deviceId", np.full(len(c["globalPid"]), -1)) for c in gpu_parts.values()
+                           if "globalPid" in c])
+    codes, uniq = dense_codes(pids)
+    counts = np.bincount(codes, minlength=len(uniq))
+    gpus = {int(u): sorted({int(d) for d in np.unique(devs[codes == i]) if d >= 0}) for i, u in enumerate(uniq)}
+    shown = []
+    for u, n in sorted(zip(uniq.tolist(), counts.tolist(), strict=True), key=lambda t: (-t[1], t[0]))[:6]:
+        where = ", ".join(f"GPU {d}" for d in gpus[u]) or "GPU unknown"
+        shown.append(f"pid {u} ({where}; {n} GPU activities{'; imported' if u == imported else ''})")
+    more = f" and {len(uniq) - 6} more" if len(uniq) > 6 else ""
+    used = [tuple(g) for g in gpus.values()]
+    own = all(len(g) == 1 for g in used) and len(set(used)) == len(used)
+    role = ("each on a GPU of its own, as the ranks of one job" if own
+            else "sharing GPUs, as a server and its workers do: not ranks")
+    return f"{'; '.join(shown)}{more} — {role}"
 
 
 def only_pid(x: Export, cols: dict[str, np.ndarray], key: str, what: str) -> dict[str, np.ndarray]:

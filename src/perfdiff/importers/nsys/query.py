@@ -1,8 +1,9 @@
 """Narrow queries of an nsys export for perfdiff.ranks, which reads a few rows of an export
 to tell its processes apart and name each NCCL kernel's communicator, never its events:
 
-- `kernel_pids`, `kernel_devices`: the processes that launched kernels, and each one's GPUs
-  (CUPTI_ACTIVITY_KIND_KERNEL.globalPid, deviceId);
+- `kernel_pids`, `kernel_devices`, `collective_pids`: the processes that launched kernels,
+  each one's GPUs, and those that ran collective kernels (CUPTI_ACTIVITY_KIND_KERNEL.globalPid,
+  deviceId, the kernel's name);
 - `process_environments`, `launcher_environment`: the environment nsys recorded of the
   processes it started (PROCESS_n:ENVIRONMENT_VARIABLE rows of META_DATA_CAPTURE, tied to a
   process by its PROCESS_n:PID row);
@@ -22,7 +23,9 @@ import re
 import sqlite3
 from pathlib import Path
 
-__all__ = ["EXPORT_ERRORS", "Connection", "QueryError", "decode_payload", "has_launch_tables", "kernel_devices", "kernel_pids",
+from perfdiff.model.cuda_names import is_collective_kernel
+
+__all__ = ["EXPORT_ERRORS", "Connection", "QueryError", "collective_pids", "decode_payload", "has_kernel_table", "has_launch_tables", "kernel_devices", "kernel_pids",
            "launcher_environment", "nccl_launches", "nccl_ranges", "open_export", "payload_fields",
            "process_environments"]
 
@@ -50,6 +53,11 @@ def _columns(con: sqlite3.Connection, table: str) -> set[str]:
     return {r[1] for r in con.execute(f"PRAGMA table_info({table})")}
 
 
+def has_kernel_table(con: sqlite3.Connection) -> bool:
+    """Whether the export has a kernel table (CUPTI_ACTIVITY_KIND_KERNEL)."""
+    return "CUPTI_ACTIVITY_KIND_KERNEL" in _tables(con)
+
+
 def kernel_pids(con: sqlite3.Connection) -> list[int]:
     """The pids of the processes that launched GPU kernels, in order."""
     rows = con.execute(f"SELECT DISTINCT {_PID.format(col='globalPid')} FROM CUPTI_ACTIVITY_KIND_KERNEL").fetchall()
@@ -65,6 +73,19 @@ def kernel_devices(con: sqlite3.Connection) -> dict[int, set[int]]:
         if pid is not None and dev is not None:
             devices.setdefault(int(pid), set()).add(int(dev))
     return devices
+
+
+def collective_pids(con: sqlite3.Connection) -> set[int]:
+    """The pids of the processes that ran collective kernels (is_collective_kernel)."""
+    cols = _columns(con, "CUPTI_ACTIVITY_KIND_KERNEL")
+    if "StringIds" not in _tables(con) or not cols & {"demangledName", "shortName"}:
+        return set()
+    name_col = "demangledName" if "demangledName" in cols else "shortName"
+    # The distinct (process, name) pairs first: a few names, however many kernels.
+    rows = con.execute(f"SELECT k.pid, s.value FROM (SELECT DISTINCT {_PID.format(col='globalPid')} AS pid, "
+                       f"{name_col} AS name FROM CUPTI_ACTIVITY_KIND_KERNEL) k "
+                       "JOIN StringIds s ON s.id = k.name WHERE s.value LIKE '%ccl%Kernel%'").fetchall()
+    return {int(pid) for pid, name in rows if pid is not None and is_collective_kernel(str(name or ""))}
 
 
 def process_environments(con: sqlite3.Connection) -> list[tuple[int, list[object]]]:
@@ -173,17 +194,20 @@ def has_launch_tables(con: sqlite3.Connection) -> bool:
 
 
 def nccl_launches(con: sqlite3.Connection, pid: int | None = None) -> list[tuple]:
-    """Each NCCL kernel (ncclKernel_*, ncclDevKernel_*) of process `pid` (None: all) with the
-    CUDA call that launched it (the same correlation id in the same process): (kernel start,
-    the call's globalTid, the call's start, the kernel's name).  Needs `has_launch_tables`."""
+    """Each collective kernel (perfdiff.model.cuda_names.is_collective_kernel: NCCL's, RCCL's)
+    of process `pid` (None: all) with the CUDA call that launched it (the same correlation id
+    in the same process): (kernel start, the call's globalTid, the call's start, the kernel's
+    name).  Needs `has_launch_tables`."""
     name = "COALESCE(d.value, s.value)" if "demangledName" in _columns(con, "CUPTI_ACTIVITY_KIND_KERNEL") \
         else "s.value"
     where = "" if pid is None else " AND ((k.globalPid >> 24) & 16777215) = ?"
-    return con.execute(
+    rows = con.execute(
         f"SELECT k.start, r.globalTid, r.start, {name} FROM CUPTI_ACTIVITY_KIND_KERNEL k "
         "JOIN CUPTI_ACTIVITY_KIND_RUNTIME r ON r.correlationId = k.correlationId "
         "AND ((r.globalTid >> 24) & 16777215) = ((k.globalPid >> 24) & 16777215) "
         "LEFT JOIN StringIds s ON s.id = k.shortName "
         + ("LEFT JOIN StringIds d ON d.id = k.demangledName " if name != "s.value" else "")
-        + f"WHERE ({name} LIKE '%ncclKernel%' OR {name} LIKE '%ncclDevKernel%'){where}",
+        + f"WHERE {name} LIKE '%ccl%Kernel%'{where}",
         () if pid is None else (pid,)).fetchall()
+    # SQL's LIKE narrows the rows; the one rule of the collective kernels decides.
+    return [r for r in rows if is_collective_kernel(str(r[3] or ""))]

@@ -96,7 +96,13 @@ class _Reader:
 
     def gpu_work(self, runtime: list[dict[str, Any]]) -> list[dict[str, Any]]:
         launches: dict[int, dict[str, Any]] = {}
-        for r in runtime:  # the first call with a correlation id is its launch
+
+        def when(r: dict[str, Any]) -> tuple:
+            return tuple(MISSING if r.get(c) is None else r[c]
+                         for c in ("start", "end", "eventClass", "globalTid", "correlationId", "nameId"))
+
+        # The first call with a correlation id, in time order (whatever the table's order), is its launch.
+        for r in sorted(runtime, key=when):
             if r.get("correlationId") is not None and r["correlationId"] >= 0:
                 launches.setdefault(r["correlationId"], r)
         order = ("shortName", "demangledName", "mangledName", "name") if self.group == "short" else (
