@@ -27,6 +27,18 @@ def test_long_run_variance_of_an_ar1_is_its_known_inflation() -> None:
     assert lrv[1] / g0[1] == pytest.approx(1.0, abs=0.05) and lag[1] <= 3
 
 
+@pytest.mark.parametrize("phi", [0.3, 0.95])  # a short lag (dot products) and a long one (FFT)
+def test_long_run_variance_by_definition(phi: float) -> None:
+    rng = np.random.default_rng(6)
+    x = ar1(rng, 3_000, phi, 1.0)
+    g0, lrv, lag = long_run_variance(x)
+    c = x - x.mean()
+    gam = [float(c[k:] @ c[:len(c) - k]) / len(c) for k in range(int(lag[0]) + 1)]
+    want = gam[0] + 2 * sum((1 - k / (lag[0] + 1)) * gam[k] for k in range(1, int(lag[0]) + 1))
+    assert (lag[0] > 32) == (phi > 0.9)
+    assert g0[0] == pytest.approx(gam[0]) and lrv[0] == pytest.approx(want)
+
+
 def test_batch_means_variance_by_definition() -> None:
     x = np.arange(23, dtype=float) ** 1.5
     size = 23 // BATCHES

@@ -74,23 +74,34 @@ def andrews_lag(rho: np.ndarray, n: int) -> np.ndarray:
     return np.minimum(lag, n // 2).astype(np.int64)
 
 
+DIRECT_MAX_LAG = 32  # up to this lag the autocovariances are dot products; beyond, one FFT
+
+
 def long_run_variance(x: object) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """(γ_0, Bartlett long-run variance, lag) of each row of `x` (rows × n, in time order,
-    finite), both with divisor n (Newey–West).  Autocovariances by FFT: one pass for every lag."""
+    finite), both with divisor n (Newey–West).  The autocovariances up to the lag by dot
+    products (O(n·L)), or by FFT for every lag at once where a lag is long."""
     xx = np.atleast_2d(np.asarray(x, dtype=np.float64))
     rows, n = xx.shape
     if n < 2:
         z = np.zeros(rows)
         return z, z.copy(), np.zeros(rows, np.int64)
     c = xx - xx.mean(axis=1, keepdims=True)
-    size = 1 << int(math.ceil(math.log2(2 * n)))
-    f = np.fft.rfft(c, n=size, axis=1)
-    acov = np.fft.irfft(f * np.conj(f), n=size, axis=1)[:, :n] / n
-    g0 = acov[:, 0]
+    g0 = np.einsum("rt,rt->r", c, c) / n
+    g1 = np.einsum("rt,rt->r", c[:, 1:], c[:, :-1]) / n
     with np.errstate(divide="ignore", invalid="ignore"):
-        rho = np.where(g0 > 0, acov[:, 1] / g0, 0.0)
+        rho = np.where(g0 > 0, g1 / np.where(g0 > 0, g0, 1.0), 0.0)
     lag = andrews_lag(rho, n)
-    k = np.arange(n)[None, :]
+    top = int(lag.max())
+    if top <= DIRECT_MAX_LAG:
+        acov = np.zeros((rows, top + 1))
+        for k in range(1, top + 1):
+            acov[:, k] = np.einsum("rt,rt->r", c[:, k:], c[:, :-k]) / n
+    else:
+        size = 1 << int(math.ceil(math.log2(2 * n)))
+        f = np.fft.rfft(c, n=size, axis=1)
+        acov = np.fft.irfft(f * np.conj(f), n=size, axis=1)[:, :top + 1] / n
+    k = np.arange(top + 1)[None, :]
     w = np.where((k >= 1) & (k <= lag[:, None]), 1.0 - k / (lag[:, None] + 1.0), 0.0)
     lrv = g0 + 2.0 * np.einsum("rk,rk->r", w, acov)
     return g0, np.maximum(lrv, 0.0), lag
