@@ -69,7 +69,7 @@ def ar1(rng: np.random.Generator, steps: int, phi: float, sd: float) -> np.ndarr
 
 def serving_run(seed: int, *, steps: int = 300, prefill_share: float = 0.10, mean_burst: float = 10.0,
                 prefill_factor: float = 3.0, batch_phi: float = 0.0, batch_sd: float = 0.15,
-                iowait: bool = False, iowait_phi: float = 0.9, noise: float = 0.05, load_samples: bool = False,
+                iowait: bool = False, iowait_phi: float = 0.5, noise: float = 0.05, load_samples: bool = False,
                 slow: dict[str, float] | None = None) -> RunData:
     """One run of `steps` engine steps (see the module's docstring)."""
     rng = np.random.default_rng(seed)
