@@ -125,10 +125,14 @@ def _t_p(stat: float, se2: float, parts: tuple[tuple[float, float], ...]) -> flo
 
 def placements(av: np.ndarray, nv: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """(P, Q): each abnormal value's share of normal values below it (ties half) and each
-    normal value's share of abnormal values below it, in the samples' own order."""
-    sn, sa = np.sort(nv), np.sort(av)
-    p = (np.searchsorted(sn, av, "left") + np.searchsorted(sn, av, "right")) / (2.0 * len(sn))
-    q = (np.searchsorted(sa, nv, "left") + np.searchsorted(sa, nv, "right")) / (2.0 * len(sa))
+    normal value's share of abnormal values below it, in the samples' own order.  Sorted
+    queries into sorted values (then put back in order): searching a sorted array for values
+    in time order jumps about in memory, ten times slower at 10⁵ cycles."""
+    oa, on = np.argsort(av, kind="stable"), np.argsort(nv, kind="stable")
+    sa, sn = av[oa], nv[on]
+    p, q = np.empty(len(av)), np.empty(len(nv))
+    p[oa] = (np.searchsorted(sn, sa, "left") + np.searchsorted(sn, sa, "right")) / (2.0 * len(sn))
+    q[on] = (np.searchsorted(sa, sn, "left") + np.searchsorted(sa, sn, "right")) / (2.0 * len(sa))
     return p, q
 
 
