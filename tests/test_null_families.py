@@ -29,3 +29,24 @@ def test_null_pairs_of_dependent_cycles_name_at_most_one_cause_in_20(family: str
 def test_a_slower_gemm_under_bursts_is_still_found_first() -> None:
     hits, pairs, _, _ = run_family("gemm+20%+load", PAIRS)
     assert hits >= 17, (hits, pairs)
+
+
+def test_a_cause_under_bursts_shows_its_effective_cycles(tmp_path: Path) -> None:
+    """The report says n and n_eff beside each other where the cycles depend materially."""
+    from serving_sim import GEMM, serving_run
+
+    import perfdiff
+    from perfdiff.analyze import FindingCode
+    from perfdiff.bundle import write_bundle
+    from perfdiff.stats import Dependence
+
+    kw = dict(prefill_share=0.10, mean_burst=10.0)
+    n = write_bundle(tmp_path / "n", serving_run(13, **kw))
+    a = write_bundle(tmp_path / "a", serving_run(14, **kw, slow={GEMM: 1.2}))
+    c = perfdiff.compare(n, a)
+    cause = next(f for f in c.findings if f.code == FindingCode.CAUSE)
+    ev = cause.evidence
+    assert cause.function == GEMM and ev.dependence is Dependence.CORRECTED
+    assert min(ev.n_eff_n, ev.n_eff_a) < 0.8 * 300
+    assert f"tested as 300 (n_eff ≈ {ev.n_eff_n:,.0f}) vs 300 (n_eff ≈ {ev.n_eff_a:,.0f})" in c.to_markdown()
+    assert not any(v.dependence_unchecked for v in c.verdict)
