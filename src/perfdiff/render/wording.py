@@ -229,7 +229,7 @@ def _dependence_words(v: CauseEvidence, f: FunctionStats) -> str:
     if v.dependence_unchecked:
         return (f"; fewer than {DEPENDENCE_MIN_CYCLES} cycles in a run, too few to check that they are "
                 f"independent: q may be too small")
-    if v.n_eff_differs(n_n, n_a):
+    if v.n_eff_differs(n_n, n_a) and not v.load_adjusted:  # at a common load q is the fit's (§6b)
         return (f"; cycles dependent in time, tested as {n_n:,} (n_eff ≈ {v.n_eff_n:,.0f}) vs "
                 f"{n_a:,} (n_eff ≈ {v.n_eff_a:,.0f})")
     return ""
