@@ -17,9 +17,11 @@ the sense of Kiefer & Vogelsang 2005) — the series cut into B contiguous batch
 BATCHES, fewer down to MIN_BATCHES where the Bartlett lag is longer than a batch), the
 variance of the batch means over B, referred to Student's t with B − 1 degrees of freedom.
 The Bartlett estimate at a data-chosen lag is biased low under bursts (an AR(1) plus noise:
-the plug-in ρ̂ is the noise-diluted one), batch means much less so.  Each run's variance of
-its mean is the larger of s²/n and the batch-means variance (a correction never narrows);
-the effective number of cycles is n_eff = s² / that variance.
+the plug-in ρ̂ is the noise-diluted one), batch means much less so.  Under no change both
+runs are one process with one dependence: each run's inflation (batch-means variance over
+s²/n, at least 1) is estimated — the abnormal run's less its one largest shift of level
+(`without_step`: a change that set in partway is the effect, not dependence) — and the larger
+multiplies both runs' s²/n; the effective number of cycles is n_eff = n / that inflation.
 
 - Means: Welch's statistic with those variances, Satterthwaite's degrees of freedom.
 - Ranks: the Mann–Whitney statistic θ̂ = U / (m·k) is the mean of the abnormal run's
@@ -146,24 +148,47 @@ def batch_variance(x: np.ndarray, batches: int = BATCHES) -> np.ndarray:
     return np.var(means, axis=1, ddof=1) / batches
 
 
+def without_step(x: np.ndarray) -> np.ndarray:
+    """Each row of `x` less its one largest shift of level: split at the CUSUM's extreme
+    (the k maximising |Σ_{t<k} (x_t − x̄)|, Page 1954), each part centred on its own mean.
+    A change that set in partway through the abnormal run is the effect, not dependence."""
+    n = x.shape[1]
+    c = x - x.mean(axis=1, keepdims=True)
+    k = np.argmax(np.abs(np.cumsum(c, axis=1)[:, :-1]), axis=1) + 1
+    out = np.empty_like(x)
+    for i in range(x.shape[0]):
+        j = int(k[i])
+        out[i, :j], out[i, j:] = x[i, :j] - x[i, :j].mean(), x[i, j:] - x[i, j:].mean()
+    return out if n >= 2 else c
+
+
 def _side(x: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """(Bartlett VIF, variance of the mean, its degrees of freedom) of each row of `x` (one
-    run's series): the larger of the independent variance s²/n (n − 1 degrees of freedom) and
-    the batch-means variance (B − 1).  B is BATCHES, fewer (down to MIN_BATCHES) where the
-    Bartlett lag is longer than n / BATCHES: a batch must outlast the dependence."""
+    """(Bartlett VIF, batch inflation, its degrees of freedom) of each row of `x` (one run's
+    series): the batch-means variance of the mean over the independent one s²/n, at least 1
+    (1: n − 1 degrees of freedom; else B − 1).  B is BATCHES, fewer (down to MIN_BATCHES)
+    where the Bartlett lag is longer than n / BATCHES: a batch must outlast the dependence."""
     n = x.shape[1]
     g0, lrv, lag = long_run_variance(x)
     iid = np.var(x, axis=1, ddof=1) / n
     b = np.clip(n // np.maximum(lag, 1), MIN_BATCHES, BATCHES)
     bm = np.array([batch_variance(x[i], int(b[i]))[0] for i in range(x.shape[0])])
-    return inflation(g0, lrv), np.maximum(iid, bm), np.where(bm > iid, b - 1.0, n - 1.0)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        ratio = np.where(iid > 0, bm / np.where(iid > 0, iid, 1.0), 1.0)
+    return inflation(g0, lrv), np.maximum(ratio, 1.0), np.where(ratio > 1.0, b - 1.0, n - 1.0)
 
 
 class TwoSampleDependence:
     """The robust two-sample p values of one row (abnormal `av`, normal `nv`, finite, in time
     order) and the dependence assessment: `status`, the effective cycles of each run (from the
     rank test's placements, the test q reads: n · (s²/n) / the variance used), `p_welch` and
-    `p_rank` (NaN when not computed)."""
+    `p_rank` (NaN when not computed).
+
+    Under no change both runs are one process with one dependence: each run's inflation of
+    the variance of a mean (batch means over s²/n) is estimated, the larger applies to both.
+    The abnormal run's series is taken less its one largest shift of level (`without_step`):
+    a throttle, another process or a slower kernel that set in partway through the run makes
+    its series one long step, which is the effect, not dependence.
+    """
 
     __slots__ = ("status", "n_eff_a", "n_eff_n", "p_welch", "p_rank")
 
@@ -176,25 +201,24 @@ class TwoSampleDependence:
             return
         p, q = placements(av, nv)
         xa, xn = np.vstack([p, av]), np.vstack([q, nv])
-        vif_a, va, dfa = _side(xa)
-        vif_n, vn, dfn = _side(xn)
+        vif_a, ratio_a, dfa = _side(without_step(xa))
+        vif_n, ratio_n, dfn = _side(xn)
+        # One dependence for both runs (one process under no change): the larger inflation.
+        ratio = np.maximum(ratio_a, ratio_n)
+        df = np.where(ratio_a >= ratio_n, dfa, dfn)
+        va = np.var(xa, axis=1, ddof=1) / m * ratio
+        vn = np.var(xn, axis=1, ddof=1) / k * ratio
+        dfa = dfn = df
         if max(vif_a.max(), vif_n.max()) < VIF_MIN:
             self.status = Dependence.NONE
             self.n_eff_a, self.n_eff_n = m / float(vif_a[0]), k / float(vif_n[0])
             return
         self.status = Dependence.CORRECTED
-        self.n_eff_a = _n_eff(xa[0], float(va[0]))
-        self.n_eff_n = _n_eff(xn[0], float(vn[0]))
+        self.n_eff_a, self.n_eff_n = m / float(ratio[0]), k / float(ratio[0])
         self.p_rank = _t_p(float(p.mean()) - 0.5, float(va[0] + vn[0]),
                            ((float(va[0]), float(dfa[0]) + 1.0), (float(vn[0]), float(dfn[0]) + 1.0)))
         self.p_welch = _t_p(float(av.mean() - nv.mean()), float(va[1] + vn[1]),
                             ((float(va[1]), float(dfa[1]) + 1.0), (float(vn[1]), float(dfn[1]) + 1.0)))
-
-
-def _n_eff(x: np.ndarray, var_mean: float) -> float:
-    """The number of independent values whose mean would vary as much: s² / var_mean, at most n."""
-    s2 = float(np.var(x, ddof=1))
-    return float(min(len(x), s2 / var_mean)) if var_mean > 0 else float(len(x))
 
 
 class PairedDependence:
@@ -211,17 +235,18 @@ class PairedDependence:
             self.status = Dependence.SKIPPED
             return
         x = np.vstack([signed_ranks, d])
-        vif, var, df = _side(x)
+        _, ratio, df = _side(x)
         # Whether the differences depend on each other is judged on their signs, which under
         # no change are independent fair coins: a change that grows along the run (a trend of
         # the differences, all of one sign) is the effect, not dependence.
         g0, lrv, _ = long_run_variance(np.sign(d))
         if inflation(g0, lrv)[0] < VIF_MIN:
             self.status = Dependence.NONE
-            self.n_eff = k / float(vif[0])
+            self.n_eff = float(k)
             return
         self.status = Dependence.CORRECTED
-        self.n_eff = _n_eff(x[0], float(var[0]))
+        var = np.var(x, axis=1, ddof=1) / k * ratio
+        self.n_eff = k / float(ratio[0])
         self.p_rank = _t_p(float(signed_ranks.mean()), float(var[0]), ((float(var[0]), float(df[0]) + 1.0),))
         self.p_t = _t_p(float(d.mean()), float(var[1]), ((float(var[1]), float(df[1]) + 1.0),))
 
