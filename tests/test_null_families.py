@@ -1,8 +1,9 @@
 """Null pairs stay quiet when a run's cycles depend on each other (docs/STATISTICS.md,
 "Dependent cycles"; issue 34): a small seeded version of bench/null_families.py.  Serving
 steps (tests/serving_sim.py) with prefill in bursts, a drifting batch, iowait sampled on
-10 ms ticks: 20 null pairs per family, at most 1 naming a cause (before the dependence-robust
-tests 15 to 39 % of the pairs of these families did, bench/null_families.py's table); and a 20 % slower GEMM under bursts is
+10 ms ticks: 20 null pairs per family, at most 2 naming a cause (the bench's 100 pairs a
+family hold the 5 % target; these 20 pairs named a cause in 3 to 10 each before the
+dependence-robust tests); and a 20 % slower GEMM under bursts is
 still the first cause named in at least 17 of 20 (94 of 100 in the bench's table, 94 before
 the correction)."""
 from __future__ import annotations
@@ -20,9 +21,9 @@ PAIRS = 20
 
 @pytest.mark.slow
 @pytest.mark.parametrize("family", ["burst-15%-8", "burst-20%-15", "few-cycles", "batch-ar1", "iowait-ticks"])
-def test_null_pairs_of_dependent_cycles_name_at_most_one_cause_in_20(family: str) -> None:
+def test_null_pairs_of_dependent_cycles_name_at_most_two_causes_in_20(family: str) -> None:
     hits, pairs, named, _ = run_family(family, PAIRS)
-    assert hits <= 1, (hits, pairs, named)
+    assert hits <= 2, (hits, pairs, named)
 
 
 @pytest.mark.slow
