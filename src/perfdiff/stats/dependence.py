@@ -70,7 +70,7 @@ class Dependence(str, Enum):
 def andrews_lag(rho: np.ndarray, n: int) -> np.ndarray:
     """Bartlett lag per series from its lag-1 autocorrelation `rho` (Andrews 1991, AR(1)
     plug-in), at most n // 2."""
-    r = np.clip(np.nan_to_num(rho), -RHO_MAX, RHO_MAX)
+    r = np.clip(np.where(np.isfinite(rho), rho, 0.0), -RHO_MAX, RHO_MAX)
     alpha = 4.0 * r * r / ((1.0 - r) ** 2 * (1.0 + r) ** 2)
     lag = np.floor(1.1447 * (alpha * n) ** (1.0 / 3.0))
     return np.minimum(lag, n // 2).astype(np.int64)
@@ -162,19 +162,24 @@ def without_step(x: np.ndarray) -> np.ndarray:
     return out if n >= 2 else c
 
 
-def _side(x: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """(Bartlett VIF, batch inflation, its degrees of freedom) of each row of `x` (one run's
-    series): the batch-means variance of the mean over the independent one s²/n, at least 1
-    (1: n − 1 degrees of freedom; else B − 1).  B is BATCHES, fewer (down to MIN_BATCHES)
-    where the Bartlett lag is longer than n / BATCHES: a batch must outlast the dependence."""
+def _batch_inflation(x: np.ndarray, lag: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """(batch inflation, its degrees of freedom) of each row of `x` (one run's series, its
+    Bartlett `lag`): the batch-means variance of the mean over the independent one s²/n, at
+    least 1 (1: n − 1 degrees of freedom; else B − 1).  B is BATCHES, fewer (down to
+    MIN_BATCHES) where the lag is longer than n / BATCHES: a batch must outlast the dependence."""
     n = x.shape[1]
-    g0, lrv, lag = long_run_variance(x)
     iid = np.var(x, axis=1, ddof=1) / n
     b = np.clip(n // np.maximum(lag, 1), MIN_BATCHES, BATCHES)
     bm = np.array([batch_variance(x[i], int(b[i]))[0] for i in range(x.shape[0])])
     with np.errstate(divide="ignore", invalid="ignore"):
         ratio = np.where(iid > 0, bm / np.where(iid > 0, iid, 1.0), 1.0)
-    return inflation(g0, lrv), np.maximum(ratio, 1.0), np.where(ratio > 1.0, b - 1.0, n - 1.0)
+    return np.maximum(ratio, 1.0), np.where(ratio > 1.0, b - 1.0, n - 1.0)
+
+
+def _vif(x: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """(Bartlett VIF, lag) of each row of `x`."""
+    g0, lrv, lag = long_run_variance(x)
+    return inflation(g0, lrv), lag
 
 
 class TwoSampleDependence:
@@ -201,18 +206,18 @@ class TwoSampleDependence:
             return
         p, q = placements(av, nv)
         xa, xn = np.vstack([p, av]), np.vstack([q, nv])
-        vif_a, ratio_a, dfa = _side(without_step(xa))
-        vif_n, ratio_n, dfn = _side(xn)
-        # One dependence for both runs (one process under no change): the larger inflation.
-        ratio = np.maximum(ratio_a, ratio_n)
-        df = np.where(ratio_a >= ratio_n, dfa, dfn)
-        va = np.var(xa, axis=1, ddof=1) / m * ratio
-        vn = np.var(xn, axis=1, ddof=1) / k * ratio
-        dfa = dfn = df
+        xs = without_step(xa)
+        (vif_a, lag_a), (vif_n, lag_n) = _vif(xs), _vif(xn)
         if max(vif_a.max(), vif_n.max()) < VIF_MIN:
             self.status = Dependence.NONE
             self.n_eff_a, self.n_eff_n = m / float(vif_a[0]), k / float(vif_n[0])
             return
+        (ratio_a, dfa), (ratio_n, dfn) = _batch_inflation(xs, lag_a), _batch_inflation(xn, lag_n)
+        # One dependence for both runs (one process under no change): the larger inflation.
+        ratio = np.maximum(ratio_a, ratio_n)
+        dfa = dfn = np.where(ratio_a >= ratio_n, dfa, dfn)
+        va = np.var(xa, axis=1, ddof=1) / m * ratio
+        vn = np.var(xn, axis=1, ddof=1) / k * ratio
         self.status = Dependence.CORRECTED
         self.n_eff_a, self.n_eff_n = m / float(ratio[0]), k / float(ratio[0])
         self.p_rank = _t_p(float(p.mean()) - 0.5, float(va[0] + vn[0]),
@@ -235,7 +240,6 @@ class PairedDependence:
             self.status = Dependence.SKIPPED
             return
         x = np.vstack([signed_ranks, d])
-        _, ratio, df = _side(x)
         # Whether the differences depend on each other is judged on their signs, which under
         # no change are independent fair coins: a change that grows along the run (a trend of
         # the differences, all of one sign) is the effect, not dependence.
@@ -245,6 +249,7 @@ class PairedDependence:
             self.n_eff = float(k)
             return
         self.status = Dependence.CORRECTED
+        ratio, df = _batch_inflation(x, _vif(x)[1])
         var = np.var(x, axis=1, ddof=1) / k * ratio
         self.n_eff = k / float(ratio[0])
         self.p_rank = _t_p(float(signed_ranks.mean()), float(var[0]), ((float(var[0]), float(df[0]) + 1.0),))
