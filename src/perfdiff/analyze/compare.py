@@ -107,14 +107,16 @@ def _function_tests(p: _Pair, f: int) -> tuple[stats.TwoSample, stats.TwoSample]
     ta = _row(p.ma.own_ns, p.idx_a[f], p.ka) / NS_PER_US
     test = stats.compare_paired if p.matched else stats.compare_samples
     th = p.th
-    return (test(ta, tn, floor=th.t_floor_us, alpha=th.alpha),
+    # A run's cycles are a series in time order: the tests hold under its dependence.
+    return (test(ta, tn, floor=th.t_floor_us, alpha=th.alpha, time_ordered=True),
             test(100.0 * ta * NS_PER_US / p.dur_a, 100.0 * tn * NS_PER_US / p.dur_n, floor=th.beta_floor_pp,
-                 alpha=th.alpha))
+                 alpha=th.alpha, time_ordered=True))
 
 
 def _mu_test(alpha: float, job: MuJob) -> tuple[stats.TwoSample, float]:
     """One μ test (Parallel.map's fn(shared, item): the shared value is α)."""
-    return stats.compare_samples(job.a, job.n, floor=job.floor, alpha=alpha), z_log(job.a, job.n, job.floor)
+    return (stats.compare_samples(job.a, job.n, floor=job.floor, alpha=alpha, time_ordered=True),
+            z_log(job.a, job.n, job.floor))
 
 
 def compare_runs(normal: RunData, abnormal: RunData, cn: Cycles, ca: Cycles, *,
@@ -145,8 +147,8 @@ def compare_runs(normal: RunData, abnormal: RunData, cn: Cycles, ca: Cycles, *,
     try:
         tested_idx = [i for i, fs in enumerate(functions) if fs.tested]
         metrics = _metric_stats(normal, abnormal, p, functions, tested_idx, par)
-        cycle_test = (stats.compare_paired(sa.dur_us, sn.dur_us, floor=th.t_floor_us) if p.matched
-                      else stats.compare_samples(sa.dur_us, sn.dur_us, floor=th.t_floor_us))
+        cycle_test = (stats.compare_paired(sa.dur_us, sn.dur_us, floor=th.t_floor_us, time_ordered=True) if p.matched
+                      else stats.compare_samples(sa.dur_us, sn.dur_us, floor=th.t_floor_us, time_ordered=True))
         cycle_ks = stats.ks_statistic(sa.dur_us, sn.dur_us)
         comparable = comparability(normal, abnormal, cn, ca)
         busy = gpu_busy_shares(p.mn.keys, p.mn.own_ns, p.dur_n, p.ma.keys, p.ma.own_ns, p.dur_a, matched=p.matched,
@@ -323,7 +325,8 @@ def _context_row(s_n: SeriesInfo, s_a: SeriesInfo, res_floor: float, alpha: floa
                  aliases: tuple[str, ...]) -> ContextStats:
     """A ctx-scope metric compared on its samples."""
     return ContextStats(metric=s_n.metric, device=s_n.device, unit=metric_unit(s_n.metric),
-                        res=stats.compare_samples(s_a.value, s_n.value, floor=res_floor, alpha=alpha),
+                        res=stats.compare_samples(s_a.value, s_n.value, floor=res_floor, alpha=alpha,
+                                                  time_ordered=True),
                         z_log=z_log(s_a.value, s_n.value, res_floor),
                         median_interval_ms_n=s_n.median_interval_ns / 1e6,
                         median_interval_ms_a=s_a.median_interval_ns / 1e6, aliases=aliases)

@@ -13,6 +13,9 @@ from __future__ import annotations
 from dataclasses import dataclass
 from enum import Enum
 
+from perfdiff.stats.dependence import MIN_CYCLES as DEPENDENCE_MIN_CYCLES  # noqa: F401  (the wording reads it)
+from perfdiff.stats.dependence import NEFF_SHOWN, Dependence
+
 NAN = float("nan")
 
 
@@ -65,6 +68,21 @@ class CauseEvidence:
     tau_nested_pp: float  # their own change: part of this cause's work
     load_adjusted: bool = False
     x0_tokens: float = NAN  # the common load, when load_adjusted
+    # How its test dealt with dependent cycles (perfdiff.stats.dependence), and the effective
+    # cycles of each run behind its q (NaN: not estimated).
+    dependence: Dependence = Dependence.NOT_ASSESSED
+    n_eff_n: float = NAN
+    n_eff_a: float = NAN
+
+    @property
+    def dependence_unchecked(self) -> bool:
+        """Too few cycles to check that they are independent: the q may be too small."""
+        return self.dependence is Dependence.SKIPPED
+
+    def n_eff_differs(self, n_n: int, n_a: int) -> bool:
+        """The effective cycles are materially fewer than the cycles (below NEFF_SHOWN of them) on a side."""
+        return (self.dependence is Dependence.CORRECTED
+                and (self.n_eff_n < NEFF_SHOWN * n_n or self.n_eff_a < NEFF_SHOWN * n_a))
 
 
 @dataclass(frozen=True)

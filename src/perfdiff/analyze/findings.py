@@ -239,15 +239,16 @@ def _causes(s: Selection) -> tuple[Finding, ...]:
     out = []
     for i in s.causes[:MAX_CAUSES]:
         f, kids = s.fn(i), s.children.get(i, ())
+        dep = {} if f.t is None else dict(dependence=f.t.dependence, n_eff_n=f.t.n_eff_n, n_eff_a=f.t.n_eff_a)
         ev = CauseEvidence(tau_pp=f.tau_pp, t_n_us=f.t_n_us, t_a_us=f.t_a_us, incl_n_us=f.incl_n_us,
                            incl_a_us=f.incl_a_us, nested=len(kids),
                            # the nested causes' own change: part of this cause's work (pp of the abnormal cycle)
-                           tau_nested_pp=float(sum(s.tau_of(j) for j in kids)))
+                           tau_nested_pp=float(sum(s.tau_of(j) for j in kids)), **dep)
         if s.at_load is not None:
             fl = s.at_load[i]
             ev = CauseEvidence(tau_pp=fl.tau_pp, t_n_us=fl.t_n_us, t_a_us=fl.t_a_us, incl_n_us=ev.incl_n_us,
                                incl_a_us=ev.incl_a_us, nested=ev.nested, tau_nested_pp=ev.tau_nested_pp,
-                               load_adjusted=True, x0_tokens=s.c.load.x0_tokens if s.c.load else float("nan"))
+                               load_adjusted=True, x0_tokens=s.c.load.x0_tokens if s.c.load else float("nan"), **dep)
         out.append(Finding(FindingCode.CAUSE, function=f.name, device=f.device, q=s.q_of(i), func=i,
                            related=kids[:MAX_LISTED], evidence=ev))
     return tuple(out)

@@ -461,6 +461,12 @@ def _no_material(x: VerdictContext) -> tuple[VerdictClass, ...]:
 # --- Helpers ------------------------------------------------------------------------------------
 
 
+def _dependence_unchecked(v: VerdictClass, findings: list[Finding]) -> bool:
+    """A cause among the class's evidence whose test could not check its cycles' dependence."""
+    return any(isinstance(findings[i].evidence, CauseEvidence) and findings[i].evidence.dependence_unchecked
+               for i in v.evidence)
+
+
 def _metric(x: Finding) -> str:
     """The metric a RESOURCE or METRIC_WHILE finding states ("" for other findings)."""
     return x.evidence.metric if isinstance(x.evidence, MetricEvidence) else ""
@@ -701,6 +707,7 @@ def build_verdict(c: Analysis, findings: list[Finding]) -> list[VerdictClass]:
         x = x.after(rule.select(x), rule.merges)
     out = _point_starved(list(x.classes), list(x.starved))
     out = [_by_device(v, c, findings) for v in out]
+    out = [replace(v, dependence_unchecked=True) if _dependence_unchecked(v, findings) else v for v in out]
     # Other hardware comes first whatever its share: it qualifies every other class.
     out.sort(key=lambda v: (v.code != VerdictCode.DIFFERENT_HARDWARE, -abs(v.share_pp)))
     return out

@@ -277,6 +277,9 @@ class VerdictClass:
     detail: VerdictDetail | None = None
     starved: tuple[Starved, ...] = ()
     tau_by_device: tuple[tuple[str, float], ...] = ()
+    # A cause in its evidence was tested over too few cycles to check that they are
+    # independent (perfdiff.stats.dependence): its q may be too small, and the wording says so.
+    dependence_unchecked: bool = False
 
     @property
     def share_pp(self) -> float:

@@ -9,7 +9,7 @@ from __future__ import annotations
 import math
 from typing import Any, Callable, TypeVar
 
-from perfdiff.analyze.evidence import (MAX_LISTED, CauseEvidence, CommonModeEvidence, CycleRatioDetail,
+from perfdiff.analyze.evidence import (DEPENDENCE_MIN_CYCLES, MAX_LISTED, CauseEvidence, CommonModeEvidence, CycleRatioDetail,
                                        CycleSourceDetail, CycleTimeEvidence, CyclesNeededEvidence, DeviceWideEvidence,
                                        EventEvidence, Finding, FindingCode, KernelSwapEvidence, LoadEvidence, ReplacedEvidence,
                                        LoadNoticeDetail, MetricOneSideDetail, NegligibleEvidence, NoCauseEvidence,
@@ -144,7 +144,16 @@ def verdict_head(c: Analysis, findings: list[Finding]) -> str:
     v = x.evidence
     quiet = "" if c.thresholds.significant(v.p_mwu) else f"; not significant at α {c.alpha:g}"
     head = f"median cycle {fmt_time_us(v.median_n_us)} → {fmt_time_us(v.median_a_us)} ({_cycle_test(v)}{quiet})"
-    return head + _mean_apart(v, c.thresholds.head_mean_pct) + "."
+    return head + _mean_apart(v, c.thresholds.head_mean_pct) + "." + _unchecked_note(findings)
+
+
+def _unchecked_note(findings: list[Finding]) -> str:
+    """What the verdict's † marks: classes resting on a cause whose cycles were too few to
+    check that they are independent ("" where none)."""
+    if not any(isinstance(f.evidence, CauseEvidence) and f.evidence.dependence_unchecked for f in findings):
+        return ""
+    return (f" † Under {DEPENDENCE_MIN_CYCLES} cycles a run: too few to check their independence; the q of a "
+            "† class may be too small.")
 
 
 def _mean_apart(v: CycleTimeEvidence, moved_pct: float) -> str:
@@ -197,7 +206,7 @@ def _cause(c: Analysis, x: Finding, names: NameTable) -> str:
         return _cause_at_load(c, x, f, names)
     text = (f"{_fn(f, names)} took {fmt_time_us(abs(d_t))} {'more' if d_t > 0 else 'less'} "
             f"{'self time ' if incl else ''}{per_unit(c)} ({fmt_time_us(f.t_n_us)} → {fmt_time_us(f.t_a_us)}{incl}; "
-            f"τ {fmt_signed(f.tau_pp)} pp of the abnormal cycle; {_q_words(f.q_t, c)})"
+            f"τ {fmt_signed(f.tau_pp)} pp of the abnormal cycle; {_q_words(f.q_t, c)}{_dependence_words(v, f)})"
             + (f": {how}." if how else "."))
     if x.related:
         inner = ", ".join(f"**{names.md(g.name, 60)}** ({fmt_signed((g.t_a_us - g.t_n_us) / 1e3)} ms/cycle)"
@@ -213,8 +222,21 @@ def _cause_at_load(c: Analysis, x: Finding, f: FunctionStats, names: NameTable) 
     d_t = v.t_a_us - v.t_n_us
     return (f"{_fn(f, names)} took {fmt_time_us(abs(d_t))} {'more' if d_t > 0 else 'less'} {per_unit(c)} at a common "
             f"load ({fmt_time_us(v.t_n_us)} → {fmt_time_us(v.t_a_us)}; "
-            f"τ {fmt_signed(v.tau_pp)} pp of the abnormal cycle at that load; {_q_words(x.q, c)}); "
-            f"as measured, {fmt_time_us(f.t_n_us)} → {fmt_time_us(f.t_a_us)} {per_unit(c)}.")
+            f"τ {fmt_signed(v.tau_pp)} pp of the abnormal cycle at that load; {_q_words(x.q, c)}"
+            f"{_dependence_words(v, f)}); as measured, {fmt_time_us(f.t_n_us)} → {fmt_time_us(f.t_a_us)} {per_unit(c)}.")
+
+
+def _dependence_words(v: CauseEvidence, f: FunctionStats) -> str:
+    """What the cause's test did about dependent cycles, where it matters: the effective
+    cycles beside the cycles, or that too few cycles left their dependence unchecked."""
+    n_n, n_a = (f.t.n_n, f.t.n_a) if f.t is not None else (0, 0)
+    if v.dependence_unchecked:
+        return (f"; fewer than {DEPENDENCE_MIN_CYCLES} cycles in a run, too few to check that they are "
+                f"independent: q may be too small")
+    if v.n_eff_differs(n_n, n_a) and not v.load_adjusted:  # at a common load q is the fit's (§6b)
+        return (f"; cycles dependent in time, tested as {n_n:,} (n_eff ≈ {v.n_eff_n:,.0f}) vs "
+                f"{n_a:,} (n_eff ≈ {v.n_eff_a:,.0f})")
+    return ""
 
 
 def _load(c: Analysis, x: Finding, names: NameTable) -> str:
@@ -846,7 +868,8 @@ def verdict_lines(c: Analysis, verdict: list[VerdictClass], findings: list[Findi
                      + (f", q {fmt_p(v.q)})" if math.isfinite(v.q) else ")"))
         elif math.isfinite(v.q):
             text += f" (q {fmt_p(v.q)})"
-        lines.append(text + VERDICT_AFTER.get(v.code, "") + ".")
+        # A cause tested over too few cycles to check their dependence: marked, said once below.
+        lines.append(text + VERDICT_AFTER.get(v.code, "") + (". †" if v.dependence_unchecked else "."))
         lines.extend(starved_line(s, names) for s in v.starved)
     return lines
 

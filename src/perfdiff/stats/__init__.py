@@ -18,6 +18,7 @@ Conventions fixed here (and tested in tests/test_stats.py):
 
 Modules: `describe` (one-sample summaries), `pairwise` (order statistics of a_i - n_j),
 `mannwhitney` (U test), `welch` (t test), `effects` (HL, its CI, Z, Cliff's δ, KS D),
+`dependence` (dependence-robust p values of series in time order, n_eff),
 `twosample` (all of them for one row, or the U test's p and Cliff's δ alone, of one row or many), `paired` (matched cycles), `multiple` (BH q, fragile), `common_mode`,
 `binomial` (the exact one-sided binomial test),
 `score` (suspicion and legacy scores), `power` (cycles needed).
@@ -27,6 +28,7 @@ from __future__ import annotations
 from perfdiff.stats.binomial import binomial_greater_p
 from perfdiff.stats.common_mode import (COMMON_MAX_IQR, COMMON_MIN_BETA, COMMON_MIN_SHIFT, CommonMode,
                                         CommonModeDetail, common_mode, common_mode_detail, delta_vs_common)
+from perfdiff.stats.dependence import Dependence
 from perfdiff.stats.describe import (MAD_TO_SD, QUANTILE_KEYS, drop_nonfinite, log_epsilon, quantile_ci,
                                      quantile_table, resolution, robust_scale)
 from perfdiff.stats.effects import (MEDIAN_SHARE, cliffs_delta, hl_confidence_interval, hodges_lehmann,
@@ -44,7 +46,7 @@ __all__ = [
     "COMMON_MAX_IQR", "COMMON_MIN_BETA", "COMMON_MIN_SHIFT", "EXACT_LIMIT", "HL_MAX_PAIRS", "HL_MAX_SIDE",
     "MATCH_MIN_CYCLES", "MATCH_MIN_RHO",
     "MAD_TO_SD", "MEDIAN_SHARE", "QUANTILE_KEYS", "SCORE_Z_CAP",
-    "CommonMode", "CommonModeDetail", "TwoSample", "UTest",
+    "CommonMode", "CommonModeDetail", "Dependence", "TwoSample", "UTest",
     "bh_qvalues", "binomial_greater_p", "cliffs_delta", "common_mode", "common_mode_detail", "compare_paired",
     "compare_samples", "cycles_match", "cycles_needed",
     "delta_vs_common", "drop_nonfinite", "hl_confidence_interval", "hodges_lehmann", "is_fragile",

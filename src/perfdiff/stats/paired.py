@@ -15,6 +15,7 @@ import math
 import numpy as np
 from scipy import special
 
+from perfdiff.stats.dependence import Dependence, PairedDependence, robust
 from perfdiff.stats.effects import _z_from
 from perfdiff.stats.twosample import TwoSample
 
@@ -74,12 +75,14 @@ def _walsh_averages(d: np.ndarray) -> tuple[np.ndarray, int]:
 
 
 def compare_paired(a: object, n: object, floor: float, *, alpha: float | None = None,
-                   level: float = 0.95) -> TwoSample:
+                   level: float = 0.95, time_ordered: bool = False) -> TwoSample:
     """The statistics of one row over matched cycles, in a TwoSample: `p_mwu` holds the
     Wilcoxon signed-rank p (`mwu_method` "signed-rank"), `p_welch` the paired t test's,
     `hl` the one-sample HL shift of the differences with its CI, `z` that shift over the
     normal run's robust scale (as for independent samples), `cliffs_delta` the matched-pairs
-    dominance (#(a_i > n_i) − #(a_i < n_i)) / K.  Pairs with a non-finite side are dropped."""
+    dominance (#(a_i > n_i) − #(a_i < n_i)) / K.  Pairs with a non-finite side are dropped.
+    `time_ordered`: the pairs are in time order (cycles): the p values hold under dependence
+    between neighbouring differences (perfdiff.stats.dependence)."""
     av = np.asarray(a, dtype=np.float64)
     nv = np.asarray(n, dtype=np.float64)
     if av.shape != nv.shape:
@@ -129,6 +132,9 @@ def compare_paired(a: object, n: object, floor: float, *, alpha: float | None = 
                 reasons.append("p_welch: every difference is the same non-zero value")
         else:
             reasons.append("p_welch: fewer than 2 pairs")
+    dep = PairedDependence(d, np.sign(d) * average_ranks(np.abs(d))) if time_ordered else None
+    if dep is not None and dep.status is Dependence.CORRECTED:
+        p_w, p_s = robust(p_w, dep.p_t), robust(p_s, dep.p_rank)
     z, why = _z_from(hl, nv, floor) if k >= 3 else (math.nan, "fewer than 3 pairs")
     if why:
         reasons.append(f"z: {why}")
@@ -141,7 +147,9 @@ def compare_paired(a: object, n: object, floor: float, *, alpha: float | None = 
         mean_n=float(np.mean(nv)) if k else math.nan, mean_a=float(np.mean(av)) if k else math.nan,
         median_n=float(np.median(nv)) if k else math.nan, median_a=float(np.median(av)) if k else math.nan,
         z=z, p_welch=p_w, p_mwu=p_s, mwu_method=method, hl=hl, hl_lo=hl_lo, hl_hi=hl_hi,
-        cliffs_delta=delta, reasons=tuple(reasons), p_mwu_min=p_min)
+        cliffs_delta=delta, reasons=tuple(reasons), p_mwu_min=p_min,
+        dependence=dep.status if dep is not None else Dependence.NOT_ASSESSED,
+        n_eff_n=dep.n_eff if dep is not None else math.nan, n_eff_a=dep.n_eff if dep is not None else math.nan)
 
 
 SIGNED_RANK_EXACT_MAX = 50  # untied differences up to this many: the exact distribution

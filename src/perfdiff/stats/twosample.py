@@ -10,6 +10,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from perfdiff.stats.dependence import Dependence, TwoSampleDependence, robust
 from perfdiff.stats.describe import _median_sorted, drop_nonfinite
 from perfdiff.stats.effects import _ci_rank, _z_from
 from perfdiff.stats.mannwhitney import (_exact_regime, _mann_whitney, _merge_counts, _merge_counts_rows,
@@ -39,19 +40,27 @@ class TwoSample:
     cliffs_delta: float
     reasons: tuple[str, ...]
     p_mwu_min: float = math.nan  # smallest U-test p attainable at these sizes (untied)
+    # Dependent cycles (perfdiff.stats.dependence): how the tests dealt with them, and the
+    # effective number of cycles of each run (NaN: not estimated).
+    dependence: Dependence = Dependence.NOT_ASSESSED
+    n_eff_n: float = math.nan
+    n_eff_a: float = math.nan
 
 
 def compare_samples(a: object, n: object, floor: float, *, alpha: float | None = None,
-                    level: float = 0.95) -> TwoSample:
+                    level: float = 0.95, time_ordered: bool = False) -> TwoSample:
     """All two-sample statistics of one row: `n` normal side, `a` abnormal, `floor` in x's unit.
 
     Non-finite values are dropped and counted in `dropped`.  With `alpha`, the U-test p is
     n/a when even a perfect separation could not reach it (docs/STATISTICS.md,
     "smallest attainable p"); without, it is always reported and `p_mwu_min` lets the caller decide.
     Reasons read "<field>: <why>", e.g. "z: n_N < 3", "p_mwu: all tied (p = 1)".
+    `time_ordered`: each side is a series in time order (a run's cycles): the p values hold
+    under dependence between neighbouring values (perfdiff.stats.dependence).
     """
     av, drop_a = drop_nonfinite(a)
     nv, drop_n = drop_nonfinite(n)
+    dep = TwoSampleDependence(av, nv) if time_ordered else None
     av.sort()  # our own copies: sorted once, every statistic below is faster on them
     nv.sort()
     reasons: list[str] = []
@@ -86,6 +95,8 @@ def compare_samples(a: object, n: object, floor: float, *, alpha: float | None =
     if why:
         reasons.append(f"p_welch: {why}")
     p_u, method, p_min = _u_p(av, nv, u, None if empty else tie_term, alpha, reasons)
+    if dep is not None and dep.status is Dependence.CORRECTED:
+        p_w, p_u = robust(p_w, dep.p_welch), robust(p_u, dep.p_rank)
 
     return TwoSample(
         n_n=int(nv.size), n_a=int(av.size), dropped=drop_a + drop_n,
@@ -96,6 +107,8 @@ def compare_samples(a: object, n: object, floor: float, *, alpha: float | None =
         z=z, p_welch=p_w, p_mwu=p_u, mwu_method=method,
         hl=hl, hl_lo=hl_lo, hl_hi=hl_hi, cliffs_delta=delta,
         reasons=tuple(reasons), p_mwu_min=p_min,
+        dependence=dep.status if dep is not None else Dependence.NOT_ASSESSED,
+        n_eff_n=dep.n_eff_n if dep is not None else math.nan, n_eff_a=dep.n_eff_a if dep is not None else math.nan,
     )
 
 
