@@ -163,10 +163,14 @@ def compare(normal: str | os.PathLike[str], abnormal: str | os.PathLike[str], *,
 
         tree_diff = diff_trees(n.ranges, a.ranges, alpha=th.alpha, cycle_ns=(cyc_n.dur_ns, cyc_a.dur_ns),
                                matched=analysis.matched)
+    from perfdiff.analyze.order import order_details
     from perfdiff.analyze.result import ComparisonResult, CycleTimes
 
+    verdict = build_verdict(analysis, findings)
+    # Host states below the functions unless the verdict names them (perfdiff.analyze.order).
+    analysis = order_details(analysis, findings, verdict)
     return Comparison(ComparisonResult(
-        analysis=analysis, findings=tuple(findings), verdict=tuple(build_verdict(analysis, findings)),
+        analysis=analysis, findings=tuple(findings), verdict=tuple(verdict),
         manifests=(n.run.manifest, a.run.manifest), tree=tree_diff,
         cycle_times=tuple(CycleTimes(start_ns=c.start_ns, end_ns=c.end_ns) for c in (cyc_n, cyc_a))))
 

@@ -22,7 +22,7 @@ from perfdiff.analyze.load import compare_load, cycle_load, is_step_metric, load
 from perfdiff.analyze.metrics import MuJob, aliases_and_constants, mu_jobs, z_log
 from perfdiff.analyze.evidence import MetricOneSideDetail
 from perfdiff.analyze.thresholds import Thresholds
-from perfdiff.analyze.records import (Analysis, ContextStats, CycleLoad, DetailRow, FunctionStats, MuStats, Notice,
+from perfdiff.analyze.records import (Analysis, ContextStats, CycleBase, CycleLoad, DetailRow, FunctionStats, MuStats, Notice,
                                       PerCallTest,
                                       NoticeCode, RunSummary, Trace)
 from perfdiff.attribute import (CallDurations, CycleMatrix, DeviceRows, SeriesInfo, attribute_activity, call_durations,
@@ -178,6 +178,7 @@ def compare_runs(normal: RunData, abnormal: RunData, cn: Cycles, ca: Cycles, *,
         cycle_ks_p=stats.ks_pvalue(cycle_ks, p.kn, p.ka),
         inside=_inside(nesting[1], p.ma, p.idx_a) if nesting else {}, traces=traces, load=load,
         categories=category_table(functions),
+        tau_base=CycleBase.NORMAL if p.dur_n.mean() > p.dur_a.mean() else CycleBase.ABNORMAL,
         per_call=_per_call_tests(normal, abnormal, cn, ca, functions, calls) if plan is not None
         and plan.regime is Regime.TOTALS else ())
 
@@ -233,8 +234,9 @@ def _function_rows(p: _Pair) -> tuple[list[FunctionStats], list[int]]:
     floor_us = p.th.test_min_share * pooled_cycle_us
     to_test = [f for f in range(len(p.keys)) if (sums_n[f][0] + sums_a[f][0]) / NS_PER_US / (p.kn + p.ka) >= floor_us]
     to_test.sort(key=lambda f: -(sums_n[f][2] + sums_a[f][2]))
-    tested, mean_da_us = set(to_test), p.dur_a.mean() / NS_PER_US
-    rows = [_function_row(k, sums_n[f], sums_a[f], p.mn, p.ma, p.idx_n[f], p.idx_a[f], p.kn, p.ka, mean_da_us,
+    # τ is a share of the longer mean cycle (docs/STATISTICS.md): a change is at most its cycle.
+    tested, base_us = set(to_test), max(p.dur_a.mean(), p.dur_n.mean()) / NS_PER_US
+    rows = [_function_row(k, sums_n[f], sums_a[f], p.mn, p.ma, p.idx_n[f], p.idx_a[f], p.kn, p.ka, base_us,
                           f in tested) for f, k in enumerate(p.keys)]
     return rows, to_test
 
@@ -321,7 +323,7 @@ def _cycles_needed(functions: list[FunctionStats], m_tests: int, p: _Pair, alpha
 
 
 def _function_row(key: tuple[str, str, str], sums_n: tuple[float, float, int], sums_a: tuple[float, float, int],
-                  mn: CycleMatrix, ma: CycleMatrix, i_n: int, i_a: int, Kn: int, Ka: int, mean_da_us: float,
+                  mn: CycleMatrix, ma: CycleMatrix, i_n: int, i_a: int, Kn: int, Ka: int, base_us: float,
                   tested: bool) -> FunctionStats:
     """One function's means per cycle (its tests are added when they finish)."""
     name, device, kind = key
@@ -333,7 +335,7 @@ def _function_row(key: tuple[str, str, str], sums_n: tuple[float, float, int], s
         name=name, device=device, kind=kind, wait=is_wait(name, kind),
         presence="both" if i_n >= 0 and i_a >= 0 else ("new" if i_n < 0 else "vanished"),
         tested=bool(tested), t_n_us=tn_mean, t_a_us=ta_mean,
-        tau_pp=100.0 * (ta_mean - tn_mean) / mean_da_us,
+        tau_pp=100.0 * (ta_mean - tn_mean) / base_us,
         t=None, q_t=float("nan"), beta_n=bn_mean, beta_a=ba_mean,
         d_beta=ba_mean - bn_mean, beta=None, q_beta=float("nan"),
         presence_n=ran_n / Kn, presence_a=ran_a / Ka,
