@@ -273,6 +273,22 @@ class Comparison:
 
         return write_plots(self.result, Path(folder), stem)
 
+    def to_html(self, *, top: int = 25, plots: bool = True) -> str:
+        """The report as one self-contained HTML file (perfdiff.render.html): the Markdown's
+        text, its pictures embedded (`plots`; none, with the reason, without matplotlib).
+        InputError without markdown-it-py (perfdiff[html])."""
+        from perfdiff.render.html import render_html
+        from perfdiff.render.plots import PlotsUnavailable, plot_pngs
+
+        pngs: dict[str, bytes] = {}
+        note = None
+        if plots:
+            try:
+                pngs = plot_pngs(self.result)
+            except PlotsUnavailable as exc:
+                note = str(exc)
+        return render_html(self.result, top=top, plots=pngs, plots_note=note)
+
     def to_json(self) -> dict[str, Any]:
         """Every number, finding and notice as JSON-ready data (format "perfdiff-comparison",
         docs/FORMAT.md); `read_comparison` reads it back."""
