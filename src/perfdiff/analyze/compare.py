@@ -22,9 +22,9 @@ from perfdiff.analyze.load import compare_load, cycle_load, is_step_metric, load
 from perfdiff.analyze.metrics import MuJob, aliases_and_constants, mu_jobs, z_log
 from perfdiff.analyze.evidence import MetricOneSideDetail
 from perfdiff.analyze.thresholds import Thresholds
-from perfdiff.analyze.records import (Analysis, ContextStats, CycleBase, CycleLoad, DetailRow, FunctionStats, MuStats, Notice,
-                                      PerCallTest,
-                                      NoticeCode, RunSummary, Trace)
+from perfdiff.analyze.order import TRACE_PANELS, detail_key
+from perfdiff.analyze.records import (Analysis, ContextStats, CycleBase, CycleLoad, DetailRow, FunctionStats, MuStats,
+                                      Notice, NoticeCode, PerCallTest, RunSummary, Trace)
 from perfdiff.attribute import (CallDurations, CycleMatrix, DeviceRows, SeriesInfo, attribute_activity, call_durations,
                                 device_rows, mu_matrix, sample_series)
 from perfdiff.bundle import RunData
@@ -347,19 +347,20 @@ def _function_row(key: tuple[str, str, str], sums_n: tuple[float, float, int], s
         sampled=bool((i_n >= 0 and mn.keys["sampled"].iloc[i_n]) or (i_a >= 0 and ma.keys["sampled"].iloc[i_a])))
 
 
-TRACE_PANELS = 4  # suspects and context metrics drawn, each
-
-
 def _suspect_traces(functions: list[FunctionStats], details: list[DetailRow], p: _Pair,
                     alpha: float) -> tuple[Trace, ...]:
-    """Own time per cycle (µs) of the first TRACE_PANELS significant functions of the table."""
+    """Own time per cycle (µs) of the first TRACE_PANELS significant functions of the table,
+    and of the first TRACE_PANELS significant host states: the verdict may name one of those
+    as a cause, and analyze.order then draws the table's first TRACE_PANELS as ordered."""
     out: list[Trace] = []
+    drawn = [0, 0]  # functions, host states
     for r in details:
         f = functions[r.func]
-        if len(out) == TRACE_PANELS or not (math.isfinite(f.q_t) and f.q_t <= alpha):
+        if not (math.isfinite(f.q_t) and f.q_t <= alpha) or min(drawn) == TRACE_PANELS:
             break
-        if any(t.name == f.name and t.device == f.device for t in out):
+        if drawn[f.host_state] == TRACE_PANELS or any(t.name == f.name and t.device == f.device for t in out):
             continue
+        drawn[f.host_state] += 1
         out.append(Trace("function", f.name, f.device, "µs",
                          np.arange(p.kn), _row(p.mn.own_ns, p.idx_n[r.func], p.kn) / NS_PER_US,
                          np.arange(p.ka), _row(p.ma.own_ns, p.idx_a[r.func], p.ka) / NS_PER_US))
@@ -435,7 +436,8 @@ def _assign_q(functions: list[FunctionStats], tested_idx: list[int], mu_rows: li
 def _detail_rows(functions: list[FunctionStats], mu_rows: list[MuStats], alpha: float) -> list[DetailRow]:
     """The detailed table's rows: functions whose own time changed significantly first, waits
     after them (a wait is a symptom: it never ranks above a function that could be the cause),
-    then the rest; each tier by suspicion score, then |τ|."""
+    then host states (analyze.order lifts those the verdict names), then the rest; each tier by
+    suspicion score, then |τ|."""
     by_func: dict[int, list[int]] = {}
     for j, r in enumerate(mu_rows):
         by_func.setdefault(r.func, []).append(j)
@@ -451,15 +453,5 @@ def _detail_rows(functions: list[FunctionStats], mu_rows: list[MuStats], alpha: 
                 func=i, mu=j,
                 score=stats.suspicion_score(f.tau_pp, z_t, z_lm, func_scope=j is not None),
                 legacy_score=stats.legacy_score(f.d_beta, z_b, z_lm)))
-    def tier(f: FunctionStats) -> int:
-        if not (math.isfinite(f.q_t) and f.q_t <= alpha):
-            return 2
-        return 1 if f.wait else 0
-
-    rows.sort(key=lambda r: (tier(functions[r.func]), -_nz(r.score), -abs(functions[r.func].tau_pp),
-                             functions[r.func].name, mu_rows[r.mu].metric if r.mu is not None else ""))
+    rows.sort(key=detail_key(functions, mu_rows, alpha))  # host states below the waits (analyze.order)
     return rows
-
-
-def _nz(x: float) -> float:
-    return 0.0 if not math.isfinite(x) else x
