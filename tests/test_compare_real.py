@@ -42,6 +42,31 @@ def test_rodinia_fan2_regression(real: Path, tmp_path: Path, capsys: pytest.Capt
     assert first_cause["function"].startswith("Fan2")
 
 
+def test_rodinia_fan2_speedup_worded_as_faster(real: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """The same pair the other way round (report2, Fan2 3.6× slower, as the normal run): a
+    speed-up, its verdict says Fan2 got faster, τ is a share of the normal (longer) cycle and no
+    share runs past ±100 % of it; the kernel leads the table, the host states stand below it."""
+    rep = compare(real, tmp_path, capsys, f"{RODINIA}/report2.sqlite", f"{RODINIA}/report3.sqlite")
+    assert rep["tau_base"] == "normal"
+    first = rep["verdict"][0]
+    assert first["code"] == "gpu-kernel-regression" and first["direction"] == "faster"
+    assert -100 <= first["tau_pp"] < -50
+    cause = rep["findings"][first["evidence"][0]]
+    assert cause["function"].startswith("Fan2")
+    fs = rep["functions"]
+    assert all(abs(f["tau_pp"]) <= 100 and f["beta_n"] <= 100 and f["beta_a"] <= 100 for f in fs), \
+        [(f["name"], f["tau_pp"], f["beta_n"]) for f in fs if abs(f["tau_pp"]) > 100 or f["beta_n"] > 100]
+    order = [fs[r["func"]] for r in rep["details"]]
+    assert order[0]["name"].startswith("Fan2")
+    first_host = next(i for i, f in enumerate(order) if f["kind"] == "host")
+    assert all(f["kind"] != "host" for f in order[:first_host]) and first_host > 1
+    md = (tmp_path / "r.md").read_text()
+    verdict = md.split("**Verdict:**", 1)[1].split("## 1.", 1)[0]
+    assert "**GPU kernels faster**: **Fan2(" in verdict and "pp of the normal cycle" in verdict, verdict
+    assert "regression" not in verdict
+    assert "| τ (pp of N cycle) |" in md
+
+
 def test_kineto_dataloader_cause(real: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     rep = compare(real, tmp_path, capsys, NW4_A, NW0)
     assert rep["normal"]["cycle_source"] == rep["abnormal"]["cycle_source"] == "profiler-step"
@@ -107,7 +132,8 @@ def test_fuser_export_compares(real: Path, tmp_path: Path, capsys: pytest.Captur
 @pytest.mark.real
 def test_waits_never_rank_above_the_kernel_that_changed(real: Path) -> None:
     """Rodinia report3 vs report2: Fan2 is the first row, and no wait (pthread_cond_timedwait,
-    cudaThreadSynchronize, poll) comes before a significant non-wait row."""
+    cudaThreadSynchronize, poll) comes before a significant non-wait row; the host state `oncpu`,
+    which grew with the cycle and which the verdict does not name, comes after the waits."""
     import perfdiff
 
     rodinia = real / "kmcho2019/Rodinia_3.1_Gaussian"
@@ -115,5 +141,6 @@ def test_waits_never_rank_above_the_kernel_that_changed(real: Path) -> None:
     rows = [a.functions[r.func] for r in a.details]
     assert rows[0].name.startswith("Fan2")
     waits = [i for i, f in enumerate(rows) if f.wait]
-    significant = [i for i, f in enumerate(rows) if not f.wait and f.q_t <= a.alpha]
-    assert waits and max(significant) < min(waits)
+    significant = [i for i, f in enumerate(rows) if not f.wait and not f.host_state and f.q_t <= a.alpha]
+    states = [i for i, f in enumerate(rows) if f.host_state and f.q_t <= a.alpha]
+    assert waits and max(significant) < min(waits) and states and max(waits) < min(states)

@@ -168,10 +168,14 @@ def compare(normal: str | os.PathLike[str], abnormal: str | os.PathLike[str], *,
 
         tree_diff = diff_trees(n.ranges, a.ranges, alpha=th.alpha, cycle_ns=(cyc_n.dur_ns, cyc_a.dur_ns),
                                matched=analysis.matched)
+    from perfdiff.analyze.order import order_details
     from perfdiff.analyze.result import ComparisonResult, CycleTimes
 
+    verdict = build_verdict(analysis, findings)
+    # Host states below the functions unless the verdict names them (perfdiff.analyze.order).
+    analysis = order_details(analysis, findings, verdict)
     return Comparison(ComparisonResult(
-        analysis=analysis, findings=tuple(findings), verdict=tuple(build_verdict(analysis, findings)),
+        analysis=analysis, findings=tuple(findings), verdict=tuple(verdict),
         manifests=(n.run.manifest, a.run.manifest), tree=tree_diff,
         cycle_times=tuple(CycleTimes(start_ns=c.start_ns, end_ns=c.end_ns) for c in (cyc_n, cyc_a))))
 
@@ -320,6 +324,22 @@ class Comparison:
         from perfdiff.render.plots import write_plots
 
         return write_plots(self.result, Path(folder), stem)
+
+    def to_html(self, *, top: int = 25, plots: bool = True) -> str:
+        """The report as one self-contained HTML file (perfdiff.render.html): the Markdown's
+        text, its pictures embedded (`plots`; none, with the reason, without matplotlib).
+        InputError without markdown-it-py (perfdiff[html])."""
+        from perfdiff.render.html import render_html
+        from perfdiff.render.plots import PlotsUnavailable, plot_pngs
+
+        pngs: dict[str, bytes] = {}
+        note = None
+        if plots:
+            try:
+                pngs = plot_pngs(self.result)
+            except PlotsUnavailable as exc:
+                note = str(exc)
+        return render_html(self.result, top=top, plots=pngs, plots_note=note)
 
     def to_json(self) -> dict[str, Any]:
         """Every number, finding and notice as JSON-ready data (format "perfdiff-comparison",

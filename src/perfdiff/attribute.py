@@ -13,6 +13,7 @@ import pandas as pd
 
 from perfdiff.bundle import MISSING, RunData
 from perfdiff.model.schema import GPU_KINDS
+from perfdiff.model.waits import HOST_STATES
 from perfdiff.model.cycles import Cycles
 
 
@@ -21,7 +22,7 @@ class CycleMatrix:
     """Per-function, per-cycle own time of one run, and per-function totals.
 
     own_ns[f, c] is f's own time attributed to cycle c (ns, float: prorated rows); the tests
-    need it cycle by cycle.  Inclusive time and calls are only ever summed over the cycles, so
+    need it cycle by cycle.  Host states count per thread (`host_threads`).  Inclusive time and calls are only ever summed over the cycles, so
     they are kept as totals: a (functions × cycles) matrix each would be hundreds of MB with a
     million cycles.
     """
@@ -30,7 +31,7 @@ class CycleMatrix:
     own_ns: np.ndarray  # (F, K) float64
     incl_total_ns: np.ndarray  # (F,) inclusive time in all cycles: end − start for CPU ranges
     # (children included), else own
-    calls_total: np.ndarray  # (F,) rows that started (or were launched) in a cycle
+    calls_total: np.ndarray  # (F,) rows that started (or were launched) in a cycle; host rows per thread
     row_cycle: np.ndarray  # cycle index per activity row (-1 = outside every cycle)
     row_func: np.ndarray  # function index per activity row
     unattributed_rows: int  # rows outside every cycle
@@ -194,7 +195,68 @@ def attribute_activity(run: RunData, cycles: Cycles) -> CycleMatrix:
         incl += np.bincount(func[r], weights=incl_w[r] * share if has_cpu else own_w, minlength=F)
         calls += np.bincount(func[r][starts_here], minlength=F)
     unattributed = int((row_cycle < 0).sum())
+    # Host states are summed over the target's threads: per thread, so that a state
+    # is never more than its cycle (docs/STATISTICS.md, "Host states per thread").
+    threads = host_threads(run, keys, func)
+    if (threads > 1).any():
+        own = own.reshape(F, K)
+        own /= threads[:, None]
+        incl = incl / threads
+        calls = calls / threads
     return CycleMatrix(keys, own.reshape(F, K), incl, calls, row_cycle, func, unattributed)
+
+
+def host_threads(run: RunData, keys: pd.DataFrame, func: np.ndarray) -> np.ndarray:
+    """Per function (row f of `keys`; `func`: each activity row's function index), the number
+    of the target's threads its time is summed over: 1 but for host states (kind host: the
+    scheduler states of HOST_STATES, such as nsys' `oncpu` per thread, and every state read as
+    a counter).  A state whose rows name their thread: the distinct threads of its rows.  A
+    state read as a counter (no thread, one row per interval, summed over every thread of the
+    target): `counter_threads`.  OS runtime calls (`poll`, `read` with a thread) are calls, each
+    on its thread, summed per cycle as every call is."""
+    n_funcs = len(keys)
+    out = np.ones(n_funcs)
+    a = run.activity
+    if not len(a):
+        return out
+    tid = a["tid"].to_numpy()
+    host = _kind_masks(a)("host")
+    state = keys["name"].isin(HOST_STATES).to_numpy()
+    named = host & (tid != MISSING) & state[func]
+    if named.any():
+        pairs = np.unique((func[named].astype(np.int64) << 32) | (tid[named].astype(np.int64) & 0xFFFFFFFF))
+        out = np.maximum(out, np.bincount(pairs >> 32, minlength=n_funcs)[:n_funcs])
+    counter = host & (tid == MISSING)
+    if counter.any():
+        has = np.bincount(func[counter], minlength=n_funcs)[:n_funcs] > 0
+        out[has] = np.maximum(out[has], counter_threads(run))
+    return out
+
+
+def counter_threads(run: RunData) -> int:
+    """The threads a host state read as a counter is summed over, at least 1: the host
+    collector's largest thread count of the target, or, where larger (or not recorded), the
+    most threads a state holds on average (its busy time over the time its rows span, rounded
+    up), so that a run that names no thread count still has no state longer than its cycles
+    per thread, on average (a single row's may exceed its threads: a late tick's reading is
+    lumpy)."""
+    n = 1
+    for x in run.manifest.get("collectors") or []:
+        if isinstance(x, dict) and x.get("name") == "host" and isinstance(x.get("max_threads"), int):
+            n = max(n, x["max_threads"])
+    a = run.activity
+    tid = a["tid"].to_numpy()
+    counter = np.flatnonzero(_kind_masks(a)("host") & (tid == MISSING)) if len(a) else np.zeros(0, np.int64)
+    if len(counter):
+        length = (a["end_ns"].to_numpy()[counter] - a["start_ns"].to_numpy()[counter]).astype(np.float64)
+        busy = a["busy_ns"].to_numpy()[counter].astype(np.float64)
+        state = a["function"].cat.codes.to_numpy()[counter].astype(np.int64)
+        span = np.bincount(state, weights=np.maximum(length, 0.0))
+        held = np.bincount(state, weights=busy)
+        ok = span > 0
+        if ok.any():
+            n = max(n, int(np.ceil(float(np.max(held[ok] / span[ok])) - 1e-6)))
+    return n
 
 
 def keep_rows_for_mu(run: RunData, matrix: CycleMatrix) -> tuple[RunData, CycleMatrix]:

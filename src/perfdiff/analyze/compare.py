@@ -23,9 +23,10 @@ from perfdiff.analyze.load import compare_load, cycle_load, is_step_metric, load
 from perfdiff.analyze.metrics import MuJob, aliases_and_constants, mu_jobs, z_log
 from perfdiff.analyze.evidence import MetricOneSideDetail
 from perfdiff.analyze.thresholds import Thresholds
-from perfdiff.analyze.records import (Analysis, ContextStats, CycleLoad, DetailRow, FunctionStats, MuStats, Notice,
-                                      NoticeCode, PerCallTest, Replacement, RunSummary, Trace)
 from perfdiff.analyze.launchers import replacements
+from perfdiff.analyze.order import TRACE_PANELS, detail_key
+from perfdiff.analyze.records import (Analysis, ContextStats, CycleBase, CycleLoad, DetailRow, FunctionStats, MuStats,
+                                      Notice, NoticeCode, PerCallTest, Replacement, RunSummary, Trace)
 from perfdiff.launches import LaunchChains, launch_chains
 from perfdiff.attribute import (CallDurations, CycleMatrix, DeviceRows, SeriesInfo, attribute_activity, call_durations,
                                 device_rows, mu_matrix, sample_series)
@@ -184,6 +185,7 @@ def compare_runs(normal: RunData, abnormal: RunData, cn: Cycles, ca: Cycles, *,
         cycle_ks_p=stats.ks_pvalue(cycle_ks, p.kn, p.ka),
         inside=_inside(nesting[1], p.ma, p.idx_a) if nesting else {}, traces=traces, load=load,
         categories=category_table(functions), devices=device_totals(functions),
+        tau_base=CycleBase.NORMAL if p.dur_n.mean() > p.dur_a.mean() else CycleBase.ABNORMAL,
         per_call=_per_call_tests(normal, abnormal, cn, ca, functions, calls) if plan is not None
         and plan.regime is Regime.TOTALS else ())
     if analysis.hardware_differs:  # other hardware's libraries name their kernels otherwise: no swap
@@ -254,8 +256,9 @@ def _function_rows(p: _Pair) -> tuple[list[FunctionStats], list[int]]:
     floor_us = p.th.test_min_share * pooled_cycle_us
     to_test = [f for f in range(len(p.keys)) if (sums_n[f][0] + sums_a[f][0]) / NS_PER_US / (p.kn + p.ka) >= floor_us]
     to_test.sort(key=lambda f: -(sums_n[f][2] + sums_a[f][2]))
-    tested, mean_da_us = set(to_test), p.dur_a.mean() / NS_PER_US
-    rows = [_function_row(k, sums_n[f], sums_a[f], p.mn, p.ma, p.idx_n[f], p.idx_a[f], p.kn, p.ka, mean_da_us,
+    # τ is a share of the longer mean cycle (docs/STATISTICS.md): a change is at most its cycle.
+    tested, base_us = set(to_test), max(p.dur_a.mean(), p.dur_n.mean()) / NS_PER_US
+    rows = [_function_row(k, sums_n[f], sums_a[f], p.mn, p.ma, p.idx_n[f], p.idx_a[f], p.kn, p.ka, base_us,
                           f in tested) for f, k in enumerate(p.keys)]
     return rows, to_test
 
@@ -343,7 +346,7 @@ def _cycles_needed(functions: list[FunctionStats], m_tests: int, p: _Pair, alpha
 
 
 def _function_row(key: tuple[str, str, str], sums_n: tuple[float, float, int], sums_a: tuple[float, float, int],
-                  mn: CycleMatrix, ma: CycleMatrix, i_n: int, i_a: int, Kn: int, Ka: int, mean_da_us: float,
+                  mn: CycleMatrix, ma: CycleMatrix, i_n: int, i_a: int, Kn: int, Ka: int, base_us: float,
                   tested: bool) -> FunctionStats:
     """One function's means per cycle (its tests are added when they finish)."""
     name, device, kind = key
@@ -355,7 +358,7 @@ def _function_row(key: tuple[str, str, str], sums_n: tuple[float, float, int], s
         name=name, device=device, kind=kind, wait=is_wait(name, kind),
         presence="both" if i_n >= 0 and i_a >= 0 else ("new" if i_n < 0 else "vanished"),
         tested=bool(tested), t_n_us=tn_mean, t_a_us=ta_mean,
-        tau_pp=100.0 * (ta_mean - tn_mean) / mean_da_us,
+        tau_pp=100.0 * (ta_mean - tn_mean) / base_us,
         t=None, q_t=float("nan"), beta_n=bn_mean, beta_a=ba_mean,
         d_beta=ba_mean - bn_mean, beta=None, q_beta=float("nan"),
         presence_n=ran_n / Kn, presence_a=ran_a / Ka,
@@ -367,19 +370,20 @@ def _function_row(key: tuple[str, str, str], sums_n: tuple[float, float, int], s
         sampled=bool((i_n >= 0 and mn.keys["sampled"].iloc[i_n]) or (i_a >= 0 and ma.keys["sampled"].iloc[i_a])))
 
 
-TRACE_PANELS = 4  # suspects and context metrics drawn, each
-
-
 def _suspect_traces(functions: list[FunctionStats], details: list[DetailRow], p: _Pair,
                     alpha: float) -> tuple[Trace, ...]:
-    """Own time per cycle (µs) of the first TRACE_PANELS significant functions of the table."""
+    """Own time per cycle (µs) of the first TRACE_PANELS significant functions of the table,
+    and of the first TRACE_PANELS significant host states: the verdict may name one of those
+    as a cause, and analyze.order then draws the table's first TRACE_PANELS as ordered."""
     out: list[Trace] = []
+    drawn = [0, 0]  # functions, host states
     for r in details:
         f = functions[r.func]
-        if len(out) == TRACE_PANELS or not (math.isfinite(f.q_t) and f.q_t <= alpha):
+        if not (math.isfinite(f.q_t) and f.q_t <= alpha) or min(drawn) == TRACE_PANELS:
             break
-        if any(t.name == f.name and t.device == f.device for t in out):
+        if drawn[f.host_state] == TRACE_PANELS or any(t.name == f.name and t.device == f.device for t in out):
             continue
+        drawn[f.host_state] += 1
         out.append(Trace("function", f.name, f.device, "µs",
                          np.arange(p.kn), _row(p.mn.own_ns, p.idx_n[r.func], p.kn) / NS_PER_US,
                          np.arange(p.ka), _row(p.ma.own_ns, p.idx_a[r.func], p.ka) / NS_PER_US))
@@ -455,7 +459,8 @@ def _assign_q(functions: list[FunctionStats], tested_idx: list[int], mu_rows: li
 def _detail_rows(functions: list[FunctionStats], mu_rows: list[MuStats], alpha: float) -> list[DetailRow]:
     """The detailed table's rows: functions whose own time changed significantly first, waits
     after them (a wait is a symptom: it never ranks above a function that could be the cause),
-    then the rest; each tier by suspicion score, then |τ|."""
+    then host states (analyze.order lifts those the verdict names), then the rest; each tier by
+    suspicion score, then |τ|."""
     by_func: dict[int, list[int]] = {}
     for j, r in enumerate(mu_rows):
         by_func.setdefault(r.func, []).append(j)
@@ -471,15 +476,5 @@ def _detail_rows(functions: list[FunctionStats], mu_rows: list[MuStats], alpha: 
                 func=i, mu=j,
                 score=stats.suspicion_score(f.tau_pp, z_t, z_lm, func_scope=j is not None),
                 legacy_score=stats.legacy_score(f.d_beta, z_b, z_lm)))
-    def tier(f: FunctionStats) -> int:
-        if not (math.isfinite(f.q_t) and f.q_t <= alpha):
-            return 2
-        return 1 if f.wait else 0
-
-    rows.sort(key=lambda r: (tier(functions[r.func]), -_nz(r.score), -abs(functions[r.func].tau_pp),
-                             functions[r.func].name, mu_rows[r.mu].metric if r.mu is not None else ""))
+    rows.sort(key=detail_key(functions, mu_rows, alpha))  # host states below the waits (analyze.order)
     return rows
-
-
-def _nz(x: float) -> float:
-    return 0.0 if not math.isfinite(x) else x

@@ -22,6 +22,18 @@ NAN = float("nan")
 # --- Findings ---------------------------------------------------------------------------
 
 
+class Direction(str, Enum):
+    """The way the change a verdict class explains went: the cycle got slower (its causes took
+    more time) or faster (less); stable across releases."""
+
+    SLOWER = "slower"
+    FASTER = "faster"
+
+    def __str__(self) -> str:
+        return self.value
+
+
+
 @dataclass(frozen=True)
 class CycleTimeEvidence:
     """CYCLE_TIME: both runs' cycle times and the tests of their change; the P95/P99 95 %
@@ -149,11 +161,13 @@ class CommonModeEvidence:
 
 @dataclass(frozen=True)
 class SymptomEvidence:
-    """SYMPTOM: a wait's own time per cycle and τ."""
+    """SYMPTOM: a wait's own time per cycle and τ; `direction`: the change the findings explain
+    (a wait that shrank in a speed-up is the faster work it waited for)."""
 
     tau_pp: float
     t_n_us: float
     t_a_us: float
+    direction: Direction = Direction.SLOWER
 
 
 @dataclass(frozen=True)

@@ -16,7 +16,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 
 from perfdiff import stats
-from perfdiff.analyze.evidence import (MAX_LISTED, CauseEvidence, CommonModeEvidence, CycleTimeEvidence,
+from perfdiff.analyze.evidence import (MAX_LISTED, CauseEvidence, Direction, CommonModeEvidence, CycleTimeEvidence,
                                        CyclesNeededEvidence, DeviceWideEvidence, EventEvidence, Finding, FindingCode,
                                        KernelSwapEvidence, LoadEvidence, MetricEvidence,
                                        NegligibleEvidence, NoCauseEvidence, OppositeEvidence, SymptomEvidence)
@@ -102,7 +102,7 @@ def select(c: Analysis) -> Selection:
     th = c.thresholds
     measured = _measured_direction(c)
     at_load = _at_common_load(c)
-    direction = measured if at_load is None or c.load is None else (1.0 if c.load.change_us >= 0 else -1.0)
+    direction = change_direction(c)
     tested = tuple(i for i, f in enumerate(c.functions) if f.tested)
     # The steps below read the direction, the load and the tests: the Selection before its claims.
     base = Selection(c, th, direction, at_load, tested, (), (), {}, (), (), (), (), frozenset(), ())
@@ -128,6 +128,14 @@ def select(c: Analysis) -> Selection:
     waits, idle = _waits(base)
     return Selection(c, th, direction, at_load, tested, explained, tuple(causes), children, tuple(negligible),
                      tuple(proportional + idle), tuple(waits), tuple(swaps), swapped, tuple(device_wide))
+
+
+def change_direction(c: Analysis) -> float:
+    """The direction of the change the findings explain: +1 a slowdown, −1 a speed-up; as
+    measured, or at a common load where the runs' load differed (the adjusted change's sign)."""
+    if _at_common_load(c) is None or c.load is None:
+        return _measured_direction(c)
+    return 1.0 if c.load.change_us >= 0 else -1.0
 
 
 def _measured_direction(c: Analysis) -> float:
@@ -290,7 +298,8 @@ def _common_mode(s: Selection) -> tuple[Finding, ...]:
 
 def _symptoms(s: Selection) -> tuple[Finding, ...]:
     return tuple(Finding(FindingCode.SYMPTOM, function=s.fn(i).name, device=s.fn(i).device, q=s.q_of(i), func=i,
-                         evidence=SymptomEvidence(tau_pp=s.fn(i).tau_pp, t_n_us=s.fn(i).t_n_us, t_a_us=s.fn(i).t_a_us))
+                         evidence=SymptomEvidence(tau_pp=s.fn(i).tau_pp, t_n_us=s.fn(i).t_n_us, t_a_us=s.fn(i).t_a_us,
+                                                  direction=Direction.FASTER if s.direction < 0 else Direction.SLOWER))
                  for i in s.waits[:MAX_SYMPTOMS])
 
 

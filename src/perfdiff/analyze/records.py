@@ -18,10 +18,23 @@ from perfdiff.analyze.thresholds import DEFAULT as DEFAULT_THRESHOLDS
 from perfdiff.analyze.thresholds import Thresholds
 from perfdiff.model.cycles import CyclePlan, WindowReason
 from perfdiff.model.cuda_names import MATCHED
-from perfdiff.model.schema import GPU_KINDS
+from perfdiff.model.schema import GPU_KINDS, Kind
+from perfdiff.model.waits import HOST_STATES
 from perfdiff.stats import TwoSample
 
 NAN = float("nan")
+
+
+class CycleBase(str, Enum):
+    """The run whose mean cycle τ is a share of: the longer of the two (docs/STATISTICS.md, τ),
+    the abnormal run's for a slowdown and the normal run's for a speed-up, so that a function's
+    change, at most its own time, is at most its cycle; stable across releases."""
+
+    NORMAL = "normal"
+    ABNORMAL = "abnormal"
+
+    def __str__(self) -> str:
+        return self.value
 
 
 @dataclass(frozen=True)
@@ -57,7 +70,7 @@ class FunctionStats:
     tested: bool
     t_n_us: float  # mean own time per cycle
     t_a_us: float
-    tau_pp: float
+    tau_pp: float  # pp of the longer run's mean cycle (Analysis.tau_base)
     t: TwoSample | None
     q_t: float
     beta_n: float  # mean share of the cycle, %
@@ -76,6 +89,13 @@ class FunctionStats:
     incl_a_us: float = NAN
     fragile: bool = False
     beta_vs_common: float = NAN
+
+    @property
+    def host_state(self) -> bool:
+        """A host state (kind host: a scheduler state such as `oncpu` or `blocked`, or a state
+        read as a counter), per thread of the target (perfdiff.attribute.host_threads); not an
+        OS runtime call."""
+        return self.kind == Kind.HOST and (self.sampled or self.name in HOST_STATES)
 
     @property
     def same_calls(self) -> bool:
@@ -447,6 +467,7 @@ class Analysis:
     per_call: tuple[PerCallTest, ...] = ()  # per-call tests, where the runs are compared by totals
     replacements: tuple[Replacement, ...] = ()  # kernels swapped under one launching op
     devices: tuple[DeviceTotal, ...] = ()  # GPU time per device, both runs (perfdiff.analyze.devices)
+    tau_base: CycleBase = CycleBase.ABNORMAL  # the run whose mean cycle τ is a share of: the longer
 
     @property
     def unmatched_gpu_share(self) -> float:

@@ -23,15 +23,15 @@ from dataclasses import dataclass, replace
 from perfdiff.analyze.evidence import (CauseEvidence, DeviceWideEvidence, EventEvidence, LoadEvidence,
                                        LaunchStructureEvidence, MetricEvidence, PerCallEvidence, ReplacedEvidence,
                                        SymptomEvidence)
-from perfdiff.analyze.findings import HOST_DEVICE, Finding, FindingCode, more_calls
+from perfdiff.analyze.findings import HOST_DEVICE, Finding, FindingCode, change_direction, more_calls
 from perfdiff.analyze.records import Analysis, FunctionStats, GpuBusy
 from perfdiff.analyze.thresholds import Thresholds
 from perfdiff.analyze.verdict_records import (CategoryShift, Clock, HardwareDetail, CpuClockDetail, CpuWorkDetail, DeviceWideDetail, HostWide,
                                               LaunchCall, LaunchDetail, LoadDetail, OtherProcessDetail, QuotaDetail,
-                                              LaunchStructureDetail, Signal, StallDetail, Starved, SwapOp, SwappedDetail, SyncCall,
-                                              SyncDetail,
-                                              ThrottleDetail,
-                                              VerdictClass, VerdictCode, VerdictDetail)
+                                              Direction, LaunchStructureDetail, Signal, StallDetail, Starved, SwapOp,
+                                              SwappedDetail, SyncCall, SyncDetail, ThrottleDetail, VerdictClass,
+                                              VerdictCode, VerdictDetail)
+from perfdiff.model.cycles import Regime
 from perfdiff.model.cuda_names import MATCHED, is_launch_call, is_sync_call
 from perfdiff.model.schema import COLLECTIVE_KERNEL, GPU_KINDS, Kind
 
@@ -104,7 +104,8 @@ class VerdictContext:
         if not ev:
             return ()
         # A cause's τ as its finding states it (at the common load when the load differed).
-        return (VerdictClass(code, tau_pp=sum(_cause_tau(self.findings[i], self.fn[i]) for i in idx if i in self.fn),
+        return (VerdictClass(code, tau_pp=sum(_cause_tau(self.findings[i], self.fn[i])
+                                              for i in _counted(idx, self.fn)),
                              q=_min_q(self.findings, ev), evidence=tuple(ev), detail=detail),)
 
 
@@ -476,11 +477,22 @@ def _rose(x: Finding) -> bool:
     return isinstance(x.evidence, MetricEvidence) and x.evidence.mean_a > x.evidence.mean_n
 
 
+def _counted(idx: list[int], fn: Mapping[int, FunctionStats]) -> list[int]:
+    """The causes of `idx` whose τ a class adds up: its functions; its host states (per thread,
+    overlapping the functions' own time: `oncpu` is the CPU-side work's CPU time) only where it
+    has no function, so that a class is never its work counted twice."""
+    causes = [i for i in idx if i in fn]
+    work = [i for i in causes if not fn[i].host_state]
+    return work or causes
+
+
 def _by_device(v: VerdictClass, c: Analysis, findings: list[Finding]) -> VerdictClass:
     """v with tau_by_device where its causes lie on several devices and their shares add up
     to its tau_pp (a class whose τ rests on other numbers too keeps its total alone)."""
     shares: dict[str, float] = {}
-    for i in v.evidence:
+    fn = {i: c.functions[x.func] for i in v.evidence for x in (findings[i],)
+          if x.code == FindingCode.CAUSE and x.func is not None}
+    for i in _counted(list(v.evidence), fn):
         x = findings[i]
         if x.code == FindingCode.CAUSE and x.func is not None:
             f = c.functions[x.func]
@@ -706,7 +718,13 @@ def build_verdict(c: Analysis, findings: list[Finding]) -> list[VerdictClass]:
     for rule in RULES:
         x = x.after(rule.select(x), rule.merges)
     out = _point_starved(list(x.classes), list(x.starved))
-    out = [_by_device(v, c, findings) for v in out]
+    # Every class explains the one change: a speed-up's classes are what made the cycle faster.
+    identical = any(f.code == FindingCode.IDENTICAL for f in findings)
+    # Compared by totals each class states its own way (kernels slower per call, new work): none is
+    # the one change's direction.
+    totals = c.plan is not None and c.plan.regime is Regime.TOTALS
+    direction = Direction.FASTER if not identical and not totals and change_direction(c) < 0 else Direction.SLOWER
+    out = [replace(_by_device(v, c, findings), direction=direction) for v in out]
     out = [replace(v, dependence_unchecked=True) if _dependence_unchecked(v, findings) else v for v in out]
     # Other hardware comes first whatever its share: it qualifies every other class.
     out.sort(key=lambda v: (v.code != VerdictCode.DIFFERENT_HARDWARE, -abs(v.share_pp)))

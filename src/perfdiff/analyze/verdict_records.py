@@ -8,6 +8,7 @@ import math
 from dataclasses import dataclass
 from enum import Enum
 
+from perfdiff.analyze.evidence import Direction
 from perfdiff.analyze.records import OpCategory
 
 NAN = math.nan
@@ -264,7 +265,8 @@ class Starved:
 @dataclass(frozen=True)
 class VerdictClass:
     """One class of the verdict: its evidence (indexes into the findings), the share of the
-    abnormal cycle it explains (pp) and the smallest q among its evidence; `detail`: the
+    longer cycle it explains (pp, Analysis.tau_base) and the smallest q among its evidence;
+    `direction`: whether its causes made the cycle slower or faster; `detail`: the
     numbers it states (None for a class that names its causes alone); `starved`: the GPUs
     that waited for the host because of this class.  `tau_by_device`: (device, pp) where the
     evidence lies on several devices, largest first: the host's time and the GPU's overlap in
@@ -280,9 +282,10 @@ class VerdictClass:
     # A cause in its evidence was tested over too few cycles to check that they are
     # independent (perfdiff.stats.dependence): its q may be too small, and the wording says so.
     dependence_unchecked: bool = False
+    direction: Direction = Direction.SLOWER
 
     @property
     def share_pp(self) -> float:
-        """The share of the abnormal cycle the class explains (pp): on several devices the
+        """The share of the longer cycle the class explains (pp): on several devices the
         largest device's, since the sum over host and GPU is no share of the cycle."""
         return max((pp for _, pp in self.tau_by_device), key=abs, default=self.tau_pp)

@@ -20,8 +20,11 @@ def cmd_compare(args: argparse.Namespace) -> int:
 
     check_gate_options(args)
     report, cycles_csv = report_paths(args.output)
-    check_outputs([args.normal, args.abnormal], [report or "-", cycles_csv, args.json, args.junit])
+    check_outputs([args.normal, args.abnormal], [report or "-", cycles_csv, args.json, args.junit, args.html])
     if args.ranks or args.scheduler or args.workers or is_multi_rank(args.normal) or is_multi_rank(args.abnormal):
+        if args.html:
+            raise InputError("--html writes the report of one pair of runs; runs of many ranks have the Markdown "
+                             "report (-o) alone")
         return cmd_compare_ranks(args)
     from perfdiff.analyze import FindingCode, Thresholds
     from perfdiff.api import compare
@@ -40,8 +43,10 @@ def cmd_compare(args: argparse.Namespace) -> int:
 
 def write_report(comp: Any, args: argparse.Namespace, report: Path | None, cycles_csv: Path | None) -> str:
     """Write a comparison's report (Markdown to `report`, or stdout), its cycles CSV and
-    pictures beside it, and its JSON (`args.json`); `args.top`, `args.no_plots` as parsed.
-    Returns the Markdown written."""
+    pictures beside it, its JSON (`args.json`) and its HTML (`args.html`, one file, the
+    pictures in it); `args.top`, `args.no_plots` as parsed.  Returns the Markdown written."""
+    if args.html:  # first: without markdown-it-py nothing is written (one line, exit 2)
+        write_output(Path(args.html), comp.to_html(top=args.top, plots=not args.no_plots))
     if report is not None and cycles_csv is not None:
         plots, note = _plots(comp, report, args)
         md = comp.to_markdown(top=args.top, cycles_csv=cycles_csv.name, plots=plots, plots_note=note)
@@ -147,6 +152,8 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     p.add_argument("abnormal", help="the abnormal run")
     p.add_argument("-o", "--output", default=None, help="Markdown report path (default: stdout)")
     p.add_argument("--json", default=None, help="also write every number as JSON here")
+    p.add_argument("--html", default=None, metavar="PATH",
+                   help="also write the report as one self-contained HTML file here (pictures embedded)")
     p.add_argument("--alpha", type=alpha, default=0.05, help="false-discovery rate for 'significant' (0.05)")
     p.add_argument("--top", type=positive_int, default=25, help="rows of the detailed table (25)")
     p.add_argument("--cycle", default=None, metavar="REGEX",

@@ -1,7 +1,8 @@
 """Rendering: the only place that words, rounds and escapes.
 
 `render_markdown` (the report, Jinja2), `to_json` (its versioned JSON twin), `cycles_csv`
-(every cycle's duration), `finding_text` / `notice_text` (sentences).
+(every cycle's duration), `finding_text` / `notice_text` (sentences); perfdiff.render.html the
+report as one self-contained HTML file (markdown-it-py, the optional extra perfdiff[html]).
 """
 from perfdiff.render.cycles_csv import cycles_csv
 from perfdiff.render.json_report import FORMAT, FORMAT_VERSION, read_comparison_json, to_json

@@ -14,7 +14,7 @@ import jinja2
 
 from perfdiff.version import __version__
 from perfdiff.analyze.evidence import CauseEvidence, Finding, FindingCode
-from perfdiff.analyze.records import Analysis, CategoryRow, DetailRow, FunctionStats
+from perfdiff.analyze.records import Analysis, CategoryRow, CycleBase, DetailRow, FunctionStats
 from perfdiff.analyze.result import ComparisonResult
 from perfdiff.analyze.verdict_records import VerdictClass
 from perfdiff.render.cycles_words import run_cycle_detail
@@ -23,7 +23,7 @@ from perfdiff.render.totals import (TOTALS_CLASSES, is_totals, rejected_text, su
                                    totals_text)
 from perfdiff.render.tree import TreeLabels, tree_section
 from perfdiff.render.wording import (CATEGORY_WORDS, categories_intro, categories_rest, finding_text, matching_text,
-                                     notice_text, per_unit, plan_text, test_name,
+                                     notice_text, per_unit, plan_text, tau_cycle, test_name,
                                      verdict_head, verdict_lines)
 from perfdiff.render.text import (NA, NameTable, fmt_beta, fmt_calls, fmt_num, fmt_p, fmt_pct, fmt_score,
                                   fmt_signed, fmt_signed_time, fmt_time_us, fmt_z, md_escape, shorten)
@@ -63,6 +63,8 @@ def _flags(f: FunctionStats, with_cycle: bool = False) -> str:
         out.append(f.presence)
     if f.wait:
         out.append("wait")
+    if f.host_state:  # summed over the target's threads, shown per thread
+        out.append("per thread")
     if with_cycle:
         out.append("with the cycle")
     if f.fragile:
@@ -105,7 +107,8 @@ def _detail_cells(c: Analysis, row: DetailRow, rank: int, short: dict[str, str],
 
 TOP_ROWS = 10
 TOP_NAME_WIDTH = 60
-TOP_HEADER = ["#", "Function", "Device", "τ (pp)", "own time N → A", "per call N → A", "calls N → A", "q(t)",
+TAU_HEADER = "τ (pp)"  # said with the cycle it is a share of (tau_header)
+TOP_HEADER = ["#", "Function", "Device", TAU_HEADER, "own time N → A", "per call N → A", "calls N → A", "q(t)",
               "Cliff's δ", "flags"]
 
 
@@ -134,7 +137,7 @@ def _top_cells(c: Analysis, row: DetailRow, rank: int, short: dict[str, str], wi
 
 
 DETAIL_HEADER = [
-    "#", "Function Name", "Device", "Metric Name", "Suspicion Score", "τ(pp)", "t_N → t_A (µs/cycle)",
+    "#", "Function Name", "Device", "Metric Name", "Suspicion Score", TAU_HEADER, "t_N → t_A (µs/cycle)",
     "Z(t)", "q(t)", "β_N(%)", "β_A(%)", "Δβ(pp)", "Z-Score(β)", "p-value(β)", "U-test p(β)", "q(β)",
     "calls/cycle N → A", "µs/call N → A", "μ_N", "μ_A", "Δμ", "Z-Score(μ)", "Z-Score(log_μ)",
     "p-value(μ)", "U-test p(μ)", "q(μ)", "n_N/n_A", "Cliff's δ(t)", "flags",
@@ -145,6 +148,11 @@ CONTEXT_HEADER = ["Metric Name", "Device", "Unit", "μ_N", "μ_A", "Δμ", "Chan
 
 
 CATEGORY_HEADER = ["Category", "GPU time N → A", "share N → A", "Δ", "calls N → A", "functions N → A"]
+
+
+def tau_header(c: Analysis) -> str:
+    """The τ column's header, naming the cycle τ is a share of: "τ (pp of A cycle)"."""
+    return f"τ (pp of {'N' if c.tau_base == CycleBase.NORMAL else 'A'} cycle)"
 
 
 def categories_place(c: Analysis) -> str | None:
@@ -230,6 +238,7 @@ def _view(c: Analysis, findings: list[Finding], verdict: list[VerdictClass], nam
     untested = sorted((c.functions[i] for i in c.untested), key=lambda f: -(f.t_n_us + f.t_a_us))
     top_cause = next((f for f in findings if f.code == FindingCode.CAUSE), None)
     header = [h.replace("U-test p(β)", "signed-rank p(β)") for h in DETAIL_HEADER] if c.matched else DETAIL_HEADER
+    header = [tau_header(c) if h == TAU_HEADER else h for h in header]
     view = {
         "version": __version__,
         "title_n": md_escape(N.name), "title_a": md_escape(A.name),
@@ -243,7 +252,7 @@ def _view(c: Analysis, findings: list[Finding], verdict: list[VerdictClass], nam
                                        rejected_text(c.plan)) if x),
         "verdict": _verdict(c, verdict, findings, names),
         "verdict_head": totals_head(c, findings) if is_totals(c) else verdict_head(c, findings),
-        "top_header": TOP_HEADER,
+        "top_header": [tau_header(c) if h == TAU_HEADER else h for h in TOP_HEADER],
         "top_rows": [_top_cells(c, r, i + 1, short_top, with_cycle) for i, r in enumerate(top_rows)],
         "per": per_unit(c),
         "short_path_n": md_escape(shorten(N.path, 60)), "short_path_a": md_escape(shorten(A.path, 60)),
@@ -297,7 +306,7 @@ def _overview(c: Analysis, top: Finding | None, names: NameTable) -> str:
          f"{N.n_cycles} vs {A.n_cycles} cycles.")
     if top is not None and top.function is not None:
         s += (f" The change is led by **{names.md(top.function, 80)}** on {md_escape(top.device or '')}, "
-              f"whose own-time change accounts for {fmt_signed(_cause_tau(top))} pp of the abnormal cycle.")
+              f"whose own-time change accounts for {fmt_signed(_cause_tau(top))} pp of {tau_cycle(c)}.")
     else:
         s += " No function's own time changed significantly in the direction of the cycle-time change."
     if c.comparability:

@@ -79,6 +79,15 @@ def write_plots(result: ComparisonResult, folder: Path, stem: str) -> list[str]:
     return out
 
 
+def plot_pngs(result: ComparisonResult, stem: str = "report") -> dict[str, bytes]:
+    """The report's pictures as PNG bytes by the file name write_plots gives them (for a report
+    that embeds them: perfdiff.render.html), drawn in a temporary folder."""
+    import tempfile
+
+    with tempfile.TemporaryDirectory(prefix="perfdiff-plots-") as d:
+        return {name: (Path(d) / name).read_bytes() for name in write_plots(result, Path(d), stem)}
+
+
 def write_rank_plots(a: RankAnalysis, folder: Path, stem: str) -> list[str]:
     """The rank table as a picture, `stem`.ranks.png: each rank's median cycle and, where the
     runs have collectives, its wait in them per cycle, both runs, in ms; the abnormal run's

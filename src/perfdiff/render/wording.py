@@ -9,11 +9,12 @@ from __future__ import annotations
 import math
 from typing import Any, Callable, TypeVar
 
-from perfdiff.analyze.evidence import (DEPENDENCE_MIN_CYCLES, MAX_LISTED, CauseEvidence, CommonModeEvidence, CycleRatioDetail,
+from perfdiff.analyze.evidence import (DEPENDENCE_MIN_CYCLES, MAX_LISTED, CauseEvidence, CommonModeEvidence, Direction,
+                                       CycleRatioDetail,
                                        CycleSourceDetail, CycleTimeEvidence, CyclesNeededEvidence, DeviceWideEvidence,
                                        EventEvidence, Finding, FindingCode, KernelSwapEvidence, LoadEvidence, ReplacedEvidence,
                                        LoadNoticeDetail, MetricOneSideDetail, NegligibleEvidence, NoCauseEvidence,
-                                       OppositeEvidence, RankDetail, WorldSizeDetail)
+                                       OppositeEvidence, RankDetail, SymptomEvidence, WorldSizeDetail)
 from perfdiff.analyze.gate_records import GateMetric, GateOutcome, GateReason, GateTest
 from perfdiff.analyze.records import Analysis, FunctionStats, Notice, NoticeCode, OpCategory
 from perfdiff.analyze.verdict_records import (CpuClockDetail, CpuWorkDetail, DeviceWideDetail, HardwareDetail,
@@ -206,7 +207,7 @@ def _cause(c: Analysis, x: Finding, names: NameTable) -> str:
         return _cause_at_load(c, x, f, names)
     text = (f"{_fn(f, names)} took {fmt_time_us(abs(d_t))} {'more' if d_t > 0 else 'less'} "
             f"{'self time ' if incl else ''}{per_unit(c)} ({fmt_time_us(f.t_n_us)} → {fmt_time_us(f.t_a_us)}{incl}; "
-            f"τ {fmt_signed(f.tau_pp)} pp of the abnormal cycle; {_q_words(f.q_t, c)}{_dependence_words(v, f)})"
+            f"τ {fmt_signed(f.tau_pp)} pp of {tau_cycle(c)}; {_q_words(f.q_t, c)}{_dependence_words(v, f)})"
             + (f": {how}." if how else "."))
     if x.related:
         inner = ", ".join(f"**{names.md(g.name, 60)}** ({fmt_signed((g.t_a_us - g.t_n_us) / 1e3)} ms/cycle)"
@@ -272,7 +273,7 @@ def _negligible(c: Analysis, x: Finding, names: NameTable) -> str:
     listed = ", ".join(f"{_fn(f, names)} (τ {fmt_signed(f.tau_pp)} pp, "
                        f"δ {fmt_num(f.t.cliffs_delta if f.t else None)})" for f in (c.functions[i] for i in x.related))
     more = _ev(x, NegligibleEvidence).count - len(x.related)
-    return (f"Significant but negligible (|τ| < {th.material_tau_pp:g} pp of the abnormal cycle or |δ| < "
+    return (f"Significant but negligible (|τ| < {th.material_tau_pp:g} pp of {tau_cycle(c)} or |δ| < "
             f"{th.material_delta:g}): {listed}" + (f" and {more} more" if more > 0 else "") + ".")
 
 
@@ -283,7 +284,8 @@ def _proportional(c: Analysis, x: Finding, names: NameTable) -> str:
         listed += f" and {len(x.related) - MAX_LISTED} more (flagged in the tables)"
     what = ("Host states, and waits of threads idle through every cycle," if any(c.functions[i].wait for i in x.related)
             else "Host states")
-    return f"{what} that grew with the cycle but kept their share of it (not causes by themselves): {listed}."
+    how = "shrank" if all(c.functions[i].t_a_us < c.functions[i].t_n_us for i in x.related) else "grew"
+    return f"{what} that {how} with the cycle but kept their share of it (not causes by themselves): {listed}."
 
 
 def _kernel_swap(c: Analysis, x: Finding, names: NameTable) -> str:
@@ -297,7 +299,7 @@ def _kernel_swap(c: Analysis, x: Finding, names: NameTable) -> str:
     parts = [one(f, t) for f, t in zip(fs, v.tau_pp, strict=True)]
     grew, fell = parts[:v.grew], parts[v.grew:]
     return (f"Kernel choice changed on {names.md(x.device or '')}: {', '.join(grew)} in place of {', '.join(fell)}; "
-            f"together {fmt_signed(v.net_pp)} pp of the abnormal cycle: the library chose other kernels for the "
+            f"together {fmt_signed(v.net_pp)} pp of {tau_cycle(c)}: the library chose other kernels for the "
             "same work (cuDNN's algorithm search, a GEMM's tiles), not added work.")
 
 
@@ -314,7 +316,7 @@ def _replaced(c: Analysis, x: Finding, names: NameTable) -> str:
 
     return (f"Replaced under **{names.md(x.function or '', 64)}** on {names.md(x.device or '')}: {listed(gone, 'n')} → "
             f"{listed(new, 'a')} {per_unit(c)}; together {fmt_time_us(v.t_n_us)} → {fmt_time_us(v.t_a_us)} "
-            f"({fmt_signed(v.tau_pp)} pp of the abnormal cycle): the op launched other kernels (an implementation "
+            f"({fmt_signed(v.tau_pp)} pp of {tau_cycle(c)}): the op launched other kernels (an implementation "
             "swapped), not added work.")
 
 
@@ -338,7 +340,11 @@ def _symptom(c: Analysis, x: Finding, names: NameTable) -> str:
     f = c.functions[x.func]  # type: ignore[index]
     d_t = f.t_a_us - f.t_n_us
     meaning = ""
-    if f.kind == Kind.API:
+    faster = isinstance(x.evidence, SymptomEvidence) and x.evidence.direction == Direction.FASTER
+    if f.kind == Kind.API and faster:  # the cycle got faster
+        meaning = (": the GPU work it waits for finished sooner" if d_t < 0
+                   else ": the host's own work shrank more than the GPU's (GPU-bound)")
+    elif f.kind == Kind.API:
         meaning = (": the GPU finished sooner relative to the host — the GPU was starved (host-bound)"
                    if d_t < 0 else ": the host waited longer on the GPU (GPU-bound)")
     return (f"Symptom: the host waited {fmt_time_us(abs(d_t))} {'more' if d_t > 0 else 'less'} {per_unit(c)} in "
@@ -399,7 +405,7 @@ def _device_wide(c: Analysis, x: Finding, names: NameTable) -> str:
            "a device-wide speed-up")
     text = (f"Device-wide: every busy {what} on {names.md(x.device or '')} took ×{fmt_num(v.ratio)} per call "
             f"({v.k} functions at unchanged call counts, IQR of ln ratio {fmt_num(v.iqr_log)}), accounting for "
-            f"{fmt_signed(v.tau_pp)} pp of the abnormal cycle: one change — {why} — not {v.absorbed} "
+            f"{fmt_signed(v.tau_pp)} pp of {tau_cycle(c)}: one change — {why} — not {v.absorbed} "
             "separate regressions.")
     if x.related:
         listed = ", ".join(f"{_fn(f, names)} (×{fmt_num(f.per_call_a_us / f.per_call_n_us)} per call)"
@@ -602,6 +608,41 @@ VERDICT_WORDS = {
     VerdictCode.LOAD: "different load",
     VerdictCode.NO_MATERIAL: "no material change",
 }
+
+# A class that made the cycle faster (Direction.FASTER), where its name says which way: the
+# causes it names took less time.
+VERDICT_WORDS_FASTER = {
+    VerdictCode.CPU_CLOCK: "host CPU clock raised",
+    VerdictCode.CPU_QUOTA: "less CPU quota throttling",
+    VerdictCode.MEMORY_PRESSURE: "less host memory pressure",
+    VerdictCode.CPU_CONTENTION: "less host CPU contention",
+    VerdictCode.IO_WAIT: "less host I/O wait",
+    VerdictCode.INPUT_PIPELINE: "input pipeline faster",
+    VerdictCode.GPU_DEVICE_WIDE: "device-wide GPU speed-up",
+    VerdictCode.GPU_THROTTLING: "less GPU throttling",
+    VerdictCode.GPU_KERNEL: "GPU kernels faster",
+    VerdictCode.COLLECTIVES: "collectives took less time",
+    VerdictCode.OTHER_PROCESS: "another process on the GPU",
+    VerdictCode.LAUNCH_BOUND: "launches faster",
+    VerdictCode.ADDED_SYNC: "fewer synchronisation points",
+    VerdictCode.TRANSFER: "transfers shrank",
+    VerdictCode.NEW_WORK: "work removed or fewer calls",
+    VerdictCode.CPU_WORK: "CPU-side work faster",
+}
+
+
+def verdict_word(v: VerdictClass) -> str:
+    """A verdict class's name, by its code and the direction of the change it explains."""
+    if v.direction == Direction.FASTER:
+        return VERDICT_WORDS_FASTER.get(v.code, VERDICT_WORDS[v.code])
+    return VERDICT_WORDS[v.code]
+
+
+def tau_cycle(c: Analysis) -> str:
+    """The cycle τ is a share of (Analysis.tau_base): the longer run's, "the normal cycle" for a
+    speed-up, "the abnormal cycle" otherwise."""
+    return f"the {c.tau_base.value} cycle"
+
 
 # Op categories (perfdiff.analyze.records.OpCategory) as the report names them.
 CATEGORY_WORDS = {
@@ -856,7 +897,7 @@ def verdict_lines(c: Analysis, verdict: list[VerdictClass], findings: list[Findi
         named = list(dict.fromkeys(findings[i].function for i in v.evidence if findings[i].function))
         who = ", ".join(f"**{names.md(n, 48)}**" for n in named[:2]) + (f" and {len(named) - 2} more"
                                                                            if len(named) > 2 else "")
-        text = f"**{VERDICT_WORDS[v.code]}**" + VERDICT_LINES[v.code](c, v, who, names)
+        text = f"**{verdict_word(v)}**" + VERDICT_LINES[v.code](c, v, who, names)
         if v.tau_pp:
             # Host and GPU time overlap in the cycle: each device's share, not their sum.
             shares = (" and ".join(f"{fmt_signed(pp)} pp on {names.md(d)}" for d, pp in v.tau_by_device)
@@ -864,7 +905,7 @@ def verdict_lines(c: Analysis, verdict: list[VerdictClass], findings: list[Findi
             # A cause's nested causes count in its share (the tables show each one's own τ).
             nested = any(isinstance(findings[i].evidence, CauseEvidence) and findings[i].evidence.tau_nested_pp
                          for i in v.evidence)
-            text += (f" ({shares} of the abnormal cycle" + (", with the work nested in it" if nested else "")
+            text += (f" ({shares} of {tau_cycle(c)}" + (", with the work nested in it" if nested else "")
                      + (f", q {fmt_p(v.q)})" if math.isfinite(v.q) else ")"))
         elif math.isfinite(v.q):
             text += f" (q {fmt_p(v.q)})"
