@@ -6,13 +6,11 @@ from __future__ import annotations
 from pathlib import Path
 
 import numpy as np
-import pandas as pd
 
 import perfdiff
+from step_loops import serial_steps
 from perfdiff.analyze.verdict import VerdictCode
-from perfdiff.bundle import RunData, base_manifest, normalize_table, write_bundle
 
-T0_NS = 1_760_000_000_000_000_000
 
 
 def decode_loop(out: Path, *, seed: int, prefill_share: float, attention_us: float, n: int = 120,
@@ -23,30 +21,18 @@ def decode_loop(out: Path, *, seed: int, prefill_share: float, attention_us: flo
     each); the first `stalls` steps stall 20 ms in the host's garbage collector.  Steps are
     perfdiff-marked."""
     rng = np.random.default_rng(seed)
-    rows, marks, t = [], [], T0_NS
-    for step in range(n):
-        start = t
-        batch = rng.uniform(1 - batch_var, 1 + batch_var) if batch_var else 1.0
-        work = [("scheduler_schedule", "cpu", "Host", 300.0)]
-        work += [("gc_collect", "cpu", "Host", 20_000.0)] if step < stalls else []
-        work += [("paged_attention_decode_kernel", "kernel", "GPU 0", attention_us), ("gemm_kernel", "kernel",
-                                                                                       "GPU 0", 20.0)] * 6
-        if rng.random() < prefill_share:
-            work += [("gemm_prefill_kernel", "kernel", "GPU 0", 1_200.0)] * 2
-        for name, kind, device, us in work:
-            dur = int(rng.lognormal(np.log(us * 1e3 * (batch if kind == "kernel" else 1.0)), 0.05))
-            rows.append({"function": name, "kind": kind, "device": device, "start_ns": t, "end_ns": t + dur,
-                         "busy_ns": dur, "tid": 1, "launch_ns": t if kind == "kernel" else -1, "stream": -1,
-                         "correlation": -1, "bytes": -1})
-            t += dur + 1_000
-        marks.append({"name": "step", "start_ns": start, "end_ns": t, "tid": 1, "source": "perfdiff"})
-        t += 2_000
-    run = RunData(manifest=base_manifest(run_name=out.name, created_ns=T0_NS),
-                  activity=normalize_table("activity", pd.DataFrame(rows)),
-                  samples=normalize_table("samples", pd.DataFrame(columns=["metric", "device", "t_start_ns",
-                                                                          "t_end_ns", "value"])),
-                  markers=normalize_table("markers", pd.DataFrame(marks)))
-    return write_bundle(out, run)
+
+    def steps():
+        for step in range(n):
+            batch = rng.uniform(1 - batch_var, 1 + batch_var) if batch_var else 1.0
+            work = [("scheduler_schedule", "cpu", "Host", 300.0)]
+            work += [("gc_collect", "cpu", "Host", 20_000.0)] if step < stalls else []
+            work += [("paged_attention_decode_kernel", "kernel", "GPU 0", attention_us), ("gemm_kernel", "kernel",
+                                                                                           "GPU 0", 20.0)] * 6
+            if rng.random() < prefill_share:
+                work += [("gemm_prefill_kernel", "kernel", "GPU 0", 1_200.0)] * 2
+            yield 0, [(name, kind, device, us * batch if kind == "kernel" else us) for name, kind, device, us in work]
+    return serial_steps(out, steps(), rng, sigma=0.05)
 
 
 def test_every_step_slower_under_fewer_prefills_is_a_slowdown(tmp_path: Path) -> None:

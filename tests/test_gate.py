@@ -12,12 +12,12 @@ import numpy as np
 import pandas as pd
 import pytest
 from conftest import run_cli
+from step_loops import T0_NS, serial_steps
 
 import perfdiff
 from perfdiff.analyze.gate_records import GateMetric, GateOutcome, GateReason
 from perfdiff.bundle import RunData, base_manifest, normalize_table, write_bundle
 
-T0_NS = 1_760_000_000_000_000_000
 HERE = Path(__file__).resolve().parent
 
 
@@ -28,29 +28,13 @@ def loop(out: Path, *, seed: int, n: int = 120, kernel_scale: float = 1.0, stall
     uniformly `stall_ms` with nothing running (a CPU quota's throttling); `gpu` False: no
     kernels at all (an empty capture of the GPU).  Steps perfdiff-marked unless not `marked`."""
     rng = np.random.default_rng(seed)
-    rows, marks, t = [], [], T0_NS
-    for _ in range(n):
-        start = t
-        if rng.random() < stall_share:
-            t += int(rng.uniform(*stall_ms) * 1e6)
-        work = [("schedule", "cpu", "Host", 300.0)] + ([("gemm_kernel", "kernel", "GPU 0", 1_000.0 * kernel_scale)] * 6
-                                                        if gpu else [])
-        for name, kind, device, us in work:
-            dur = int(rng.lognormal(np.log(us * 1e3), 0.02))
-            rows.append({"function": name, "kind": kind, "device": device, "start_ns": t, "end_ns": t + dur,
-                         "busy_ns": dur, "tid": 1, "launch_ns": t if kind == "kernel" else -1, "stream": -1,
-                         "correlation": -1, "bytes": -1})
-            t += dur + 1_000
-        marks.append({"name": "step", "start_ns": start, "end_ns": t, "tid": 1, "source": "perfdiff"})
-        t += 2_000
-    run = RunData(manifest=base_manifest(run_name=out.name, created_ns=T0_NS),
-                  activity=normalize_table("activity", pd.DataFrame(rows)),
-                  samples=normalize_table("samples", pd.DataFrame(columns=["metric", "device", "t_start_ns",
-                                                                          "t_end_ns", "value"])),
-                  markers=normalize_table("markers", pd.DataFrame(marks if marked else [],
-                                                                  columns=["name", "start_ns", "end_ns", "tid",
-                                                                           "source"])))
-    return write_bundle(out, run)
+
+    def steps():
+        for _ in range(n):
+            stall = int(rng.uniform(*stall_ms) * 1e6) if rng.random() < stall_share else 0
+            yield stall, [("schedule", "cpu", "Host", 300.0)] + (
+                [("gemm_kernel", "kernel", "GPU 0", 1_000.0 * kernel_scale)] * 6 if gpu else [])
+    return serial_steps(out, steps(), rng, sigma=0.02, marked=marked)
 
 
 def one_shot(out: Path, *, seed: int) -> Path:

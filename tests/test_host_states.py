@@ -16,9 +16,9 @@ import pandas as pd
 import pytest
 
 import perfdiff
+from step_loops import engine_run, host_state_rows
 from perfdiff.analyze.order import named_by_verdict
 from perfdiff.analyze.verdict import VerdictCode
-from perfdiff.bundle import RunData, base_manifest, normalize_table, write_bundle
 
 from test_verdict_host_wide import compare as contention_pair
 from verdict_pairs import _overlap
@@ -61,22 +61,9 @@ def write_run(out: Path, *, seed: int, slow: float = 1.0) -> Path:
     states = {"oncpu": oncpu + width * rng.uniform(0.01, 0.02, len(tick0)),
               "blocked": 6 * width + (width - oncpu),
               "read": width * rng.uniform(0.97, 1.0, len(tick0))}
-    host = pd.concat([pd.DataFrame({"function": name, "kind": "host", "device": "Host", "start_ns": tick0,
-                                    "end_ns": tick1, "busy_ns": v.astype(np.int64), "tid": -1, "launch_ns": -1,
-                                    "stream": -1, "correlation": -1, "bytes": -1}) for name, v in states.items()])
-    markers = pd.DataFrame({"name": "EngineCore.step", "start_ns": starts, "end_ns": starts + dur, "tid": TID,
-                            "source": "perfdiff"})
-    samples = pd.DataFrame({"metric": pd.Series([], dtype=str), "device": pd.Series([], dtype=str),
-                            "t_start_ns": pd.Series([], dtype=np.int64), "t_end_ns": pd.Series([], dtype=np.int64),
-                            "value": pd.Series([], dtype=np.float64)})
-    manifest = base_manifest(run_name=out.name, created_ns=T0_NS,
-                             source={"kind": "synthetic", "generator": "tests/test_host_states.py", "seed": seed},
-                             target={"pid": 3000 + seed, "cmdline": ["python", "serve.py"]},
-                             host={"cpu_model": "synthetic CPU", "cores": 8, "kernel": "6.8.0"},
-                             collectors=[{"name": "host", "interval_ns": TICK_NS, "max_threads": THREADS}])
-    run = RunData(manifest=manifest, activity=normalize_table("activity", pd.concat([activity, host])),
-                  samples=normalize_table("samples", samples), markers=normalize_table("markers", markers))
-    return write_bundle(out, run)
+    return engine_run(out, activity=activity, host=host_state_rows(states, tick0, tick1), starts=starts,
+                      ends=starts + dur, tid=TID, seed=seed, generator="tests/test_host_states.py", pid=3000 + seed,
+                      collector={"name": "host", "interval_ns": TICK_NS, "max_threads": THREADS})
 
 
 def test_execute_model_leads_every_host_state(tmp_path: Path) -> None:

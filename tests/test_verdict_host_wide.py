@@ -17,9 +17,9 @@ import pandas as pd
 import pytest
 
 import perfdiff
+from step_loops import engine_run, host_state_rows
 from perfdiff.analyze.findings import FindingCode
 from perfdiff.analyze.verdict import VerdictCode
-from perfdiff.bundle import RunData, base_manifest, normalize_table, write_bundle
 
 from verdict_pairs import _overlap
 
@@ -65,22 +65,9 @@ def write_run(out: Path, *, seed: int, wait_us: float = 0.0, slow: float = 1.0) 
     width = (tick1 - tick0).astype(np.float64)
     states = {"oncpu": covered(busy), "runq": covered(waits) + width * rng.uniform(0.005, 0.01, len(tick0)),
               "iowait": width * rng.uniform(0.001, 0.003, len(tick0))}
-    host = pd.concat([pd.DataFrame({"function": name, "kind": "host", "device": "Host", "start_ns": tick0,
-                                    "end_ns": tick1, "busy_ns": v.astype(np.int64), "tid": -1, "launch_ns": -1,
-                                    "stream": -1, "correlation": -1, "bytes": -1}) for name, v in states.items()])
-    markers = pd.DataFrame({"name": "EngineCore.step", "start_ns": starts, "end_ns": starts + dur, "tid": TID,
-                            "source": "perfdiff"})
-    samples = pd.DataFrame({"metric": pd.Series([], dtype=str), "device": pd.Series([], dtype=str),
-                            "t_start_ns": pd.Series([], dtype=np.int64), "t_end_ns": pd.Series([], dtype=np.int64),
-                            "value": pd.Series([], dtype=np.float64)})
-    manifest = base_manifest(run_name=out.name, created_ns=T0_NS,
-                             source={"kind": "synthetic", "generator": "tests/test_verdict_host_wide.py", "seed": seed},
-                             target={"pid": 2000 + seed, "cmdline": ["python", "serve.py"]},
-                             host={"cpu_model": "synthetic CPU", "cores": 8, "kernel": "6.8.0"},
-                             collectors=[{"name": "host", "interval_ns": TICK_NS}])
-    run = RunData(manifest=manifest, activity=normalize_table("activity", pd.concat([activity, host])),
-                  samples=normalize_table("samples", samples), markers=normalize_table("markers", markers))
-    return write_bundle(out, run)
+    return engine_run(out, activity=activity, host=host_state_rows(states, tick0, tick1), starts=starts,
+                      ends=starts + dur, tid=TID, seed=seed, generator="tests/test_verdict_host_wide.py", pid=2000 + seed,
+                      collector={"name": "host", "interval_ns": TICK_NS})
 
 
 def compare(tmp_path: Path, seed: int, *, wait_us: float, slow: float) -> perfdiff.Comparison:
