@@ -18,7 +18,7 @@ from typing import Any
 import pandas as pd
 
 from perfdiff.importers.common import event_name, valid_text
-from perfdiff.importers.kineto.events import CATEGORIES, STEP
+from perfdiff.importers.kineto.events import CAT_NAMES, CATEGORIES, ROLES, STEP
 from perfdiff.importers.kineto.names import short_kernel_name
 from perfdiff.model.intervals import self_time_ns
 from perfdiff.model.schema import COLLECTIVE_KERNEL, MISSING
@@ -52,6 +52,15 @@ def _arg(args: dict[str, Any], key: str) -> int:
     return v if isinstance(v, int) and not isinstance(v, bool) and abs(v) < 10 ** 18 else MISSING
 
 
+def _canonical_key(row: tuple[str, dict[str, Any], int, int]) -> tuple:
+    role, e, start, end = row
+    args = _args(e)
+    name = e.get("name")
+    return (start, start - end, ROLES.index(role), _int(e.get("pid")), _int(e.get("tid")),
+            event_name(name), CAT_NAMES.index(e["cat"]), _arg(args, "correlation"), _arg(args, "stream"),
+            _arg(args, "device"), _arg(args, "bytes"))
+
+
 def reference_tables(path: str | Path, group: str = "full") -> dict[str, pd.DataFrame]:
     """{"activity", "markers", "samples", "gpu_ranges", "process_groups"} of the Kineto trace at
     `path`, read the plain way ("row" of "process_groups": a row of this "activity")."""
@@ -79,6 +88,12 @@ def reference_tables(path: str | Path, group: str = "full") -> dict[str, pd.Data
         if dur < 0:  # an interval that ends before it starts is dropped
             continue
         rows.append((role, e, start + base_ns, start + base_ns + dur))
+
+    # The host-side events in one order whatever the file's (the importer's Events.canonical):
+    # by time, longer first, then every other column; GPU events stay in file order.
+    host_at = [i for i, r in enumerate(rows) if ROLES.index(r[0]) >= ROLES.index("api")]
+    for i, r in zip(host_at, sorted((rows[i] for i in host_at), key=_canonical_key), strict=True):
+        rows[i] = r
 
     launches: dict[int, tuple[int, int]] = {}  # correlation id → (start, tid) of its first runtime call
     for role, e, start, _ in rows:

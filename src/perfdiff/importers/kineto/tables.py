@@ -28,6 +28,7 @@ __all__ = ["build"]
 def build(p: Path, ev: Events, group: str, skip: frozenset[str] = frozenset()) -> RunData:
     """The RunData of the events `ev` read from `p` (see import_kineto for `group`, `skip`)."""
     ev.header = ev.text.fix_json(ev.header, "header fields")
+    ev.canonical()  # the file's order of events is no input: shuffled, the same tables
     role = ev.column("role")
     n = len(role)
     ts = ev.column("ts_ns")
