@@ -23,7 +23,7 @@ from perfdiff.analyze.evidence import (MAX_LISTED, CauseEvidence, Direction, Com
 from perfdiff.analyze.launchers import replaced_findings, replaced_functions
 from perfdiff.analyze.records import Analysis, CommonMode, FunctionLoad, FunctionStats
 from perfdiff.analyze.thresholds import DEFAULT, Thresholds
-from perfdiff.analyze.totals import TOTALS_RULES
+from perfdiff.analyze.totals import TOTALS_RULES, select_totals
 from perfdiff.model.cuda_names import is_sync_call
 from perfdiff.model.cycles import Regime
 from perfdiff.model.schema import GPU_KINDS, CycleSource, Kind
@@ -413,16 +413,13 @@ def build_findings(c: Analysis, *, identical: bool = False) -> list[Finding]:
     if identical:
         return [Finding(FindingCode.IDENTICAL)]
     if c.plan is not None and c.plan.regime is Regime.TOTALS:
-        return [x for rule in TOTALS_RULES for x in rule.select(c)]
+        t = select_totals(c)
+        return [x for rule in TOTALS_RULES for x in rule.select(t)]
     s = select(c)
     return [x for rule in RULES for x in rule.select(s)]
 
 
 # --- Helpers ------------------------------------------------------------------------------------
-
-
-def _nz(x: float) -> float:
-    return 0.0 if math.isnan(x) else x
 
 
 def more_calls(f: FunctionStats, th: Thresholds = DEFAULT) -> bool:

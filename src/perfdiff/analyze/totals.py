@@ -18,13 +18,31 @@ from perfdiff.analyze.launchers import replaced_findings, replaced_functions
 from perfdiff.analyze.records import Analysis, FunctionStats
 from perfdiff.model.schema import GPU_KINDS, CycleSource, Kind
 
-__all__ = ["TOTALS_RULES"]
+__all__ = ["TOTALS_RULES", "TotalsSelection", "select_totals"]
 
 PER_CALL_LISTED = 2  # functions slower (and faster) per call stated; the tables hold the rest
 TOTALS_LISTED = 3  # vanished (and new) functions stated, largest first
 
 
-def _step_change(c: Analysis) -> tuple[Finding, ...]:
+@dataclass(frozen=True)
+class TotalsSelection:
+    """What the totals' rules share, worked out once by `select_totals`: the analysis, the
+    functions its replacements state (perfdiff.analyze.launchers.replaced_functions), and the
+    launch structure's (vanished kernel, new kernel), if any; function indexes."""
+
+    c: Analysis
+    replaced: frozenset[int]
+    launch_pair: tuple[int, int] | None
+
+
+def select_totals(c: Analysis) -> TotalsSelection:
+    """The TotalsSelection of an analysis."""
+    replaced = frozenset(replaced_functions(c))
+    return TotalsSelection(c, replaced, _launch_pair(c, replaced))
+
+
+def _step_change(s: TotalsSelection) -> tuple[Finding, ...]:
+    c = s.c
     n, a = c.normal.median_us, c.abnormal.median_us
     step = c.plan is not None and c.plan.source == CycleSource.PROFILER_STEP
     return (Finding(FindingCode.STEP_CHANGE, evidence=StepChangeEvidence(
@@ -32,7 +50,8 @@ def _step_change(c: Analysis) -> tuple[Finding, ...]:
         change_pct=100.0 * (a / n - 1.0) if n > 0 else math.nan)),)
 
 
-def _per_call(c: Analysis) -> tuple[Finding, ...]:
+def _per_call(s: TotalsSelection) -> tuple[Finding, ...]:
+    c = s.c
     sig = sorted((k for k, t in enumerate(c.per_call) if c.thresholds.significant(t.q)), key=lambda k: c.per_call[k].p)
     out = []
     for slower in (True, False):
@@ -47,19 +66,19 @@ def _per_call(c: Analysis) -> tuple[Finding, ...]:
     return tuple(out)
 
 
-def _per_call_none(c: Analysis) -> tuple[Finding, ...]:
+def _per_call_none(s: TotalsSelection) -> tuple[Finding, ...]:
+    c = s.c
     if not c.per_call or any(c.thresholds.significant(t.q) for t in c.per_call):
         return ()
     return (Finding(FindingCode.PER_CALL_NONE, evidence=PerCallNoneEvidence(n_tests=len(c.per_call))),)
 
 
-def _launch_pair(c: Analysis) -> tuple[int, int] | None:
+def _launch_pair(c: Analysis, claimed: frozenset[int]) -> tuple[int, int] | None:
     """The largest vanished and the largest new kernel of one device that no replacement
     states, of one op category (§6c), where the new one runs fewer and longer launches, or
     more and shorter ones.  None on other hardware: its kernels have the other vendor's names."""
     if c.hardware_differs:
         return None
-    claimed = set(replaced_functions(c))
     gone = _largest(c, "vanished", claimed, kernels=True)
     new = _largest(c, "new", claimed, kernels=True)
     if not gone or not new:
@@ -76,22 +95,23 @@ def _launch_pair(c: Analysis) -> tuple[int, int] | None:
     return (g, n) if fewer_longer or more_shorter else None
 
 
-def _launch_structure(c: Analysis) -> tuple[Finding, ...]:
-    pair = _launch_pair(c)
+def _launch_structure(s: TotalsSelection) -> tuple[Finding, ...]:
+    pair = s.launch_pair
     if pair is None:
         return ()
-    fg, fn = c.functions[pair[0]], c.functions[pair[1]]
+    fg, fn = s.c.functions[pair[0]], s.c.functions[pair[1]]
     return (Finding(FindingCode.LAUNCH_STRUCTURE, function=fn.name, device=fn.device, related=pair,
                     evidence=LaunchStructureEvidence(fewer_longer=fn.calls_a < fg.calls_n, calls_n=fg.calls_n,
                                                      calls_a=fn.calls_a, per_call_n_us=fg.per_call_n_us,
                                                      per_call_a_us=fn.per_call_a_us)),)
 
 
-def _one_side(code: FindingCode, presence: str) -> Callable[[Analysis], tuple[Finding, ...]]:
-    def rule(c: Analysis) -> tuple[Finding, ...]:
+def _one_side(code: FindingCode, presence: str) -> Callable[[TotalsSelection], tuple[Finding, ...]]:
+    def rule(s: TotalsSelection) -> tuple[Finding, ...]:
+        c = s.c
         if c.hardware_differs:  # the other vendor's names for the same work: its category table says where
             return ()
-        claimed = set(replaced_functions(c)) | set(_launch_pair(c) or ())
+        claimed = s.replaced | frozenset(s.launch_pair or ())
         out = []
         for i in _largest(c, presence, claimed, kernels=False)[:TOTALS_LISTED]:
             f = c.functions[i]
@@ -102,7 +122,7 @@ def _one_side(code: FindingCode, presence: str) -> Callable[[Analysis], tuple[Fi
     return rule
 
 
-def _largest(c: Analysis, presence: str, claimed: set[int], *, kernels: bool) -> list[int]:
+def _largest(c: Analysis, presence: str, claimed: frozenset[int], *, kernels: bool) -> list[int]:
     """Functions of one run only (`presence`), not claimed, largest own time first: GPU
     functions only where `kernels`, else every kind but host states."""
     def keep(f: FunctionStats) -> bool:
@@ -119,17 +139,17 @@ def _index(c: Analysis, name: str, device: str, kind: str) -> int | None:
 
 @dataclass(frozen=True)
 class TotalsRule:
-    """One rule: the code it states and how it selects its findings from the analysis."""
+    """One rule: the code it states and how it selects its findings from the TotalsSelection."""
 
     code: FindingCode
-    select: Callable[[Analysis], tuple[Finding, ...]]
+    select: Callable[[TotalsSelection], tuple[Finding, ...]]
 
 
 # The findings' order for a pair compared by totals: the step, what was replaced, the launch
 # structure, the per-call changes, then what vanished and what is new.
 TOTALS_RULES: tuple[TotalsRule, ...] = (
     TotalsRule(FindingCode.STEP_CHANGE, _step_change),
-    TotalsRule(FindingCode.REPLACED, replaced_findings),
+    TotalsRule(FindingCode.REPLACED, lambda s: replaced_findings(s.c)),
     TotalsRule(FindingCode.LAUNCH_STRUCTURE, _launch_structure),
     TotalsRule(FindingCode.PER_CALL, _per_call),
     TotalsRule(FindingCode.PER_CALL_NONE, _per_call_none),
