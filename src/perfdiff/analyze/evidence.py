@@ -12,11 +12,13 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from enum import Enum
+from typing import TypeVar
 
 from perfdiff.stats.dependence import MIN_CYCLES as DEPENDENCE_MIN_CYCLES  # noqa: F401  (the wording reads it)
 from perfdiff.stats.dependence import NEFF_SHOWN, Dependence
 
 NAN = float("nan")
+E = TypeVar("E")
 
 
 # --- Findings ---------------------------------------------------------------------------
@@ -430,3 +432,9 @@ class Finding:
     related: tuple[int, ...] = ()
     ref: int | None = None
     evidence: FindingEvidence | None = None
+
+    def evidence_as(self, kind: type[E]) -> E:
+        """The evidence, of the record type this finding's code states (a bug otherwise)."""
+        if not isinstance(self.evidence, kind):
+            raise TypeError(f"a {self.code} finding without its {kind.__name__}: {self.evidence!r}")
+        return self.evidence

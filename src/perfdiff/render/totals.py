@@ -4,8 +4,6 @@ invented, so the report says so at the top and reads each run's step, each funct
 (described, not tested) and the per-call tests (docs/STATISTICS.md, "One step per run")."""
 from __future__ import annotations
 
-from typing import TypeVar
-
 from perfdiff.analyze.evidence import (Finding, FindingCode, LaunchStructureEvidence, PerCallEvidence,
                                        PerCallNoneEvidence, StepChangeEvidence, TotalsEvidence)
 from perfdiff.analyze.records import Analysis
@@ -18,7 +16,6 @@ from perfdiff.render.text import NameTable, fmt_p, fmt_pct, fmt_time_us, md_esca
 __all__ = ["TOTALS_CLASSES", "is_totals", "rejected_text", "subcycles_text", "totals_finding", "totals_head",
            "totals_lines", "totals_text"]
 
-R = TypeVar("R")
 SUB_SOURCES = {CycleSource.KERNEL_SEQUENCE: "a kernel sequence", CycleSource.IDLE_GAPS: "a burst between GPU idle gaps",
                CycleSource.ANNOTATION: "a range"}  # what repeats inside a step, as the report names it
 
@@ -61,18 +58,13 @@ def subcycles_text(c: Analysis) -> str:
             f"step{'s' if max(steps) > 1 else ''} per run.**")
 
 
-def _ev(x: Finding, kind: type[R]) -> R:
-    if not isinstance(x.evidence, kind):
-        raise TypeError(f"a {x.code} finding without its {kind.__name__}: {x.evidence!r}")
-    return x.evidence
-
 
 def totals_head(c: Analysis, findings: list[Finding]) -> str:
     """The verdict's first line: the step's (or the run's) change, not tested (STEP_CHANGE)."""
     x = next((f for f in findings if f.code == FindingCode.STEP_CHANGE), None)
     if x is None:  # identical inputs: that one finding
         return f"{_pieces(c)}, not tested."
-    e = _ev(x, StepChangeEvidence)
+    e = x.evidence_as(StepChangeEvidence)
     return (f"{'step' if e.step else 'run'} {fmt_time_us(e.n_us)} → {fmt_time_us(e.a_us)}, "
             f"{fmt_pct(e.change_pct, 1)}; {_pieces(c)}, not tested.")
 
@@ -106,25 +98,25 @@ def totals_finding(c: Analysis, x: Finding, names: NameTable, *, short: bool = F
     """A finding of a pair compared by totals as Markdown (`short`: the verdict's line, its
     word said before it)."""
     if x.code == FindingCode.STEP_CHANGE:
-        e = _ev(x, StepChangeEvidence)
+        e = x.evidence_as(StepChangeEvidence)
         return (f"{'Step' if e.step else 'Run'} {fmt_time_us(e.n_us)} → {fmt_time_us(e.a_us)} "
                 f"({fmt_pct(e.change_pct, 1)}); {_pieces(c)}: described, not tested.")
     if x.code == FindingCode.PER_CALL:
-        p = _ev(x, PerCallEvidence)
+        p = x.evidence_as(PerCallEvidence)
         text = (f"{names.md(x.function or '', 60)} median {fmt_time_us(p.median_n_us)} → {fmt_time_us(p.median_a_us)} "
                 f"(×{p.median_a_us / p.median_n_us:.2f}, {p.calls_n} vs {p.calls_a} calls, Mann–Whitney over the calls "
                 f"q {fmt_p(x.q)})")
         return text if short else f"{_line_word(x).capitalize()}: {text}."
     if x.code == FindingCode.PER_CALL_NONE:
-        k = _ev(x, PerCallNoneEvidence).n_tests
+        k = x.evidence_as(PerCallNoneEvidence).n_tests
         text = (f"{k} function{'s' if k != 1 else ''} in both runs tested (Mann–Whitney over the calls); "
                 f"none slower or faster at q ≤ {c.alpha:g}")
         return text if short else f"Per call: {text}."
     if x.code in (FindingCode.VANISHED, FindingCode.NEW):
-        e = _ev(x, TotalsEvidence)
+        e = x.evidence_as(TotalsEvidence)
         text = f"{names.md(x.function or '', 60)} ({fmt_time_us(e.t_us)} in {e.calls:g} calls)"
         return text if short else f"{'Vanished' if x.code == FindingCode.VANISHED else 'New'}: {text}."
-    e = _ev(x, LaunchStructureEvidence)
+    e = x.evidence_as(LaunchStructureEvidence)
     gone, new = (c.functions[i].name for i in x.related)
     return (f"Launch structure changed on {names.md(x.device or '')}: {e.calls_n:g} calls of **{names.md(gone, 60)}** "
             f"({fmt_time_us(e.per_call_n_us)} each) became {e.calls_a:g} of **{names.md(new, 60)}** "

@@ -40,12 +40,6 @@ R = TypeVar("R")
 MAX_REPLACED_LISTED = 2  # kernels a replaced finding names on each side
 
 
-def _ev(x: Finding, kind: type[R]) -> R:
-    """x's evidence, of the record type its code states (a bug otherwise)."""
-    if not isinstance(x.evidence, kind):
-        raise TypeError(f"a {x.code} finding without its {kind.__name__}: {x.evidence!r}")
-    return x.evidence
-
 
 def _detail(n: Notice, kind: type[R]) -> R:
     """n's detail, of the record type its code states (a bug otherwise)."""
@@ -113,7 +107,7 @@ def _ci(lo: float, hi: float) -> str:
 
 
 def _cycle_time(c: Analysis, x: Finding, names: NameTable) -> str:
-    v = _ev(x, CycleTimeEvidence)
+    v = x.evidence_as(CycleTimeEvidence)
     if compared_as_rates(c):
         why = ("--window cuts both runs into fixed windows" if c.plan is not None and c.plan.chosen_by_user
                else "No cycle source exists in both runs")
@@ -202,7 +196,7 @@ def _cause(c: Analysis, x: Finding, names: NameTable) -> str:
     incl = ""
     if f.kind == Kind.CPU and abs((f.incl_a_us - f.incl_n_us) - d_t) > c.thresholds.inclusive_rel * abs(d_t):
         incl = f", inclusive of nested ranges {fmt_time_us(f.incl_n_us)} → {fmt_time_us(f.incl_a_us)}"
-    v = _ev(x, CauseEvidence)
+    v = x.evidence_as(CauseEvidence)
     if v.load_adjusted:
         return _cause_at_load(c, x, f, names)
     text = (f"{_fn(f, names)} took {fmt_time_us(abs(d_t))} {'more' if d_t > 0 else 'less'} "
@@ -219,7 +213,7 @@ def _cause(c: Analysis, x: Finding, names: NameTable) -> str:
 
 def _cause_at_load(c: Analysis, x: Finding, f: FunctionStats, names: NameTable) -> str:
     """A cause under different load: its own time compared at the common load."""
-    v = _ev(x, CauseEvidence)
+    v = x.evidence_as(CauseEvidence)
     d_t = v.t_a_us - v.t_n_us
     return (f"{_fn(f, names)} took {fmt_time_us(abs(d_t))} {'more' if d_t > 0 else 'less'} {per_unit(c)} at a common "
             f"load ({fmt_time_us(v.t_n_us)} → {fmt_time_us(v.t_a_us)}; "
@@ -242,7 +236,7 @@ def _dependence_words(v: CauseEvidence, f: FunctionStats) -> str:
 
 def _load(c: Analysis, x: Finding, names: NameTable) -> str:
     """The runs carried different load: the cycle time at a common load, and what load explains."""
-    v = _ev(x, LoadEvidence)
+    v = x.evidence_as(LoadEvidence)
     text = (f"Different load: median tokens per cycle {fmt_num(v.median_tokens_n, 1)} → "
             f"{fmt_num(v.median_tokens_a, 1)}. Compared at a common load (over the load range both runs cover, "
             f"in {v.n_strata} load strata: each run's cycle time fitted on its tokens within each stratum, the "
@@ -260,7 +254,7 @@ def _load(c: Analysis, x: Finding, names: NameTable) -> str:
 
 
 def _no_cause(c: Analysis, x: Finding, names: NameTable) -> str:
-    if _ev(x, NoCauseEvidence).negligible:
+    if x.evidence_as(NoCauseEvidence).negligible:
         return ("No material cause: no function's own time changed both significantly and materially in the "
                 f"direction of the cycle-time change (q ≤ {c.alpha:g} over {c.n_tests_t} tested functions, "
                 f"|τ| ≥ {c.thresholds.material_tau_pp:g} pp and |δ| ≥ {c.thresholds.material_delta:g}).")
@@ -272,7 +266,7 @@ def _negligible(c: Analysis, x: Finding, names: NameTable) -> str:
     th = c.thresholds
     listed = ", ".join(f"{_fn(f, names)} (τ {fmt_signed(f.tau_pp)} pp, "
                        f"δ {fmt_num(f.t.cliffs_delta if f.t else None)})" for f in (c.functions[i] for i in x.related))
-    more = _ev(x, NegligibleEvidence).count - len(x.related)
+    more = x.evidence_as(NegligibleEvidence).count - len(x.related)
     return (f"Significant but negligible (|τ| < {th.material_tau_pp:g} pp of {tau_cycle(c)} or |δ| < "
             f"{th.material_delta:g}): {listed}" + (f" and {more} more" if more > 0 else "") + ".")
 
@@ -289,7 +283,7 @@ def _proportional(c: Analysis, x: Finding, names: NameTable) -> str:
 
 
 def _kernel_swap(c: Analysis, x: Finding, names: NameTable) -> str:
-    v = _ev(x, KernelSwapEvidence)
+    v = x.evidence_as(KernelSwapEvidence)
     fs = [c.functions[i] for i in x.related]
 
     def one(f: FunctionStats, tau: float) -> str:
@@ -305,7 +299,7 @@ def _kernel_swap(c: Analysis, x: Finding, names: NameTable) -> str:
 
 def _replaced(c: Analysis, x: Finding, names: NameTable) -> str:
     """"Replaced under `op`: `gone` 120.7 ms → `new` 122.1 ms + `new2` …" (per cycle)."""
-    v = _ev(x, ReplacedEvidence)
+    v = x.evidence_as(ReplacedEvidence)
     gone, new = x.related[:v.gone], x.related[v.gone:]
     shown = MAX_REPLACED_LISTED
 
@@ -321,7 +315,7 @@ def _replaced(c: Analysis, x: Finding, names: NameTable) -> str:
 
 
 def _common_mode(c: Analysis, x: Finding, names: NameTable) -> str:
-    v = _ev(x, CommonModeEvidence)
+    v = x.evidence_as(CommonModeEvidence)
     text = (f"Common-mode shift: all {v.k} kernels on {names.md(x.device or '')} scaled ×{v.ratio:.2f} in β "
             f"(IQR of ln ratio {v.iqr_log:.2f}) — a device-wide shift (starvation, clocks, or a "
             f"cycle-definition change), not {v.k} separate regressions.")
@@ -368,7 +362,7 @@ def _metric_while(c: Analysis, x: Finding, names: NameTable) -> str:
 
 
 def _event(c: Analysis, x: Finding, names: NameTable) -> str:
-    e = _ev(x, EventEvidence)
+    e = x.evidence_as(EventEvidence)
     kind = e.event
     who = ""
     if kind == "other-process":
@@ -382,14 +376,14 @@ def _event(c: Analysis, x: Finding, names: NameTable) -> str:
 
 
 def _opposite(c: Analysis, x: Finding, names: NameTable) -> str:
-    taus = _ev(x, OppositeEvidence).tau_pp or [c.functions[i].tau_pp for i in x.related]  # at a common load, if given
+    taus = x.evidence_as(OppositeEvidence).tau_pp or [c.functions[i].tau_pp for i in x.related]  # at a common load, if given
     listed = ", ".join(f"{_fn(c.functions[i], names)} (τ {fmt_signed(t)} pp)"
                        for i, t in zip(x.related, taus, strict=True))
     return f"Moved against the cycle-time change: {listed}."
 
 
 def _cycles_needed(c: Analysis, x: Finding, names: NameTable) -> str:
-    v = _ev(x, CyclesNeededEvidence)
+    v = x.evidence_as(CyclesNeededEvidence)
     return (f"With {v.n_n} / {v.n_a} cycles the smallest attainable {'signed-rank' if c.matched else 'U-test'} p "
             f"is {fmt_p(v.min_p)}: after the false-discovery control over {v.n_tests} functions, a change "
             f"in one function alone cannot reach q ≤ {c.alpha:g}, however large (only changes shared by many "
@@ -398,7 +392,7 @@ def _cycles_needed(c: Analysis, x: Finding, names: NameTable) -> str:
 
 
 def _device_wide(c: Analysis, x: Finding, names: NameTable) -> str:
-    v = _ev(x, DeviceWideEvidence)
+    v = x.evidence_as(DeviceWideEvidence)
     what = "CPU-side operator" if v.host else "kernel"
     why = ("the CPU itself got slower (clock, contention, fewer threads)" if v.host and v.ratio > 1
            else "clocks, power or thermal limits, or another process on the GPU" if v.ratio > 1 else
