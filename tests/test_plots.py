@@ -117,6 +117,7 @@ def test_legends_stand_outside_the_data_and_ecdfs_start_at_zero(tmp_path: Path,
     """A legend inside the axes hid the abnormal run's peak (HTA's pair, cycle 5): every
     figure's legend is the figure's, under its plots; an ECDF starts at 0, not at 1/n."""
     import perfdiff
+    from perfdiff.parallel import Parallel
     from perfdiff.render import plots
 
     figures = []
@@ -127,7 +128,7 @@ def test_legends_stand_outside_the_data_and_ecdfs_start_at_zero(tmp_path: Path,
         return real_write(fig, plt, path)
 
     monkeypatch.setattr(plots, "_write", keep)
-    plots.write_plots(perfdiff.compare(*PAIR).result, tmp_path, "r")
+    plots.write_plots(perfdiff.compare(*PAIR).result, tmp_path, "r", Parallel.serial())  # _write is patched in this process
     assert {name for name, _, _ in figures} == {"r.cycles.png", "r.timeline.png", "r.suspects.png", "r.context.png"}
     for name, axes, legends in figures:
         assert len(legends) == 1 and all(ax.get_legend() is None for ax in axes), name
@@ -147,3 +148,20 @@ def test_links_to_pictures_survive_any_report_name(tmp_path: Path, capsys: pytes
     targets = re.findall(r"\]\(([^)\s]+\.png)\)", md)
     assert targets and all("#" not in t and "(" not in t and " " not in t for t in targets)
     assert all((tmp_path / unquote(t)).is_file() for t in targets)
+
+
+def test_pictures_drawn_in_workers_are_the_pictures_drawn_here(tmp_path: Path) -> None:
+    """Each picture is drawn in a forked worker where there are cores: the same files, the
+    same bytes as drawn one after the other in this process."""
+    import perfdiff
+    from perfdiff.parallel import Parallel
+    from perfdiff.render import plots
+
+    result = perfdiff.compare(*PAIR).result
+    (tmp_path / "here").mkdir()
+    (tmp_path / "forked").mkdir()
+    here = plots.write_plots(result, tmp_path / "here", "r", Parallel.serial())
+    forked = plots.write_plots(result, tmp_path / "forked", "r", Parallel(cores=2))
+    assert here == forked == ["r.cycles.png", "r.timeline.png", "r.suspects.png", "r.context.png"]
+    for name in here:
+        assert (tmp_path / "here" / name).read_bytes() == (tmp_path / "forked" / name).read_bytes()

@@ -14,6 +14,7 @@ import numpy as np
 
 from perfdiff.analyze.result import ComparisonResult
 from perfdiff.analyze.records import Trace
+from perfdiff.parallel import Parallel
 from perfdiff.ranks.records import RankAnalysis
 from perfdiff.render.names import shorten_set
 
@@ -46,37 +47,53 @@ def _ms(us: np.ndarray) -> np.ndarray:
     return np.asarray(us, dtype=np.float64) / 1e3
 
 
-def write_plots(result: ComparisonResult, folder: Path, stem: str) -> list[str]:
-    """Write the report's pictures into `folder` as `stem`.*.png; returns their file names."""
+# Drawn in this order, the largest first, so that two workers finish together.
+_FIGURES = ("suspects", "context", "cycles", "timeline")
+
+
+def write_plots(result: ComparisonResult, folder: Path, stem: str, parallel: Parallel | None = None) -> list[str]:
+    """Write the report's pictures into `folder` as `stem`.*.png; returns their file names.
+
+    Each picture is drawn in a forked worker where `parallel` (default: all cores) has cores
+    to spare: they are independent, and a picture takes tens of ms of matplotlib."""
+    _pyplot()  # imported before the workers fork, which inherit it (and raises without it)
+    c = result.analysis
+    kinds = {t.kind for t in c.traces}
+    names = [f for f in _FIGURES if f not in ("suspects", "context") or
+             ("function" if f == "suspects" else "metric") in kinds]
+    par = parallel or Parallel()
+    drawn = dict(zip(names, par.start_map(_draw, names, shared=(result, folder, stem), large=len(names) > 1).result(),
+                     strict=True))
+    return [drawn[f] for f in ("cycles", "timeline", "suspects", "context") if f in drawn]
+
+
+def _draw(shared: tuple[ComparisonResult, Path, str], figure: str) -> str:
+    """Draw one of the report's pictures (a name of _FIGURES); returns its file name."""
+    result, folder, stem = shared
     plt = _pyplot()
     c = result.analysis
     runs = tuple(zip((("normal", c.normal), ("abnormal", c.abnormal)), COLORS, strict=True))
-
-    fig, ax = plt.subplots(figsize=SIZE_IN, dpi=DPI, layout="constrained")
-    for (label, r), color in runs:
-        x = np.sort(_ms(r.dur_us))
-        y = np.arange(1, len(x) + 1) / max(len(x), 1)
-        # From 0 at the shortest cycle: a step that starts at 1/n reads as cycles missing.
-        x, y = np.concatenate([x[:1], _thin(x)]), np.concatenate([[0.0], _thin(y)])
-        ax.step(x, y, where="post", color=color, label=f"{label} ({r.n_cycles:,} cycles)")
-    ecdf = _save(fig, ax, plt, folder / f"{stem}.cycles.png", "Cycle-time distribution (ECDF)",
-                 "cycle time (ms)", "share of cycles ≤ x")
-
-    fig, ax = plt.subplots(figsize=SIZE_IN, dpi=DPI, layout="constrained")
-    for (label, r), color in runs:
-        y = _ms(r.dur_us)
-        ax.plot(_thin(np.arange(len(y))), _thin(y), color=color, linewidth=0.8, label=label)
-    timeline = _save(fig, ax, plt, folder / f"{stem}.timeline.png", "Cycle time, cycle by cycle", "cycle",
+    if figure == "cycles":
+        fig, ax = plt.subplots(figsize=SIZE_IN, dpi=DPI, layout="constrained")
+        for (label, r), color in runs:
+            x = np.sort(_ms(r.dur_us))
+            y = np.arange(1, len(x) + 1) / max(len(x), 1)
+            # From 0 at the shortest cycle: a step that starts at 1/n reads as cycles missing.
+            x, y = np.concatenate([x[:1], _thin(x)]), np.concatenate([[0.0], _thin(y)])
+            ax.step(x, y, where="post", color=color, label=f"{label} ({r.n_cycles:,} cycles)")
+        return _save(fig, ax, plt, folder / f"{stem}.cycles.png", "Cycle-time distribution (ECDF)",
+                     "cycle time (ms)", "share of cycles ≤ x")
+    if figure == "timeline":
+        fig, ax = plt.subplots(figsize=SIZE_IN, dpi=DPI, layout="constrained")
+        for (label, r), color in runs:
+            y = _ms(r.dur_us)
+            ax.plot(_thin(np.arange(len(y))), _thin(y), color=color, linewidth=0.8, label=label)
+        return _save(fig, ax, plt, folder / f"{stem}.timeline.png", "Cycle time, cycle by cycle", "cycle",
                      "cycle time (ms)")
-    out = [ecdf, timeline]
-    for kind, name, title, xlabel in (
-        ("function", "suspects", "Top suspects: own time per cycle", "cycle"),
-        ("metric", "context", "Context metrics that changed, over time", "s since the first cycle"),
-    ):
-        traces = [t for t in c.traces if t.kind == kind]
-        if traces:
-            out.append(_panels(plt, traces, folder / f"{stem}.{name}.png", title, xlabel))
-    return out
+    kind, title, xlabel = {"suspects": ("function", "Top suspects: own time per cycle", "cycle"),
+                           "context": ("metric", "Context metrics that changed, over time",
+                                       "s since the first cycle")}[figure]
+    return _panels(plt, [t for t in c.traces if t.kind == kind], folder / f"{stem}.{figure}.png", title, xlabel)
 
 
 def plot_pngs(result: ComparisonResult, stem: str = "report") -> dict[str, bytes]:
