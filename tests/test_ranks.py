@@ -270,12 +270,15 @@ def test_progress_line_on_a_terminal(tmp_path: Path, scheduler: str, capsys, mon
     assert code == 0 and "\rperfdiff: ranks 8/8" in err and err.endswith("\n")
 
 
-def test_local_cluster_started_inside(tmp_path: Path) -> None:
+def test_local_workers_started_inside(tmp_path: Path) -> None:
     n, a = _pair(tmp_path, straggler=0)
-    res = compare_ranks(n, a, workers=2, processes=False)
+    res = compare_ranks(n, a, workers=2)
     assert res.workers == 2 and res.stragglers[1].culprit == 0
     # No more workers than rank tasks: --workers 64 on 4 ranks a run started 64 processes.
-    assert compare_ranks(n, a, workers=64, processes=False).workers == 8
+    assert compare_ranks(n, a, workers=64).workers == 8
+    # In this process, one task after the other: the same result.
+    inline = compare_ranks(n, a, processes=False)
+    assert inline.workers == 1 and inline.rows == res.rows and inline.stragglers == res.stragglers
 
 
 def test_mismatched_world_sizes_one_line_exit_2(tmp_path: Path, capsys) -> None:
@@ -526,11 +529,16 @@ def test_ranks_from_file_names_else_order(tmp_path: Path) -> None:
         (0, "a.json", IdentitySource.ORDER), (1, "b.json", IdentitySource.ORDER)]
 
 
-def test_without_dask_one_line_says_how_to_get_it(tmp_path: Path, monkeypatch, capsys) -> None:
-    n, a = _pair(tmp_path)
+def test_without_dask_local_ranks_compare_and_a_scheduler_is_one_line(tmp_path: Path, monkeypatch, capsys) -> None:
+    """Dask is only for a cluster given by address: without it, ranks are compared on this
+    machine all the same, and --scheduler says in one line how to get it."""
+    n, a = _pair(tmp_path, straggler=1)
     monkeypatch.setitem(sys.modules, "distributed", None)
-    code, _, err = run_cli(["compare", n, a], capsys)
-    assert code == 2 and err.strip().splitlines() == ["perfdiff: comparing runs of many ranks needs Dask: "
+    code, _, err = run_cli(["compare", n, a, "--workers", "2", "-o", tmp_path / "r.md"], capsys)
+    assert code == 0, err
+    assert "on 2 workers" in (tmp_path / "r.md").read_text()
+    code, _, err = run_cli(["compare", n, a, "--scheduler", "tcp://127.0.0.1:1"], capsys)
+    assert code == 2 and err.strip().splitlines() == ["perfdiff: a Dask scheduler (--scheduler) needs Dask: "
                                                       "pip install perfdiff[ranks]"]
 
 

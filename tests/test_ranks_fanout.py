@@ -1,6 +1,6 @@
-"""The local Dask cluster a multi-rank comparison starts itself: worker processes forked from
-a fork server that imported what a rank's task needs (they start with perfdiff imported, in a
-fraction of a second), and a comparison that runs through them end to end."""
+"""The local workers a multi-rank comparison starts itself: processes forked from a fork server
+that imported what a rank's task needs (they start with perfdiff imported, in a fraction of a
+second), no Dask on this path, and a comparison that runs through them end to end."""
 from __future__ import annotations
 
 import multiprocessing as mp
@@ -24,23 +24,28 @@ def _imported(name: str) -> bool:
     return name in sys.modules
 
 
-def _config(key: str):
-    import dask
-
-    return dask.config.get(key)
-
-
 def test_local_workers_start_with_perfdiff_imported() -> None:
     assert start_method() == "forkserver"
     with fanout(None, workers=2, tasks=2, largest_bytes=1 << 20) as fan:
-        seen = fan.client.run(_imported, "perfdiff.ranks.part")
-    assert len(seen) == 2 and all(seen.values())
+        seen = fan.map(_imported, ["perfdiff.ranks.part", "perfdiff.ranks.part"])
+    assert fan.workers == 2 and seen == [True, True]
 
 
-def test_local_workers_do_not_profile_themselves() -> None:
-    """Dask's sampling profiler (every 10 ms in each worker) is off in a cluster of our own."""
-    with fanout(None, workers=1, tasks=1, largest_bytes=1 << 20) as fan:
-        assert list(fan.client.run(_config, "distributed.worker.profile.enabled").values()) == [False]
+def test_a_failing_task_raises_its_error_here() -> None:
+    """A task's PerfdiffError reaches the caller as itself, with its message and exit code."""
+    from perfdiff.errors import InputError
+
+    with pytest.raises(InputError, match="no such rank"):
+        with fanout(None, workers=2, tasks=3, largest_bytes=1 << 20) as fan:
+            fan.map(_fail_on_two, [1, 2, 3])
+
+
+def _fail_on_two(x: int) -> int:
+    from perfdiff.errors import InputError
+
+    if x == 2:
+        raise InputError("no such rank")
+    return x
 
 
 def test_comparison_through_local_worker_processes(tmp_path: Path) -> None:
@@ -84,16 +89,18 @@ def test_warm_up_starts_the_fork_server_with_the_preload() -> None:
     assert server._forkserver_pid is not None and server._preload_modules == list(PRELOAD)
 
 
-def test_warm_up_leaves_dask_to_the_fork_server() -> None:
-    """The driver starts the fork server without importing Dask (nor the packages Dask would
-    have it preload), so the server's imports run beside the driver's from the start."""
+def test_a_local_comparison_needs_no_dask(tmp_path: Path) -> None:
+    """Ranks compared on this machine run in a pool of our own: Dask (the extra perfdiff[ranks])
+    is for a cluster given by address, and is never imported here."""
     import subprocess
 
-    code = ("import sys; from perfdiff.ranks.fanout import warm_up; warm_up(); "
-            "from multiprocessing import forkserver as f; "
-            "print(f._forkserver._forkserver_pid is not None, 'distributed' in sys.modules, 'dask' in sys.modules)")
+    n, a = gen_ranks.generate(tmp_path, fmt="nsys", plant=gen_ranks.Plant(straggler=1), ranks=2, kernels=600,
+                              steps=12, collectives=2)
+    code = ("import sys; from perfdiff.ranks import compare_ranks\n"
+            f"r = compare_ranks({str(n)!r}, {str(a)!r}, workers=2)\n"
+            "print(r.workers, r.stragglers[1].culprit, 'distributed' in sys.modules, 'dask' in sys.modules)")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
-    assert out.split() == ["True", "False", "False"]
+    assert out.split() == ["2", "1", "False", "False"]
 
 
 def test_the_command_starts_the_fork_server_before_pandas(tmp_path: Path) -> None:
@@ -141,19 +148,29 @@ def _square(x: int, *, plus: int = 0) -> int:
     return x * x + plus
 
 
+def _threads_cluster(threads: int):
+    import distributed
+
+    return distributed.LocalCluster(n_workers=1, threads_per_worker=threads, processes=False, dashboard_address=":0")
+
+
 def test_batched_items_come_back_in_order_from_fewer_tasks() -> None:
-    """Items go to the workers in batches (one Dask task each), run one after the other there,
-    and come back flat in the items' order; a batch of one is a task per item."""
+    """On a Dask cluster, items go to the workers in batches (one Dask task each), run one after
+    the other there, and come back flat in the items' order; a batch of one is a task per item.
+    The local pool keeps the order too, one item a task."""
     from distributed import get_task_stream
 
-    with fanout(None, workers=2, tasks=10, largest_bytes=1 << 20, processes=False) as fan:
+    with _threads_cluster(2) as cl, fanout(cl.scheduler_address, workers=None, tasks=10, largest_bytes=1 << 20) as fan:
         for batch, tasks in ((3, 4), (1, 10)):
             with get_task_stream(fan.client) as ts:
                 out, work = fan.map_timed(_square, range(10), batch=batch, plus=1)
             assert out == [x * x + 1 for x in range(10)] and work >= 0
             assert len({r["key"] for r in ts.data}) == tasks
-        # About eight tasks a worker: 128 ranks on 2 workers go 8 to a task; few ranks, one each.
+        # About eight tasks a thread: 128 ranks on 2 threads go 8 to a task; few ranks, one each.
         assert (fan.batch_for(128), fan.batch_for(10)) == (8, 1)
+    with fanout(None, workers=2, tasks=10, largest_bytes=1 << 20) as fan:
+        out, work = fan.map_timed(_square, range(10), batch=3, plus=1)
+        assert out == [x * x + 1 for x in range(10)] and work >= 0 and fan.batch_for(128) == 1
 
 
 def test_batches_leave_the_comparison_unchanged(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
@@ -161,9 +178,10 @@ def test_batches_leave_the_comparison_unchanged(tmp_path: Path, monkeypatch: pyt
 
     n, a = gen_ranks.generate(tmp_path, fmt="nsys", plant=gen_ranks.Plant(straggler=2), ranks=4, kernels=800,
                               steps=12, collectives=2)
-    one = compare_ranks(n, a, workers=1, processes=False)
-    monkeypatch.setattr(fanout_module, "TASKS_PER_WORKER", 1)  # 8 rank tasks in one Dask task
-    batched = compare_ranks(n, a, workers=1, processes=False)
+    one = compare_ranks(n, a, processes=False)
+    monkeypatch.setattr(fanout_module, "TASKS_PER_WORKER", 1)  # 8 rank tasks in 4 Dask tasks of 2
+    with _threads_cluster(2) as cl:
+        batched = compare_ranks(n, a, scheduler=cl.scheduler_address)
     assert batched.rows == one.rows and batched.stragglers == one.stragglers and batched.findings == one.findings
     assert [p.tasks for p in batched.phases] == [p.tasks for p in one.phases] == [0, 2, 8, 0]
 
@@ -171,15 +189,13 @@ def test_batches_leave_the_comparison_unchanged(tmp_path: Path, monkeypatch: pyt
 def test_batches_follow_the_threads_of_a_cluster_given_by_address() -> None:
     """A cluster reached by --scheduler: batches are sized by its workers' threads (one worker
     of four threads runs four tasks at once), and one rank a task while no worker is known."""
-    import distributed
+    from perfdiff.ranks.fanout import DaskFanout
 
-    from perfdiff.ranks.fanout import Fanout
-
-    with distributed.LocalCluster(n_workers=1, threads_per_worker=4, processes=False, dashboard_address=":0") as cl:
+    with _threads_cluster(4) as cl:
         with fanout(cl.scheduler_address, workers=None, tasks=64, largest_bytes=1 << 20) as fan:
             assert (fan.workers, fan.threads) == (1, 4)
             assert fan.batch_for(64) == 2  # 32 tasks: 8 for each thread
-    assert Fanout(client=None, workers=1, progress=False).batch_for(1024) == 1
+    assert DaskFanout(client=None, workers=1, progress=False).batch_for(1024) == 1
 
 
 @pytest.mark.parametrize(("reply", "needle"), [

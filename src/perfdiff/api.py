@@ -453,10 +453,10 @@ def compare_ranks(normal: str | os.PathLike[str], abnormal: str | os.PathLike[st
                   progress: bool = False, thresholds: Thresholds | None = None) -> RankComparison:
     """Compare two runs of many ranks: each a directory of rank traces or bundles (or, with
     `ranks`, one nsys export holding one process per rank).  Each rank's load, segmentation
-    and attribution runs as a Dask task (`scheduler`: an existing cluster's address; else a
-    local cluster of `workers` processes started here).  `ranks`: which ranks to pair ("all",
-    "0-3", "0:4,1:5"), needed when the world sizes differ.  Needs the extra perfdiff[ranks];
-    raises InputError without it, and for bad input."""
+    and attribution runs as a task of a worker process (`scheduler`: an existing Dask cluster's
+    address; else a pool of `workers` processes started here).  `ranks`: which ranks to pair ("all",
+    "0-3", "0:4,1:5"), needed when the world sizes differ.  A scheduler needs the extra
+    perfdiff[ranks] (InputError without it); InputError for bad input."""
     from perfdiff.ranks import compare_ranks as run
 
     check_cycle_choice(cycle, window)

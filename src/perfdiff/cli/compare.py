@@ -125,7 +125,7 @@ def cmd_compare_ranks(args: argparse.Namespace) -> int:
     if args.scheduler is None:
         from perfdiff.ranks.fanout import warm_up
 
-        warm_up()  # the local cluster's fork server imports beside this process's own imports, from now
+        warm_up()  # the local workers' fork server imports beside this process's own imports, from now
     from perfdiff.api import compare_ranks
 
     comp = compare_ranks(args.normal, args.abnormal, alpha=args.alpha, cycle=args.cycle, window=args.window,
@@ -178,6 +178,6 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--scheduler", default=None, metavar="ADDRESS",
                    help="runs of many ranks: use this Dask scheduler (its workers read the inputs' paths)")
     p.add_argument("--workers", type=positive_int, default=None, metavar="N",
-                   help="runs of many ranks: local Dask worker processes (default: sized to the machine)")
+                   help="runs of many ranks: local worker processes (default: sized to the machine)")
     add_trace_options(p)
     p.set_defaults(func=cmd_compare)

@@ -1,9 +1,10 @@
 """Runs of many ranks: one trace (or bundle) per rank, or one nsys export holding several
-processes, compared rank by rank with the work fanned out on Dask (the extra perfdiff[ranks]).
+processes, compared rank by rank with the work fanned out to worker processes (on this machine, or on a
+Dask cluster: the extra perfdiff[ranks]).
 
 Modules, one job each: `discover` (find the ranks, their numbers, the pairs), `identity` (which
 process of one export is which rank), `groups` (each collective's communicator), `part` (one
-rank's task: load, cut, attribute, reduce), `fanout` (Dask: a local cluster or an existing one),
+rank's task: load, cut, attribute, reduce), `fanout` (a local pool of worker processes, or an existing Dask cluster),
 `straggler` (who reaches the collectives last, and why), `collectives` (the collectives' own
 time, beyond waiting for one another), `across` (tests per rank, the rank table, findings
 across ranks, the verdict), `records` (the typed results), `pipeline` (`compare_ranks`).
@@ -26,7 +27,7 @@ def compare_ranks(*args, **kwargs) -> RankAnalysis:
     if kwargs.get("scheduler") is None and kwargs.get("processes", True):
         from perfdiff.ranks.fanout import warm_up
 
-        warm_up()  # the local cluster's fork server imports while this process imports the analysis
+        warm_up()  # the local workers' fork server imports while this process imports the analysis
     from perfdiff.ranks.pipeline import compare_ranks as run
 
     return run(*args, **kwargs)

@@ -1,18 +1,19 @@
-"""Run the ranks' tasks on Dask: a local cluster sized to the machine, or an existing one.
+"""Run the ranks' tasks: in worker processes of this machine, or on an existing Dask cluster.
 
 Every process-level parallelism of a multi-rank comparison is here (the single pair's is in
-perfdiff.parallel).  A local cluster has one single-threaded worker process per core, so a
-worker holds one rank's trace at a time: its memory is bounded by the largest rank, not by the
-world size; there are fewer workers when memory holds fewer such ranks.  Ranks go to the
-workers in batches, one Dask task a batch, run one after the other there (still one trace at a
-time).  Results are taken as they complete and their futures released, so the scheduler keeps
-none of them.
-Dask is the optional extra `perfdiff[ranks]`.
+perfdiff.parallel).  On this machine a pool of single-threaded worker processes, one per core,
+forked from a fork server that imported what a rank's task needs: a worker holds one rank's
+trace at a time, so its memory is bounded by the largest rank, not by the world size, and
+there are fewer workers when memory holds fewer such ranks.  No scheduler runs: a task costs a
+pickle each way, where a Dask task costs a few ms of CPU in the scheduler's and the worker's
+event loops, taken from the cores the tasks run on (docs/PERFORMANCE.md, multi-rank).  Given a
+scheduler's address (`--scheduler`), the tasks go to that Dask cluster instead, in batches (one
+Dask task a batch); Dask is the optional extra `perfdiff[ranks]`, needed only for that.
+Results are taken as they complete and their futures released, so nobody keeps them.
 """
 from __future__ import annotations
 
-import importlib.util
-import logging
+import concurrent.futures as cf
 import multiprocessing as mp
 import os
 import sys
@@ -22,12 +23,12 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
-from perfdiff.errors import InputError
+from perfdiff.errors import InputError, PerfdiffError
 
 __all__ = ["DASK_MISSING", "Fanout", "estimate_bytes", "local_workers", "require_dask", "start_method",
            "warm_up"]
 
-DASK_MISSING = "comparing runs of many ranks needs Dask: pip install perfdiff[ranks]"
+DASK_MISSING = "a Dask scheduler (--scheduler) needs Dask: pip install perfdiff[ranks]"
 BASE_BYTES = 400 << 20  # a worker process with numpy, pandas and perfdiff imported
 # Peak memory of importing a trace, per byte of the file (JSON text, gzip'ed JSON, SQLite, bundle).
 BYTES_PER_FILE_BYTE = {".json": 3.0, ".gz": 25.0, ".sqlite": 1.5, "bundle": 4.0}
@@ -81,13 +82,12 @@ def local_workers(tasks: int, largest_bytes: int) -> tuple[int, int]:
 
 
 class Fanout:
-    """A Dask client and how many workers it has; `map` runs one function over items."""
+    """Where the tasks run and how many run at once; `map` runs one function over items."""
 
-    def __init__(self, client: Any, workers: int, progress: bool, threads: int = 0):
-        self.client = client
+    def __init__(self, workers: int, progress: bool, threads: int = 0):
         self.workers = workers
-        # Tasks the cluster runs at once (its workers' threads); 0: unknown, as for an
-        # adaptive cluster with no worker yet.
+        # Tasks run at once (the workers' threads); 0: unknown, as for an adaptive Dask cluster
+        # with no worker yet.
         self.threads = threads
         self.progress = progress and sys.stderr.isatty()
 
@@ -100,34 +100,73 @@ class Fanout:
                   **kwargs: Any) -> tuple[list[Any], float]:
         """As `map`, with the items' own wall times summed (s, each measured in its worker):
         against the fan-out's wall time it says how busy the workers were.  `batch` items go
-        to a worker as one Dask task, run one after the other (a worker still holds one item's
+        to a worker as one task, run one after the other (a worker still holds one item's
         data at a time); the progress line counts items."""
-        from distributed import as_completed
-
         items = list(items)
         batch = max(1, batch)
         chunks = [items[i:i + batch] for i in range(0, len(items), batch)]
-        futures = self.client.map(_timed, chunks, _fn=fn, pure=False, **kwargs)
-        index = {f.key: i for i, f in enumerate(futures)}
-        out: list[Any] = [None] * len(futures)
+        out: list[Any] = [None] * len(chunks)
         work_s = 0.0
         done = 0
         try:
-            for fut in as_completed(futures):
-                i = index[fut.key]
-                out[i], seconds = fut.result()
+            for i, (results, seconds) in self._completed(fn, chunks, kwargs):
+                out[i] = results
                 work_s += seconds
-                fut.release()
                 done += len(chunks[i])
                 if self.progress:
                     print(f"\rperfdiff: {what} {done}/{len(items)}", end="", file=sys.stderr, flush=True)
-        except BaseException:
-            self.client.cancel(futures)
-            raise
         finally:
             if self.progress and done:
                 print(file=sys.stderr)
         return [r for chunk in out for r in chunk], work_s
+
+    def batch_for(self, items: int) -> int:
+        """Items per task: one (a task of the local pool costs next to nothing)."""
+        return 1
+
+    def _completed(self, fn: Callable[..., Any], chunks: list[list[Any]],
+                   kwargs: dict[str, Any]) -> Iterator[tuple[int, tuple[list[Any], float]]]:
+        """(chunk index, _timed's result) of each chunk as it completes."""
+        raise NotImplementedError
+
+
+class InlineFanout(Fanout):
+    """Every task in this process, one after the other (`processes=False`: a library caller's
+    or a test's choice)."""
+
+    def _completed(self, fn, chunks, kwargs):
+        for i, chunk in enumerate(chunks):
+            yield i, _timed(chunk, _fn=fn, **kwargs)
+
+
+class PoolFanout(Fanout):
+    """Worker processes of this machine (concurrent.futures), forked from the fork server."""
+
+    def __init__(self, pool: cf.ProcessPoolExecutor, workers: int, progress: bool):
+        super().__init__(workers, progress, workers)
+        self.pool = pool
+
+    def _completed(self, fn, chunks, kwargs):
+        futures = {self.pool.submit(_timed, chunk, _fn=fn, **kwargs): i for i, chunk in enumerate(chunks)}
+        try:
+            for fut in cf.as_completed(futures):
+                i = futures.pop(fut)
+                try:
+                    yield i, fut.result()
+                except cf.process.BrokenProcessPool:
+                    raise PerfdiffError("a worker process ended while reading a rank (out of memory?); try fewer "
+                                        "--workers") from None
+        finally:
+            for fut in futures:  # the first failure (or an interrupt) cancels what has not started
+                fut.cancel()
+
+
+class DaskFanout(Fanout):
+    """A Dask cluster's client; rank tasks go in batches, about TASKS_PER_WORKER tasks a thread."""
+
+    def __init__(self, client: Any, workers: int, progress: bool, threads: int = 0):
+        super().__init__(workers, progress, threads)
+        self.client = client
 
     def batch_for(self, items: int) -> int:
         """Items per Dask task: about TASKS_PER_WORKER tasks for each thread of the cluster, so
@@ -138,6 +177,20 @@ class Fanout:
         if self.threads <= 0:
             return 1
         return max(1, items // (self.threads * TASKS_PER_WORKER))
+
+    def _completed(self, fn, chunks, kwargs):
+        from distributed import as_completed
+
+        futures = self.client.map(_timed, chunks, _fn=fn, pure=False, **kwargs)
+        index = {f.key: i for i, f in enumerate(futures)}
+        try:
+            for fut in as_completed(futures):
+                result = fut.result()
+                fut.release()
+                yield index[fut.key], result
+        except BaseException:
+            self.client.cancel(futures)
+            raise
 
 
 # Dask tasks per worker thread when items are batched.  A Dask task costs CPU in the worker's
@@ -153,52 +206,28 @@ def _timed(chunk: list[Any], *, _fn: Callable[..., Any], **kwargs: Any) -> tuple
     return results, time.perf_counter() - t
 
 
-# Our own cluster's workers have one task at a time and nobody watching a dashboard: the
-# sampling profiler in every worker (each 10 ms), the GIL monitor and the system monitor cost
-# CPU that the tasks need on a small machine.  A cluster given by address keeps its own settings.
-QUIET_CLUSTER = {"distributed.worker.profile.enabled": False, "distributed.admin.system-monitor.gil.enabled": False,
-                 "distributed.admin.system-monitor.interval": "2s", "distributed.worker.memory.monitor-interval": "500ms"}
-
-
 # What the fork server imports once, so that every worker it forks starts with it.
-PRELOAD = ("distributed", "numpy", "pandas", "perfdiff.ranks.part")
+PRELOAD = ("numpy", "pandas", "perfdiff.ranks.part")
 
 
 def start_method() -> str:
-    """How a local cluster starts its worker processes: from a fork server (a clean
-    single-threaded process that imported PRELOAD once and forks each worker from there:
-    quick to start, and safe, where forking the driver would copy a process whose Dask
-    threads may hold locks) where the platform has one; spawned otherwise, as Dask does by
-    default."""
+    """How the local workers start: forked from a fork server (a clean single-threaded
+    process that imported PRELOAD once: quick to start, and safe, where forking the driver
+    would copy a process whose threads may hold locks) where the platform has one; spawned
+    otherwise."""
     return "forkserver" if "forkserver" in mp.get_all_start_methods() else "spawn"
 
 
 def warm_up() -> None:
     """Start the fork server now, so that it imports PRELOAD while this process goes on with
-    its own imports and finding the ranks (the local cluster's workers then fork at once).
-    This process imports nothing of Dask for it: Dask names its own preload list on its first
-    use of the fork-server context (importing that list here first), which a running server
-    ignores.  InputError (how to get it) without Dask."""
+    its own imports and finding the ranks (the local workers then fork at once)."""
     if start_method() != "forkserver":
         return
-    if importlib.util.find_spec("distributed") is None:
-        raise InputError(DASK_MISSING)
     from multiprocessing import forkserver
 
-    mp.get_context("forkserver").set_forkserver_preload(list(PRELOAD))
+    ctx = mp.get_context("forkserver")
+    ctx.set_forkserver_preload(list(PRELOAD))
     forkserver.ensure_running()
-
-
-def _preload() -> None:
-    """Name PRELOAD to the fork server before Dask starts it.  Dask names its own list on its
-    first use of the fork-server context and never again, so it is asked first and then
-    replaced (a fork server already running keeps what it has; its workers import perfdiff on
-    their first task)."""
-    import dask
-    from distributed.utils import get_mp_context
-
-    with dask.config.set({"distributed.worker.multiprocessing-method": "forkserver"}):
-        get_mp_context().set_forkserver_preload(list(PRELOAD))
 
 
 SCHEDULER_TIMEOUT_S = 20.0  # to reach a scheduler given by address and hear it answer
@@ -238,11 +267,12 @@ def _probe(address: str, seconds: float) -> None:
 @contextmanager
 def fanout(scheduler: str | None, *, workers: int | None, tasks: int, largest_bytes: int,
            progress: bool = False, processes: bool = True) -> Iterator[Fanout]:
-    """A Fanout on the cluster at `scheduler` (its workers must read the inputs' paths), else
-    on a local cluster started here (`workers`: how many, no more than there are tasks;
-    default local_workers) and closed on leaving."""
-    distributed = require_dask()
+    """A Fanout on the Dask cluster at `scheduler` (its workers must read the inputs' paths),
+    else on a pool of worker processes started here (`workers`: how many, no more than there
+    are tasks; default local_workers) and closed on leaving; `processes=False`: in this
+    process."""
     if scheduler:
+        distributed = require_dask()
         _probe(scheduler, SCHEDULER_TIMEOUT_S)
         try:
             client = distributed.Client(scheduler, timeout=f"{SCHEDULER_TIMEOUT_S:g}s")
@@ -251,27 +281,19 @@ def fanout(scheduler: str | None, *, workers: int | None, tasks: int, largest_by
         try:
             known = client.scheduler_info().get("workers", {})
             threads = sum(int(w.get("nthreads", 0) or 0) for w in known.values())
-            yield Fanout(client, max(1, len(known)), progress, threads)
+            yield DaskFanout(client, max(1, len(known)), progress, threads)
         finally:
             client.close()
         return
-    n, limit = local_workers(tasks, largest_bytes)
+    n, _ = local_workers(tasks, largest_bytes)
     if workers:
         n = max(1, min(workers, tasks))  # a worker more than there are tasks would start and idle
-        limit = max(largest_bytes, _memory_bytes() // n)
-    import dask
-
-    method = start_method()
-    if method == "forkserver":
-        _preload()
-    with dask.config.set({"distributed.worker.multiprocessing-method": method, **QUIET_CLUSTER}):
-        cluster = distributed.LocalCluster(n_workers=n, threads_per_worker=1, processes=processes,
-                                           memory_limit=limit, dashboard_address=":0",
-                                           # A task's error reaches the client as an exception; what the
-                                           # workers log (a heartbeat to a scheduler closing) is noise.
-                                           silence_logs=logging.CRITICAL)
+    if not processes:
+        yield InlineFanout(1, progress, 1)
+        return
+    warm_up()  # a no-op when the caller started it early, as the command line does
+    pool = cf.ProcessPoolExecutor(max_workers=n, mp_context=mp.get_context(start_method()))
     try:
-        with distributed.Client(cluster) as client:
-            yield Fanout(client, n, progress, n)  # one thread a worker
+        yield PoolFanout(pool, n, progress)
     finally:
-        cluster.close()
+        pool.shutdown(wait=True, cancel_futures=True)  # tasks not started are dropped

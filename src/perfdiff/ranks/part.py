@@ -124,10 +124,10 @@ def _offers(offered: tuple[CycleSource, ...], plan: CyclePlan) -> bool:
 
 
 def load_part(task: RankTask, plan: CyclePlan) -> RankPart | UncutRank:
-    """Load, cut and attribute one rank; return its small matrices (a Dask task), or UncutRank
+    """Load, cut and attribute one rank; return its small matrices (a worker's task), or UncutRank
     where its trace lacks the markers the plan cuts at."""
     if task.own_workers:
-        keep_freed_memory()  # Dask starts workers trimming the heap eagerly: every array page-faulted anew
+        keep_freed_memory()  # a worker trims its heap eagerly by default: every array page-faulted anew
     inp = task.input
     run = open_run(inp.path, pid=inp.pid, group=task.group, for_compare=True, cores=1)
     offered = offered_sources(marker_counts(run.markers))

@@ -1,8 +1,8 @@
 """The multi-rank comparison: find and pair the ranks, plan one cycle definition for all of
-them, fan each rank's load, segmentation and attribution out on Dask, and analyse the small
+them, fan each rank's load, segmentation and attribution out to worker processes, and analyse the small
 matrices that come back (straggler analysis per run, tests per rank, findings across ranks).
 
-    discover + pair ──► plan (reference ranks) ──► per-rank tasks (Dask) ──► stragglers,
+    discover + pair ──► plan (reference ranks) ──► per-rank tasks (workers) ──► stragglers,
                                                                             rank table, findings
 """
 from __future__ import annotations
@@ -46,10 +46,10 @@ def compare_ranks(normal: str | os.PathLike[str], abnormal: str | os.PathLike[st
     `ranks`: which ranks to pair ("all", "0-3", "0:4,1:5"; docs in discover.parse_rank_spec),
     needed when the world sizes differ; given, an nsys export holding several processes is
     read as one rank per process.  `scheduler`: a Dask scheduler's address (its workers read
-    the inputs' paths); else a local cluster of `workers` processes (default: sized to the
-    machine; `processes=False`: threads of this process).  `progress`: a progress line on a
+    the inputs' paths); else a pool of `workers` local processes (default: sized to the
+    machine; `processes=False`: in this process, one task after the other).  `progress`: a progress line on a
     terminal.  `thresholds`: the decision thresholds (default perfdiff's with `alpha`, which it
-    replaces).  Raises InputError for bad input, or without Dask."""
+    replaces).  Raises InputError for bad input, or for a scheduler without Dask."""
     th = thresholds if thresholds is not None else Thresholds(alpha=alpha)  # validated: one line
     if cycle is not None:
         cycle_pattern(cycle)  # a bad pattern is the user's one line, not every rank's failure to be cut

@@ -308,7 +308,7 @@ class Phase:
     (find and pair the ranks, start or reach the cluster), "plan" (the reference ranks),
     "ranks" (every rank's task), "ranks again" (every rank cut at the markers most pairs
     offer, where the reference pair had none), "analysis" (on the driver).  Measured: it varies run to run.
-    A phase of tasks also has their count (rank tasks, however Dask batched them) and their
+    A phase of tasks also has their count (rank tasks, however they were batched) and their
     own wall times summed (`work_s`, s, measured in the workers; NaN without tasks):
     work_s / (wall_s × workers) is how busy the workers were, and work_s / tasks what a task
     costs."""
@@ -332,7 +332,7 @@ class RankAnalysis:
     findings: tuple[RankFinding, ...]
     verdict: tuple[RankVerdict, ...]
     alpha: float
-    workers: int  # Dask workers the ranks ran on
+    workers: int  # worker processes (local, or the Dask cluster's) the ranks ran on
     notices: tuple[RankNotice, ...] = field(default=())
     # (first, last) iteration every rank of the run has: ProfilerStep numbers, else ordinals
     iterations: tuple[tuple[int, int], tuple[int, int]] = ((0, 0), (0, 0))

@@ -420,7 +420,7 @@ def _markdown(a: RankAnalysis, labels: tuple[str, str], plots: list[str], plots_
     out = [f"# Cross-Rank Comparison: {md_escape(name_n)} vs {md_escape(name_a)}", "",
            f"*perfdiff {__version__}* · N = normal run ({md_escape(labels[0])}, world size {a.world_n}) · "
            f"A = abnormal run ({md_escape(labels[1])}, world size {a.world_a}) · {compared}, "
-           f"on {a.workers} Dask worker{'s' if a.workers != 1 else ''}", "",
+           f"on {a.workers} worker{'s' if a.workers != 1 else ''}", "",
            plan_text(a.plan, names).replace("Both runs are", "Every rank of both runs is")
            + (f" **{notice_line(unaligned[0])}**" if unaligned
               else f" Cycle k of every rank is the same iteration ({_iteration_words(a)}).")
