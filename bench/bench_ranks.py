@@ -1,21 +1,21 @@
 #!/usr/bin/env python3
 """Multi-rank compare at scale: N-rank pairs from gen_ranks.py (a planted straggler), compared
-by `perfdiff compare` on a local Dask cluster of 1, then 2, … workers, each run in a fresh
+by `perfdiff compare` on 1, then 2, … local worker processes, each run in a fresh
 process (wall time; peak RSS of the largest process; peak memory of the whole process tree,
 PSS).  The worker counts alternate for `--repeat` timed rounds, so a drift of the machine's
 speed hits them alike; each figure is the median over the rounds, and the speed-up the median
 of the rounds' own ratios.  The timed rounds do not poll the process tree's memory (reading
 every process's memory map each 50 ms takes CPU and map locks from the workers, more so when
 every core runs one); one more run per worker count measures it.  The fan-out's share comes from the report's phase times ("ranks":
-every rank's task); the rest of the wall time (interpreter, imports, cluster, planning, the
+every rank's task); the rest of the wall time (interpreter, imports, starting the workers, planning, the
 analysis and the report) is fixed, which a second worker cannot shorten.  The phase also
 gives the tasks' own times: what a task costs on average with that many workers, and how busy
 the workers were.  Prints Markdown: one row per (format, workers), and whether the straggler
 was named.
 
-The machine's own scaling on the same work is measured without Dask (`--plain`): the same
+The machine's own scaling on the same work is measured without perfdiff's fan-out (`--plain`): the same
 rank tasks (perfdiff.ranks.part.load_part) in a pool of 1, then 2, … plain processes forked
-after the imports, timing only the pool's map.  A Dask speed-up can come near it, not above it.
+after the imports, timing only the pool's map.  The command's speed-up can come near it, not above it.
 
 The driver's analysis at scale (`--analysis RANKSxFUNCTIONS`, default 1024x100): the parts of
 the generated nsys pair, loaded in this process, copied to RANKS ranks of each run and widened
@@ -23,8 +23,15 @@ to FUNCTIONS functions each (seeded noise kernels beside the planted ones), then
 `compare` analyses what its workers return (perfdiff.ranks.pipeline.analyze_parts); wall time
 of each of --repeat runs.  `--analysis none` leaves it out.
 
+The whole command at scale (`--scale RANKS`, default 1024): a generated nsys pair of RANKS
+ranks of --kernels kernels each (gen_ranks.py, the same straggler), compared once by `perfdiff
+compare` on the local workers as a user runs it (one worker a core), beside the --ranks pair
+compared the same way: wall time, seconds per rank pair (linear growth keeps it), peak RSS of
+the largest process, the driver's own peak (VmHWM of the command's process, read every 50 ms)
+and the peak of all processes (PSS).  `--scale 0` leaves it out.
+
     python bench/bench_ranks.py [--ranks 64] [--kernels 100000] [--formats kineto,nsys] [--workers 1,2]
-                                [--repeat 3] [--quick] [--no-plain] [--analysis 1024x100]
+                                [--repeat 3] [--quick] [--no-plain] [--analysis 1024x100] [--scale 1024]
     python bench/bench_ranks.py --formats none --repeat 5   # the driver's analysis alone
 """
 from __future__ import annotations
@@ -39,7 +46,7 @@ from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
-from run_bench import OUT, PY, measure  # noqa: E402
+from run_bench import OUT, PY, _tree_pss, measure  # noqa: E402
 
 STRAGGLER = 5
 
@@ -68,7 +75,7 @@ def plain_run(normal: str, abnormal: str, workers: int) -> None:
     import multiprocessing as mp
     import time
 
-    tasks_n, tasks_a, plan = _tasks_and_plan(normal, abnormal, own_workers=True)  # as in a local cluster
+    tasks_n, tasks_a, plan = _tasks_and_plan(normal, abnormal, own_workers=True)  # as in the local workers
     tasks = tasks_n + tasks_a
     with mp.get_context("fork").Pool(workers) as pool:
         pool.map(time.sleep, [0.0] * workers)  # the workers exist before the clock starts
@@ -135,6 +142,58 @@ def gen(fmt: str, ranks: int, kernels: int, steps: int) -> tuple[Path, Path]:
     return n, a
 
 
+def _run_watched(cmd: list[str]) -> tuple[float, float, float, float]:
+    """(wall s, peak RSS MiB of the largest process, the command's own peak RSS MiB, peak PSS
+    MiB of all its processes) of one command in a fresh process."""
+    import threading
+    import time
+
+    t0 = time.perf_counter()
+    proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+    hwm, pss = [0], [0]
+    done = threading.Event()
+
+    def poll() -> None:
+        while not done.wait(0.05):
+            try:  # VmHWM only grows: its last reading is the driver's peak (to 50 ms)
+                with open(f"/proc/{proc.pid}/status") as fh:
+                    hwm[0] = max(hwm[0], next(int(x.split()[1]) for x in fh if x.startswith("VmHWM:")))
+            except (OSError, StopIteration, ValueError):
+                pass
+            pss[0] = max(pss[0], _tree_pss(proc.pid))
+
+    watcher = threading.Thread(target=poll, daemon=True)
+    watcher.start()
+    _, status, usage = os.wait4(proc.pid, 0)
+    done.set()
+    watcher.join()
+    wall = time.perf_counter() - t0
+    if os.waitstatus_to_exitcode(status) != 0:
+        err = proc.stderr.read().decode(errors="replace") if proc.stderr else ""
+        raise SystemExit(f"benchmark command failed: {' '.join(cmd)}\n{err[-2000:]}")
+    rss = usage.ru_maxrss / 1024.0
+    return wall, rss, hwm[0] / 1024.0, max(pss[0] / 2**20, rss)
+
+
+def at_scale(scale: int, base: int, kernels: int, steps: int) -> list[str]:
+    """Rows of the whole command on a `base`-rank and a `scale`-rank nsys pair, as a user runs it."""
+    rows = []
+    per_base = None
+    for ranks in (base, scale):
+        n, a = gen("nsys", ranks, kernels, steps)
+        stem = OUT / f"ranks_scale_{ranks}"
+        wall, rss, driver, tree = _run_watched([PY, "-m", "perfdiff", "compare", str(n), str(a), "--no-plots",
+                                                "-o", f"{stem}.md", "--json", f"{stem}.json"])
+        doc = json.loads(Path(f"{stem}.json").read_text())
+        s = doc["stragglers"][1]
+        named = f"rank {s['culprit']} ({s['excess']})" if s["culprit"] is not None else s["code"]
+        per = wall / ranks
+        per_base = per_base or per
+        rows.append(f"| {ranks:,} × 2 | {kernels:,} | {doc['workers']} | {wall:.1f} | {per * 1e3:.0f} | "
+                    f"{per / per_base:.2f} | {rss:,.0f} | {driver:,.0f} | {tree:,.0f} | {named} |")
+    return rows
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--ranks", type=int, default=64)
@@ -144,9 +203,11 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--repeat", type=int, default=3, help="alternating rounds (medians are reported)")
     ap.add_argument("--quick", action="store_true", help="8 ranks of 10,000 kernels, one round")
     ap.add_argument("--no-plain", dest="plain", action="store_false",
-                    help="leave out the plain-process reference (no Dask)")
+                    help="leave out the plain-process reference (no fan-out of perfdiff's)")
     ap.add_argument("--analysis", default="1024x100", metavar="RANKSxFUNCTIONS",
                     help="the driver's analysis at scale from the nsys pair's parts; 'none': leave it out")
+    ap.add_argument("--scale", type=int, default=1024, metavar="RANKS",
+                    help="the whole command on a RANKS-rank nsys pair, beside --ranks; 0: leave it out")
     ap.add_argument("--plain-run", nargs=3, metavar=("NORMAL", "ABNORMAL", "WORKERS"), help=argparse.SUPPRESS)
     args = ap.parse_args(argv)
     if args.plain_run:
@@ -212,7 +273,7 @@ def main(argv: list[str] | None = None) -> int:
                 plain_rows.append(f"| {fmt} | {w} | {median([x['wall_s'] for x in pr]):.1f} | "
                                   f"{median([x['work_s'] / x['tasks'] for x in pr]) * 1e3:.0f} | {speed:.2f}× |")
     if plain_rows:
-        print("\nThe same rank tasks in plain processes (no Dask): the machine's own scaling on this work.\n")
+        print("\nThe same rank tasks in plain processes (no fan-out of perfdiff's): the machine's own scaling on this work.\n")
         print("| format | processes | rank tasks (s) | task, mean (ms) | speed-up vs 1 process |")
         print("|---|---|---|---|---|")
         print("\n".join(plain_rows))
@@ -224,6 +285,15 @@ def main(argv: list[str] | None = None) -> int:
         print("| ranks × runs | functions per rank | cycles | analysis (s) | each run | straggler named |")
         print("|---|---|---|---|---|---|")
         print(analysis_at_scale(n, a, at_ranks, at_functions, repeat))
+    if args.scale and not args.quick:
+        print(f"\nThe whole command at {args.scale:,} ranks, once, on the local workers as a user runs it (one "
+              f"worker a core), beside {ranks} ranks: seconds per rank pair against the {ranks}-rank run's "
+              "(≤ 1: time grows at most linearly); the driver is the command's own process.\n")
+        print("| ranks × runs | kernels per rank | workers | wall (s) | per rank pair (ms) | per rank pair vs the first "
+              "| peak RSS, largest process (MiB) | driver's peak RSS (MiB) | all processes (PSS, MiB) "
+              "| straggler named |")
+        print("|---|---|---|---|---|---|---|---|---|---|")
+        print("\n".join(at_scale(args.scale, ranks, kernels, steps)))
     print(f"\nload average after: {' '.join(f'{x:.2f}' for x in os.getloadavg())}")
     return 0
 

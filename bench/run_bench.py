@@ -157,7 +157,7 @@ def main(argv: list[str] | None = None) -> int:
         lines += bench_extra("adapters", HERE / "bench_adapters.py", ["--calls", "100000" if args.quick else "200000"])
         lines += [""]
     if "ranks" in only:
-        lines += ["### multi-rank compare on Dask (bench/gen_ranks.py, planted straggler)", ""]
+        lines += ["### multi-rank compare (bench/gen_ranks.py, planted straggler)", ""]
         lines += bench_extra("ranks", HERE / "bench_ranks.py", ["--quick"] if args.quick else []) + [""]
     text = "\n".join(lines) + "\n"
     (OUT / "results.md").write_text(text)
