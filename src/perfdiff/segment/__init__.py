@@ -148,10 +148,10 @@ def marker_cycles(m: pd.DataFrame, source: CycleSource, name: str | None = None,
 def gpu_busy_by_device(run: RunData) -> dict[str, float]:
     """Busy ns of the GPU work (kernels, memcpys, memsets) on each device."""
     a = run.activity
-    g = a[a["kind"].isin(GPU_KINDS).to_numpy()]
-    if len(g) == 0:
+    gpu = a["kind"].isin(GPU_KINDS).to_numpy()
+    if not gpu.any():
         return {}
-    sums = g.groupby("device", observed=True)["busy_ns"].sum()
+    sums = a.loc[gpu, ["device", "busy_ns"]].groupby("device", observed=True)["busy_ns"].sum()
     return {str(d): float(v) for d, v in sums.items() if v > 0}
 
 

@@ -23,11 +23,12 @@ GAP_TOP = 20_000  # of them, the longest kept exactly
 def _gpu_busy(run: RunData) -> tuple[np.ndarray, np.ndarray] | None:
     """Start times and running end (max of ends so far) of the GPU rows, by start."""
     a = run.activity
-    g = a[a["kind"].isin(GPU_KINDS)]
-    if len(g) < 4:
+    gpu = a["kind"].isin(GPU_KINDS).to_numpy()
+    if np.count_nonzero(gpu) < 4:
         return None
-    order = np.argsort(g["start_ns"].to_numpy(), kind="stable")
-    return g["start_ns"].to_numpy()[order], np.maximum.accumulate(g["end_ns"].to_numpy()[order])
+    start, end = a["start_ns"].to_numpy()[gpu], a["end_ns"].to_numpy()[gpu]  # two columns, not the frame
+    order = np.argsort(start, kind="stable")
+    return start[order], np.maximum.accumulate(end[order])
 
 
 @dataclass(frozen=True)
