@@ -293,3 +293,21 @@ def test_cycles_csv_ranks_both_runs_slowest_first_and_pads_the_shorter() -> None
 
     text = cycles_csv(np.array([1_500, 250_001, 3], np.int64), np.array([7_000_000, 2_000], np.int64)).decode()
     assert text == "rank,normal_us,abnormal_us\n1,250.001,7000\n2,1.5,2\n3,0.003,\n"
+
+
+def test_paths_import_only_what_they_use(tmp_path: Path) -> None:
+    """A pair compared without pictures imports neither matplotlib nor scipy.stats (nor
+    statsmodels), and `perfdiff --help` none of numpy, pandas, SciPy, matplotlib, Jinja2 or
+    Arrow: each would add its import time (0.1-0.5 s) to a command that does not use it."""
+    ex = EXAMPLES / "cpufreq"
+    code = ("import sys, io, contextlib; from perfdiff.cli import main\n"
+            f"main(['compare', {str(ex / 'normal')!r}, {str(ex / 'abnormal')!r}, '-o', {str(tmp_path / 'r.md')!r}, "
+            "'--no-plots'])\n"
+            "print([m for m in ('matplotlib', 'scipy.stats', 'statsmodels') if m in sys.modules])")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
+    assert out.split() == ["[]"]
+    code = ("import sys, io, contextlib; from perfdiff.cli import main\n"
+            "try:\n    with contextlib.redirect_stdout(io.StringIO()): main(['--help'])\nexcept SystemExit: pass\n"
+            "print([m for m in ('numpy', 'pandas', 'scipy', 'matplotlib', 'jinja2', 'pyarrow') if m in sys.modules])")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
+    assert out.split() == ["[]"]
