@@ -139,10 +139,10 @@ def verdict_head(c: Analysis, findings: list[Finding]) -> str:
     v = x.evidence
     quiet = "" if c.thresholds.significant(v.p_mwu) else f"; not significant at α {c.alpha:g}"
     head = f"median cycle {fmt_time_us(v.median_n_us)} → {fmt_time_us(v.median_a_us)} ({_cycle_test(v)}{quiet})"
-    return head + _mean_apart(v, c.thresholds.head_mean_pct) + "." + _unchecked_note(findings)
+    return head + _mean_apart(v, c.thresholds.head_mean_pct) + "." + unchecked_note(findings)
 
 
-def _unchecked_note(findings: list[Finding]) -> str:
+def unchecked_note(findings: list[Finding]) -> str:
     """What the verdict's † marks: classes resting on a cause whose cycles were too few to
     check that they are independent ("" where none)."""
     if not any(isinstance(f.evidence, CauseEvidence) and f.evidence.dependence_unchecked for f in findings):
