@@ -22,7 +22,8 @@ from perfdiff.render.gate import gate_section
 from perfdiff.render.totals import (TOTALS_CLASSES, is_totals, rejected_text, subcycles_text, totals_head, totals_lines,
                                    totals_text)
 from perfdiff.render.tree import TreeLabels, tree_section
-from perfdiff.render.wording import (CATEGORY_WORDS, categories_intro, categories_rest, finding_text, matching_text,
+from perfdiff.render.wording import (CATEGORY_WORDS, categories_intro, categories_rest, device_plans_text,
+                                     finding_text, matching_text,
                                      notice_text, per_unit, plan_text, tau_cycle, test_name,
                                      unchecked_note, verdict_head, verdict_lines)
 from perfdiff.render.text import (NA, NameTable, fmt_beta, fmt_calls, fmt_num, fmt_p, fmt_pct, fmt_score,
@@ -193,9 +194,9 @@ def build_view(c: Analysis, findings: list[Finding], verdict: list[VerdictClass]
 
 def report_names(c: Analysis) -> list[str]:
     """Every name the report of `c` shows: its functions, both names of each rename, and the
-    range or kernel named in the plan."""
-    plan = [c.plan.name] if c.plan is not None and c.plan.name else []
-    return [f.name for f in c.functions] + [n for pair in c.renames for n in pair] + plan
+    range or kernel named in the plan (and in its plan of each GPU)."""
+    plans = [c.plan, *(d.plan for d in c.plan.devices)] if c.plan is not None else []
+    return [f.name for f in c.functions] + [n for pair in c.renames for n in pair] + [p.name for p in plans if p.name]
 
 
 def _view(c: Analysis, findings: list[Finding], verdict: list[VerdictClass], names: NameTable, *, top: int,
@@ -248,8 +249,9 @@ def _view(c: Analysis, findings: list[Finding], verdict: list[VerdictClass], nam
         "cycles_csv": md_escape(cycles_csv) if cycles_csv else None,
         "overview": (finding_text(c, findings[0], names) if findings and findings[0].code == FindingCode.IDENTICAL
                      else _overview(c, top_cause, names)),
-        "plan": "\n".join(x for x in (subcycles_text(c), totals_text(c) if is_totals(c) else plan_text(c.plan, names),
-                                       rejected_text(c.plan)) if x),
+        "plan": "\n\n".join(x for x in ("\n".join(x for x in (subcycles_text(c), totals_text(c) if is_totals(c)
+                                                               else plan_text(c.plan, names), rejected_text(c.plan))
+                                                     if x), device_plans_text(c.plan, names)) if x),
         "verdict": _verdict(c, verdict, findings, names),
         "verdict_head": totals_head(c, findings) if is_totals(c) else verdict_head(c, findings),
         "top_header": [tau_header(c) if h == TAU_HEADER else h for h in TOP_HEADER],
