@@ -139,24 +139,14 @@ def export_of(path: str | Path) -> Path | None:
 
 def is_process_export(path: str | Path) -> bool:
     """Whether `path` is an nsys export (or a directory holding only one) in which two or more
-    processes ran GPU work and they are not the ranks of one job (perfdiff.ranks.discover.
-    is_job_export).  Reads a few rows; False for anything else, a damaged export included (its
-    import says why)."""
-    from perfdiff.importers.nsys import query
-    from perfdiff.ranks.discover import is_job_export
+    processes launched kernels and they are not the ranks of one job (perfdiff.ranks.discover.
+    export_processes, as is_job_export reads it).  Reads a few rows; False for anything else, a
+    damaged export included (its import says why)."""
+    from perfdiff.ranks.discover import export_processes
 
     p = export_of(path)
-    if p is None:
-        return False
-    try:
-        con = query.open_export(p)
-        try:
-            several = len(query.gpu_work(con)) >= 2
-        finally:
-            con.close()
-    except query.EXPORT_ERRORS:
-        return False
-    return several and not is_job_export(p)
+    facts = export_processes(p) if p is not None else None
+    return facts is not None and len(facts[0]) >= 2 and not facts[1]
 
 
 def list_processes(path: str | Path) -> ProcessListing:
