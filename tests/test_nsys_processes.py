@@ -144,3 +144,22 @@ def test_pairing_prefers_the_same_gpu_among_processes_running_the_same_kernels()
         ((1, 8), PairCode.COMPARED, True), ((2, 7), PairCode.COMPARED, True),
         ((None, 9), PairCode.ABNORMAL_ONLY, False)]
     assert pairs[0].kernels_in_common == pytest.approx(0.75)
+
+
+def test_no_pair_comparable_is_one_line(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """A --cycle pattern no process has: every pair is refused, and so is the comparison."""
+    n, a = _pair(tmp_path)
+    code, out, err = run_cli(["compare", n, a, "--cycle", "no_such_range"], capsys)
+    assert code == 2 and not out and len(err.strip().splitlines()) == 1
+    assert "no pair of processes could be compared; P1 (pids 3000 → 3000)" in err
+
+
+def test_an_export_against_a_trace_of_one_process_is_one_pair(tmp_path: Path,
+                                                              capsys: pytest.CaptureFixture[str]) -> None:
+    """Beside a run that is no nsys export (here a bundle of the most active process), the
+    export is read as that one process, as before."""
+    n, a = _pair(tmp_path)
+    code, _, err = run_cli(["import", n, "-o", tmp_path / "bundle"], capsys)
+    assert code == 0, err
+    code, out, _ = run_cli(["compare", tmp_path / "bundle", a, "--no-plots"], capsys)
+    assert code == 0 and out.startswith("# Cross Performance Comparison")

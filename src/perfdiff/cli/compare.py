@@ -27,9 +27,11 @@ def cmd_compare(args: argparse.Namespace) -> int:
             raise InputError("--html writes the report of one pair of runs; runs of many ranks have the Markdown "
                              "report (-o) alone")
         return cmd_compare_ranks(args)
-    from perfdiff.ranks.processes import is_process_export
+    from perfdiff.ranks.processes import export_of, is_process_export
 
-    if args.pid is None and (is_process_export(args.normal) or is_process_export(args.abnormal)):
+    # Both runs nsys exports, one at least of processes that are not ranks: each compared.
+    both = export_of(args.normal) is not None and export_of(args.abnormal) is not None
+    if args.pid is None and both and (is_process_export(args.normal) or is_process_export(args.abnormal)):
         return cmd_compare_processes(args, report, cycles_csv)
     from perfdiff.analyze import FindingCode, Thresholds
     from perfdiff.api import compare
