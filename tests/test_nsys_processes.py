@@ -65,7 +65,7 @@ def test_the_first_screen_names_the_changed_workers_kernel_with_its_process(
     assert code == 0, err
     md = out.read_text(encoding="utf-8")
     first = md[:md.index("\n## ")]
-    assert "**Verdict:** 1 of the 3 processes compared changed (P2)" in first
+    assert "**Verdict:** 1 of the 3 processes compared changed: P2." in first
     lines = first.splitlines()
     at = next(i for i, x in enumerate(lines) if x.startswith("- **P2 · GPU worker on GPU 1 (python3, pid 3001 → 3001)"))
     assert any("**GPU kernel regression**: **void pytorch\\_flash::flash\\_fwd" in x for x in lines[at + 1:at + 4])

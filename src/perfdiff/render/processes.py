@@ -118,9 +118,8 @@ def _head(report: ProcessReport) -> str:
            "normal run does not." if only_a else "")
     if not changed:
         return f"no material change in any of the {len(compared)} processes compared.{new}"
-    which = ", ".join(f"P{p.label}" for p in changed)
-    return (f"{len(changed)} of the {len(compared)} processes compared changed ({which}); the one that changed "
-            f"most first.{new}")
+    which = ", ".join(f"P{p.label}" for p in changed) + (" (the largest change first)" if len(changed) > 1 else "")
+    return f"{len(changed)} of the {len(compared)} processes compared changed: {which}.{new}"
 
 
 TABLE_HEADER = ["", "Process", "Role", "GPU activities N → A", "Kernels in common", "Cycles N → A",
