@@ -98,6 +98,43 @@ class _Writer:
                           None, None, None, None, None, None, None,
                           json.dumps(payload) if payload is not None else None, None))
 
+    def step_ops(self, gtid: int, device: int, t: int, ops, attention_ns: int, rng: np.random.Generator,
+                 nvtx: bool) -> tuple[int, int]:
+        """One step's ops from host time `t`, each an op range (with `nvtx`) launching its
+        kernel (±2 %; the attention kernel `attention_ns`) on `device` when the GPU is free;
+        returns (the host's position, the GPU's) after the step."""
+        gpu = t + 30_000
+        for op, kernel, ns in ops:
+            dur = int((attention_ns if ns is None else ns) * rng.uniform(0.98, 1.02))
+            if nvtx:
+                self.range(gtid, t, t + 12_000, op)
+            self.launch(gtid, t + 4_000, device, max(gpu, t + 10_000), dur, kernel)
+            gpu = max(gpu, t + 10_000) + dur + 2_000
+            t += 15_000
+        return t, gpu
+
+    def save(self, path: Path, processes: dict[int, str], devices: tuple[int, ...]) -> Path:
+        """Write the export at `path`: `processes` pid → name, the GPUs `devices`."""
+        path.unlink(missing_ok=True)
+        con = sqlite3.connect(path)
+        for sql in SCHEMA:
+            con.execute(sql)
+        con.executemany("INSERT INTO META_DATA_EXPORT VALUES (?, ?)",
+                        [("EXPORT_PRODUCT_NAME", "NVIDIA Nsight Systems"), ("EXPORT_PRODUCT_VERSION", "2025.1.1.110"),
+                         ("EXPORT_SCHEMA_VERSION", "3.17.1")])
+        con.execute("INSERT INTO TARGET_INFO_SESSION_START_TIME VALUES (?, '', '')", (T0_NS,))
+        con.executemany("INSERT INTO PROCESSES VALUES (?, ?, ?)", [(p << 24, p, n) for p, n in sorted(processes.items())])
+        gpu_row = "INSERT INTO TARGET_INFO_GPU (vmId, id, name, busLocation, smCount, clockRate, cuDevice, uuid) " \
+                  "VALUES (0, ?, 'NVIDIA H200', ?, 132, 1980000000, ?, ?)"
+        con.executemany(gpu_row, [(g, f"0000:{0x45 + g:02x}:00.0", g, f"GPU-{g:08d}") for g in sorted(set(devices))])
+        con.executemany("INSERT INTO StringIds VALUES (?, ?)", [(i, s) for s, i in self.strings.items()])
+        con.executemany(f"INSERT INTO CUPTI_ACTIVITY_KIND_KERNEL VALUES ({', '.join('?' * 28)})", self.kernels)
+        con.executemany(f"INSERT INTO CUPTI_ACTIVITY_KIND_RUNTIME VALUES ({', '.join('?' * 8)})", self.runtime)
+        con.executemany(f"INSERT INTO NVTX_EVENTS VALUES ({', '.join('?' * 20)})", self.nvtx)
+        con.commit()
+        con.close()
+        return path
+
     def launch(self, gtid: int, t: int, device: int, start: int, dur: int, name: str) -> int:
         """A cudaLaunchKernel at host time `t` of kernel `name` running [start, start + dur)."""
         self.corr += 1
@@ -130,17 +167,9 @@ def write_job(path: Path, attention_ns: tuple[int, int], *, steps: int = 16, lay
     for _ in range(steps):
         arrive, marks = [], []
         for r in range(2):
-            t = t_step + 20_000  # the host's position
-            gpu = t + 30_000  # the GPU's
             lead = [EMBED] * int(rng.integers(1, 3)) if embedding else []
             ops = lead + [op for _ in range(layers) for op in LAYER] + list(TAIL)
-            for op, kernel, ns in ops:
-                dur = int((attention_ns[r] if ns is None else ns) * rng.uniform(0.98, 1.02))
-                if nvtx:
-                    w.range(gtid[r], t, t + 12_000, op)
-                w.launch(gtid[r], t + 4_000, devices[r], max(gpu, t + 10_000), dur, kernel)
-                gpu = max(gpu, t + 10_000) + dur + 2_000
-                t += 15_000
+            t, gpu = w.step_ops(gtid[r], devices[r], t_step + 20_000, ops, attention_ns[r], rng, nvtx)
             arrive.append(gpu)
             marks.append(t)
         done = max(arrive) + TRANSFER_NS
@@ -154,22 +183,51 @@ def write_job(path: Path, attention_ns: tuple[int, int], *, steps: int = 16, lay
             if step_ranges and nvtx:
                 w.range(gtid[r], t_step, sync_end + 1_000, "train_step")
         t_step = done + 50_000
-    path.unlink(missing_ok=True)
-    con = sqlite3.connect(path)
-    for sql in SCHEMA:
-        con.execute(sql)
-    con.executemany("INSERT INTO META_DATA_EXPORT VALUES (?, ?)",
-                    [("EXPORT_PRODUCT_NAME", "NVIDIA Nsight Systems"), ("EXPORT_PRODUCT_VERSION", "2025.1.1.110"),
-                     ("EXPORT_SCHEMA_VERSION", "3.17.1")])
-    con.execute("INSERT INTO TARGET_INFO_SESSION_START_TIME VALUES (?, '', '')", (T0_NS,))
-    con.executemany("INSERT INTO PROCESSES VALUES (?, ?, 'python3')", [(p << 24, p) for p in sorted(set(pids))])
-    gpu_row = "INSERT INTO TARGET_INFO_GPU (vmId, id, name, busLocation, smCount, clockRate, cuDevice, uuid) " \
-              "VALUES (0, ?, 'NVIDIA H200', ?, 132, 1980000000, ?, ?)"
-    con.executemany(gpu_row, [(g, f"0000:{0x45 + g:02x}:00.0", g, f"GPU-{g:08d}") for g in sorted(set(devices))])
-    con.executemany("INSERT INTO StringIds VALUES (?, ?)", [(i, s) for s, i in w.strings.items()])
-    con.executemany(f"INSERT INTO CUPTI_ACTIVITY_KIND_KERNEL VALUES ({', '.join('?' * 28)})", w.kernels)
-    con.executemany(f"INSERT INTO CUPTI_ACTIVITY_KIND_RUNTIME VALUES ({', '.join('?' * 8)})", w.runtime)
-    con.executemany(f"INSERT INTO NVTX_EVENTS VALUES ({', '.join('?' * 20)})", w.nvtx)
-    con.commit()
-    con.close()
-    return path
+    return w.save(path, {p: "python3" for p in pids}, devices)
+
+
+SAMPLER = ("sampler", "void at::native::(anonymous namespace)::argmax_kernel<float>(…)", 150_000)
+FILL = "void at::native::vectorized_elementwise_kernel<4, at::native::FillFunctor<float>>(int, …)"
+
+
+def write_server(path: Path, attention_ns: tuple[int, int], *, steps: int = 20, layers: int = 4,
+                 pids: tuple[int, int] = (3000, 3001), devices: tuple[int, int] = (0, 1),
+                 nvtx: tuple[bool, bool] = (True, True), server: int | None = 2990, tokenizer: int | None = 2991,
+                 seed: int = 0) -> Path:
+    """The export of an inference server: two GPU workers that share nothing (no NCCL), each
+    (`pids`, one process with a thread per GPU where both are one) running `steps` model steps
+    on its GPU (`devices`): an NVTX range `execute_model` (where `nvtx` says, per worker)
+    holding the op ranges of `layers` layers and a sampler, each launching its kernel; then a
+    cudaStreamSynchronize and 100 µs idle.  `attention_ns[r]`: worker r's flash_fwd_kernel
+    (±2 %, seeded).  `server`: the API server's pid (None: none), which serves each request
+    in a `handle_request` range and launched 3 fill kernels on the first worker's GPU at its
+    start (little GPU work, a GPU shared); `tokenizer`: a process that only made CUDA calls
+    (cudaGetDeviceCount), no GPU work (None: none)."""
+    rng = np.random.default_rng(seed)
+    w = _Writer()
+    names = {p: "python3" for p in pids}
+    ops = [op for _ in range(layers) for op in LAYER] + [SAMPLER]
+    for r in range(2):
+        gtid = (pids[r] << 24) | (pids[r] + r)
+        t = 2_000_000 + 300_000 * r
+        for _ in range(steps):
+            start = t
+            t, gpu = w.step_ops(gtid, devices[r], t + 20_000, ops, attention_ns[r], rng, nvtx[r])
+            w.runtime.append((t, gpu + 5_000, 0, gtid, None, w.sid("cudaStreamSynchronize_v3020"), 0, None))
+            if nvtx[r]:
+                w.range(gtid, start, gpu + 6_000, "execute_model")
+            t = gpu + 100_000
+    if server is not None:
+        names[server] = "vllm-api-server"
+        gtid = server << 24 | server
+        for k in range(3):
+            w.launch(gtid, 500_000 + 10_000 * k, devices[0], 520_000 + 10_000 * k, 5_000, FILL)
+        for k in range(steps):
+            t = 2_000_000 + 1_000_000 * k
+            w.range(gtid, t, t + 400_000, "handle_request")
+            w.runtime.append((t + 1_000, t + 3_000, 0, gtid, None, w.sid("cudaGetDevice_v3020"), 0, None))
+    if tokenizer is not None:
+        names[tokenizer] = "tokenizer"
+        gtid = tokenizer << 24 | tokenizer
+        w.runtime.append((400_000, 410_000, 0, gtid, None, w.sid("cudaGetDeviceCount_v3020"), 0, None))
+    return w.save(path, names, devices)

@@ -25,7 +25,7 @@ def test_nested_ranges_are_in_the_json(tmp_path: Path, capsys: pytest.CaptureFix
     code, _, err = run_cli(["compare", n, a, "-o", tmp_path / "report.md", "--json", out], capsys)
     assert code in (0, 1), err
     data = read_comparison_json(out)
-    assert data["format_version"] == FORMAT_VERSION == 2
+    assert data["format_version"] == FORMAT_VERSION == 3
     t = data["tree"]
     d = perfdiff.compare(n, a).tree
     assert d is not None

@@ -17,7 +17,8 @@ from perfdiff.version import __version__
 
 from perfdiff.marker import cycle, mark_cycle  # noqa: E402
 
-_API = ("compare", "load", "tree", "compare_ranks", "read_comparison", "Comparison", "RangeTree", "RankComparison", "Run")
+_API = ("compare", "load", "tree", "compare_ranks", "compare_processes", "read_comparison", "Comparison",
+        "ProcessComparison", "RangeTree", "RankComparison", "Run")
 
 
 def __getattr__(name: str) -> Any:
@@ -28,5 +29,5 @@ def __getattr__(name: str) -> Any:
     raise AttributeError(f"module 'perfdiff' has no attribute {name!r}")
 
 
-__all__ = ["Comparison", "RangeTree", "RankComparison", "Run", "__version__", "compare", "compare_ranks", "cycle",
-           "load", "mark_cycle", "read_comparison", "tree"]
+__all__ = ["Comparison", "ProcessComparison", "RangeTree", "RankComparison", "Run", "__version__", "compare",
+           "compare_processes", "compare_ranks", "cycle", "load", "mark_cycle", "read_comparison", "tree"]

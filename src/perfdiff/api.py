@@ -38,8 +38,8 @@ if TYPE_CHECKING:  # the analysis (scipy) is imported while the runs load: see _
 Run = RunData
 """One run in memory: its manifest and its activity, samples and markers tables."""
 
-__all__ = ["Comparison", "RangeTree", "RankComparison", "Run", "compare", "compare_ranks", "load", "read_comparison",
-           "tree"]
+__all__ = ["Comparison", "ProcessComparison", "RangeTree", "RankComparison", "Run", "compare", "compare_processes",
+           "compare_ranks", "load", "read_comparison", "tree"]
 
 
 def load(path: str | os.PathLike[str], *, pid: int | None = None, group: str = "full") -> Run:
@@ -64,9 +64,10 @@ class _Side:
     launches: LaunchChains | None = None  # each GPU function's launching ops
 
 
-def _load_side(pid: int | None, group: str, path: str | os.PathLike[str], cores: int) -> Loaded:
-    """Load one side, nest its ranges (kept in its worker), and note whether its own ranges
-    nest."""
+def _load_side(group: str, side: tuple[str | os.PathLike[str], int | None], cores: int) -> Loaded:
+    """Load one side (`side`: its path, and the pid to read of an nsys export holding several
+    processes), nest its ranges (kept in its worker), and note whether its own ranges nest."""
+    path, pid = side
     run = open_run(path, pid=pid, group=group, for_compare=True, cores=cores)
     range_nest = range_nesting(run)
     return Loaded(run, keep=range_nest, note=range_nest.nested)
@@ -121,8 +122,14 @@ def _input_bytes(path: str | os.PathLike[str]) -> int:
         return 0
 
 
+def _side_pids(pid: int | tuple[int | None, int | None] | None) -> tuple[int | None, int | None]:
+    """`pid` as (the normal run's, the abnormal run's)."""
+    return tuple(pid) if isinstance(pid, tuple) else (pid, pid)  # type: ignore[return-value]
+
+
 def compare(normal: str | os.PathLike[str], abnormal: str | os.PathLike[str], *, alpha: float = 0.05,
-            cycle: str | None = None, window: str | int | None = None, pid: int | None = None,
+            cycle: str | None = None, window: str | int | None = None,
+            pid: int | tuple[int | None, int | None] | None = None,
             group: str = "full", force: bool = False, parallel: Parallel | None = None,
             thresholds: Thresholds | None = None) -> Comparison:
     """Compare an abnormal run against a normal one.
@@ -130,19 +137,24 @@ def compare(normal: str | os.PathLike[str], abnormal: str | os.PathLike[str], *,
     `normal`, `abnormal`: run bundles or traces.  `alpha`: the false-discovery rate for
     "significant".  `cycle`: a regex naming the marker ranges (or kernels) that delimit
     cycles; `window`: fixed-window cycles instead (ns, or a duration such as "100ms").
-    `pid`, `group`: as for `load`.  `parallel`: how to use the cores (default: all of them;
+    `pid`, `group`: as for `load` (`pid` may be a pair: the normal run's process, the abnormal
+    run's; where it is None, an export holding several processes is read as its most active
+    one, and `compare_processes` compares them all).  `parallel`: how to use the cores (default: all of them;
     `Parallel.serial()` runs everything in this process).  Raises InputError for bad input,
     and for runs with nothing in common (no function in both, or median cycles more than
     ×50 apart) unless `force`.  Inputs with the same bytes give the one finding IDENTICAL.
     `thresholds`: the decision thresholds (perfdiff.analyze.Thresholds; default perfdiff's with
     `alpha`, which it replaces)."""
     th = _thresholds(alpha, thresholds)
-    check_pid([normal, abnormal], pid)
+    pids = _side_pids(pid)
+    for p in dict.fromkeys(pids):
+        check_pid([normal, abnormal], p)
     check_cycle_choice(cycle, window)
     par = parallel or Parallel()
     window_ns = parse_duration_ns(window) if isinstance(window, str) else window
     # Each side loads and offers its cycles; one plan for both; each side is cut by it and attributed.
-    pair = prepare_pair((normal, abnormal), PairChoice(cycle, window_ns), functools.partial(_load_side, pid, group),
+    pair = prepare_pair(((normal, pids[0]), (abnormal, pids[1])), PairChoice(cycle, window_ns),
+                        functools.partial(_load_side, group),
                         _attribute_side, parallel=par, sizes=(_input_bytes(normal), _input_bytes(abnormal)),
                         while_waiting=_import_later_stages)
     from perfdiff.analyze.compare import compare_runs
@@ -525,3 +537,85 @@ class RankComparison:
         from perfdiff.render.ranks import rank_json
 
         return rank_json(self.analysis)
+
+
+def compare_processes(normal: str | os.PathLike[str], abnormal: str | os.PathLike[str], *, alpha: float = 0.05,
+                      cycle: str | None = None, window: str | int | None = None, group: str = "full",
+                      force: bool = False, parallel: Parallel | None = None,
+                      thresholds: Thresholds | None = None) -> ProcessComparison:
+    """Compare two runs process by process: each an nsys export (or a directory holding one
+    alone) whose processes are not the ranks of one job (a server and its workers, processes
+    sharing a GPU; perfdiff.ranks.processes).  Each run's processes are listed with their
+    roles and paired; each pair is compared as `compare` compares two runs, on cycles of its
+    own (`cycle`, `window`, `group`, `force`, `thresholds` apply to every pair; each pair
+    imports both exports again, its process alone).  A pair the comparison refuses is said,
+    with its reason; InputError where none could be compared, or for a bad input."""
+    from perfdiff.ranks.processes import PairCode, ProcessReport, finish_pairs, list_processes, pair_processes
+
+    th = _thresholds(alpha, thresholds)
+    check_cycle_choice(cycle, window)
+    par = parallel or Parallel()
+    pairs = pair_processes(list_processes(normal), list_processes(abnormal))
+    results: dict[int, Any] = {}
+    for p in pairs:
+        if p.code is not PairCode.COMPARED:
+            continue
+        try:
+            results[p.label] = compare(normal, abnormal, cycle=cycle, window=window, pid=p.pids, group=group,
+                                       force=force, parallel=par, thresholds=th).result
+        except InputError as exc:  # this pair is said not compared, with the comparison's own line
+            results[p.label] = str(exc)
+    done = {k: v for k, v in results.items() if not isinstance(v, str)}
+    if not done:
+        first = next((f"P{k} (pids {pairs[k - 1].pids[0]} → {pairs[k - 1].pids[1]}): {v}"
+                      for k, v in results.items()), "no process has a counterpart in the other run")
+        raise InputError(f"{normal} and {abnormal}: no pair of processes could be compared; {first}")
+    return ProcessComparison(ProcessReport(finish_pairs(pairs, results), done, (str(normal), str(abnormal)),
+                                           th.alpha))
+
+
+class ProcessComparison:
+    """The result of `compare_processes`: the pairs of processes with their roles and each
+    compared pair's comparison as data (`report`, a perfdiff.ranks.processes.ProcessReport),
+    and the report."""
+
+    def __init__(self, report: Any):
+        self.report = report
+
+    @property
+    def pairs(self) -> tuple[Any, ...]:
+        """The pairs of processes (ProcessPair records), in the report's order: those that
+        changed first."""
+        return self.report.pairs
+
+    def comparison(self, label: int) -> Comparison:
+        """The comparison of pair P`label` (KeyError where it was not compared)."""
+        return Comparison(self.report.results[label])
+
+    def to_markdown(self, *, top: int = 25, plots: dict[int, list[str]] | None = None,
+                    cycles_csv: dict[int, str] | None = None) -> str:
+        """The Markdown report; `plots`, `cycles_csv`: per pair label, the files written beside
+        it (`write_plots`, `cycles_csvs`)."""
+        from perfdiff.render.processes import process_markdown
+
+        return process_markdown(self.report, top=top, plots=plots, cycles_csv=cycles_csv)
+
+    def write_plots(self, folder: str | os.PathLike[str], stem: str) -> dict[int, list[str]]:
+        """Write each compared pair's pictures (PNG) into `folder` as `stem`.P<label>.*.png;
+        their names per label.  perfdiff.render.plots.PlotsUnavailable without matplotlib."""
+        from perfdiff.render.plots import write_plots
+
+        return {k: write_plots(r, Path(folder), f"{stem}.P{k}") for k, r in self.report.results.items()}
+
+    def cycles_csvs(self) -> dict[int, bytes]:
+        """Each compared pair's cycles CSV (as `Comparison.cycles_csv`), per label."""
+        from perfdiff.render.cycles_csv import render_csv
+
+        return {k: render_csv(r) for k, r in self.report.results.items()}
+
+    def to_json(self) -> dict[str, Any]:
+        """The pairs and each one's whole comparison as JSON-ready data (format
+        "perfdiff-process-comparison", docs/FORMAT.md)."""
+        from perfdiff.render.processes import process_json
+
+        return process_json(self.report)

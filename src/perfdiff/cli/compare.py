@@ -15,7 +15,8 @@ from perfdiff.errors import EXIT_CANNOT_JUDGE, EXIT_GATE, EXIT_OK, InputError
 def cmd_compare(args: argparse.Namespace) -> int:
     """Compare, apply the --fail-on gate, write the report (+ its cycles CSV, + JSON, + the
     gate's JUnit XML and job summary); runs of many ranks (directories of rank traces, or
-    --ranks/--scheduler/--workers) go to cmd_compare_ranks."""
+    --ranks/--scheduler/--workers) go to cmd_compare_ranks, nsys exports holding several
+    processes that are not ranks (without --pid) to cmd_compare_processes."""
     from perfdiff.ranks import is_multi_rank
 
     check_gate_options(args)
@@ -26,6 +27,12 @@ def cmd_compare(args: argparse.Namespace) -> int:
             raise InputError("--html writes the report of one pair of runs; runs of many ranks have the Markdown "
                              "report (-o) alone")
         return cmd_compare_ranks(args)
+    from perfdiff.ranks.processes import export_of, is_process_export
+
+    # Both runs nsys exports, one at least of processes that are not ranks: each compared.
+    both = export_of(args.normal) is not None and export_of(args.abnormal) is not None
+    if args.pid is None and both and (is_process_export(args.normal) or is_process_export(args.abnormal)):
+        return cmd_compare_processes(args, report, cycles_csv)
     from perfdiff.analyze import FindingCode, Thresholds
     from perfdiff.api import compare
     from perfdiff.parallel import keep_freed_memory
@@ -114,6 +121,43 @@ def finish_gate(decision: Any, markdown: str, args: argparse.Namespace) -> int:
     if decision.outcome is GateOutcome.REGRESSION:
         return EXIT_GATE
     return EXIT_OK if decision.passes else EXIT_CANNOT_JUDGE
+
+
+def cmd_compare_processes(args: argparse.Namespace, report: Path | None, cycles_csv: Path | None) -> int:
+    """nsys exports holding several processes that are not ranks: the process-by-process
+    report (+ each compared pair's cycles CSV and pictures beside it, as REPORT.P<n>.*; + JSON)."""
+    one = ("these exports hold several processes that are not ranks, compared process by process; "
+           "--pid picks the one process to")
+    if args.html:
+        raise InputError(f"--html writes the report of one pair of runs; {one} report as HTML")
+    if args.fail_on is not None:
+        raise InputError(f"--fail-on judges one pair of runs; {one} gate on")
+    from perfdiff.api import compare_processes
+    from perfdiff.parallel import keep_freed_memory
+
+    keep_freed_memory()
+    comp = compare_processes(args.normal, args.abnormal, alpha=args.alpha, cycle=args.cycle, window=args.window,
+                             group=args.group, force=args.force)
+    if report is not None and cycles_csv is not None:
+        plots: dict[int, list[str]] = {}
+        if not args.no_plots:
+            from perfdiff.render.plots import PlotsUnavailable
+
+            try:
+                plots = comp.write_plots(report.parent, report.with_suffix("").name)
+            except PlotsUnavailable:
+                plots = {}
+        names = {}
+        for label, data in comp.cycles_csvs().items():
+            path = cycles_csv.with_name(cycles_csv.name.replace(".cycles.csv", f".P{label}.cycles.csv"))
+            write_output(path, data)
+            names[label] = path.name
+        write_output(report, comp.to_markdown(top=args.top, plots=plots, cycles_csv=names))
+    else:
+        sys.stdout.write(comp.to_markdown(top=args.top))
+    if args.json:
+        write_output(Path(args.json), json.dumps(comp.to_json(), indent=1, allow_nan=False) + "\n")
+    return EXIT_OK
 
 
 def cmd_compare_ranks(args: argparse.Namespace) -> int:

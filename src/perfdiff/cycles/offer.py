@@ -3,13 +3,14 @@ pair's plan is chosen (perfdiff.cycles.plan).  Small, since it crosses from a lo
 to the parent."""
 from __future__ import annotations
 
+import dataclasses
 from dataclasses import dataclass, field
 
 import numpy as np
 import pandas as pd
 
 from perfdiff.bundle import RunData
-from perfdiff.model.schema import CycleSource, Kind
+from perfdiff.model.schema import GPU_KINDS, MISSING, CycleSource, Kind
 from perfdiff.segment import (MIN_CYCLES, ClosingCollective, IdleGaps, KernelPeriod, closing_collective, RepeatedRange, gpu_busy_by_device, idle_gaps,
                               kernel_launch_counts, kernel_period, marker_cycles, repeated_ranges, source_rows,
                               timeline_ns)
@@ -39,6 +40,8 @@ class CycleSummary:
     mix_change: float = 0.0
     busy_change: float = 0.0
     collective: ClosingCollective | None = None  # the collective kernel that closes each iteration
+    # A run whose GPU work spans several GPUs: what each GPU's work alone offers (device_runs)
+    devices: dict[str, CycleSummary] = field(default_factory=dict, repr=False)
 
     @property
     def marker_sources(self) -> tuple[CycleSource, ...]:
@@ -61,8 +64,36 @@ def offered_sources(counts: dict[CycleSource, int]) -> tuple[CycleSource, ...]:
     return tuple(s for s in MARKER_SOURCES if counts[s] >= MIN_CYCLES)
 
 
+def device_runs(run: RunData, devices: list[str]) -> dict[str, RunData]:
+    """Per GPU of `devices` (two or more that `run` works on), the run as that GPU's work
+    alone: its kernels, memcpys and memsets, and the other rows and the markers of the threads
+    that launched them (all of them where its launching threads are unknown)."""
+    a = run.activity
+    gpu = a["kind"].isin(GPU_KINDS).to_numpy()
+    codes, names = pd.factorize(a["device"])  # a categorical's codes: no string per row
+    tid = a["tid"].to_numpy()
+    marker_tid = run.markers["tid"].to_numpy() if "tid" in run.markers else np.empty(0)
+    out = {}
+    for i, name in enumerate(names):
+        if str(name) not in devices:
+            continue
+        mine = gpu & (codes == i)
+        tids = np.unique(tid[mine])
+        tids = tids[tids != MISSING]
+        if len(tids):
+            rows, markers = mine | (~gpu & np.isin(tid, tids)), run.markers[np.isin(marker_tid, tids)]
+        else:
+            rows, markers = mine | ~gpu, run.markers
+        out[str(name)] = dataclasses.replace(run, activity=a[rows], markers=markers)
+    return out
+
+
 def summarize_cycles(run: RunData) -> CycleSummary:
-    """What `run` offers as cycles."""
+    """What `run` offers as cycles (and, where its GPU work spans several GPUs, what each
+    GPU's work alone offers: `devices`)."""
+    busy = gpu_busy_by_device(run)
+    devices = ({name: summarize_cycles(one) for name, one in device_runs(run, sorted(busy)).items()}
+               if len(busy) >= 2 else {})
     m = run.markers
     counts = marker_counts(m)
     t0, t1 = timeline_ns(run)
@@ -71,8 +102,8 @@ def summarize_cycles(run: RunData) -> CycleSummary:
         perfdiff_cycles=counts[CycleSource.PERFDIFF_MARKERS], step_cycles=counts[CycleSource.PROFILER_STEP],
         ranges=repeated_ranges(source_rows(m, CycleSource.ANNOTATION)),
         period=kernel_period(run), launches=kernel_launch_counts(run), gaps=idle_gaps(run),
-        span_ns=max(0, t1 - t0), gpu_busy_ns=gpu_busy_by_device(run), median_kernel_ns=_median_kernel_ns(kernels),
-        collective=closing_collective(run),
+        span_ns=max(0, t1 - t0), gpu_busy_ns=busy, median_kernel_ns=_median_kernel_ns(kernels),
+        collective=closing_collective(run), devices=devices,
         **dict(zip(("mix_change", "busy_change"), _halves_change(kernels, t0, t1), strict=True)))
 
 

@@ -17,8 +17,10 @@ threshold from both runs' gaps), unless the user names one (--cycle, --window):
    idle gaps where its period is flat and alike idle-gap cycles hold several periods (then 5);
 5. GPU idle gaps longer than one threshold found in both runs' gaps pooled;
 6. fixed windows.
-A source present in one run only is passed over and recorded in the plan.  The rules in
-full: docs/STATISTICS.md, "Cycles and functions".
+A source present in one run only is passed over and recorded in the plan.  Where a run's GPU
+work spans several GPUs (one process driving them), the plan also records what each GPU's
+work alone would get and what it would pass over there (`device_plans`); the runs are cut by
+the pair's plan.  The rules in full: docs/STATISTICS.md, "Cycles and functions".
 """
 from __future__ import annotations
 
@@ -30,11 +32,11 @@ import numpy as np
 
 from perfdiff.cycles.offer import MARKER_SOURCES, CycleSummary
 from perfdiff.errors import InputError
-from perfdiff.model.cycles import CyclePlan, PassReason, Regime, Rejected
+from perfdiff.model.cycles import CyclePlan, DevicePlan, PassReason, Regime, Rejected
 from perfdiff.model.schema import CycleSource
 from perfdiff.segment import DEFAULT_WINDOW_NS, MAX_WINDOWS, MIN_CYCLES, idle_gap_thresholds
 
-__all__ = ["check_cycle_choice", "marker_plan", "match_devices", "plan_pair"]
+__all__ = ["check_cycle_choice", "device_plans", "marker_plan", "match_devices", "plan_pair"]
 
 RANGES_PER_PERIOD = 1.5  # a range repeated this often per kernel period marks a part of an iteration
 # A range whose name says it bounds a training step: preferred over a wider range of a part.
@@ -52,7 +54,27 @@ def plan_pair(sn: CycleSummary, sa: CycleSummary, *, cycle_regex: str | None = N
     abnormal run's GPU devices matched to the normal run's (see `match_devices`)."""
     plan = _plan_cycles(sn, sa, cycle_regex, window_ns)
     devices = match_devices(sn, sa)
-    return dataclasses.replace(plan, device_map=devices) if devices else plan
+    per_device = () if plan.chosen_by_user else device_plans(sn, sa, plan, devices)
+    if devices or per_device:
+        plan = dataclasses.replace(plan, device_map=devices, devices=per_device)
+    return plan
+
+
+def device_plans(sn: CycleSummary, sa: CycleSummary, plan: CyclePlan,
+                 device_map: tuple[tuple[str, str], ...] = ()) -> tuple[DevicePlan, ...]:
+    """Per GPU that both runs work on, where a run's GPU work spans several GPUs: the plan
+    each GPU's work alone would get (CycleSummary.devices), by the same rules as the pair's,
+    and whether it is the pair's `plan` (same source and name); in the normal run's device
+    order, the abnormal run's GPUs matched by `device_map` ((abnormal, normal) names)."""
+    other = {n: a for a, n in device_map}
+    out = []
+    for name in sorted(sn.devices):
+        theirs = sa.devices.get(other.get(name, name))
+        if theirs is None:
+            continue
+        mine = _plan_cycles(sn.devices[name], theirs, None, None)
+        out.append(DevicePlan(name, mine, same=(mine.source, mine.name) == (plan.source, plan.name)))
+    return tuple(out)
 
 
 def marker_plan(shared: dict[CycleSource, int], pairs: int) -> CyclePlan | None:

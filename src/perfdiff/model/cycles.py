@@ -16,7 +16,8 @@ from perfdiff.model.schema import CycleSource
 if TYPE_CHECKING:
     import numpy as np
 
-__all__ = ["CyclePlan", "Cycles", "NoCycles", "NoCyclesCode", "PassReason", "Regime", "Rejected", "WindowReason"]
+__all__ = ["CyclePlan", "Cycles", "DevicePlan", "NoCycles", "NoCyclesCode", "PassReason", "Regime", "Rejected",
+           "WindowReason"]
 
 
 class Regime(Enum):
@@ -93,6 +94,22 @@ class CyclePlan:
     # its one or few steps, or WINDOW, each run one piece); `rejected`: sources passed over
     regime: Regime = Regime.CYCLES
     rejected: tuple[Rejected, ...] = ()
+    # A process that drives several GPUs: what the plan would choose on each GPU alone, and
+    # what it would pass over there (none for one GPU, or cycles the user chose)
+    devices: tuple[DevicePlan, ...] = ()
+
+
+@dataclass(frozen=True)
+class DevicePlan:
+    """What the plan would choose on one GPU of a process that drives several, from that GPU's
+    work alone in both runs (its kernels, memcpys and memsets, and the ranges and calls of
+    the threads that launch them): `plan`, its source and parameters, with what it would pass
+    over there (`rejected`, `one_sided`); `device` as the normal run names it.  `same`: the
+    pair's plan cuts at this very source (same source, same name)."""
+
+    device: str
+    plan: CyclePlan
+    same: bool = False
 
 
 class WindowReason(Enum):

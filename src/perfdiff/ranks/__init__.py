@@ -7,8 +7,10 @@ process of one export is which rank), `groups` (each collective's communicator),
 rank's task: load, cut, attribute, reduce), `fanout` (a local pool of worker processes, or an existing Dask cluster),
 `straggler` (who reaches the collectives last, and why), `collectives` (the collectives' own
 time, beyond waiting for one another), `across` (tests per rank, the rank table, findings
-across ranks, the verdict), `records` (the typed results), `pipeline` (`compare_ranks`).
-Wording is in perfdiff.render.ranks.
+across ranks, the verdict), `records` (the typed results), `pipeline` (`compare_ranks`);
+`processes`: the processes of one export that are not ranks (a server and its workers), their
+roles and pairs, compared pair by pair by perfdiff.api.compare_processes.  Wording is in
+perfdiff.render.ranks and perfdiff.render.processes.
 """
 from __future__ import annotations
 

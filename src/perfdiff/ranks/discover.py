@@ -10,6 +10,7 @@ reads a trace's events.
 """
 from __future__ import annotations
 
+import functools
 import gzip
 import json
 import re
@@ -24,7 +25,7 @@ from perfdiff.inputs import trace_kind
 from perfdiff.ranks.identity import are_ranks, process_ranks
 from perfdiff.ranks.records import MAX_RANK, IdentitySource, RankInput, RankNotice, RankNoticeCode, RankPair
 
-__all__ = ["is_job_export", "is_multi_rank", "pair_ranks", "parse_rank_spec", "rank_inputs"]
+__all__ = ["export_processes", "is_job_export", "is_multi_rank", "pair_ranks", "parse_rank_spec", "rank_inputs"]
 
 HEAD_BYTES = 1 << 16  # a Kineto trace's header (distributedInfo) precedes its events
 _DIST = re.compile(rb'"distributedInfo"\s*:\s*(\{[^{}]*\})')
@@ -55,20 +56,38 @@ def is_job_export(path: str | Path) -> bool:
     job (perfdiff.ranks.identity.are_ranks: each drives a GPU of its own and they share NCCL
     communicators, or the launcher variables number them).  Reads a few rows, never the
     events; False for anything else, a damaged export included (its import says why)."""
+    facts = export_processes(path)
+    return facts is not None and facts[1]
+
+
+def export_processes(path: str | Path) -> tuple[tuple[int, ...], bool] | None:
+    """(the pids that launched kernels, whether they are the ranks of one job) of the nsys
+    export at `path`; None for anything else, a damaged export included.  Kept for the file as
+    it is (path, size, modification time): compare asks it of each input more than once, and
+    each answer reads the whole kernel table."""
     p = Path(path)
     if not p.is_file() or trace_kind(p) != "nsys":
-        return False
+        return None
+    try:
+        st = p.stat()
+    except OSError:
+        return None
+    return _export_processes(str(p.resolve()), st.st_size, st.st_mtime_ns)
+
+
+@functools.lru_cache(maxsize=16)
+def _export_processes(path: str, size: int, mtime_ns: int) -> tuple[tuple[int, ...], bool] | None:
     from perfdiff.importers.nsys import query
 
     try:
-        con = query.open_export(p)
+        con = query.open_export(Path(path))
         try:
             pids = query.kernel_pids(con) if query.has_kernel_table(con) else []
-            return len(pids) >= 2 and are_ranks(con, pids)
+            return tuple(pids), len(pids) >= 2 and are_ranks(con, pids)
         finally:
             con.close()
     except query.EXPORT_ERRORS:
-        return False
+        return None
 
 
 def _kineto_head(p: Path) -> dict:

@@ -19,7 +19,7 @@ from perfdiff.model import codec
 from perfdiff.version import __version__
 
 FORMAT = "perfdiff-comparison"
-FORMAT_VERSION = 2
+FORMAT_VERSION = 3
 ENVELOPE = ("format", "format_version", "perfdiff_version")
 R = TypeVar("R", bound=ComparisonResult)
 

@@ -22,9 +22,10 @@ from perfdiff.render.gate import gate_section
 from perfdiff.render.totals import (TOTALS_CLASSES, is_totals, rejected_text, subcycles_text, totals_head, totals_lines,
                                    totals_text)
 from perfdiff.render.tree import TreeLabels, tree_section
-from perfdiff.render.wording import (CATEGORY_WORDS, categories_intro, categories_rest, finding_text, matching_text,
+from perfdiff.render.wording import (CATEGORY_WORDS, categories_intro, categories_rest, device_plans_text,
+                                     finding_text, matching_text,
                                      notice_text, per_unit, plan_text, tau_cycle, test_name,
-                                     verdict_head, verdict_lines)
+                                     unchecked_note, verdict_head, verdict_lines)
 from perfdiff.render.text import (NA, NameTable, fmt_beta, fmt_calls, fmt_num, fmt_p, fmt_pct, fmt_score,
                                   fmt_signed, fmt_signed_time, fmt_time_us, fmt_z, md_escape, shorten)
 
@@ -193,9 +194,9 @@ def build_view(c: Analysis, findings: list[Finding], verdict: list[VerdictClass]
 
 def report_names(c: Analysis) -> list[str]:
     """Every name the report of `c` shows: its functions, both names of each rename, and the
-    range or kernel named in the plan."""
-    plan = [c.plan.name] if c.plan is not None and c.plan.name else []
-    return [f.name for f in c.functions] + [n for pair in c.renames for n in pair] + plan
+    range or kernel named in the plan (and in its plan of each GPU)."""
+    plans = [c.plan, *(d.plan for d in c.plan.devices)] if c.plan is not None else []
+    return [f.name for f in c.functions] + [n for pair in c.renames for n in pair] + [p.name for p in plans if p.name]
 
 
 def _view(c: Analysis, findings: list[Finding], verdict: list[VerdictClass], names: NameTable, *, top: int,
@@ -248,8 +249,9 @@ def _view(c: Analysis, findings: list[Finding], verdict: list[VerdictClass], nam
         "cycles_csv": md_escape(cycles_csv) if cycles_csv else None,
         "overview": (finding_text(c, findings[0], names) if findings and findings[0].code == FindingCode.IDENTICAL
                      else _overview(c, top_cause, names)),
-        "plan": "\n".join(x for x in (subcycles_text(c), totals_text(c) if is_totals(c) else plan_text(c.plan, names),
-                                       rejected_text(c.plan)) if x),
+        "plan": "\n\n".join(x for x in ("\n".join(x for x in (subcycles_text(c), totals_text(c) if is_totals(c)
+                                                               else plan_text(c.plan, names), rejected_text(c.plan))
+                                                     if x), device_plans_text(c.plan, names)) if x),
         "verdict": _verdict(c, verdict, findings, names),
         "verdict_head": totals_head(c, findings) if is_totals(c) else verdict_head(c, findings),
         "top_header": [tau_header(c) if h == TAU_HEADER else h for h in TOP_HEADER],
@@ -334,10 +336,13 @@ PLOT_TITLES = {"cycles": "cycle-time distribution", "timeline": "cycle time, cyc
 
 
 def render_markdown(result: ComparisonResult, *, top: int = 25, cycles_csv: str | None = None,
-                    plots: list[str] | None = None, plots_note: str | None = None) -> str:
+                    plots: list[str] | None = None, plots_note: str | None = None,
+                    section: str | None = None) -> str:
     """The Markdown report of `result`; `top`: rows of the detailed table; `cycles_csv`: the
     cycles CSV beside it, to name; `plots`: picture files beside it, linked by relative path;
-    `plots_note`: why there are none."""
+    `plots_note`: why there are none.  `section`: the report as a section of a larger one (the
+    process-by-process report), under this heading line: its own headings a level down, no
+    title, no header and no legend (the larger report has them)."""
     c, findings, verdict, manifests, tree = (result.analysis, list(result.findings), list(result.verdict),
                                              result.manifests, result.tree)
     view = build_view(c, findings, verdict, top=top, cycles_csv=cycles_csv)
@@ -350,7 +355,23 @@ def render_markdown(result: ComparisonResult, *, top: int = 25, cycles_csv: str 
     view["collection"] = [_manifest_view(label, m) for label, m in zip(("normal", "abnormal"), manifests, strict=True)]
     view["dist_n"], view["dist_a"] = (_distributed(m) for m in manifests)
     view["gate"] = gate_section(result.gate) if result.gate is not None else ""
+    view["section"], view["sub"], view["legend"] = section, "#" if section else "", section is None
     return _env().get_template("report.md.j2").render(**view)
+
+
+def verdict_block(result: ComparisonResult) -> tuple[str, list[str], str]:
+    """(the verdict's head, its lines, what its † marks) as the report of `result` words them;
+    the head without that note, which a report of several comparisons says once."""
+    c, findings = result.analysis, list(result.findings)
+    names = NameTable(report_names(c))
+    head = totals_head(c, findings) if is_totals(c) else verdict_head(c, findings)
+    note = unchecked_note(findings)
+    return head.removesuffix(note), _verdict(c, list(result.verdict), findings, names), note
+
+
+def legend_markdown(alpha: float) -> str:
+    """The report's legend (its items, no heading) for significance level `alpha`."""
+    return _env().get_template("legend.md.j2").render(alpha=f"{alpha:g}")
 
 
 def _distributed(m: dict) -> str:

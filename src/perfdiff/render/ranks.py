@@ -25,7 +25,7 @@ from perfdiff.version import __version__
 __all__ = ["RANKS_FORMAT", "rank_json", "rank_markdown", "ranks_text"]
 
 RANKS_FORMAT = "perfdiff-rank-comparison"
-RANKS_FORMAT_VERSION = 2
+RANKS_FORMAT_VERSION = 3
 CAUSE_WIDTH = 60  # characters of a name in the rank table (the narrowest the report prints)
 MAX_WAIT_ROWS = 16  # ranks listed per straggler table (the least waiting first)
 LISTED_RANKS = 16  # numbers or ranges of ranks named in one sentence; beyond, how many more

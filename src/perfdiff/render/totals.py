@@ -8,13 +8,13 @@ from perfdiff.analyze.evidence import (Finding, FindingCode, LaunchStructureEvid
                                        PerCallNoneEvidence, StepChangeEvidence, TotalsEvidence)
 from perfdiff.analyze.records import Analysis
 from perfdiff.analyze.verdict_records import VerdictCode
-from perfdiff.model.cycles import CyclePlan, PassReason, Regime
+from perfdiff.model.cycles import CyclePlan, PassReason, Regime, Rejected
 from perfdiff.model.schema import CycleSource
 from perfdiff.render.names import shorten
 from perfdiff.render.text import NameTable, fmt_p, fmt_pct, fmt_time_us, md_escape
 
 __all__ = ["TOTALS_CLASSES", "is_totals", "rejected_text", "subcycles_text", "totals_finding", "totals_head",
-           "totals_lines", "totals_text"]
+           "totals_lines", "totals_text", "unfit_text"]
 
 SUB_SOURCES = {CycleSource.KERNEL_SEQUENCE: "a kernel sequence", CycleSource.IDLE_GAPS: "a burst between GPU idle gaps",
                CycleSource.ANNOTATION: "a range"}  # what repeats inside a step, as the report names it
@@ -142,8 +142,13 @@ _REASONS = {
 }
 
 
+def unfit_text(rejected: tuple[Rejected, ...]) -> str:
+    """The sources a plan passed over as unfit, each with why, "; "-joined ("" for none)."""
+    return "; ".join(_REASONS[r.why](r) for r in rejected)
+
+
 def rejected_text(plan: CyclePlan | None) -> str:
     """"Passed over, too short or unfit: …" for the sources the plan rejected; "" for none."""
     if plan is None or not plan.rejected:
         return ""
-    return "Passed over, unfit: " + "; ".join(_REASONS[r.why](r) for r in plan.rejected) + "."
+    return "Passed over, unfit: " + unfit_text(plan.rejected) + "."

@@ -21,8 +21,8 @@ from perfdiff.analyze.verdict_records import (CpuClockDetail, CpuWorkDetail, Dev
                                               HostWide, LaunchDetail, LaunchStructureDetail, LoadDetail,
                                               OtherProcessDetail, QuotaDetail, Signal, Starved, StallDetail,
                                               SwappedDetail, SyncDetail, ThrottleDetail, VerdictClass, VerdictCode)
-from perfdiff.model.cycles import CyclePlan
-from perfdiff.render.totals import totals_finding
+from perfdiff.model.cycles import CyclePlan, Regime
+from perfdiff.render.totals import totals_finding, unfit_text
 from perfdiff.model.schema import CycleSource, Kind
 from perfdiff.render.text import (NameTable, fmt_calls, fmt_num, fmt_p, fmt_pct, fmt_signed, fmt_time_us, fmt_value,
                                   md_escape)
@@ -139,10 +139,10 @@ def verdict_head(c: Analysis, findings: list[Finding]) -> str:
     v = x.evidence
     quiet = "" if c.thresholds.significant(v.p_mwu) else f"; not significant at α {c.alpha:g}"
     head = f"median cycle {fmt_time_us(v.median_n_us)} → {fmt_time_us(v.median_a_us)} ({_cycle_test(v)}{quiet})"
-    return head + _mean_apart(v, c.thresholds.head_mean_pct) + "." + _unchecked_note(findings)
+    return head + _mean_apart(v, c.thresholds.head_mean_pct) + "." + unchecked_note(findings)
 
 
-def _unchecked_note(findings: list[Finding]) -> str:
+def unchecked_note(findings: list[Finding]) -> str:
     """What the verdict's † marks: classes resting on a cause whose cycles were too few to
     check that they are independent ("" where none)."""
     if not any(isinstance(f.evidence, CauseEvidence) and f.evidence.dependence_unchecked for f in findings):
@@ -540,6 +540,52 @@ def plan_text(plan: CyclePlan | None, names: NameTable) -> str:
     line is wider than a screen (names escaped)."""
     if plan is None:
         return "Each run was cut into cycles on its own."
+    what = plan_source_text(plan, names)
+    if plan.source == CycleSource.WINDOW and not plan.chosen_by_user:
+        what += (": no cycle source exists in both runs, so per-cycle numbers are per window; mark the "
+                 "loop with `perfdiff.cycle()` or choose cycles with `--cycle REGEX`")
+    text = f"Both runs are cut into cycles by one plan: {what}."
+    if not plan.confirmed:
+        text += "\nOnly one run repeats this sequence on its own: check that the other run's cycles are whole iterations."
+    if plan.device_map:
+        pairs = ", ".join(f"{md_escape(a)} as {md_escape(n)}" for a, n in plan.device_map)
+        text += f"\nThe runs used other GPU indexes; matched by their order of activity: the abnormal run's {pairs}."
+    passed = one_sided_text(plan)
+    return text + (f"\nPassed over, not in both runs: {passed}." if passed else "")
+
+
+def one_sided_text(plan: CyclePlan) -> str:
+    """The sources the plan passed over because one run lacked them, "; "-joined ("" for none)."""
+    return "; ".join(
+        f"repeating ranges (up to {n_n} repeats of a name in the normal run, {n_a} in the abnormal; no "
+        "name in both)" if src_ == CycleSource.ANNOTATION.value else
+        f"{md_escape(src_)} ({n_n} cycles in the normal run, {n_a} in the abnormal)"
+        for src_, n_n, n_a in plan.one_sided)
+
+
+def device_plans_text(plan: CyclePlan | None, names: NameTable) -> str:
+    """For a process that drives several GPUs: a list of what the plan would cut each GPU's
+    work alone at, and what it would pass over there (CyclePlan.devices); "" for none."""
+    if plan is None or not plan.devices:
+        return ""
+    lines = [f"The process drives {len(plan.devices)} GPUs; each GPU's work alone, with the ranges of the threads "
+             "that launch it, would be cut at:", ""]
+    for d in plan.devices:
+        p = d.plan
+        what = ("no cycle source that passes the checks (each run compared by its totals)"
+                if p.regime is Regime.TOTALS else plan_source_text(p, names))
+        line = f"- {md_escape(d.device)}: {what}" + (" — the plan's own choice." if d.same else ".")
+        if p.rejected:
+            line += f" Passed over, unfit: {unfit_text(p.rejected)}."
+        if p.one_sided:
+            line += f" Passed over, not in both runs: {one_sided_text(p)}."
+        lines.append(line)
+    return "\n".join(lines)
+
+
+def plan_source_text(plan: CyclePlan, names: NameTable) -> str:
+    """What a plan cuts at, as a noun phrase ("the repeating range **step**, a cycle running
+    from one's start to the next's"; names escaped)."""
     src = plan.source
     if src == CycleSource.PERFDIFF_MARKERS:
         what = "the perfdiff cycle markers the process wrote"
@@ -559,23 +605,7 @@ def plan_text(plan: CyclePlan | None, names: NameTable) -> str:
         what = f"GPU idle gaps longer than {fmt_time_us((plan.threshold_ns or 0) / 1e3)}"
     else:
         what = f"fixed windows of {fmt_time_us((plan.window_ns or 0) / 1e3)}"
-        if not plan.chosen_by_user:
-            what += (": no cycle source exists in both runs, so per-cycle numbers are per window; mark the "
-                     "loop with `perfdiff.cycle()` or choose cycles with `--cycle REGEX`")
-    text = f"Both runs are cut into cycles by one plan: {what}."
-    if not plan.confirmed:
-        text += "\nOnly one run repeats this sequence on its own: check that the other run's cycles are whole iterations."
-    if plan.device_map:
-        pairs = ", ".join(f"{md_escape(a)} as {md_escape(n)}" for a, n in plan.device_map)
-        text += f"\nThe runs used other GPU indexes; matched by their order of activity: the abnormal run's {pairs}."
-    if plan.one_sided:
-        passed = "; ".join(
-            f"repeating ranges (up to {n_n} repeats of a name in the normal run, {n_a} in the abnormal; no "
-            "name in both)" if src_ == CycleSource.ANNOTATION.value else
-            f"{md_escape(src_)} ({n_n} cycles in the normal run, {n_a} in the abnormal)"
-            for src_, n_n, n_a in plan.one_sided)
-        text += f"\nPassed over, not in both runs: {passed}."
-    return text
+    return what
 
 
 VERDICT_WORDS = {

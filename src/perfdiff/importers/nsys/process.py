@@ -31,15 +31,17 @@ def choose_pid(x: Export, gpu_parts: dict[str, dict[str, np.ndarray]]) -> int | 
         return x.want_pid
     best = int(uniq[np.argmax(counts)])
     if len(uniq) > 1:
+        roles, own = _roles(gpu_parts, best)
+        how = ("compare each as a rank with --ranks all" if own else
+               "compare them process by process (perfdiff.compare_processes; `perfdiff compare` does without --pid)")
         x.notes.append(Note("several-processes", f"{len(uniq)} processes launched GPU work; imported pid {best} "
-                                                 f"(the most): {_roles(gpu_parts, best)}; choose another with --pid, "
-                                                 "or compare each as a rank with --ranks all"))
+                                                 f"(the most): {roles}; choose another with --pid, or {how}"))
     return best
 
 
-def _roles(gpu_parts: dict[str, dict[str, np.ndarray]], imported: int) -> str:
+def _roles(gpu_parts: dict[str, dict[str, np.ndarray]], imported: int) -> tuple[str, bool]:
     """Each process's part in the export: its GPUs and GPU activities, and whether the
-    processes look like the ranks of a job (each on a GPU of its own) or share GPUs (a
+    processes look like the ranks of a job (each on a GPU of its own: True) or share GPUs (a
     server and its workers, a launcher and its children)."""
     pids = np.concatenate([(c["globalPid"] >> 24) & PID_MASK for c in gpu_parts.values() if "globalPid" in c])
     devs = np.concatenate([c.get("deviceId", np.full(len(c["globalPid"]), -1)) for c in gpu_parts.values()
@@ -56,7 +58,7 @@ def _roles(gpu_parts: dict[str, dict[str, np.ndarray]], imported: int) -> str:
     own = all(len(g) == 1 for g in used) and len(set(used)) == len(used)
     role = ("each on a GPU of its own, as the ranks of one job" if own
             else "sharing GPUs, as a server and its workers do: not ranks")
-    return f"{'; '.join(shown)}{more} — {role}"
+    return f"{'; '.join(shown)}{more} — {role}", own
 
 
 def only_pid(x: Export, cols: dict[str, np.ndarray], key: str, what: str) -> dict[str, np.ndarray]:

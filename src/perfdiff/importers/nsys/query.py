@@ -4,6 +4,10 @@ to tell its processes apart and name each NCCL kernel's communicator, never its 
 - `kernel_pids`, `kernel_devices`, `collective_pids`: the processes that launched kernels,
   each one's GPUs, and those that ran collective kernels (CUPTI_ACTIVITY_KIND_KERNEL.globalPid,
   deviceId, the kernel's name);
+- `gpu_work`, `kernel_names`, `process_names`, `cuda_pids`: for an export whose processes are
+  not ranks, each process's GPU activities per GPU (the kernel, memcpy and memset tables), the
+  names of its kernels, its name (PROCESSES.name) and the processes that made CUDA calls
+  (CUPTI_ACTIVITY_KIND_RUNTIME.globalTid);
 - `process_environments`, `launcher_environment`: the environment nsys recorded of the
   processes it started (PROCESS_n:ENVIRONMENT_VARIABLE rows of META_DATA_CAPTURE, tied to a
   process by its PROCESS_n:PID row);
@@ -25,9 +29,10 @@ from pathlib import Path
 
 from perfdiff.model.cuda_names import is_collective_kernel
 
-__all__ = ["EXPORT_ERRORS", "Connection", "QueryError", "collective_pids", "decode_payload", "has_kernel_table", "has_launch_tables", "kernel_devices", "kernel_pids",
+__all__ = ["EXPORT_ERRORS", "Connection", "QueryError", "collective_pids", "cuda_pids", "decode_payload", "gpu_work",
+           "has_kernel_table", "has_launch_tables", "kernel_devices", "kernel_names", "kernel_pids",
            "launcher_environment", "nccl_launches", "nccl_ranges", "open_export", "payload_fields",
-           "process_environments"]
+           "process_environments", "process_names"]
 
 Connection = sqlite3.Connection  # an open export (open_export)
 QueryError = sqlite3.Error  # what a query of a damaged or unexpected export raises
@@ -86,6 +91,63 @@ def collective_pids(con: sqlite3.Connection) -> set[int]:
                        f"{name_col} AS name FROM CUPTI_ACTIVITY_KIND_KERNEL) k "
                        "JOIN StringIds s ON s.id = k.name WHERE s.value LIKE '%ccl%Kernel%'").fetchall()
     return {int(pid) for pid, name in rows if pid is not None and is_collective_kernel(str(name or ""))}
+
+
+GPU_TABLES = ("CUPTI_ACTIVITY_KIND_KERNEL", "CUPTI_ACTIVITY_KIND_MEMCPY", "CUPTI_ACTIVITY_KIND_MEMSET")
+
+
+def gpu_work(con: sqlite3.Connection) -> dict[int, dict[int, int]]:
+    """pid → {GPU device id → its GPU activities there (kernels, memcpys, memsets)}; -1 for
+    rows that name no device.  The rows the import counts when it picks a process."""
+    tables = _tables(con)
+    out: dict[int, dict[int, int]] = {}
+    for table in GPU_TABLES:
+        cols = _columns(con, table) if table in tables else set()
+        if "globalPid" not in cols:
+            continue
+        dev = "deviceId" if "deviceId" in cols else "-1"
+        for pid, d, n in con.execute(f"SELECT {_PID.format(col='globalPid')}, {dev}, COUNT(*) FROM {table} "
+                                     "GROUP BY 1, 2"):
+            if pid is None:
+                continue
+            per = out.setdefault(int(pid), {})
+            key = int(d) if d is not None else -1
+            per[key] = per.get(key, 0) + int(n)
+    return out
+
+
+def kernel_names(con: sqlite3.Connection) -> dict[int, set[str]]:
+    """pid → the names of the kernels it launched (demangled where the export has them)."""
+    cols = _columns(con, "CUPTI_ACTIVITY_KIND_KERNEL") if has_kernel_table(con) else set()
+    if "StringIds" not in _tables(con) or "globalPid" not in cols or not cols & {"demangledName", "shortName"}:
+        return {}
+    name_col = "demangledName" if "demangledName" in cols else "shortName"
+    rows = con.execute(f"SELECT k.pid, s.value FROM (SELECT DISTINCT {_PID.format(col='globalPid')} AS pid, "
+                       f"{name_col} AS name FROM CUPTI_ACTIVITY_KIND_KERNEL) k "
+                       "JOIN StringIds s ON s.id = k.name").fetchall()
+    out: dict[int, set[str]] = {}
+    for pid, name in rows:
+        if pid is not None:
+            out.setdefault(int(pid), set()).add(str(name or ""))
+    return out
+
+
+def process_names(con: sqlite3.Connection) -> dict[int, str]:
+    """pid → the process's name as nsys recorded it (PROCESSES.name); {} without that table."""
+    if "PROCESSES" not in _tables(con) or not {"pid", "name"} <= _columns(con, "PROCESSES"):
+        return {}
+    return {int(pid): str(name) for pid, name in con.execute("SELECT pid, name FROM PROCESSES")
+            if pid is not None and name is not None}
+
+
+def cuda_pids(con: sqlite3.Connection) -> set[int]:
+    """The pids of the processes that made CUDA runtime calls (whether or not they launched
+    GPU work)."""
+    if "CUPTI_ACTIVITY_KIND_RUNTIME" not in _tables(con) \
+            or "globalTid" not in _columns(con, "CUPTI_ACTIVITY_KIND_RUNTIME"):
+        return set()
+    rows = con.execute(f"SELECT DISTINCT {_PID.format(col='globalTid')} FROM CUPTI_ACTIVITY_KIND_RUNTIME")
+    return {int(r[0]) for r in rows if r[0] is not None}
 
 
 def process_environments(con: sqlite3.Connection) -> list[tuple[int, list[object]]]:
