@@ -224,11 +224,13 @@ class _Reader:
         return {g: c for g, c, _ in mine if g is not None and c is not None}
 
 
-def _self_time(ranges: list[dict[str, Any]]) -> None:
-    """busy_ns of each range: its self time among the ranges of its thread (perfdiff.model.intervals)."""
+def _self_time(ranges: list[dict[str, Any]], inside: list[dict[str, Any]] = ()) -> None:
+    """busy_ns of each range: its self time among the ranges of its thread and the rows
+    `inside` (perfdiff.model.intervals), which keep theirs."""
     if ranges:
-        col = lambda k: np.array([r[k] for r in ranges], dtype=np.int64)
-        for r, b in zip(ranges, self_time_ns(col("tid"), col("start_ns"), col("end_ns")), strict=True):
+        both = [*ranges, *inside]
+        col = lambda k: np.array([r[k] for r in both], dtype=np.int64)
+        for r, b in zip(ranges, self_time_ns(col("tid"), col("start_ns"), col("end_ns")), strict=False):
             r["busy_ns"] = int(b)
 
 
@@ -239,7 +241,9 @@ def reference_tables(path: str | Path, pid: int | None = None, group: str = "ful
         r = _Reader(con, pid, group)
         runtime = r.runtime()
         ranges, markers = r.nvtx()
-        activity = r.gpu_work(runtime) + r.api(runtime) + ranges + r.osrt() + r.oncpu()
+        calls = r.api(runtime)
+        _self_time(ranges, calls)  # less the CUDA calls inside them too
+        activity = r.gpu_work(runtime) + calls + ranges + r.osrt() + r.oncpu()
         return {"activity": _table("activity", activity), "markers": _table("markers", markers),
                 "samples": _table("samples", r.samples())}
     finally:
