@@ -52,6 +52,9 @@ def test_each_process_is_compared_and_the_changed_worker_leads(tmp_path: Path) -
     assert first.cycle_change_pct > 5
     kernel = [v for v in comp.comparison(first.label).verdict if v.code == VerdictCode.GPU_KERNEL]
     assert kernel and ATTENTION in {comp.comparison(first.label).findings[i].function for i in kernel[0].evidence}
+    # The worker's execute_model range waits for the GPU in cudaStreamSynchronize: that wait is
+    # the call's, not the range's own time, so the range is no CPU-side cause.
+    assert [v.code for v in comp.comparison(first.label).verdict] == [VerdictCode.GPU_KERNEL]
     rest = {p.pids: (p.code, p.changed) for p in comp.pairs[1:]}
     assert rest == {(3000, 3000): (PairCode.COMPARED, False), (2990, 2990): (PairCode.COMPARED, False),
                     (2991, 2991): (PairCode.NO_GPU_WORK, False)}
