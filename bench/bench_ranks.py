@@ -46,7 +46,7 @@ from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
-from run_bench import OUT, PY, _tree_pss, measure  # noqa: E402
+from run_bench import OUT, PY, measure, measure_watched  # noqa: E402
 
 STRAGGLER = 5
 
@@ -142,39 +142,6 @@ def gen(fmt: str, ranks: int, kernels: int, steps: int) -> tuple[Path, Path]:
     return n, a
 
 
-def _run_watched(cmd: list[str]) -> tuple[float, float, float, float]:
-    """(wall s, peak RSS MiB of the largest process, the command's own peak RSS MiB, peak PSS
-    MiB of all its processes) of one command in a fresh process."""
-    import threading
-    import time
-
-    t0 = time.perf_counter()
-    proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
-    hwm, pss = [0], [0]
-    done = threading.Event()
-
-    def poll() -> None:
-        while not done.wait(0.05):
-            try:  # VmHWM only grows: its last reading is the driver's peak (to 50 ms)
-                with open(f"/proc/{proc.pid}/status") as fh:
-                    hwm[0] = max(hwm[0], next(int(x.split()[1]) for x in fh if x.startswith("VmHWM:")))
-            except (OSError, StopIteration, ValueError):
-                pass
-            pss[0] = max(pss[0], _tree_pss(proc.pid))
-
-    watcher = threading.Thread(target=poll, daemon=True)
-    watcher.start()
-    _, status, usage = os.wait4(proc.pid, 0)
-    done.set()
-    watcher.join()
-    wall = time.perf_counter() - t0
-    if os.waitstatus_to_exitcode(status) != 0:
-        err = proc.stderr.read().decode(errors="replace") if proc.stderr else ""
-        raise SystemExit(f"benchmark command failed: {' '.join(cmd)}\n{err[-2000:]}")
-    rss = usage.ru_maxrss / 1024.0
-    return wall, rss, hwm[0] / 1024.0, max(pss[0] / 2**20, rss)
-
-
 def at_scale(scale: int, base: int, kernels: int, steps: int) -> list[str]:
     """Rows of the whole command on a `base`-rank and a `scale`-rank nsys pair, as a user runs it."""
     rows = []
@@ -182,8 +149,8 @@ def at_scale(scale: int, base: int, kernels: int, steps: int) -> list[str]:
     for ranks in (base, scale):
         n, a = gen("nsys", ranks, kernels, steps)
         stem = OUT / f"ranks_scale_{ranks}"
-        wall, rss, driver, tree = _run_watched([PY, "-m", "perfdiff", "compare", str(n), str(a), "--no-plots",
-                                                "-o", f"{stem}.md", "--json", f"{stem}.json"])
+        wall, rss, _, tree, driver = measure_watched([PY, "-m", "perfdiff", "compare", str(n), str(a), "--no-plots",
+                                                      "-o", f"{stem}.md", "--json", f"{stem}.json"], own=True)
         doc = json.loads(Path(f"{stem}.json").read_text())
         s = doc["stragglers"][1]
         named = f"rank {s['culprit']} ({s['excess']})" if s["culprit"] is not None else s["code"]

@@ -54,16 +54,30 @@ def measure(cmd: list[str], cwd: Path = ROOT, pss: bool = True) -> tuple[float, 
     shorter than that can be missed; the larger of the two is reported).  `pss=False` leaves
     the polling out (it takes CPU and each process's memory-map lock while the command runs:
     the tree's figure is then the largest process's)."""
+    return measure_watched(cmd, cwd, pss)[:4]
+
+
+def measure_watched(cmd: list[str], cwd: Path = ROOT, pss: bool = True,
+                    own: bool = False) -> tuple[float, float, str, float, float]:
+    """As `measure`, and fifth the command's own process's peak RSS in MiB where `own` (its
+    VmHWM, which only grows, read every 50 ms: its peak to 50 ms), else NaN."""
     import threading
 
     t0 = time.perf_counter()
     proc = subprocess.Popen(cmd, cwd=cwd, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
-    peak = [0]
+    peak, hwm = [0], [0]
     done = threading.Event()
 
     def poll() -> None:
-        while pss and not done.wait(0.05):
-            peak[0] = max(peak[0], _tree_pss(proc.pid))
+        while (pss or own) and not done.wait(0.05):
+            if own:
+                try:
+                    with open(f"/proc/{proc.pid}/status") as fh:
+                        hwm[0] = max(hwm[0], next(int(x.split()[1]) for x in fh if x.startswith("VmHWM:")))
+                except (OSError, StopIteration, ValueError):
+                    pass
+            if pss:
+                peak[0] = max(peak[0], _tree_pss(proc.pid))
 
     watcher = threading.Thread(target=poll, daemon=True)
     watcher.start()
@@ -76,7 +90,7 @@ def measure(cmd: list[str], cwd: Path = ROOT, pss: bool = True) -> tuple[float, 
     if proc.returncode != 0:
         raise SystemExit(f"benchmark command failed ({proc.returncode}): {' '.join(cmd)}\n{err[-2000:]}")
     rss = usage.ru_maxrss / 1024.0
-    return wall, rss, err[-500:], max(peak[0] / 2**20, rss)
+    return wall, rss, err[-500:], max(peak[0] / 2**20, rss), hwm[0] / 1024.0 if own else float("nan")
 
 
 def machine() -> str:
