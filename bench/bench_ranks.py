@@ -145,7 +145,7 @@ def gen(fmt: str, ranks: int, kernels: int, steps: int) -> tuple[Path, Path]:
 def at_scale(scale: int, base: int, kernels: int, steps: int) -> list[str]:
     """Rows of the whole command on a `base`-rank and a `scale`-rank nsys pair, as a user runs it."""
     rows = []
-    per_base = None
+    per_base: tuple[float, float] | None = None
     for ranks in (base, scale):
         n, a = gen("nsys", ranks, kernels, steps)
         stem = OUT / f"ranks_scale_{ranks}"
@@ -154,10 +154,12 @@ def at_scale(scale: int, base: int, kernels: int, steps: int) -> list[str]:
         doc = json.loads(Path(f"{stem}.json").read_text())
         s = doc["stragglers"][1]
         named = f"rank {s['culprit']} ({s['excess']})" if s["culprit"] is not None else s["code"]
-        per = wall / ranks
+        tasks = sum(p["wall_s"] for p in doc["phases"] if p["name"] in ("ranks", "ranks again"))
+        per = (wall / ranks, tasks / ranks)
         per_base = per_base or per
-        rows.append(f"| {ranks:,} × 2 | {kernels:,} | {doc['workers']} | {wall:.1f} | {per * 1e3:.0f} | "
-                    f"{per / per_base:.2f} | {rss:,.0f} | {driver:,.0f} | {tree:,.0f} | {named} |")
+        rows.append(f"| {ranks:,} × 2 | {kernels:,} | {doc['workers']} | {wall:.1f} | {per[0] * 1e3:.0f} | "
+                    f"{per[0] / per_base[0]:.2f} | {per[1] * 1e3:.0f} | {per[1] / per_base[1]:.2f} | {rss:,.0f} | "
+                    f"{driver:,.0f} | {tree:,.0f} | {named} |")
     return rows
 
 
@@ -257,9 +259,9 @@ def main(argv: list[str] | None = None) -> int:
               f"worker a core), beside {ranks} ranks: seconds per rank pair against the {ranks}-rank run's "
               "(≤ 1: time grows at most linearly); the driver is the command's own process.\n")
         print("| ranks × runs | kernels per rank | workers | wall (s) | per rank pair (ms) | per rank pair vs the first "
-              "| peak RSS, largest process (MiB) | driver's peak RSS (MiB) | all processes (PSS, MiB) "
-              "| straggler named |")
-        print("|---|---|---|---|---|---|---|---|---|---|")
+              "| rank tasks per rank pair (ms) | … vs the first | peak RSS, largest process (MiB) "
+              "| driver's peak RSS (MiB) | all processes (PSS, MiB) | straggler named |")
+        print("|---|---|---|---|---|---|---|---|---|---|---|---|")
         print("\n".join(at_scale(args.scale, ranks, kernels, steps)))
     print(f"\nload average after: {' '.join(f'{x:.2f}' for x in os.getloadavg())}")
     return 0
