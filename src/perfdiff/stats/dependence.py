@@ -182,6 +182,55 @@ def _vif(x: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     return inflation(g0, lrv), lag
 
 
+class MeanVariances:
+    """The variance of the mean of each row of two runs' series (abnormal `xa`, rows × m, and
+    normal `xn`, rows × k, finite, in time order; at least MIN_CYCLES a side) as the rules
+    above judge them: `status` NONE (no row reaches VIF_MIN on either side: s²/n, n − 1
+    degrees of freedom) or CORRECTED (each run's batch-means inflation, the abnormal run's
+    less its largest shift of level, the larger of the two for both runs: s²/n times it,
+    B − 1 degrees of freedom); `var_a`, `var_n`, `df_a`, `df_n` per row; the effective cycles
+    of each run per row (`n_eff_rows_a`, `n_eff_rows_n`: n over its inflation, or over its
+    Bartlett VIF when NONE) and from the first row (`n_eff_a`, `n_eff_n`).
+
+    A row may be any series whose mean is a statistic: the values, their placements, or a
+    stratified mean's weighted deviations (perfdiff.stats.stratified)."""
+
+    __slots__ = ("status", "var_a", "var_n", "df_a", "df_n", "n_eff_rows_a", "n_eff_rows_n")
+
+    def __init__(self, xa: np.ndarray, xn: np.ndarray):
+        m, k = xa.shape[1], xn.shape[1]
+        xs = without_step(xa)
+        (vif_a, lag_a), (vif_n, lag_n) = _vif(xs), _vif(xn)
+        if max(vif_a.max(), vif_n.max()) < VIF_MIN:
+            self.status = Dependence.NONE
+            self.var_a, self.var_n = np.var(xa, axis=1, ddof=1) / m, np.var(xn, axis=1, ddof=1) / k
+            self.df_a, self.df_n = np.full(len(xa), m - 1.0), np.full(len(xn), k - 1.0)
+            self.n_eff_rows_a, self.n_eff_rows_n = m / vif_a, k / vif_n
+            return
+        (ratio_a, dfa), (ratio_n, dfn) = _batch_inflation(xs, lag_a), _batch_inflation(xn, lag_n)
+        # One dependence for both runs (one process under no change): the larger inflation.
+        ratio = np.maximum(ratio_a, ratio_n)
+        self.df_a = self.df_n = np.where(ratio_a >= ratio_n, dfa, dfn)
+        self.var_a = np.var(xa, axis=1, ddof=1) / m * ratio
+        self.var_n = np.var(xn, axis=1, ddof=1) / k * ratio
+        self.status = Dependence.CORRECTED
+        self.n_eff_rows_a, self.n_eff_rows_n = m / ratio, k / ratio
+
+    @property
+    def n_eff_a(self) -> float:
+        return float(self.n_eff_rows_a[0])
+
+    @property
+    def n_eff_n(self) -> float:
+        return float(self.n_eff_rows_n[0])
+
+    def t_p(self, row: int, stat: float) -> float:
+        """Two-sided p of `stat` (a difference of the runs' means of row `row`) against
+        Student's t with Satterthwaite's degrees of freedom (NaN when its variance is 0)."""
+        va, vn = float(self.var_a[row]), float(self.var_n[row])
+        return _t_p(stat, va + vn, ((va, float(self.df_a[row]) + 1.0), (vn, float(self.df_n[row]) + 1.0)))
+
+
 class TwoSampleDependence:
     """The robust two-sample p values of one row (abnormal `av`, normal `nv`, finite, in time
     order) and the dependence assessment: `status`, the effective cycles of each run (from the
@@ -192,7 +241,7 @@ class TwoSampleDependence:
     the variance of a mean (batch means over s²/n) is estimated, the larger applies to both.
     The abnormal run's series is taken less its one largest shift of level (`without_step`):
     a throttle, another process or a slower kernel that set in partway through the run makes
-    its series one long step, which is the effect, not dependence.
+    its series one long step, which is the effect, not dependence (MeanVariances).
     """
 
     __slots__ = ("status", "n_eff_a", "n_eff_n", "p_welch", "p_rank")
@@ -205,25 +254,11 @@ class TwoSampleDependence:
             self.status = Dependence.SKIPPED
             return
         p, q = placements(av, nv)
-        xa, xn = np.vstack([p, av]), np.vstack([q, nv])
-        xs = without_step(xa)
-        (vif_a, lag_a), (vif_n, lag_n) = _vif(xs), _vif(xn)
-        if max(vif_a.max(), vif_n.max()) < VIF_MIN:
-            self.status = Dependence.NONE
-            self.n_eff_a, self.n_eff_n = m / float(vif_a[0]), k / float(vif_n[0])
-            return
-        (ratio_a, dfa), (ratio_n, dfn) = _batch_inflation(xs, lag_a), _batch_inflation(xn, lag_n)
-        # One dependence for both runs (one process under no change): the larger inflation.
-        ratio = np.maximum(ratio_a, ratio_n)
-        dfa = dfn = np.where(ratio_a >= ratio_n, dfa, dfn)
-        va = np.var(xa, axis=1, ddof=1) / m * ratio
-        vn = np.var(xn, axis=1, ddof=1) / k * ratio
-        self.status = Dependence.CORRECTED
-        self.n_eff_a, self.n_eff_n = m / float(ratio[0]), k / float(ratio[0])
-        self.p_rank = _t_p(float(p.mean()) - 0.5, float(va[0] + vn[0]),
-                           ((float(va[0]), float(dfa[0]) + 1.0), (float(vn[0]), float(dfn[0]) + 1.0)))
-        self.p_welch = _t_p(float(av.mean() - nv.mean()), float(va[1] + vn[1]),
-                            ((float(va[1]), float(dfa[1]) + 1.0), (float(vn[1]), float(dfn[1]) + 1.0)))
+        mv = MeanVariances(np.vstack([p, av]), np.vstack([q, nv]))
+        self.status, self.n_eff_a, self.n_eff_n = mv.status, mv.n_eff_a, mv.n_eff_n
+        if mv.status is Dependence.CORRECTED:
+            self.p_rank = mv.t_p(0, float(p.mean()) - 0.5)
+            self.p_welch = mv.t_p(1, float(av.mean() - nv.mean()))
 
 
 class PairedDependence:
