@@ -15,7 +15,9 @@ variance inflation VIF = LRV / γ_0, at least 1.  The series is dependent when V
 How much its mean varies, when it is: batch means (Schmeiser 1982; a fixed-b estimate in
 the sense of Kiefer & Vogelsang 2005) — the series cut into B contiguous batches (B =
 BATCHES, fewer down to MIN_BATCHES where the Bartlett lag is longer than a batch), the
-variance of the batch means over B, referred to Student's t with B − 1 degrees of freedom.
+variance of the batch means over B, referred to Student's t with B − 1 degrees of freedom;
+as lugsail batch means (Vats & Flegal 2022: 2·BM_b − BM_{b/3}, at least BM_b), since batches
+no longer than the dependence are dependent themselves and plain batch means biased low.
 The Bartlett estimate at a data-chosen lag is biased low under bursts (an AR(1) plus noise:
 the plug-in ρ̂ is the noise-diluted one), batch means much less so.  Under no change both
 runs are one process with one dependence: each run's inflation (batch-means variance over
@@ -162,6 +164,23 @@ def without_step(x: np.ndarray) -> np.ndarray:
     return out if n >= 2 else c
 
 
+LUGSAIL_R = 3  # lugsail batch means: batches LUGSAIL_R times shorter …
+LUGSAIL_C = 0.5  # … weighted −c/(1 − c) against the batches' 1/(1 − c)
+
+
+def _lugsail(x: np.ndarray, batches: int) -> float:
+    """The variance of the mean of x by lugsail batch means (Vats & Flegal 2022): (BM_b − c·BM_{b/r})
+    / (1 − c), BM_b the batch-means estimate with `batches` batches and BM_{b/r} with r times as
+    many (shorter) ones; at least BM_b.  Batches of a series whose dependence lasts about as long
+    as a batch are themselves dependent, and BM_b is biased low; the shorter batches' estimate is
+    biased lower by about r times as much, and the combination cancels most of that bias."""
+    big = float(batch_variance(x, batches)[0])
+    short = batches * LUGSAIL_R
+    if x.size < 2 * short:
+        return big
+    return max(big, (big - LUGSAIL_C * float(batch_variance(x, short)[0])) / (1.0 - LUGSAIL_C))
+
+
 def _batch_inflation(x: np.ndarray, lag: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """(batch inflation, its degrees of freedom) of each row of `x` (one run's series, its
     Bartlett `lag`): the batch-means variance of the mean over the independent one s²/n, at
@@ -170,7 +189,7 @@ def _batch_inflation(x: np.ndarray, lag: np.ndarray) -> tuple[np.ndarray, np.nda
     n = x.shape[1]
     iid = np.var(x, axis=1, ddof=1) / n
     b = np.clip(n // np.maximum(lag, 1), MIN_BATCHES, BATCHES)
-    bm = np.array([batch_variance(x[i], int(b[i]))[0] for i in range(x.shape[0])])
+    bm = np.array([_lugsail(x[i], int(b[i])) for i in range(x.shape[0])])
     with np.errstate(divide="ignore", invalid="ignore"):
         ratio = np.where(iid > 0, bm / np.where(iid > 0, iid, 1.0), 1.0)
     return np.maximum(ratio, 1.0), np.where(ratio > 1.0, b - 1.0, n - 1.0)
