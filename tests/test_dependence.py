@@ -152,3 +152,15 @@ def test_lugsail_batch_means_hold_a_long_memory_better() -> None:
     lugsail = float(np.mean([_lugsail(r, 10) for r in runs]))
     assert plain < 0.5 * truth and 0.65 * truth < lugsail < truth
 
+
+def test_complete_separation_under_dependence_is_corrected_too() -> None:
+    """Every abnormal value above every normal one, both runs dependent: the placements do
+    not vary, so the rank test's robust variance is 0; its p is then the robust Welch p, never
+    the uncorrected one."""
+    rng = np.random.default_rng(8)
+    n = ar1(rng, 300, 0.95, 1.0)
+    a = n.max() + 1.0 + ar1(rng, 300, 0.95, 1.0) - ar1(rng, 300, 0.95, 1.0).min()
+    today = stats.compare_samples(a, n, floor=1e-3)
+    r = stats.compare_samples(a, n, floor=1e-3, time_ordered=True)
+    assert r.dependence is Dependence.CORRECTED and r.p_mwu == r.p_welch > 1e3 * today.p_mwu
+    assert r.n_eff_n < 100

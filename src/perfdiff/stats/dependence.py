@@ -31,7 +31,9 @@ multiplies both runs' s²/n; the effective number of cycles is n_eff = n / that 
   difference of the means of P and of the normal run's placements Q_j = F̂_A(n_j): its
   variance is Var(P̄) + Var(Q̄), Brunner & Munzel's (2000) variance with each run's variance
   of its mean placement estimated as above, as for the two-sample U-statistics of dependent
-  data of Dehling & Fried (2012).  (θ̂ − ½) / se is referred to Student's t.
+  data of Dehling & Fried (2012).  (θ̂ − ½) / se is referred to Student's t.  Where the runs
+  separate completely the placements do not vary and that variance is 0: the means' robust p
+  stands in (an exact U-test p of a few effectively independent values is no evidence).
 - Paired differences d_i: the paired t and the signed-rank sum Σ s_i (s_i =
   sign(d_i)·rank|d_i|), each with the variance of its mean as above; the dependence is
   judged on the signs of d (independent fair coins when nothing changed), so that a change
@@ -278,6 +280,9 @@ class TwoSampleDependence:
         if mv.status is Dependence.CORRECTED:
             self.p_rank = mv.t_p(0, float(p.mean()) - 0.5)
             self.p_welch = mv.t_p(1, float(av.mean() - nv.mean()))
+            if math.isnan(self.p_rank):  # the runs separate completely: no spread of placements to test by
+                self.p_rank = self.p_welch
+                self.n_eff_a, self.n_eff_n = float(mv.n_eff_rows_a[1]), float(mv.n_eff_rows_n[1])
 
 
 class PairedDependence:
