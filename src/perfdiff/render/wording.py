@@ -9,7 +9,8 @@ from __future__ import annotations
 import math
 from typing import Any, Callable, TypeVar
 
-from perfdiff.analyze.evidence import (DEPENDENCE_MIN_CYCLES, MAX_LISTED, CauseEvidence, CommonModeEvidence, Direction,
+from perfdiff.analyze.evidence import (DEPENDENCE_MIN_CYCLES, MAX_LISTED, CauseEvidence, CommonModeEvidence, Dependence,
+                                       Direction,
                                        CycleRatioDetail,
                                        CycleSourceDetail, CycleTimeEvidence, CyclesNeededEvidence, DeviceWideEvidence,
                                        EventEvidence, Finding, FindingCode, KernelSwapEvidence, LoadEvidence, ReplacedEvidence,
@@ -259,19 +260,24 @@ def _mix_change(c: Analysis, x: Finding, names: NameTable) -> str:
     dep = ""
     if v.dependence_unchecked:
         dep = f"; fewer than {DEPENDENCE_MIN_CYCLES} cycles in a run, too few to check that they are independent"
-    elif v.dependence.value == "corrected":
+    elif v.dependence is Dependence.CORRECTED:
         dep = f"; steps dependent in time, n_eff ≈ {v.n_eff_n:,.0f} vs {v.n_eff_a:,.0f}"
-    text = (f"Different mix of steps: {kind} {fmt_num(v.share_n_pct, 1)} % → {fmt_num(v.share_a_pct, 1)} % of "
+    return (f"Different mix of steps: {kind} {fmt_num(v.share_n_pct, 1)} % → {fmt_num(v.share_a_pct, 1)} % of "
             f"steps ({v.count_n:,} of {v.n_n:,} → {v.count_a:,} of {v.n_a:,}; h {fmt_signed(v.h)}; p {fmt_p(v.p)}, "
             f"q {fmt_p(x.q)}{dep}): a load change, not a regression. Own times below are compared kind of step "
-            "with kind, at both runs' mix.")
-    if x.related:
-        listed = ", ".join(f"{_fn(g, names)} ({fmt_time_us(g.t_n_us)} → {fmt_time_us(g.t_a_us)})"
-                           for g in (c.functions[i] for i in x.related))
-        more = v.explained - len(x.related)
-        text += (" Changed with the mix alone (significant as measured, not kind with kind): " + listed
-                 + (f" and {more} more" if more > 0 else "") + ".")
-    return text
+            "with kind, at both runs' mix." + _explained_alone(c, x, v.explained, "Changed with the mix alone "
+                                                               "(significant as measured, not kind with kind)", names))
+
+
+def _explained_alone(c: Analysis, x: Finding, count: int, what: str, names: NameTable) -> str:
+    """" What: f (N → A), g (N → A) and 3 more.": the functions a load or a mix alone explains
+    (the finding's related, `count` in all); "" when none."""
+    if not x.related:
+        return ""
+    listed = ", ".join(f"{_fn(g, names)} ({fmt_time_us(g.t_n_us)} → {fmt_time_us(g.t_a_us)})"
+                       for g in (c.functions[i] for i in x.related))
+    more = count - len(x.related)
+    return f" {what}: {listed}" + (f" and {more} more" if more > 0 else "") + "."
 
 
 def _dependence_words(v: CauseEvidence, f: FunctionStats) -> str:
@@ -297,13 +303,8 @@ def _load(c: Analysis, x: Finding, names: NameTable) -> str:
             f"went {fmt_time_us(v.cycle_n_us)} → {fmt_time_us(v.cycle_a_us)} ({fmt_pct(v.change_pct, 1)}; "
             f"{_ci_pct(100.0 * v.change_lo_us / v.cycle_n_us, 100.0 * v.change_hi_us / v.cycle_n_us)}, "
             f"p {fmt_p(v.p)}); own times below are compared at that load.")
-    if x.related:
-        listed = ", ".join(f"{_fn(g, names)} ({fmt_time_us(g.t_n_us)} → {fmt_time_us(g.t_a_us)})"
-                           for g in (c.functions[i] for i in x.related))
-        more = v.explained - len(x.related)
-        text += (" Grew with the load alone (significant as measured, not at a common load): " + listed
-                 + (f" and {more} more" if more > 0 else "") + ".")
-    return text
+    return text + _explained_alone(c, x, v.explained, "Grew with the load alone (significant as measured, not at "
+                                   "a common load)", names)
 
 
 def _no_cause(c: Analysis, x: Finding, names: NameTable) -> str:
