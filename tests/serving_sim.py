@@ -127,12 +127,20 @@ def analyse_pair(normal: RunData, abnormal: RunData):
     return c, findings, build_verdict(c, findings)
 
 
-QUIET = (VerdictCode.NO_MATERIAL, VerdictCode.LOAD)
+QUIET = (VerdictCode.NO_MATERIAL, VerdictCode.LOAD, VerdictCode.MIX)
 
 
 def names_cause(verdict) -> bool:
-    """Whether a verdict names a cause: any class but "no material change" and "load change"."""
+    """Whether a verdict names a cause: any class but "no material change", "load change" and
+    "mix change"."""
     return any(v.code not in QUIET for v in verdict)
+
+
+def mix_reported(findings) -> bool:
+    """Whether the findings report a change of the mix of steps."""
+    from perfdiff.analyze import FindingCode
+
+    return any(f.code == FindingCode.MIX_CHANGE for f in findings)
 
 
 def first_cause(findings) -> str | None:

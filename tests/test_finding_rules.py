@@ -12,7 +12,7 @@ from perfdiff.analyze.totals import TOTALS_RULES
 
 def test_the_rule_table_states_the_findings_order() -> None:
     assert [r.code for r in RULES] == [
-        FindingCode.CYCLE_TIME, FindingCode.LOAD, FindingCode.DEVICE_WIDE, FindingCode.REPLACED, FindingCode.CAUSE,
+        FindingCode.CYCLE_TIME, FindingCode.LOAD, FindingCode.MIX_CHANGE, FindingCode.DEVICE_WIDE, FindingCode.REPLACED, FindingCode.CAUSE,
         FindingCode.NO_CAUSE,
         FindingCode.NEGLIGIBLE, FindingCode.PROPORTIONAL, FindingCode.COMMON_MODE, FindingCode.SYMPTOM,
         FindingCode.RESOURCE, FindingCode.METRIC_WHILE, FindingCode.EVENT, FindingCode.KERNEL_SWAP,
@@ -36,6 +36,7 @@ def test_findings_come_in_the_tables_order() -> None:
 
 EVIDENCE = {
     FindingCode.CYCLE_TIME: ev.CycleTimeEvidence, FindingCode.LOAD: ev.LoadEvidence,
+    FindingCode.MIX_CHANGE: ev.MixEvidence,
     FindingCode.DEVICE_WIDE: ev.DeviceWideEvidence, FindingCode.CAUSE: ev.CauseEvidence,
     FindingCode.NO_CAUSE: ev.NoCauseEvidence, FindingCode.NEGLIGIBLE: ev.NegligibleEvidence,
     FindingCode.PROPORTIONAL: type(None), FindingCode.COMMON_MODE: ev.CommonModeEvidence,

@@ -14,7 +14,7 @@ def test_the_rule_table_states_the_priority() -> None:
     assert [r.name for r in RULES] == [
         "different-hardware", "cpu-clock", "gpu-device-wide", "input-pipeline", "cpu-quota", "memory-pressure", "cpu-contention",
         "io-wait", "launch-bound", "added-sync", "implementation-swapped", "launch-structure", "new-work", "other-process", "collectives", "gpu-kernels",
-        "transfer", "cpu-work", "host-wide", "gpu-throttle-held", "load", "swapped-alone", "no-material"]
+        "transfer", "cpu-work", "host-wide", "gpu-throttle-held", "load", "mix", "swapped-alone", "no-material"]
     assert {code for r in RULES for code in r.codes} == set(VerdictCode)
     assert [r.name for r in RULES if r.merges] == ["host-wide"]
 

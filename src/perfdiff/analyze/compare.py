@@ -18,6 +18,7 @@ from perfdiff.analyze.align import align
 from perfdiff.analyze.busy import gpu_busy_shares
 from perfdiff.analyze.categories import category_table
 from perfdiff.analyze.devices import device_totals
+from perfdiff.analyze.classes import step_classes
 from perfdiff.analyze.checks import common_modes, comparability, cycle_ratio_notice
 from perfdiff.analyze.load import compare_load, cycle_load, is_step_metric, load_notice
 from perfdiff.analyze.metrics import MuJob, aliases_and_constants, mu_jobs, z_log
@@ -26,7 +27,7 @@ from perfdiff.analyze.thresholds import Thresholds
 from perfdiff.analyze.launchers import replacements
 from perfdiff.analyze.order import TRACE_PANELS, detail_key
 from perfdiff.analyze.records import (Analysis, ContextStats, CycleBase, CycleLoad, DetailRow, FunctionStats, MuStats,
-                                      Notice, NoticeCode, PerCallTest, Replacement, RunSummary, Trace)
+                                      Notice, NoticeCode, PerCallTest, Replacement, RunSummary, StepClasses, Trace)
 from perfdiff.launches import LaunchChains, launch_chains
 from perfdiff.attribute import (CallDurations, CycleMatrix, DeviceRows, SeriesInfo, attribute_activity, call_durations,
                                 device_rows, mu_matrix, sample_series)
@@ -159,6 +160,7 @@ def compare_runs(normal: RunData, abnormal: RunData, cn: Cycles, ca: Cycles, *,
     finally:
         pending.close()
     functions, mu_rows, ctx_rows = _assign_q(functions, tested_idx, metrics.mu, metrics.context, th.alpha)
+    classes = _step_classes(p, plan, functions, tested_idx)
     modes, beta_vs_common = common_modes(functions, th)
     for i, v in beta_vs_common.items():
         functions[i] = replace(functions[i], beta_vs_common=v)
@@ -183,7 +185,7 @@ def compare_runs(normal: RunData, abnormal: RunData, cn: Cycles, ca: Cycles, *,
         n_tests_t=len(tested_idx), min_p=min_p, cycles_needed=needed, events_n=_events(normal, cn),
         events_a=_events(abnormal, ca), plan=plan, matched=p.matched, match_rho=p.match_rho,
         cycle_ks_p=stats.ks_pvalue(cycle_ks, p.kn, p.ka),
-        inside=_inside(nesting[1], p.ma, p.idx_a) if nesting else {}, traces=traces, load=load,
+        inside=_inside(nesting[1], p.ma, p.idx_a) if nesting else {}, traces=traces, load=load, step_classes=classes,
         categories=category_table(functions), devices=device_totals(functions),
         tau_base=CycleBase.NORMAL if p.dur_n.mean() > p.dur_a.mean() else CycleBase.ABNORMAL,
         per_call=_per_call_tests(normal, abnormal, cn, ca, functions, calls) if plan is not None
@@ -191,6 +193,16 @@ def compare_runs(normal: RunData, abnormal: RunData, cn: Cycles, ca: Cycles, *,
     if analysis.hardware_differs:  # other hardware's libraries name their kernels otherwise: no swap
         return analysis
     return replace(analysis, replacements=_replacements(normal, abnormal, functions, chains))
+
+
+def _step_classes(p: _Pair, plan: CyclePlan | None, functions: list[FunctionStats],
+                  tested: list[int]) -> StepClasses | None:
+    """The kinds of step the cycles fall into, compared kind with kind (perfdiff.analyze.classes);
+    None over matched cycles (pairs compare like with like already), fixed windows (no steps)
+    and pairs compared by totals."""
+    if p.matched or (plan is not None and (plan.source == CycleSource.WINDOW or plan.regime is Regime.TOTALS)):
+        return None
+    return step_classes(p.mn.own_ns, p.ma.own_ns, p.idx_n, p.idx_a, p.dur_n, p.dur_a, functions, tested, p.th.alpha)
 
 
 def _replacements(normal: RunData, abnormal: RunData, functions: list[FunctionStats],

@@ -71,7 +71,10 @@ class CycleTimeEvidence:
 @dataclass(frozen=True)
 class CauseEvidence:
     """CAUSE: the function's own time per cycle and τ as the finding states them (at the
-    common load when `load_adjusted`); the causes nested in its range and their τ."""
+    common load when `load_adjusted`; kind with kind when `by_class`, standardised to both
+    runs' mix of step classes, with its own time in each class, `class_t_n_us`,
+    `class_t_a_us`, in the order of Analysis.step_classes.classes); the causes nested in its
+    range and their τ."""
 
     tau_pp: float
     t_n_us: float
@@ -87,6 +90,9 @@ class CauseEvidence:
     dependence: Dependence = Dependence.NOT_ASSESSED
     n_eff_n: float = NAN
     n_eff_a: float = NAN
+    by_class: bool = False
+    class_t_n_us: tuple[float, ...] = ()
+    class_t_a_us: tuple[float, ...] = ()
 
     @property
     def dependence_unchecked(self) -> bool:
@@ -133,6 +139,37 @@ class LoadEvidence:
     median_tokens_n: float
     median_tokens_a: float
     explained: int
+
+
+@dataclass(frozen=True)
+class MixEvidence:
+    """MIX_CHANGE: one step class's share of the steps moved (Analysis.step_classes.classes
+    [`step_class`]): the functions that name it (`present`: ran in its cycles; `absent`: did
+    not; function indexes), its cycles in each run (`count_n`, `count_a` of `n_n`, `n_a`) and
+    their share (%), Cohen's h, the dependence-robust test of the share (p, q over the classes,
+    how it dealt with dependent cycles, each run's effective cycles), and how many functions
+    that changed as measured the mix alone explains."""
+
+    step_class: int
+    present: tuple[int, ...]
+    absent: tuple[int, ...]
+    count_n: int
+    count_a: int
+    n_n: int
+    n_a: int
+    share_n_pct: float
+    share_a_pct: float
+    h: float
+    p: float
+    dependence: Dependence
+    n_eff_n: float
+    n_eff_a: float
+    explained: int
+
+    @property
+    def dependence_unchecked(self) -> bool:
+        """Too few cycles to check that they are independent: the p may be too small."""
+        return self.dependence is Dependence.SKIPPED
 
 
 @dataclass(frozen=True)
@@ -297,7 +334,7 @@ class CyclesNeededEvidence:
     cycles_needed: int
 
 
-FindingEvidence = (CycleTimeEvidence | CauseEvidence | NoCauseEvidence | NegligibleEvidence | LoadEvidence
+FindingEvidence = (CycleTimeEvidence | CauseEvidence | NoCauseEvidence | NegligibleEvidence | LoadEvidence | MixEvidence
                    | DeviceWideEvidence | CommonModeEvidence | SymptomEvidence | MetricEvidence | EventEvidence
                    | KernelSwapEvidence | ReplacedEvidence | OppositeEvidence | CyclesNeededEvidence
                    | StepChangeEvidence | PerCallEvidence | PerCallNoneEvidence | TotalsEvidence
@@ -403,6 +440,7 @@ class FindingCode(str, Enum):
     NEGLIGIBLE = "negligible"  # significant changes too small to be a cause
     DEVICE_WIDE = "device-wide"  # every busy function of a device changed per call by one ratio
     LOAD = "load"  # the runs carried different load: the cycle time compared at a common load
+    MIX_CHANGE = "mix-change"  # a kind of step's share of the steps moved: a load change, not a regression
     KERNEL_SWAP = "kernel-swap"  # kernels with more calls replaced others on a device, net change small
     REPLACED = "replaced"  # kernels vanished and new ones appeared under one launching op
     # A pair compared by totals (Regime.TOTALS: one or a few steps per run, a one-shot program)

@@ -18,10 +18,11 @@ from dataclasses import dataclass
 from perfdiff import stats
 from perfdiff.analyze.evidence import (MAX_LISTED, CauseEvidence, Direction, CommonModeEvidence, CycleTimeEvidence,
                                        CyclesNeededEvidence, DeviceWideEvidence, EventEvidence, Finding, FindingCode,
-                                       KernelSwapEvidence, LoadEvidence, MetricEvidence,
+                                       KernelSwapEvidence, LoadEvidence, MetricEvidence, MixEvidence,
                                        NegligibleEvidence, NoCauseEvidence, OppositeEvidence, SymptomEvidence)
 from perfdiff.analyze.launchers import replaced_findings, replaced_functions
-from perfdiff.analyze.records import Analysis, CommonMode, FunctionLoad, FunctionStats
+from perfdiff.analyze.classes import mix_moved
+from perfdiff.analyze.records import Analysis, CommonMode, FunctionByClass, FunctionLoad, FunctionStats
 from perfdiff.analyze.thresholds import DEFAULT, Thresholds
 from perfdiff.analyze.totals import TOTALS_RULES, select_totals
 from perfdiff.model.cuda_names import is_sync_call
@@ -57,8 +58,10 @@ class Selection:
     Analysis.functions throughout.
 
     `direction`: +1 where the change to explain is a slowdown (at a common load: the load-
-    adjusted change's sign), −1 a speed-up.  `at_load`: the functions compared at a common load
-    (None where the load did not differ).  `causes`: significant, material changes in the
+    adjusted change's sign; kind with kind: the standardised change's), −1 a speed-up.  `at_load`:
+    the functions compared at a common load (None where the load did not differ); `by_class`:
+    the functions compared kind with kind (None where the cycles form one class, or at a common
+    load).  `causes`: significant, material changes in the
     direction, largest |τ| first, less the ones nested in another cause (`children`), said in a
     kernel swap (`swapped`) or absorbed by a device-wide change (`device_wide`)."""
 
@@ -66,8 +69,9 @@ class Selection:
     th: Thresholds
     direction: float
     at_load: Mapping[int, FunctionLoad] | None
+    by_class: Mapping[int, FunctionByClass] | None
     tested: tuple[int, ...]
-    explained: tuple[int, ...]  # significant as measured, not at the common load
+    explained: tuple[int, ...]  # significant as measured, not at the common load (or with the mix changed, by class)
     causes: tuple[int, ...]
     children: Mapping[int, tuple[int, ...]]
     negligible: tuple[int, ...]  # significant in the direction, not material; largest |τ| first
@@ -81,18 +85,33 @@ class Selection:
         return self.c.functions[i]
 
     def q_of(self, i: int) -> float:
-        """Function i's q as the findings state it: at the common load where the load differed."""
-        return self.at_load[i].q if self.at_load is not None else self.c.functions[i].q_t
+        """Function i's q as the findings state it: at the common load where the load differed,
+        kind with kind where the cycles form step classes."""
+        if self.at_load is not None:
+            return self.at_load[i].q
+        return self.by_class[i].q if self.by_class is not None else self.c.functions[i].q_t
 
     def tau_of(self, i: int) -> float:
-        """Function i's τ (pp) as the findings state it: at the common load where the load differed."""
-        return self.at_load[i].tau_pp if self.at_load is not None else self.c.functions[i].tau_pp
+        """Function i's τ (pp) as the findings state it (as q_of)."""
+        if self.at_load is not None:
+            return self.at_load[i].tau_pp
+        return self.by_class[i].tau_pp if self.by_class is not None else self.c.functions[i].tau_pp
+
+    @property
+    def like_for_like(self) -> bool:
+        """The functions are compared at a common load or kind with kind, not as measured."""
+        return self.at_load is not None or self.by_class is not None
+
+    @property
+    def mix_changed(self) -> bool:
+        """The functions are compared kind with kind and a kind's share of the steps moved."""
+        return self.by_class is not None and self.c.step_classes is not None and self.c.step_classes.mix_changed
 
     @property
     def modes(self) -> tuple[CommonMode, ...]:
-        """The device-wide checks the findings use: none under different load (per-call times and
-        shares move with the load, so they compare nothing like for like)."""
-        return self.c.common_modes if self.at_load is None else ()
+        """The device-wide checks the findings use: none under different load or a changed mix of
+        steps (per-call times and shares move with them, so they compare nothing like for like)."""
+        return self.c.common_modes if self.at_load is None and not self.mix_changed else ()
 
 
 def select(c: Analysis) -> Selection:
@@ -102,10 +121,11 @@ def select(c: Analysis) -> Selection:
     th = c.thresholds
     measured = _measured_direction(c)
     at_load = _at_common_load(c)
+    by_class = _by_class(c)
     direction = change_direction(c)
     tested = tuple(i for i, f in enumerate(c.functions) if f.tested)
     # The steps below read the direction, the load and the tests: the Selection before its claims.
-    base = Selection(c, th, direction, at_load, tested, (), (), {}, (), (), (), (), frozenset(), ())
+    base = Selection(c, th, direction, at_load, by_class, tested, (), (), {}, (), (), (), (), frozenset(), ())
     moved = [i for i in tested if not c.functions[i].wait and th.significant(base.q_of(i))
              and base.tau_of(i) * direction > 0]
     # Significant is not enough: a cause must also be material (docs/STATISTICS.md).
@@ -126,16 +146,19 @@ def select(c: Analysis) -> Selection:
     causes = [i for i in causes if i not in swapped]
     device_wide, causes = _absorb_device_wide(base, causes)
     waits, idle = _waits(base)
-    return Selection(c, th, direction, at_load, tested, explained, tuple(causes), children, tuple(negligible),
+    return Selection(c, th, direction, at_load, by_class, tested, explained, tuple(causes), children, tuple(negligible),
                      tuple(proportional + idle), tuple(waits), tuple(swaps), swapped, tuple(device_wide))
 
 
 def change_direction(c: Analysis) -> float:
     """The direction of the change the findings explain: +1 a slowdown, −1 a speed-up; as
-    measured, or at a common load where the runs' load differed (the adjusted change's sign)."""
-    if _at_common_load(c) is None or c.load is None:
-        return _measured_direction(c)
-    return 1.0 if c.load.change_us >= 0 else -1.0
+    measured, at a common load where the runs' load differed (the adjusted change's sign), or
+    kind with kind where the cycles form step classes (the standardised change's sign)."""
+    if _at_common_load(c) is not None and c.load is not None:
+        return 1.0 if c.load.change_us >= 0 else -1.0
+    if _by_class(c) is not None and c.step_classes is not None:
+        return 1.0 if c.step_classes.change_us >= 0 else -1.0
+    return _measured_direction(c)
 
 
 def _measured_direction(c: Analysis) -> float:
@@ -150,15 +173,16 @@ def _measured_direction(c: Analysis) -> float:
 
 
 def _is_material(s: Selection, i: int) -> bool:
-    """At a common load: |τ| there ≥ material_tau_pp; as measured: `material`."""
-    return abs(s.tau_of(i)) >= s.th.material_tau_pp if s.at_load is not None else material(s.fn(i), s.th)
+    """At a common load or kind with kind: |τ| there ≥ material_tau_pp; as measured: `material`."""
+    return abs(s.tau_of(i)) >= s.th.material_tau_pp if s.like_for_like else material(s.fn(i), s.th)
 
 
 def _explained_by_load(s: Selection, measured: float, moved: set[int]) -> tuple[int, ...]:
-    """Under different load, own times are compared at a common load (analyze/load.py): the
-    functions significant as measured in the measured direction that are no change at that load
-    (what load alone explains is no cause), largest measured |τ| first."""
-    if s.at_load is None:
+    """Under different load, own times are compared at a common load (analyze/load.py), and
+    under a changed mix of steps kind with kind (analyze/classes.py): the functions significant
+    as measured in the measured direction that are no change so compared (what load or mix
+    alone explains is no cause), largest measured |τ| first."""
+    if s.at_load is None and not s.mix_changed:
         return ()
     c = s.c
     raw = [i for i in s.tested if not c.functions[i].wait and s.th.significant(c.functions[i].q_t)
@@ -233,6 +257,28 @@ def _load(s: Selection) -> tuple[Finding, ...]:
         explained=len(s.explained))),)
 
 
+def _mix_change(s: Selection) -> tuple[Finding, ...]:
+    """Each step class whose share of the steps moved significantly and materially: a change of
+    load, not a regression (what it alone explains is listed under the first, as for load)."""
+    sc = s.c.step_classes
+    if sc is None:
+        return ()
+    out = []
+    explained = s.explained if s.at_load is None else ()
+    for k, x in enumerate(sc.classes):
+        if not mix_moved(x, s.th.alpha):
+            continue
+        present, absent = x.signature
+        t = x.share_test
+        out.append(Finding(FindingCode.MIX_CHANGE, q=x.q, related=() if out else explained[:MAX_LISTED],
+                           evidence=MixEvidence(step_class=k, present=present, absent=absent, count_n=x.n_n,
+                                                count_a=x.n_a, n_n=s.c.normal.n_cycles, n_a=s.c.abnormal.n_cycles,
+                                                share_n_pct=x.share_n_pct, share_a_pct=x.share_a_pct, h=x.h,
+                                                p=t.p_welch, dependence=t.dependence, n_eff_n=t.n_eff_n,
+                                                n_eff_a=t.n_eff_a, explained=0 if out else len(explained))))
+    return tuple(out)
+
+
 def _device_wide(s: Selection) -> tuple[Finding, ...]:
     return tuple(Finding(FindingCode.DEVICE_WIDE, device=d.mode.device, related=d.deviating[:MAX_DEVIATING],
                          evidence=DeviceWideEvidence(
@@ -257,6 +303,12 @@ def _causes(s: Selection) -> tuple[Finding, ...]:
             ev = CauseEvidence(tau_pp=fl.tau_pp, t_n_us=fl.t_n_us, t_a_us=fl.t_a_us, incl_n_us=ev.incl_n_us,
                                incl_a_us=ev.incl_a_us, nested=ev.nested, tau_nested_pp=ev.tau_nested_pp,
                                load_adjusted=True, x0_tokens=s.c.load.x0_tokens if s.c.load else float("nan"), **dep)
+        elif s.by_class is not None:
+            fc = s.by_class[i]
+            ev = CauseEvidence(tau_pp=fc.tau_pp, t_n_us=fc.t_n_us, t_a_us=fc.t_a_us, incl_n_us=ev.incl_n_us,
+                               incl_a_us=ev.incl_a_us, nested=ev.nested, tau_nested_pp=ev.tau_nested_pp,
+                               dependence=fc.dependence, n_eff_n=fc.n_eff_n, n_eff_a=fc.n_eff_a, by_class=True,
+                               class_t_n_us=fc.class_t_n_us, class_t_a_us=fc.class_t_a_us)
         out.append(Finding(FindingCode.CAUSE, function=f.name, device=f.device, q=s.q_of(i), func=i,
                            related=kids[:MAX_LISTED], evidence=ev))
     return tuple(out)
@@ -363,7 +415,7 @@ def _opposite(s: Selection) -> tuple[Finding, ...]:
         return ()
     shown = tuple(opposite[:MAX_DEVIATING])
     return (Finding(FindingCode.OPPOSITE, related=shown, evidence=OppositeEvidence(
-        tau_pp=tuple(s.tau_of(i) for i in shown) if s.at_load is not None else ())),)
+        tau_pp=tuple(s.tau_of(i) for i in shown) if s.like_for_like else ())),)
 
 
 def _cycles_needed(s: Selection) -> tuple[Finding, ...]:
@@ -390,6 +442,7 @@ class FindingRule:
 RULES: tuple[FindingRule, ...] = (
     FindingRule(FindingCode.CYCLE_TIME, _cycle_time),
     FindingRule(FindingCode.LOAD, _load),
+    FindingRule(FindingCode.MIX_CHANGE, _mix_change),
     FindingRule(FindingCode.DEVICE_WIDE, _device_wide),
     FindingRule(FindingCode.REPLACED, lambda s: replaced_findings(s.c)),
     FindingRule(FindingCode.CAUSE, _causes),
@@ -469,6 +522,14 @@ def _at_common_load(c: Analysis) -> dict[int, FunctionLoad] | None:
     if c.load is None or not (c.load.differs and c.load.adjusted):
         return None
     return {fl.func: fl for fl in c.load.functions}
+
+
+def _by_class(c: Analysis) -> dict[int, FunctionByClass] | None:
+    """The tested functions compared kind with kind, by function index, where the cycles form
+    step classes and the runs are not compared at a common load; else None."""
+    if c.step_classes is None or _at_common_load(c) is not None:
+        return None
+    return {fc.func: fc for fc in c.step_classes.functions}
 
 
 def _tail_cis(c: Analysis) -> dict[str, float]:

@@ -20,7 +20,7 @@ from perfdiff.model.cycles import CyclePlan, WindowReason
 from perfdiff.model.cuda_names import MATCHED
 from perfdiff.model.schema import GPU_KINDS, Kind
 from perfdiff.model.waits import HOST_STATES
-from perfdiff.stats import TwoSample
+from perfdiff.stats import Dependence, TwoSample
 
 NAN = float("nan")
 
@@ -306,6 +306,85 @@ class LoadComparison:
         return not self.reason
 
 
+@dataclass(frozen=True)
+class StepClass:
+    """One kind of step (perfdiff.analyze.classes): the cycles whose function signature meets
+    `path` — (function index into Analysis.functions, whether it ran) conditions, the splits
+    that made the class — in both runs; `marks`: the functions that ran in (almost) all of its
+    cycles and (almost) no other cycle, largest first (its name for the reader; may be empty);
+    its cycles in each run and their share of the run (%), its median cycle (µs) in each run,
+    and the dependence-robust test of its share (`share_test`, on each run's 0/1 series of
+    its cycles in time order: p_welch), Cohen's h of the shares and the BH q over the classes
+    tested (NaN: the largest class, not tested)."""
+
+    path: tuple[tuple[int, bool], ...]
+    marks: tuple[int, ...]
+    n_n: int
+    n_a: int
+    share_n_pct: float
+    share_a_pct: float
+    median_n_us: float
+    median_a_us: float
+    share_test: TwoSample
+    h: float
+    q: float = NAN
+
+    @property
+    def signature(self) -> tuple[tuple[int, ...], tuple[int, ...]]:
+        """(functions that ran, functions that did not) naming the class for the reader: its
+        marks where it has some, else the conditions that made it."""
+        if self.marks:
+            return self.marks, ()
+        return tuple(f for f, ran in self.path if ran), tuple(f for f, ran in self.path if not ran)
+
+
+@dataclass(frozen=True)
+class FunctionByClass:
+    """One tested function compared kind with kind (perfdiff.stats.stratified): its own time
+    per cycle (µs) in each class and run, standardised to both runs' pooled mix of classes
+    (`t_n_us`, `t_a_us`), the difference with its 95 % CI, the stratified rank test's p (and
+    the mean difference's, `p_mean`), BH q over the tested functions, τ (pp of the longer
+    standardised cycle), how the dependence was dealt with and each run's effective cycles."""
+
+    func: int  # index into Analysis.functions
+    t_n_us: float
+    t_a_us: float
+    diff_us: float
+    lo_us: float
+    hi_us: float
+    p: float
+    p_mean: float
+    q: float
+    tau_pp: float
+    class_t_n_us: tuple[float, ...]
+    class_t_a_us: tuple[float, ...]
+    dependence: Dependence
+    n_eff_n: float
+    n_eff_a: float
+
+
+@dataclass(frozen=True)
+class StepClasses:
+    """The runs' cycles in kinds of step (docs/STATISTICS.md, "Step classes"), and the cycle
+    time and each tested function compared kind with kind: the classes; each class's weight
+    (its share of both runs' cycles together); each run's class per cycle; the standardised
+    cycle time (µs) of each run, its change with the 95 % CI and the stratified rank p; the
+    functions; `mix_changed`: a class's share moved significantly and materially."""
+
+    classes: tuple[StepClass, ...]
+    weights: tuple[float, ...]
+    labels_n: np.ndarray
+    labels_a: np.ndarray
+    cycle_n_us: float
+    cycle_a_us: float
+    change_us: float
+    change_lo_us: float
+    change_hi_us: float
+    p: float
+    functions: tuple[FunctionByClass, ...]
+    mix_changed: bool
+
+
 class OpCategory(str, Enum):
     """What kind of work a kernel or an operator is (perfdiff.analyze.categories, by name
     rules; docs/STATISTICS.md, "Op categories"); stable across releases."""
@@ -459,6 +538,8 @@ class Analysis:
     inside: dict[int, dict[int, float]] = field(default_factory=dict)
     traces: tuple[Trace, ...] = ()  # the top suspects' and changed context metrics' series
     load: LoadComparison | None = None  # the runs' engine-step load, when they recorded it
+    # the kinds of step the cycles fall into, and the comparison kind with kind (None: one kind)
+    step_classes: StepClasses | None = None
     # the decision thresholds the analysis used, which the findings, verdict and wording read too
     thresholds: Thresholds = DEFAULT_THRESHOLDS
     # GPU time per op category, both runs (perfdiff.analyze.categories): where the time went

@@ -21,13 +21,14 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, replace
 
 from perfdiff.analyze.evidence import (CauseEvidence, DeviceWideEvidence, EventEvidence, LoadEvidence,
-                                       LaunchStructureEvidence, MetricEvidence, PerCallEvidence, ReplacedEvidence,
-                                       SymptomEvidence)
+                                       LaunchStructureEvidence, MetricEvidence, MixEvidence, PerCallEvidence,
+                                       ReplacedEvidence, SymptomEvidence)
 from perfdiff.analyze.findings import HOST_DEVICE, Finding, FindingCode, change_direction, more_calls
 from perfdiff.analyze.records import Analysis, FunctionStats, GpuBusy
 from perfdiff.analyze.thresholds import Thresholds
 from perfdiff.analyze.verdict_records import (CategoryShift, Clock, HardwareDetail, CpuClockDetail, CpuWorkDetail, DeviceWideDetail, HostWide,
-                                              LaunchCall, LaunchDetail, LoadDetail, OtherProcessDetail, QuotaDetail,
+                                              LaunchCall, LaunchDetail, LoadDetail, MixDetail, MixShift,
+                                              OtherProcessDetail, QuotaDetail,
                                               Direction, LaunchStructureDetail, Signal, StallDetail, Starved, SwapOp,
                                               SwappedDetail, SyncCall, SyncDetail, ThrottleDetail, VerdictClass,
                                               VerdictCode, VerdictDetail)
@@ -451,6 +452,20 @@ def _load(x: VerdictContext) -> tuple[VerdictClass, ...]:
         ev.median_tokens_n, ev.median_tokens_a, ev.change_pct, ev.p, explained=not x.classes)),)
 
 
+def _mix(x: VerdictContext) -> tuple[VerdictClass, ...]:
+    """The mix of kinds of step changed (MIX_CHANGE findings): said as a class, a load change
+    and no regression, which explains the change when no other class holds."""
+    mix = [i for i, f in enumerate(x.findings) if f.code == FindingCode.MIX_CHANGE]
+    if not mix:
+        return ()
+    fns = x.c.functions
+    shifts = tuple(MixShift(tuple(fns[j].name for j in ev.present), tuple(fns[j].name for j in ev.absent),
+                            ev.share_n_pct, ev.share_a_pct, ev.p)
+                   for ev in (x.findings[i].evidence_as(MixEvidence) for i in mix))
+    return (VerdictClass(VerdictCode.MIX, q=_min_q(x.findings, mix), evidence=tuple(mix),
+                         detail=MixDetail(shifts, explained=all(v.code == VerdictCode.LOAD for v in x.classes))),)
+
+
 def _no_material(x: VerdictContext) -> tuple[VerdictClass, ...]:
     if x.classes:
         return ()
@@ -463,8 +478,9 @@ def _no_material(x: VerdictContext) -> tuple[VerdictClass, ...]:
 
 
 def _dependence_unchecked(v: VerdictClass, findings: list[Finding]) -> bool:
-    """A cause among the class's evidence whose test could not check its cycles' dependence."""
-    return any(isinstance(findings[i].evidence, CauseEvidence) and findings[i].evidence.dependence_unchecked
+    """A cause (or a change of mix) among the class's evidence whose test could not check its
+    cycles' dependence."""
+    return any(isinstance(findings[i].evidence, (CauseEvidence, MixEvidence)) and findings[i].evidence.dependence_unchecked
                for i in v.evidence)
 
 
@@ -706,6 +722,7 @@ RULES: tuple[VerdictRule, ...] = (
     VerdictRule("host-wide", (VerdictCode.CPU_CLOCK, VerdictCode.CPU_WORK), _host_wide, merges=True),
     VerdictRule("gpu-throttle-held", (VerdictCode.GPU_THROTTLING,), _throttle_held),
     VerdictRule("load", (VerdictCode.LOAD,), _load),
+    VerdictRule("mix", (VerdictCode.MIX,), _mix),
     VerdictRule("swapped-alone", (VerdictCode.IMPLEMENTATION_SWAPPED,), _swapped(alone=True)),
     VerdictRule("no-material", (VerdictCode.NO_MATERIAL,), _no_material),
 )

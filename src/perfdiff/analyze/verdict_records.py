@@ -38,6 +38,7 @@ class VerdictCode(str, Enum):
     NEW_WORK = "new-work"  # work present in the abnormal run only, or more calls per cycle
     CPU_WORK = "cpu-work"  # CPU-side ranges slower, with no host-wide reason found
     LOAD = "load-change"  # the runs carried different load; step times compared at a common load
+    MIX = "mix-change"  # the mix of kinds of step changed (a load change); steps compared kind with kind
     NO_MATERIAL = "no-material-change"  # nothing significant and material
 
     def __str__(self) -> str:
@@ -224,6 +225,28 @@ class LoadDetail:
 
 
 @dataclass(frozen=True)
+class MixShift:
+    """One step class whose share of the steps moved: the functions that name it (`present`:
+    ran in its steps; `absent`: did not), its share of each run's steps (%) and the share
+    test's p."""
+
+    present: tuple[str, ...]
+    absent: tuple[str, ...]
+    share_n_pct: float
+    share_a_pct: float
+    p: float
+
+
+@dataclass(frozen=True)
+class MixDetail:
+    """MIX: the step classes whose share moved; `explained`: no other class holds (the mix
+    explains the change)."""
+
+    shifts: tuple[MixShift, ...]
+    explained: bool
+
+
+@dataclass(frozen=True)
 class CategoryShift:
     """One op category's GPU time per cycle (µs) in both runs (Analysis.categories)."""
 
@@ -247,7 +270,7 @@ class HardwareDetail:
 
 VerdictDetail = (HardwareDetail | CpuClockDetail | CpuWorkDetail | QuotaDetail | StallDetail | DeviceWideDetail | ThrottleDetail
                  | LaunchDetail | SyncDetail | SwappedDetail | LaunchStructureDetail | OtherProcessDetail
-                 | LoadDetail)
+                 | LoadDetail | MixDetail)
 
 
 @dataclass(frozen=True)

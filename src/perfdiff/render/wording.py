@@ -9,16 +9,17 @@ from __future__ import annotations
 import math
 from typing import Any, Callable, TypeVar
 
-from perfdiff.analyze.evidence import (DEPENDENCE_MIN_CYCLES, MAX_LISTED, CauseEvidence, CommonModeEvidence, Direction,
+from perfdiff.analyze.evidence import (DEPENDENCE_MIN_CYCLES, MAX_LISTED, CauseEvidence, CommonModeEvidence, Dependence,
+                                       Direction,
                                        CycleRatioDetail,
                                        CycleSourceDetail, CycleTimeEvidence, CyclesNeededEvidence, DeviceWideEvidence,
                                        EventEvidence, Finding, FindingCode, KernelSwapEvidence, LoadEvidence, ReplacedEvidence,
-                                       LoadNoticeDetail, MetricOneSideDetail, NegligibleEvidence, NoCauseEvidence,
+                                       LoadNoticeDetail, MetricOneSideDetail, MixEvidence, NegligibleEvidence, NoCauseEvidence,
                                        OppositeEvidence, RankDetail, SymptomEvidence, WorldSizeDetail)
 from perfdiff.analyze.gate_records import GateMetric, GateOutcome, GateReason, GateTest
 from perfdiff.analyze.records import Analysis, FunctionStats, Notice, NoticeCode, OpCategory
 from perfdiff.analyze.verdict_records import (CpuClockDetail, CpuWorkDetail, DeviceWideDetail, HardwareDetail,
-                                              HostWide, LaunchDetail, LaunchStructureDetail, LoadDetail,
+                                              HostWide, LaunchDetail, LaunchStructureDetail, LoadDetail, MixDetail,
                                               OtherProcessDetail, QuotaDetail, Signal, Starved, StallDetail,
                                               SwappedDetail, SyncDetail, ThrottleDetail, VerdictClass, VerdictCode)
 from perfdiff.model.cycles import CyclePlan, Regime
@@ -199,6 +200,8 @@ def _cause(c: Analysis, x: Finding, names: NameTable) -> str:
     v = x.evidence_as(CauseEvidence)
     if v.load_adjusted:
         return _cause_at_load(c, x, f, names)
+    if v.by_class:
+        return _cause_by_class(c, x, f, names)
     text = (f"{_fn(f, names)} took {fmt_time_us(abs(d_t))} {'more' if d_t > 0 else 'less'} "
             f"{'self time ' if incl else ''}{per_unit(c)} ({fmt_time_us(f.t_n_us)} → {fmt_time_us(f.t_a_us)}{incl}; "
             f"τ {fmt_signed(f.tau_pp)} pp of {tau_cycle(c)}; {_q_words(f.q_t, c)}{_dependence_words(v, f)})"
@@ -219,6 +222,62 @@ def _cause_at_load(c: Analysis, x: Finding, f: FunctionStats, names: NameTable) 
             f"load ({fmt_time_us(v.t_n_us)} → {fmt_time_us(v.t_a_us)}; "
             f"τ {fmt_signed(v.tau_pp)} pp of the abnormal cycle at that load; {_q_words(x.q, c)}"
             f"{_dependence_words(v, f)}); as measured, {fmt_time_us(f.t_n_us)} → {fmt_time_us(f.t_a_us)} {per_unit(c)}.")
+
+
+def step_kind(present: tuple[str, ...], absent: tuple[str, ...], names: NameTable) -> str:
+    """A kind of step by the functions that name it: "steps with **X**", "steps without **Y**"."""
+    parts = [f"with {' and '.join(f'**{names.md(n, 48)}**' for n in present)}"] if present else []
+    parts += [f"without {' and '.join(f'**{names.md(n, 48)}**' for n in absent)}"] if absent else []
+    return "steps " + ", ".join(parts) if parts else "steps"
+
+
+def _class_kind(c: Analysis, k: int, names: NameTable) -> str:
+    """Step class k of the analysis, named by its functions."""
+    sc = c.step_classes
+    if sc is None:
+        return "steps"
+    present, absent = sc.classes[k].signature
+    return step_kind(tuple(c.functions[i].name for i in present), tuple(c.functions[i].name for i in absent), names)
+
+
+def _cause_by_class(c: Analysis, x: Finding, f: FunctionStats, names: NameTable) -> str:
+    """A cause compared kind with kind: its own time in each kind of step, and standardised."""
+    v = x.evidence_as(CauseEvidence)
+    d_t = v.t_a_us - v.t_n_us
+    kinds = "; ".join(f"{_class_kind(c, k, names)}: {fmt_time_us(n)} → {fmt_time_us(a)}"
+                      for k, (n, a) in enumerate(zip(v.class_t_n_us, v.class_t_a_us, strict=True)))
+    return (f"{_fn(f, names)} took {fmt_time_us(abs(d_t))} {'more' if d_t > 0 else 'less'} {per_unit(c)}, compared kind of "
+            f"step with kind ({kinds}; at both runs' mix of steps {fmt_time_us(v.t_n_us)} → {fmt_time_us(v.t_a_us)}; "
+            f"τ {fmt_signed(v.tau_pp)} pp of {tau_cycle(c)}; {_q_words(x.q, c)}{_dependence_words(v, f)}); "
+            f"as measured, {fmt_time_us(f.t_n_us)} → {fmt_time_us(f.t_a_us)} {per_unit(c)}.")
+
+
+def _mix_change(c: Analysis, x: Finding, names: NameTable) -> str:
+    """A kind of step's share of the steps moved: a load change, not a regression."""
+    v = x.evidence_as(MixEvidence)
+    kind = step_kind(tuple(c.functions[i].name for i in v.present), tuple(c.functions[i].name for i in v.absent),
+                     names)
+    dep = ""
+    if v.dependence_unchecked:
+        dep = f"; fewer than {DEPENDENCE_MIN_CYCLES} cycles in a run, too few to check that they are independent"
+    elif v.dependence is Dependence.CORRECTED:
+        dep = f"; steps dependent in time, n_eff ≈ {v.n_eff_n:,.0f} vs {v.n_eff_a:,.0f}"
+    return (f"Different mix of steps: {kind} {fmt_num(v.share_n_pct, 1)} % → {fmt_num(v.share_a_pct, 1)} % of "
+            f"steps ({v.count_n:,} of {v.n_n:,} → {v.count_a:,} of {v.n_a:,}; h {fmt_signed(v.h)}; p {fmt_p(v.p)}, "
+            f"q {fmt_p(x.q)}{dep}): a load change, not a regression. Own times below are compared kind of step "
+            "with kind, at both runs' mix." + _explained_alone(c, x, v.explained, "Changed with the mix alone "
+                                                               "(significant as measured, not kind with kind)", names))
+
+
+def _explained_alone(c: Analysis, x: Finding, count: int, what: str, names: NameTable) -> str:
+    """" What: f (N → A), g (N → A) and 3 more.": the functions a load or a mix alone explains
+    (the finding's related, `count` in all); "" when none."""
+    if not x.related:
+        return ""
+    listed = ", ".join(f"{_fn(g, names)} ({fmt_time_us(g.t_n_us)} → {fmt_time_us(g.t_a_us)})"
+                       for g in (c.functions[i] for i in x.related))
+    more = count - len(x.related)
+    return f" {what}: {listed}" + (f" and {more} more" if more > 0 else "") + "."
 
 
 def _dependence_words(v: CauseEvidence, f: FunctionStats) -> str:
@@ -244,13 +303,8 @@ def _load(c: Analysis, x: Finding, names: NameTable) -> str:
             f"went {fmt_time_us(v.cycle_n_us)} → {fmt_time_us(v.cycle_a_us)} ({fmt_pct(v.change_pct, 1)}; "
             f"{_ci_pct(100.0 * v.change_lo_us / v.cycle_n_us, 100.0 * v.change_hi_us / v.cycle_n_us)}, "
             f"p {fmt_p(v.p)}); own times below are compared at that load.")
-    if x.related:
-        listed = ", ".join(f"{_fn(g, names)} ({fmt_time_us(g.t_n_us)} → {fmt_time_us(g.t_a_us)})"
-                           for g in (c.functions[i] for i in x.related))
-        more = v.explained - len(x.related)
-        text += (" Grew with the load alone (significant as measured, not at a common load): " + listed
-                 + (f" and {more} more" if more > 0 else "") + ".")
-    return text
+    return text + _explained_alone(c, x, v.explained, "Grew with the load alone (significant as measured, not at "
+                                   "a common load)", names)
 
 
 def _no_cause(c: Analysis, x: Finding, names: NameTable) -> str:
@@ -424,7 +478,7 @@ FINDING_WORDS: dict[FindingCode, Callable[[Analysis, Finding, NameTable], str]] 
     FindingCode.VANISHED: totals_finding, FindingCode.NEW: totals_finding,
     FindingCode.SYMPTOM: _symptom, FindingCode.RESOURCE: _resource, FindingCode.METRIC_WHILE: _metric_while,
     FindingCode.EVENT: _event, FindingCode.OPPOSITE: _opposite, FindingCode.CYCLES_NEEDED: _cycles_needed,
-    FindingCode.LOAD: _load,
+    FindingCode.LOAD: _load, FindingCode.MIX_CHANGE: _mix_change,
 }
 
 
@@ -630,6 +684,7 @@ VERDICT_WORDS = {
     VerdictCode.NEW_WORK: "new or added work",
     VerdictCode.CPU_WORK: "CPU-side work slower",
     VerdictCode.LOAD: "different load",
+    VerdictCode.MIX: "different mix of steps",
     VerdictCode.NO_MATERIAL: "no material change",
 }
 
@@ -813,6 +868,15 @@ def _load_class(c: Analysis, v: VerdictClass, who: str, names: NameTable) -> str
             + ("; no function changed materially at that load: the load explains the change" if d.explained else ""))
 
 
+def _mix_class(c: Analysis, v: VerdictClass, who: str, names: NameTable) -> str:
+    d = _vdetail(v, MixDetail)
+    return (": " + "; ".join(f"{step_kind(x.present, x.absent, names)} {fmt_num(x.share_n_pct, 1)} % → "
+                             f"{fmt_num(x.share_a_pct, 1)} % of steps (p {fmt_p(x.p)})" for x in d.shifts)
+            + ": a load change, not a regression"
+            + ("; no function changed materially kind of step with kind: the mix explains the change"
+               if d.explained else ""))
+
+
 def _gpu_device_wide(c: Analysis, v: VerdictClass, who: str, names: NameTable) -> str:
     d = _vdetail(v, DeviceWideDetail)
     return f": every kernel on {names.md(d.device)} ×{fmt_num(d.ratio)} per call"
@@ -907,6 +971,7 @@ VERDICT_LINES: dict[VerdictCode, Callable[[Analysis, VerdictClass, str, NameTabl
     VerdictCode.NEW_WORK: _names_only,
     VerdictCode.CPU_WORK: _cpu_work,
     VerdictCode.LOAD: _load_class,
+    VerdictCode.MIX: _mix_class,
     VerdictCode.NO_MATERIAL: _no_material,
 }
 # What a class adds after its share and q.

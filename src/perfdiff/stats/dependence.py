@@ -15,7 +15,9 @@ variance inflation VIF = LRV / γ_0, at least 1.  The series is dependent when V
 How much its mean varies, when it is: batch means (Schmeiser 1982; a fixed-b estimate in
 the sense of Kiefer & Vogelsang 2005) — the series cut into B contiguous batches (B =
 BATCHES, fewer down to MIN_BATCHES where the Bartlett lag is longer than a batch), the
-variance of the batch means over B, referred to Student's t with B − 1 degrees of freedom.
+variance of the batch means over B, referred to Student's t with B − 1 degrees of freedom;
+as lugsail batch means (Vats & Flegal 2022: 2·BM_b − BM_{b/3}, at least BM_b), since batches
+no longer than the dependence are dependent themselves and plain batch means biased low.
 The Bartlett estimate at a data-chosen lag is biased low under bursts (an AR(1) plus noise:
 the plug-in ρ̂ is the noise-diluted one), batch means much less so.  Under no change both
 runs are one process with one dependence: each run's inflation (batch-means variance over
@@ -29,7 +31,9 @@ multiplies both runs' s²/n; the effective number of cycles is n_eff = n / that 
   difference of the means of P and of the normal run's placements Q_j = F̂_A(n_j): its
   variance is Var(P̄) + Var(Q̄), Brunner & Munzel's (2000) variance with each run's variance
   of its mean placement estimated as above, as for the two-sample U-statistics of dependent
-  data of Dehling & Fried (2012).  (θ̂ − ½) / se is referred to Student's t.
+  data of Dehling & Fried (2012).  (θ̂ − ½) / se is referred to Student's t.  Where the runs
+  separate completely the placements do not vary and that variance is 0: the means' robust p
+  stands in (an exact U-test p of a few effectively independent values is no evidence).
 - Paired differences d_i: the paired t and the signed-rank sum Σ s_i (s_i =
   sign(d_i)·rank|d_i|), each with the variance of its mean as above; the dependence is
   judged on the signs of d (independent fair coins when nothing changed), so that a change
@@ -162,6 +166,23 @@ def without_step(x: np.ndarray) -> np.ndarray:
     return out if n >= 2 else c
 
 
+LUGSAIL_R = 3  # lugsail batch means: batches LUGSAIL_R times shorter …
+LUGSAIL_C = 0.5  # … weighted −c/(1 − c) against the batches' 1/(1 − c)
+
+
+def _lugsail(x: np.ndarray, batches: int) -> float:
+    """The variance of the mean of x by lugsail batch means (Vats & Flegal 2022): (BM_b − c·BM_{b/r})
+    / (1 − c), BM_b the batch-means estimate with `batches` batches and BM_{b/r} with r times as
+    many (shorter) ones; at least BM_b.  Batches of a series whose dependence lasts about as long
+    as a batch are themselves dependent, and BM_b is biased low; the shorter batches' estimate is
+    biased lower by about r times as much, and the combination cancels most of that bias."""
+    big = float(batch_variance(x, batches)[0])
+    short = batches * LUGSAIL_R
+    if x.size < 2 * short:
+        return big
+    return max(big, (big - LUGSAIL_C * float(batch_variance(x, short)[0])) / (1.0 - LUGSAIL_C))
+
+
 def _batch_inflation(x: np.ndarray, lag: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """(batch inflation, its degrees of freedom) of each row of `x` (one run's series, its
     Bartlett `lag`): the batch-means variance of the mean over the independent one s²/n, at
@@ -170,7 +191,7 @@ def _batch_inflation(x: np.ndarray, lag: np.ndarray) -> tuple[np.ndarray, np.nda
     n = x.shape[1]
     iid = np.var(x, axis=1, ddof=1) / n
     b = np.clip(n // np.maximum(lag, 1), MIN_BATCHES, BATCHES)
-    bm = np.array([batch_variance(x[i], int(b[i]))[0] for i in range(x.shape[0])])
+    bm = np.array([_lugsail(x[i], int(b[i])) for i in range(x.shape[0])])
     with np.errstate(divide="ignore", invalid="ignore"):
         ratio = np.where(iid > 0, bm / np.where(iid > 0, iid, 1.0), 1.0)
     return np.maximum(ratio, 1.0), np.where(ratio > 1.0, b - 1.0, n - 1.0)
@@ -180,6 +201,55 @@ def _vif(x: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """(Bartlett VIF, lag) of each row of `x`."""
     g0, lrv, lag = long_run_variance(x)
     return inflation(g0, lrv), lag
+
+
+class MeanVariances:
+    """The variance of the mean of each row of two runs' series (abnormal `xa`, rows × m, and
+    normal `xn`, rows × k, finite, in time order; at least MIN_CYCLES a side) as the rules
+    above judge them: `status` NONE (no row reaches VIF_MIN on either side: s²/n, n − 1
+    degrees of freedom) or CORRECTED (each run's batch-means inflation, the abnormal run's
+    less its largest shift of level, the larger of the two for both runs: s²/n times it,
+    B − 1 degrees of freedom); `var_a`, `var_n`, `df_a`, `df_n` per row; the effective cycles
+    of each run per row (`n_eff_rows_a`, `n_eff_rows_n`: n over its inflation, or over its
+    Bartlett VIF when NONE) and from the first row (`n_eff_a`, `n_eff_n`).
+
+    A row may be any series whose mean is a statistic: the values, their placements, or a
+    stratified mean's weighted deviations (perfdiff.stats.stratified)."""
+
+    __slots__ = ("status", "var_a", "var_n", "df_a", "df_n", "n_eff_rows_a", "n_eff_rows_n")
+
+    def __init__(self, xa: np.ndarray, xn: np.ndarray):
+        m, k = xa.shape[1], xn.shape[1]
+        xs = without_step(xa)
+        (vif_a, lag_a), (vif_n, lag_n) = _vif(xs), _vif(xn)
+        if max(vif_a.max(), vif_n.max()) < VIF_MIN:
+            self.status = Dependence.NONE
+            self.var_a, self.var_n = np.var(xa, axis=1, ddof=1) / m, np.var(xn, axis=1, ddof=1) / k
+            self.df_a, self.df_n = np.full(len(xa), m - 1.0), np.full(len(xn), k - 1.0)
+            self.n_eff_rows_a, self.n_eff_rows_n = m / vif_a, k / vif_n
+            return
+        (ratio_a, dfa), (ratio_n, dfn) = _batch_inflation(xs, lag_a), _batch_inflation(xn, lag_n)
+        # One dependence for both runs (one process under no change): the larger inflation.
+        ratio = np.maximum(ratio_a, ratio_n)
+        self.df_a = self.df_n = np.where(ratio_a >= ratio_n, dfa, dfn)
+        self.var_a = np.var(xa, axis=1, ddof=1) / m * ratio
+        self.var_n = np.var(xn, axis=1, ddof=1) / k * ratio
+        self.status = Dependence.CORRECTED
+        self.n_eff_rows_a, self.n_eff_rows_n = m / ratio, k / ratio
+
+    @property
+    def n_eff_a(self) -> float:
+        return float(self.n_eff_rows_a[0])
+
+    @property
+    def n_eff_n(self) -> float:
+        return float(self.n_eff_rows_n[0])
+
+    def t_p(self, row: int, stat: float) -> float:
+        """Two-sided p of `stat` (a difference of the runs' means of row `row`) against
+        Student's t with Satterthwaite's degrees of freedom (NaN when its variance is 0)."""
+        va, vn = float(self.var_a[row]), float(self.var_n[row])
+        return _t_p(stat, va + vn, ((va, float(self.df_a[row]) + 1.0), (vn, float(self.df_n[row]) + 1.0)))
 
 
 class TwoSampleDependence:
@@ -192,7 +262,7 @@ class TwoSampleDependence:
     the variance of a mean (batch means over s²/n) is estimated, the larger applies to both.
     The abnormal run's series is taken less its one largest shift of level (`without_step`):
     a throttle, another process or a slower kernel that set in partway through the run makes
-    its series one long step, which is the effect, not dependence.
+    its series one long step, which is the effect, not dependence (MeanVariances).
     """
 
     __slots__ = ("status", "n_eff_a", "n_eff_n", "p_welch", "p_rank")
@@ -205,25 +275,14 @@ class TwoSampleDependence:
             self.status = Dependence.SKIPPED
             return
         p, q = placements(av, nv)
-        xa, xn = np.vstack([p, av]), np.vstack([q, nv])
-        xs = without_step(xa)
-        (vif_a, lag_a), (vif_n, lag_n) = _vif(xs), _vif(xn)
-        if max(vif_a.max(), vif_n.max()) < VIF_MIN:
-            self.status = Dependence.NONE
-            self.n_eff_a, self.n_eff_n = m / float(vif_a[0]), k / float(vif_n[0])
-            return
-        (ratio_a, dfa), (ratio_n, dfn) = _batch_inflation(xs, lag_a), _batch_inflation(xn, lag_n)
-        # One dependence for both runs (one process under no change): the larger inflation.
-        ratio = np.maximum(ratio_a, ratio_n)
-        dfa = dfn = np.where(ratio_a >= ratio_n, dfa, dfn)
-        va = np.var(xa, axis=1, ddof=1) / m * ratio
-        vn = np.var(xn, axis=1, ddof=1) / k * ratio
-        self.status = Dependence.CORRECTED
-        self.n_eff_a, self.n_eff_n = m / float(ratio[0]), k / float(ratio[0])
-        self.p_rank = _t_p(float(p.mean()) - 0.5, float(va[0] + vn[0]),
-                           ((float(va[0]), float(dfa[0]) + 1.0), (float(vn[0]), float(dfn[0]) + 1.0)))
-        self.p_welch = _t_p(float(av.mean() - nv.mean()), float(va[1] + vn[1]),
-                            ((float(va[1]), float(dfa[1]) + 1.0), (float(vn[1]), float(dfn[1]) + 1.0)))
+        mv = MeanVariances(np.vstack([p, av]), np.vstack([q, nv]))
+        self.status, self.n_eff_a, self.n_eff_n = mv.status, mv.n_eff_a, mv.n_eff_n
+        if mv.status is Dependence.CORRECTED:
+            self.p_rank = mv.t_p(0, float(p.mean()) - 0.5)
+            self.p_welch = mv.t_p(1, float(av.mean() - nv.mean()))
+            if math.isnan(self.p_rank):  # the runs separate completely: no spread of placements to test by
+                self.p_rank = self.p_welch
+                self.n_eff_a, self.n_eff_n = float(mv.n_eff_rows_a[1]), float(mv.n_eff_rows_n[1])
 
 
 class PairedDependence:
