@@ -4,6 +4,7 @@ second), no Dask on this path, and a comparison that runs through them end to en
 from __future__ import annotations
 
 import multiprocessing as mp
+import os
 import sys
 from pathlib import Path
 
@@ -38,6 +39,23 @@ def test_a_failing_task_raises_its_error_here() -> None:
     with pytest.raises(InputError, match="no such rank"):
         with fanout(None, workers=2, tasks=3, largest_bytes=1 << 20) as fan:
             fan.map(_fail_on_two, [1, 2, 3])
+
+
+def test_a_worker_that_dies_is_one_line() -> None:
+    """A worker killed while reading a rank (the kernel's OOM killer, a crash in a library)
+    breaks the pool: one line that says so and what to try, exit 2, no traceback."""
+    from perfdiff.errors import PerfdiffError
+
+    with pytest.raises(PerfdiffError, match="worker process ended while reading a rank") as info:
+        with fanout(None, workers=2, tasks=2, largest_bytes=1 << 20) as fan:
+            fan.map(_die_on_two, [1, 2])
+    assert info.value.code == 2 and "\n" not in str(info.value)
+
+
+def _die_on_two(x: int) -> int:
+    if x == 2:
+        os._exit(9)
+    return x
 
 
 def _fail_on_two(x: int) -> int:

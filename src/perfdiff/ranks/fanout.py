@@ -153,7 +153,7 @@ class PoolFanout(Fanout):
                 i = futures.pop(fut)
                 try:
                     yield i, fut.result()
-                except cf.process.BrokenProcessPool:
+                except cf.BrokenExecutor:  # a worker died (killed for memory, a crash in a library)
                     raise PerfdiffError("a worker process ended while reading a rank (out of memory?); try fewer "
                                         "--workers") from None
         finally:
