@@ -39,7 +39,6 @@ import sqlite3
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
-import numpy as np
 import pandas as pd
 
 from perfdiff.bundle import RunData
@@ -54,7 +53,6 @@ from perfdiff.importers.nsys.nvtx import nvtx
 from perfdiff.importers.nsys.process import choose_pid, only_pid
 from perfdiff.importers.nsys.runtime import api_part, read_runtime, runtime_rows
 from perfdiff.importers.nsys.strings import string_ids
-from perfdiff.model.intervals import self_time_ns
 from perfdiff.model.schema import MISSING
 from perfdiff.model.tables import Part, concat_parts
 
@@ -137,18 +135,6 @@ def _nvtx_only(x: Export, meta: dict) -> RunData:
     return _with_cpu_side(x, meta, [], runtime)
 
 
-def _less_calls(ranges: Part, calls: Part) -> Part:
-    """NVTX `ranges` with their self time less the CUDA `calls` made inside them on their
-    thread too, as a PyTorch-profiler op's is less its runtime calls: a range around a
-    cudaStreamSynchronize waits in that call, not in its own code (the call is the cause when
-    the wait grows; the range's own time is what its code did)."""
-    r, c = ranges.columns, calls.columns
-    n = len(r["start_ns"])
-    busy = self_time_ns(np.concatenate([r["tid"], c["tid"]]), np.concatenate([r["start_ns"], c["start_ns"]]),
-                        np.concatenate([r["end_ns"], c["end_ns"]]))[:n]
-    return Part("activity", {**r, "busy_ns": busy})
-
-
 def _with_cpu_side(x: Export, meta: dict, parts: list[Part], runtime: dict | None) -> RunData:
     """The run: `parts` (GPU work) with the CUDA API calls, NVTX ranges and host tables added."""
     api = None
@@ -156,10 +142,8 @@ def _with_cpu_side(x: Export, meta: dict, parts: list[Part], runtime: dict | Non
         api = api_part(x, runtime)
         parts.append(api)
         x.counts["api"] = len(api)
-    nvtx_part, markers = nvtx(x)
+    nvtx_part, markers = nvtx(x, api)
     if nvtx_part is not None:
-        if api is not None:
-            nvtx_part = _less_calls(nvtx_part, api)
         parts.append(nvtx_part)
         x.counts["cpu"] = len(nvtx_part)
     for part, label in ((osrt(x), "host_osrt"), (sched(x), "host_oncpu")):

@@ -19,8 +19,11 @@ NVTX_RANGE_TYPES = (59, 60, 70, 71)  # push/pop, start/end, NVTXT push/pop, NVTX
 NVTX_DOMAIN_CREATE = 75
 
 
-def nvtx(x: Export) -> tuple[Part | None, pd.DataFrame]:
-    """(activity rows, markers) of the imported process's NVTX ranges."""
+def nvtx(x: Export, calls: Part | None = None) -> tuple[Part | None, pd.DataFrame]:
+    """(activity rows, markers) of the imported process's NVTX ranges.  A range's busy is its
+    self time less the ranges and the CUDA `calls` (the runtime rows, where read) nested
+    directly in it on its thread, as a PyTorch-profiler op's is less its runtime calls: a range
+    around a cudaStreamSynchronize waits in that call, not in its own code."""
     table = "NVTX_EVENTS"
     cols = x.cols(table)
     if not {"start", "end", "eventType"} <= set(cols):
@@ -77,7 +80,12 @@ def nvtx(x: Export) -> tuple[Part | None, pd.DataFrame]:
     function = categorical(used_code, [labels[i] for i in used.tolist()])
     s, e = x.wall(start[idx]), x.wall(end[idx])
     tid = np.where(gt[idx] >= 0, gt[idx] & PID_MASK, MISSING)
-    busy = self_time_ns(tid, s, e)
+    if calls is not None:
+        c = calls.columns
+        busy = self_time_ns(np.concatenate([tid, c["tid"]]), np.concatenate([s, c["start_ns"]]),
+                            np.concatenate([e, c["end_ns"]]))[:len(s)]
+    else:
+        busy = self_time_ns(tid, s, e)
     n = len(idx)
     part = Part("activity", {"function": function, "kind": constant_categorical("cpu", n),
                              "device": constant_categorical("Host", n), "start_ns": s, "end_ns": e,

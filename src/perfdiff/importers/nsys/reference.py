@@ -140,7 +140,9 @@ class _Reader:
                  "start_ns": r["start"] + self.t0, "end_ns": r["end"] + self.t0, "busy_ns": r["end"] - r["start"],
                  "tid": _tid(r.get("globalTid")), "correlation": _int(r.get("correlationId"))} for r in runtime]
 
-    def nvtx(self) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
+    def nvtx(self, calls: list[dict[str, Any]]) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
+        """(ranges, markers); a range's busy_ns is its self time less the ranges and the CUDA
+        `calls` nested in it on its thread."""
         cols = self.cols("NVTX_EVENTS")
         if not {"start", "end", "eventType"} <= set(cols):
             return [], []
@@ -161,7 +163,7 @@ class _Reader:
                 name = f"{domains.get(domain, f'domain {domain}')}:{name}"
             ranges.append({"function": name, "kind": "cpu", "device": "Host", "start_ns": r["start"] + self.t0,
                            "end_ns": r["end"] + self.t0, "tid": _tid(r.get("globalTid"))})
-        _self_time(ranges)
+        _self_time(ranges, calls)
         markers = [{"name": r["function"], "start_ns": r["start_ns"], "end_ns": r["end_ns"], "tid": r["tid"],
                     "source": "nvtx"} for r in ranges]
         return ranges, markers
@@ -240,9 +242,8 @@ def reference_tables(path: str | Path, pid: int | None = None, group: str = "ful
     try:
         r = _Reader(con, pid, group)
         runtime = r.runtime()
-        ranges, markers = r.nvtx()
         calls = r.api(runtime)
-        _self_time(ranges, calls)  # less the CUDA calls inside them too
+        ranges, markers = r.nvtx(calls)
         activity = r.gpu_work(runtime) + calls + ranges + r.osrt() + r.oncpu()
         return {"activity": _table("activity", activity), "markers": _table("markers", markers),
                 "samples": _table("samples", r.samples())}
