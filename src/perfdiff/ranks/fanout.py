@@ -72,13 +72,11 @@ def _cores() -> int:
         return os.cpu_count() or 1
 
 
-def local_workers(tasks: int, largest_bytes: int) -> tuple[int, int]:
-    """(workers, memory limit per worker in bytes) for a local cluster: one per core, no more
-    than there are tasks, and only as many as memory holds ranks of the largest size."""
-    mem = _memory_bytes()
-    fit = max(1, mem // max(largest_bytes, 1))
-    n = max(1, min(_cores(), tasks, fit))
-    return n, max(largest_bytes, mem // n)
+def local_workers(tasks: int, largest_bytes: int) -> int:
+    """Local worker processes: one per core, no more than there are tasks, and only as many as
+    memory holds ranks of the largest size (`largest_bytes`, estimate_bytes)."""
+    fit = max(1, _memory_bytes() // max(largest_bytes, 1))
+    return max(1, min(_cores(), tasks, fit))
 
 
 class Fanout:
@@ -285,12 +283,11 @@ def fanout(scheduler: str | None, *, workers: int | None, tasks: int, largest_by
         finally:
             client.close()
         return
-    n, _ = local_workers(tasks, largest_bytes)
-    if workers:
-        n = max(1, min(workers, tasks))  # a worker more than there are tasks would start and idle
     if not processes:
         yield InlineFanout(1, progress, 1)
         return
+    # A worker more than there are tasks would start and idle.
+    n = max(1, min(workers, tasks)) if workers else local_workers(tasks, largest_bytes)
     warm_up()  # a no-op when the caller started it early, as the command line does
     pool = cf.ProcessPoolExecutor(max_workers=n, mp_context=mp.get_context(start_method()))
     try:
