@@ -47,8 +47,10 @@ def _ms(us: np.ndarray) -> np.ndarray:
     return np.asarray(us, dtype=np.float64) / 1e3
 
 
-# Drawn in this order, the largest first, so that two workers finish together.
-_FIGURES = ("suspects", "context", "cycles", "timeline")
+# The pictures of panels, one a trace of a kind: (trace kind, title, x label).
+_PANELS = {"suspects": ("function", "Top suspects: own time per cycle", "cycle"),
+           "context": ("metric", "Context metrics that changed, over time", "s since the first cycle")}
+_FIGURES = ("cycles", "timeline", *_PANELS)  # the report's order
 
 
 def write_plots(result: ComparisonResult, folder: Path, stem: str, parallel: Parallel | None = None) -> list[str]:
@@ -57,14 +59,14 @@ def write_plots(result: ComparisonResult, folder: Path, stem: str, parallel: Par
     Each picture is drawn in a forked worker where `parallel` (default: all cores) has cores
     to spare: they are independent, and a picture takes tens of ms of matplotlib."""
     _pyplot()  # imported before the workers fork, which inherit it (and raises without it)
-    c = result.analysis
-    kinds = {t.kind for t in c.traces}
-    names = [f for f in _FIGURES if f not in ("suspects", "context") or
-             ("function" if f == "suspects" else "metric") in kinds]
+    kinds = {t.kind for t in result.analysis.traces}
+    names = [f for f in _FIGURES if f not in _PANELS or _PANELS[f][0] in kinds]
+    # Handed out the largest first (the panels), so that two workers finish together.
+    order = sorted(names, key=lambda f: f not in _PANELS)
     par = parallel or Parallel()
-    drawn = dict(zip(names, par.start_map(_draw, names, shared=(result, folder, stem), large=len(names) > 1).result(),
+    drawn = dict(zip(order, par.start_map(_draw, order, shared=(result, folder, stem), large=len(order) > 1).result(),
                      strict=True))
-    return [drawn[f] for f in ("cycles", "timeline", "suspects", "context") if f in drawn]
+    return [drawn[f] for f in names]
 
 
 def _draw(shared: tuple[ComparisonResult, Path, str], figure: str) -> str:
@@ -90,9 +92,7 @@ def _draw(shared: tuple[ComparisonResult, Path, str], figure: str) -> str:
             ax.plot(_thin(np.arange(len(y))), _thin(y), color=color, linewidth=0.8, label=label)
         return _save(fig, ax, plt, folder / f"{stem}.timeline.png", "Cycle time, cycle by cycle", "cycle",
                      "cycle time (ms)")
-    kind, title, xlabel = {"suspects": ("function", "Top suspects: own time per cycle", "cycle"),
-                           "context": ("metric", "Context metrics that changed, over time",
-                                       "s since the first cycle")}[figure]
+    kind, title, xlabel = _PANELS[figure]
     return _panels(plt, [t for t in c.traces if t.kind == kind], folder / f"{stem}.{figure}.png", title, xlabel)
 
 
