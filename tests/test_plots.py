@@ -165,3 +165,57 @@ def test_pictures_drawn_in_workers_are_the_pictures_drawn_here(tmp_path: Path) -
     assert here == forked == ["r.cycles.png", "r.timeline.png", "r.suspects.png", "r.context.png"]
     for name in here:
         assert (tmp_path / "here" / name).read_bytes() == (tmp_path / "forked" / name).read_bytes()
+
+
+def _boxes(fig) -> list[tuple[str, object]]:
+    """The extents of what a reader reads on a figure: titles, axis labels, tick labels, the legend."""
+    r = fig.canvas.get_renderer()
+    out = [("suptitle", fig._suptitle.get_window_extent(r))] if fig._suptitle is not None else []
+    for i, ax in enumerate(a for a in fig.axes if a.get_visible()):
+        for what, text in (("title", ax.title), ("xlabel", ax.xaxis.label), ("ylabel", ax.yaxis.label),
+                           ("xoffset", ax.xaxis.offsetText), ("yoffset", ax.yaxis.offsetText)):
+            if text.get_text():
+                out.append((f"{what} {i}", text.get_window_extent(r)))
+        for k, axis in enumerate(("x", "y")):
+            lo, hi = sorted(getattr(ax, f"get_{axis}lim")())
+            ticks = [t.get_window_extent(r) for t in getattr(ax, f"get_{axis}ticklabels")()
+                     if t.get_text() and lo <= t.get_position()[k] <= hi]  # drawn: in the view
+            out += [(f"{axis}ticks {i}", b) for b in ticks]
+    return out + [("legend", leg.get_window_extent(r)) for leg in fig.legends]
+
+
+def test_every_label_stands_inside_its_figure_and_apart(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The pictures are laid out with fixed margins (matplotlib's constrained layout took half
+    of their drawing time): no title, axis label, tick label or legend is cut by the figure's
+    edge or lies on another's, also with wide tick labels and two rows of panels."""
+    import numpy as np
+
+    import perfdiff
+    from perfdiff.analyze.records import Trace
+    from perfdiff.parallel import Parallel
+    from perfdiff.render import plots
+
+    seen: list[str] = []
+    real_write = plots._write
+
+    def check(fig, plt, path):
+        fig.canvas.draw()
+        edge = fig.bbox
+        boxes = _boxes(fig)
+        for name, b in boxes:
+            assert edge.x0 <= b.x0 and b.x1 <= edge.x1 + 1 and edge.y0 <= b.y0 and b.y1 <= edge.y1 + 1, \
+                (path.name, name)
+        for i, (n1, b1) in enumerate(boxes):
+            for n2, b2 in boxes[i + 1:]:
+                if n1.split()[0] != n2.split()[0] or n1 != n2 and "ticks" not in n1:
+                    assert not b1.overlaps(b2), (path.name, n1, n2)
+        seen.append(path.name)
+        return real_write(fig, plt, path)
+
+    monkeypatch.setattr(plots, "_write", check)
+    plots.write_plots(perfdiff.compare(*PAIR).result, tmp_path, "r", Parallel.serial())
+    x = np.arange(300.0)
+    wide = [Trace("metric", f"host_mem_used_{k}", "Host", "B", x, 3.2e10 + x * 1e6, x, 3.3e10 + x * 1e6)
+            for k in range(3)]
+    plots._panels(plots._pyplot(), wide, tmp_path / "wide.png", "t", "s since the first cycle")
+    assert sorted(seen) == ["r.context.png", "r.cycles.png", "r.suspects.png", "r.timeline.png", "wide.png"]

@@ -8,6 +8,7 @@ PlotsUnavailable and the report says how to get them.
 """
 from __future__ import annotations
 
+from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
@@ -76,7 +77,7 @@ def _draw(shared: tuple[ComparisonResult, Path, str], figure: str) -> str:
     c = result.analysis
     runs = tuple(zip((("normal", c.normal), ("abnormal", c.abnormal)), COLORS, strict=True))
     if figure == "cycles":
-        fig, ax = plt.subplots(figsize=SIZE_IN, dpi=DPI, layout="constrained")
+        fig, ax = _figure(plt, 1, 1, SIZE_IN, _ONE)
         for (label, r), color in runs:
             x = np.sort(_ms(r.dur_us))
             y = np.arange(1, len(x) + 1) / max(len(x), 1)
@@ -86,7 +87,7 @@ def _draw(shared: tuple[ComparisonResult, Path, str], figure: str) -> str:
         return _save(fig, ax, plt, folder / f"{stem}.cycles.png", "Cycle-time distribution (ECDF)",
                      "cycle time (ms)", "share of cycles ≤ x")
     if figure == "timeline":
-        fig, ax = plt.subplots(figsize=SIZE_IN, dpi=DPI, layout="constrained")
+        fig, ax = _figure(plt, 1, 1, SIZE_IN, _ONE)
         for (label, r), color in runs:
             y = _ms(r.dur_us)
             ax.plot(_thin(np.arange(len(y))), _thin(y), color=color, linewidth=0.8, label=label)
@@ -115,8 +116,7 @@ def write_rank_plots(a: RankAnalysis, folder: Path, stem: str) -> list[str]:
     panels = [("median_n_us", "median_a_us", "median cycle (ms)")]
     if any(np.isfinite(r.wait_n_us) or np.isfinite(r.wait_a_us) for r in rows):
         panels.append(("wait_n_us", "wait_a_us", "wait in collectives\nper cycle (ms)"))
-    fig, axes = plt.subplots(len(panels), 1, figsize=(SIZE_IN[0], 0.7 + 2.2 * len(panels)), dpi=DPI, sharex=True,
-                             squeeze=False, layout="constrained")
+    fig, axes = _figure(plt, len(panels), 1, (SIZE_IN[0], 0.7 + 2.2 * len(panels)), _RANKS, sharex=True)
     marker = "o" if len(rows) <= 64 else None  # dots while one can count them
     for ax, (key_n, key_a, ylabel) in zip(axes[:, 0], panels, strict=True):
         for (label, key), color in zip((("normal", key_n), ("abnormal", key_a)), COLORS, strict=True):
@@ -135,6 +135,7 @@ def write_rank_plots(a: RankAnalysis, folder: Path, stem: str) -> list[str]:
                             xytext=(0, 2), textcoords="offset points", ha="center", va="bottom", fontsize=7,
                             color="0.3", annotation_clip=False)
     axes[-1, 0].set_xlabel("rank", fontsize=8)
+    axes[-1, 0].xaxis.get_major_locator().set_params(integer=True)  # no rank 0.5
     _legend(fig, axes[0, 0], 8)
     fig.suptitle("Per rank: median cycle and wait in collectives", fontsize=9)
     return [_write(fig, plt, folder / f"{stem}.ranks.png")]
@@ -148,8 +149,7 @@ def _label(text: str) -> str:
 def _panels(plt, traces: list[Trace], path: Path, title: str, xlabel: str) -> str:
     """One small panel per trace, two per row, both runs in each; returns the file name."""
     rows = (len(traces) + 1) // 2
-    fig, axes = plt.subplots(rows, 2, figsize=(SIZE_IN[0], 0.7 + 2.1 * rows), dpi=DPI, squeeze=False,
-                             layout="constrained")
+    fig, axes = _figure(plt, rows, 2, (SIZE_IN[0], 0.7 + 2.1 * rows), _PANEL)
     # Panels of names alike keep what tells them apart; no tags, which no list here explains.
     names = shorten_set([t.name for t in traces], 44, tags=False)
     for ax, t in zip(axes.flat, traces, strict=False):
@@ -171,9 +171,41 @@ def _panels(plt, traces: list[Trace], path: Path, title: str, xlabel: str) -> st
     return _write(fig, plt, path)
 
 
+@dataclass(frozen=True)
+class _Margins:
+    """Room around and between a figure's axes, in inches: for the labels and titles a
+    figure of its kind has (the runs' legend under them included)."""
+
+    left: float
+    right: float
+    top: float
+    bottom: float
+    wspace: float = 0.0  # between columns
+    hspace: float = 0.0  # between rows
+
+
+# Fixed margins, not matplotlib's constrained layout: that lays a figure out by drawing it
+# twice more, about half of its time, for labels whose size is known here.
+_ONE = _Margins(left=0.72, right=0.15, top=0.32, bottom=0.78)
+_PANEL = _Margins(left=0.62, right=0.12, top=0.48, bottom=0.72, wspace=0.62, hspace=0.62)
+_RANKS = _Margins(left=0.92, right=0.12, top=0.42, bottom=0.74, hspace=0.12)
+
+
+def _figure(plt, rows: int, cols: int, size_in: tuple[float, float], m: _Margins, sharex: bool = False):
+    """A figure of `rows` x `cols` axes (a 2-D array, or one axes for 1 x 1) laid out with `m`."""
+    fig, axes = plt.subplots(rows, cols, figsize=size_in, dpi=DPI, squeeze=False, sharex=sharex)
+    w, h = size_in
+    ax_w = (w - m.left - m.right - (cols - 1) * m.wspace) / cols
+    ax_h = (h - m.top - m.bottom - (rows - 1) * m.hspace) / rows
+    fig.subplots_adjust(left=m.left / w, right=1 - m.right / w, top=1 - m.top / h, bottom=m.bottom / h,
+                        wspace=m.wspace / ax_w, hspace=m.hspace / ax_h)
+    return (fig, axes[0, 0]) if rows == cols == 1 else (fig, axes)
+
+
 def _legend(fig, ax, size: int) -> None:
     """The runs' legend under the plots, outside them: inside, it hid a run's peak."""
-    fig.legend(*ax.get_legend_handles_labels(), loc="outside lower center", ncol=2, fontsize=size, frameon=False)
+    fig.legend(*ax.get_legend_handles_labels(), loc="lower center", bbox_to_anchor=(0.5, 0.005), ncol=2,
+               fontsize=size, frameon=False)
 
 
 def _save(fig, ax, plt, path: Path, title: str, xlabel: str, ylabel: str) -> str:
@@ -187,7 +219,7 @@ def _save(fig, ax, plt, path: Path, title: str, xlabel: str, ylabel: str) -> str
 
 
 def _write(fig, plt, path: Path) -> str:
-    """Write and close a figure (laid out as it was made: constrained); returns its file name."""
+    """Write and close a figure; returns its file name."""
     # No software or date metadata: the same input gives the same bytes.
     fig.savefig(path, dpi=DPI, metadata={"Software": None})
     plt.close(fig)
