@@ -209,3 +209,62 @@ def test_function_tests_run_here_when_the_pool_fails(real: Path, monkeypatch: py
     failed = compare(a, b, parallel=Parallel(cores=2, pair_min_bytes=1 << 40, pool_min_cycles=0))
     _same(failed.to_json(), serial.to_json())
     assert FailingPool.shut and parallel._SHARED is None
+
+
+# --- a standby process ----------------------------------------------------------------
+
+def _ready_marker(path: str) -> None:
+    Path(path).write_text(str(os.getpid()))
+
+
+def _pid_and(x: int) -> tuple[int, int]:
+    return os.getpid(), x * 2
+
+
+def _bad_input(path: str) -> None:
+    raise InputError("no such trace", path=path)
+
+
+class _Unpicklable(Exception):
+    def __reduce__(self):
+        raise TypeError("not this one")
+
+
+def _unpicklable() -> None:
+    raise _Unpicklable("a bug")
+
+
+def test_a_standby_readies_itself_then_answers_its_one_call(tmp_path: Path) -> None:
+    marker = tmp_path / "ready"
+    s = parallel.Standby.fork(lambda: _ready_marker(str(marker)), "the test's standby")
+    assert s is not None
+    pid, doubled = s.call(_pid_and, 21)
+    assert doubled == 42 and pid == int(marker.read_text()) != os.getpid()  # readied and called there
+    with pytest.raises(ProcessLookupError):  # it ended, and was reaped
+        os.kill(pid, 0)
+
+
+def test_a_standby_raises_its_errors_here(tmp_path: Path) -> None:
+    s = parallel.Standby.fork(lambda: None, "the test's standby")
+    with pytest.raises(InputError, match="no such trace") as e:
+        s.call(_bad_input, str(tmp_path / "x"))
+    assert e.value.code == 2
+    s = parallel.Standby.fork(lambda: None, "the test's standby")
+    with pytest.raises(InternalError, match="_Unpicklable: a bug") as bug:
+        s.call(_unpicklable)
+    assert "_unpicklable" in bug.value.traceback_text
+    # What failed while it readied itself is raised at the call, not before.
+    s = parallel.Standby.fork(lambda: _bad_input("early"), "the test's standby")
+    with pytest.raises(InputError, match="no such trace"):
+        s.call(_pid_and, 1)
+
+
+def test_a_standby_that_dies_is_one_line_and_one_never_called_ends(tmp_path: Path) -> None:
+    s = parallel.Standby.fork(lambda: os.kill(os.getpid(), 9), "the test's standby")
+    with pytest.raises(parallel.PerfdiffError, match="the test's standby ended without a result"):
+        s.call(_pid_and, 1)
+    s = parallel.Standby.fork(lambda: __import__("time").sleep(60), "the test's standby")
+    pid = s.pid
+    s.close()  # at once: it is not waited for while it readies itself
+    with pytest.raises(ProcessLookupError):
+        os.kill(pid, 0)

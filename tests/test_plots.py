@@ -219,3 +219,30 @@ def test_every_label_stands_inside_its_figure_and_apart(tmp_path: Path, monkeypa
             for k in range(3)]
     plots._panels(plots._pyplot(), wide, tmp_path / "wide.png", "t", "s since the first cycle")
     assert sorted(seen) == ["r.context.png", "r.cycles.png", "r.suspects.png", "r.timeline.png", "wide.png"]
+
+
+def test_pictures_asked_for_are_drawn_by_a_process_started_beside_the_analysis(tmp_path: Path) -> None:
+    """compare(pictures=True) starts the process that draws them once the analysis is imported,
+    so matplotlib's import overlaps the analysis: this process never imports matplotlib, and
+    the pictures are those drawn here."""
+    import subprocess
+    import sys
+
+    from perfdiff.parallel import Parallel
+    from perfdiff.render import plots
+
+    script = ("import sys, perfdiff\n"
+              f"c = perfdiff.compare({str(PAIR[0])!r}, {str(PAIR[1])!r}, pictures=True)\n"
+              "assert 'matplotlib' not in sys.modules\n"
+              f"print(c.write_plots({str(tmp_path / 'painted')!r}, 'r'))\n"
+              "assert 'matplotlib' not in sys.modules\n")
+    (tmp_path / "painted").mkdir()
+    out = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, check=True).stdout
+    painted = eval(out)  # noqa: S307 - the list of names printed above
+    import perfdiff
+
+    (tmp_path / "here").mkdir()
+    here = plots.write_plots(perfdiff.compare(*PAIR).result, tmp_path / "here", "r", Parallel.serial())
+    assert painted == here
+    for name in here:
+        assert (tmp_path / "here" / name).read_bytes() == (tmp_path / "painted" / name).read_bytes()

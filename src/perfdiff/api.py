@@ -12,7 +12,7 @@ import functools
 import os
 from dataclasses import dataclass, replace
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Callable
 
 import numpy as np
 import pandas as pd
@@ -25,7 +25,7 @@ from perfdiff.inputs import check_pid, open_run, same_content
 from perfdiff.launches import LaunchChains, launch_chains
 from perfdiff.model.durations import parse_duration_ns
 from perfdiff.nesting import Nesting, nesting_of
-from perfdiff.parallel import Parallel
+from perfdiff.parallel import Parallel, Standby
 from perfdiff.rangetree import RangeNesting, RangeProfile, empty_profile, range_nesting, range_profile
 
 if TYPE_CHECKING:  # the analysis (scipy) is imported while the runs load: see _import_later_stages
@@ -131,7 +131,7 @@ def compare(normal: str | os.PathLike[str], abnormal: str | os.PathLike[str], *,
             cycle: str | None = None, window: str | int | None = None,
             pid: int | tuple[int | None, int | None] | None = None,
             group: str = "full", force: bool = False, parallel: Parallel | None = None,
-            thresholds: Thresholds | None = None) -> Comparison:
+            thresholds: Thresholds | None = None, pictures: bool = False) -> Comparison:
     """Compare an abnormal run against a normal one.
 
     `normal`, `abnormal`: run bundles or traces.  `alpha`: the false-discovery rate for
@@ -144,7 +144,33 @@ def compare(normal: str | os.PathLike[str], abnormal: str | os.PathLike[str], *,
     and for runs with nothing in common (no function in both, or median cycles more than
     ×50 apart) unless `force`.  Inputs with the same bytes give the one finding IDENTICAL.
     `thresholds`: the decision thresholds (perfdiff.analyze.Thresholds; default perfdiff's with
-    `alpha`, which it replaces)."""
+    `alpha`, which it replaces).  `pictures`: `write_plots` will be called; the process that
+    draws them starts once the analysis is imported, and imports matplotlib beside it."""
+    painter: list[Standby] = []
+
+    def while_waiting() -> None:
+        _import_later_stages()
+        if pictures:
+            from perfdiff.render.plots import start_painter
+
+            painter.extend(p for p in [start_painter()] if p is not None)
+
+    try:
+        comp = _compare(normal, abnormal, alpha=alpha, cycle=cycle, window=window, pid=pid, group=group, force=force,
+                        parallel=parallel, thresholds=thresholds, while_waiting=while_waiting)
+    except BaseException:
+        for p in painter:
+            p.close()
+        raise
+    comp._painter = painter[0] if painter else None
+    return comp
+
+
+def _compare(normal: str | os.PathLike[str], abnormal: str | os.PathLike[str], *, alpha: float,
+             cycle: str | None, window: str | int | None, pid: int | tuple[int | None, int | None] | None,
+             group: str, force: bool, parallel: Parallel | None, thresholds: Thresholds | None,
+             while_waiting: Callable[[], None]) -> Comparison:
+    """`compare`, with `while_waiting` run while the runs load (the imports of the analysis)."""
     th = _thresholds(alpha, thresholds)
     pids = _side_pids(pid)
     for p in dict.fromkeys(pids):
@@ -156,7 +182,7 @@ def compare(normal: str | os.PathLike[str], abnormal: str | os.PathLike[str], *,
     pair = prepare_pair(((normal, pids[0]), (abnormal, pids[1])), PairChoice(cycle, window_ns),
                         functools.partial(_load_side, group),
                         _attribute_side, parallel=par, sizes=(_input_bytes(normal), _input_bytes(abnormal)),
-                        while_waiting=_import_later_stages)
+                        while_waiting=while_waiting)
     from perfdiff.analyze.compare import compare_runs
     from perfdiff.analyze.findings import build_findings
     from perfdiff.analyze.load import cycle_load
@@ -236,8 +262,9 @@ class Comparison:
     """The result of `compare`: `result`, the serialisable record of everything the report
     shows (perfdiff.analyze.result.ComparisonResult), its parts and tables, and its renderings."""
 
-    def __init__(self, result: ComparisonResult):
+    def __init__(self, result: ComparisonResult, painter: Standby | None = None):
         self.result = result
+        self._painter = painter  # compare(pictures=True): the process that draws them, matplotlib imported
 
     @property
     def analysis(self) -> Analysis:
@@ -335,7 +362,8 @@ class Comparison:
         names; perfdiff.render.plots.PlotsUnavailable without matplotlib."""
         from perfdiff.render.plots import write_plots
 
-        return write_plots(self.result, Path(folder), stem)
+        painter, self._painter = self._painter, None
+        return write_plots(self.result, Path(folder), stem, painter=painter)
 
     def to_html(self, *, top: int = 25, plots: bool = True) -> str:
         """The report as one self-contained HTML file (perfdiff.render.html): the Markdown's

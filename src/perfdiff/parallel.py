@@ -32,7 +32,7 @@ from typing import Any, Callable, Sequence
 from perfdiff import errors
 from perfdiff.errors import PerfdiffError
 
-__all__ = ["Parallel", "Pending", "keep_freed_memory"]
+__all__ = ["Parallel", "Pending", "Standby", "keep_freed_memory"]
 
 # Data inherited by the forked workers of the pool being started (see the module docstring).
 _SHARED: Any = None
@@ -419,6 +419,109 @@ def _collect_child(folder: Path, arg: Any, status: int) -> Any:
         raise PerfdiffError(f"the worker loading this run ended without a result ({why}; out of memory?)",
                             path=arg)
     return _load(folder)
+
+
+class Standby:
+    """A process forked now that readies itself (`ready()`: an import, say) while this one
+    works on, then runs the one call it is handed (`call`) and ends.  The call's function,
+    arguments and result cross pickled (keep them small); its error is raised here: the same
+    exception where it pickles, else an errors.InternalError with its traceback.  A standby
+    never called ends when `close()` closes its pipe, or when this process ends."""
+
+    def __init__(self, pid: int, job: int, answer: int, what: str):
+        self.pid, self.job, self.answer, self.what = pid, job, answer, what
+
+    @classmethod
+    def fork(cls, ready: Callable[[], None], what: str) -> Standby | None:
+        """The standby (`what` names it in an error), or None where this process cannot fork
+        (the caller then makes the call itself)."""
+        if not Parallel().can_fork:
+            return None
+        job_r, job_w = os.pipe()
+        answer_r, answer_w = os.pipe()
+        sys.stdout.flush()
+        sys.stderr.flush()
+        try:
+            pid = os.fork()
+        except OSError:
+            for fd in (job_r, job_w, answer_r, answer_w):
+                os.close(fd)
+            return None
+        if pid:
+            os.close(job_r)
+            os.close(answer_w)
+            return cls(pid, job_w, answer_r, what)
+        code = 1
+        try:  # the child: as _Worker.fork's, it never returns into the parent's code
+            os.close(job_w)
+            os.close(answer_r)
+            _stand_by(ready, job_r, answer_w)
+            code = 0
+        except BaseException:  # noqa: BLE001 - nothing may escape the child
+            pass
+        finally:
+            os._exit(code)
+
+    def call(self, fn: Callable[..., Any], *args: Any) -> Any:
+        """fn(*args) in the standby (once it is ready); its result, or its error raised here."""
+        try:
+            try:
+                _write_all(self.job, pickle.dumps((fn, args), protocol=5))
+            except OSError:  # it ended early: what it left says why
+                pass
+            os.close(self.job)
+            self.job = -1
+            data = _read_all(self.answer)
+        finally:
+            self.close()
+        if not data:
+            raise PerfdiffError(f"{self.what} ended without a result (out of memory?)")
+        kind, value = pickle.loads(data)
+        if kind == "error":
+            raise value
+        if kind == "crash":
+            raise errors.InternalError(*value)
+        return value
+
+    def close(self) -> None:
+        """End the standby (a call not made is not made) and reap it."""
+        if self.job >= 0 and self.pid:  # never called: it may still be readying itself
+            try:
+                os.kill(self.pid, 9)
+            except OSError:
+                pass
+        for name in ("job", "answer"):
+            fd = getattr(self, name)
+            if fd >= 0:
+                os.close(fd)
+                setattr(self, name, -1)
+        if self.pid:
+            os.waitpid(self.pid, 0)
+            self.pid = 0
+
+
+def _stand_by(ready: Callable[[], None], job: int, answer: int) -> None:
+    """A standby's life: ready itself, wait for its call (none: end), answer it."""
+    failed: BaseException | None = None
+    try:
+        ready()
+    except Exception as exc:  # noqa: BLE001 - the call raises it: the caller decides what it means
+        failed = exc
+    data = _read_all(job)
+    if not data:
+        return
+    try:
+        if failed is not None:
+            raise failed
+        fn, args = pickle.loads(data)
+        out: tuple[str, Any] = ("result", fn(*args))
+    except BaseException as exc:  # noqa: BLE001 - every error goes to the caller
+        out = ("error", exc)
+        try:
+            pickle.loads(pickle.dumps(exc))
+        except Exception:  # noqa: BLE001 - an error that does not cross: its text does
+            out = ("crash", (type(exc).__name__, str(exc), traceback.format_exc(), errors.input_of(exc)))
+    _write_all(answer, pickle.dumps(out, protocol=5))
 
 
 def exit_now(code: int) -> None:

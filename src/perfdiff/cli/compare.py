@@ -39,7 +39,8 @@ def cmd_compare(args: argparse.Namespace) -> int:
 
     keep_freed_memory()
     comp = compare(args.normal, args.abnormal, thresholds=Thresholds(alpha=args.alpha), cycle=args.cycle, window=args.window,
-                   pid=args.pid, group=args.group, force=args.force)
+                   pid=args.pid, group=args.group, force=args.force,
+                   pictures=report is not None and not args.no_plots)
     if comp.findings and comp.findings[0].code == FindingCode.IDENTICAL:
         print(f"perfdiff: identical inputs: {args.normal} and {args.abnormal} hold the same bytes", file=sys.stderr)
     if args.fail_on is not None:  # judged first: the report and the JSON state the decision

@@ -15,7 +15,7 @@ import numpy as np
 
 from perfdiff.analyze.result import ComparisonResult
 from perfdiff.analyze.records import Trace
-from perfdiff.parallel import Parallel
+from perfdiff.parallel import Parallel, Standby
 from perfdiff.ranks.records import RankAnalysis
 from perfdiff.render.names import shorten_set
 
@@ -54,11 +54,22 @@ _PANELS = {"suspects": ("function", "Top suspects: own time per cycle", "cycle")
 _FIGURES = ("cycles", "timeline", *_PANELS)  # the report's order
 
 
-def write_plots(result: ComparisonResult, folder: Path, stem: str, parallel: Parallel | None = None) -> list[str]:
+def start_painter() -> Standby | None:
+    """A process forked now that imports matplotlib (0.3-0.4 s) while this one goes on with
+    the comparison; hand it to `write_plots`, which then draws there, or close it.  None where
+    this process cannot fork."""
+    return Standby.fork(_pyplot, "the process drawing the pictures")
+
+
+def write_plots(result: ComparisonResult, folder: Path, stem: str, parallel: Parallel | None = None,
+                painter: Standby | None = None) -> list[str]:
     """Write the report's pictures into `folder` as `stem`.*.png; returns their file names.
 
-    Each picture is drawn in a forked worker where `parallel` (default: all cores) has cores
-    to spare: they are independent, and a picture takes tens of ms of matplotlib."""
+    In `painter` (start_painter) where given.  Each picture is drawn in a forked worker where
+    `parallel` (default: all cores) has cores to spare: they are independent, and a picture
+    takes tens of ms of matplotlib."""
+    if painter is not None:
+        return painter.call(write_plots, result, folder, stem, parallel)
     _pyplot()  # imported before the workers fork, which inherit it (and raises without it)
     kinds = {t.kind for t in result.analysis.traces}
     names = [f for f in _FIGURES if f not in _PANELS or _PANELS[f][0] in kinds]
