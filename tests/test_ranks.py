@@ -840,3 +840,22 @@ def test_cycles_chosen_two_ways_are_refused_before_any_work(tmp_path: Path) -> N
     """--cycle with --window used the window and dropped the pattern without a word."""
     with pytest.raises(InputError, match="--cycle and --window both choose the cycles: give one of them"):
         perfdiff.compare_ranks(tmp_path / "missing-n", tmp_path / "missing-a", cycle="step", window="5ms")
+
+
+def test_the_rank_picture_is_drawn_by_a_process_started_with_the_comparison(tmp_path: Path) -> None:
+    """compare_ranks(pictures=True) starts the process that draws the rank picture at once, so
+    matplotlib's import overlaps the ranks' tasks: the command's process never imports it, and
+    the picture is the one drawn here."""
+    import subprocess
+
+    from perfdiff.render import plots
+
+    n, a = _pair(tmp_path, straggler=3)
+    script = ("import sys, perfdiff\n"
+              f"c = perfdiff.compare_ranks({str(n)!r}, {str(a)!r}, workers=1, pictures=True)\n"
+              f"print(c.write_plots({str(tmp_path)!r}, 'painted'))\n"
+              "assert 'matplotlib' not in sys.modules\n")
+    out = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, check=True).stdout
+    assert out.strip() == "['painted.ranks.png']"
+    plots.write_rank_plots(compare_ranks(n, a, workers=1), tmp_path, "here")
+    assert (tmp_path / "painted.ranks.png").read_bytes() == (tmp_path / "here.ranks.png").read_bytes()

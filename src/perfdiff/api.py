@@ -490,27 +490,42 @@ class RangeTree:
 def compare_ranks(normal: str | os.PathLike[str], abnormal: str | os.PathLike[str], *, alpha: float = 0.05,
                   cycle: str | None = None, window: str | int | None = None, group: str = "full",
                   ranks: str | None = None, scheduler: str | None = None, workers: int | None = None,
-                  progress: bool = False, thresholds: Thresholds | None = None) -> RankComparison:
+                  progress: bool = False, thresholds: Thresholds | None = None,
+                  pictures: bool = False) -> RankComparison:
     """Compare two runs of many ranks: each a directory of rank traces or bundles (or, with
     `ranks`, one nsys export holding one process per rank).  Each rank's load, segmentation
     and attribution runs as a task of a worker process (`scheduler`: an existing Dask cluster's
     address; else a pool of `workers` processes started here).  `ranks`: which ranks to pair ("all",
     "0-3", "0:4,1:5"), needed when the world sizes differ.  A scheduler needs the extra
-    perfdiff[ranks] (InputError without it); InputError for bad input."""
+    perfdiff[ranks] (InputError without it); InputError for bad input.  `pictures`:
+    `write_plots` will be called; the process that draws it starts now and imports matplotlib
+    while the ranks are compared."""
     from perfdiff.ranks import compare_ranks as run
 
     check_cycle_choice(cycle, window)
-    analysis = run(normal, abnormal, thresholds=_thresholds(alpha, thresholds), cycle=cycle, window=window, group=group, ranks=ranks,
-                   scheduler=scheduler, workers=workers, progress=progress)
-    return RankComparison(analysis, (str(normal), str(abnormal)))
+    th = _thresholds(alpha, thresholds)
+    painter = None
+    if pictures:
+        from perfdiff.render.plots import start_painter
+
+        painter = start_painter()
+    try:
+        analysis = run(normal, abnormal, thresholds=th, cycle=cycle, window=window, group=group, ranks=ranks,
+                       scheduler=scheduler, workers=workers, progress=progress)
+    except BaseException:
+        if painter is not None:
+            painter.close()
+        raise
+    return RankComparison(analysis, (str(normal), str(abnormal)), painter)
 
 
 class RankComparison:
     """The result of `compare_ranks`: the rank table, stragglers, findings and verdict as data
     (`analysis`, a perfdiff.ranks.RankAnalysis), and the report."""
 
-    def __init__(self, analysis: Any, labels: tuple[str, str]):
+    def __init__(self, analysis: Any, labels: tuple[str, str], painter: Standby | None = None):
         self.analysis = analysis
+        self._painter = painter  # compare_ranks(pictures=True): the process that draws it
         self.findings = analysis.findings
         self.verdict = analysis.verdict
         self.labels = labels
@@ -559,6 +574,9 @@ class RankComparison:
         name; perfdiff.render.plots.PlotsUnavailable without matplotlib."""
         from perfdiff.render.plots import write_rank_plots
 
+        painter, self._painter = self._painter, None
+        if painter is not None:
+            return painter.call(write_rank_plots, self.analysis, Path(folder), stem)
         return write_rank_plots(self.analysis, Path(folder), stem)
 
     def to_json(self) -> dict[str, Any]:

@@ -175,7 +175,7 @@ def cmd_compare_ranks(args: argparse.Namespace) -> int:
 
     comp = compare_ranks(args.normal, args.abnormal, alpha=args.alpha, cycle=args.cycle, window=args.window,
                          group=args.group, ranks=args.ranks, scheduler=args.scheduler, workers=args.workers,
-                         progress=True)
+                         progress=True, pictures=bool(args.output and args.output != "-" and not args.no_plots))
     if args.fail_on is not None:  # judged first: the report states the decision
         comp.judge(args.fail_on, gate_on=args.gate_on, allow_inconclusive=args.allow_inconclusive)
     report = Path(args.output) if args.output and args.output != "-" else None
