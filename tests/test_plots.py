@@ -246,3 +246,33 @@ def test_pictures_asked_for_are_drawn_by_a_process_started_beside_the_analysis(t
     assert painted == here
     for name in here:
         assert (tmp_path / "here" / name).read_bytes() == (tmp_path / "painted" / name).read_bytes()
+
+
+def test_a_painter_not_asked_for_pictures_ends(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The painter compare(pictures=True) started ends when the comparison fails, and when its
+    result is dropped without drawing: no process is left behind."""
+    import gc
+
+    import psutil
+
+    import perfdiff
+    from perfdiff import api
+    from perfdiff.errors import InputError
+
+    def started() -> set[int]:
+        return {c.pid for c in psutil.Process().children() if c.status() != psutil.STATUS_ZOMBIE}
+
+    before = started()
+    comp = perfdiff.compare(*PAIR, pictures=True)
+    assert len(started() - before) == 1
+    del comp
+    gc.collect()
+    assert started() == before
+
+    def nothing_in_common(*_a, **_k):
+        raise InputError("nothing in common")
+
+    monkeypatch.setattr(api, "_check_in_common", nothing_in_common)
+    with pytest.raises(InputError):
+        perfdiff.compare(*PAIR, pictures=True)
+    assert started() == before

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import functools
 import os
+import weakref
 from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Callable
@@ -162,8 +163,15 @@ def compare(normal: str | os.PathLike[str], abnormal: str | os.PathLike[str], *,
         for p in painter:
             p.close()
         raise
-    comp._painter = painter[0] if painter else None
+    comp._painter = _painter_kept(comp, painter[0] if painter else None)
     return comp
+
+
+def _painter_kept(owner: object, painter: Standby | None) -> Standby | None:
+    """`painter`, closed when `owner` is dropped without having asked it for the pictures."""
+    if painter is not None:
+        weakref.finalize(owner, painter.close)
+    return painter
 
 
 def _compare(normal: str | os.PathLike[str], abnormal: str | os.PathLike[str], *, alpha: float,
@@ -264,7 +272,7 @@ class Comparison:
 
     def __init__(self, result: ComparisonResult, painter: Standby | None = None):
         self.result = result
-        self._painter = painter  # compare(pictures=True): the process that draws them, matplotlib imported
+        self._painter = _painter_kept(self, painter)  # compare(pictures=True): the process that draws them
 
     @property
     def analysis(self) -> Analysis:
@@ -525,7 +533,7 @@ class RankComparison:
 
     def __init__(self, analysis: Any, labels: tuple[str, str], painter: Standby | None = None):
         self.analysis = analysis
-        self._painter = painter  # compare_ranks(pictures=True): the process that draws it
+        self._painter = _painter_kept(self, painter)  # compare_ranks(pictures=True): the process that draws it
         self.findings = analysis.findings
         self.verdict = analysis.verdict
         self.labels = labels
