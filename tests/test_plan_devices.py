@@ -28,6 +28,9 @@ def test_each_gpu_has_its_own_choice_and_what_it_passed_over(tmp_path: Path) -> 
     n, a = _pair(tmp_path)
     plan = compare(n, a).analysis.plan
     assert (plan.source, plan.name) == (CycleSource.ANNOTATION, "execute_model")
+    # Per iteration, as GPU 0 alone says it: the process's kernel period mixes both GPUs'
+    # sequences, and per period the layer's range read 4x.
+    assert [(r.name, r.per_step) for r in plan.rejected] == [("aten::linear", 8.0)]
     gpu0, gpu1 = plan.devices
     assert (gpu0.device, gpu0.same, gpu0.plan.source, gpu0.plan.name) == \
         ("GPU 0", True, CycleSource.ANNOTATION, "execute_model")

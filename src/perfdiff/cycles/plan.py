@@ -129,7 +129,7 @@ def _plan_cycles(sn: CycleSummary, sa: CycleSummary, cycle_regex: str | None, wi
         if inside:
             widest = max(inside, key=share)
             rejected = (Rejected(CycleSource.ANNOTATION, PassReason.RANGE_INSIDE_STEP, name=widest,
-                                 per_step=_per_step(widest, sn, sa)),)
+                                 per_step=_per_step(widest, name, sn, sa)),)
         else:
             rejected = ()
         # A range may hold all of the iteration or a part (the compute, a data-loader call),
@@ -224,11 +224,11 @@ def _window_unfit(sn: CycleSummary, sa: CycleSummary, window_ns: int) -> Rejecte
     return None
 
 
-def _per_step(name: str, sn: CycleSummary, sa: CycleSummary) -> float:
-    """How many times range `name` repeats per kernel period (the fewer of the runs that have
-    one)."""
-    return min(s.ranges[name].count * s.period.every / max(s.period.launches, 1)
-               for s in (sn, sa) if s.period is not None)
+def _per_step(name: str, chosen: str, sn: CycleSummary, sa: CycleSummary) -> float:
+    """How many times range `name` repeats per iteration: per range `chosen`, which bounds
+    the iterations (the fewer of the two runs).  Not per kernel period: where a process
+    drives several GPUs, its kernel period mixes their sequences and counts each step twice."""
+    return min(s.ranges[name].count / max(s.ranges[chosen].count, 1) for s in (sn, sa))
 
 
 def _within_period(name: str, sn: CycleSummary, sa: CycleSummary) -> bool:
