@@ -859,3 +859,29 @@ def test_the_rank_picture_is_drawn_by_a_process_started_with_the_comparison(tmp_
     assert out.strip() == "['painted.ranks.png']"
     plots.write_rank_plots(compare_ranks(n, a, workers=1), tmp_path, "here")
     assert (tmp_path / "painted.ranks.png").read_bytes() == (tmp_path / "here.ranks.png").read_bytes()
+
+
+def test_both_runs_are_asked_whether_they_hold_ranks_at_once(monkeypatch: pytest.MonkeyPatch) -> None:
+    """compare reads both inputs' processes (a scan of each kernel table) in two threads: each
+    answer here waits for the other's question, which a loop asking one after the other never
+    reaches.  The answer and the errors stay those of the loop."""
+    import threading
+
+    from perfdiff.ranks import discover
+
+    both = threading.Barrier(2, timeout=10)
+    asked: list[str] = []
+
+    def is_multi_rank(path: str) -> bool:
+        asked.append(path)
+        both.wait()
+        if path == "bad":
+            raise InputError("bad input")
+        return path == "ranks"
+
+    monkeypatch.setattr(discover, "is_multi_rank", is_multi_rank)
+    assert not discover.any_multi_rank(["a", "b"]) and sorted(asked) == ["a", "b"]
+    assert discover.any_multi_rank(["a", "ranks"])
+    assert discover.any_multi_rank(["ranks", "bad"])  # a true answer first: the second's error is not raised
+    with pytest.raises(InputError, match="bad input"):
+        discover.any_multi_rank(["bad", "ranks"])

@@ -17,12 +17,12 @@ def cmd_compare(args: argparse.Namespace) -> int:
     gate's JUnit XML and job summary); runs of many ranks (directories of rank traces, or
     --ranks/--scheduler/--workers) go to cmd_compare_ranks, nsys exports holding several
     processes that are not ranks (without --pid) to cmd_compare_processes."""
-    from perfdiff.ranks import is_multi_rank
+    from perfdiff.ranks import any_multi_rank
 
     check_gate_options(args)
     report, cycles_csv = report_paths(args.output)
     check_outputs([args.normal, args.abnormal], [report or "-", cycles_csv, args.json, args.junit, args.html])
-    if args.ranks or args.scheduler or args.workers or is_multi_rank(args.normal) or is_multi_rank(args.abnormal):
+    if args.ranks or args.scheduler or args.workers or any_multi_rank([args.normal, args.abnormal]):
         if args.html:
             raise InputError("--html writes the report of one pair of runs; runs of many ranks have the Markdown "
                              "report (-o) alone")

@@ -25,7 +25,7 @@ from perfdiff.inputs import trace_kind
 from perfdiff.ranks.identity import are_ranks, process_ranks
 from perfdiff.ranks.records import MAX_RANK, IdentitySource, RankInput, RankNotice, RankNoticeCode, RankPair
 
-__all__ = ["export_processes", "is_job_export", "is_multi_rank", "pair_ranks", "parse_rank_spec", "rank_inputs"]
+__all__ = ["any_multi_rank", "export_processes", "is_job_export", "is_multi_rank", "pair_ranks", "parse_rank_spec", "rank_inputs"]
 
 HEAD_BYTES = 1 << 16  # a Kineto trace's header (distributedInfo) precedes its events
 _DIST = re.compile(rb'"distributedInfo"\s*:\s*(\{[^{}]*\})')
@@ -49,6 +49,21 @@ def is_multi_rank(path: str | Path) -> bool:
     if len(inside) == 1 and inside[0].is_file():
         p = inside[0]
     return len(inside) >= 2 or is_job_export(p)
+
+
+def any_multi_rank(paths: list[str | Path]) -> bool:
+    """Whether any of `paths` is a multi-rank run (is_multi_rank), the inputs read at once, one
+    thread each: telling an nsys export's processes apart scans its kernel table, and SQLite
+    lets go of the GIL while it does (`compare` asks it of both runs before it loads either).
+    The answer of `any(is_multi_rank(p) for p in paths)`: the first input's error is raised
+    before the second's, and none after a true answer."""
+    if len(paths) < 2:
+        return any(is_multi_rank(p) for p in paths)
+    from concurrent.futures import ThreadPoolExecutor
+
+    with ThreadPoolExecutor(len(paths)) as pool:
+        futures = [pool.submit(is_multi_rank, p) for p in paths]
+        return any(f.result() for f in futures)
 
 
 def is_job_export(path: str | Path) -> bool:
