@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import os
+import sys
 from pathlib import Path
 
 import numpy as np
@@ -268,3 +269,23 @@ def test_a_standby_that_dies_is_one_line_and_one_never_called_ends(tmp_path: Pat
     s.close()  # at once: it is not waited for while it readies itself
     with pytest.raises(ProcessLookupError):
         os.kill(pid, 0)
+
+
+@pytest.mark.skipif(sys.platform != "linux", reason="a Linux memory setting")
+def test_fresh_memory_comes_in_small_pages() -> None:
+    """keep_freed_memory tells numpy not to ask for transparent huge pages: on the standard
+    machine a fresh GB cost twice the system time in them (docs/PERFORMANCE_CHANGES.md)."""
+    import platform
+
+    from perfdiff.parallel import keep_freed_memory
+
+    if platform.libc_ver()[0] != "glibc":
+        pytest.skip("glibc only")
+    multiarray = np._core.multiarray
+    before = multiarray._get_madvise_hugepage()
+    try:
+        multiarray._set_madvise_hugepage(True)
+        keep_freed_memory()
+        assert not multiarray._get_madvise_hugepage()
+    finally:
+        multiarray._set_madvise_hugepage(before)

@@ -202,23 +202,40 @@ class Pending:
 
 
 def keep_freed_memory() -> None:
-    """Let glibc's malloc keep freed memory for reuse instead of handing it back at once.
+    """Let glibc's malloc keep freed memory for reuse instead of handing it back at once, and
+    take fresh memory in small pages.
 
     A comparison allocates and frees hundreds of arrays of tens of MB; above 32 MB glibc maps
     each one fresh and unmaps it on free, so each is page-faulted in again.  Serving them from
-    the heap, never trimmed, is faster at the same peak (docs/PERFORMANCE.md).  Process-wide:
-    the command line calls it, a library user may.  glibc only; elsewhere nothing happens."""
+    the heap, never trimmed, is faster at the same peak (docs/PERFORMANCE.md).  The memory a
+    process touches first still costs the kernel its pages: numpy asks for transparent huge
+    pages on every array of 4 MB or more, and where the kernel then backs 2 MB at once (a VM
+    whose host backs its memory lazily, as the standard machine) a GB costs about twice the
+    system time of 4 KiB pages, the user time unchanged (docs/PERFORMANCE_CHANGES.md): numpy
+    is told not to ask.  Process-wide: the command line calls it, a library user may.  Linux
+    with glibc only; elsewhere nothing happens."""
     import ctypes
     import platform
 
     if platform.system() != "Linux" or platform.libc_ver()[0] != "glibc":
         return
+    _small_pages()
     try:
         libc = ctypes.CDLL("libc.so.6")
         libc.mallopt(-3, 1 << 30)  # M_MMAP_THRESHOLD: below 1 GiB, from the heap
         libc.mallopt(-1, (1 << 31) - 1)  # M_TRIM_THRESHOLD: never give the heap's top back early
     except (OSError, AttributeError):
         pass
+
+
+def _small_pages() -> None:
+    """Tell numpy not to ask for transparent huge pages for its arrays (keep_freed_memory)."""
+    import numpy as np
+
+    core = getattr(np, "_core", None) or getattr(np, "core", None)
+    setter = getattr(getattr(core, "multiarray", None), "_set_madvise_hugepage", None)
+    if setter is not None:
+        setter(False)
 
 
 def _fork_pool(workers: int) -> Any:
