@@ -46,6 +46,10 @@ def categorical(codes: np.ndarray, labels: Sequence[str]) -> pd.Categorical:
     if len(labels) == 0:
         return pd.Categorical.from_codes(np.full(len(codes), -1), categories=_index([]))
     label_code, distinct = pd.factorize(_index([str(x) for x in labels]))
+    if len(distinct) == len(labels) and len(codes) and int(codes.min()) >= -1 and int(codes.max()) < len(labels):
+        # Labels all distinct (the usual case): the codes are the categorical's codes as they
+        # are, with no gather of millions of them through label_code.
+        return pd.Categorical.from_codes(codes, categories=_index(list(distinct)))
     label_code = np.asarray(label_code, dtype=np.int64)
     new = np.where(codes >= 0, label_code[np.clip(codes, 0, None)], -1)
     return pd.Categorical.from_codes(new, categories=_index(list(distinct)))
