@@ -254,3 +254,20 @@ def test_split_rows_add_to_whole_rows_the_same_with_few_or_many_cycles(cycles: i
     assert dict(zip(names, m.calls_total.tolist(), strict=True)) == {"w": 2, "h": 2, "x": 1}
     assert dict(zip(names, m.incl_total_ns.tolist(), strict=True)) == {
         "w": 40, "h": 50, "x": 200 if cycles > 2 else 150}
+
+
+def test_a_run_without_collective_kernels_is_not_ordered_for_one(monkeypatch: pytest.MonkeyPatch) -> None:
+    """closing_collective reads the names before it orders the kernels (millions, at 0.1 s a
+    side on the 2 M-kernel nsys pair): without a collective kernel it never orders them."""
+    from perfdiff.segment import sequence
+
+    seq = [k(f"k{i % 3}", 10 * i, 10 * i + 5) for i in range(60)]
+    plain = run_of(seq)
+    ordered: list[int] = []
+    real_order = sequence.kernel_order
+    monkeypatch.setattr(sequence, "kernel_order", lambda r: ordered.append(1) or real_order(r))
+    assert sequence.closing_collective(plain) is None and not ordered
+    nccl = run_of(seq + [k("ncclDevKernel_AllReduce_Sum_f32_RING_LL(ncclDevKernelArgsStorage<4096ul>)",
+                           10 * i + 6, 10 * i + 8) for i in range(0, 60, 3)])
+    sequence.closing_collective(nccl)
+    assert ordered

@@ -125,14 +125,18 @@ def closing_collective(run: RunData) -> ClosingCollective | None:
     the send/receive or all-reduce that ends a training step on every rank.  A kernel sequence
     that repeats many times between two of its launches is a layer inside the step, not the
     step (perfdiff.cycles.plan).  None without one."""
+    # The names first (hundreds): a run without a collective kernel (one GPU) needs no
+    # kernel order of its millions of kernels.  kernel_order keeps the run's categories.
+    names = run.activity["function"].cat.categories
+    wanted = np.array([is_collective_kernel(str(n)) for n in names], dtype=bool)
+    if not wanted.any():
+        return None
     k = kernel_order(run)
     if len(k) < 6:
         return None
     codes = k["function"].cat.codes.to_numpy()
     codes = codes[codes >= 0][:_SEQ_WINDOW]
-    names = k["function"].cat.categories
-    wanted = np.array([is_collective_kernel(str(n)) for n in names], dtype=bool)
-    if len(codes) < 6 or not wanted.any():
+    if len(codes) < 6:
         return None
     at = _Launches.of(codes)
     found = np.flatnonzero(wanted[:len(at.counts)] & (at.counts >= MIN_CYCLES + 1) & at.throughout)
