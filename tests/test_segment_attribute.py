@@ -271,3 +271,16 @@ def test_a_run_without_collective_kernels_is_not_ordered_for_one(monkeypatch: py
                            10 * i + 6, 10 * i + 8) for i in range(0, 60, 3)])
     sequence.closing_collective(nccl)
     assert ordered
+
+
+def test_sampled_marks_the_host_states_read_as_counters_only() -> None:
+    """keys.sampled: a host function whose rows are all a counter's (no thread); with no
+    counter row at all (a trace) nothing is, and the two sums over the rows are skipped."""
+    cyc = Cycles(np.array([0, 100]), np.array([100, 200]), CycleSource.WINDOW, "")
+    rows = [k("kern", 10, 20), {**k("oncpu", 0, 100, kind="host", device="Host"), "tid": 7},
+            k("iowait", 0, 100, kind="host", device="Host"), k("iowait", 100, 200, kind="host", device="Host")]
+    keys = attribute_activity(run_of(rows), cyc).keys
+    assert dict(zip(keys["name"], keys["sampled"])) == {"kern": False, "oncpu": False, "iowait": True}
+    keys = attribute_activity(run_of(rows[:2]), cyc).keys
+    assert dict(zip(keys["name"], keys["sampled"])) == {"kern": False, "oncpu": False}
+    assert keys["sampled"].dtype == bool

@@ -85,8 +85,13 @@ def attribute_activity(run: RunData, cycles: Cycles) -> CycleMatrix:
     kinds = _kind_masks(a)
     if len(a):
         # A host state sampled as a counter (no thread, one row per interval) has no "calls".
-        counter = ((a["tid"].to_numpy() == MISSING) & kinds("host")).astype(np.float64)
-        keys["sampled"] = np.bincount(func, weights=counter, minlength=F) == np.bincount(func, minlength=F)
+        host = kinds("host")
+        counter = host & (a["tid"].to_numpy() == MISSING) if host.any() else host
+        if counter.any():
+            keys["sampled"] = (np.bincount(func, weights=counter.astype(np.float64), minlength=F)
+                               == np.bincount(func, minlength=F))
+        else:  # no counter row (a trace): every function has rows, none of them a counter's
+            keys["sampled"] = np.zeros(F, dtype=bool)
     else:
         keys["sampled"] = np.zeros(0, dtype=bool)
     row_cycle = np.full(len(a), -1, dtype=np.int64)
