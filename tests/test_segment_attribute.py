@@ -284,3 +284,17 @@ def test_sampled_marks_the_host_states_read_as_counters_only() -> None:
     keys = attribute_activity(run_of(rows[:2]), cyc).keys
     assert dict(zip(keys["name"], keys["sampled"])) == {"kern": False, "oncpu": False}
     assert keys["sampled"].dtype == bool
+
+
+@pytest.mark.parametrize("scale", [1, 2 ** 52])  # exact sums in float64; beyond 2**53 the groupby
+def test_gpu_busy_by_device_sums_each_gpus_work(scale: int) -> None:
+    from perfdiff.segment import gpu_busy_by_device
+
+    rows = [k("a", 0, 10, device="GPU 1"), k("b", 10, 40, device="GPU 0"), k("c", 40, 41, device="GPU 1"),
+            k("z", 50, 50, device="GPU 2"),  # busy 0: left out
+            k("cpu", 0, 500, kind="cpu", device="Host")]
+    run = run_of(rows)
+    run.activity["busy_ns"] *= scale
+    got = gpu_busy_by_device(run)
+    assert got == {"GPU 0": 30.0 * scale, "GPU 1": 11.0 * scale}
+    assert list(got) == ["GPU 0", "GPU 1"]  # the devices' order
