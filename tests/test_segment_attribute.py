@@ -280,9 +280,9 @@ def test_sampled_marks_the_host_states_read_as_counters_only() -> None:
     rows = [k("kern", 10, 20), {**k("oncpu", 0, 100, kind="host", device="Host"), "tid": 7},
             k("iowait", 0, 100, kind="host", device="Host"), k("iowait", 100, 200, kind="host", device="Host")]
     keys = attribute_activity(run_of(rows), cyc).keys
-    assert dict(zip(keys["name"], keys["sampled"])) == {"kern": False, "oncpu": False, "iowait": True}
+    assert dict(zip(keys["name"], keys["sampled"], strict=True)) == {"kern": False, "oncpu": False, "iowait": True}
     keys = attribute_activity(run_of(rows[:2]), cyc).keys
-    assert dict(zip(keys["name"], keys["sampled"])) == {"kern": False, "oncpu": False}
+    assert dict(zip(keys["name"], keys["sampled"], strict=True)) == {"kern": False, "oncpu": False}
     assert keys["sampled"].dtype == bool
 
 
