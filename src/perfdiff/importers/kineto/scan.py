@@ -1,13 +1,16 @@
-"""The fast Kineto reader: the trace's bytes in, event columns (`Events`) out, with numpy only.
+"""The fast Kineto reader: the trace's bytes in, event columns (`Events`) out.
 
 A 1 GB trace cannot go through ``json.loads`` (tens of seconds, several GB of Python
-objects).  The reader streams the (decompressed) bytes in blocks (`blocks`) and works on each
-block with numpy: it finds every object key (a ``"`` followed by ``:``), recognises the few
-keys it needs from the 8 bytes before the colon, anchors each event at its ``"ph"`` key, and
-decodes strings and numbers with word-at-a-time (SWAR) arithmetic (`swar`).  The names are
-gathered through Arrow string views and dictionary-encoded, so no Python object is made per
-event.
-Two threads decode blocks (numpy and Arrow release the GIL in their loops) where the core
+objects).  The reader streams the (decompressed) bytes in blocks (`blocks`) and decodes each
+block: it finds every object key (a ``"`` followed by ``:``), recognises the few keys it
+needs from the 8 bytes before the colon, anchors each event at its ``"ph"`` key, and decodes
+strings and numbers.  Two decoders give the same result: the compiled one (`compiled`, a C
+extension, about 1 GB/s of JSON on one core) where it is built, for every block but the
+file's last and any block it does not read as numpy does; and numpy's, with word-at-a-time
+(SWAR) arithmetic (`swar`) and the names gathered through Arrow string views and
+dictionary-encoded (about 150 MB/s), which reads the rest, or everything when the extension
+is absent or ``PERFDIFF_PURE=1``.  No Python object is made per event.
+Two threads decode blocks (both decoders release the GIL in their loops) where the core
 budget allows.  The args objects of NCCL kernels, a few among many events, are decoded with
 ``json`` for their process group.
 
@@ -21,7 +24,9 @@ not every byte of the fields it skips.
 from __future__ import annotations
 
 from collections import deque
+from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
+from types import ModuleType
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -29,6 +34,7 @@ import numpy as np
 import pyarrow as pa
 
 from perfdiff.importers.common import resolve_cores
+from perfdiff.importers.kineto import compiled
 from perfdiff.importers.kineto.blocks import block_size, blocks
 from perfdiff.importers.kineto.document import explain_not_a_trace, parse_header, parse_trailer
 from perfdiff.importers.kineto.objects import first_keys, keys_of_the_next_object, same_object
@@ -138,11 +144,11 @@ class _Block:
             self.dropped[why] = self.dropped.get(why, 0) + int(n)
 
 
-_WORKERS = 2  # blocks decoded at once (numpy and Arrow release the GIL in their loops)
+_WORKERS = 2  # blocks decoded at once (the decoders release the GIL in their loops)
 
 
 class FastScan:
-    """The numpy scanner: blocks in, event columns out (see the module docstring).
+    """The fast scanner: blocks in, event columns out (see the module docstring).
 
     The main thread cuts the text into blocks that end just before an event's "{" (found
     with bytes.rfind), two worker threads decode blocks, and results are merged in order.
@@ -154,6 +160,7 @@ class FastScan:
         self.ev = Events()
         self.cat_seen = np.zeros(len(CAT_NAMES) + 1, dtype=np.int64)
         self.rows = 0  # event rows merged so far
+        self.compiled = compiled.decoder(_CAT_HASHES, _ROLE_OF_CAT)  # None: numpy only
 
     def run(self) -> Events:
         carry = b""
@@ -176,7 +183,7 @@ class FastScan:
                     continue
                 if cut < 0:  # 64 MB without an event: let the decoder explain the file
                     cut = end
-                inflight.append(pool.submit(_scan_block, buf, begin, cut, first, False))
+                inflight.append(pool.submit(_scan_block, buf, begin, cut, first, False, self.compiled))
                 first = False
                 carry = buf[cut:end]
                 while len(inflight) > workers:
@@ -253,8 +260,14 @@ def _find_cut(buf: bytes, begin: int, end: int) -> int:
     return fallback if fallback >= 0 and buf.find(b'"ph"', begin, fallback) >= 0 else -1
 
 
-def _scan_block(padded: bytes, begin: int, end: int, first: bool, final: bool) -> _Block:
-    """Decode the events in padded[begin:end] (whole events, or the file's end when final)."""
+def _scan_block(padded: bytes, begin: int, end: int, first: bool, final: bool,
+                fast: ModuleType | None = None) -> _Block:
+    """Decode the events in padded[begin:end] (whole events, or the file's end when final), by
+    the compiled decoder `fast` where given and it reads the block, else with numpy."""
+    if fast is not None and not final:
+        got = _compiled_block(fast, padded, begin, end, first)
+        if got is not None:
+            return got
     res = _Block()
     if end <= begin:
         if first:
@@ -282,6 +295,30 @@ def _scan_block(padded: bytes, begin: int, end: int, first: bool, final: bool) -
     # Every key from the first "ph" on; in the last block they may run into the trailer.
     sel = slice(int(ph_keys[0]), len(kid))
     _decode(res, u8, le8, colon[sel], kid[sel], end, padded)
+    return res
+
+
+def _compiled_block(fast: ModuleType, padded: bytes, begin: int, end: int, first: bool) -> _Block | None:
+    """The block decoded by the compiled decoder (`compiled`); None when it leaves it to numpy."""
+    got = fast.scan_block(padded, begin, end)
+    if got is None:
+        return None
+    first_ph, columns, names, seen, n_begin, n_end, no_cat = got
+    res = _Block()
+    if first:
+        res.head = padded[begin:first_ph - 3]
+    res.drop("ph B events (begin/end pairs are not read)", n_begin)
+    res.drop("ph E events (begin/end pairs are not read)", n_end)
+    res.drop("complete events without a category", no_cat)
+    res.cat_seen += np.frombuffer(seen, dtype=np.int64)
+    cols = {k: np.frombuffer(c, dtype=np.int64) for k, c in zip(compiled.COLUMNS, columns, strict=True)}
+    if len(cols["role"]) == 0:
+        return res
+    res.names = names
+    args_at, args_limit = cols.pop("args_at"), cols.pop("args_limit")
+    with_args = np.flatnonzero(args_at >= 0)
+    _read_process_groups(res, padded, cols["name"], with_args, lambda rows: (args_at[rows], args_limit[rows]))
+    res.cols = cols
     return res
 
 
@@ -432,25 +469,39 @@ def _decode(res: _Block, u8: np.ndarray, le8: np.ndarray, colon: np.ndarray, kid
     stream = optional_int(_STREAM, np.flatnonzero(on_gpu & (tid < 0)))
     # The process groups of NCCL kernels: only their args objects are decoded (a few events).
     with_args = np.flatnonzero((role == ROLES.index("kernel")) & (t[:, _ARGS] >= 0))
-    if len(with_args):
-        nccl = np.zeros(len(res.names), dtype=bool)
-        for c in np.flatnonzero(np.bincount(name_code[with_args], minlength=len(res.names))).tolist():
-            nccl[c] = COLLECTIVE.match(name_label(res.names[c])) is not None
-        rows = with_args[nccl[name_code[with_args]]]
-        if len(rows):
-            nxt = xe[rows] + 1  # the next event's "ph" bounds the args object
-            limit = np.where(nxt < nev_all, colon[ph_k[np.minimum(nxt, nev_all - 1)]], n)
-            found, named, codes = {}, [], []
-            for r, v, lim in zip(rows.tolist(), value_pos(t[rows, _ARGS]).tolist(), limit.tolist(), strict=True):
-                g = process_group(args_object(padded, v, lim)) if may_name_a_group(padded, v, lim) else None
-                if g is not None:
-                    named.append(r)
-                    codes.append(found.setdefault(g, len(found)))
-            res.process_groups = list(found)
-            res.pg_event, res.pg_code = np.array(named, dtype=np.int64), np.array(codes, dtype=np.int64)
+
+    def args_of(rows: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        nxt = xe[rows] + 1  # the next event's "ph" bounds the args object
+        return value_pos(t[rows, _ARGS]), np.where(nxt < nev_all, colon[ph_k[np.minimum(nxt, nev_all - 1)]], n)
+
+    _read_process_groups(res, padded, name_code, with_args, args_of)
     res.cols = dict(role=role, cat=cat_id, name=name_code, pid=pid, tid=tid,
                     ts_ns=ts.value * 1000 + ts.frac_ns, dur_ns=dur.value * 1000 + dur.frac_ns,
                     corr=corr, stream=stream, device=device, nbytes=nbytes)
+
+
+def _read_process_groups(res: _Block, padded: bytes, name_code: np.ndarray, with_args: np.ndarray,
+                         args_of: Callable[[np.ndarray], tuple[np.ndarray, np.ndarray]]) -> None:
+    """The process groups named by the args of the NCCL kernels among the kernel rows `with_args`
+    (those with an args key) into `res`; `args_of(rows)`: (where each row's args value starts,
+    the position its object must end before)."""
+    if len(with_args) == 0:
+        return
+    nccl = np.zeros(len(res.names), dtype=bool)
+    for c in np.flatnonzero(np.bincount(name_code[with_args], minlength=len(res.names))).tolist():
+        nccl[c] = COLLECTIVE.match(name_label(res.names[c])) is not None
+    rows = with_args[nccl[name_code[with_args]]]
+    if len(rows) == 0:
+        return
+    found, named, codes = {}, [], []
+    starts, limits = args_of(rows)
+    for r, v, lim in zip(rows.tolist(), starts.tolist(), limits.tolist(), strict=True):
+        g = process_group(args_object(padded, v, lim)) if may_name_a_group(padded, v, lim) else None
+        if g is not None:
+            named.append(r)
+            codes.append(found.setdefault(g, len(found)))
+    res.process_groups = list(found)
+    res.pg_event, res.pg_code = np.array(named, dtype=np.int64), np.array(codes, dtype=np.int64)
 
 
 def _name_codes(res: _Block, padded: bytes, s0: np.ndarray, s1: np.ndarray) -> np.ndarray:
