@@ -23,6 +23,7 @@ not every byte of the fields it skips.
 """
 from __future__ import annotations
 
+import functools
 from collections import deque
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
@@ -480,6 +481,13 @@ def _decode(res: _Block, u8: np.ndarray, le8: np.ndarray, colon: np.ndarray, kid
                     corr=corr, stream=stream, device=device, nbytes=nbytes)
 
 
+@functools.lru_cache(maxsize=1 << 16)
+def _collective(raw: bytes) -> bool:
+    """Whether the kernel name written `raw` names an NCCL collective (asked once per name and
+    block: a 1 GB trace asks 500 k times about a few thousand names)."""
+    return COLLECTIVE.match(name_label(raw)) is not None
+
+
 def _read_process_groups(res: _Block, padded: bytes, name_code: np.ndarray, with_args: np.ndarray,
                          args_of: Callable[[np.ndarray], tuple[np.ndarray, np.ndarray]]) -> None:
     """The process groups named by the args of the NCCL kernels among the kernel rows `with_args`
@@ -489,7 +497,7 @@ def _read_process_groups(res: _Block, padded: bytes, name_code: np.ndarray, with
         return
     nccl = np.zeros(len(res.names), dtype=bool)
     for c in np.flatnonzero(np.bincount(name_code[with_args], minlength=len(res.names))).tolist():
-        nccl[c] = COLLECTIVE.match(name_label(res.names[c])) is not None
+        nccl[c] = _collective(res.names[c])
     rows = with_args[nccl[name_code[with_args]]]
     if len(rows) == 0:
         return
