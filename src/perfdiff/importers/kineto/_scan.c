@@ -11,7 +11,7 @@
  * the results are the same by construction, the numpy code decides the unusual cases.
  *
  * Plain CPython C API; the block is read through the buffer protocol with the GIL released
- * (two blocks decode at once), the columns come back as bytes of native int64.
+ * (two blocks decode at once), the columns come back as bytearrays of native int64.
  */
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
@@ -509,9 +509,9 @@ static int scan(Scan *s)
     return finish_event(s, end);
 }
 
-static PyObject *column(const int64_t *p, Py_ssize_t n)
+static PyObject *column(const int64_t *p, Py_ssize_t n)  /* a bytearray: numpy views it writable */
 {
-    return PyBytes_FromStringAndSize(n ? (const char *)p : "", n * (Py_ssize_t)sizeof(int64_t));
+    return PyByteArray_FromStringAndSize(n ? (const char *)p : "", n * (Py_ssize_t)sizeof(int64_t));
 }
 
 static PyObject *scan_block(PyObject *self, PyObject *args)
@@ -611,7 +611,7 @@ static PyMethodDef methods[] = {
     {"scan_block", scan_block, METH_VARARGS,
      "scan_block(padded, begin, end) -> None or (first_ph, columns, names, cat_seen, n_B, n_E, n_nocat)\n\n"
      "Decode the complete events in padded[begin:end] (16 bytes or more before begin, 64 after end).\n"
-     "None: a block the numpy decoder must read.  columns: 13 bytes of native int64 (role, cat,\n"
+     "None: a block the numpy decoder must read.  columns: 13 bytearrays of native int64 (role, cat,\n"
      "name, pid, tid, ts_ns, dur_ns, corr, stream, device, nbytes, args_at, args_limit); names: the\n"
      "raw name bytes by block-local code; first_ph: the closing quote of the first \"ph\" key."},
     {NULL, NULL, 0, NULL},
