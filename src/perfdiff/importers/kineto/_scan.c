@@ -1,6 +1,6 @@
 /* perfdiff.importers.kineto._scan: the compiled decoder of one block of a Kineto trace.
  *
- * It reads a block exactly as the numpy decoder (scan.py, swar.py, objects.py) does, in one
+ * It reads a block exactly as the numpy decoder (numpy_block.py, swar.py, objects.py) does, in one
  * pass over the bytes instead of several: a key is the bytes '"' ':' (found 16 bytes at a
  * time), recognised by the text before its closing quote; an event is the keys from one "ph"
  * key to the next; complete events ("ph": "X") of an imported category give one row of
@@ -22,7 +22,7 @@
 #include <emmintrin.h>
 #endif
 
-/* Key ids, as scan.py numbers them. */
+/* Key ids, as numpy_block.py numbers them. */
 enum { K_NONE, K_PH, K_CAT, K_NAME, K_PID, K_TID, K_TS, K_DUR, K_CORR, K_STREAM, K_DEVICE, K_BYTES, K_ARGS, N_IDS };
 static const char *KEY_TEXT[N_IDS] = {"", "ph", "cat", "name", "pid", "tid", "ts", "dur", "correlation",
                                       "stream", "device", "bytes", "args"};
@@ -36,7 +36,7 @@ enum { C_ROLE, C_CAT, C_NAME, C_PID, C_TID, C_TS, C_DUR, C_CORR, C_STREAM, C_DEV
 #define MAX_US (INT64_MAX / 1000)
 #define MAX_CATS 64
 
-/* Set once by configure(): the category hashes (scan._CAT_HASHES) and the role of each. */
+/* Set once by configure(): the category hashes (numpy_block.CAT_HASHES) and the role of each. */
 static uint64_t cat_hash[MAX_CATS];
 static int64_t cat_role[MAX_CATS + 1];
 static Py_ssize_t n_cats = -1;
@@ -105,7 +105,7 @@ static uint64_t KEY_PATTERN[N_IDS];
 static uint32_t CORR_HEAD;
 
 /* The id of the key whose closing quote is at q (q >= 12): the bytes before it are '"' and
- * the key's text (scan._key_ids). */
+ * the key's text (numpy_block._key_ids). */
 static inline int key_id(const Scan *s, Py_ssize_t q)
 {
     static const int8_t by_last[256] = {['h'] = 1, ['t'] = 2, ['e'] = 3, ['d'] = 4, ['s'] = 5, ['r'] = 6,
@@ -192,7 +192,7 @@ static Py_ssize_t scan_string(const Scan *s, Py_ssize_t start, Py_ssize_t limit)
 
 /* (end, escaped) of the string value starting at `start` of the key whose next key is
  * (next_q, next_k): the last quote before that key when it is one of this event's
- * (scan._decode.string_end), else a scan. */
+ * (numpy_block._decode.string_end), else a scan. */
 static Py_ssize_t string_end(const Scan *s, Py_ssize_t start, Py_ssize_t next_q, int next_k, int *esc)
 {
     if (next_k > 0) {
@@ -299,7 +299,7 @@ static int64_t name_code(Scan *s, Py_ssize_t pos, Py_ssize_t len)
     return s->nnames++;
 }
 
-/* scan._cat_hash of the category's first 24 bytes and its length. */
+/* numpy_block._cat_hash of the category's first 24 bytes and its length. */
 static uint64_t cat_hash_of(const Scan *s, Py_ssize_t c0, Py_ssize_t len)
 {
     static const uint64_t K[3] = {0x9E3779B97F4A7C15ull, 0xC2B2AE3D27D4EB4Full, 0x165667B19E3779F9ull};
@@ -606,7 +606,7 @@ static PyObject *configure(PyObject *self, PyObject *args)
 
 static PyMethodDef methods[] = {
     {"configure", configure, METH_VARARGS,
-     "configure(hashes, roles): the category hashes (n native uint64, scan._CAT_HASHES) and the role\n"
+     "configure(hashes, roles): the category hashes (n native uint64, numpy_block.CAT_HASHES) and the role\n"
      "of each and of an unknown category (n + 1 native int64; -1: not imported)."},
     {"scan_block", scan_block, METH_VARARGS,
      "scan_block(padded, begin, end) -> None or (first_ph, columns, names, cat_seen, n_B, n_E, n_nocat)\n\n"

@@ -2,7 +2,7 @@
 
 ``_scan`` (``_scan.c``, a C extension that ``pip install`` builds where a C compiler is
 present; optional: without one the install goes on without it) decodes one block of the
-trace's bytes into the same event columns as the numpy decoder of `scan`, in one pass over
+trace's bytes into the same event columns as the numpy decoder (`numpy_block`), in one pass over
 the bytes instead of several numpy passes (docs/PERFORMANCE.md).  On any block it does not
 read the way numpy does it hands the block back, and `scan` decodes that block with numpy;
 so the two give the same `Events` whatever the input, which tests check on real and
@@ -23,7 +23,7 @@ from perfdiff.importers.kineto.events import ROLES
 __all__ = ["ENV_PURE", "COLUMNS", "decoder", "why_not"]
 
 ENV_PURE = "PERFDIFF_PURE"
-# The columns _scan.scan_block returns, in its order: the event columns of `scan._Block.cols`,
+# The columns _scan.scan_block returns, in its order: the event columns of `numpy_block.Block.cols`,
 # then where each kernel's args object starts and the position it must end before (-1: none).
 COLUMNS = ("role", "cat", "name", "pid", "tid", "ts_ns", "dur_ns", "corr", "stream", "device", "nbytes",
            "args_at", "args_limit")
