@@ -10,7 +10,7 @@ SHARED ?= ../shared
 help:  ## List the targets
 	@grep -E '^[a-z-]+:.*##' $(MAKEFILE_LIST) | sed 's/:.*## /\t/'
 
-$(STAMP): pyproject.toml
+$(STAMP): pyproject.toml src/perfdiff/importers/kineto/_scan.c  # the C source: rebuilt on change
 	$(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install -q --upgrade pip
 	$(PY) -m pip install -q -e '.[test]'
@@ -38,7 +38,7 @@ lint: $(STAMP)  ## Static checks: ruff, and the import layering contracts of .im
 	$(PY) tools/lint_layers.py
 
 clean:  ## Remove the virtual environment and build outputs
-	rm -rf $(VENV) build dist src/*.egg-info bench/out
+	rm -rf $(VENV) build dist src/*.egg-info bench/out src/perfdiff/importers/kineto/*.so
 
 examples: $(STAMP)  ## Regenerate the shipped example pair and its report (then UPDATE_GOLDEN=1 make test)
 	$(PY) examples/generate_cpufreq.py examples/cpufreq

@@ -3,7 +3,8 @@
 
 - The Kineto pair's floor: inflating its two gzip files in parallel (two threads) with the
   fastest inflater installed (ISA-L's where perfdiff[fast] is), and with zlib for reference;
-  the ratio is `perfdiff compare`'s best wall time over that floor (target ≤ 2.5).
+  the ratio is `perfdiff compare`'s best wall time over that floor (target ≤ 2.5); the row says
+  whether the Kineto reader decoded with its compiled decoder or with numpy (and why).
 - The nsys pair's floor: a bare SELECT of the kernel table's columns the importer reads, both
   files in parallel processes (target ≤ 1.2).
 - The shipped example (`make demo`'s compare, pictures included; target < 0.8 s) and
@@ -92,7 +93,10 @@ def main(argv: list[str] | None = None) -> int:
             floor = min(inflate_pair(*args.kineto, z) for _ in range(3))
             plain = min(inflate_pair(*args.kineto, zlib) for _ in range(3))
             cmp_s = best_compare(*args.kineto, Path(tmp) / "k.md")
-            print(f"| Kineto pair compare (best of 3) | {cmp_s:.2f} | {floor:.2f} | both files inflated at once by "
+            from perfdiff.importers.kineto.compiled import why_not
+
+            decoder = "compiled decoder" if not why_not() else f"numpy decoder: {why_not()}"
+            print(f"| Kineto pair compare (best of 3; {decoder}) | {cmp_s:.2f} | {floor:.2f} | both files inflated at once by "
                   f"{name} (zlib: {plain:.2f} s) | {cmp_s / floor:.2f} | ≤ 2.5 |")
         if args.nsys:
             floor = min(select_pair(*args.nsys) for _ in range(3))

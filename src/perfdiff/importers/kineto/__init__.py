@@ -26,9 +26,10 @@ What is read (docs/FORMATS.md):
 - ``deviceProperties`` → manifest GPUs; ``baseTimeNanoseconds`` and the clock (`clock`);
   ``distributedInfo`` → manifest target.
 
-The modules: `scan` reads the bytes fast (numpy, no Python object per event; `swar` decodes
-its numbers and strings), `general` reads any valid JSON (``json.loads``) when the scanner
-meets a layout it does not decode, both into `events.Events`; `tables` builds the RunData
+The modules: `scan` reads the bytes fast, block by block, with no Python object per event
+(each block decoded by the C extension of `compiled` where it is built, else by
+`numpy_block`, `swar` decoding its numbers and strings); `general` reads any valid JSON
+(``json.loads``) when the scanner meets a layout it does not decode, both into `events.Events`; `tables` builds the RunData
 from those (`join` for the launch join, `clock`, `manifest`).  `reference` is a plain reader
 that tests check the others against.
 """

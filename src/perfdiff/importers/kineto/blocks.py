@@ -150,5 +150,10 @@ def _prefetch(source: Iterator[list[bytes]], depth: int = 2) -> Iterator[list[by
             yield item
     finally:
         stop.set()
+        while True:  # a reader that stopped early: free the producer's put at once
+            try:
+                q.get_nowait()
+            except queue.Empty:
+                break
         t.join(timeout=5)
 

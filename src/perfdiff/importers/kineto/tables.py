@@ -63,7 +63,9 @@ def build(p: Path, ev: Events, group: str, skip: frozenset[str] = frozenset()) -
     process_groups = empty_table("process_groups")
     # GPU work
     api_rows = np.flatnonzero(role == ROLES.index("api"))
-    launch_row = correlate(corr, api_rows, corr)
+    gpu_rows = np.flatnonzero((role >= 0) & (role <= ROLES.index("memset")))
+    launch_row = np.full(n, -1, dtype=np.int64)  # the runtime call of each GPU event, by correlation id
+    launch_row[gpu_rows] = correlate(corr, api_rows, corr[gpu_rows])
     for r_name in ("kernel", "memcpy", "memset"):
         rows = np.flatnonzero(role == ROLES.index(r_name))
         if len(rows) == 0:
