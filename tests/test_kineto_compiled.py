@@ -29,6 +29,29 @@ REAL_TRACES = [SAMPLES / "resnet50_num_workers_4" / "worker0.1623212756351.pt.tr
 needs_real = pytest.mark.skipif(not REAL.is_dir(), reason=f"real traces not found at {REAL}")
 
 
+def _c_compiler() -> str | None:
+    """The C compiler the install would have built the extension with, where it exists."""
+    import shlex
+    import shutil
+    import sysconfig
+
+    cc = shlex.split(sysconfig.get_config_var("CC") or "cc")
+    return shutil.which(cc[0]) if cc else None
+
+
+@pytest.fixture(autouse=True)
+def _built(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Where a C compiler is (CI, a developer's machine), the extension must have been built:
+    a build that fell back to numpy without a word fails every test here.  Without one, the
+    install goes on with numpy alone (the README's promise) and these tests skip, saying so."""
+    monkeypatch.delenv(compiled.ENV_PURE, raising=False)
+    if compiled.why_not():
+        if _c_compiler() is None:
+            pytest.skip(f"no C compiler here, so the compiled decoder is not built: {compiled.why_not()}")
+        pytest.fail(f"a C compiler is here ({_c_compiler()}) but the compiled decoder is not built: "
+                    f"{compiled.why_not()}; reinstall (make clean && make test) and read pip's output")
+
+
 def test_the_compiled_decoder_is_built(monkeypatch: pytest.MonkeyPatch) -> None:
     """`pip install -e .` builds the extension where a C compiler is (CI, this suite): a build
     that fell back to numpy without a word fails here."""
