@@ -308,16 +308,7 @@ class _Worker:
     def fork(cls, first: Callable[[Any, int], tuple[Any, Any]], second: Callable[[Any, Any], Any], arg: Any,
              cores: int, folder: Path, inherited: list[int]) -> _Worker:
         folder.mkdir()
-        up_r, up_w = os.pipe()
-        down_r, down_w = os.pipe()
-        sys.stdout.flush()
-        sys.stderr.flush()
-        try:
-            pid = os.fork()
-        except OSError:
-            for fd in (up_r, up_w, down_r, down_w):
-                os.close(fd)
-            raise
+        pid, (up_r, up_w), (down_r, down_w) = _fork_with_pipes()
         if pid:
             os.close(up_w)
             os.close(down_r)
@@ -373,6 +364,21 @@ class _Worker:
             except OSError:
                 pass
             self.wait()
+
+
+def _fork_with_pipes() -> tuple[int, tuple[int, int], tuple[int, int]]:
+    """Two pipes (read end, write end each), then a fork with the outputs flushed: (the child's
+    pid here, 0 in the child; the pipes).  OSError with no descriptor left open where the fork
+    fails."""
+    one, two = os.pipe(), os.pipe()
+    sys.stdout.flush()
+    sys.stderr.flush()
+    try:
+        return os.fork(), one, two
+    except OSError:
+        for fd in (*one, *two):
+            os.close(fd)
+        raise
 
 
 def _child(first: Callable[[Any, int], tuple[Any, Any]], second: Callable[[Any, Any], Any], arg: Any, cores: int,
@@ -454,15 +460,9 @@ class Standby:
         (the caller then makes the call itself)."""
         if not Parallel().can_fork:
             return None
-        job_r, job_w = os.pipe()
-        answer_r, answer_w = os.pipe()
-        sys.stdout.flush()
-        sys.stderr.flush()
         try:
-            pid = os.fork()
+            pid, (job_r, job_w), (answer_r, answer_w) = _fork_with_pipes()
         except OSError:
-            for fd in (job_r, job_w, answer_r, answer_w):
-                os.close(fd)
             return None
         if pid:
             os.close(job_r)
