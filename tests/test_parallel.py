@@ -271,6 +271,32 @@ def test_a_standby_that_dies_is_one_line_and_one_never_called_ends(tmp_path: Pat
         os.kill(pid, 0)
 
 
+def test_a_process_forked_after_a_standby_does_not_hold_its_pipes_open() -> None:
+    """A standby reads its call to the pipe's end: a process forked later (a worker loading a
+    run, a pool's) must not keep a copy of that pipe, or the call waits until it ends."""
+    import select
+
+    s = parallel.Standby.fork(lambda: None, "the test's standby")
+    assert s is not None
+    release_r, release_w = os.pipe()
+    later = os.fork()
+    if later == 0:  # lives until told, or 30 s at most
+        try:
+            os.close(release_w)
+            select.select([release_r], [], [], 30.0)
+        finally:
+            os._exit(0)
+    os.close(release_r)
+    try:
+        pid, doubled = s.call(_pid_and, 21)
+        assert doubled == 42
+        assert os.waitpid(later, os.WNOHANG) == (0, 0)  # answered while the later process lives
+    finally:
+        os.close(release_w)
+        os.waitpid(later, 0)
+    assert not parallel._PARENT_ENDS  # the standby's ends were closed and forgotten
+
+
 @pytest.mark.skipif(sys.platform != "linux", reason="a Linux memory setting")
 def test_fresh_memory_comes_in_small_pages() -> None:
     """keep_freed_memory tells numpy not to ask for transparent huge pages: on the standard

@@ -94,9 +94,8 @@ class Parallel:
         try:
             try:
                 for i, arg in enumerate(args):
-                    # The second worker must not hold the first one's pipes open: close them in it.
-                    workers.append(_Worker.fork(first, second, arg, cores, base / str(i),
-                                                inherited=[fd for w in workers for fd in (w.up, w.down)]))
+                    # The second worker does not hold the first one's pipes open: _PARENT_ENDS.
+                    workers.append(_Worker.fork(first, second, arg, cores, base / str(i)))
             except OSError:  # no fork now (EAGAIN, ENOMEM): stop what started, then here, in order
                 for w in workers:
                     w.close()
@@ -306,18 +305,19 @@ class _Worker:
 
     @classmethod
     def fork(cls, first: Callable[[Any, int], tuple[Any, Any]], second: Callable[[Any, Any], Any], arg: Any,
-             cores: int, folder: Path, inherited: list[int]) -> _Worker:
+             cores: int, folder: Path) -> _Worker:
         folder.mkdir()
         pid, (up_r, up_w), (down_r, down_w) = _fork_with_pipes()
         if pid:
             os.close(up_w)
             os.close(down_r)
+            _keep(up_r, down_w)
             return cls(pid, folder, up_r, down_w)
         # The child: compute, hand over, and always leave through os._exit (never return into
         # the parent's code, never run its exit hooks).
         code = 1
         try:
-            for fd in (up_r, down_w, *inherited):
+            for fd in (up_r, down_w):
                 os.close(fd)
             code = _child(first, second, arg, cores, folder, up_w, down_r)
         except BaseException:  # noqa: BLE001 - nothing may escape the child
@@ -345,7 +345,7 @@ class _Worker:
     def cancel(self) -> None:
         """Close the decision pipe: a worker still waiting for one ends."""
         if self.down >= 0:
-            os.close(self.down)
+            _close(self.down)
             self.down = -1
 
     def wait(self) -> int:
@@ -356,7 +356,7 @@ class _Worker:
     def close(self) -> None:
         self.cancel()
         if self.up >= 0:
-            os.close(self.up)
+            _close(self.up)
             self.up = -1
         if self.status is None:  # an error in this process: do not leave the worker behind
             try:
@@ -364,6 +364,37 @@ class _Worker:
             except OSError:
                 pass
             self.wait()
+
+
+# This process's ends of the pipes to its live workers and standbys.  Every process forked
+# from it closes them first thing (os.register_at_fork): a child holding a copy of one would
+# keep the pipe open after this process closes it, and the worker or standby on the other
+# end, which waits for the pipe's end, would wait for that child too.
+_PARENT_ENDS: set[int] = set()
+
+
+def _close_parent_ends() -> None:
+    for fd in _PARENT_ENDS:
+        try:
+            os.close(fd)
+        except OSError:
+            pass
+    _PARENT_ENDS.clear()
+
+
+if hasattr(os, "register_at_fork"):
+    os.register_at_fork(after_in_child=_close_parent_ends)
+
+
+def _keep(*fds: int) -> None:
+    """Note `fds` as this process's ends of a child's pipes (see _PARENT_ENDS)."""
+    _PARENT_ENDS.update(fds)
+
+
+def _close(fd: int) -> None:
+    """Close one of this process's ends of a child's pipes."""
+    _PARENT_ENDS.discard(fd)
+    os.close(fd)
 
 
 def _fork_with_pipes() -> tuple[int, tuple[int, int], tuple[int, int]]:
@@ -467,6 +498,7 @@ class Standby:
         if pid:
             os.close(job_r)
             os.close(answer_w)
+            _keep(job_w, answer_r)
             return cls(pid, job_w, answer_r, what)
         code = 1
         try:  # the child: as _Worker.fork's, it never returns into the parent's code
@@ -486,7 +518,7 @@ class Standby:
                 _write_all(self.job, pickle.dumps((fn, args), protocol=5))
             except OSError:  # it ended early: what it left says why
                 pass
-            os.close(self.job)
+            _close(self.job)
             self.job = -1
             data = _read_all(self.answer)
         finally:
@@ -510,7 +542,7 @@ class Standby:
         for name in ("job", "answer"):
             fd = getattr(self, name)
             if fd >= 0:
-                os.close(fd)
+                _close(fd)
                 setattr(self, name, -1)
         if self.pid:
             os.waitpid(self.pid, 0)
