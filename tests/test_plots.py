@@ -248,6 +248,25 @@ def test_pictures_asked_for_are_drawn_by_a_process_started_beside_the_analysis(t
         assert (tmp_path / "here" / name).read_bytes() == (tmp_path / "painted" / name).read_bytes()
 
 
+def test_a_process_that_reads_a_result_imports_no_scipy(tmp_path: Path) -> None:
+    """The painter unpickles the comparison's result and draws it: the statistics' records and
+    the pictures' module need scipy.special (0.2-0.4 s to import) only to compute."""
+    import pickle
+    import subprocess
+    import sys
+
+    import perfdiff
+
+    (tmp_path / "result.pickle").write_bytes(pickle.dumps(perfdiff.compare(*PAIR).result))
+    script = ("import pickle, sys\n"
+              "from perfdiff.render import plots\n"
+              f"r = pickle.loads(open({str(tmp_path / 'result.pickle')!r}, 'rb').read())\n"
+              "assert r.analysis.functions\n"
+              "print(sorted(m for m in sys.modules if m.startswith('scipy')))\n")
+    out = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, check=True).stdout
+    assert out.strip() == "[]"
+
+
 def test_a_painter_not_asked_for_pictures_ends(monkeypatch: pytest.MonkeyPatch) -> None:
     """The painter compare(pictures=True) started ends when the comparison fails, and when its
     result is dropped without drawing: no process is left behind."""

@@ -73,7 +73,7 @@ def welch_ci(a: np.ndarray, n: np.ndarray, level: float = 0.95) -> tuple[float, 
     se2 = va + vn
     if not se2 > 0:
         return NAN, NAN
-    from scipy import special
+    from perfdiff.stats import special
 
     df = se2 ** 2 / (va ** 2 / (a.size - 1) + vn ** 2 / (n.size - 1))
     half = float(special.stdtrit(df, 0.5 + level / 2.0)) * math.sqrt(se2)

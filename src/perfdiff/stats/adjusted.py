@@ -16,7 +16,7 @@ import math
 from dataclasses import dataclass
 
 import numpy as np
-from scipy import special
+from perfdiff.stats import special
 
 MIN_POINTS = 10  # fewer observations in a stratum: no fit
 

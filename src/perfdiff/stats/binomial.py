@@ -3,7 +3,7 @@ from __future__ import annotations
 
 import math
 
-from scipy import special
+from perfdiff.stats import special
 
 __all__ = ["binomial_greater_p"]
 

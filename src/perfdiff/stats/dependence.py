@@ -49,7 +49,7 @@ import math
 from enum import Enum
 
 import numpy as np
-from scipy import special
+from perfdiff.stats import special
 
 MIN_CYCLES = 20  # fewer cycles on a side: the long-run variance is not estimated
 VIF_MIN = 1.25  # variance inflation below this on both sides: no material dependence

@@ -127,7 +127,7 @@ def quantile_ci(x: object, q: float, level: float = 0.95) -> tuple[float, float]
     n = v.size
     if n == 0 or not 0.0 < q < 1.0:
         return math.nan, math.nan
-    from scipy import special
+    from perfdiff.stats import special
 
     z = float(special.ndtri(1.0 - (1.0 - level) / 2.0))
     half = z * math.sqrt(n * q * (1.0 - q))

@@ -8,7 +8,7 @@ from __future__ import annotations
 import math
 
 import numpy as np
-from scipy import special
+from perfdiff.stats import special
 
 from perfdiff.stats.describe import _mad_sorted, _median_sorted, _robust_scale_finite, drop_nonfinite, robust_scale
 from perfdiff.stats.mannwhitney import _exact_regime, _u_statistic, _untied_u_cdf

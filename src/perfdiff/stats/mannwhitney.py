@@ -10,7 +10,7 @@ import math
 from functools import lru_cache
 
 import numpy as np
-from scipy import special
+from perfdiff.stats import special
 
 from perfdiff.stats.describe import _is_constant, drop_nonfinite
 

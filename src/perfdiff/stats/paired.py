@@ -13,7 +13,7 @@ from __future__ import annotations
 import math
 
 import numpy as np
-from scipy import special
+from perfdiff.stats import special
 
 from perfdiff.stats.dependence import Dependence, PairedDependence, robust
 from perfdiff.stats.effects import _z_from

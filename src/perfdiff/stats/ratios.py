@@ -11,7 +11,7 @@ import math
 from dataclasses import dataclass
 
 import numpy as np
-from scipy import special
+from perfdiff.stats import special
 
 from perfdiff.stats.describe import drop_nonfinite
 

@@ -29,7 +29,7 @@ import math
 from dataclasses import dataclass
 
 import numpy as np
-from scipy import special
+from perfdiff.stats import special
 
 from perfdiff.stats.dependence import MIN_CYCLES, Dependence, MeanVariances, placements
 

@@ -8,7 +8,7 @@ from __future__ import annotations
 import math
 
 import numpy as np
-from scipy import special
+from perfdiff.stats import special
 
 from perfdiff.stats.describe import _is_constant, drop_nonfinite
 
