@@ -222,9 +222,9 @@ def test_every_label_stands_inside_its_figure_and_apart(tmp_path: Path, monkeypa
 
 
 def test_pictures_asked_for_are_drawn_by_a_process_started_beside_the_analysis(tmp_path: Path) -> None:
-    """compare(pictures=True) starts the process that draws them once the analysis is imported,
-    so matplotlib's import overlaps the analysis: this process never imports matplotlib, and
-    the pictures are those drawn here."""
+    """compare(pictures=True) starts the process that draws them at once, so matplotlib's
+    import overlaps loading and comparing: this process never imports matplotlib, and the
+    pictures are those drawn here."""
     import subprocess
     import sys
 

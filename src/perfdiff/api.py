@@ -95,10 +95,13 @@ def _attribute_side(cut: CutSide, range_nest: RangeNesting, nested: tuple[bool, 
 
 
 def _import_later_stages() -> None:
-    """Import the analysis and rendering modules (scipy among them: ~0.5 s) while the
+    """Import the analysis and rendering modules and scipy.special (~0.5 s in all) while the
     workers load the runs."""
     import perfdiff.analyze.compare  # noqa: F401  (perfdiff.analyze imports its modules on first use)
     import perfdiff.render  # noqa: F401
+    from perfdiff.stats import special
+
+    special.import_now()  # else imported at the first test, after the runs have loaded
 
 
 def _thresholds(alpha: float, thresholds: Thresholds | None) -> Thresholds:
@@ -146,24 +149,20 @@ def compare(normal: str | os.PathLike[str], abnormal: str | os.PathLike[str], *,
     ×50 apart) unless `force`.  Inputs with the same bytes give the one finding IDENTICAL.
     `thresholds`: the decision thresholds (perfdiff.analyze.Thresholds; default perfdiff's with
     `alpha`, which it replaces).  `pictures`: `write_plots` will be called; the process that
-    draws them starts once the analysis is imported, and imports matplotlib beside it."""
-    painter: list[Standby] = []
+    draws them starts at once and readies matplotlib while this one compares."""
+    painter = None
+    if pictures:  # first: it imports matplotlib on another core while this process loads the runs
+        from perfdiff.render.plots import start_painter
 
-    def while_waiting() -> None:
-        _import_later_stages()
-        if pictures:
-            from perfdiff.render.plots import start_painter
-
-            painter.extend(p for p in [start_painter()] if p is not None)
-
+        painter = start_painter()
     try:
         comp = _compare(normal, abnormal, alpha=alpha, cycle=cycle, window=window, pid=pid, group=group, force=force,
-                        parallel=parallel, thresholds=thresholds, while_waiting=while_waiting)
+                        parallel=parallel, thresholds=thresholds, while_waiting=_import_later_stages)
     except BaseException:
-        for p in painter:
-            p.close()
+        if painter is not None:
+            painter.close()
         raise
-    comp._painter = _painter_kept(comp, painter[0] if painter else None)
+    comp._painter = _painter_kept(comp, painter)
     return comp
 
 

@@ -55,10 +55,23 @@ _FIGURES = ("cycles", "timeline", *_PANELS)  # the report's order
 
 
 def start_painter() -> Standby | None:
-    """A process forked now that imports matplotlib (0.3-0.4 s) while this one goes on with
+    """A process forked now that readies matplotlib (0.3-0.5 s) while this one goes on with
     the comparison; hand it to `write_plots`, which then draws there, or close it.  None where
     this process cannot fork."""
-    return Standby.fork(_pyplot, "the process drawing the pictures")
+    return Standby.fork(_ready_to_draw, "the process drawing the pictures")
+
+
+def _ready_to_draw() -> None:
+    """Import matplotlib and draw one small figure into memory: the first figure drawn in a
+    process also loads the font, the renderer and the PNG writer."""
+    import io
+
+    plt = _pyplot()
+    fig, ax = plt.subplots(figsize=(1.0, 1.0), dpi=DPI)
+    ax.plot([0.0, 1.0], [0.0, 1.0])
+    ax.set_title("·", fontsize=7, y=1.0)
+    fig.savefig(io.BytesIO(), format="png", dpi=DPI, metadata={"Software": None})
+    plt.close(fig)
 
 
 def write_plots(result: ComparisonResult, folder: Path, stem: str, parallel: Parallel | None = None,
