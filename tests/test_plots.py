@@ -248,6 +248,32 @@ def test_pictures_asked_for_are_drawn_by_a_process_started_beside_the_analysis(t
         assert (tmp_path / "here" / name).read_bytes() == (tmp_path / "painted" / name).read_bytes()
 
 
+def test_the_painter_starts_before_the_runs_load(monkeypatch: pytest.MonkeyPatch) -> None:
+    """compare(pictures=True) forks the painter first, so matplotlib's import overlaps the
+    loading too, not only the analysis."""
+    from perfdiff import api
+    from perfdiff.parallel import Parallel
+    from perfdiff.render import plots
+
+    seen: list[str] = []
+    start, load = plots.start_painter, api._load_side
+
+    def started():
+        seen.append("painter")
+        return start()
+
+    def loading(*args, **kwargs):
+        seen.append("load")
+        return load(*args, **kwargs)
+
+    monkeypatch.setattr(plots, "start_painter", started)
+    monkeypatch.setattr(api, "_load_side", loading)
+    comp = api.compare(*PAIR, pictures=True, parallel=Parallel.serial())
+    assert seen == ["painter", "load", "load"]
+    assert comp._painter is not None
+    comp._painter.close()
+
+
 def test_a_process_that_reads_a_result_imports_no_scipy(tmp_path: Path) -> None:
     """The painter unpickles the comparison's result and draws it: the statistics' records and
     the pictures' module need scipy.special (0.2-0.4 s to import) only to compute."""
