@@ -265,3 +265,82 @@ def test_hypothesis_events_reach_the_compiled_decoder(tmp_path: Path, monkeypatc
     path.write_text(json.dumps({"traceEvents": [dict(ev, ts=i) for i in range(400)]}))
     got, decoded = same_both_ways(path, monkeypatch, 1000)
     assert decoded >= 40 and len(got[0]["role"][1]) == 400
+
+
+def _block_alike(text: bytes, first: bool) -> str:
+    """Decode `text` as one block padded as the reader pads it, both ways: "same", "handed
+    back" (the compiled decoder left it to numpy), or AssertionError naming the difference."""
+    fast = compiled.decoder(scan._CAT_HASHES, scan._ROLE_OF_CAT)
+    padded = scan._FRONT + text + scan._ZEROS
+    begin, end = len(scan._FRONT), len(scan._FRONT) + len(text)
+    got = scan._compiled_block(fast, padded, begin, end, first)
+    if got is None:
+        return "handed back"
+    try:
+        want = scan.numpy_block(padded, begin, end, first, False)
+    except NeedSlowPath as exc:
+        raise AssertionError(f"numpy refuses a block the compiled decoder read ({exc}): {text[-80:]!r}") from None
+    assert block_fields(got) == block_fields(want), text[-120:]
+    return "same"
+
+
+def _excerpt(path: Path, size: int) -> tuple[bytes, bytes]:
+    """(the document's text before its first event, the next `size` bytes from that event)."""
+    import gzip
+
+    with gzip.open(path, "rb") as fh:
+        raw = fh.read(400_000)
+    first = raw.find(b"{", raw.find(b"[", raw.find(b'"traceEvents"')))
+    return raw[:first], raw[first:first + size]
+
+
+@needs_real
+@pytest.mark.real
+def test_a_block_cut_at_every_byte_reads_alike() -> None:
+    """A block that ends anywhere (inside a key, a number, a string, an escape, between a key
+    and its colon) is read as numpy reads it, or handed back; tools/sanitize_scan.sh runs this
+    under AddressSanitizer, where a read past the block's padding would stop it."""
+    head, body = _excerpt(HTA / "control" / "control.json.gz", 2500)
+    seen = {"same": 0, "handed back": 0}
+    for cut in range(1, len(body) + 1):
+        seen[_block_alike(body[:cut], False)] += 1
+        seen[_block_alike(head + body[:cut], True)] += 1
+    assert seen["same"] > len(body)  # most cuts are read compiled
+
+
+ODD_BYTES = [b"\0", b"\0" * 8, b'"', b"\\", b'\\"', b"\xff", b"\xc3", b"1e400", b"9" * 23, b"-0", b"00012",
+             b"1.7976931348623157e309", b'":', b'"ph":', b'"ph":"X"', b"{", b"}", b"[", b"]", b",", b"\n",
+             b'"ts":', b'"dur":-', b'"args":{', b'"name":"', b"\\u0000", b"\\ud800", b'"cat":"kernel","cat":"cpu_op"',
+             b"9" * 400, b'"' + b"a" * 300 + b'"']
+
+
+@needs_real
+@pytest.mark.real
+def test_odd_bytes_spliced_into_real_events_read_alike() -> None:
+    """NUL bytes, unclosed strings, stray quotes and escapes, numbers past any type, keys twice,
+    spliced anywhere into real events, the block ending anywhere after: read as numpy reads
+    them, or handed back."""
+    _, body = _excerpt(TRACELENS / "h100" / "Qwen_Qwen1.5-0.5B-Chat__1016005.json.gz", 5000)
+    r = random.Random(36)
+    seen = {"same": 0, "handed back": 0}
+    for _ in range(1500):
+        at = r.randrange(len(body))
+        text = body[:at] + r.choice(ODD_BYTES) + body[at + r.choice([0, 0, 1, 2, 5]):]
+        seen[_block_alike(text, False)] += 1
+        seen[_block_alike(text[:r.randrange(at, len(text) + 1)], False)] += 1
+    assert seen["same"] > 500 and seen["handed back"] > 500
+
+
+def test_a_block_not_padded_as_the_reader_pads_it_is_handed_back() -> None:
+    """scan_block reads 64 bytes past a block's end and 16 before its start: any other bounds
+    are handed back to numpy, the largest ones included (end + 64 overflowed there once)."""
+    import sys
+
+    fast = compiled.decoder(scan._CAT_HASHES, scan._ROLE_OF_CAT)
+    text = b'{"ph": "X", "cat": "kernel", "name": "k", "pid": 0, "tid": 7, "ts": 1, "dur": 2}, '
+    padded = scan._FRONT + text + scan._ZEROS
+    end = len(padded) - len(scan._ZEROS)
+    assert fast.scan_block(padded, 16, end) is not None
+    for begin, stop in [(15, end), (0, end), (-5, end), (16, 16), (16, end + 1), (16, -1), (2**62, 2**62 + 5),
+                        (16, sys.maxsize - 10), (16, sys.maxsize), (sys.maxsize - 100, sys.maxsize - 10)]:
+        assert fast.scan_block(padded, begin, stop) is None, (begin, stop)

@@ -525,7 +525,7 @@ static PyObject *scan_block(PyObject *self, PyObject *args)
         PyErr_SetString(PyExc_RuntimeError, "configure() was not called");
         return NULL;
     }
-    if (begin < 16 || end <= begin || end + 64 > buf.len) {
+    if (begin < 16 || end <= begin || end > buf.len - 64) {  /* not end + 64: it can overflow */
         PyBuffer_Release(&buf);
         Py_RETURN_NONE;  /* not the padded block scan.py makes: the numpy decoder reads it */
     }
