@@ -5,7 +5,7 @@ PY     := $(VENV)/bin/python
 STAMP  := $(VENV)/.installed
 SHARED ?= ../shared
 
-.PHONY: help demo test test-timing bench lint clean examples fuzz adapters-check gpu-check
+.PHONY: help demo test test-timing bench lint clean examples fuzz sanitize adapters-check gpu-check
 
 help:  ## List the targets
 	@grep -E '^[a-z-]+:.*##' $(MAKEFILE_LIST) | sed 's/:.*## /\t/'
@@ -32,6 +32,9 @@ bench: $(STAMP)  ## Measure compare/import time and memory on large generated in
 
 fuzz: $(STAMP)  ## Fuzz the trace importers: 10,000 seeded cases against the reference readers
 	$(PY) tools/fuzz.py --cases 10000 --seed 0 --shared $(SHARED)
+
+sanitize: $(STAMP)  ## The compiled Kineto decoder's tests under AddressSanitizer and UBSan (needs gcc)
+	tools/sanitize_scan.sh $(PY)
 
 lint: $(STAMP)  ## Static checks: ruff, and the import layering contracts of .importlinter
 	$(VENV)/bin/ruff check src collectors tests tools bench
