@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 from conftest import REAL, run_cli
-from nsys_job import ATTENTION, write_server
+from nsys_job import ATTENTION, COMM_ID, write_job, write_server
 
 from perfdiff.analyze.verdict_records import VerdictCode
 from perfdiff.api import compare_processes, load
@@ -58,6 +58,49 @@ def test_each_process_is_compared_and_the_changed_worker_leads(tmp_path: Path) -
     rest = {p.pids: (p.code, p.changed) for p in comp.pairs[1:]}
     assert rest == {(3000, 3000): (PairCode.COMPARED, False), (2990, 2990): (PairCode.COMPARED, False),
                     (2991, 2991): (PairCode.NO_GPU_WORK, False)}
+
+
+def _sql(path: Path, statement: str, *args: object) -> None:
+    import sqlite3
+
+    con = sqlite3.connect(path)
+    con.execute(statement, args)
+    con.commit()
+    con.close()
+
+
+def test_each_export_says_which_rule_of_ranks_its_processes_fail(tmp_path: Path) -> None:
+    """Why an export's processes are not the ranks of one job is the first rule they fail: a
+    GPU shared, a process on several GPUs, a process without collectives, communicators NCCL
+    names apart; none for a job."""
+    from perfdiff.ranks.discover import not_ranks
+    from perfdiff.ranks.identity import NotRanks
+
+    assert not_ranks(write_server(tmp_path / "server.sqlite", (BASE, BASE))) is NotRanks.SHARED_GPU
+    alone = write_server(tmp_path / "workers.sqlite", (BASE, BASE), server=None)
+    assert not_ranks(alone) is NotRanks.NO_COLLECTIVES
+    _sql(alone, "UPDATE CUPTI_ACTIVITY_KIND_KERNEL SET deviceId = 2 WHERE rowid IN (SELECT rowid FROM "
+                "CUPTI_ACTIVITY_KIND_KERNEL WHERE (globalPid >> 24) & 16777215 = 3000 LIMIT 3)")
+    assert not_ranks(alone) is NotRanks.SEVERAL_GPUS
+    job = write_job(tmp_path / "job.sqlite", (BASE, BASE))
+    assert not_ranks(job) is None and is_job_export(job)
+    _sql(job, "UPDATE NVTX_EVENTS SET jsonText = replace(jsonText, ?, ?) WHERE text LIKE 'ncclCommInit%' "
+              "AND jsonText LIKE '%\"Rank\": 1,%'", str(COMM_ID), str(COMM_ID + 1))
+    assert not_ranks(job) is NotRanks.SEPARATE_COMMUNICATORS and is_process_export(job)
+
+
+def test_the_report_says_why_the_processes_are_not_ranks(tmp_path: Path) -> None:
+    """Two GPU workers without NCCL: the report says that not all of them ran a collective,
+    not that they share no communicator; with the API server on a worker's GPU, the GPU."""
+    n, a = _pair(tmp_path, {"server": None}, {"server": None})
+    comp = compare_processes(n, a, parallel=Parallel.serial())
+    md, doc = comp.to_markdown(), comp.to_json()
+    assert "not every one of them ran a collective (NCCL) kernel" in md and "share no NCCL communicator" not in md
+    assert doc["not_ranks"] == ["no-collectives", "no-collectives"]
+    (tmp_path / "server").mkdir()
+    n, a = _pair(tmp_path / "server")
+    md = compare_processes(n, a, parallel=Parallel.serial()).to_markdown()
+    assert "they share GPU 0, as a server and its workers do" in md
 
 
 def test_the_first_screen_names_the_changed_workers_kernel_with_its_process(

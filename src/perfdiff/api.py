@@ -603,7 +603,9 @@ def compare_processes(normal: str | os.PathLike[str], abnormal: str | os.PathLik
     own (`cycle`, `window`, `group`, `force`, `thresholds` apply to every pair; each pair
     imports both exports again, its process alone).  A pair the comparison refuses is said,
     with its reason; InputError where none could be compared, or for a bad input."""
-    from perfdiff.ranks.processes import PairCode, ProcessReport, finish_pairs, list_processes, pair_processes
+    from perfdiff.ranks.discover import not_ranks
+    from perfdiff.ranks.processes import (PairCode, ProcessReport, export_of, finish_pairs, list_processes,
+                                          pair_processes)
 
     th = _thresholds(alpha, thresholds)
     check_cycle_choice(cycle, window)
@@ -623,8 +625,10 @@ def compare_processes(normal: str | os.PathLike[str], abnormal: str | os.PathLik
         first = next((f"P{k} (pids {pairs[k - 1].pids[0]} → {pairs[k - 1].pids[1]}): {v}"
                       for k, v in results.items()), "no process has a counterpart in the other run")
         raise InputError(f"{normal} and {abnormal}: no pair of processes could be compared; {first}")
+    exports = export_of(normal), export_of(abnormal)
+    why = tuple(not_ranks(x) if x is not None else None for x in exports)  # each run's: said in the report
     return ProcessComparison(ProcessReport(finish_pairs(pairs, results), done, (str(normal), str(abnormal)),
-                                           th.alpha))
+                                           th.alpha, (why[0], why[1])))
 
 
 class ProcessComparison:

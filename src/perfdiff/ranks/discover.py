@@ -22,10 +22,11 @@ from perfdiff.bundle import is_bundle
 from perfdiff.bundle.manifest import read_manifest
 from perfdiff.errors import InputError
 from perfdiff.inputs import trace_kind
-from perfdiff.ranks.identity import are_ranks, process_ranks
+from perfdiff.ranks.identity import NotRanks, process_ranks, why_not_ranks
 from perfdiff.ranks.records import MAX_RANK, IdentitySource, RankInput, RankNotice, RankNoticeCode, RankPair
 
-__all__ = ["any_multi_rank", "export_processes", "is_job_export", "is_multi_rank", "pair_ranks", "parse_rank_spec", "rank_inputs"]
+__all__ = ["any_multi_rank", "export_processes", "is_job_export", "is_multi_rank", "not_ranks", "pair_ranks", "parse_rank_spec",
+           "rank_inputs"]
 
 HEAD_BYTES = 1 << 16  # a Kineto trace's header (distributedInfo) precedes its events
 _DIST = re.compile(rb'"distributedInfo"\s*:\s*(\{[^{}]*\})')
@@ -68,7 +69,7 @@ def any_multi_rank(paths: list[str | Path]) -> bool:
 
 def is_job_export(path: str | Path) -> bool:
     """Whether `path` is an nsys export holding several processes that are the ranks of one
-    job (perfdiff.ranks.identity.are_ranks: each drives a GPU of its own and they share NCCL
+    job (perfdiff.ranks.identity.why_not_ranks: each drives a GPU of its own and they share NCCL
     communicators, or the launcher variables number them).  Reads a few rows, never the
     events; False for anything else, a damaged export included (its import says why)."""
     facts = export_processes(path)
@@ -77,9 +78,22 @@ def is_job_export(path: str | Path) -> bool:
 
 def export_processes(path: str | Path) -> tuple[tuple[int, ...], bool] | None:
     """(the pids that launched kernels, whether they are the ranks of one job) of the nsys
-    export at `path`; None for anything else, a damaged export included.  Kept for the file as
-    it is (path, size, modification time): compare asks it of each input more than once, and
-    each answer reads the whole kernel table."""
+    export at `path`; None for anything else, a damaged export included."""
+    facts = _facts(path)
+    return None if facts is None else (facts[0], facts[1] is None)
+
+
+def not_ranks(path: str | Path) -> NotRanks | None:
+    """Why the processes of the nsys export at `path` that launched kernels are not the ranks
+    of one job (perfdiff.ranks.identity.why_not_ranks); None where they are, or for anything
+    but a readable export."""
+    facts = _facts(path)
+    return None if facts is None else facts[1]
+
+
+def _facts(path: str | Path) -> tuple[tuple[int, ...], NotRanks | None] | None:
+    """Kept for the file as it is (path, size, modification time): compare asks it of each
+    input more than once, and each answer reads the whole kernel table."""
     p = Path(path)
     if not p.is_file() or trace_kind(p) != "nsys":
         return None
@@ -91,14 +105,14 @@ def export_processes(path: str | Path) -> tuple[tuple[int, ...], bool] | None:
 
 
 @functools.lru_cache(maxsize=16)
-def _export_processes(path: str, size: int, mtime_ns: int) -> tuple[tuple[int, ...], bool] | None:
+def _export_processes(path: str, size: int, mtime_ns: int) -> tuple[tuple[int, ...], NotRanks | None] | None:
     from perfdiff.importers.nsys import query
 
     try:
         con = query.open_export(Path(path))
         try:
             pids = query.kernel_pids(con) if query.has_kernel_table(con) else []
-            return tuple(pids), len(pids) >= 2 and are_ranks(con, pids)
+            return tuple(pids), why_not_ranks(con, pids)
         finally:
             con.close()
     except query.EXPORT_ERRORS:

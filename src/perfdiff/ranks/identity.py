@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass
+from enum import Enum
 from typing import TYPE_CHECKING
 
 from perfdiff.ranks.records import MAX_RANK, IdentitySource
@@ -28,7 +29,7 @@ from perfdiff.ranks.records import MAX_RANK, IdentitySource
 if TYPE_CHECKING:
     from perfdiff.importers.nsys.query import Connection
 
-__all__ = ["ProcessRanks", "are_ranks", "own_gpus", "process_ranks"]
+__all__ = ["NotRanks", "ProcessRanks", "own_gpus", "process_ranks", "why_not_ranks"]
 
 _INIT = re.compile(r"^ncclCommInitRank")
 
@@ -117,28 +118,44 @@ def _communicators(con: Connection) -> dict[int, set[int]]:
     return comms
 
 
-def are_ranks(con: Connection, pids: list[int]) -> bool:
-    """Whether the processes `pids` of one export (two or more, those that ran kernels) are
-    the ranks of one job: each drives a GPU of its own, and either the launcher variables
-    number each one, or each ran collective kernels and, where NCCL's ncclCommInitRank ranges
-    name their communicators, all share one.  A server and its workers (one GPU shared, or
-    no collectives) are not."""
+class NotRanks(str, Enum):
+    """Why the processes of one export that ran kernels are not the ranks of one job: the rule
+    of `why_not_ranks` that failed first."""
+
+    FEW_PROCESSES = "few-processes"  # fewer than two processes ran kernels
+    SHARED_GPU = "shared-gpu"  # two of them ran kernels on one GPU
+    SEVERAL_GPUS = "several-gpus"  # one ran kernels on more than one GPU
+    NO_COLLECTIVES = "no-collectives"  # no launcher numbered them, and one ran no collective kernel
+    SEPARATE_COMMUNICATORS = "separate-communicators"  # ... all did, and NCCL names no communicator of all
+    UNREADABLE = "unreadable"  # the export's tables could not tell
+
+
+def why_not_ranks(con: Connection, pids: list[int]) -> NotRanks | None:
+    """Why the processes `pids` of one export (those that ran kernels) are not the ranks of
+    one job; None when they are: two or more, each drives a GPU of its own, and either the
+    launcher variables number each one, or each ran collective kernels and, where NCCL's
+    ncclCommInitRank ranges name their communicators, all share one.  A server and its workers
+    (one GPU shared, or no collectives) are not."""
     from perfdiff.importers.nsys import query
 
     if len(pids) < 2:
-        return False
+        return NotRanks.FEW_PROCESSES
     try:
-        if not own_gpus(con, pids):
-            return False
+        devices = query.kernel_devices(con)  # own_gpus, told apart
+        gpus = [g for p in pids for g in devices.get(p, ())]
+        if len(gpus) != len(set(gpus)):
+            return NotRanks.SHARED_GPU
+        if any(len(devices.get(p, ())) != 1 for p in pids):
+            return NotRanks.SEVERAL_GPUS
         if _from_environment(con, pids) is not None:
-            return True
+            return None
         if not set(pids) <= query.collective_pids(con):
-            return False
+            return NotRanks.NO_COLLECTIVES
         comms = _communicators(con)
         named = [comms[p] for p in pids if p in comms]
-        return len(named) < len(pids) or bool(set.intersection(*named))
+        return None if len(named) < len(pids) or set.intersection(*named) else NotRanks.SEPARATE_COMMUNICATORS
     except query.QueryError:
-        return False
+        return NotRanks.UNREADABLE
 
 
 def process_ranks(con: Connection, pids: list[int]) -> ProcessRanks:

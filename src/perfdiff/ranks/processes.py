@@ -32,6 +32,7 @@ from typing import TYPE_CHECKING
 
 from perfdiff.errors import InputError
 from perfdiff.inputs import trace_kind
+from perfdiff.ranks.identity import NotRanks
 
 if TYPE_CHECKING:
     from perfdiff.analyze.result import ComparisonResult
@@ -269,13 +270,15 @@ def finish_pairs(pairs: tuple[ProcessPair, ...], results: dict[int, ComparisonRe
 @dataclass(frozen=True)
 class ProcessReport:
     """A process-by-process comparison: the pairs in the report's order (finish_pairs), the
-    comparison of each pair compared (label → its result), the runs' names as given, and the
-    false-discovery rate the pairs were compared at."""
+    comparison of each pair compared (label → its result), the runs' names as given, the
+    false-discovery rate the pairs were compared at, and why each run's processes are not the
+    ranks of one job (perfdiff.ranks.identity.why_not_ranks; None: unknown, or one process)."""
 
     pairs: tuple[ProcessPair, ...]
     results: dict[int, ComparisonResult]
     labels: tuple[str, str]
     alpha: float
+    not_ranks: tuple[NotRanks | None, NotRanks | None] = (None, None)
 
     @property
     def compared(self) -> tuple[ProcessPair, ...]:

@@ -7,6 +7,7 @@ from __future__ import annotations
 from typing import Any
 
 from perfdiff.model import codec
+from perfdiff.ranks.identity import NotRanks
 from perfdiff.ranks.processes import ExportProcess, PairCode, ProcessPair, ProcessReport, ProcessRole
 from perfdiff.render.json_report import to_json
 from perfdiff.render.markdown import legend_markdown, render_markdown, verdict_block
@@ -64,11 +65,31 @@ def pair_title(pair: ProcessPair) -> str:
 
 
 def _why_not_ranks(report: ProcessReport) -> str:
-    """Why the processes are compared one by one and not as ranks, from their GPUs."""
+    """Why the processes are compared one by one and not as ranks: the rule that failed in
+    each run (ProcessReport.not_ranks), said once where both runs fail the same one."""
+    said = {x for x in report.not_ranks if x is not None}
+    if len(said) == 2:
+        n, a = (_not_ranks_text(report, x) for x in report.not_ranks)
+        return f"in the normal run {n}; in the abnormal run {a}"
+    return _not_ranks_text(report, next(iter(said), None))
+
+
+def _not_ranks_text(report: ProcessReport, why: NotRanks | None) -> str:
     procs = [x for p in report.pairs for x in (p.normal, p.abnormal) if x is not None
              and x.role is not ProcessRole.NO_GPU_WORK]
     shared = sorted({g for x in procs if x.shares_with for g in x.gpus})
-    if shared:
+    if why is NotRanks.SEVERAL_GPUS:
+        several = sorted({(x.pid, x.gpus) for x in procs if len(x.gpus) > 1})
+        which = "; ".join(f"pid {pid} drives {_gpus(gpus)}" for pid, gpus in several[:3])
+        return f"a process drives several GPUs ({which}), where a rank drives one" if which else \
+            "a process drives several GPUs, where a rank drives one"
+    if why is NotRanks.NO_COLLECTIVES:
+        return ("each drives a GPU of its own, but not every one of them ran a collective (NCCL) kernel, and no "
+                "launcher numbered them")
+    if why is NotRanks.SEPARATE_COMMUNICATORS:
+        return ("each drives a GPU of its own and runs collectives, but NCCL names no communicator they all share, "
+                "and no launcher numbered them")
+    if shared:  # SHARED_GPU, and where the export did not say (an older report, a reader's error)
         return f"they share {_gpus(tuple(shared))}, as a server and its workers do"
     return "each drives GPUs of its own, but they share no NCCL communicator and no launcher numbered them"
 
@@ -185,4 +206,5 @@ def process_json(report: ProcessReport) -> dict[str, Any]:
         r = report.results.get(p.label)
         pairs.append({**codec.to_data(p), "comparison": to_json(r) if r is not None else None})
     return {"format": PROCESSES_FORMAT, "format_version": PROCESSES_FORMAT_VERSION, "perfdiff_version": __version__,
-            "labels": list(report.labels), "alpha": report.alpha, "pairs": pairs}
+            "labels": list(report.labels), "alpha": report.alpha,
+            "not_ranks": [x.value if x is not None else None for x in report.not_ranks], "pairs": pairs}
