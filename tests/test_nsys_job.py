@@ -122,3 +122,20 @@ def test_one_process_on_two_gpus_shows_each_gpus_time_on_the_first_screen(tmp_pa
     md = comp.to_markdown()
     first = md[:md.index("Top 10 functions")]
     assert "| GPU 0 time per cycle |" in first and "| GPU 1 time per cycle |" in first
+
+
+def test_a_rank_report_says_what_each_gpu_of_a_rank_would_be_cut_at(tmp_path: Path) -> None:
+    """Ranks that each drive two GPUs (one process, a thread per GPU): the plan records what
+    each GPU's work alone would be cut at, and the rank report's Markdown says it, as a pair's
+    report does."""
+    from perfdiff.render.ranks import rank_markdown
+
+    for side, slow in (("normal", 1_000_000), ("abnormal", 1_300_000)):
+        (tmp_path / side).mkdir()
+        for r in range(2):
+            write_job(tmp_path / side / f"rank{r}.sqlite", (1_000_000, slow), one_process=True, seed=r)
+    res = compare_ranks(tmp_path / "normal", tmp_path / "abnormal", workers=1, processes=False)
+    assert [d.device for d in res.plan.devices] == ["GPU 0", "GPU 1"]
+    md = rank_markdown(res, ("normal", "abnormal"))
+    assert "The ranks the plan was chosen on each drive 2 GPUs; each GPU's work alone" in md
+    assert "- GPU 0: the repeating range **train\\_step**" in md and "- GPU 1: " in md

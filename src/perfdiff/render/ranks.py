@@ -19,7 +19,7 @@ from perfdiff.ranks.records import (CollectiveTime, ExcessKind, GroupCode, Ident
 from perfdiff.render.gate import gate_section
 from perfdiff.render.text import NameTable, fmt_num, fmt_p, fmt_signed, fmt_signed_time, fmt_time_us, md_escape
 from perfdiff.render.totals import rejected_text
-from perfdiff.render.wording import plan_text
+from perfdiff.render.wording import device_plans_text, plan_text
 from perfdiff.version import __version__
 
 __all__ = ["RANKS_FORMAT", "rank_json", "rank_markdown", "ranks_text"]
@@ -425,6 +425,9 @@ def _markdown(a: RankAnalysis, labels: tuple[str, str], plots: list[str], plots_
            + (f" **{notice_line(unaligned[0])}**" if unaligned
               else f" Cycle k of every rank is the same iteration ({_iteration_words(a)}).")
            + (f" {passed}" if (passed := rejected_text(a.plan)) else ""), ""]
+    # Ranks that each drive several GPUs: what each GPU's work alone would be cut at.
+    per_gpu = device_plans_text(a.plan, names, "The ranks the plan was chosen on each drive")
+    out += [per_gpu, ""] if per_gpu else []
     if a.cycle is not None:
         c = a.cycle
         per = ("per iteration, the median over ranks; then the median over iterations" if not unaligned

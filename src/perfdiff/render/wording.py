@@ -617,12 +617,13 @@ def one_sided_text(plan: CyclePlan) -> str:
         for src_, n_n, n_a in plan.one_sided)
 
 
-def device_plans_text(plan: CyclePlan | None, names: NameTable) -> str:
+def device_plans_text(plan: CyclePlan | None, names: NameTable, who: str = "The process drives") -> str:
     """For a process that drives several GPUs: a list of what the plan would cut each GPU's
-    work alone at, and what it would pass over there (CyclePlan.devices); "" for none."""
+    work alone at, and what it would pass over there (CyclePlan.devices); "" for none.  `who`
+    opens the sentence (a rank report: the ranks the plan was chosen on)."""
     if plan is None or not plan.devices:
         return ""
-    lines = [f"The process drives {len(plan.devices)} GPUs; each GPU's work alone, with the ranges of the threads "
+    lines = [f"{who} {len(plan.devices)} GPUs; each GPU's work alone, with the ranges of the threads "
              "that launch it, would be cut at:", ""]
     for d in plan.devices:
         p = d.plan
