@@ -1,0 +1,7 @@
+"""The one part of the build pyproject.toml cannot state without a warning: the optional C
+extension, the compiled Kineto block decoder (docs/FORMATS.md).  Optional: an install without
+a C compiler goes on, and the reader decodes with numpy alone."""
+from setuptools import Extension, setup
+
+setup(ext_modules=[Extension("perfdiff.importers.kineto._scan", ["src/perfdiff/importers/kineto/_scan.c"],
+                             extra_compile_args=["-O2"], optional=True)])
