@@ -5,6 +5,8 @@
 # generated and hypothesis-made events) run against that copy.  Python allocates through malloc
 # (PYTHONMALLOC=malloc), so a read past a block's padding stops the run with ASan's report.
 # Usage: tools/sanitize_scan.sh [PYTHON]   (default .venv/bin/python; needs gcc)
+# pytest captures sys.stdout/err only (--capture=sys): a sanitizer stops the process, and a report
+# written to a captured file descriptor would be lost with it.
 set -eu
 PY=${1:-.venv/bin/python}
 here=$(pwd)
@@ -24,4 +26,4 @@ cd "$here"
 LD_PRELOAD="$(gcc -print-file-name=libasan.so):$(gcc -print-file-name=libubsan.so)" \
 ASAN_OPTIONS=detect_leaks=0:abort_on_error=1 UBSAN_OPTIONS=halt_on_error=1:print_stacktrace=1 \
 PYTHONMALLOC=malloc PYTHONPATH="$tmp/src" \
-    "$PY" -m pytest -q -p no:cacheprovider tests/test_kineto_compiled.py
+    "$PY" -m pytest -q -p no:cacheprovider --capture=sys tests/test_kineto_compiled.py
