@@ -95,14 +95,34 @@ def _from_devices(con: Connection, pids: list[int]) -> ProcessRanks | None:
     return ProcessRanks({p: i for i, p in enumerate(order)}, IdentitySource.DEVICE)
 
 
+class NotRanks(str, Enum):
+    """Why the processes of one export that ran kernels are not the ranks of one job: the rule
+    of `why_not_ranks` that failed first."""
+
+    FEW_PROCESSES = "few-processes"  # fewer than two processes ran kernels
+    SHARED_GPU = "shared-gpu"  # two of them ran kernels on one GPU
+    SEVERAL_GPUS = "several-gpus"  # one ran kernels on more than one GPU
+    NO_COLLECTIVES = "no-collectives"  # no launcher numbered them, and one ran no collective kernel
+    SEPARATE_COMMUNICATORS = "separate-communicators"  # ... all did, and NCCL names no communicator of all
+    UNREADABLE = "unreadable"  # the export's tables could not tell
+
+
 def own_gpus(con: Connection, pids: list[int]) -> bool:
     """Whether each of `pids` ran its kernels on one GPU, and no two on the same."""
     from perfdiff.importers.nsys import query
 
-    devices = query.kernel_devices(con)
+    return _gpu_rule(query.kernel_devices(con), pids) is None
+
+
+def _gpu_rule(devices: dict[int, set[int]], pids: list[int]) -> NotRanks | None:
+    """How `pids` fail own_gpus (`devices`: pid → its kernels' GPUs), a GPU shared said first;
+    None where each ran on one GPU of its own."""
+    gpus = [g for p in pids for g in devices.get(p, ())]
+    if len(gpus) != len(set(gpus)):
+        return NotRanks.SHARED_GPU
     if any(len(devices.get(p, ())) != 1 for p in pids):
-        return False
-    return len({next(iter(devices[p])) for p in pids}) == len(pids)
+        return NotRanks.SEVERAL_GPUS
+    return None
 
 
 def _communicators(con: Connection) -> dict[int, set[int]]:
@@ -118,18 +138,6 @@ def _communicators(con: Connection) -> dict[int, set[int]]:
     return comms
 
 
-class NotRanks(str, Enum):
-    """Why the processes of one export that ran kernels are not the ranks of one job: the rule
-    of `why_not_ranks` that failed first."""
-
-    FEW_PROCESSES = "few-processes"  # fewer than two processes ran kernels
-    SHARED_GPU = "shared-gpu"  # two of them ran kernels on one GPU
-    SEVERAL_GPUS = "several-gpus"  # one ran kernels on more than one GPU
-    NO_COLLECTIVES = "no-collectives"  # no launcher numbered them, and one ran no collective kernel
-    SEPARATE_COMMUNICATORS = "separate-communicators"  # ... all did, and NCCL names no communicator of all
-    UNREADABLE = "unreadable"  # the export's tables could not tell
-
-
 def why_not_ranks(con: Connection, pids: list[int]) -> NotRanks | None:
     """Why the processes `pids` of one export (those that ran kernels) are not the ranks of
     one job; None when they are: two or more, each drives a GPU of its own, and either the
@@ -141,12 +149,9 @@ def why_not_ranks(con: Connection, pids: list[int]) -> NotRanks | None:
     if len(pids) < 2:
         return NotRanks.FEW_PROCESSES
     try:
-        devices = query.kernel_devices(con)  # own_gpus, told apart
-        gpus = [g for p in pids for g in devices.get(p, ())]
-        if len(gpus) != len(set(gpus)):
-            return NotRanks.SHARED_GPU
-        if any(len(devices.get(p, ())) != 1 for p in pids):
-            return NotRanks.SEVERAL_GPUS
+        gpus = _gpu_rule(query.kernel_devices(con), pids)
+        if gpus is not None:
+            return gpus
         if _from_environment(con, pids) is not None:
             return None
         if not set(pids) <= query.collective_pids(con):
