@@ -60,10 +60,14 @@ def test_the_job_is_compared_rank_by_rank(tmp_path: Path) -> None:
     assert res.stragglers[0].culprit == 1
 
 
-def test_the_cli_routes_one_export_of_a_job_to_the_ranks(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+@pytest.mark.parametrize("options", [[], ["--workers", "1"]])
+def test_the_cli_routes_one_export_of_a_job_to_the_ranks(tmp_path: Path, capsys: pytest.CaptureFixture[str],
+                                                         options: list[str]) -> None:
+    """Without an option of ranks, the export's loading finds the second process and the
+    command goes to the ranks."""
     n, a = _pair(tmp_path)
-    code, out, _ = run_cli(["compare", str(n), str(a), "--workers", "1"], capsys)
-    assert code == 0
+    code, out, err = run_cli(["compare", str(n), str(a), *options], capsys)
+    assert code == 0, err
     first = out[:out.index("## 2.")]  # the first screen: the verdict and the rank table
     assert "Cross-Rank Comparison" in first and "flash\\_fwd\\_kernel" in first and "on rank 1" in first
 

@@ -209,3 +209,57 @@ def test_an_export_against_a_trace_of_one_process_is_one_pair(tmp_path: Path,
     assert code == 0, err
     code, out, _ = run_cli(["compare", tmp_path / "bundle", a, "--no-plots"], capsys)
     assert code == 0 and out.startswith("# Cross Performance Comparison")
+
+
+def test_an_import_asked_to_stop_at_a_second_process_stops(tmp_path: Path) -> None:
+    """import_nsys(several_processes="raise"): SeveralProcesses once the kernel rows show two
+    processes, from the rows sampled before the read (the workers) or, where the sample misses
+    a process with a kernel or two, from the table read whole; never with --pid, never for an
+    export of one process."""
+    from perfdiff.errors import InputError, SeveralProcesses
+    from perfdiff.importers.nsys import import_nsys
+    from perfdiff.importers.nsys.db import Export, connect
+    from perfdiff.importers.nsys.process import sampled_pids
+
+    n, _ = _pair(tmp_path)
+    con = connect(n)
+    try:
+        assert sampled_pids(Export(con, n, None, "full")) == {3000, 3001, 2990}
+    finally:
+        con.close()
+    with pytest.raises(SeveralProcesses, match="several processes launched kernels .pids 2990, 3000, 3001"):
+        import_nsys(n, several_processes="raise")
+    assert issubclass(SeveralProcesses, InputError)  # a caller that does not route it: one line, exit 2
+    assert import_nsys(n, pid=3001, several_processes="raise").manifest["target"]["pid"] == 3001
+    # One worker and, hidden from the sample, one kernel of another process.
+    alone = write_server(tmp_path / "one.sqlite", (BASE, BASE), pids=(3000, 3000), server=None, tokenizer=None)
+    assert import_nsys(alone, several_processes="raise").manifest["target"]["pid"] == 3000
+    _sql(alone, "UPDATE CUPTI_ACTIVITY_KIND_KERNEL SET globalPid = ? WHERE rowid = 2", 4000 << 24)
+    con = connect(alone)
+    try:
+        assert sampled_pids(Export(con, alone, None, "full")) == {3000}
+    finally:
+        con.close()
+    with pytest.raises(SeveralProcesses, match="pids 3000, 4000"):
+        import_nsys(alone, several_processes="raise")
+    assert import_nsys(alone).manifest["target"]["pid"] == 3000  # the default: the most active one, as before
+
+
+def test_exports_of_one_process_are_compared_without_a_scan_first(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+                                                                 capsys: pytest.CaptureFixture[str]) -> None:
+    """`compare` of two exports of one process each reads no kernel table to tell how to
+    compare them (their loading tells); exports of several processes are still routed."""
+    from perfdiff.ranks import discover
+
+    one = {"pids": (3000, 3000), "server": None, "tokenizer": None}
+    n, a = _pair(tmp_path, normal=one, abnormal=one)
+    read: list[str] = []
+    monkeypatch.setattr(discover, "_export_processes", lambda path, *_: read.append(path))
+    code, out, err = run_cli(["compare", n, a, "--no-plots"], capsys)
+    assert code == 0 and out.startswith("# Cross Performance Comparison"), err
+    assert read == []
+    monkeypatch.undo()
+    (tmp_path / "server").mkdir()
+    n, a = _pair(tmp_path / "server")
+    code, out, err = run_cli(["compare", n, a, "--no-plots"], capsys)
+    assert code == 0 and out.startswith("# Process-by-Process Comparison"), err

@@ -65,11 +65,12 @@ class _Side:
     launches: LaunchChains | None = None  # each GPU function's launching ops
 
 
-def _load_side(group: str, side: tuple[str | os.PathLike[str], int | None], cores: int) -> Loaded:
+def _load_side(group: str, several: str, side: tuple[str | os.PathLike[str], int | None], cores: int) -> Loaded:
     """Load one side (`side`: its path, and the pid to read of an nsys export holding several
-    processes), nest its ranges (kept in its worker), and note whether its own ranges nest."""
+    processes; `several`: open_run's several_processes), nest its ranges (kept in its worker),
+    and note whether its own ranges nest."""
     path, pid = side
-    run = open_run(path, pid=pid, group=group, for_compare=True, cores=cores)
+    run = open_run(path, pid=pid, group=group, for_compare=True, cores=cores, several_processes=several)
     range_nest = range_nesting(run)
     return Loaded(run, keep=range_nest, note=range_nest.nested)
 
@@ -135,7 +136,8 @@ def compare(normal: str | os.PathLike[str], abnormal: str | os.PathLike[str], *,
             cycle: str | None = None, window: str | int | None = None,
             pid: int | tuple[int | None, int | None] | None = None,
             group: str = "full", force: bool = False, parallel: Parallel | None = None,
-            thresholds: Thresholds | None = None, pictures: bool = False) -> Comparison:
+            thresholds: Thresholds | None = None, pictures: bool = False,
+            several_processes: str = "most") -> Comparison:
     """Compare an abnormal run against a normal one.
 
     `normal`, `abnormal`: run bundles or traces.  `alpha`: the false-discovery rate for
@@ -143,7 +145,10 @@ def compare(normal: str | os.PathLike[str], abnormal: str | os.PathLike[str], *,
     cycles; `window`: fixed-window cycles instead (ns, or a duration such as "100ms").
     `pid`, `group`: as for `load` (`pid` may be a pair: the normal run's process, the abnormal
     run's; where it is None, an export holding several processes is read as its most active
-    one, and `compare_processes` compares them all).  `parallel`: how to use the cores (default: all of them;
+    one, and `compare_processes` compares them all; with `several_processes="raise"` such an
+    nsys SQLite export raises perfdiff.errors.SeveralProcesses instead, as soon as its kernel
+    table shows a second process, for a caller that routes those to `compare_ranks` or
+    `compare_processes` without reading every export's kernel table first).  `parallel`: how to use the cores (default: all of them;
     `Parallel.serial()` runs everything in this process).  Raises InputError for bad input,
     and for runs with nothing in common (no function in both, or median cycles more than
     ×50 apart) unless `force`.  Inputs with the same bytes give the one finding IDENTICAL.
@@ -157,7 +162,8 @@ def compare(normal: str | os.PathLike[str], abnormal: str | os.PathLike[str], *,
         painter = start_painter()
     try:
         comp = _compare(normal, abnormal, alpha=alpha, cycle=cycle, window=window, pid=pid, group=group, force=force,
-                        parallel=parallel, thresholds=thresholds, while_waiting=_import_later_stages)
+                        parallel=parallel, thresholds=thresholds, while_waiting=_import_later_stages,
+                        several=several_processes)
     except BaseException:
         if painter is not None:
             painter.close()
@@ -176,8 +182,10 @@ def _painter_kept(owner: object, painter: Standby | None) -> Standby | None:
 def _compare(normal: str | os.PathLike[str], abnormal: str | os.PathLike[str], *, alpha: float,
              cycle: str | None, window: str | int | None, pid: int | tuple[int | None, int | None] | None,
              group: str, force: bool, parallel: Parallel | None, thresholds: Thresholds | None,
-             while_waiting: Callable[[], None]) -> Comparison:
+             while_waiting: Callable[[], None], several: str) -> Comparison:
     """`compare`, with `while_waiting` run while the runs load (the imports of the analysis)."""
+    if several not in ("most", "raise"):
+        raise ValueError(f"several_processes must be 'most' or 'raise', not {several!r}")
     th = _thresholds(alpha, thresholds)
     pids = _side_pids(pid)
     for p in dict.fromkeys(pids):
@@ -187,7 +195,7 @@ def _compare(normal: str | os.PathLike[str], abnormal: str | os.PathLike[str], *
     window_ns = parse_duration_ns(window) if isinstance(window, str) else window
     # Each side loads and offers its cycles; one plan for both; each side is cut by it and attributed.
     pair = prepare_pair(((normal, pids[0]), (abnormal, pids[1])), PairChoice(cycle, window_ns),
-                        functools.partial(_load_side, group),
+                        functools.partial(_load_side, group, several),
                         _attribute_side, parallel=par, sizes=(_input_bytes(normal), _input_bytes(abnormal)),
                         while_waiting=while_waiting)
     from perfdiff.analyze.compare import compare_runs

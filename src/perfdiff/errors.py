@@ -37,6 +37,12 @@ class InputError(PerfdiffError):
     code = EXIT_INPUT
 
 
+class SeveralProcesses(InputError):
+    """An nsys export in which two or more processes launched kernels, where the caller asked
+    not to be given the most active one alone (`import_nsys(several_processes="raise")`): the
+    command line compares such exports as ranks or process by process instead."""
+
+
 class CollectionError(PerfdiffError):
     """Collection failed: exit code 3."""
 

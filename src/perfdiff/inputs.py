@@ -75,18 +75,21 @@ def check_pid(paths: list[str | os.PathLike[str]], pid: int | None) -> None:
 
 
 def open_run(path: str | os.PathLike[str], *, pid: int | None = None, group: str = "full",
-             for_compare: bool = False, cores: int | None = None) -> RunData:
+             for_compare: bool = False, cores: int | None = None, several_processes: str = "most") -> RunData:
     """Load `path`: a bundle directory, a directory holding one trace, or a trace file.
 
     `for_compare`: a trace's activity columns that no comparison reads (COMPARE_UNUSED) are
     left unknown instead of copied; a trace to write out as a bundle needs them.  `cores`: CPU
-    cores a trace's import may keep busy (None: all of them)."""
+    cores a trace's import may keep busy (None: all of them).  `several_processes`: "raise"
+    raises SeveralProcesses for an nsys SQLite export in which several processes launched
+    kernels when `pid` is None (import_nsys); "most" reads the most active one."""
     p = Path(path)
     with reading(p):
-        return _open_run(p, pid=pid, group=group, for_compare=for_compare, cores=cores)
+        return _open_run(p, pid=pid, group=group, for_compare=for_compare, cores=cores, several=several_processes)
 
 
-def _open_run(p: Path, *, pid: int | None, group: str, for_compare: bool, cores: int | None) -> RunData:
+def _open_run(p: Path, *, pid: int | None, group: str, for_compare: bool, cores: int | None,
+              several: str = "most") -> RunData:
     if not p.exists():
         raise InputError("no such file or directory", path=p)
     if p.is_dir():
@@ -111,7 +114,7 @@ def _open_run(p: Path, *, pid: int | None, group: str, for_compare: bool, cores:
     if kind == "nsys-rep":
         with tempfile.TemporaryDirectory(prefix="perfdiff-") as tmp:
             return import_nsys(export_nsys_rep(p, Path(tmp)), pid=pid, group=group, skip=skip, cores=cores)
-    return import_nsys(p, pid=pid, group=group, skip=skip, cores=cores)
+    return import_nsys(p, pid=pid, group=group, skip=skip, cores=cores, several_processes=several)
 
 
 _CHUNK = 1 << 20

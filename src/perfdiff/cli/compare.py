@@ -9,38 +9,74 @@ from pathlib import Path
 from typing import Any
 
 from perfdiff.cli.common import add_trace_options, alpha, percent, positive_int, check_outputs, write_output
-from perfdiff.errors import EXIT_CANNOT_JUDGE, EXIT_GATE, EXIT_OK, InputError
+from perfdiff.errors import EXIT_CANNOT_JUDGE, EXIT_GATE, EXIT_OK, InputError, SeveralProcesses
 
 
 def cmd_compare(args: argparse.Namespace) -> int:
     """Compare, apply the --fail-on gate, write the report (+ its cycles CSV, + JSON, + the
-    gate's JUnit XML and job summary); runs of many ranks (directories of rank traces, or
-    --ranks/--scheduler/--workers) go to cmd_compare_ranks, nsys exports holding several
-    processes that are not ranks (without --pid) to cmd_compare_processes."""
-    from perfdiff.ranks import any_multi_rank
+    gate's JUnit XML and job summary); runs of many ranks (directories of rank traces, nsys
+    exports holding the ranks of a job, or --ranks/--scheduler/--workers) go to
+    cmd_compare_ranks, nsys exports holding several processes that are not ranks (without
+    --pid) to cmd_compare_processes."""
+    from perfdiff.ranks import is_rank_directory
+    from perfdiff.ranks.processes import export_of
 
     check_gate_options(args)
     report, cycles_csv = report_paths(args.output)
     check_outputs([args.normal, args.abnormal], [report or "-", cycles_csv, args.json, args.junit, args.html])
-    if args.ranks or args.scheduler or args.workers or any_multi_rank([args.normal, args.abnormal]):
-        if args.html:
-            raise InputError("--html writes the report of one pair of runs; runs of many ranks have the Markdown "
-                             "report (-o) alone")
-        return cmd_compare_ranks(args)
+    runs = [args.normal, args.abnormal]
+    if args.ranks or args.scheduler or args.workers or any(is_rank_directory(p) for p in runs):
+        return _ranks(args)
+    if args.pid is None and any(export_of(p) is not None for p in runs):
+        # Most exports hold one process: their loading tells, rather than a scan of every
+        # kernel table before it; one holding several stops at once and is routed here.
+        try:
+            comp = _comparison(args, report, several="raise")
+        except SeveralProcesses:
+            return _several_processes(args, report, cycles_csv)
+    else:
+        comp = _comparison(args, report, several="most")
+    return _finish(comp, args, report, cycles_csv)
+
+
+def _several_processes(args: argparse.Namespace, report: Path | None, cycles_csv: Path | None) -> int:
+    """An nsys export in which several processes launched kernels: the ranks of one job
+    compared as a job; the processes of two exports that are not ranks, process by process;
+    else (an export beside a trace of one process) its most active process."""
+    from perfdiff.ranks import any_multi_rank
     from perfdiff.ranks.processes import export_of, is_process_export
 
-    # Both runs nsys exports, one at least of processes that are not ranks: each compared.
-    both = export_of(args.normal) is not None and export_of(args.abnormal) is not None
-    if args.pid is None and both and (is_process_export(args.normal) or is_process_export(args.abnormal)):
+    runs = [args.normal, args.abnormal]
+    if any_multi_rank(runs):
+        return _ranks(args)
+    if all(export_of(p) is not None for p in runs) and any(is_process_export(p) for p in runs):
         return cmd_compare_processes(args, report, cycles_csv)
-    from perfdiff.analyze import FindingCode, Thresholds
+    return _finish(_comparison(args, report, several="most"), args, report, cycles_csv)
+
+
+def _ranks(args: argparse.Namespace) -> int:
+    if args.html:
+        raise InputError("--html writes the report of one pair of runs; runs of many ranks have the Markdown "
+                         "report (-o) alone")
+    return cmd_compare_ranks(args)
+
+
+def _comparison(args: argparse.Namespace, report: Path | None, *, several: str) -> Any:
+    """perfdiff.api.compare of the two runs as the options say (`several`: its several_processes)."""
+    from perfdiff.analyze import Thresholds
     from perfdiff.api import compare
     from perfdiff.parallel import keep_freed_memory
 
     keep_freed_memory()
-    comp = compare(args.normal, args.abnormal, thresholds=Thresholds(alpha=args.alpha), cycle=args.cycle, window=args.window,
-                   pid=args.pid, group=args.group, force=args.force,
-                   pictures=report is not None and not args.no_plots)
+    return compare(args.normal, args.abnormal, thresholds=Thresholds(alpha=args.alpha), cycle=args.cycle,
+                   window=args.window, pid=args.pid, group=args.group, force=args.force,
+                   pictures=report is not None and not args.no_plots, several_processes=several)
+
+
+def _finish(comp: Any, args: argparse.Namespace, report: Path | None, cycles_csv: Path | None) -> int:
+    """The comparison's gate (--fail-on), its report and outputs written; the exit code."""
+    from perfdiff.analyze import FindingCode
+
     if comp.findings and comp.findings[0].code == FindingCode.IDENTICAL:
         print(f"perfdiff: identical inputs: {args.normal} and {args.abnormal} hold the same bytes", file=sys.stderr)
     if args.fail_on is not None:  # judged first: the report and the JSON state the decision

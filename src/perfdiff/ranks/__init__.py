@@ -14,14 +14,15 @@ perfdiff.render.ranks and perfdiff.render.processes.
 """
 from __future__ import annotations
 
-from perfdiff.ranks.discover import any_multi_rank, is_multi_rank
+from perfdiff.ranks.discover import any_multi_rank, is_multi_rank, is_rank_directory
 from perfdiff.ranks.records import (CollectiveTime, ExcessKind, GroupCode, GroupStraggler, IdentitySource, Phase,
                                     RankAnalysis, RankFinding, RankNotice, RankNoticeCode, RankRow, RankVerdict,
                                     RankVerdictCode, ScopeCode, Straggler, StragglerCode)
 
 __all__ = ["CollectiveTime", "ExcessKind", "GroupCode", "GroupStraggler", "IdentitySource", "Phase", "RankAnalysis",
            "RankFinding", "RankNotice", "RankNoticeCode", "RankRow", "RankVerdict", "RankVerdictCode", "ScopeCode",
-           "Straggler", "StragglerCode", "any_multi_rank", "compare_ranks", "is_multi_rank"]
+           "Straggler", "StragglerCode", "any_multi_rank", "compare_ranks", "is_multi_rank",
+           "is_rank_directory"]
 
 
 def compare_ranks(*args, **kwargs) -> RankAnalysis:

@@ -25,8 +25,8 @@ from perfdiff.inputs import trace_kind
 from perfdiff.ranks.identity import NotRanks, process_ranks, why_not_ranks
 from perfdiff.ranks.records import MAX_RANK, IdentitySource, RankInput, RankNotice, RankNoticeCode, RankPair
 
-__all__ = ["any_multi_rank", "export_processes", "is_job_export", "is_multi_rank", "not_ranks", "pair_ranks", "parse_rank_spec",
-           "rank_inputs"]
+__all__ = ["any_multi_rank", "export_processes", "is_job_export", "is_multi_rank", "is_rank_directory", "not_ranks",
+           "pair_ranks", "parse_rank_spec", "rank_inputs"]
 
 HEAD_BYTES = 1 << 16  # a Kineto trace's header (distributedInfo) precedes its events
 _DIST = re.compile(rb'"distributedInfo"\s*:\s*(\{[^{}]*\})')
@@ -50,6 +50,12 @@ def is_multi_rank(path: str | Path) -> bool:
     if len(inside) == 1 and inside[0].is_file():
         p = inside[0]
     return len(inside) >= 2 or is_job_export(p)
+
+
+def is_rank_directory(path: str | Path) -> bool:
+    """Whether `path` is a directory of two or more traces or bundles (a multi-rank run that
+    a listing tells, without reading an export: is_multi_rank)."""
+    return len(_members(Path(path))) >= 2
 
 
 def any_multi_rank(paths: list[str | Path]) -> bool:

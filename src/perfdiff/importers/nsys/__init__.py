@@ -50,7 +50,7 @@ from perfdiff.importers.nsys.host import osrt, sched
 from perfdiff.importers.nsys.manifest import export_meta, nsys_manifest, session_start
 from perfdiff.importers.nsys.metrics import gpu_metrics
 from perfdiff.importers.nsys.nvtx import nvtx
-from perfdiff.importers.nsys.process import choose_pid, only_pid
+from perfdiff.importers.nsys.process import choose_pid, only_pid, refuse_several, row_pids, sampled_pids
 from perfdiff.importers.nsys.runtime import api_part, read_runtime, runtime_rows
 from perfdiff.importers.nsys.strings import string_ids
 from perfdiff.model.schema import MISSING
@@ -60,21 +60,27 @@ __all__ = ["import_nsys"]
 
 
 def import_nsys(path: str | Path, *, pid: int | None = None, group: str = "full",
-                skip: frozenset[str] = frozenset(), cores: int | None = None) -> RunData:
+                skip: frozenset[str] = frozenset(), cores: int | None = None,
+                several_processes: str = "most") -> RunData:
     """Read the nsys SQLite export at `path` into a RunData (times: wall-clock ns).
 
     `pid` picks the process when the export holds several (default: the one with most GPU
-    work); `group="short"` names kernels by their short name; `skip`: activity columns left
+    work; with `several_processes="raise"`, SeveralProcesses instead, once the kernel table
+    shows a second process, before the rest is read); `group="short"` names kernels by their short name; `skip`: activity columns left
     unknown (see concat_parts); `cores`: CPU cores the import may keep busy (None: all).  Bad
     input raises InputError naming the file.
     """
     p = Path(path)
     if group not in ("full", "short"):
         raise ValueError(f"group must be 'full' or 'short', not {group!r}")
+    if several_processes not in ("most", "raise"):
+        raise ValueError(f"several_processes must be 'most' or 'raise', not {several_processes!r}")
     text = TextRepairs()
     con = connect(p, text)
     try:
-        return _run(Export(con, p, pid, group, skip, cores, text))
+        x = Export(con, p, pid, group, skip, cores, text)
+        x.refuse_several = pid is None and several_processes == "raise"
+        return _run(x)
     except sqlite3.DatabaseError as exc:
         raise InputError(f"cannot read the SQLite export ({exc})", path=p) from None
     except UnicodeDecodeError:  # SQLite's own message quotes a damaged schema or page
@@ -98,6 +104,8 @@ def _run(x: Export) -> RunData:
     x.t0 = session_start(x)
     if nvtx_only:
         return _nvtx_only(x, meta)
+    if x.refuse_several:
+        refuse_several(x, sampled_pids(x))  # most exports of several processes: a few rows tell
     # The runtime table is the biggest (launches, syncs, copies): read it in a second
     # thread while this one reads the GPU tables (numpy releases the GIL in its loops),
     # where a second core is free for it.
@@ -107,6 +115,8 @@ def _run(x: Export) -> RunData:
         x.name_col = kernel_name_column(x)
         kern = x.read(KERNEL, ["start", "end", "deviceId", "streamId", "correlationId", "globalPid"]
                       + ([x.name_col] if x.name_col else []))
+        if x.refuse_several:
+            refuse_several(x, row_pids(kern))
         gpu_parts = read_gpu_tables(x, kern)
         if rt_future is not None:
             rt_raw = rt_future.result()

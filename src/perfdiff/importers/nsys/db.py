@@ -119,6 +119,7 @@ class Export:
         self.text = text if text is not None else TextRepairs()  # the strings made valid text (connect)
         self.path = path
         self.want_pid = pid
+        self.refuse_several = False  # SeveralProcesses once a second kernel-launching process shows
         self.group = group
         self.skip = skip
         self.cores = resolve_cores(cores)

@@ -4,12 +4,48 @@ from __future__ import annotations
 
 import numpy as np
 
-from perfdiff.errors import InputError
+from perfdiff.errors import InputError, SeveralProcesses
 from perfdiff.importers.common import Note
-from perfdiff.importers.nsys.db import PID_MASK, Export
+from perfdiff.importers.nsys.db import KERNEL, PID_MASK, Export
+from perfdiff.model.schema import MISSING
 from perfdiff.model.tables import dense_codes
 
-__all__ = ["choose_pid", "only_pid"]
+__all__ = ["choose_pid", "only_pid", "refuse_several", "row_pids", "sampled_pids"]
+
+SAMPLED_ROWS = 256  # kernel rows looked up, spread over the table, before it is read whole
+
+
+def sampled_pids(x: Export) -> set[int]:
+    """The pids of up to SAMPLED_ROWS kernel rows spread evenly over the kernel table (by rowid:
+    one B-tree lookup each, milliseconds).  The ranks of a job, or a server and its workers,
+    launch kernels all through a capture, so a sample usually shows a second process before
+    the table is read; a process with few kernels is found by `row_pids` after the read."""
+    if not x.has(KERNEL) or "globalPid" not in x.cols(KERNEL):
+        return set()
+    top = x.con.execute(f"SELECT MAX(rowid) FROM {KERNEL}").fetchone()[0]
+    if not isinstance(top, int):
+        return set()
+    rowids = sorted({1 + (top - 1) * i // (SAMPLED_ROWS - 1) for i in range(SAMPLED_ROWS)})
+    marks = ",".join("?" * len(rowids))
+    rows = x.con.execute(f"SELECT DISTINCT globalPid FROM {KERNEL} WHERE rowid IN ({marks}) AND globalPid IS NOT NULL",
+                         rowids).fetchall()
+    return {(int(g) >> 24) & PID_MASK for (g,) in rows if isinstance(g, int)}
+
+
+def row_pids(kern: dict[str, np.ndarray]) -> set[int]:
+    """The pids in the kernel rows `kern` (their globalPid; NULL rows carry none)."""
+    g = kern.get("globalPid")
+    if g is None:
+        return set()
+    g = g[g != MISSING]
+    return {int(p) for p in np.unique((g >> 24) & PID_MASK)}
+
+
+def refuse_several(x: Export, pids: set[int]) -> None:
+    """SeveralProcesses naming the export and `pids` when they are two or more."""
+    if len(pids) >= 2:
+        shown = ", ".join(str(p) for p in sorted(pids)[:8]) + (" …" if len(pids) > 8 else "")
+        raise SeveralProcesses(f"several processes launched kernels (pids {shown}); pick one with --pid", path=x.path)
 
 
 def choose_pid(x: Export, gpu_parts: dict[str, dict[str, np.ndarray]]) -> int | None:
