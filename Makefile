@@ -10,7 +10,7 @@ SHARED ?= ../shared
 help:  ## List the targets
 	@grep -E '^[a-z-]+:.*##' $(MAKEFILE_LIST) | sed 's/:.*## /\t/'
 
-$(STAMP): pyproject.toml setup.py src/perfdiff/importers/kineto/_scan.c  # the C source: rebuilt on change
+$(STAMP): pyproject.toml setup.py src/perfdiff/importers/kineto/_scan.c src/perfdiff/importers/nsys/_pages.c  # C sources: rebuilt on change
 	$(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install -q --upgrade pip
 	$(PY) -m pip install -q -e '.[test]'
@@ -33,7 +33,7 @@ bench: $(STAMP)  ## Measure compare/import time and memory on large generated in
 fuzz: $(STAMP)  ## Fuzz the trace importers: 10,000 seeded cases against the reference readers
 	$(PY) tools/fuzz.py --cases 10000 --seed 0 --shared $(SHARED)
 
-sanitize: $(STAMP)  ## The compiled Kineto decoder's tests under AddressSanitizer and UBSan (needs gcc)
+sanitize: $(STAMP)  ## The C extensions' tests (Kineto decoder, nsys record decoder) under ASan and UBSan (needs gcc)
 	tools/sanitize_scan.sh $(PY)
 
 lint: $(STAMP)  ## Static checks: ruff, and the import layering contracts of .importlinter

@@ -8,7 +8,8 @@
   it, the reader's scan alone (inflate and decode both files at once, one process each, no
   tables built): what the pair cannot go below with this decoder.
 - The nsys pair's floor: a bare SELECT of the kernel table's columns the importer reads, both
-  files in parallel processes (target ≤ 1.2).
+  files in parallel processes (target ≤ 1.2); the row says whether the page reader decoded the
+  rows' records with its compiled decoder or with numpy.
 - The shipped example (`make demo`'s compare, pictures included; target < 0.8 s) and
   `perfdiff --help` / `--version` (target < 0.15 s), best of 5 fresh processes each.
 
@@ -127,7 +128,10 @@ def main(argv: list[str] | None = None) -> int:
         if args.nsys:
             floor = min(select_pair(*args.nsys) for _ in range(3))
             cmp_s = best_compare(*args.nsys, Path(tmp) / "n.md")
-            print(f"| nsys pair compare (best of 3) | {cmp_s:.2f} | {floor:.2f} | bare kernel SELECT of both files "
+            from perfdiff.importers.nsys.pages import compiled
+
+            decoder = "compiled record decoder" if compiled() is not None else "numpy record decoder"
+            print(f"| nsys pair compare (best of 3; {decoder}) | {cmp_s:.2f} | {floor:.2f} | bare kernel SELECT of both files "
                   f"at once | {cmp_s / floor:.2f} | ≤ 1.2 |")
         ex = ROOT / "examples" / "cpufreq"
         demo = best_of([PY, "-m", "perfdiff", "compare", str(ex / "normal"), str(ex / "abnormal"), "-o",

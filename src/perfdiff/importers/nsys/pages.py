@@ -6,18 +6,41 @@ column at a time (docs/PERFORMANCE.md has the figures).  Anything it does not ha
 overflow pages, non-integer values, corrupt pages) raises `Unsupported` and the caller
 falls back to a plain SELECT, which also reports a damaged file.  The file is mapped
 read-only, never written.
+
+The rows' records are decoded by ``_pages`` (``_pages.c``, an optional C extension built at
+install where a compiler is present) a block of rows at a time; a block it does not read the
+way this module does comes back to numpy, which decides, so both give the same columns.
+``PERFDIFF_PURE=1`` in the environment makes the reader use numpy only.
 """
 from __future__ import annotations
 
+import functools
 import mmap
 import os
 from pathlib import Path
+from types import ModuleType
 
 import numpy as np
 
 from perfdiff.model.schema import MISSING
 
-__all__ = ["PageReader", "Unsupported"]
+__all__ = ["PageReader", "Unsupported", "compiled"]
+
+
+@functools.lru_cache(maxsize=1)
+def _load() -> ModuleType | None:
+    try:
+        from perfdiff.importers.nsys import _pages
+    except ImportError:
+        return None
+    return _pages
+
+
+def compiled() -> ModuleType | None:
+    """The compiled record decoder (`_pages`); None where it is not built or PERFDIFF_PURE is set."""
+    if os.environ.get("PERFDIFF_PURE", "").strip() not in ("", "0"):
+        return None
+    return _load()
 
 
 class Unsupported(Exception):
@@ -163,9 +186,18 @@ class PageReader:
         if n == 0 or not want:
             return out
         need = {table_cols.index(c): c for c in want}
+        fast = compiled()
+        cols = np.array(sorted(need), dtype=np.int64)
         # Blocks of rows small enough for the temporaries to stay in cache.
         for lo in range(0, n, _BLOCK):
-            got = self._read_block(cells[lo:lo + _BLOCK], need)
+            block = np.ascontiguousarray(cells[lo:lo + _BLOCK], dtype=np.int64)
+            raw = fast.read_cells(self.buf, block, cols, self.usable) if fast is not None else None
+            if raw is not None:
+                values = np.frombuffer(raw, dtype=np.int64).reshape(len(cols), len(block))
+                for k, col in enumerate(cols.tolist()):
+                    out[need[col]][lo:lo + len(block)] = values[k]
+                continue
+            got = self._read_block(block, need)
             for name, values in got.items():
                 out[name][lo:lo + len(values)] = values
         return out
