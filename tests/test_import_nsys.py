@@ -389,6 +389,21 @@ def test_synthetic_exports_equal_the_plain_reference(tmp_path: Path) -> None:
                                reference_tables(path, group=group, **choice), f"{name} {group}")
 
 
+def test_two_samples_at_one_instant_read_alike_in_both_readers(tmp_path: Path) -> None:
+    """Two values of one metric at one timestamp, the larger first in the file: both readers
+    order them by value, so the larger holds until the next sample (whatever the rows' order)."""
+    path = make_export(tmp_path / "tie.sqlite")
+    con = sqlite3.connect(path)
+    con.executemany("INSERT INTO GPU_METRICS VALUES (?,?,?,?)", [(1500, 0x105, 1, 1300), (1500, 0x105, 1, 1250)])
+    con.commit()
+    con.close()
+    run = import_nsys(path)
+    assert_same_tables(run, reference_tables(path), "tie")
+    clock = run.samples[run.samples["metric"] == "gpu_frequency"].sort_values(["t_start_ns", "t_end_ns"])
+    assert (clock["t_end_ns"] - clock["t_start_ns"]).tolist()[1:3] == [0, 500]
+    assert clock["value"].tolist()[1:3] == [1250.0, 1300.0]
+
+
 # ------------------------------------------------------------------------------ bad input
 
 def test_not_sqlite(tmp_path: Path) -> None:

@@ -201,7 +201,7 @@ class _Reader:
         names = {(t, m): str(n) for t, m, n in self.rows("SELECT typeId, metricId, metricName FROM "
                                                           "TARGET_INFO_GPU_METRICS")}
         rows = self.rows("SELECT timestamp, typeId, metricId, value FROM GPU_METRICS "
-                         "ORDER BY typeId, metricId, timestamp")
+                         "ORDER BY typeId, metricId, timestamp, value")  # ties: as the importer orders them
         ordinal = self.cuda_ordinals()
         out = []
         for i, (ts, typ, mid, value) in enumerate(rows):
