@@ -88,6 +88,21 @@ def test_kineto_readers_agree_on_invalid_names(real: Path, tmp_path: Path, mutat
         assert any(n.code == "invalid-text" and kind in n for n in run.notes)
 
 
+def test_a_surrogate_written_as_bytes_reads_as_json_reads_it(real: Path, tmp_path: Path) -> None:
+    """A lone surrogate written raw (its three UTF-8 bytes, as a writer using surrogatepass puts
+    it) reads as json.loads reads it: one lone surrogate, one U+FFFD, in every Kineto reader."""
+    mutated = _mutated_kineto(real, tmp_path, "@SURROGATE@")
+    mutated.write_bytes(mutated.read_bytes().replace(b"@SURROGATE@", "\udc00".encode("utf-8", "surrogatepass")))
+    fast = import_kineto(mutated)
+    ref = kineto_reference(mutated)
+    names = set(fast.activity["function"].astype(str))
+    marked = [n for n in names if n.startswith("\ufffd")]
+    assert len(marked) == 2 and not any(n.startswith("\ufffd\ufffd") for n in marked)
+    for run in (fast, build(mutated, general_events(mutated), "full")):
+        assert canonical(run.activity[list(ref["activity"].columns)]).equals(canonical(ref["activity"]))
+        assert any(n.code == "invalid-text" and "lone surrogates" in n for n in run.notes)
+
+
 def test_an_nsys_export_with_invalid_names_compares(real: Path, tmp_path: Path, capsys) -> None:
     """A kernel name as Python writes a lone surrogate into SQLite (surrogatepass: bytes that
     are not UTF-8), with a control character and a noncharacter."""

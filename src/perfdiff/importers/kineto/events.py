@@ -170,7 +170,9 @@ def name_label(raw: bytes, text: TextRepairs | None = None) -> str:
             pass
     if label is None:
         try:
-            label = raw.decode("utf-8")
+            # surrogatepass: a surrogate written as UTF-8 bytes reads as json.loads reads it, one
+            # lone surrogate (one U+FFFD below), not three bytes that are not UTF-8.
+            label = raw.decode("utf-8", "surrogatepass")
         except UnicodeDecodeError:
             label = raw.decode("utf-8", "replace")
             if text is not None:
