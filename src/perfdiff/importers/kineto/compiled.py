@@ -13,26 +13,21 @@ generated traces.
 from __future__ import annotations
 
 import functools
-import os
 from types import ModuleType
 
 import numpy as np
 
 from perfdiff.importers.kineto.events import ROLES
+from perfdiff.model.native import ENV_PURE, pure
 
 __all__ = ["ENV_PURE", "COLUMNS", "decoder", "why_not"]
 
-ENV_PURE = "PERFDIFF_PURE"
 # The columns _scan.scan_block returns, in its order: the event columns of `numpy_block.Block.cols`,
 # then where each kernel's args object starts and the position it must end before (-1: none).
 COLUMNS = ("role", "cat", "name", "pid", "tid", "ts_ns", "dur_ns", "corr", "stream", "device", "nbytes",
            "args_at", "args_limit")
 # The role numbers _scan.c is written for.
 _ROLES = ("kernel", "memcpy", "memset", "api", "cpu", "gpu_range")
-
-
-def _pure() -> bool:
-    return os.environ.get(ENV_PURE, "").strip() not in ("", "0")
 
 
 @functools.lru_cache(maxsize=1)
@@ -50,7 +45,7 @@ def decoder(cat_hashes: np.ndarray, role_of_cat: np.ndarray) -> ModuleType | Non
     """The compiled decoder, set up for the categories whose hashes are `cat_hashes` (uint64, in
     events.CAT_NAMES order) with roles `role_of_cat` (int64, one more for an unknown category);
     None when it is not built or PERFDIFF_PURE is set."""
-    if _pure():
+    if pure():
         return None
     if len(np.unique(cat_hashes)) != len(cat_hashes):  # _scan.c takes the first of equal hashes
         return None
@@ -63,6 +58,6 @@ def decoder(cat_hashes: np.ndarray, role_of_cat: np.ndarray) -> ModuleType | Non
 
 def why_not() -> str:
     """Why the compiled decoder is not used ("" when it is)."""
-    if _pure():
+    if pure():
         return f"{ENV_PURE} is set"
     return _load()[1]

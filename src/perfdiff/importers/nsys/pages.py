@@ -14,7 +14,6 @@ way this module does comes back to numpy, which decides, so both give the same c
 """
 from __future__ import annotations
 
-import functools
 import mmap
 import os
 from pathlib import Path
@@ -22,25 +21,15 @@ from types import ModuleType
 
 import numpy as np
 
+from perfdiff.model import native
 from perfdiff.model.schema import MISSING
 
 __all__ = ["PageReader", "Unsupported", "compiled"]
 
 
-@functools.lru_cache(maxsize=1)
-def _load() -> ModuleType | None:
-    try:
-        from perfdiff.importers.nsys import _pages
-    except ImportError:
-        return None
-    return _pages
-
-
 def compiled() -> ModuleType | None:
     """The compiled record decoder (`_pages`); None where it is not built or PERFDIFF_PURE is set."""
-    if os.environ.get("PERFDIFF_PURE", "").strip() not in ("", "0"):
-        return None
-    return _load()
+    return native.compiled("perfdiff.importers.nsys._pages")
 
 
 class Unsupported(Exception):
