@@ -10,7 +10,7 @@ SHARED ?= ../shared
 help:  ## List the targets
 	@grep -E '^[a-z-]+:.*##' $(MAKEFILE_LIST) | sed 's/:.*## /\t/'
 
-$(STAMP): pyproject.toml setup.py src/perfdiff/importers/kineto/_scan.c src/perfdiff/importers/nsys/_pages.c  # C sources: rebuilt on change
+$(STAMP): pyproject.toml setup.py src/perfdiff/importers/kineto/_scan.c src/perfdiff/importers/nsys/_pages.c src/perfdiff/model/_nesting.c  # C sources: rebuilt on change
 	$(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install -q --upgrade pip
 	$(PY) -m pip install -q -e '.[test]'
