@@ -263,3 +263,13 @@ def test_exports_of_one_process_are_compared_without_a_scan_first(tmp_path: Path
     n, a = _pair(tmp_path / "server")
     code, out, err = run_cli(["compare", n, a, "--no-plots"], capsys)
     assert code == 0 and out.startswith("# Process-by-Process Comparison"), err
+
+
+def test_ranks_without_collectives_get_their_picture(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """--ranks reads each process as a rank; where none ran a collective the rank picture has
+    one panel (the median cycle), not a crash."""
+    n, a = _pair(tmp_path, normal={"server": None, "tokenizer": None}, abnormal={"server": None, "tokenizer": None})
+    code, out, err = run_cli(["compare", n, a, "--ranks", "all", "--workers", "1", "-o", tmp_path / "r.md"], capsys)
+    assert code == 0, err
+    assert (tmp_path / "r.ranks.png").stat().st_size > 0
+    assert "r.ranks.png" in (tmp_path / "r.md").read_text()

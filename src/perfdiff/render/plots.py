@@ -140,7 +140,9 @@ def write_rank_plots(a: RankAnalysis, folder: Path, stem: str) -> list[str]:
     panels = [("median_n_us", "median_a_us", "median cycle (ms)")]
     if any(np.isfinite(r.wait_n_us) or np.isfinite(r.wait_a_us) for r in rows):
         panels.append(("wait_n_us", "wait_a_us", "wait in collectives\nper cycle (ms)"))
-    fig, axes = _figure(plt, len(panels), 1, (SIZE_IN[0], 0.7 + 2.2 * len(panels)), _RANKS, sharex=True)
+    # One panel where no rank ran a collective: still a column of axes.
+    fig, axes = _figure(plt, len(panels), 1, (SIZE_IN[0], 0.7 + 2.2 * len(panels)), _RANKS, sharex=True,
+                        squeeze=False)
     marker = "o" if len(rows) <= 64 else None  # dots while one can count them
     for ax, (key_n, key_a, ylabel) in zip(axes[:, 0], panels, strict=True):
         for (label, key), color in zip((("normal", key_n), ("abnormal", key_a)), COLORS, strict=True):
@@ -215,15 +217,17 @@ _PANEL = _Margins(left=0.62, right=0.12, top=0.48, bottom=0.72, wspace=0.62, hsp
 _RANKS = _Margins(left=0.92, right=0.12, top=0.42, bottom=0.74, hspace=0.12)
 
 
-def _figure(plt, rows: int, cols: int, size_in: tuple[float, float], m: _Margins, sharex: bool = False):
-    """A figure of `rows` x `cols` axes (a 2-D array, or one axes for 1 x 1) laid out with `m`."""
+def _figure(plt, rows: int, cols: int, size_in: tuple[float, float], m: _Margins, sharex: bool = False,
+            squeeze: bool = True):
+    """A figure of `rows` x `cols` axes (a 2-D array, or one axes for 1 x 1 where `squeeze`)
+    laid out with `m`."""
     fig, axes = plt.subplots(rows, cols, figsize=size_in, dpi=DPI, squeeze=False, sharex=sharex)
     w, h = size_in
     ax_w = (w - m.left - m.right - (cols - 1) * m.wspace) / cols
     ax_h = (h - m.top - m.bottom - (rows - 1) * m.hspace) / rows
     fig.subplots_adjust(left=m.left / w, right=1 - m.right / w, top=1 - m.top / h, bottom=m.bottom / h,
                         wspace=m.wspace / ax_w, hspace=m.hspace / ax_h)
-    return (fig, axes[0, 0]) if rows == cols == 1 else (fig, axes)
+    return (fig, axes[0, 0]) if squeeze and rows == cols == 1 else (fig, axes)
 
 
 def _legend(fig, ax, size: int) -> None:
