@@ -72,6 +72,15 @@ def test_the_cli_routes_one_export_of_a_job_to_the_ranks(tmp_path: Path, capsys:
     assert "Cross-Rank Comparison" in first and "flash\\_fwd\\_kernel" in first and "on rank 1" in first
 
 
+def test_pid_compares_one_rank_of_a_job_export(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """--pid names one process: of an export holding a job, that rank alone is compared, as a pair."""
+    n, a = _pair(tmp_path)
+    code, out, err = run_cli(["compare", str(n), str(a), "--pid", "3001", "--no-plots"], capsys)
+    assert code == 0, err
+    assert out.startswith("# Cross Performance Comparison") and "Cross-Rank" not in out
+    assert "flash\\_fwd\\_kernel" in out[:out.index("## 2.")]  # rank 1's attention kernel: 30 % faster
+
+
 def _step_us(layers: int, attention_ns: int) -> float:
     """One step of rank 1 (the slower) in µs, as nsys_job writes it: the layers, the loss and
     the optimizer, the send/receive's transfer (launch gaps and the embedding aside)."""
