@@ -109,5 +109,8 @@ def test_arguments_it_cannot_take_are_one_error() -> None:
         MOD.depth_parent(one, np.array([0, 5, 1], np.int64), np.array([9, 9, 9], np.int64))
     with pytest.raises(ValueError, match="not sorted"):
         MOD.depth_parent(one, one, np.array([0, -1, 0], np.int64))
+    misaligned = memoryview(bytearray(1) + one.tobytes())[1:]
+    with pytest.raises(ValueError, match="aligned"):
+        MOD.depth_parent(misaligned, one, one)
     empty = np.zeros(0, np.int64)
     assert MOD.depth_parent(empty, empty, empty) == (bytearray(), bytearray())

@@ -109,8 +109,9 @@ static PyObject *depth_parent(PyObject *self, PyObject *args)
         return NULL;
     PyObject *out = NULL, *depth = NULL, *parent = NULL;
     Py_ssize_t n = t.len / 8;
-    if (t.len % 8 || s.len != t.len || e.len != t.len) {
-        PyErr_SetString(PyExc_ValueError, "depth_parent(tid, start, end): three int64 arrays of one length");
+    if (t.len % 8 || s.len != t.len || e.len != t.len || (uintptr_t)t.buf % _Alignof(int64_t)
+        || (uintptr_t)s.buf % _Alignof(int64_t) || (uintptr_t)e.buf % _Alignof(int64_t)) {
+        PyErr_SetString(PyExc_ValueError, "depth_parent(tid, start, end): three aligned int64 arrays of one length");
         goto done;
     }
     const int64_t *tid = t.buf, *start = s.buf, *end = e.buf;

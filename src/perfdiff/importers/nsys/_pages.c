@@ -21,7 +21,7 @@
 #include <string.h>
 
 #define MISSING (-1)  /* perfdiff.model.schema.MISSING: a NULL value */
-#define MAX_COLS 64
+#define MAX_COLUMN 32767  /* SQLite's own largest number of columns (SQLITE_MAX_COLUMN) */
 
 enum { OK, PUNT, NOMEM };
 
@@ -136,11 +136,18 @@ static PyObject *read_cells(PyObject *self, PyObject *args)
         return NULL;
     PyObject *out = NULL;
     Read r = {file.buf, file.len, cells.buf, cells.len / 8, want.buf, want.len / 8, usable, NULL};
-    int ok_args = cells.len % 8 == 0 && want.len % 8 == 0 && r.nwant >= 1 && r.nwant <= MAX_COLS;
+    /* The int64 arrays are read in place: whole, aligned (numpy's are). */
+    int ok_args = cells.len % 8 == 0 && want.len % 8 == 0 && r.nwant >= 1
+                  && (uintptr_t)cells.buf % _Alignof(int64_t) == 0 && (uintptr_t)want.buf % _Alignof(int64_t) == 0;
     for (Py_ssize_t k = 0; ok_args && k < r.nwant; k++)
-        ok_args = r.want[k] >= 0 && r.want[k] < 4096 && (k == 0 || r.want[k] > r.want[k - 1]);
+        ok_args = r.want[k] >= 0 && (k == 0 || r.want[k] > r.want[k - 1]);
     if (!ok_args) {
-        PyErr_SetString(PyExc_ValueError, "read_cells(file, cells: int64, want: ascending int64 column numbers, usable)");
+        PyErr_SetString(PyExc_ValueError, "read_cells(file, cells: int64, want: ascending int64 column numbers, "
+                                          "usable): aligned arrays of whole int64");
+        goto done;
+    }
+    if (usable < 480 || usable > 65536 || r.want[r.nwant - 1] > MAX_COLUMN) {
+        out = Py_NewRef(Py_None);  /* no page SQLite writes, no table it makes: numpy decides */
         goto done;
     }
     if (r.n == 0) {
