@@ -432,3 +432,22 @@ def test_process_groups_of_nccl_kernels_agree_in_the_three_readers(tmp_path: Pat
                                               reference_tables(path)["process_groups"]))
     none = import_kineto(write(tmp_path / "none.json", {"traceEvents": EVENTS}))
     assert list(none.process_groups.columns) == ["row", "group", "ranks"] and len(none.process_groups) == 0
+
+
+@pytest.mark.parametrize("pure", ["", "1"], ids=["compiled", "numpy"])
+def test_a_thread_named_by_a_string_takes_its_first_number_wherever_it_is(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch, pure: str) -> None:
+    """A pid/tid string is read as the number at its first digit, as the general and reference
+    readers read it, also past its first 16 bytes; one without a digit is unknown."""
+    monkeypatch.setenv("PERFDIFF_PURE", pure)
+    tids = ["[" * 40 + "5555", "a thread name that is long 42", "Trace PyTorch Profiler", "stream 7", "x" * 15 + "9"]
+    path = tmp_path / "tids.json"
+    path.write_text(json.dumps({"traceEvents": [
+        {"ph": "X", "cat": "cpu_op", "name": f"op{i}", "pid": 1, "tid": t, "ts": 10 + 10 * i, "dur": 5}
+        for i, t in enumerate(tids)]}))
+    run = import_kineto(path)
+    assert run.manifest["source"]["reader"] == "fast"
+    got = dict(zip(run.activity["function"].astype(str), run.activity["tid"].tolist(), strict=True))
+    assert got == {"op0": 5555, "op1": 42, "op2": MISSING, "op3": 7, "op4": 9}
+    ref = reference_tables(path)["activity"]
+    assert dict(zip(ref["function"].astype(str), ref["tid"].tolist(), strict=True)) == got

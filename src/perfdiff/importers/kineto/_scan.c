@@ -207,8 +207,7 @@ static Py_ssize_t string_end(const Scan *s, Py_ssize_t start, Py_ssize_t next_q,
     return e;
 }
 
-/* A pid/tid (swar.int_or_string): an integer, or the number at the first digit in the first
- * 16 bytes of a string. */
+/* A pid/tid (swar.int_or_string): an integer, or the number at the first digit of a string. */
 static int64_t int_or_string(const Scan *s, Py_ssize_t v)
 {
     if (at(s, v) != '"') {
@@ -216,7 +215,7 @@ static int64_t int_or_string(const Scan *s, Py_ssize_t v)
         return n.ok && n.whole ? n.value : MISSING;
     }
     Py_ssize_t s0 = v + 1, s1 = scan_string(s, s0, s->end);
-    for (Py_ssize_t i = 0; i < 16 && i < s1 - s0; i++) {
+    for (Py_ssize_t i = 0; i < s1 - s0; i++) {
         if (is_digit(at(s, s0 + i))) {
             Number n = parse_number(s, s0 + i);
             return n.ok ? n.value : MISSING;

@@ -179,7 +179,7 @@ def escaped_ends(padded: bytes, s0: np.ndarray, s1: np.ndarray, esc: np.ndarray,
 
 
 def int_or_string(le8: np.ndarray, u8: np.ndarray, v: np.ndarray, n: int) -> np.ndarray:
-    """A pid/tid: a JSON integer, or the last number inside a string ("stream 7")."""
+    """A pid/tid: a JSON integer, or the number at the first digit of a string ("stream 7")."""
     out = np.full(len(v), MISSING, dtype=np.int64)
     quoted = u8[v] == 34
     num = np.flatnonzero(~quoted)
@@ -191,14 +191,26 @@ def int_or_string(le8: np.ndarray, u8: np.ndarray, v: np.ndarray, n: int) -> np.
     if len(qi):
         s0 = v[qi] + 1
         s1, _ = string_ends(le8, u8, s0, n)
-        # first digit inside the first 16 bytes of the string
-        win = u8[s0[:, None] + np.arange(16)]
-        inside = np.arange(16)[None, :] < (s1 - s0)[:, None]
-        digit = (win >= 48) & (win <= 57) & inside
-        has = digit.any(axis=1)
-        at = np.argmax(digit, axis=1)
-        hi = np.flatnonzero(has)
+        first = _first_digit(u8, s0, s1)
+        hi = np.flatnonzero(first >= 0)
         if len(hi):
-            got = parse_numbers(le8, u8, s0[hi] + at[hi])
+            got = parse_numbers(le8, u8, first[hi])
             out[qi[hi[got.ok]]] = got.value[got.ok]
     return out
+
+
+def _first_digit(u8: np.ndarray, s0: np.ndarray, s1: np.ndarray) -> np.ndarray:
+    """The position of the first digit in each string [s0, s1), -1 where it has none: 16 bytes
+    a step, each step over the strings not yet settled (most have their number in the first)."""
+    first = np.full(len(s0), -1, dtype=np.int64)
+    left = np.flatnonzero(s1 > s0)
+    offset = 0
+    while len(left):
+        at = s0[left] + offset
+        win = u8[at[:, None] + np.arange(16)]  # the block is padded: 16 bytes past a string's end read
+        digit = (win >= 48) & (win <= 57) & (np.arange(16)[None, :] < (s1[left] - at)[:, None])
+        has = digit.any(axis=1)
+        first[left[has]] = at[has] + np.argmax(digit[has], axis=1)
+        offset += 16
+        left = left[~has & (s1[left] > s0[left] + offset)]
+    return first
