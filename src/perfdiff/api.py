@@ -148,8 +148,9 @@ def compare(normal: str | os.PathLike[str], abnormal: str | os.PathLike[str], *,
     one, and `compare_processes` compares them all; with `several_processes="raise"` such an
     nsys SQLite export raises perfdiff.errors.SeveralProcesses instead, as soon as its kernel
     table shows a second process, for a caller that routes those to `compare_ranks` or
-    `compare_processes` without reading every export's kernel table first).  `parallel`: how to use the cores (default: all of them;
-    `Parallel.serial()` runs everything in this process).  Raises InputError for bad input,
+    `compare_processes` without reading every export's kernel table first).  `parallel`: how
+    to use the cores (default: all of them; `Parallel.serial()` runs everything in this
+    process).  Raises InputError for bad input,
     and for runs with nothing in common (no function in both, or median cycles more than
     ×50 apart) unless `force`.  Inputs with the same bytes give the one finding IDENTICAL.
     `thresholds`: the decision thresholds (perfdiff.analyze.Thresholds; default perfdiff's with

@@ -66,9 +66,9 @@ def import_nsys(path: str | Path, *, pid: int | None = None, group: str = "full"
 
     `pid` picks the process when the export holds several (default: the one with most GPU
     work; with `several_processes="raise"`, SeveralProcesses instead, once the kernel table
-    shows a second process, before the rest is read); `group="short"` names kernels by their short name; `skip`: activity columns left
-    unknown (see concat_parts); `cores`: CPU cores the import may keep busy (None: all).  Bad
-    input raises InputError naming the file.
+    shows a second process, before the rest is read); `group="short"` names kernels by their
+    short name; `skip`: activity columns left unknown (see concat_parts); `cores`: CPU cores
+    the import may keep busy (None: all).  Bad input raises InputError naming the file.
     """
     p = Path(path)
     if group not in ("full", "short"):
