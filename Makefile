@@ -33,8 +33,8 @@ bench: $(STAMP)  ## Measure compare/import time and memory on large generated in
 fuzz: $(STAMP)  ## Fuzz the trace importers: 10,000 seeded cases against the reference readers
 	$(PY) tools/fuzz.py --cases 10000 --seed 0 --shared $(SHARED)
 
-sanitize: $(STAMP)  ## The C extensions' tests (Kineto decoder, nsys record decoder) under ASan and UBSan (needs gcc)
-	tools/sanitize_scan.sh $(PY)
+sanitize: $(STAMP)  ## The C extensions' tests (Kineto decoder, nsys record decoder, nesting walk) under ASan and UBSan (needs gcc)
+	tools/sanitize.sh $(PY)
 
 lint: $(STAMP)  ## Static checks: ruff, and the import layering contracts of .importlinter
 	$(VENV)/bin/ruff check src collectors tests tools bench

@@ -300,7 +300,7 @@ def _excerpt(path: Path, size: int) -> tuple[bytes, bytes]:
 @pytest.mark.real
 def test_a_block_cut_at_every_byte_reads_alike() -> None:
     """A block that ends anywhere (inside a key, a number, a string, an escape, between a key
-    and its colon) is read as numpy reads it, or handed back; tools/sanitize_scan.sh runs this
+    and its colon) is read as numpy reads it, or handed back; tools/sanitize.sh runs this
     under AddressSanitizer, where a read past the block's padding would stop it."""
     head, body = _excerpt(HTA / "control" / "control.json.gz", 2500)
     seen = {"same": 0, "handed back": 0}
@@ -410,7 +410,7 @@ _AFTER = [b"", b'5}, {"ph": "X", "cat": "kernel"', b'"}', b'\\"x"}', b"\0\xff"]
 @pytest.mark.parametrize("kind", list(ODD_BLOCKS))
 def test_odd_blocks_read_alike(kind: str) -> None:
     """Each odd block, with each of `_AFTER` behind it, as the first block and as a later one:
-    read as numpy reads it, or handed back (tools/sanitize_scan.sh runs these under ASan)."""
+    read as numpy reads it, or handed back (tools/sanitize.sh runs these under ASan)."""
     seen = {"same": 0, "handed back": 0}
     for text in ODD_BLOCKS[kind]:
         for after in _AFTER:

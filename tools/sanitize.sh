@@ -9,7 +9,7 @@
 # against that copy.  Python
 # allocates through malloc (PYTHONMALLOC=malloc), so a read past a buffer stops the run with
 # ASan's report.
-# Usage: tools/sanitize_scan.sh [PYTHON]   (default .venv/bin/python; needs gcc)
+# Usage: tools/sanitize.sh [PYTHON]   (default .venv/bin/python; needs gcc)
 # pytest captures sys.stdout/err only (--capture=sys): a sanitizer stops the process, and a report
 # written to a captured file descriptor would be lost with it.
 set -eu
