@@ -14,6 +14,7 @@ $(STAMP): pyproject.toml setup.py src/perfdiff/importers/kineto/_scan.c src/perf
 	$(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install -q --upgrade pip
 	$(PY) -m pip install -q -e '.[test]'
+	$(PY) -m compileall -q src/perfdiff  # bytecode, as pip writes for an installed package
 	touch $(STAMP)
 
 demo: $(STAMP)  ## Compare the shipped example pair and write report.md (+ report.json)

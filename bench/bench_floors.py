@@ -30,7 +30,7 @@ from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
-from run_bench import PY, ROOT, measure  # noqa: E402
+from run_bench import PY, ROOT, byte_compile, measure  # noqa: E402
 
 KERNEL_COLUMNS = "start, end, deviceId, streamId, correlationId, shortName, demangledName"
 
@@ -107,6 +107,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--kineto", nargs=2, type=Path)
     ap.add_argument("--nsys", nargs=2, type=Path)
     args = ap.parse_args(argv)
+    byte_compile()
     print("| what | perfdiff (s) | floor (s) | floor measured as | ratio | target |")
     print("|---|---|---|---|---|---|")
     with tempfile.TemporaryDirectory() as tmp:

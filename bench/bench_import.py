@@ -15,7 +15,7 @@ from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
-from run_bench import OUT, PY, measure  # noqa: E402
+from run_bench import OUT, PY, byte_compile, measure  # noqa: E402
 
 FIGURES = {  # other tools on the same pairs, 2-core reference machine (docs/PERFORMANCE.md)
     "kineto": "HTA 0.5.0 TraceDiff: 215 s, 6.2 GiB (1 M kernels)",
@@ -69,6 +69,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--shared", required=True, type=Path)
     ap.add_argument("--quick", action="store_true")
     args = ap.parse_args(argv)
+    byte_compile()
     if not (args.shared / "bench" / "gen_nsys.py").exists():
         print(f"(skipped: {args.shared / 'bench'} not found)")
         return 0

@@ -46,7 +46,7 @@ from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
-from run_bench import OUT, PY, measure, measure_watched  # noqa: E402
+from run_bench import OUT, PY, byte_compile, measure, measure_watched  # noqa: E402
 
 STRAGGLER = 5
 
@@ -182,6 +182,7 @@ def main(argv: list[str] | None = None) -> int:
     if args.plain_run:
         plain_run(args.plain_run[0], args.plain_run[1], int(args.plain_run[2]))
         return 0
+    byte_compile()
     ranks, kernels = (8, 10_000) if args.quick else (args.ranks, args.kernels)
     repeat = 1 if args.quick else max(1, args.repeat)
     steps = max(20, min(100, kernels // 1000))
