@@ -275,8 +275,9 @@ def test_the_painter_starts_before_the_runs_load(monkeypatch: pytest.MonkeyPatch
 
 
 def test_a_process_that_reads_a_result_imports_no_scipy(tmp_path: Path) -> None:
-    """The painter unpickles the comparison's result and draws it: the statistics' records and
-    the pictures' module need scipy.special (0.2-0.4 s to import) only to compute."""
+    """The painter unpickles the comparison's result and draws it without importing scipy
+    (perfdiff computes without it too; a plotting library's import of it would cost the
+    painter 0.1-0.4 s)."""
     import pickle
     import subprocess
     import sys

@@ -139,7 +139,7 @@ def test_the_command_starts_the_fork_server_before_pandas(tmp_path: Path) -> Non
 
 def test_the_driver_imports_no_scipy_stats() -> None:
     """Importing the driver of a multi-rank comparison imports no scipy: scipy.stats (~0.5 s)
-    would sit on the way to the cluster, and scipy.special waits for the first test."""
+    would sit on the way to the cluster; the statistics' special functions are perfdiff's."""
     import subprocess
 
     code = ("import sys, perfdiff.api, perfdiff.ranks.pipeline, perfdiff.render.ranks; "

@@ -29,7 +29,7 @@ from perfdiff.nesting import Nesting, nesting_of
 from perfdiff.parallel import Parallel, Standby
 from perfdiff.rangetree import RangeNesting, RangeProfile, empty_profile, range_nesting, range_profile
 
-if TYPE_CHECKING:  # the analysis (scipy) is imported while the runs load: see _import_later_stages
+if TYPE_CHECKING:  # the analysis is imported while the runs load: see _import_later_stages
     from perfdiff.analyze import Analysis, Finding, Notice, Thresholds
     from perfdiff.analyze.gate_records import GateDecision
     from perfdiff.analyze.result import ComparisonResult
@@ -96,13 +96,9 @@ def _attribute_side(cut: CutSide, range_nest: RangeNesting, nested: tuple[bool, 
 
 
 def _import_later_stages() -> None:
-    """Import the analysis and rendering modules and scipy.special (~0.5 s in all) while the
-    workers load the runs."""
+    """Import the analysis and rendering modules while the workers load the runs."""
     import perfdiff.analyze.compare  # noqa: F401  (perfdiff.analyze imports its modules on first use)
     import perfdiff.render  # noqa: F401
-    from perfdiff.stats import special
-
-    special.import_now()  # else imported at the first test, after the runs have loaded
 
 
 def _thresholds(alpha: float, thresholds: Thresholds | None) -> Thresholds:

@@ -8,7 +8,7 @@ its rows (records.py), `Finding` and the evidence records (evidence.py), the ver
 says, `verdict.build_verdict` names the classes of change.  No wording here: perfdiff.render.
 
 `Thresholds` (standard library only) is imported at once: the CLI and the API build one
-before the runs load.  The rest (numpy, scipy) is imported on first use of a name, so that
+before the runs load.  The rest (numpy, the statistics) is imported on first use of a name, so that
 building the record does not import the statistics ahead of the runs' loading.
 """
 from __future__ import annotations

@@ -30,7 +30,6 @@ from perfdiff.ranks.groups import UNKNOWN
 from perfdiff.ranks.part import RankPart, RankTask, UncutRank, load_part, load_summary
 from perfdiff.ranks.records import IdentitySource, Phase, RankAnalysis, RankNotice, RankNoticeCode
 from perfdiff.ranks.straggler import common_iterations, match_collectives, straggler
-from perfdiff.stats import special
 
 __all__ = ["UNMATCHED_SOURCES", "analyze_parts", "compare_ranks"]
 
@@ -52,9 +51,6 @@ def compare_ranks(normal: str | os.PathLike[str], abnormal: str | os.PathLike[st
     terminal.  `thresholds`: the decision thresholds (default perfdiff's with `alpha`, which it
     replaces).  Raises InputError for bad input, or for a scheduler without Dask."""
     th = thresholds if thresholds is not None else Thresholds(alpha=alpha)  # validated: one line
-    # The analysis's scipy.special (0.2-0.4 s) now, while the workers' fork server starts
-    # (perfdiff.ranks.fanout.warm_up), not on the way to the report once the ranks are in.
-    special.import_now()
     if cycle is not None:
         cycle_pattern(cycle)  # a bad pattern is the user's one line, not every rank's failure to be cut
     clock = _Clock()

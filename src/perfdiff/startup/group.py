@@ -105,7 +105,7 @@ def group_columns(columns: Sequence[StartupColumn], rows: Sequence[str], regex: 
 
     The test is perfdiff.stats' Mann–Whitney (exact with ties up to C(n1+n2, n1) = 200 000).
     """
-    # imported here: scipy is slow to import, and reading logs needs neither
+    # imported here: numpy and the statistics take time to import, and reading logs needs neither
     import numpy as np
 
     from perfdiff.stats import cycles_needed, mann_whitney_p, min_attainable_p

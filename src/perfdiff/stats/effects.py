@@ -138,7 +138,7 @@ def ks_statistic(a: object, n: object) -> float:
 
 def ks_pvalue(d: float, n1: int, n2: int) -> float:
     """Two-sided p of the two-sample Kolmogorov–Smirnov D from its asymptotic distribution
-    (Smirnov 1939): Q_KS(D·√(n1·n2 / (n1 + n2))), `scipy.special.kolmogorov`.  NaN when a side
+    (Smirnov 1939): Q_KS(D·√(n1·n2 / (n1 + n2))), `special.kolmogorov`.  NaN when a side
     is empty or D is NaN."""
     if n1 == 0 or n2 == 0 or not math.isfinite(d):
         return math.nan
