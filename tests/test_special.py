@@ -134,6 +134,36 @@ def test_scalars_in_floats_out_arrays_broadcast() -> None:
     assert out.shape == (3, 2) and out.dtype == np.float64
 
 
+def test_arrays_give_what_each_element_gives_alone() -> None:
+    """The array paths of stdtr and stdtrit (all elements at once) agree with the scalar path,
+    unusual elements included (those go one by one)."""
+    df = np.concatenate([DFS, LARGE_DFS, [0.3, 1e-200, 0.0, -1.0, math.inf, math.nan]])
+    t = np.array([-1e5, -30.0, -2.0, -1e-6, 0.0, 1e-6, 0.7, 3.0, 1e160, math.inf, -math.inf, math.nan])
+    d, tt = np.meshgrid(df, t)
+    by_one = np.array([[special.stdtr(float(a), float(b)) for a, b in zip(ra, rb, strict=True)]
+                       for ra, rb in zip(d, tt, strict=True)])
+    np.testing.assert_allclose(special.stdtr(d, tt), by_one, rtol=1e-12, atol=0)
+    p = np.array([0.0, 1e-250, 1e-30, 0.025, 0.3, 0.5, 0.7, 0.975, 1.0 - 1e-12, 1.0, 1.5, math.nan])
+    d, pp = np.meshgrid(df, p)
+    by_one = np.array([[special.stdtrit(float(a), float(b)) for a, b in zip(ra, rb, strict=True)]
+                       for ra, rb in zip(d, pp, strict=True)])
+    large = np.isin(d, LARGE_DFS)  # a few digits fewer there (test_stdtrit_matches_scipy...)
+    got = special.stdtrit(d, pp)
+    np.testing.assert_allclose(got[~large], by_one[~large], rtol=1e-11, atol=0)
+    np.testing.assert_allclose(got[large], by_one[large], rtol=1e-9, atol=0)
+
+
+def test_edges_give_a_value_not_an_error() -> None:
+    assert special.kolmogorov(1e-200) == 1.0 and special.kolmogorov(0.05) == 1.0
+    assert -39.0 < special.ndtri(1e-320) < -38.0  # a subnormal p: Acklam's value, unrefined
+    assert math.isnan(special.bdtrc(math.inf, 10, 0.5)) and math.isnan(special.bdtrc(1, math.inf, 0.5))
+    assert special.bdtrc(0, 10.5, 0.5) == pytest.approx(float(sp.bdtrc(0, 10, 0.5)), rel=1e-14)
+    assert math.isnan(special.stdtr(5e-324, 1.0)) and math.isnan(special.stdtrit(5e-324, 0.3))
+    # Near ½ the quantile's residual is taken where it does not cancel.
+    for p in (0.5 + 1e-8, 0.5 - 1e-12, 0.5 + 3e-5):
+        assert special.ndtri(p) == pytest.approx(float(sp.ndtri(p)), rel=1e-13)
+
+
 def test_a_comparison_imports_no_scipy(tmp_path) -> None:
     """A whole comparison, statistics and report, runs without importing scipy (0.1-0.2 s of
     every command's start, on its critical path)."""

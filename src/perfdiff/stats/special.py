@@ -2,16 +2,11 @@
 
 `ndtr`, `ndtri` (the standard normal's CDF and quantile), `stdtr`, `stdtrit` (Student's t CDF
 and quantile, any real df > 0), `bdtrc` (the binomial's upper tail) and `kolmogorov`
-(Kolmogorov's limiting distribution's survival function).  Each takes floats or arrays
-(broadcast, NaN where scipy.special gives NaN) and agrees with scipy.special to about 1e-13
-relative (tests/test_special.py checks them against it on grids and at random).
-
-Computed here from the standard library's `math.erfc` and `math.lgamma` because importing
-scipy.special costs 0.1-0.2 s of every command's start (it also imports numpy.testing), on
-the critical path of a small comparison and of the multi-rank driver.  The methods are the
-textbook ones, cited in docs/STATISTICS.md ("Special functions"): the regularized incomplete
-beta function by its continued fraction (modified Lentz), log B(a, b) with Stirling's
-correction for large arguments, quantiles by safeguarded Newton steps.
+(Kolmogorov's limiting distribution's survival function).  Each takes floats (a float out) or
+arrays (broadcast; NaN where scipy.special gives NaN); `stdtr` and `stdtrit` work on whole
+arrays at once.  Computed from the standard library's `math.erfc`, `math.erf` and
+`math.lgamma` so that no command imports scipy; the methods, their accuracy against
+scipy.special (tests/test_special.py) and why: docs/STATISTICS.md §8a.
 """
 from __future__ import annotations
 
@@ -28,16 +23,25 @@ _TINY = 1e-300  # keeps the modified Lentz recursion away from division by zero
 _MAX_TERMS = 100_000  # the fraction needs about √max(a, b) terms; this bounds a runaway
 _LN_SQRT_2PI = 0.5 * math.log(2.0 * math.pi)
 _T_LARGEST = 1e154  # |t| whose square is still a double
+_DF_MIN = 1e-100  # degrees of freedom below this are outside what is computed here (NaN)
 
 
-def _vectorized(scalar: Callable[..., float]) -> Callable[..., Any]:
-    """`scalar` on floats, broadcast elementwise over arrays (a float out for scalars in)."""
+_SCALARS = (float, int, np.floating, np.integer, np.bool_, bool)
+
+
+def _vectorized(scalar: Callable[..., float],
+                array: Callable[..., np.ndarray] | None = None) -> Callable[..., Any]:
+    """`scalar` on floats (a float out), and over arrays broadcast elementwise: by `array`,
+    which takes float64 arrays of one shape, where given, else element by element."""
     ufunc = np.frompyfunc(scalar, scalar.__code__.co_argcount, 1)
 
     def apply(*args: Any) -> Any:
-        if all(np.ndim(a) == 0 for a in args):
+        if all(isinstance(a, _SCALARS) or np.ndim(a) == 0 for a in args):
             return scalar(*(float(a) for a in args))
-        return ufunc(*(np.asarray(a, dtype=float) for a in args)).astype(float)
+        arrays = np.broadcast_arrays(*(np.asarray(a, dtype=np.float64) for a in args))
+        if array is not None:
+            return array(*arrays)
+        return ufunc(*arrays).astype(np.float64)
 
     apply.__name__ = scalar.__name__.lstrip("_")
     apply.__doc__ = scalar.__doc__
@@ -81,9 +85,13 @@ def _ndtri(p: float) -> float:
         r = q * q
         x = ((((((_A[0] * r + _A[1]) * r + _A[2]) * r + _A[3]) * r + _A[4]) * r + _A[5]) * q
              / (((((_B[0] * r + _B[1]) * r + _B[2]) * r + _B[3]) * r + _B[4]) * r + 1.0))
-    # Halley's step, Φ(x) − p taken on the tail nearer x, so that p close to 1 keeps its
-    # precision.
-    if x <= 0.0:
+    if 0.5 * x * x > 700.0:  # p subnormal: the step's factor would overflow; 1e-9 as it is
+        return x
+    # Halley's step, Φ(x) − p taken where it does not cancel: by the tail nearer x, or near
+    # ½ as erf(x/√2)/2 − (p − ½) (p − ½ is exact there).
+    if 0.25 <= p <= 0.75:
+        e = 0.5 * math.erf(x / math.sqrt(2.0)) - (p - 0.5)
+    elif x <= 0.0:
         e = 0.5 * math.erfc(-x / math.sqrt(2.0)) - p
     else:
         e = (1.0 - p) - 0.5 * math.erfc(x / math.sqrt(2.0))
@@ -170,7 +178,7 @@ def _t_lower_tail(df: float, t: float) -> float:
 
 def _stdtr(df: float, t: float) -> float:
     """P(T ≤ t) for Student's t with `df` > 0 degrees of freedom (inf: the normal)."""
-    if math.isnan(df) or math.isnan(t) or df <= 0.0:
+    if math.isnan(df) or math.isnan(t) or not df >= _DF_MIN:
         return math.nan
     if math.isinf(t):
         return 0.0 if t < 0 else 1.0
@@ -189,7 +197,7 @@ def _t_log_density(df: float, t: float) -> float:
 
 def _stdtrit(df: float, p: float) -> float:
     """The t with P(T ≤ t) = p for Student's t with `df` > 0 degrees of freedom."""
-    if math.isnan(df) or math.isnan(p) or df <= 0.0 or not 0.0 <= p <= 1.0:
+    if math.isnan(df) or math.isnan(p) or not df >= _DF_MIN or not 0.0 <= p <= 1.0:
         return math.nan
     if p == 0.0:
         return -math.inf
@@ -254,9 +262,9 @@ def _solve_lower(df: float, q: float) -> float:
 
 def _bdtrc(k: float, n: float, p: float) -> float:
     """P(X > k) for X ~ Binomial(n, p) (k and n whole; k < 0: 1, k ≥ n: 0)."""
-    if math.isnan(k) or math.isnan(n) or math.isnan(p) or not 0.0 <= p <= 1.0 or n < 0:
+    if not (math.isfinite(k) and math.isfinite(n)) or math.isnan(p) or not 0.0 <= p <= 1.0 or n < 0:
         return math.nan
-    k = math.floor(k)
+    k, n = math.floor(k), math.floor(n)  # as scipy.special.bdtrc truncates them
     if k < 0:
         return 1.0
     if k >= n:
@@ -273,7 +281,7 @@ def _kolmogorov(y: float) -> float:
     for y < 1 one minus the CDF's Jacobi-theta series (√(2π) / y) Σ_(j odd) exp(−j² π² / (8 y²))."""
     if math.isnan(y):
         return math.nan
-    if y <= 0.0:
+    if y < 0.1:  # the CDF below is under 1e-50: the survival function is 1.0
         return 1.0
     if y < 1.0:
         w = math.pi * math.pi / (8.0 * y * y)
@@ -294,9 +302,157 @@ def _kolmogorov(y: float) -> float:
     return min(1.0, 2.0 * total)
 
 
+# --- arrays: the same methods over all elements at once ------------------------------------
+# A Python loop per element costs 15-250 µs (the fraction's terms, Newton's steps); the load
+# comparison (analyze/load.py) asks for a quantile per function, thousands in a large pair.
+
+_LGAMMA = np.frompyfunc(math.lgamma, 1, 1)
+
+
+def _lbeta_array(a: np.ndarray, b: np.ndarray) -> np.ndarray:
+    """_lbeta over arrays."""
+    p, q = np.minimum(a, b), np.maximum(a, b)
+    out = np.empty(p.shape)
+    big, mid = p >= 10.0, (p < 10.0) & (q >= 10.0)
+    small = ~(big | mid)
+    if big.any():
+        pb, qb = p[big], q[big]
+        corr = _stirling_tail(pb) + _stirling_tail(qb) - _stirling_tail(pb + qb)
+        out[big] = (-0.5 * np.log(qb) + _LN_SQRT_2PI + corr + (pb - 0.5) * np.log(pb / (pb + qb))
+                    + qb * np.log1p(-pb / (pb + qb)))
+    if mid.any():
+        pm, qm = p[mid], q[mid]
+        corr = _stirling_tail(qm) - _stirling_tail(pm + qm)
+        out[mid] = (_LGAMMA(pm).astype(np.float64) + corr + pm - pm * np.log(pm + qm)
+                    + (qm - 0.5) * np.log1p(-pm / (pm + qm)))
+    if small.any():
+        ps, qs = p[small], q[small]
+        out[small] = (_LGAMMA(ps).astype(np.float64) + _LGAMMA(qs).astype(np.float64)
+                      - _LGAMMA(ps + qs).astype(np.float64))
+    return out
+
+
+def _beta_fraction_array(a: np.ndarray, b: np.ndarray, x: np.ndarray, y: np.ndarray) -> np.ndarray:
+    """_beta_fraction over arrays: each element's fraction stops at its own convergence."""
+    out = np.empty(x.shape)
+    idx = np.arange(x.size)
+    a, b, x, y = a.ravel(), b.ravel(), x.ravel(), y.ravel()
+    qab, qap, qam = a + b, a + 1.0, a - 1.0
+    d = np.where(x > 0.5, ((1.0 - b) + qab * y) / qap, 1.0 - qab * x / qap)
+    d = 1.0 / np.where(np.abs(d) > _TINY, d, _TINY)
+    c, h = np.ones(x.size), d.copy()
+    for m in range(1, _MAX_TERMS):
+        m2 = 2.0 * m
+        aa = m * (b - m) * x / ((qam + m2) * (a + m2))
+        d = 1.0 + aa * d
+        d = 1.0 / np.where(np.abs(d) > _TINY, d, _TINY)
+        c = 1.0 + aa / c
+        c = np.where(np.abs(c) > _TINY, c, _TINY)
+        h *= d * c
+        aa = -(a + m) * (qab + m) * x / ((a + m2) * (qap + m2))
+        d = 1.0 + aa * d
+        d = 1.0 / np.where(np.abs(d) > _TINY, d, _TINY)
+        c = 1.0 + aa / c
+        c = np.where(np.abs(c) > _TINY, c, _TINY)
+        step = d * c
+        h *= step
+        done = np.abs(step - 1.0) < _EPS
+        if done.any():
+            out.flat[idx[done]] = h[done]
+            keep = ~done
+            if not keep.any():
+                return out
+            idx, a, b, x, y, qab, qap, qam, c, d, h = (v[keep] for v in (idx, a, b, x, y, qab, qap, qam, c, d, h))
+    out.flat[idx] = h
+    return out
+
+
+def _betainc_array(a: np.ndarray, b: np.ndarray, x: np.ndarray, y: np.ndarray) -> np.ndarray:
+    """_betainc over arrays with 0 < x < 1 and y = 1 − x given."""
+    swap = x >= (a + 1.0) / (a + b + 2.0)
+    lx = np.where(x < 0.5, np.log(x), np.log1p(-y))
+    ly = np.where(y < 0.5, np.log(y), np.log1p(-x))
+    front = np.exp(a * lx + b * ly - _lbeta_array(a, b))
+    aa, bb = np.where(swap, b, a), np.where(swap, a, b)
+    r = front / aa * _beta_fraction_array(aa, bb, np.where(swap, y, x), np.where(swap, x, y))
+    return np.where(swap, 1.0 - r, r)
+
+
+def _t_lower_tail_array(df: np.ndarray, t: np.ndarray) -> np.ndarray:
+    """_t_lower_tail over arrays of t < 0 whose square is a double."""
+    t2 = t * t
+    return 0.5 * _betainc_array(0.5 * df, np.full(df.shape, 0.5), df / (df + t2), t2 / (df + t2))
+
+
+def _by_elements(scalar: Callable[..., float], where: np.ndarray, out: np.ndarray, *args: np.ndarray) -> None:
+    """out[where] = scalar(*args) element by element."""
+    if where.any():
+        with np.errstate(all="ignore"):
+            out[where] = np.frompyfunc(scalar, len(args), 1)(*(a[where] for a in args)).astype(np.float64)
+
+
+def _stdtr_array(df: np.ndarray, t: np.ndarray) -> np.ndarray:
+    """_stdtr over arrays (the unusual elements one by one)."""
+    out = np.empty(df.shape)
+    with np.errstate(all="ignore"):
+        at = np.abs(t)
+        common = np.isfinite(df) & (df >= _DF_MIN) & (at > 0.0) & (at < _T_LARGEST)
+        if common.any():
+            tail = _t_lower_tail_array(df[common], -at[common])
+            out[common] = np.where(t[common] < 0.0, tail, 1.0 - tail)
+    _by_elements(_stdtr, ~common, out, df, t)
+    return out
+
+
+def _stdtrit_array(df: np.ndarray, p: np.ndarray) -> np.ndarray:
+    """_stdtrit over arrays: Newton's steps on ln P against ln |t| for all elements at once (ln P
+    is concave there: each step after the first approaches the root from one side); the
+    unusual elements, and any that does not converge in 100 steps, one by one."""
+    shape, df, p = df.shape, df.ravel(), p.ravel()
+    out = np.full(df.shape, np.nan)
+    with np.errstate(all="ignore"):
+        common = (np.isfinite(df) & (df >= _DF_MIN) & (df != 1.0) & (df != 2.0) & (p > 0.0) & (p < 1.0)
+                  & (p != 0.5))
+        alone = ~common
+        if common.any():
+            d, pc = df[common], p[common]
+            q = np.where(pc > 0.5, 1.0 - pc, pc)
+            z = np.frompyfunc(_ndtri, 1, 1)(q).astype(np.float64)
+            g1, g2 = (z ** 3 + z) / 4.0, (5 * z ** 5 + 16 * z ** 3 + 3 * z) / 96.0
+            t0 = np.where(d >= 3.0, z + g1 / d + g2 / (d * d), z * (1.0 + 1.0 / d) ** 2)
+            s = np.log(-np.minimum(t0, -1e-300))
+            log_q, log_norm = np.log(q), -0.5 * np.log(d) - _lbeta_array(0.5 * d, np.full(d.shape, 0.5))
+            done = np.zeros(d.shape, dtype=bool)
+            last = np.full(d.shape, np.inf)
+            for _ in range(100):
+                live = np.flatnonzero(~done)
+                if live.size == 0:
+                    break
+                sl = np.minimum(s[live], math.log(_T_LARGEST))
+                t = -np.exp(sl)
+                cdf = _t_lower_tail_array(d[live], t)
+                log_cdf = np.log(cdf)
+                log_density = log_norm[live] - 0.5 * (d[live] + 1.0) * np.log1p(t * t / d[live])
+                step = np.clip((log_cdf - log_q[live]) * np.exp(log_cdf - log_density - sl), -50.0, 50.0)
+                s[live] = sl + step
+                # Converging quadratically, the step after one of 1e-12 is below rounding; where
+                # P itself is only good to ~1e-11 (df ≥ 1e4), the steps stop shrinking there.
+                size = np.abs(step)
+                done[live] = (size <= 1e-12) | ((size < 1e-8) & (size >= 0.5 * last[live]))
+                last[live] = size
+            t = -np.exp(s)
+            ok = done & np.isfinite(t)
+            res = np.where(pc > 0.5, -t, t)
+            out[np.flatnonzero(common)[ok]] = res[ok]
+            alone = alone.copy()
+            alone[np.flatnonzero(common)[~ok]] = True
+    _by_elements(_stdtrit, alone, out, df, p)
+    return out.reshape(shape)
+
+
 ndtr = _vectorized(_ndtr)
 ndtri = _vectorized(_ndtri)
-stdtr = _vectorized(_stdtr)
-stdtrit = _vectorized(_stdtrit)
+stdtr = _vectorized(_stdtr, _stdtr_array)
+stdtrit = _vectorized(_stdtrit, _stdtrit_array)
 bdtrc = _vectorized(_bdtrc)
 kolmogorov = _vectorized(_kolmogorov)
