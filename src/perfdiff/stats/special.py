@@ -219,8 +219,8 @@ def _stdtrit(df: float, p: float) -> float:
 
 
 def _solve_lower(df: float, q: float) -> float:
-    """The t ≤ 0 with P(T ≤ t) = q (0 < q < ½): Newton steps in log P, kept inside a bracket
-    that bisection narrows when a step leaves it."""
+    """The t ≤ 0 with P(T ≤ t) = q (0 < q < ½): Newton steps on ln P against ln |t|, kept
+    inside a bracket that bisection narrows when a step leaves it."""
     z = _ndtri(q)
     # A start from the Cornish–Fisher expansion (Abramowitz & Stegun 26.7.5), pushed further
     # out for few degrees of freedom; the bracket holds the root whatever the start.
@@ -228,7 +228,7 @@ def _solve_lower(df: float, q: float) -> float:
     g2 = (5 * z ** 5 + 16 * z ** 3 + 3 * z) / 96.0
     t = z + g1 / df + g2 / (df * df) if df >= 3.0 else z * (1.0 + 1.0 / df) ** 2
     lo, hi = -math.inf, 0.0  # P(lo) ≤ q ≤ P(hi)
-    logq = math.log(q)
+    logq, last = math.log(q), math.inf
     for _ in range(400):
         if not lo < t < hi:  # the step left the bracket: widen it leftwards, or bisect it
             if not math.isfinite(lo):
@@ -253,9 +253,14 @@ def _solve_lower(df: float, q: float) -> float:
         # so the steps converge in a few whatever the size of the root.
         logcdf = math.log(cdf)
         step = (logcdf - logq) * math.exp(logcdf - _t_log_density(df, t) - math.log(-t))
-        if abs(step) <= 1e-15 or (math.isfinite(lo) and hi - lo <= 4e-16 * abs(lo)):
+        # As in _stdtrit_array: past a step of 1e-12 the next is below rounding, and where P
+        # is only good to ~1e-11 (df ≥ 1e4) the steps stop shrinking.
+        size = abs(step)
+        if (size <= 1e-12 or (size < 1e-8 and size >= 0.5 * last)
+                or (math.isfinite(lo) and hi - lo <= 4e-16 * abs(lo))):
             new = t * math.exp(min(step, 700.0))
             return new if lo <= new <= hi else t
+        last = size
         t *= math.exp(min(step, 700.0))
     return t
 
