@@ -308,8 +308,9 @@ def _kolmogorov(y: float) -> float:
 
 
 # --- arrays: the same methods over all elements at once ------------------------------------
-# A Python loop per element costs 15-250 µs (the fraction's terms, Newton's steps); the load
-# comparison (analyze/load.py) asks for a quantile per function, thousands in a large pair.
+# One element at a time costs tens of µs in Python (the fraction's terms, Newton's steps;
+# docs/STATISTICS.md §8a), and the load comparison (analyze/load.py) asks for a quantile per
+# function, thousands in a large pair.
 
 _LGAMMA = np.frompyfunc(math.lgamma, 1, 1)
 
