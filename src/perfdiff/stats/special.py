@@ -218,15 +218,24 @@ def _stdtrit(df: float, p: float) -> float:
     return -t if p > 0.5 else t
 
 
+def _t_start(z: Any, df: Any) -> Any:
+    """Where the search for the t quantile starts, from the normal's z (floats or arrays): the
+    Cornish–Fisher expansion (Abramowitz & Stegun 26.7.5), pushed further out for df < 3."""
+    g1, g2 = (z ** 3 + z) / 4.0, (5 * z ** 5 + 16 * z ** 3 + 3 * z) / 96.0
+    return np.where(df >= 3.0, z + g1 / df + g2 / (df * df), z * (1.0 + 1.0 / df) ** 2)
+
+
+def _settled(size: Any, last: Any) -> Any:
+    """Whether Newton's step of `size` (after one of `last`) ends the search (floats or arrays):
+    converging quadratically, the step after one of 1e-12 is below rounding; where P itself is
+    only good to ~1e-11 (df ≥ 1e4) the steps stop shrinking instead."""
+    return (size <= 1e-12) | ((size < 1e-8) & (size >= 0.5 * last))
+
+
 def _solve_lower(df: float, q: float) -> float:
     """The t ≤ 0 with P(T ≤ t) = q (0 < q < ½): Newton steps on ln P against ln |t|, kept
-    inside a bracket that bisection narrows when a step leaves it."""
-    z = _ndtri(q)
-    # A start from the Cornish–Fisher expansion (Abramowitz & Stegun 26.7.5), pushed further
-    # out for few degrees of freedom; the bracket holds the root whatever the start.
-    g1 = (z ** 3 + z) / 4.0
-    g2 = (5 * z ** 5 + 16 * z ** 3 + 3 * z) / 96.0
-    t = z + g1 / df + g2 / (df * df) if df >= 3.0 else z * (1.0 + 1.0 / df) ** 2
+    inside a bracket that bisection narrows when a step leaves it (so any start will do)."""
+    t = float(_t_start(_ndtri(q), df))
     lo, hi = -math.inf, 0.0  # P(lo) ≤ q ≤ P(hi)
     logq, last = math.log(q), math.inf
     for _ in range(400):
@@ -253,11 +262,8 @@ def _solve_lower(df: float, q: float) -> float:
         # so the steps converge in a few whatever the size of the root.
         logcdf = math.log(cdf)
         step = (logcdf - logq) * math.exp(logcdf - _t_log_density(df, t) - math.log(-t))
-        # As in _stdtrit_array: past a step of 1e-12 the next is below rounding, and where P
-        # is only good to ~1e-11 (df ≥ 1e4) the steps stop shrinking.
         size = abs(step)
-        if (size <= 1e-12 or (size < 1e-8 and size >= 0.5 * last)
-                or (math.isfinite(lo) and hi - lo <= 4e-16 * abs(lo))):
+        if _settled(size, last) or (math.isfinite(lo) and hi - lo <= 4e-16 * abs(lo)):
             new = t * math.exp(min(step, 700.0))
             return new if lo <= new <= hi else t
         last = size
@@ -423,9 +429,7 @@ def _stdtrit_array(df: np.ndarray, p: np.ndarray) -> np.ndarray:
         if common.any():
             d, pc = df[common], p[common]
             q = np.where(pc > 0.5, 1.0 - pc, pc)
-            z = np.frompyfunc(_ndtri, 1, 1)(q).astype(np.float64)
-            g1, g2 = (z ** 3 + z) / 4.0, (5 * z ** 5 + 16 * z ** 3 + 3 * z) / 96.0
-            t0 = np.where(d >= 3.0, z + g1 / d + g2 / (d * d), z * (1.0 + 1.0 / d) ** 2)
+            t0 = _t_start(np.frompyfunc(_ndtri, 1, 1)(q).astype(np.float64), d)
             s = np.log(-np.minimum(t0, -1e-300))
             log_q, log_norm = np.log(q), -0.5 * np.log(d) - _lbeta_array(0.5 * d, np.full(d.shape, 0.5))
             done = np.zeros(d.shape, dtype=bool)
@@ -441,17 +445,15 @@ def _stdtrit_array(df: np.ndarray, p: np.ndarray) -> np.ndarray:
                 log_density = log_norm[live] - 0.5 * (d[live] + 1.0) * np.log1p(t * t / d[live])
                 step = np.clip((log_cdf - log_q[live]) * np.exp(log_cdf - log_density - sl), -50.0, 50.0)
                 s[live] = sl + step
-                # Converging quadratically, the step after one of 1e-12 is below rounding; where
-                # P itself is only good to ~1e-11 (df ≥ 1e4), the steps stop shrinking there.
                 size = np.abs(step)
-                done[live] = (size <= 1e-12) | ((size < 1e-8) & (size >= 0.5 * last[live]))
+                done[live] = _settled(size, last[live])
                 last[live] = size
             t = -np.exp(s)
             ok = done & np.isfinite(t)
             res = np.where(pc > 0.5, -t, t)
-            out[np.flatnonzero(common)[ok]] = res[ok]
-            alone = alone.copy()
-            alone[np.flatnonzero(common)[~ok]] = True
+            at = np.flatnonzero(common)
+            out[at[ok]] = res[ok]
+            alone[at[~ok]] = True
     _by_elements(_stdtrit, alone, out, df, p)
     return out.reshape(shape)
 
